@@ -1,0 +1,56 @@
+//! Entry point of `spade-server`; see `spade-server --help`.
+
+use anyhow::Context;
+use clap::Parser;
+use leptos::prelude::LeptosOptions;
+use spade_server::{AppState, app, config::Config};
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    let cfg = Config::parse();
+    tracing::info!(?cfg, "starting");
+
+    let site_root = cfg.site_root.to_string_lossy().into_owned();
+    let wasm = cfg
+        .site_root
+        .join("pkg")
+        .join(format!("{}_bg.wasm", spade_server::OUTPUT_NAME));
+    if !wasm.exists() {
+        tracing::warn!(
+            path = %wasm.display(),
+            "hydration bundle missing: pages render but do not react to clicks (run scripts/build-site)"
+        );
+    }
+
+    let db = spade_db::connect(&cfg.database_url).await?;
+    if cfg.migrate {
+        spade_db::migrate(&db)
+            .await
+            .context("while migrating the database at start-up")?;
+    }
+
+    let leptos = LeptosOptions::builder()
+        .output_name(spade_server::OUTPUT_NAME)
+        .site_root(site_root)
+        .site_pkg_dir("pkg")
+        .site_addr(cfg.addr)
+        .build();
+    let listener = tokio::net::TcpListener::bind(cfg.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", cfg.addr))?;
+    let url = format!("http://{}", listener.local_addr()?);
+    tracing::info!(%url, "listening");
+    println!("SPADE Studio is up at {url}");
+    axum::serve(listener, app(AppState { leptos, db }))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! All SQL of SPADE Studio lives here: the migrator and typed queries over PostgreSQL.
+//! No other crate names a table; the backend calls these functions.
+
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use std::time::Duration;
+
+pub use sqlx::PgPool as Pool;
+
+/// Every migration under `migrations/`, embedded at compile time.
+pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations");
+
+/// Errors from the database layer.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// The server could not be reached or refused the connection.
+    #[error("cannot connect to PostgreSQL at {url}: {source}")]
+    Connect {
+        /// The URL with any password removed.
+        url: String,
+        source: sqlx::Error,
+    },
+    /// A migration failed to apply (or the applied history differs from the embedded one).
+    #[error("applying migrations failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// Any other query error.
+    #[error(transparent)]
+    Query(#[from] sqlx::Error),
+}
+
+/// Connects a pool; fails fast (5 s) so that a missing server is reported, not waited on.
+pub async fn connect(url: &str) -> Result<PgPool, DbError> {
+    PgPoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(url)
+        .await
+        .map_err(|source| DbError::Connect {
+            url: redact_password(url),
+            source,
+        })
+}
+
+/// Applies every pending migration.
+pub async fn migrate(pool: &PgPool) -> Result<(), DbError> {
+    MIGRATOR.run(pool).await?;
+    Ok(())
+}
+
+/// What the health endpoint reports about the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbStatus {
+    pub server_version: String,
+    /// Version of the newest applied migration, if any.
+    pub schema_version: Option<i64>,
+}
+
+/// Round-trips to the server and reads the applied schema version.
+pub async fn status(pool: &PgPool) -> Result<DbStatus, DbError> {
+    let server_version: String = sqlx::query_scalar("SHOW server_version")
+        .fetch_one(pool)
+        .await?;
+    let schema_version: Option<i64> =
+        sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
+            .fetch_one(pool)
+            .await?;
+    Ok(DbStatus {
+        server_version,
+        schema_version,
+    })
+}
+
+/// `postgres://user:secret@host/db` -> `postgres://user:***@host/db`, for error messages.
+pub fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((userinfo, host)) = rest.split_once('@') else {
+        return url.to_owned();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_error_messages() {
+        assert_eq!(
+            redact_password("postgres://spade:hunter2@127.0.0.1:5432/spade"),
+            "postgres://spade:***@127.0.0.1:5432/spade"
+        );
+        assert_eq!(redact_password("postgres://u@h/d"), "postgres://u@h/d");
+        assert_eq!(redact_password("not a url"), "not a url");
+    }
+
+    #[sqlx::test(migrator = "crate::MIGRATOR")]
+    async fn migrations_apply_and_schema_accepts_a_run(pool: PgPool) -> Result<(), DbError> {
+        let st = status(&pool).await?;
+        assert_eq!(st.schema_version, Some(20261129000001));
+        assert!(st.server_version.starts_with(char::is_numeric));
+
+        let team: i64 = sqlx::query_scalar("INSERT INTO teams (name) VALUES ('t') RETURNING id")
+            .fetch_one(&pool)
+            .await?;
+        let project: i64 = sqlx::query_scalar(
+            "INSERT INTO projects (team_id, name) VALUES ($1, 'p') RETURNING id",
+        )
+        .bind(team)
+        .fetch_one(&pool)
+        .await?;
+        let status: String = sqlx::query_scalar(
+            "INSERT INTO runs (project_id, name, config, seed, code_version)
+             VALUES ($1, 'r', '{}', 7, 'test') RETURNING status::text",
+        )
+        .bind(project)
+        .fetch_one(&pool)
+        .await?;
+        assert_eq!(status, "queued");
+
+        // The schema refuses what the application must never store.
+        let bad = sqlx::query("INSERT INTO teams (name) VALUES ('')")
+            .execute(&pool)
+            .await;
+        assert!(bad.is_err(), "empty team name must violate the CHECK");
+        Ok(())
+    }
+}
