@@ -32,8 +32,8 @@ fn serve() -> Result<(), FrameError> {
     let mut to_parent = BufWriter::new(channel);
     let mut from_parent = BufReader::new(std::io::stdin());
 
-    let python = Python::attach(|py| {
-        py.version_str()
+    let python = Python::attach(|_py| {
+        Python::version_str()
             .split_whitespace()
             .next()
             .unwrap_or("?")
