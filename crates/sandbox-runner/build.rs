@@ -1,10 +1,31 @@
-// Without an rpath to the build interpreter's lib dir the runner would load whichever
-// libpython3.11 the dynamic linker finds first (Debian's system one here), not the CPython the
-// project venv was made from.
+// Two facts about the build interpreter (PYO3_PYTHON: the project venv's python3) are baked
+// into the runner:
+// - an rpath to its lib dir: without it the runner would load whichever libpython3.11 the
+//   dynamic linker finds first (Debian's system one here), not the CPython the venv was made from;
+// - the venv's site-packages, which the embedded interpreter does not find by itself (it takes
+//   its prefix from libpython, i.e. the base installation) and which holds numpy and math_verify.
+use std::process::Command;
+
 fn main() {
     let cfg = pyo3_build_config::get();
     if let Some(dir) = cfg.lib_dir() {
         println!("cargo:rustc-link-arg-bins=-Wl,-rpath,{dir}");
     }
+    let site = cfg
+        .executable()
+        .and_then(|exe| {
+            Command::new(exe)
+                .args([
+                    "-c",
+                    "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+                ])
+                .output()
+                .ok()
+        })
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    println!("cargo:rustc-env=SPADE_RUNNER_SITE_PACKAGES={site}");
     println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
+    println!("cargo:rerun-if-changed=build.rs");
 }

@@ -43,7 +43,8 @@ Subclass responsibilities:
   ``"text"`` (what the user asks), ``"check"`` (a no-argument callable returning True when the
   instruction is complete in the current state) and ``"next_call"`` (a no-argument callable
   returning ``(tool_name, arguments_dict)``, the next correct tool call for the current state while
-  the instruction is incomplete). Every check must be False right after ``setup``.
+  the instruction is incomplete). Every check must be False right after ``setup``. Checks run after
+  every step, in any state (also for instructions not yet revealed), so they must never raise.
 * Tool methods read and change ``self._state`` and return a JSON-serialisable value (a string is
   shown as is). A tool signals a failure by raising an exception (``ValueError("...")``); its
   message is returned to the agent as the tool result, at no penalty beyond the turn. Tools must be
@@ -56,7 +57,7 @@ What the base class does:
 * ``step(action) -> (obs, reward, terminated, truncated, info)``. The action is the agent's whole
   reply. The LAST ``<tool_call>...</tool_call>`` or ``<answer>...</answer>`` element in it counts
   (one call per turn). A tool call's body is a JSON object ``{"name": str, "arguments": object}``
-  (``arguments`` may be omitted for no arguments, or be a JSON string encoding an object).
+  (``arguments`` may be omitted or null for no arguments, or be a JSON string encoding an object).
   - no element, unparseable JSON, an unknown tool, missing/unknown arguments, an argument of the
     wrong JSON type or outside its ``enum``, or an answer other than ``done``: format error,
     reward -0.1, not terminated; the observation says what was wrong.
@@ -73,11 +74,17 @@ What the base class does:
   first instruction whose check is False, as ``<tool_call>{json}</tool_call>``, or
   ``<answer>done</answer>`` when all are complete. Stepping ``solution()`` every turn wins.
 * ``criteria() -> list[bool]``: every instruction's check now, in order.
-* ``called(name, **arguments) -> bool``: whether a tool call with that name (and those argument
+* ``called(tool, **arguments) -> bool``: whether a call of that tool (with those argument
   values, if given) was already executed this episode, successful or not. ``next_call`` functions
   use it to look things up before acting, the way a careful agent would.
 * info dicts are JSON-serialisable: ``turn``, ``revealed`` (instructions shown so far),
   ``num_instructions``, ``criteria``, and ``error`` after a format error.
+
+Notes for authors: subclasses normally do not override ``__init__(self, max_turns=25, **kwargs)``
+(if one does, it must call ``super().__init__(max_turns=max_turns, **kwargs)``); ``reset`` is
+always called before ``step``, ``solution`` or ``criteria``. A lambda made in a loop sees the
+loop variable's last value, so build per-instruction closures in a helper function. Keep the
+tool list short (the first observation should stay under about 3,000 characters).
 """
 
 import inspect
@@ -194,8 +201,8 @@ class ToolUseEnv:
     def criteria(self):
         return [bool(ins["check"]()) for ins in self._instructions]
 
-    def called(self, name, **arguments):
-        return any(n == name and all(a.get(k) == v for k, v in arguments.items()) for n, a in self._calls)
+    def called(self, tool, /, **arguments):
+        return any(n == tool and all(a.get(k) == v for k, v in arguments.items()) for n, a in self._calls)
 
     def close(self):
         pass
@@ -235,11 +242,13 @@ class ToolUseEnv:
     def _parse_call(self, body):
         try:
             call = json.loads(body)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             return None, None, f"the tool call is not valid JSON ({exc})"
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             return None, None, 'the tool call must be a JSON object with a string "name"'
-        name, args = call["name"], call.get("arguments", {})
+        name, args = call["name"], call.get("arguments")
+        if args is None:
+            args = {}
         if isinstance(args, str):
             try:
                 args = json.loads(args) if args.strip() else {}

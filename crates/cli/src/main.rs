@@ -1,7 +1,9 @@
 //! `spade`: a thin binary over the library crates. Subcommands that belong to later milestones
 //! are listed so `--help` shows the whole surface, and say so when run.
 
-use clap::{Args, Parser, Subcommand};
+mod env_cmd;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -39,24 +41,38 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum EnvCommand {
-    /// Validate FILE.py; exit 0 if accepted, 1 if rejected.
+    /// Validate FILE.py in the sandbox; exit 0 if accepted, 1 if rejected, 2 on usage or I/O
+    /// errors.
     Check {
         file: PathBuf,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// Contract to check against (default: tool use if the class subclasses ToolUseEnv).
+        #[arg(long, value_enum)]
+        kind: Option<KindArg>,
+        /// Time budget for the whole validation, in seconds.
+        #[arg(long, default_value_t = 60)]
+        budget: u64,
     },
-    /// Play FILE.py with the given actions (or its solution()) and print the trajectory.
+    /// Play FILE.py with the given actions (or its own solution() each turn) and print the
+    /// trajectory.
     Play {
         file: PathBuf,
         #[arg(long, default_value_t = 0)]
-        seed: u64,
+        seed: i64,
         /// An action to send; repeat for several turns.
         #[arg(long = "action")]
         actions: Vec<String>,
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum KindArg {
+    Game,
+    ToolUse,
 }
 
 #[derive(Debug, Subcommand)]
@@ -142,7 +158,35 @@ struct EvalArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let (name, milestone) = match cli.command {
+    let result = match cli.command {
+        Command::Env(EnvCommand::Check {
+            file,
+            json,
+            kind,
+            budget,
+        }) => {
+            let kind = kind.map(|k| match k {
+                KindArg::Game => spade_sandbox::EnvKind::Game,
+                KindArg::ToolUse => spade_sandbox::EnvKind::ToolUse,
+            });
+            env_cmd::check(&file, json, kind, budget)
+        }
+        Command::Env(EnvCommand::Play {
+            file,
+            seed,
+            actions,
+            json,
+        }) => env_cmd::play(&file, seed, &actions, json),
+        other => return not_yet(&other),
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("spade: {e:#}");
+        ExitCode::from(2)
+    })
+}
+
+fn not_yet(command: &Command) -> ExitCode {
+    let (name, milestone) = match command {
         Command::Env(_) => ("env", "the sandbox milestone (issue 3)"),
         Command::Model(_) => ("model", "the policy milestone (issue 4)"),
         Command::Worker(_) | Command::Train(_) | Command::Vendi(_) => {

@@ -1,91 +1,171 @@
 //! `spade-sandbox-runner`: the only program of the project that runs generated Python. It
-//! embeds CPython through pyo3 and serves the protocol of `spade_sandbox::protocol` on its
-//! stdin and a private copy of its stdout.
+//! embeds CPython through pyo3, isolates itself (see `isolate`), loads one environment and
+//! serves `spade_sandbox::protocol` until told to stop. A parent starts one runner per
+//! environment; nothing of one environment survives into the next.
 //!
-//! Covered so far: the protocol channel is a duplicate of the original stdout taken before any
-//! Python runs, and file descriptor 1 is then pointed at stderr, so `print` in generated code
-//! cannot write into the channel by accident. Not yet covered (the sandbox milestone): the
-//! operating-system isolation layers (namespaces, seccomp, rlimits, cgroups), timeouts, and a
-//! deliberate write to the channel's descriptor number.
+//! Descriptors: requests arrive on a private duplicate of stdin and replies leave on a private
+//! duplicate of stdout, both taken before any Python runs. Descriptor 0 then reads `/dev/null`
+//! and descriptor 1 writes to stderr, so `input()` sees end-of-file and `print` output goes to
+//! the parent's capped diagnostics instead of the reply stream. Replies echo the request's
+//! random id, which never enters the Python namespace.
+
+mod env;
+mod isolate;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
-use spade_sandbox::protocol::{self, FrameError, PROTOCOL_VERSION, Request, Response};
-use std::ffi::CString;
+use spade_sandbox::protocol::{
+    self, EnvError, EnvErrorKind, FrameError, Op, PROTOCOL_VERSION, Reply, Request, Response,
+};
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// Exit status when the channel itself fails (the parent treats any exit as a dead runner).
+const EXIT_CHANNEL: u8 = 70;
 
 fn main() -> ExitCode {
     match serve() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("spade-sandbox-runner: {e}");
-            ExitCode::from(70)
+            ExitCode::from(EXIT_CHANNEL)
         }
     }
 }
 
-fn serve() -> Result<(), FrameError> {
-    let channel = File::from(rustix::io::dup(std::io::stdout()).map_err(std::io::Error::from)?);
-    rustix::stdio::dup2_stdout(std::io::stderr()).map_err(std::io::Error::from)?;
-    let mut to_parent = BufWriter::new(channel);
-    let mut from_parent = BufReader::new(std::io::stdin());
+fn take_channels() -> std::io::Result<(BufReader<File>, BufWriter<File>)> {
+    let requests = File::from(rustix::io::dup(std::io::stdin())?);
+    let replies = File::from(rustix::io::dup(std::io::stdout())?);
+    let devnull = File::open("/dev/null")?;
+    rustix::stdio::dup2_stdin(&devnull)?;
+    rustix::stdio::dup2_stdout(std::io::stderr())?;
+    Ok((BufReader::new(requests), BufWriter::new(replies)))
+}
 
-    let python = Python::attach(|_py| {
-        Python::version_str()
+fn serve() -> Result<(), FrameError> {
+    let (mut from_parent, mut to_parent) = take_channels()?;
+    let site = env!("SPADE_RUNNER_SITE_PACKAGES");
+    let (template, python, roots) = Python::attach(|py| {
+        let t = env::Template::build(py, site)?;
+        let roots = env::import_roots(py)?;
+        let version = Python::version_str()
             .split_whitespace()
             .next()
             .unwrap_or("?")
-            .to_owned()
-    });
-    protocol::write_frame(
-        &mut to_parent,
-        &Response::Hello {
+            .to_owned();
+        PyResult::Ok((t, version, roots))
+    })
+    .map_err(|e| std::io::Error::other(format!("interpreter start-up failed: {e}")))?;
+    let hello = Response {
+        id: 0,
+        reply: Reply::Hello {
             protocol: PROTOCOL_VERSION,
             python,
         },
-    )?;
+    };
+    protocol::write_frame(&mut to_parent, &hello)?;
+
+    let mut configured = false;
+    let mut loaded: Option<env::LoadedEnv> = None;
+    let mut max_obs_chars = protocol::Limits::default().max_observation_chars;
     loop {
-        let req: Request = match protocol::read_frame(&mut from_parent) {
+        let Request { id, op } = match protocol::read_frame(&mut from_parent) {
             Ok(r) => r,
             Err(FrameError::Closed) => return Ok(()),
             Err(e) => return Err(e),
         };
-        let resp = match req {
-            Request::Shutdown => return Ok(()),
-            Request::Eval { source, expr } => eval(&source, &expr),
+        let reply = match op {
+            Op::Shutdown => {
+                protocol::write_frame(
+                    &mut to_parent,
+                    &Response {
+                        id,
+                        reply: Reply::Bye,
+                    },
+                )?;
+                return Ok(());
+            }
+            Op::Configure {
+                limits,
+                scratch_dir,
+            } if !configured => {
+                max_obs_chars = limits.max_observation_chars;
+                match isolate::apply(&limits, &PathBuf::from(scratch_dir), &roots) {
+                    Ok(layers) => {
+                        configured = true;
+                        Reply::Ready { layers }
+                    }
+                    // Never run environment code half-isolated: report and exit.
+                    Err(e) => {
+                        let reply = Reply::Error(EnvError {
+                            kind: EnvErrorKind::BadRequest,
+                            message: format!("isolation failed: {e}"),
+                        });
+                        protocol::write_frame(&mut to_parent, &Response { id, reply })?;
+                        return Ok(());
+                    }
+                }
+            }
+            _ if !configured => bad_request("the first request must be `configure`"),
+            Op::Configure { .. } => bad_request("already configured"),
+            Op::Load {
+                source,
+                kind,
+                max_turns,
+            } => {
+                if loaded.is_some() {
+                    bad_request("an environment is already loaded; start a new runner")
+                } else {
+                    let result = Python::attach(|py| {
+                        env::load(py, &template, &source, kind, max_turns, max_obs_chars)
+                    });
+                    match result {
+                        Ok(env) => {
+                            let reply = Reply::Loaded {
+                                class_name: env.class_name.clone(),
+                                kind: env.kind,
+                                max_turns: env.max_turns,
+                            };
+                            loaded = Some(env);
+                            reply
+                        }
+                        Err(e) => Reply::Error(e),
+                    }
+                }
+            }
+            Op::Exec { source, expr } => {
+                match Python::attach(|py| env::exec(py, &template, &source, &expr)) {
+                    Ok(text) => Reply::Text { text },
+                    Err(e) => Reply::Error(e),
+                }
+            }
+            op => match &loaded {
+                None => bad_request("no environment loaded"),
+                Some(env) => Python::attach(|py| on_env(py, env, op)),
+            },
         };
-        protocol::write_frame(&mut to_parent, &resp)?;
+        protocol::write_frame(&mut to_parent, &Response { id, reply })?;
     }
 }
 
-fn eval(source: &str, expr: &str) -> Response {
-    let (Ok(source), Ok(expr)) = (CString::new(source), CString::new(expr)) else {
-        return Response::BadRequest {
-            message: "source and expression must not contain NUL bytes".into(),
-        };
-    };
-    Python::attach(|py| {
-        let globals = PyDict::new(py);
-        let result = py
-            .run(&source, Some(&globals), None)
-            .and_then(|()| py.eval(&expr, Some(&globals), None))
-            .and_then(|v| v.str().map(|s| s.to_string_lossy().into_owned()));
-        match result {
-            Ok(text) => Response::Value { text },
-            Err(err) => Response::PythonError {
-                kind: err
-                    .get_type(py)
-                    .name()
-                    .map(|n| n.to_string())
-                    .unwrap_or_else(|_| "Exception".into()),
-                message: err
-                    .value(py)
-                    .str()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-            },
+fn on_env(py: Python<'_>, env: &env::LoadedEnv, op: Op) -> Reply {
+    let result = match op {
+        Op::Reset { seed } => env.reset(py, seed).map(Reply::Reset),
+        Op::Step { action } => env.step(py, &action).map(Reply::Step),
+        Op::Solution => env.solution(py).map(|text| Reply::Text { text }),
+        Op::Criteria => env.criteria(py).map(|done| Reply::Criteria { done }),
+        Op::PlaySolution { seed, max_turns } => {
+            Ok(Reply::Trajectory(env.play_solution(py, seed, max_turns)))
         }
+        _ => Ok(bad_request("unexpected request")),
+    };
+    result.unwrap_or_else(Reply::Error)
+}
+
+fn bad_request(message: &str) -> Reply {
+    Reply::Error(EnvError {
+        kind: EnvErrorKind::BadRequest,
+        message: message.to_owned(),
     })
 }

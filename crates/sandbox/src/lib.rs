@@ -1,10 +1,76 @@
-//! The parent side of the sandbox: the protocol spoken with `spade-sandbox-runner` processes
-//! and a handle that starts one runner, talks to it and kills it. Generated environment code
-//! never runs in the caller's process: only the runner (which alone embeds CPython) executes
-//! it. Isolation layers, the pool and validation arrive with the sandbox milestone.
+//! The environment sandbox, parent side: the runner protocol, runner processes, the pool and
+//! validation. Generated environment code never runs in the caller's process: it runs in a
+//! `spade-sandbox-runner` child (the only binary that embeds CPython), one per environment.
+//!
+//! # What the sandbox covers
+//! Each property below has an adversarial test in `crates/sandbox-runner/tests/attacks.rs`.
+//! - **No network**: a new network namespace (only a downed loopback), seccomp refuses
+//!   `socket`/`socketpair`, Landlock refuses TCP bind/connect.
+//! - **No file system beyond a private scratch directory**: Landlock allows reads only beneath
+//!   the interpreter's import roots (stdlib, the venv's site-packages) and reads/writes beneath
+//!   a fresh scratch directory (the working directory, removed afterwards). No `/etc`, `/proc`,
+//!   home directories or other runners' scratch.
+//! - **No new processes or threads**: seccomp refuses fork, vfork, clone, clone3, execve and
+//!   execveat, so `subprocess`, `os.system`, `posix_spawn`, fork bombs, double-fork daemons
+//!   and threads that would act after a call returns all fail at their first step.
+//! - **No reaching out of the box**: seccomp refuses ptrace, process_vm_*, kill/tgkill of any
+//!   pid but its own, pidfd signalling, mount/namespace/bpf/perf/io_uring/keyring/module calls;
+//!   Landlock scoping refuses signals and abstract unix sockets outside; a root runner drops
+//!   every capability.
+//! - **Bounded resources**: RLIMIT_AS (address space), RLIMIT_CPU, RLIMIT_NOFILE, RLIMIT_FSIZE,
+//!   no core dumps; a wall-clock limit per call after which the runner's whole process group
+//!   gets SIGKILL (so ignoring SIGTERM or sleeping forever does not help); observations over
+//!   20,000 characters are refused in the runner before they are sent; stderr/stdout output is
+//!   drained and only its last 8 KiB kept; protocol frames are capped at 16 MiB.
+//! - **Clean environment**: the runner starts with no variables of the parent (only a fixed
+//!   `PYTHONHASHSEED` and single-thread BLAS settings), stdin reading `/dev/null`.
+//! - **Unforgeable replies**: replies are read from a private duplicate of the runner's stdout
+//!   taken before any Python runs; descriptor 1 then points at the capped stderr, and every
+//!   reply must echo a random request id that never enters the Python namespace. A stray or
+//!   forged frame is a protocol violation: the runner is killed and the environment rejected.
+//! - **Checks cannot be fooled from inside**: return values are type-checked through the C API
+//!   and converted in the runner's Rust code, and every validation decision is made here in the
+//!   parent, so rebinding builtins (`isinstance`, `float`, `type`, ...) changes nothing.
+//! - **A broken runner is only an error**: death, timeout or violation gives a typed
+//!   [`SandboxError`]; the pool replaces the runner, the caller never panics.
+//!
+//! # What it does not cover
+//! - CPU and memory *bandwidth*: a runner can still slow its neighbours within its CPU limit.
+//! - cgroups are not used: memory is bounded per process by RLIMIT_AS (a runner cannot have
+//!   children), not by a cgroup; a cgroup would also count page cache.
+//! - The runner keeps uid 0 (without capabilities) when started as root, because the
+//!   interpreter lives under `/root`; file confinement then rests on Landlock alone. On a
+//!   kernel without Landlock the report's `layers` lacks `landlock` and files are not confined.
+//! - A generated program that reads its own runner's memory (numpy's array interface can
+//!   address raw memory) could learn the current request id and forge a reply; such a reply can
+//!   only carry values its own methods could have returned, since every check runs here.
+//! - Timing side channels and the kernel's own attack surface through allowed syscalls.
 
+pub mod pool;
 pub mod protocol;
 pub mod runner;
+pub mod validate;
 
-pub use protocol::{PROTOCOL_VERSION, Request, Response};
-pub use runner::{Runner, SandboxError};
+pub use pool::{EnvSession, Leased, Pool, PoolConfig};
+pub use protocol::{EnvKind, Layer, Limits, PROTOCOL_VERSION};
+pub use runner::{Runner, RunnerConfig, SandboxError};
+pub use validate::{Check, Reason, Report, ValidationConfig, validate};
+
+/// Where to find the runner binary: `SPADE_SANDBOX_RUNNER`, else `spade-sandbox-runner` next
+/// to the running executable (cargo puts all of a workspace's binaries in one directory).
+pub fn default_runner_path() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("SPADE_SANDBOX_RUNNER") {
+        return p.into();
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            let dir = exe.parent()?;
+            // Test binaries live one level down, in target/<profile>/deps.
+            [dir, dir.parent()?]
+                .iter()
+                .map(|d| d.join("spade-sandbox-runner"))
+                .find(|p| p.exists())
+        })
+        .unwrap_or_else(|| "spade-sandbox-runner".into())
+}

@@ -1,43 +1,230 @@
 //! The runner protocol, version [`PROTOCOL_VERSION`].
 //!
-//! Frames in both directions: the 4 magic bytes `SPD1`, a big-endian `u32` payload length, then
-//! that many bytes of JSON (one [`Request`] or [`Response`]). The runner speaks first with
-//! [`Response::Hello`]; a parent refuses a runner whose version differs. Payloads over
-//! [`MAX_FRAME`] are refused before they are read, so a runaway peer cannot exhaust memory.
+//! Frames in both directions: the 4 magic bytes `SPD2`, a big-endian `u32` payload length, then
+//! that many bytes of JSON (one [`Request`] or [`Response`]). The runner speaks first with a
+//! [`Reply::Hello`] (id 0); a parent refuses a runner whose version differs. Every request carries
+//! a random 64-bit id that the runner echoes; the id never enters the Python namespace, so bytes
+//! that generated code writes to a descriptor (even a complete, well-formed frame) do not carry
+//! the expected id and are reported as a protocol violation instead of being believed. Payloads
+//! over [`MAX_FRAME`] are refused before they are read.
 
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 
-/// Bumped on every incompatible change of [`Request`] or [`Response`].
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Bumped on every incompatible change of the messages below.
+pub const PROTOCOL_VERSION: u32 = 2;
 /// Start of every frame; a desynchronised stream fails at the next frame instead of misparsing.
-pub const MAGIC: [u8; 4] = *b"SPD1";
+pub const MAGIC: [u8; 4] = *b"SPD2";
 /// Largest payload either side accepts (16 MiB).
 pub const MAX_FRAME: u32 = 16 << 20;
 
+/// Which environment contract of `shared/spade-spec.md` a source follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvKind {
+    /// Text games: `reset`/`step`/`solution`, actions in `\boxed{}`.
+    #[default]
+    Game,
+    /// Tool use: subclasses of the provided `ToolUseEnv`, actions are `<tool_call>` / `<answer>`.
+    ToolUse,
+}
+
+/// Resource limits the runner applies to itself before any environment code runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// RLIMIT_AS in bytes.
+    pub address_space: u64,
+    /// RLIMIT_CPU in seconds over the runner's whole life.
+    pub cpu_seconds: u64,
+    /// RLIMIT_NOFILE.
+    pub open_files: u64,
+    /// RLIMIT_FSIZE in bytes: the largest file the environment may write in its scratch dir.
+    pub file_size: u64,
+    /// Longest observation (in characters) the runner passes back; longer is an error.
+    pub max_observation_chars: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            address_space: 2 << 30,
+            cpu_seconds: 600,
+            open_files: 64,
+            file_size: 16 << 20,
+            // spec "Validation": observation length limit 20,000 characters.
+            max_observation_chars: 20_000,
+        }
+    }
+}
+
 /// Parent -> runner.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    pub id: u64,
+    #[serde(flatten)]
+    pub op: Op,
+}
+
+/// What the parent asks for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
-pub enum Request {
-    /// Execute `source` in a fresh module namespace, then evaluate `expr` there and return its
-    /// `str()`.
-    Eval { source: String, expr: String },
-    /// Exit cleanly.
+pub enum Op {
+    /// Apply the isolation layers, then answer [`Reply::Ready`]. Must be the first request.
+    Configure {
+        limits: Limits,
+        /// A private directory the environment may read and write; becomes its working dir.
+        scratch_dir: String,
+    },
+    /// Parse, execute and instantiate one environment source (once per runner).
+    Load {
+        source: String,
+        /// `None`: tool use if the class subclasses `ToolUseEnv`, else a game.
+        kind: Option<EnvKind>,
+        /// Passed as `max_turns=` when given; otherwise the class default is used.
+        max_turns: Option<u32>,
+    },
+    Reset {
+        seed: Option<i64>,
+    },
+    Step {
+        action: String,
+    },
+    Solution,
+    /// Tool use only: the success state of every instruction.
+    Criteria,
+    /// Reset with `seed`, then step the environment's own `solution()` (wrapped in `\boxed{}`
+    /// for games) until it ends or `max_turns` steps were taken: a whole episode in one round
+    /// trip, for validation and benchmarks.
+    PlaySolution {
+        seed: i64,
+        max_turns: u32,
+    },
+    /// Execute `source` in a fresh namespace with the environment globals, return `str(expr)`.
+    Exec {
+        source: String,
+        expr: String,
+    },
     Shutdown,
 }
 
 /// Runner -> parent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum Response {
-    /// First frame of every runner.
-    Hello { protocol: u32, python: String },
-    /// `str()` of the evaluated expression.
-    Value { text: String },
-    /// The Python code raised; `kind` is the exception's type name.
-    PythonError { kind: String, message: String },
-    /// The request itself was unusable (for example source containing a NUL byte).
-    BadRequest { message: String },
+pub struct Response {
+    pub id: u64,
+    #[serde(flatten)]
+    pub reply: Reply,
+}
+
+/// One observation and its info dict (JSON).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    pub obs: String,
+    pub info: serde_json::Value,
+}
+
+/// What `step` returned, already type-checked by the runner through the C API (so tampering
+/// with Python builtins cannot make a wrong type pass).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepResult {
+    pub obs: String,
+    pub reward: f64,
+    pub terminated: bool,
+    pub truncated: bool,
+    pub info: serde_json::Value,
+}
+
+/// One turn of a played episode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Turn {
+    pub action: String,
+    pub result: StepResult,
+}
+
+/// A whole episode as [`Op::PlaySolution`] played it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trajectory {
+    pub reset: Observation,
+    pub turns: Vec<Turn>,
+    /// Set when the episode stopped on an error (the turns before it are kept).
+    pub error: Option<EnvError>,
+}
+
+/// Isolation layers the runner applied to itself before running any environment code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    /// New network namespace: only a downed loopback, no route anywhere.
+    NetNamespace,
+    /// New IPC and UTS namespaces.
+    IpcUtsNamespace,
+    /// A user namespace (used when the runner does not start as root).
+    UserNamespace,
+    /// Every capability dropped (a root runner keeps uid 0 but no privilege).
+    NoCapabilities,
+    /// Landlock: reads only under the interpreter's and packages' dirs, writes only in scratch.
+    Landlock,
+    /// Landlock scoping: no signals to, no abstract unix sockets of, processes outside.
+    LandlockScope,
+    /// seccomp: no new processes or threads, no sockets, no exec, no ptrace, no kill of others.
+    Seccomp,
+    /// rlimits: address space, CPU time, open files, file size, no core dumps.
+    Rlimits,
+}
+
+/// A failure that is the environment's (or its source's) fault.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvError {
+    pub kind: EnvErrorKind,
+    pub message: String,
+}
+
+/// Machine-readable classes of [`EnvError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvErrorKind {
+    /// The source does not parse.
+    Syntax,
+    /// No top-level class whose name ends in `Env`.
+    NoEnvClass,
+    /// More than one top-level class whose name ends in `Env`.
+    MultipleEnvClasses,
+    /// Environment code raised an exception.
+    Exception,
+    /// A method returned something other than the contract says (the message names what).
+    Contract,
+    /// An observation longer than the limit.
+    ObservationTooLong,
+    /// The request came in the wrong order (e.g. `step` before `load`).
+    BadRequest,
+}
+
+/// What the runner answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum Reply {
+    Hello {
+        protocol: u32,
+        python: String,
+    },
+    Ready {
+        layers: Vec<Layer>,
+    },
+    Loaded {
+        class_name: String,
+        kind: EnvKind,
+        max_turns: u32,
+    },
+    Reset(Observation),
+    Step(StepResult),
+    Text {
+        text: String,
+    },
+    Criteria {
+        done: Vec<bool>,
+    },
+    Trajectory(Trajectory),
+    Error(EnvError),
+    Bye,
 }
 
 /// Errors of reading or writing a frame.
@@ -50,7 +237,7 @@ pub enum FrameError {
     #[error("bad frame magic {0:?} (stream out of sync)")]
     BadMagic([u8; 4]),
     #[error("frame of {0} bytes exceeds the {MAX_FRAME}-byte limit")]
-    TooLarge(u32),
+    TooLarge(u64),
     #[error("malformed frame payload: {0}")]
     Json(#[from] serde_json::Error),
 }
@@ -61,10 +248,13 @@ pub fn write_frame<T: Serialize>(w: &mut impl Write, msg: &T) -> Result<(), Fram
     let len = u32::try_from(payload.len())
         .ok()
         .filter(|n| *n <= MAX_FRAME)
-        .ok_or(FrameError::TooLarge(u32::MAX))?;
-    w.write_all(&MAGIC)?;
-    w.write_all(&len.to_be_bytes())?;
-    w.write_all(&payload)?;
+        .ok_or(FrameError::TooLarge(payload.len() as u64))?;
+    let mut frame = Vec::with_capacity(payload.len() + 8);
+    frame.extend_from_slice(&MAGIC);
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&payload);
+    // One write for the whole frame keeps frames whole on the pipe.
+    w.write_all(&frame)?;
     w.flush()?;
     Ok(())
 }
@@ -77,14 +267,13 @@ pub fn read_frame<T: for<'de> Deserialize<'de>>(r: &mut impl Read) -> Result<T, 
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
         Err(e) => return Err(e.into()),
     }
-    let (magic, len) = header.split_at(4);
-    let magic: [u8; 4] = [magic[0], magic[1], magic[2], magic[3]];
+    let magic = [header[0], header[1], header[2], header[3]];
     if magic != MAGIC {
         return Err(FrameError::BadMagic(magic));
     }
-    let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+    let len = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
     if len > MAX_FRAME {
-        return Err(FrameError::TooLarge(len));
+        return Err(FrameError::TooLarge(u64::from(len)));
     }
     let mut payload = vec![0u8; len as usize];
     r.read_exact(&mut payload)?;
@@ -98,19 +287,45 @@ mod tests {
     #[test]
     fn frames_round_trip() -> Result<(), FrameError> {
         let mut buf = Vec::new();
-        let req = Request::Eval {
-            source: "x = 1\n".into(),
-            expr: "x + 1".into(),
+        let req = Request {
+            id: 7,
+            op: Op::Step {
+                action: "\\boxed{42}".into(),
+            },
         };
         write_frame(&mut buf, &req)?;
-        write_frame(&mut buf, &Request::Shutdown)?;
+        write_frame(
+            &mut buf,
+            &Request {
+                id: 8,
+                op: Op::Shutdown,
+            },
+        )?;
         let mut r = buf.as_slice();
         assert_eq!(read_frame::<Request>(&mut r)?, req);
-        assert_eq!(read_frame::<Request>(&mut r)?, Request::Shutdown);
+        assert_eq!(read_frame::<Request>(&mut r)?.op, Op::Shutdown);
         assert!(matches!(
             read_frame::<Request>(&mut r),
             Err(FrameError::Closed)
         ));
+        Ok(())
+    }
+
+    #[test]
+    fn replies_serialise_with_their_tag() -> Result<(), FrameError> {
+        let resp = Response {
+            id: 3,
+            reply: Reply::Step(StepResult {
+                obs: "o".into(),
+                reward: 1.0,
+                terminated: true,
+                truncated: false,
+                info: serde_json::json!({}),
+            }),
+        };
+        let text = serde_json::to_string(&resp)?;
+        assert!(text.contains("\"reply\":\"step\""), "{text}");
+        assert_eq!(serde_json::from_str::<Response>(&text)?, resp);
         Ok(())
     }
 
@@ -125,7 +340,7 @@ mod tests {
         big.extend_from_slice(&u32::MAX.to_be_bytes());
         assert!(matches!(
             read_frame::<Request>(&mut big.as_slice()),
-            Err(FrameError::TooLarge(u32::MAX))
+            Err(FrameError::TooLarge(_))
         ));
     }
 }

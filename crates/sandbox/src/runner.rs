@@ -1,9 +1,27 @@
-//! One runner process: start, handshake, request/response, kill on drop.
+//! One runner process seen from the parent: start, configure, request/response with a
+//! wall-clock timeout, kill.
+//!
+//! The runner is untrusted once environment code has run in it: every reply is checked for the
+//! request's id and read through a bounded frame reader, a timeout or any protocol violation
+//! kills the runner's whole process group with SIGKILL, and a killed runner is never reused.
 
-use crate::protocol::{self, FrameError, PROTOCOL_VERSION, Request, Response};
-use std::io::{BufReader, BufWriter};
-use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use crate::protocol::{
+    self, EnvError, EnvKind, FrameError, Layer, Limits, Observation, Op, PROTOCOL_VERSION, Reply,
+    Request, Response, StepResult, Trajectory,
+};
+use std::io::{BufReader, BufWriter, Read};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a runner may take to start its interpreter and say hello.
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// The last bytes of a runner's stderr (including everything environment code printed) kept for
+/// error messages; the rest is discarded as it arrives.
+const STDERR_TAIL: usize = 8 << 10;
 
 /// Errors a caller of the sandbox can see; none of them is a panic of the caller.
 #[derive(Debug, thiserror::Error)]
@@ -17,95 +35,434 @@ pub enum SandboxError {
     /// The runner speaks another protocol version.
     #[error("sandbox runner speaks protocol {got}, this build needs {PROTOCOL_VERSION}")]
     Version { got: u32 },
-    /// The runner sent something other than what the protocol allows at this point.
-    #[error("unexpected message from the sandbox runner: {0:?}")]
-    Unexpected(Box<Response>),
-    /// The channel broke (the runner died, or sent an unreadable frame).
-    #[error("sandbox runner channel: {0}")]
-    Channel(#[from] FrameError),
-    /// The environment's Python code raised.
-    #[error("{kind}: {message}")]
-    Python { kind: String, message: String },
-    /// The runner refused the request as malformed.
-    #[error("request refused by the runner: {0}")]
-    BadRequest(String),
+    /// The runner could not isolate itself; it runs no environment code.
+    #[error("sandbox runner could not isolate itself: {0}")]
+    Isolation(String),
+    /// A call did not answer within its time limit; the runner was killed.
+    #[error("{call} did not finish within {limit:?}; the runner was killed")]
+    Timeout { call: &'static str, limit: Duration },
+    /// The runner exited (crash, `os._exit`, a resource limit, a signal).
+    #[error("the sandbox runner died during {call} ({status}){stderr}")]
+    Died {
+        call: &'static str,
+        status: String,
+        stderr: String,
+    },
+    /// The runner sent something the protocol does not allow here (for example a forged frame
+    /// written by environment code); the runner was killed.
+    #[error("protocol violation during {call}: {detail}; the runner was killed")]
+    Protocol { call: &'static str, detail: String },
+    /// The environment (or its source) failed: an exception, a contract violation, a limit.
+    #[error("{:?}: {}", .0.kind, .0.message)]
+    Env(EnvError),
 }
 
-/// A live runner process. Dropping it kills the process.
+impl SandboxError {
+    /// The environment's own failure, if this is one.
+    pub fn env_error(&self) -> Option<&EnvError> {
+        match self {
+            SandboxError::Env(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// What a runner needs to start.
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    pub runner_path: PathBuf,
+    pub limits: Limits,
+    /// Parent directory of the per-runner scratch directories.
+    pub scratch_root: PathBuf,
+}
+
+impl RunnerConfig {
+    pub fn new(runner_path: impl Into<PathBuf>) -> Self {
+        Self {
+            runner_path: runner_path.into(),
+            limits: Limits::default(),
+            scratch_root: std::env::temp_dir(),
+        }
+    }
+}
+
+type Frame = Result<Response, FrameError>;
+
+/// A live, isolated runner process. Dropping it kills the process group and removes its scratch
+/// directory.
 #[derive(Debug)]
 pub struct Runner {
     child: Child,
+    pgid: rustix::process::Pid,
     to: BufWriter<ChildStdin>,
-    from: BufReader<ChildStdout>,
+    frames: Receiver<Frame>,
+    stderr: Arc<Mutex<Vec<u8>>>,
     python: String,
+    layers: Vec<Layer>,
+    scratch: Option<tempfile::TempDir>,
+    dead: bool,
 }
 
 impl Runner {
-    /// Starts `runner_path` with an empty environment and waits for its hello.
-    pub fn spawn(runner_path: &Path) -> Result<Self, SandboxError> {
+    /// Starts a runner with an empty environment, waits for its hello, and has it isolate
+    /// itself. The returned runner has not run any environment code yet.
+    pub fn start(cfg: &RunnerConfig) -> Result<Self, SandboxError> {
         let spawn_err = |source| SandboxError::Spawn {
-            path: runner_path.display().to_string(),
+            path: cfg.runner_path.display().to_string(),
             source,
         };
-        let mut child = Command::new(runner_path)
+        let scratch = tempfile::Builder::new()
+            .prefix("spade-sandbox-")
+            .tempdir_in(&cfg.scratch_root)
+            .map_err(spawn_err)?;
+        let mut child = Command::new(&cfg.runner_path)
             .env_clear()
+            // Fixed hashing makes set and dict-of-str iteration order, and so environments,
+            // reproducible across runners; one BLAS thread because the runner may not make more.
+            .env("PYTHONHASHSEED", "0")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("PYTHONIOENCODING", "utf-8")
+            .env("OPENBLAS_NUM_THREADS", "1")
+            .env("OMP_NUM_THREADS", "1")
+            .env("MKL_NUM_THREADS", "1")
+            .current_dir(scratch.path())
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .map_err(spawn_err)?;
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
             let _ = child.kill();
             return Err(spawn_err(std::io::Error::other("stdio pipes missing")));
         };
+        let pgid = rustix::process::Pid::from_child(&child);
+        let (tx, frames) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("sandbox-reader".into())
+            .spawn(move || {
+                let mut r = BufReader::new(stdout);
+                loop {
+                    let frame = protocol::read_frame::<Response>(&mut r);
+                    let stop = frame.is_err();
+                    if tx.send(frame).is_err() || stop {
+                        return;
+                    }
+                }
+            })
+            .map_err(spawn_err)?;
+        let tail = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&tail);
+        std::thread::Builder::new()
+            .name("sandbox-stderr".into())
+            .spawn(move || drain_tail(stderr, &sink))
+            .map_err(spawn_err)?;
         let mut runner = Runner {
             child,
+            pgid,
             to: BufWriter::new(stdin),
-            from: BufReader::new(stdout),
+            frames,
+            stderr: tail,
             python: String::new(),
+            layers: Vec::new(),
+            scratch: Some(scratch),
+            dead: false,
         };
-        match protocol::read_frame(&mut runner.from)? {
-            Response::Hello { protocol, python } if protocol == PROTOCOL_VERSION => {
+        match runner.receive(0, "start-up", START_TIMEOUT)? {
+            Reply::Hello { protocol, python } if protocol == PROTOCOL_VERSION => {
                 runner.python = python;
-                Ok(runner)
             }
-            Response::Hello { protocol, .. } => Err(SandboxError::Version { got: protocol }),
-            other => Err(SandboxError::Unexpected(Box::new(other))),
+            Reply::Hello { protocol, .. } => return Err(SandboxError::Version { got: protocol }),
+            other => {
+                return Err(runner.violation("start-up", format!("expected hello, got {other:?}")));
+            }
         }
+        let scratch_dir = runner
+            .scratch
+            .as_ref()
+            .map(|d| d.path().display().to_string())
+            .unwrap_or_default();
+        let op = Op::Configure {
+            limits: cfg.limits.clone(),
+            scratch_dir,
+        };
+        match runner.call(op, "configure", START_TIMEOUT)? {
+            Reply::Ready { layers } => runner.layers = layers,
+            Reply::Error(e) => return Err(SandboxError::Isolation(e.message)),
+            other => return Err(runner.violation("configure", format!("unexpected {other:?}"))),
+        }
+        Ok(runner)
     }
 
-    /// The CPython version the runner embeds, from its hello.
+    /// The CPython version the runner embeds.
     pub fn python_version(&self) -> &str {
         &self.python
     }
 
-    /// Runs `source` in a fresh namespace and returns `str(eval(expr))`.
-    pub fn eval(&mut self, source: &str, expr: &str) -> Result<String, SandboxError> {
-        let req = Request::Eval {
-            source: source.to_owned(),
-            expr: expr.to_owned(),
+    /// The isolation layers the runner applied before running any environment code.
+    pub fn layers(&self) -> &[Layer] {
+        &self.layers
+    }
+
+    /// The runner's process id (also its process group id).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `op` and waits up to `limit` for the reply with the same id.
+    pub fn call(
+        &mut self,
+        op: Op,
+        call: &'static str,
+        limit: Duration,
+    ) -> Result<Reply, SandboxError> {
+        if self.dead {
+            return Err(SandboxError::Died {
+                call,
+                status: "killed earlier".into(),
+                stderr: String::new(),
+            });
+        }
+        let id = loop {
+            let id: u64 = rand::random();
+            // 0 is the hello's id.
+            if id != 0 {
+                break id;
+            }
         };
-        protocol::write_frame(&mut self.to, &req)?;
-        match protocol::read_frame(&mut self.from)? {
-            Response::Value { text } => Ok(text),
-            Response::PythonError { kind, message } => Err(SandboxError::Python { kind, message }),
-            Response::BadRequest { message } => Err(SandboxError::BadRequest(message)),
-            other => Err(SandboxError::Unexpected(Box::new(other))),
+        if let Err(e) = protocol::write_frame(&mut self.to, &Request { id, op }) {
+            return Err(self.died(call, &e.to_string()));
+        }
+        self.receive(id, call, limit)
+    }
+
+    fn receive(
+        &mut self,
+        id: u64,
+        call: &'static str,
+        limit: Duration,
+    ) -> Result<Reply, SandboxError> {
+        let deadline = Instant::now() + limit;
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match self.frames.recv_timeout(wait) {
+            Ok(Ok(resp)) if resp.id == id => Ok(resp.reply),
+            Ok(Ok(resp)) => Err(self.violation(
+                call,
+                format!(
+                    "reply with id {} while waiting for {id} (a forged frame?)",
+                    resp.id
+                ),
+            )),
+            Ok(Err(FrameError::Closed)) | Err(RecvTimeoutError::Disconnected) => {
+                Err(self.died(call, "channel closed"))
+            }
+            Ok(Err(e)) => Err(self.violation(call, e.to_string())),
+            Err(RecvTimeoutError::Timeout) => {
+                self.kill();
+                Err(SandboxError::Timeout { call, limit })
+            }
         }
     }
 
-    /// Asks the runner to exit and reaps it.
-    pub fn shutdown(mut self) -> Result<(), SandboxError> {
-        protocol::write_frame(&mut self.to, &Request::Shutdown)?;
-        let _ = self.child.wait();
-        Ok(())
+    fn violation(&mut self, call: &'static str, detail: String) -> SandboxError {
+        self.kill();
+        SandboxError::Protocol { call, detail }
+    }
+
+    fn died(&mut self, call: &'static str, fallback: &str) -> SandboxError {
+        // Give the exit status a moment to become visible after the pipe closed.
+        let status = (0..50)
+            .find_map(|_| match self.child.try_wait() {
+                Ok(Some(s)) => Some(describe_exit(s)),
+                _ => {
+                    std::thread::sleep(Duration::from_millis(2));
+                    None
+                }
+            })
+            .unwrap_or_else(|| fallback.to_owned());
+        self.kill();
+        let tail = self.stderr_tail();
+        let stderr = if tail.is_empty() {
+            String::new()
+        } else {
+            format!("; stderr: {tail}")
+        };
+        SandboxError::Died {
+            call,
+            status,
+            stderr,
+        }
+    }
+
+    /// The last lines the runner (or environment code) wrote to stderr/stdout.
+    pub fn stderr_tail(&self) -> String {
+        let buf = self.stderr.lock().map(|b| b.clone()).unwrap_or_default();
+        let text = String::from_utf8_lossy(&buf);
+        let lines: Vec<&str> = text.lines().rev().take(8).collect();
+        lines.into_iter().rev().collect::<Vec<_>>().join("\n")
+    }
+
+    /// SIGKILL to the whole process group, then reap.
+    pub fn kill(&mut self) {
+        if !self.dead {
+            self.dead = true;
+            let _ = rustix::process::kill_process_group(self.pgid, rustix::process::Signal::KILL);
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// Asks the runner to exit, then makes sure it has.
+    pub fn shutdown(mut self) {
+        if !self.dead {
+            let _ = self.call(Op::Shutdown, "shutdown", Duration::from_secs(2));
+        }
+        self.kill();
+    }
+
+    // Typed wrappers ------------------------------------------------------------------------
+
+    pub fn load(
+        &mut self,
+        source: &str,
+        kind: Option<EnvKind>,
+        max_turns: Option<u32>,
+        limit: Duration,
+    ) -> Result<(String, EnvKind, u32), SandboxError> {
+        let op = Op::Load {
+            source: source.to_owned(),
+            kind,
+            max_turns,
+        };
+        match self.call(op, "load", limit)? {
+            Reply::Loaded {
+                class_name,
+                kind,
+                max_turns,
+            } => Ok((class_name, kind, max_turns)),
+            other => Err(self.unexpected("load", other)),
+        }
+    }
+
+    pub fn reset(
+        &mut self,
+        seed: Option<i64>,
+        limit: Duration,
+    ) -> Result<Observation, SandboxError> {
+        match self.call(Op::Reset { seed }, "reset", limit)? {
+            Reply::Reset(o) => Ok(o),
+            other => Err(self.unexpected("reset", other)),
+        }
+    }
+
+    pub fn step(&mut self, action: &str, limit: Duration) -> Result<StepResult, SandboxError> {
+        let op = Op::Step {
+            action: action.to_owned(),
+        };
+        match self.call(op, "step", limit)? {
+            Reply::Step(s) => Ok(s),
+            other => Err(self.unexpected("step", other)),
+        }
+    }
+
+    pub fn solution(&mut self, limit: Duration) -> Result<String, SandboxError> {
+        match self.call(Op::Solution, "solution", limit)? {
+            Reply::Text { text } => Ok(text),
+            other => Err(self.unexpected("solution", other)),
+        }
+    }
+
+    pub fn criteria(&mut self, limit: Duration) -> Result<Vec<bool>, SandboxError> {
+        match self.call(Op::Criteria, "criteria", limit)? {
+            Reply::Criteria { done } => Ok(done),
+            other => Err(self.unexpected("criteria", other)),
+        }
+    }
+
+    pub fn play_solution(
+        &mut self,
+        seed: i64,
+        max_turns: u32,
+        limit: Duration,
+    ) -> Result<Trajectory, SandboxError> {
+        match self.call(Op::PlaySolution { seed, max_turns }, "play_solution", limit)? {
+            Reply::Trajectory(t) => Ok(t),
+            other => Err(self.unexpected("play_solution", other)),
+        }
+    }
+
+    /// Runs `source` in a fresh environment namespace and returns `str(expr)`.
+    pub fn exec(
+        &mut self,
+        source: &str,
+        expr: &str,
+        limit: Duration,
+    ) -> Result<String, SandboxError> {
+        let op = Op::Exec {
+            source: source.to_owned(),
+            expr: expr.to_owned(),
+        };
+        match self.call(op, "exec", limit)? {
+            Reply::Text { text } => Ok(text),
+            other => Err(self.unexpected("exec", other)),
+        }
+    }
+
+    /// An environment error passes through; any other reply is a protocol violation.
+    fn unexpected(&mut self, call: &'static str, reply: Reply) -> SandboxError {
+        match reply {
+            Reply::Error(e) => SandboxError::Env(e),
+            other => self.violation(call, format!("unexpected reply {other:?}")),
+        }
+    }
+
+    /// Whether the process is still running (false after a kill or an exit).
+    pub fn is_alive(&mut self) -> bool {
+        !self.dead && matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The scratch directory (removed when the runner is dropped).
+    pub fn scratch_dir(&self) -> Option<&Path> {
+        self.scratch.as_ref().map(|d| d.path())
     }
 }
 
 impl Drop for Runner {
     fn drop(&mut self) {
-        // Already exited after shutdown: kill fails harmlessly.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
+    }
+}
+
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(9)) => "killed by SIGKILL (a resource limit or an external kill)".into(),
+        (None, Some(24)) => "killed by SIGXCPU (CPU time limit)".into(),
+        (None, Some(11)) => "killed by SIGSEGV (a crash, e.g. C-level recursion)".into(),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        (None, None) => "unknown exit".into(),
+    }
+}
+
+/// Keeps the last [`STDERR_TAIL`] bytes of `r`, discarding the rest as it arrives, so a runner
+/// that prints gigabytes can neither fill memory nor block on a full pipe.
+fn drain_tail(mut r: impl Read, tail: &Mutex<Vec<u8>>) {
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if let Ok(mut t) = tail.lock() {
+                    t.extend_from_slice(&buf[..n]);
+                    if t.len() > STDERR_TAIL {
+                        let cut = t.len() - STDERR_TAIL;
+                        t.drain(..cut);
+                    }
+                }
+            }
+        }
     }
 }

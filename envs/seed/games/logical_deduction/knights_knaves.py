@@ -75,9 +75,8 @@ class KnightsKnavesEnv:
         self.turn, self.over = 0, False
         lines = [f'{self.names[i]} says: "{self.say(s)}"' for i, s in enumerate(stmts)]
         obs = ("On this island every person is a knight (always tells the truth) or a knave (always lies).\n"
-               + "\n".join(lines) + "\n\nWho is what? Answer with one letter per person in the order "
-               + ", ".join(self.names) + " (K = knight, N = knave), e.g. \\boxed{" + "KN" * (n // 2) + "K" * (n % 2)
-               + "}.\nYou get one answer.")
+               + "\n".join(lines) + "\n\nWho is what? Answer inside \\boxed{} with one letter per person, K for knight "
+               "or N for knave, in the order " + ", ".join(self.names) + ".\nYou get one answer.")
         return obs, {"turn": 0}
 
     def parse(self, text):

@@ -68,10 +68,10 @@ class ShoppingLedgerEnv:
             obs = f"{money(cents)} is not right. " + self.questions[self.stage]
         else:
             reward = self.STAGE_REWARDS[self.stage]
-            self.stage += 1
-            if self.stage == len(self.questions):
+            if self.stage == len(self.questions) - 1:
                 self.over = True
                 return "Correct! All three answers are right.", reward, True, False, {"turn": self.turn, "stage": 3}
+            self.stage += 1
             obs = "Correct. " + self.questions[self.stage]
         if self.turn >= self.max_turns:
             self.over = True
