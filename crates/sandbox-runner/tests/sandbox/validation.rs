@@ -150,3 +150,45 @@ fn every_seed_environment_is_accepted() {
         "{games} games, {tools} tool-use environments"
     );
 }
+
+/// The Gymnasium adapter (envs/python/spade_gym.py) passes gymnasium's own env_checker for
+/// every seed environment, and the checker does catch a broken one.
+#[test]
+fn the_gymnasium_adapter_passes_check_env() {
+    let root = workspace_root();
+    let python = root.join(".deps/venv/bin/python3");
+    let run = |args: &[std::path::PathBuf]| {
+        std::process::Command::new(&python)
+            .arg(root.join("envs/check_gym.py"))
+            .args(args)
+            .env("OPENBLAS_NUM_THREADS", "1")
+            .output()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run {}: {e} (scripts/setup makes the venv)",
+                    python.display()
+                )
+            })
+    };
+    let out = run(&[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("30 passed, 0 failed")
+            || text
+                .lines()
+                .last()
+                .is_some_and(|l| l.ends_with(" passed, 0 failed")),
+        "{text}"
+    );
+    let bad = run(&[fixtures().join("bad/observation_too_long.py")]);
+    assert_eq!(
+        bad.status.code(),
+        Some(1),
+        "check_env accepted a 38,000-character observation"
+    );
+}
