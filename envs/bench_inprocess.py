@@ -1,39 +1,28 @@
 """In-process baseline for crates/sandbox-runner/benches/sandbox_throughput.rs.
 
 Usage: python3 envs/bench_inprocess.py EPISODES FILE.py...
-Execs each environment source in one interpreter with the same prelude namespace the sandbox
-gives (stdlib modules, numpy, ToolUseEnv), plays EPISODES episodes of its own solution(), and
-prints {"steps": N, "seconds": S} for the playing alone.
+Loads each environment in this interpreter with the namespace the sandbox gives it (through
+spade_gym.env_class), plays EPISODES episodes of its own solution(), and prints
+{"steps": N, "seconds": S} for the playing alone.
 """
 import json
 import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "python"))
 
-
-def namespace():
-    g = {"__name__": "__spade_env__"}
-    for path in (os.path.join(ROOT, "crates/sandbox-runner/src/prelude.py"),
-                 os.path.join(HERE, "python/spade_tooluse.py")):
-        with open(path) as f:
-            exec(compile(f.read(), path, "exec"), g)
-    return g
+from spade_gym import env_class, namespace  # noqa: E402
 
 
 def main():
     episodes = int(sys.argv[1])
+    tool_base = namespace()["ToolUseEnv"]
     envs = []
     for path in sys.argv[2:]:
-        g = namespace()
         with open(path) as f:
-            exec(compile(f.read(), path, "exec"), g)
-        cls = [v for k, v in g.items() if k.endswith("Env") and isinstance(v, type)
-               and v.__module__ == "__spade_env__"][0]
-        tool_use = issubclass(cls, g["ToolUseEnv"])
-        envs.append((cls(), tool_use))
+            cls = env_class(f.read())
+        envs.append((cls(), any(b.__name__ == tool_base.__name__ for b in cls.__mro__[1:])))
     steps = 0
     t0 = time.perf_counter()
     for env, tool_use in envs:

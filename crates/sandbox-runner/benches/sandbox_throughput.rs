@@ -3,6 +3,7 @@
 //! environment's own `solution()`), one episode at a time (one Python thread everywhere).
 //!
 //! Run: `cargo bench -p spade-sandbox-runner --bench sandbox_throughput [-- EPISODES REPEATS]`
+//! (defaults: 48 episodes per environment, as in one k = 4 window of the spec; 3 repeats).
 //! Prints steps per second for each mode (median over repeats) and the ratios.
 
 use spade_sandbox::{EnvKind, Pool, PoolConfig, Runner, RunnerConfig};
@@ -124,7 +125,9 @@ fn main() {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    let episodes = args.first().copied().unwrap_or(20);
+    // spec "One training step": 16 hint plays plus 8 no-hint plays per step over a k = 4 window
+    // give 48 episodes per generated environment.
+    let episodes = args.first().copied().unwrap_or(48);
     let repeats = args.get(1).copied().unwrap_or(3);
     let files = seed_files();
     let sources: Vec<String> = files

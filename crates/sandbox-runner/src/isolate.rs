@@ -7,8 +7,9 @@
 //!    because the interpreter lives under `/root` (mode 700) and imports lazily; file access is
 //!    confined by Landlock instead, and signals by seccomp and Landlock scoping;
 //! 3. rlimits: address space, CPU seconds, open files, file size, no core dumps;
-//! 4. Landlock: read-only access beneath the interpreter's import roots, read-write beneath the
-//!    private scratch directory, nothing else (no /etc, no /proc, no home); no TCP bind or
+//! 4. Landlock: read-only access beneath the interpreter's import roots and the system library
+//!    dirs (plus `/etc/ld.so.cache`), read-write beneath the private scratch directory, nothing
+//!    else (no rest of /etc, no /proc, no home); no TCP bind or
 //!    connect; scoped so it can neither signal nor reach abstract unix sockets outside itself;
 //! 5. seccomp: no fork/clone/clone3/vfork (so no processes and no threads), no execve, no
 //!    sockets, no ptrace or process_vm_*, no kill/tgkill of any pid but its own, no mount,
@@ -117,7 +118,22 @@ pub fn apply(
     rustix::process::setrlimit(Resource::Core, lim(0)).map_err(os("RLIMIT_CORE"))?;
     layers.push(Layer::Rlimits);
 
-    let (fs, scoped) = landlock(scratch, readable)?;
+    // Shared libraries that extension modules load lazily (numpy needs libstdc++), and the
+    // loader's cache that finds them; nothing else under /etc.
+    let mut readable = readable.to_vec();
+    for system in [
+        "/usr/lib",
+        "/lib",
+        "/lib64",
+        "/usr/lib64",
+        "/usr/local/lib",
+        "/etc/ld.so.cache",
+    ] {
+        if Path::new(system).exists() {
+            readable.push(system.to_owned());
+        }
+    }
+    let (fs, scoped) = landlock(scratch, &readable)?;
     if fs {
         layers.push(Layer::Landlock);
     }

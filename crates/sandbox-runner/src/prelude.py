@@ -24,8 +24,31 @@ from collections import Counter, OrderedDict, defaultdict, deque, namedtuple
 from fractions import Fraction
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-import numpy
-import numpy as np
+import importlib as _importlib
+import types as _types
+
+
+class _LazyModule(_types.ModuleType):
+    """A module imported on first attribute access: numpy costs ~0.2 s to import and most
+    environments never touch it, while a runner is started for every environment."""
+
+    def __init__(self, name):
+        super().__init__(name)
+        self.__dict__["_spade_target"] = None
+
+    def __getattr__(self, attr):
+        target = self.__dict__["_spade_target"]
+        if target is None:
+            target = _importlib.import_module(self.__name__)
+            self.__dict__["_spade_target"] = target
+        return getattr(target, attr)
+
+    def __dir__(self):
+        return dir(self.__getattr__("__dict__") and _importlib.import_module(self.__name__))
+
+
+numpy = _LazyModule("numpy")
+np = numpy
 
 
 def parse(*args, **kwargs):

@@ -7,7 +7,8 @@
 //! - **No network**: a new network namespace (only a downed loopback), seccomp refuses
 //!   `socket`/`socketpair`, Landlock refuses TCP bind/connect.
 //! - **No file system beyond a private scratch directory**: Landlock allows reads only beneath
-//!   the interpreter's import roots (stdlib, the venv's site-packages) and reads/writes beneath
+//!   the interpreter's import roots (stdlib, the venv's site-packages) and the system library
+//!   directories (shared libraries are public; `/etc/ld.so.cache` too), and reads/writes beneath
 //!   a fresh scratch directory (the working directory, removed afterwards). No `/etc`, `/proc`,
 //!   home directories or other runners' scratch.
 //! - **No new processes or threads**: seccomp refuses fork, vfork, clone, clone3, execve and

@@ -266,3 +266,11 @@ fn after_every_attack_the_pool_still_serves_environments() -> Result<(), Sandbox
     assert!(pool.live() <= 1, "runners leaked: {}", pool.live());
     Ok(())
 }
+
+#[test]
+fn numpy_and_math_verify_work_inside_the_sandbox() -> Result<(), SandboxError> {
+    let r =
+        attack("result = (int(np.arange(5).sum()), bool(verify(parse('$1/2$'), parse('0.5'))))")?;
+    assert_eq!(r, "(10, True)");
+    Ok(())
+}
