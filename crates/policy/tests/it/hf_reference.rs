@@ -4,11 +4,12 @@
 //! Runs on CPU in float32, and on CUDA too (in float32, against the same tolerances) when
 //! libtorch sees a GPU.
 
+use crate::{devices, fixture, read_json};
 use spade_policy::sample::{SamplingParams, generate};
 use spade_policy::tokenizer::Tokenizer;
-use spade_policy::{Policy, PolicyError, Result};
-use std::path::{Path, PathBuf};
-use tch::{Device, Kind};
+use spade_policy::{Policy, Result};
+use std::path::Path;
+use tch::Kind;
 
 const CASES: &[&str] = &[
     "gqa2_tied",
@@ -17,29 +18,12 @@ const CASES: &[&str] = &[
     "sharded_untied",
 ];
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
 fn expected(dir: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(dir.join("expected.json"))
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+    read_json(&dir.join("expected.json"))
 }
 
 fn ids(v: &serde_json::Value) -> Vec<Vec<i64>> {
     serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("bad ids {v}: {e}"))
-}
-
-fn devices() -> Vec<Device> {
-    tch::set_num_threads(1);
-    let mut d = vec![Device::Cpu];
-    if tch::Cuda::is_available() {
-        d.push(Device::Cuda(0));
-    }
-    d
 }
 
 #[test]
@@ -108,49 +92,4 @@ fn qwen_style_tokenizer_encodes_like_the_python_tokenizers_library() -> Result<(
         assert_eq!(tok.decode(&want, false)?, text);
     }
     Ok(())
-}
-
-#[test]
-fn a_truncated_shard_index_names_the_missing_tensor() -> Result<()> {
-    let tmp = tempdir("missing");
-    for f in std::fs::read_dir(fixture("sharded_untied")).map_err(|e| PolicyError::Io {
-        path: tmp.clone(),
-        source: e,
-    })? {
-        let f = f.map_err(|e| PolicyError::Io {
-            path: tmp.clone(),
-            source: e,
-        })?;
-        // Drop the shard holding lm_head.weight, and its entry in the index.
-        std::fs::copy(f.path(), tmp.join(f.file_name())).map_err(|e| PolicyError::Io {
-            path: tmp.clone(),
-            source: e,
-        })?;
-    }
-    let index_path = tmp.join("model.safetensors.index.json");
-    let mut index: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&index_path).unwrap_or_default())
-            .unwrap_or_default();
-    let shard = index["weight_map"]["lm_head.weight"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    if let Some(m) = index["weight_map"].as_object_mut() {
-        m.retain(|_, v| v.as_str() != Some(shard.as_str()));
-    }
-    std::fs::write(&index_path, index.to_string()).unwrap_or_default();
-    match Policy::load_as(&tmp, Device::Cpu, Kind::Float) {
-        Err(PolicyError::MissingTensor { name, .. }) => {
-            assert!(!name.is_empty());
-        }
-        other => panic!("expected MissingTensor, got {other:?}"),
-    }
-    Ok(())
-}
-
-fn tempdir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("spade-policy-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    dir
 }
