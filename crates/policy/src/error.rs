@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
     /// The checkpoint directory has no `config.json` (or it cannot be read).
-    #[error("missing config: cannot read {path}: {source}")]
+    #[error("missing config: cannot read {path}")]
     MissingConfig {
         path: PathBuf,
         #[source]
@@ -44,7 +44,7 @@ pub enum PolicyError {
     #[error("no weights in {dir}: expected model.safetensors or model.safetensors.index.json")]
     NoWeights { dir: PathBuf },
     /// Reading or writing a file failed.
-    #[error("{path}: {source}")]
+    #[error("cannot read or write {path}")]
     Io {
         path: PathBuf,
         #[source]
