@@ -209,7 +209,7 @@ pub fn generate(
             if step + 1 == params.max_new_tokens || rows.iter().all(|r| r.finish.is_some()) {
                 break;
             }
-            let h = model.forward_cached(&next.unsqueeze(1), None, &mut cache)?;
+            let h = model.forward_cached_unchecked(&next.unsqueeze(1), None, &mut cache)?;
             logits = model.logits(&h.select(1, -1));
         }
         Ok(())
