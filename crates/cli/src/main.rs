@@ -2,6 +2,7 @@
 //! are listed so `--help` shows the whole surface, and say so when run.
 
 mod env_cmd;
+mod model_cmd;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -28,7 +29,7 @@ enum Command {
     Env(EnvCommand),
     /// Create, inspect and sample from policy checkpoints (Hugging Face layout).
     #[command(subcommand)]
-    Model(ModelCommand),
+    Model(model_cmd::ModelCommand),
     /// Run a training worker for a run scheduled by the service.
     Worker(WorkerArgs),
     /// Run SPADE training standalone into a run directory.
@@ -73,42 +74,6 @@ enum EnvCommand {
 enum KindArg {
     Game,
     ToolUse,
-}
-
-#[derive(Debug, Subcommand)]
-enum ModelCommand {
-    /// Create a model from a preset (e.g. the tiny CPU demo model).
-    Init {
-        #[arg(long, default_value = "tiny")]
-        preset: String,
-        #[arg(long)]
-        out: PathBuf,
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-    },
-    /// Print the last position's logits for the given token ids.
-    Forward {
-        #[arg(long)]
-        checkpoint: PathBuf,
-        /// Comma-separated token ids, e.g. 1,2,3.
-        #[arg(long)]
-        ids: String,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Sample a continuation of a prompt.
-    Generate {
-        #[arg(long)]
-        checkpoint: PathBuf,
-        #[arg(long)]
-        prompt: String,
-        #[arg(long, default_value_t = 64)]
-        max_new_tokens: usize,
-        #[arg(long, default_value_t = 0.6)]
-        temperature: f64,
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-    },
 }
 
 #[derive(Debug, Args)]
@@ -177,6 +142,7 @@ fn main() -> ExitCode {
             actions,
             json,
         }) => env_cmd::play(&file, seed, &actions, json),
+        Command::Model(cmd) => model_cmd::run(cmd),
         other => return not_yet(&other),
     };
     result.unwrap_or_else(|e| {

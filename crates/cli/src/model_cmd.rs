@@ -1,0 +1,283 @@
+//! `spade model init | forward | generate`: create, inspect and sample from policy checkpoints
+//! (Hugging Face layout). Errors are usage errors (exit 2) with the library's precise message.
+
+use anyhow::{Context, bail};
+use clap::{Subcommand, ValueEnum};
+use spade_policy::chat::Role;
+use spade_policy::preset::{self, BUILTIN_TEXT, PRESETS};
+use spade_policy::sample::{SamplingParams, generate};
+use spade_policy::tokenizer::IM_END;
+use spade_policy::{Policy, default_device};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Create a model from a preset (the tiny CPU demo model), with a BPE tokenizer trained on
+    /// --corpus.
+    Init {
+        #[arg(long, default_value = "tiny")]
+        preset: String,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Text for the tokenizer: files, or directories read recursively (.py .txt .md .json
+        /// .jsonl; JSONL lines contribute their `text` / `orig_doc` field). Repeatable. Default:
+        /// a built-in sample of the environment contract.
+        #[arg(long = "corpus")]
+        corpus: Vec<PathBuf>,
+        /// Overwrite a checkpoint already in --out.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print the last position's logits for the given token ids.
+    Forward {
+        #[arg(long)]
+        checkpoint: PathBuf,
+        /// Comma-separated token ids, e.g. 1,2,3.
+        #[arg(long)]
+        ids: String,
+        /// Print all logits as a JSON array of floats (default: a summary of the top tokens).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Sample a continuation of a prompt.
+    Generate {
+        #[arg(long)]
+        checkpoint: PathBuf,
+        #[arg(long)]
+        prompt: String,
+        #[arg(long, default_value_t = 64)]
+        max_new_tokens: usize,
+        /// 0 is greedy.
+        #[arg(long, default_value_t = 0.6)]
+        temperature: f64,
+        #[arg(long, default_value_t = 1.0)]
+        top_p: f64,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Wrap the prompt in this role's chat template (system prompt + user message).
+        #[arg(long, value_enum)]
+        role: Option<RoleArg>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RoleArg {
+    Designer,
+    Hint,
+    Agent,
+}
+
+pub fn run(cmd: ModelCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        ModelCommand::Init {
+            preset,
+            out,
+            seed,
+            corpus,
+            force,
+        } => init(&preset, &out, seed, &corpus, force),
+        ModelCommand::Forward {
+            checkpoint,
+            ids,
+            json,
+        } => forward(&checkpoint, &ids, json),
+        ModelCommand::Generate {
+            checkpoint,
+            prompt,
+            max_new_tokens,
+            temperature,
+            top_p,
+            seed,
+            role,
+        } => {
+            let params = SamplingParams {
+                temperature,
+                top_p,
+                max_new_tokens,
+                ..Default::default()
+            };
+            sample(&checkpoint, &prompt, params, seed, role)
+        }
+    }?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn init(
+    preset: &str,
+    out: &Path,
+    seed: u64,
+    corpus: &[PathBuf],
+    force: bool,
+) -> anyhow::Result<()> {
+    if !PRESETS.contains(&preset) {
+        bail!("unknown preset `{preset}`; presets: {}", PRESETS.join(", "));
+    }
+    if out.join("config.json").exists() && !force {
+        bail!(
+            "{} already holds a checkpoint; pass --force to overwrite it",
+            out.display()
+        );
+    }
+    let started = Instant::now();
+    let texts = if corpus.is_empty() {
+        eprintln!(
+            "spade model init: no --corpus given; training the tokenizer on the built-in sample"
+        );
+        vec![BUILTIN_TEXT.to_string()]
+    } else {
+        read_corpus(corpus)?
+    };
+    let policy = preset::tiny(&texts, seed, |line| eprintln!("spade model init: {line}"))?;
+    policy
+        .save(out)
+        .with_context(|| format!("cannot write the checkpoint to {}", out.display()))?;
+    eprintln!(
+        "spade model init: wrote {} ({} parameters) in {:.1} s",
+        out.display(),
+        policy.config().num_parameters(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Texts from files and directories (recursively, in sorted order so the tokenizer does not
+/// depend on directory listing order).
+fn read_corpus(paths: &[PathBuf]) -> anyhow::Result<Vec<String>> {
+    const EXTS: &[&str] = &["py", "txt", "md", "json", "jsonl"];
+    let mut files = vec![];
+    let mut stack: Vec<PathBuf> = paths.to_vec();
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            let entries =
+                std::fs::read_dir(&p).with_context(|| format!("cannot list {}", p.display()))?;
+            for e in entries {
+                stack.push(
+                    e.with_context(|| format!("cannot list {}", p.display()))?
+                        .path(),
+                );
+            }
+        } else if paths.contains(&p)
+            || p.extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| EXTS.contains(&e))
+        {
+            files.push(p);
+        }
+    }
+    files.sort();
+    let mut texts = vec![];
+    for f in &files {
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
+        if f.extension().is_some_and(|e| e == "jsonl") {
+            texts.extend(text.lines().map(|line| {
+                let v: Option<serde_json::Value> = serde_json::from_str(line).ok();
+                v.and_then(|v| {
+                    ["text", "orig_doc"]
+                        .iter()
+                        .find_map(|k| v.get(*k).and_then(|t| t.as_str()).map(str::to_string))
+                })
+                .unwrap_or_else(|| line.to_string())
+            }));
+        } else {
+            texts.push(text);
+        }
+    }
+    if texts.iter().all(|t| t.trim().is_empty()) {
+        bail!("the corpus ({} files) holds no text", files.len());
+    }
+    eprintln!("spade model init: corpus of {} files", files.len());
+    Ok(texts)
+}
+
+fn load(checkpoint: &Path) -> anyhow::Result<Policy> {
+    Policy::load(checkpoint, default_device())
+        .with_context(|| format!("cannot load the checkpoint {}", checkpoint.display()))
+}
+
+fn parse_ids(ids: &str) -> anyhow::Result<Vec<i64>> {
+    let ids: Vec<i64> = ids
+        .split(',')
+        .map(|s| {
+            let s = s.trim();
+            s.parse::<i64>().map_err(|_| {
+                anyhow::anyhow!("--ids: `{s}` is not a token id (expected e.g. 1,2,3)")
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok(ids)
+}
+
+fn forward(checkpoint: &Path, ids: &str, json: bool) -> anyhow::Result<()> {
+    let ids = parse_ids(ids)?;
+    let policy = load(checkpoint)?;
+    let logits = policy.last_logits(&ids)?;
+    if json {
+        println!("{}", serde_json::to_string(&logits)?);
+        return Ok(());
+    }
+    let mut order: Vec<usize> = (0..logits.len()).collect();
+    order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
+    println!(
+        "{} logits at position {}; top tokens:",
+        logits.len(),
+        ids.len() - 1
+    );
+    for &i in order.iter().take(10) {
+        let text = policy
+            .tokenizer()
+            .and_then(|t| t.decode(&[i as i64], false).ok())
+            .map(|s| format!(" {s:?}"))
+            .unwrap_or_default();
+        println!("{i:>8} {:>10.4}{text}", logits[i]);
+    }
+    Ok(())
+}
+
+fn sample(
+    checkpoint: &Path,
+    prompt: &str,
+    mut params: SamplingParams,
+    seed: u64,
+    role: Option<RoleArg>,
+) -> anyhow::Result<()> {
+    if !params.temperature.is_finite() || params.temperature < 0.0 {
+        bail!(
+            "--temperature must be >= 0 (0 is greedy), got {}",
+            params.temperature
+        );
+    }
+    if !(params.top_p > 0.0 && params.top_p <= 1.0) {
+        bail!("--top-p must be in (0, 1], got {}", params.top_p);
+    }
+    if params.max_new_tokens == 0 {
+        bail!("--max-new-tokens must be at least 1");
+    }
+    let policy = load(checkpoint)?;
+    let tok = policy.require_tokenizer()?;
+    let text = match role {
+        None => prompt.to_string(),
+        Some(r) => {
+            let role = match r {
+                RoleArg::Designer => Role::Designer,
+                RoleArg::Hint => Role::Hint,
+                RoleArg::Agent => Role::Agent,
+            };
+            role.prompt(None, prompt)
+        }
+    };
+    let ids = tok.encode(&text)?;
+    if ids.is_empty() {
+        bail!("--prompt encodes to no tokens");
+    }
+    params.stop_token_ids = policy.config().eos_token_ids.clone();
+    params.stop_token_ids.extend(tok.token_id(IM_END));
+    let out = generate(policy.model(), &[ids], &[seed], &params, Some(tok))?;
+    let completion = out.into_iter().next().context("no completion")?;
+    println!("{}", completion.text.unwrap_or_default());
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! `spade model init | forward | generate`: a checkpoint made from a seed is reproducible across
+//! processes, forward prints JSON logits, generate samples text, and bad input exits 2 with a
+//! message that says what is wrong.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn spade(args: &[&str]) -> Output {
+    match Command::new(env!("CARGO_BIN_EXE_spade"))
+        .args(args)
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => panic!("cannot run spade: {e}"),
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn init(dir: &Path, seed: &str) {
+    let out = spade(&[
+        "model",
+        "init",
+        "--preset",
+        "tiny",
+        "--out",
+        path(dir),
+        "--seed",
+        seed,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("training a byte-level BPE tokenizer") && err.contains("wrote"),
+        "{err}"
+    );
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap_or_default()
+}
+
+fn logits(dir: &Path, ids: &str) -> Vec<f64> {
+    let out = spade(&[
+        "model",
+        "forward",
+        "--checkpoint",
+        path(dir),
+        "--ids",
+        ids,
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not a JSON array of floats: {e}"))
+}
+
+#[test]
+fn init_is_reproducible_from_its_seed_and_forward_prints_json_logits() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (a, b, c) = (
+        tmp.path().join("a"),
+        tmp.path().join("b"),
+        tmp.path().join("c"),
+    );
+    init(&a, "5");
+    init(&b, "5");
+    init(&c, "6");
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        let read = |d: &Path| std::fs::read(d.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(
+            read(&a) == read(&b),
+            "{f} differs between two inits with seed 5"
+        );
+    }
+    let la = logits(&a, "1,2,3");
+    let vocab = serde_json::from_slice::<serde_json::Value>(
+        &std::fs::read(a.join("config.json")).unwrap_or_default(),
+    )
+    .ok()
+    .and_then(|c| c["vocab_size"].as_u64());
+    assert_eq!(Some(la.len() as u64), vocab);
+    assert_ne!(la, logits(&c, "1,2,3"), "seeds 5 and 6 gave the same model");
+    assert_ne!(la, logits(&a, "1,2,4"), "logits ignore the input");
+}
+
+#[test]
+fn generate_prints_text_and_is_deterministic_per_seed() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    init(tmp.path(), "1");
+    let run = |seed: &str| {
+        let out = spade(&[
+            "model",
+            "generate",
+            "--checkpoint",
+            path(tmp.path()),
+            "--prompt",
+            "class Guess",
+            "--max-new-tokens",
+            "12",
+            "--temperature",
+            "1.0",
+            "--seed",
+            seed,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first = run("1");
+    assert!(!first.trim().is_empty());
+    assert_eq!(first, run("1"));
+    assert_ne!(first, run("2"));
+    let chat = spade(&[
+        "model",
+        "generate",
+        "--checkpoint",
+        path(tmp.path()),
+        "--prompt",
+        "hi",
+        "--role",
+        "agent",
+        "--max-new-tokens",
+        "4",
+    ]);
+    assert_eq!(chat.status.code(), Some(0), "{}", stderr(&chat));
+}
+
+#[test]
+fn bad_input_exits_2_with_a_precise_message() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let missing = tmp.path().join("nothing");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "model",
+                "forward",
+                "--checkpoint",
+                path(&missing),
+                "--ids",
+                "1",
+            ],
+            "config.json",
+        ),
+        (
+            vec!["model", "init", "--preset", "huge", "--out", path(&missing)],
+            "unknown preset `huge`",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = spade(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    }
+    init(tmp.path(), "0");
+    let dir = path(tmp.path());
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["model", "forward", "--checkpoint", dir, "--ids", "1,x"],
+            "`x` is not a token id",
+        ),
+        (
+            vec!["model", "forward", "--checkpoint", dir, "--ids", "1,999999"],
+            "token id 999999 outside the vocabulary",
+        ),
+        (
+            vec![
+                "model",
+                "generate",
+                "--checkpoint",
+                dir,
+                "--prompt",
+                "a",
+                "--temperature=-1",
+            ],
+            "--temperature must be >= 0",
+        ),
+        (
+            vec!["model", "init", "--out", dir],
+            "already holds a checkpoint",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = spade(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    }
+    // A config naming another architecture.
+    let cfg = tmp.path().join("config.json");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap_or_default()
+        .replace("\"qwen3\"", "\"llama\"");
+    std::fs::write(&cfg, text).unwrap_or_else(|e| panic!("{e}"));
+    let out = spade(&["model", "forward", "--checkpoint", dir, "--ids", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("unsupported architecture"),
+        "{}",
+        stderr(&out)
+    );
+}

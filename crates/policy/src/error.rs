@@ -1,0 +1,82 @@
+//! The policy's error type. Every variant names what a user has to fix: the file, the config
+//! field, the tensor and its shapes.
+
+use std::path::PathBuf;
+
+/// Errors from the policy crate.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The checkpoint directory has no `config.json` (or it cannot be read).
+    #[error("missing config: cannot read {path}")]
+    MissingConfig {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `config.json` is not a JSON object.
+    #[error("malformed config {path}: {reason}")]
+    MalformedConfig { path: PathBuf, reason: String },
+    /// A field of `config.json` is missing, has the wrong type or an impossible value.
+    #[error("config field `{field}`: {reason}")]
+    ConfigField { field: String, reason: String },
+    /// `architectures` / `model_type` names a model this crate does not implement.
+    #[error(
+        "unsupported architecture {found}: this crate implements Qwen3ForCausalLM (model_type \"qwen3\")"
+    )]
+    UnsupportedArchitecture { found: String },
+    /// The config asks for a feature this implementation lacks (e.g. YaRN rope scaling).
+    #[error("unsupported config: `{field}` = {value}")]
+    UnsupportedConfig { field: String, value: String },
+    /// A weight the config requires is in none of the checkpoint's safetensors files.
+    #[error("missing tensor `{name}` in {path}")]
+    MissingTensor { name: String, path: PathBuf },
+    /// A weight has a shape other than the config implies.
+    #[error("shape mismatch for `{name}`: expected {expected:?}, found {found:?}")]
+    ShapeMismatch {
+        name: String,
+        expected: Vec<i64>,
+        found: Vec<i64>,
+    },
+    /// A safetensors file or its shard index cannot be parsed.
+    #[error("bad safetensors {path}: {reason}")]
+    Safetensors { path: PathBuf, reason: String },
+    /// The checkpoint has no `*.safetensors` weights at all.
+    #[error("no weights in {dir}: expected model.safetensors or model.safetensors.index.json")]
+    NoWeights { dir: PathBuf },
+    /// Reading or writing a file failed.
+    #[error("cannot read or write {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `tokenizer.json` cannot be loaded, saved or trained, or a text cannot be encoded.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    /// A caller passed something unusable (token id out of range, empty batch, ...).
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// libtorch reported an error.
+    #[error("libtorch: {0}")]
+    Torch(#[from] tch::TchError),
+}
+
+impl PolicyError {
+    /// An I/O error on `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn field(field: &str, reason: impl Into<String>) -> Self {
+        Self::ConfigField {
+            field: field.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Results of this crate.
+pub type Result<T, E = PolicyError> = std::result::Result<T, E>;

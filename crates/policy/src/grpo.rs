@@ -1,0 +1,278 @@
+//! One GRPO optimisation step. Exactly this variant (DAPO-style token-level GRPO, as the SPADE
+//! paper trains both roles; spade-spec.md, "Update"):
+//!
+//! - **Advantages come from the caller**, one scalar `A_i` per sample (the agent's z-score within
+//!   its environment's group, the designer's `r - mean_skill(r)`); this step does no
+//!   normalisation of its own, no entropy bonus and no per-sample length normalisation.
+//! - For every token `t` of sample `i` with loss mask `m_it = 1` (tokens the policy generated;
+//!   prompts, observations and padding have `m = 0`):
+//!   - `logp_it = log softmax(logits / T)[y_t]`, `T` = the sampling temperature;
+//!   - ratio `r_it = exp(logp_it - old_it)`, where `old` is the log-prob under the policy the
+//!     update is measured against (the sampler's log-probs for fresh samples);
+//!   - clipped surrogate `s_it = min(r A_i, clip(r, 1 - 0.2, 1 + 0.28) A_i)` (asymmetric
+//!     "clip-higher", DAPO; 0.2 / 0.28 from the paper);
+//!   - truncated importance weight `c_it = min(exp(old_it - behav_it), 2)` (detached) for
+//!     delayed samples whose `behav` log-probs came from an older policy (the designer's,
+//!     trained k steps late); `c = 1` for samples without behaviour log-probs;
+//!   - optional KL to a frozen reference, k3 estimator (Schulman 2020):
+//!     `kl_it = exp(ref_it - logp_it) - (ref_it - logp_it) - 1`, coefficient `beta` (0 default,
+//!     0.005 the paper's option);
+//!   - per-token loss `l_it = w_i (-c_it s_it + beta kl_it)` with `w_i` the sample's loss weight
+//!     (the designer weight, e.g. 32 for games).
+//! - **Token-level mean** over the whole step: `L = sum_it m_it l_it / sum_it m_it`, the
+//!   denominator counting every trainable token of every sample of the step (not weighted).
+//! - Micro-batches accumulate gradients of their share of `L`; then the global gradient L2 norm
+//!   is clipped (1.0) and AdamW takes one step.
+
+use crate::error::{PolicyError, Result};
+use crate::policy::Policy;
+use crate::sample::Completion;
+use crate::train::{self, MaskedSeq, OptimConfig};
+use tch::{Kind, Tensor, nn};
+
+/// GRPO hyper-parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrpoConfig {
+    /// Lower clip range: ratios below `1 - clip_low` stop pushing down (paper: 0.2).
+    pub clip_low: f64,
+    /// Upper clip range: ratios above `1 + clip_high` stop pushing up (paper: 0.28).
+    pub clip_high: f64,
+    /// KL coefficient to the frozen reference (paper: 0 by default, 0.005 as an option).
+    pub kl_coef: f64,
+    /// Cap of truncated importance-sampling weights for delayed samples (paper: "e.g. 2").
+    pub tis_cap: f64,
+    /// Temperature the samples were drawn at; log-probs are taken at the same temperature.
+    pub temperature: f64,
+    /// Samples per forward/backward pass (gradients accumulate across them).
+    pub micro_batch: usize,
+    pub optim: OptimConfig,
+}
+
+impl Default for GrpoConfig {
+    fn default() -> Self {
+        Self {
+            clip_low: 0.2,
+            clip_high: 0.28,
+            kl_coef: 0.0,
+            tis_cap: 2.0,
+            // Both roles sample at 0.6 (spade-spec.md, "Play").
+            temperature: 0.6,
+            micro_batch: 8,
+            optim: OptimConfig::default(),
+        }
+    }
+}
+
+/// One trajectory to learn from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrpoSample {
+    pub seq: MaskedSeq,
+    /// `log pi_old` of each token, aligned with `seq.ids` (read only where the mask is set).
+    pub old_logprobs: Vec<f32>,
+    /// Log-probs of the policy that actually sampled the tokens, when it is older than
+    /// `old_logprobs`' (delayed samples); enables the truncated importance weight.
+    pub behavior_logprobs: Option<Vec<f32>>,
+    pub advantage: f32,
+    /// Loss weight (1 for agent samples; the designer weight for designer samples).
+    pub weight: f32,
+}
+
+impl GrpoSample {
+    /// A fresh on-policy sample: `prompt` then the sampler's completion and log-probs.
+    pub fn from_completion(prompt: &[i64], completion: &Completion, advantage: f32) -> Self {
+        let seq = MaskedSeq::prompt_completion(prompt, &completion.tokens);
+        let mut old = vec![0.0; prompt.len()];
+        old.extend_from_slice(&completion.logprobs);
+        Self {
+            seq,
+            old_logprobs: old,
+            behavior_logprobs: None,
+            advantage,
+            weight: 1.0,
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        self.seq.check()?;
+        let n = self.seq.ids.len();
+        let bad = self.old_logprobs.len() != n
+            || self
+                .behavior_logprobs
+                .as_ref()
+                .is_some_and(|b| b.len() != n);
+        if bad {
+            return Err(PolicyError::InvalidInput(format!(
+                "log-prob vectors must have one entry per id ({n})"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What one step did, for logging.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GrpoStats {
+    /// The loss `L` (token-level mean).
+    pub loss: f64,
+    /// Trainable tokens in the step.
+    pub tokens: usize,
+    /// Share of tokens whose clipped branch was active (no gradient from them).
+    pub clip_frac: f64,
+    pub mean_ratio: f64,
+    pub mean_kl: f64,
+    /// Mean truncated importance weight.
+    pub mean_tis: f64,
+    /// Gradient norm before clipping.
+    pub grad_norm: f64,
+}
+
+/// Sums over the masked tokens of one micro-batch; all tensors [B, T-1] except `adv`, `weight`
+/// [B]. Returns the summed per-token loss (to be divided by the step's token count) and the
+/// sums behind [`GrpoStats`]: clipped tokens, ratios, kl, tis.
+#[allow(clippy::too_many_arguments)]
+pub fn grpo_loss_sum(
+    logp: &Tensor,
+    old: &Tensor,
+    behavior: &Tensor,
+    reference: Option<&Tensor>,
+    adv: &Tensor,
+    weight: &Tensor,
+    mask: &Tensor,
+    c: &GrpoConfig,
+) -> (Tensor, [f64; 4]) {
+    let adv = adv.unsqueeze(1);
+    let ratio = (logp - old).exp();
+    let unclipped = &ratio * &adv;
+    let clipped = ratio.clamp(1.0 - c.clip_low, 1.0 + c.clip_high) * &adv;
+    let surrogate = unclipped.minimum(&clipped);
+    let tis = (old - behavior).exp().clamp_max(c.tis_cap).detach();
+    let policy_term = -(surrogate * &tis);
+    let (per_token, kl_sum) = match (reference, c.kl_coef > 0.0) {
+        (Some(r), true) => {
+            let d = r - logp;
+            let kl = d.exp() - &d - 1.0;
+            let kl_sum = (&kl * mask).sum(Kind::Float).double_value(&[]);
+            (policy_term + kl * c.kl_coef, kl_sum)
+        }
+        _ => (policy_term, 0.0),
+    };
+    let loss = (per_token * weight.unsqueeze(1) * mask).sum(Kind::Float);
+    let r = ratio.detach();
+    let is_clipped = (adv.gt(0.0).logical_and(&r.gt(1.0 + c.clip_high)))
+        .logical_or(&adv.lt(0.0).logical_and(&r.lt(1.0 - c.clip_low)))
+        .to_kind(Kind::Float);
+    let sum = |t: &Tensor| (t * mask).sum(Kind::Float).double_value(&[]);
+    (loss, [sum(&is_clipped), sum(&r), kl_sum, sum(&tis)])
+}
+
+/// Applies GRPO steps to a policy.
+#[derive(Debug)]
+pub struct GrpoTrainer {
+    cfg: GrpoConfig,
+    opt: nn::Optimizer,
+    reference: Option<Policy>,
+}
+
+impl GrpoTrainer {
+    /// AdamW over `policy`'s variables; a frozen copy of it as the KL reference when
+    /// `kl_coef > 0`.
+    pub fn new(policy: &Policy, cfg: GrpoConfig) -> Result<Self> {
+        if cfg.micro_batch == 0 {
+            return Err(PolicyError::InvalidInput("micro_batch must be >= 1".into()));
+        }
+        let reference = if cfg.kl_coef > 0.0 {
+            Some(policy.frozen_copy()?)
+        } else {
+            None
+        };
+        Ok(Self {
+            opt: train::adamw(policy.var_store(), &cfg.optim)?,
+            cfg,
+            reference,
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &GrpoConfig {
+        &self.cfg
+    }
+
+    /// One optimiser step over all `samples` (see the module doc).
+    pub fn step(&mut self, policy: &Policy, samples: &[GrpoSample]) -> Result<GrpoStats> {
+        for s in samples {
+            s.check()?;
+        }
+        let tokens: usize = samples
+            .iter()
+            .map(|s| s.seq.loss_mask[1..].iter().filter(|&&m| m).count())
+            .sum();
+        if tokens == 0 {
+            return Err(PolicyError::InvalidInput(
+                "no trainable tokens in the step".into(),
+            ));
+        }
+        let dev = policy.device();
+        let (c, n) = (&self.cfg, tokens as f64);
+        let mut st = GrpoStats {
+            tokens,
+            ..Default::default()
+        };
+        self.opt.zero_grad();
+        for chunk in samples.chunks(c.micro_batch) {
+            let seqs: Vec<&MaskedSeq> = chunk.iter().map(|s| &s.seq).collect();
+            let batch = train::pad_right(&seqs, dev)?;
+            let width = batch.mask.size()[1] as usize;
+            let shifted = |v: &[f32]| {
+                let mut row = v[1..].to_vec();
+                row.resize(width, 0.0);
+                row
+            };
+            let rows = |f: &dyn Fn(&GrpoSample) -> Vec<f32>| -> Tensor {
+                let flat: Vec<f32> = chunk.iter().flat_map(f).collect();
+                Tensor::from_slice(&flat)
+                    .view([chunk.len() as i64, width as i64])
+                    .to_device(dev)
+            };
+            let old = rows(&|s| shifted(&s.old_logprobs));
+            let behavior =
+                rows(&|s| shifted(s.behavior_logprobs.as_ref().unwrap_or(&s.old_logprobs)));
+            let per_sample = |f: &dyn Fn(&GrpoSample) -> f32| {
+                let v: Vec<f32> = chunk.iter().map(f).collect();
+                Tensor::from_slice(&v).to_device(dev)
+            };
+            let adv = per_sample(&|s| s.advantage);
+            let weight = per_sample(&|s| s.weight);
+            let reference = match &self.reference {
+                Some(r) => Some(tch::no_grad(|| {
+                    train::shifted_logprobs(r.model(), &batch.ids, c.temperature)
+                })?),
+                None => None,
+            };
+            let logp = train::shifted_logprobs(policy.model(), &batch.ids, c.temperature)?;
+            let (sum, parts) = grpo_loss_sum(
+                &logp,
+                &old,
+                &behavior,
+                reference.as_ref(),
+                &adv,
+                &weight,
+                &batch.mask,
+                c,
+            );
+            let loss = sum / n;
+            loss.backward();
+            st.loss += loss.double_value(&[]);
+            st.clip_frac += parts[0] / n;
+            st.mean_ratio += parts[1] / n;
+            st.mean_kl += parts[2] / n;
+            st.mean_tis += parts[3] / n;
+        }
+        st.grad_norm = train::clip_grad_norm(policy.var_store(), c.optim.max_grad_norm)?;
+        self.opt.step();
+        self.opt.zero_grad();
+        Ok(st)
+    }
+}
+
+#[cfg(test)]
+mod tests;

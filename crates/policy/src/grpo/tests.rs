@@ -1,0 +1,257 @@
+//! GRPO's loss against hand-computed values, its masks and clip boundaries, and a few real
+//! steps on a tiny model.
+
+use super::*;
+use crate::qwen3::{Config, WeightInit};
+use crate::train::token_logprobs;
+use tch::Device;
+
+fn t2(rows: &[&[f32]]) -> Tensor {
+    let flat: Vec<f32> = rows.iter().flat_map(|r| r.iter().copied()).collect();
+    Tensor::from_slice(&flat).view([rows.len() as i64, rows[0].len() as i64])
+}
+
+fn t1(v: &[f32]) -> Tensor {
+    Tensor::from_slice(v)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-5
+}
+
+/// logp = 0 everywhere and `old = -ln r`, so the ratios are exactly `r`.
+fn with_ratios(r: &[&[f32]]) -> (Tensor, Tensor) {
+    let logp = t2(r).zeros_like().set_requires_grad(true);
+    let old = -t2(r).log();
+    (logp, old)
+}
+
+#[test]
+fn loss_equals_the_hand_computed_value_and_masked_tokens_get_no_gradient() {
+    let c = GrpoConfig::default();
+    let (logp, old) = with_ratios(&[&[1.5, 0.5, 1.0], &[0.5, 1.5, 1.1]]);
+    let mask = t2(&[&[1.0, 1.0, 0.0], &[1.0, 1.0, 1.0]]);
+    let (adv, weight) = (t1(&[1.0, -1.0]), t1(&[1.0, 2.0]));
+    let (sum, parts) = grpo_loss_sum(&logp, &old, &old, None, &adv, &weight, &mask, &c);
+    // Row 0 (A = +1): min(1.5, 1.28) = 1.28 and min(0.5, 0.8) = 0.5, so -1.28 - 0.5; the
+    // third token is masked. Row 1 (A = -1, weight 2): min(-0.5, -0.8) = -0.8,
+    // min(-1.5, -1.28) = -1.5, min(-1.1, -1.1) = -1.1, so 2 * (0.8 + 1.5 + 1.1).
+    let loss = sum / 5.0;
+    assert!(close(
+        loss.double_value(&[]),
+        (-1.28 - 0.5 + 2.0 * 3.4) / 5.0
+    ));
+    assert_eq!(parts[0], 2.0, "two tokens are clipped");
+    loss.backward();
+    // d/dlogp of the unclipped branch is -w A r; clipped and masked tokens give 0.
+    let want = t2(&[&[0.0, -0.5, 0.0], &[0.0, 3.0, 2.2]]) / 5.0;
+    let got = logp.grad();
+    assert!(
+        got.allclose(&want, 1e-6, 1e-6, false),
+        "gradient {got} != {want}"
+    );
+}
+
+#[test]
+fn clipping_switches_off_the_gradient_exactly_past_each_boundary() {
+    let c = GrpoConfig::default();
+    let grad_at = |r: f32, a: f32| {
+        let (logp, old) = with_ratios(&[&[r]]);
+        let (sum, _) = grpo_loss_sum(
+            &logp,
+            &old,
+            &old,
+            None,
+            &t1(&[a]),
+            &t1(&[1.0]),
+            &t2(&[&[1.0]]),
+            &c,
+        );
+        sum.backward();
+        logp.grad().double_value(&[0, 0])
+    };
+    // A > 0: the upper bound 1 + 0.28 clips.
+    assert!(close(grad_at(1.27, 1.0), -1.27));
+    assert_eq!(grad_at(1.29, 1.0), 0.0);
+    // Below 1 - 0.2 nothing clips for A > 0 ...
+    assert!(close(grad_at(0.5, 1.0), -0.5));
+    // ... but for A < 0 the lower bound 0.8 does, and the upper one does not.
+    assert!(close(grad_at(0.81, -1.0), 0.81));
+    assert_eq!(grad_at(0.79, -1.0), 0.0);
+    assert!(close(grad_at(1.5, -1.0), 1.5));
+}
+
+#[test]
+fn delayed_samples_are_weighted_by_truncated_importance_ratios() {
+    let c = GrpoConfig::default();
+    let old = t2(&[&[-1.0, -1.0]]);
+    let logp = old.copy();
+    // old/behaviour ratios 3 (capped at 2) and 0.5.
+    let behavior = &old - t2(&[&[3f32.ln(), 0.5f32.ln()]]);
+    let (sum, parts) = grpo_loss_sum(
+        &logp,
+        &old,
+        &behavior,
+        None,
+        &t1(&[1.0]),
+        &t1(&[1.0]),
+        &t2(&[&[1.0, 1.0]]),
+        &c,
+    );
+    assert!(close(sum.double_value(&[]), -(2.0 + 0.5)));
+    assert!(close(parts[3], 2.5));
+}
+
+#[test]
+fn kl_uses_the_k3_estimator_and_its_coefficient() {
+    let c = GrpoConfig {
+        kl_coef: 0.005,
+        ..Default::default()
+    };
+    let logp = t2(&[&[-2.0]]);
+    let reference = &logp + 2f64.ln();
+    let (sum, parts) = grpo_loss_sum(
+        &logp,
+        &logp,
+        &logp,
+        Some(&reference),
+        &t1(&[0.0]),
+        &t1(&[3.0]),
+        &t2(&[&[1.0]]),
+        &c,
+    );
+    // exp(ln 2) - ln 2 - 1
+    let k3 = 1.0 - 2f64.ln();
+    assert!(close(parts[2], k3));
+    assert!(close(sum.double_value(&[]), 3.0 * 0.005 * k3));
+}
+
+fn tiny_policy(seed: i64) -> Result<Policy> {
+    tch::set_num_threads(1);
+    tch::manual_seed(seed);
+    let mut cfg = Config::from_map(
+        match serde_json::json!({
+            "model_type": "qwen3", "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 8, "tie_word_embeddings": true
+        }) {
+            serde_json::Value::Object(m) => m,
+            _ => unreachable!(),
+        },
+    )?;
+    cfg.rope_theta = 10_000.0;
+    Policy::new(
+        &cfg,
+        Device::Cpu,
+        Kind::Float,
+        WeightInit::Normal { std: 0.1 },
+        None,
+    )
+}
+
+fn sample(prompt: &[i64], completion: &[i64], model: &Policy, adv: f32) -> Result<GrpoSample> {
+    let seq = MaskedSeq::prompt_completion(prompt, completion);
+    let old = token_logprobs(model.model(), std::slice::from_ref(&seq.ids), 1.0)?.remove(0);
+    Ok(GrpoSample {
+        seq,
+        old_logprobs: old,
+        behavior_logprobs: None,
+        advantage: adv,
+        weight: 1.0,
+    })
+}
+
+fn completion_logprob(p: &Policy, s: &GrpoSample) -> Result<f64> {
+    let lp = token_logprobs(p.model(), std::slice::from_ref(&s.seq.ids), 1.0)?.remove(0);
+    Ok(lp
+        .iter()
+        .zip(&s.seq.loss_mask)
+        .filter(|(_, m)| **m)
+        .map(|(l, _)| f64::from(*l))
+        .sum())
+}
+
+#[test]
+fn steps_raise_positive_and_lower_negative_completions() -> Result<()> {
+    let p = tiny_policy(0)?;
+    let cfg = GrpoConfig {
+        temperature: 1.0,
+        optim: OptimConfig {
+            lr: 1e-2,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut tr = GrpoTrainer::new(&p, cfg)?;
+    let good = sample(&[1, 2, 3], &[7, 8, 9], &p, 1.0)?;
+    let bad = sample(&[1, 2, 3], &[10, 11, 12], &p, -1.0)?;
+    let (g0, b0) = (
+        completion_logprob(&p, &good)?,
+        completion_logprob(&p, &bad)?,
+    );
+    for _ in 0..5 {
+        // Recompute old log-probs each step, as a fresh on-policy batch would have them.
+        let batch = [
+            sample(&[1, 2, 3], &[7, 8, 9], &p, 1.0)?,
+            sample(&[1, 2, 3], &[10, 11, 12], &p, -1.0)?,
+        ];
+        let st = tr.step(&p, &batch)?;
+        assert_eq!(st.tokens, 6);
+        assert!(close(st.mean_ratio, 1.0) && st.grad_norm > 0.0);
+    }
+    let (g1, b1) = (
+        completion_logprob(&p, &good)?,
+        completion_logprob(&p, &bad)?,
+    );
+    assert!(
+        g1 > g0 + 0.5 && b1 < b0 - 0.5,
+        "good {g0} -> {g1}, bad {b0} -> {b1}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_sample_without_trainable_tokens_changes_no_gradient() -> Result<()> {
+    let p = tiny_policy(1)?;
+    let c = GrpoConfig::default();
+    let a = sample(&[1, 2], &[3, 4, 5], &p, 1.0)?;
+    let mut silent = sample(&[6, 7, 8, 9, 10, 11], &[12], &p, 1.0)?;
+    silent.seq.loss_mask.iter_mut().for_each(|m| *m = false);
+    let grads = |samples: &[&GrpoSample]| -> Result<Vec<Tensor>> {
+        let seqs: Vec<&MaskedSeq> = samples.iter().map(|s| &s.seq).collect();
+        let b = train::pad_right(&seqs, Device::Cpu)?;
+        let w = b.mask.size()[1] as usize;
+        let old: Vec<f32> = samples
+            .iter()
+            .flat_map(|s| {
+                let mut r = s.old_logprobs[1..].to_vec();
+                r.resize(w, 0.0);
+                r
+            })
+            .collect();
+        let old = Tensor::from_slice(&old).view([samples.len() as i64, w as i64]);
+        let ones = Tensor::ones([samples.len() as i64], (Kind::Float, Device::Cpu));
+        let logp = train::shifted_logprobs(p.model(), &b.ids, c.temperature)?;
+        let (sum, _) = grpo_loss_sum(&logp, &old, &old, None, &ones, &ones, &b.mask, &c);
+        for mut v in p.var_store().trainable_variables() {
+            v.zero_grad();
+        }
+        sum.backward();
+        Ok(p.var_store()
+            .trainable_variables()
+            .iter()
+            .map(|v| v.grad().copy())
+            .collect())
+    };
+    let alone = grads(&[&a])?;
+    let with_silent = grads(&[&a, &silent])?;
+    for (x, y) in alone.iter().zip(&with_silent) {
+        assert!(x.allclose(y, 1e-5, 1e-6, false));
+    }
+    assert!(
+        alone
+            .iter()
+            .any(|g| g.abs().sum(Kind::Float).double_value(&[]) > 0.0)
+    );
+    Ok(())
+}

@@ -1,0 +1,209 @@
+//! [`Policy`]: a Qwen3 model with its variables, device and tokenizer, loaded from and saved to
+//! a Hugging Face checkpoint directory.
+
+use crate::checkpoint::{self, DEFAULT_SHARD_BYTES, write_json};
+use crate::error::{PolicyError, Result};
+use crate::qwen3::{Config, Qwen3, WeightInit};
+use crate::tokenizer::{END_OF_TEXT, IM_END, Tokenizer};
+use serde_json::{Value, json};
+use std::path::Path;
+use tch::{Device, Kind, Tensor, nn::VarStore};
+
+/// The weights' kind for a device: bfloat16 on CUDA (what Qwen3 checkpoints are trained and
+/// shipped in), float32 on CPU (bf16 matmuls are slow there and the reference tests are fp32).
+pub fn default_kind(device: Device) -> Kind {
+    if device.is_cuda() {
+        Kind::BFloat16
+    } else {
+        Kind::Float
+    }
+}
+
+/// A model ready to run: variables, architecture and (usually) a tokenizer.
+#[derive(Debug)]
+pub struct Policy {
+    vs: VarStore,
+    model: Qwen3,
+    tokenizer: Option<Tokenizer>,
+    /// JSON files of the source checkpoint this crate does not interpret, written back on save.
+    side_files: Vec<(String, Value)>,
+}
+
+/// Files copied through a load/save round trip unchanged.
+const SIDE_FILES: &[&str] = &["tokenizer_config.json", "generation_config.json"];
+
+impl Policy {
+    /// A new model with weights from `init` (use a seed with `tch::manual_seed` beforehand).
+    pub fn new(
+        cfg: &Config,
+        device: Device,
+        kind: Kind,
+        init: WeightInit,
+        tokenizer: Option<Tokenizer>,
+    ) -> Result<Self> {
+        cfg.validate()?;
+        if let Some(t) = &tokenizer {
+            check_vocab(cfg, t)?;
+        }
+        let mut vs = VarStore::new(device);
+        vs.set_kind(kind);
+        let model = Qwen3::new(&vs.root(), cfg, init);
+        Ok(Self {
+            vs,
+            model,
+            tokenizer,
+            side_files: vec![],
+        })
+    }
+
+    /// Loads `dir` onto `device` in [`default_kind`].
+    pub fn load(dir: &Path, device: Device) -> Result<Self> {
+        Self::load_as(dir, device, default_kind(device))
+    }
+
+    /// Loads `dir` onto `device` with weights of `kind`. `tokenizer.json` is optional.
+    pub fn load_as(dir: &Path, device: Device, kind: Kind) -> Result<Self> {
+        let cfg = Config::from_dir(dir)?;
+        let tok_path = dir.join("tokenizer.json");
+        let tokenizer = if tok_path.exists() {
+            Some(Tokenizer::from_file(&tok_path)?)
+        } else {
+            None
+        };
+        let mut p = Self::new(&cfg, device, kind, WeightInit::Zeros, tokenizer)?;
+        checkpoint::load_weights(&p.vs, dir)?;
+        for name in SIDE_FILES {
+            let path = dir.join(name);
+            if let Ok(text) = std::fs::read_to_string(&path)
+                && let Ok(v) = serde_json::from_str(&text)
+            {
+                p.side_files.push((name.to_string(), v));
+            }
+        }
+        Ok(p)
+    }
+
+    /// Writes `config.json`, the weights (as `kind`, sharded above 5 GB) and the tokenizer, so
+    /// that `AutoModelForCausalLM.from_pretrained(dir)` and `AutoTokenizer` load them.
+    pub fn save_as(&self, dir: &Path, kind: Kind) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
+        let dtype = match kind {
+            Kind::BFloat16 => "bfloat16",
+            Kind::Half => "float16",
+            _ => "float32",
+        };
+        write_json(&dir.join("config.json"), &self.config().to_json(dtype))?;
+        checkpoint::save_weights(&self.vs, dir, kind, DEFAULT_SHARD_BYTES)?;
+        if let Some(t) = &self.tokenizer {
+            t.save(&dir.join("tokenizer.json"))?;
+        }
+        let mut wrote_tok_config = false;
+        for (name, v) in &self.side_files {
+            write_json(&dir.join(name), v)?;
+            wrote_tok_config |= name == "tokenizer_config.json";
+        }
+        if let (Some(t), false) = (&self.tokenizer, wrote_tok_config) {
+            let special = |s: &'static str| t.token_id(s).map(|_| s);
+            let tok_config = json!({
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "eos_token": special(IM_END),
+                "pad_token": special(END_OF_TEXT),
+                "bos_token": null,
+                "model_max_length": self.config().max_position_embeddings,
+            });
+            write_json(&dir.join("tokenizer_config.json"), &tok_config)?;
+        }
+        Ok(())
+    }
+
+    /// [`Policy::save_as`] in the weights' own kind.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        self.save_as(dir, self.kind())
+    }
+
+    /// The transformer.
+    pub fn model(&self) -> &Qwen3 {
+        &self.model
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &Config {
+        self.model.config()
+    }
+
+    /// The variables (for optimizers and copies).
+    pub fn var_store(&self) -> &VarStore {
+        &self.vs
+    }
+
+    /// Mutable variables (e.g. to freeze a reference copy).
+    pub fn var_store_mut(&mut self) -> &mut VarStore {
+        &mut self.vs
+    }
+
+    /// The tokenizer, if the checkpoint has one.
+    pub fn tokenizer(&self) -> Option<&Tokenizer> {
+        self.tokenizer.as_ref()
+    }
+
+    /// The tokenizer, or an error naming what needs it.
+    pub fn require_tokenizer(&self) -> Result<&Tokenizer> {
+        self.tokenizer.as_ref().ok_or_else(|| {
+            PolicyError::Tokenizer("this checkpoint has no tokenizer.json".to_string())
+        })
+    }
+
+    /// Where the weights live.
+    pub fn device(&self) -> Device {
+        self.vs.device()
+    }
+
+    /// The weights' kind.
+    pub fn kind(&self) -> Kind {
+        self.vs.kind()
+    }
+
+    /// A copy with the same weights, frozen (no gradients): the reference for a KL penalty.
+    pub fn frozen_copy(&self) -> Result<Self> {
+        let mut p = Self::new(
+            self.config(),
+            self.device(),
+            self.kind(),
+            WeightInit::Zeros,
+            self.tokenizer.clone(),
+        )?;
+        p.vs.copy(&self.vs)?;
+        p.vs.freeze();
+        Ok(p)
+    }
+
+    /// The last position's logits (float32) for one sequence of token ids.
+    pub fn last_logits(&self, ids: &[i64]) -> Result<Vec<f32>> {
+        let t = Tensor::from_slice(ids)
+            .to_device(self.device())
+            .unsqueeze(0);
+        let logits = tch::no_grad(|| -> Result<Tensor> {
+            let h = self.model.forward(&t)?;
+            Ok(self.model.logits(&h.select(1, -1)))
+        })?;
+        Ok(Vec::<f32>::try_from(
+            logits.squeeze_dim(0).to_device(Device::Cpu),
+        )?)
+    }
+}
+
+fn check_vocab(cfg: &Config, t: &Tokenizer) -> Result<()> {
+    // Qwen pads the embedding matrix beyond the tokenizer (151936 rows, 151669 tokens), so only
+    // a tokenizer larger than the model is an error.
+    if t.vocab_size() as i64 > cfg.vocab_size {
+        return Err(PolicyError::field(
+            "vocab_size",
+            format!(
+                "{} is smaller than the tokenizer's {} tokens",
+                cfg.vocab_size,
+                t.vocab_size()
+            ),
+        ));
+    }
+    Ok(())
+}

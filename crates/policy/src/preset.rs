@@ -1,0 +1,171 @@
+//! Presets. `tiny`: a Qwen3-architecture model of about 4 M parameters with a byte-level BPE
+//! vocabulary of up to 4,096 tokens trained on the texts given (e.g. the seed environments),
+//! for tests and the CPU demo. Everything is determined by the texts and the seed.
+
+use crate::error::{PolicyError, Result};
+use crate::policy::Policy;
+use crate::qwen3::{Config, WeightInit};
+use crate::tokenizer::{END_OF_TEXT, IM_END, Tokenizer};
+use serde_json::{Map, json};
+use tch::{Device, Kind};
+
+/// Presets by name.
+pub const PRESETS: &[&str] = &["tiny"];
+
+/// Target vocabulary of the tiny preset (fewer tokens when the texts have fewer merges).
+pub const TINY_VOCAB: usize = 4096;
+
+/// transformers' default `initializer_range` for Qwen3: N(0, 0.02) for matrices.
+const INIT_STD: f64 = 0.02;
+
+/// The tiny architecture for a vocabulary of `vocab_size` rows: 4 layers, hidden 256, 4 query
+/// heads sharing 2 key/value heads of 64 dims, SwiGLU width 768, tied embeddings.
+pub fn tiny_config(vocab_size: i64, eos: Option<i64>, pad: Option<i64>) -> Config {
+    let mut extra = Map::new();
+    extra.insert("initializer_range".into(), json!(INIT_STD));
+    Config {
+        vocab_size,
+        hidden_size: 256,
+        intermediate_size: 768,
+        num_hidden_layers: 4,
+        num_attention_heads: 4,
+        num_key_value_heads: 2,
+        head_dim: 64,
+        max_position_embeddings: 4096,
+        rms_norm_eps: 1e-6,
+        // Qwen3's theta.
+        rope_theta: 1_000_000.0,
+        tie_word_embeddings: true,
+        attention_bias: false,
+        bos_token_id: None,
+        eos_token_ids: eos.into_iter().collect(),
+        pad_token_id: pad,
+        extra,
+    }
+}
+
+/// A fresh tiny model on CPU (float32): a tokenizer trained on `texts`, weights from `seed`.
+/// `progress` receives a line per stage (tokenizer training takes seconds on large corpora).
+pub fn tiny<S: AsRef<str> + Send + Sync>(
+    texts: &[S],
+    seed: u64,
+    mut progress: impl FnMut(&str),
+) -> Result<Policy> {
+    if texts.iter().all(|t| t.as_ref().trim().is_empty()) {
+        return Err(PolicyError::InvalidInput(
+            "the tokenizer needs some text to train on".into(),
+        ));
+    }
+    let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();
+    progress(&format!(
+        "training a byte-level BPE tokenizer ({TINY_VOCAB} tokens at most) on {} texts, {} KiB",
+        texts.len(),
+        bytes / 1024
+    ));
+    let tok = Tokenizer::train_bpe(texts, TINY_VOCAB)?;
+    // Round the embedding up to a multiple of 64 rows, as Qwen does, for aligned matmuls.
+    let rows = (tok.vocab_size() as i64 + 63) / 64 * 64;
+    let cfg = tiny_config(rows, tok.token_id(IM_END), tok.token_id(END_OF_TEXT));
+    progress(&format!(
+        "tokenizer has {} tokens; initialising {} parameters from seed {seed}",
+        tok.vocab_size(),
+        cfg.num_parameters()
+    ));
+    // The seed is a u64 on the command line; libtorch takes an i64 with the same bits.
+    tch::manual_seed(i64::from_ne_bytes(seed.to_ne_bytes()));
+    Policy::new(
+        &cfg,
+        Device::Cpu,
+        Kind::Float,
+        WeightInit::Normal { std: INIT_STD },
+        Some(tok),
+    )
+}
+
+/// A few hundred words of text for when no corpus is given: the environment contract and a
+/// small game in its shape, so the fallback tokenizer still knows Python and the contract.
+pub const BUILTIN_TEXT: &str = r#"An environment is Python source that defines one class whose name ends in Env.
+reset(self, seed=None) returns an observation string and an info dict. step(self, action)
+returns the observation, the reward, terminated, truncated and info. solution(self) returns the
+exact answer that solves the current task. The agent answers in \boxed{...}; the last boxed
+expression is the action. A win gives reward 1.0 and terminates the episode.
+
+import random
+import re
+
+
+class GuessNumberEnv:
+    """Guess a secret number between 1 and 100; the game says higher or lower."""
+
+    def __init__(self, max_turns=8, **kwargs):
+        self.max_turns = max_turns
+        self.secret = None
+        self.turn = 0
+
+    def reset(self, seed=None):
+        self.rng = random.Random(seed)
+        self.secret = self.rng.randint(1, 100)
+        self.turn = 0
+        return "Guess a number between 1 and 100. Answer in \\boxed{}.", {}
+
+    def step(self, action):
+        self.turn += 1
+        match = re.findall(r"\\boxed\{([^}]*)\}", action)
+        if not match:
+            return "Please answer in \\boxed{}.", -0.1, False, self.turn >= self.max_turns, {}
+        try:
+            guess = int(match[-1].strip())
+        except ValueError:
+            return "That is not a number.", -0.1, False, self.turn >= self.max_turns, {}
+        if guess == self.secret:
+            return "Correct!", 1.0, True, False, {}
+        hint = "higher" if guess < self.secret else "lower"
+        if self.turn >= self.max_turns:
+            return f"Out of turns: the number was {self.secret}.", 0.0, False, True, {}
+        return f"Wrong, go {hint}.", 0.0, False, False, {}
+
+    def solution(self):
+        return str(self.secret)
+
+    def close(self):
+        pass
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn weights(p: &Policy) -> Vec<(String, tch::Tensor)> {
+        let mut v: Vec<_> = p.var_store().variables().into_iter().collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    #[test]
+    fn tiny_is_a_few_million_parameters_and_deterministic_in_its_seed() -> Result<()> {
+        tch::set_num_threads(1);
+        let texts = [BUILTIN_TEXT; 3];
+        let mut lines = vec![];
+        let a = tiny(&texts, 7, |l| lines.push(l.to_string()))?;
+        let b = tiny(&texts, 7, |_| {})?;
+        let c = tiny(&texts, 8, |_| {})?;
+        let n = a.config().num_parameters();
+        assert!((1_000_000..10_000_000).contains(&n), "{n} parameters");
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        let total: i64 = weights(&a).iter().map(|(_, t)| t.numel() as i64).sum();
+        assert_eq!(total, n);
+        assert_eq!(
+            a.require_tokenizer()?.to_json()?,
+            b.require_tokenizer()?.to_json()?
+        );
+        for ((name, x), (_, y)) in weights(&a).iter().zip(weights(&b)) {
+            assert!(x.equal(&y), "{name} differs for the same seed");
+        }
+        let differ = weights(&a)
+            .iter()
+            .zip(weights(&c))
+            .any(|((_, x), (_, y))| !x.equal(&y));
+        assert!(differ, "seeds 7 and 8 gave the same weights");
+        Ok(())
+    }
+}

@@ -1,0 +1,218 @@
+//! Checkpoints: Rust round trips (f32, bf16, sharded), a Rust-written checkpoint loaded by
+//! transformers, and the errors a user sees for broken checkpoints.
+
+use crate::{fixture, tempdir};
+use serde_json::{Value, json};
+use spade_policy::checkpoint::{self, INDEX};
+use spade_policy::preset::{self, BUILTIN_TEXT};
+use spade_policy::{Policy, PolicyError, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tch::{Device, Kind};
+
+fn tiny() -> Result<Policy> {
+    tch::set_num_threads(1);
+    preset::tiny(&[BUILTIN_TEXT], 3, |_| {})
+}
+
+const PROMPT: &[i64] = &[5, 17, 300, 42, 9];
+
+fn copy_dir(from: &Path, to: &Path) {
+    for f in std::fs::read_dir(from).unwrap_or_else(|e| panic!("{}: {e}", from.display())) {
+        let f = f.unwrap_or_else(|e| panic!("{e}"));
+        std::fs::copy(f.path(), to.join(f.file_name())).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+fn edit_config(dir: &Path, edit: impl FnOnce(&mut serde_json::Map<String, Value>)) {
+    let path = dir.join("config.json");
+    let mut v = crate::read_json(&path);
+    if let Value::Object(m) = &mut v {
+        edit(m);
+    }
+    std::fs::write(&path, v.to_string()).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn a_saved_checkpoint_loads_back_with_identical_logits_and_tokenizer() -> Result<()> {
+    let p = tiny()?;
+    let dir = tempdir("roundtrip");
+    p.save(&dir)?;
+    for f in [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ] {
+        assert!(dir.join(f).exists(), "{f} not written");
+    }
+    let q = Policy::load(&dir, Device::Cpu)?;
+    assert_eq!(q.config(), p.config());
+    assert_eq!(q.last_logits(PROMPT)?, p.last_logits(PROMPT)?);
+    let text = "<|im_start|>user\ndef reset(self, seed=None):<|im_end|>";
+    assert_eq!(
+        q.require_tokenizer()?.encode(text)?,
+        p.require_tokenizer()?.encode(text)?
+    );
+    Ok(())
+}
+
+#[test]
+fn bf16_checkpoints_load_into_float32_within_bf16_precision() -> Result<()> {
+    let p = tiny()?;
+    let dir = tempdir("bf16");
+    p.save_as(&dir, Kind::BFloat16)?;
+    assert_eq!(
+        crate::read_json(&dir.join("config.json"))["torch_dtype"],
+        "bfloat16"
+    );
+    let size = std::fs::metadata(dir.join("model.safetensors")).map(|m| m.len());
+    let params = p.config().num_parameters() as u64;
+    assert!(
+        size.is_ok_and(|s| s < params * 2 + 100_000),
+        "not 2 bytes a weight"
+    );
+    let q = Policy::load_as(&dir, Device::Cpu, Kind::Float)?;
+    let (a, b) = (p.last_logits(PROMPT)?, q.last_logits(PROMPT)?);
+    let worst = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    assert!(worst > 0.0 && worst < 0.05, "max diff {worst}");
+    Ok(())
+}
+
+#[test]
+fn sharded_saves_write_an_index_and_load_back() -> Result<()> {
+    let p = tiny()?;
+    let dir = tempdir("shards");
+    p.save(&dir)?;
+    checkpoint::save_weights(p.var_store(), &dir, Kind::Float, 2_000_000)?;
+    let index = crate::read_json(&dir.join(INDEX));
+    let files: std::collections::BTreeSet<&str> = index["weight_map"]
+        .as_object()
+        .map(|m| m.values().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert!(files.len() >= 4, "{files:?}");
+    std::fs::remove_file(dir.join("model.safetensors")).unwrap_or_else(|e| panic!("{e}"));
+    let q = Policy::load(&dir, Device::Cpu)?;
+    assert_eq!(q.last_logits(PROMPT)?, p.last_logits(PROMPT)?);
+    Ok(())
+}
+
+/// The Python of the torch venv (see scripts/policy/make_fixtures.py), if installed.
+fn torch_python() -> Option<PathBuf> {
+    let candidates = [
+        std::env::var_os("SPADE_TORCH_PYTHON").map(PathBuf::from),
+        std::env::var_os("HOME")
+            .map(|h| PathBuf::from(h).join(".cache/spade-studio/venv-torch/bin/python")),
+    ];
+    candidates.into_iter().flatten().find(|p| p.exists())
+}
+
+#[test]
+fn a_rust_checkpoint_loads_in_transformers_with_the_same_logits() -> Result<()> {
+    let Some(python) = torch_python() else {
+        eprintln!(
+            "SKIPPED: no torch venv (set SPADE_TORCH_PYTHON or create \
+             ~/.cache/spade-studio/venv-torch); transformers was not run"
+        );
+        return Ok(());
+    };
+    let p = tiny()?;
+    let dir = tempdir("to-hf");
+    p.save(&dir)?;
+    let tok = p.require_tokenizer()?;
+    let prompts = [PROMPT.to_vec(), vec![1, 2, 3]];
+    let logits: Vec<Vec<f32>> = prompts
+        .iter()
+        .map(|q| p.last_logits(q))
+        .collect::<Result<_>>()?;
+    let texts: Vec<Value> = [
+        "def step(self, action):\n    return obs",
+        "<|im_start|>user\nhi<|im_end|>",
+    ]
+    .iter()
+    .map(|t| Ok(json!({"text": t, "ids": tok.encode(t)?})))
+    .collect::<Result<_>>()?;
+    let expected = json!({"prompts": prompts, "last_logits": logits, "texts": texts});
+    checkpoint::write_json(&dir.join("expected.json"), &expected)?;
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/policy/check_rust_checkpoint.py");
+    let out = Command::new(&python)
+        .arg(&script)
+        .arg(&dir)
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(report.contains("Qwen3ForCausalLM"), "{report}");
+    Ok(())
+}
+
+fn load_err(dir: &Path) -> PolicyError {
+    match Policy::load_as(dir, Device::Cpu, Kind::Float) {
+        Ok(_) => panic!("{} loaded", dir.display()),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn broken_checkpoints_give_errors_that_name_the_problem() {
+    let dir = tempdir("broken");
+    assert!(matches!(load_err(&dir), PolicyError::MissingConfig { .. }));
+    std::fs::write(dir.join("config.json"), "{ not json").unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(
+        load_err(&dir),
+        PolicyError::MalformedConfig { .. }
+    ));
+
+    copy_dir(&fixture("gqa2_tied"), &dir);
+    edit_config(&dir, |m| {
+        m.insert("model_type".into(), json!("llama"));
+        m.insert("architectures".into(), json!(["LlamaForCausalLM"]));
+    });
+    let e = load_err(&dir).to_string();
+    assert!(
+        e.contains("unsupported architecture") && e.contains("llama"),
+        "{e}"
+    );
+
+    copy_dir(&fixture("gqa2_tied"), &dir);
+    edit_config(&dir, |m| {
+        m.insert("tie_word_embeddings".into(), json!(false));
+    });
+    match load_err(&dir) {
+        PolicyError::MissingTensor { name, .. } => assert_eq!(name, "lm_head.weight"),
+        e => panic!("{e}"),
+    }
+
+    copy_dir(&fixture("gqa2_tied"), &dir);
+    edit_config(&dir, |m| {
+        m.insert("intermediate_size".into(), json!(97));
+    });
+    match load_err(&dir) {
+        PolicyError::ShapeMismatch {
+            name,
+            expected,
+            found,
+        } => {
+            assert!(name.contains(".mlp."), "{name}");
+            assert!(
+                expected.contains(&97) && found.contains(&96),
+                "{expected:?} {found:?}"
+            );
+        }
+        e => panic!("{e}"),
+    }
+
+    copy_dir(&fixture("gqa2_tied"), &dir);
+    std::fs::remove_file(dir.join("model.safetensors")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(load_err(&dir), PolicyError::NoWeights { .. }));
+}

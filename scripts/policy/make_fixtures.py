@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Writes the Hugging Face reference fixtures that crates/policy/tests/hf_reference.rs reads.
+
+Each case is a random small Qwen3 model (transformers' Qwen3ForCausalLM, float32) saved with
+`save_pretrained`, plus expected.json: prompts (token ids), the last position's logits of each
+prompt run alone, and the 32-token greedy continuation of the prompts batched with left padding
+(transformers' `generate`). A tokenizer case checks that the Rust `tokenizers` crate encodes like
+the Python one with a Qwen-style pre-tokenizer (regex split + byte level).
+
+Needs torch and transformers, which the project venv does not carry (CI cannot install torch):
+    python3 -m venv ~/.cache/spade-studio/venv-torch
+    ~/.cache/spade-studio/venv-torch/bin/pip install torch==2.11.0 transformers safetensors
+    ~/.cache/spade-studio/venv-torch/bin/python scripts/policy/make_fixtures.py
+Deterministic given the seeds below; every fixture directory stays well under 1 MB.
+"""
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+import transformers
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+OUT = Path(__file__).resolve().parents[2] / "crates/policy/tests/fixtures"
+NEW_TOKENS = 32
+
+# name -> (seed, config overrides, save_pretrained kwargs). Shapes vary what an implementation
+# gets wrong: GQA ratio, head_dim != hidden/heads, rope theta, tied/untied, biases, shards.
+CASES = {
+    "gqa2_tied": (1, dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                          head_dim=16, rope_theta=10000.0, tie_word_embeddings=True), {}),
+    "gqa4_headdim32_untied": (2, dict(hidden_size=48, num_attention_heads=4, num_key_value_heads=1,
+                                      head_dim=32, num_hidden_layers=3, rope_theta=1e6,
+                                      tie_word_embeddings=False), {}),
+    "mha_bias_theta5e5": (3, dict(hidden_size=40, num_attention_heads=3, num_key_value_heads=3,
+                                  head_dim=24, rope_theta=5e5, attention_bias=True,
+                                  rms_norm_eps=1e-5, tie_word_embeddings=False), {}),
+    "sharded_untied": (4, dict(hidden_size=64, num_attention_heads=8, num_key_value_heads=2,
+                               head_dim=8, rope_theta=1e6, tie_word_embeddings=False),
+                       dict(max_shard_size="100KB")),
+}
+BASE = dict(vocab_size=256, intermediate_size=96, num_hidden_layers=2, max_position_embeddings=512,
+            eos_token_id=None, bos_token_id=None, pad_token_id=None)
+
+
+def randomize(model: torch.nn.Module, gen: torch.Generator) -> None:
+    """Scales weights up from transformers' 0.02 init and perturbs every norm weight and bias,
+    so a missing norm, a wrong bias or a swapped head cannot hide behind near-uniform logits."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen)
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.2 * noise)
+            elif name.endswith(".bias"):
+                p.copy_(0.1 * noise)
+            else:
+                p.copy_(0.15 * noise)
+
+
+def make_case(name: str, seed: int, overrides: dict, save_kwargs: dict) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    cfg = Qwen3Config(**{**BASE, **overrides})
+    model = Qwen3ForCausalLM(cfg).eval()
+    randomize(model, gen)
+    out = OUT / name
+    shutil.rmtree(out, ignore_errors=True)
+    model.save_pretrained(out, **save_kwargs)
+    for extra in ["generation_config.json"]:
+        (out / extra).unlink(missing_ok=True)
+
+    lengths = [7, 4]
+    prompts = [torch.randint(0, cfg.vocab_size, (n,), generator=gen).tolist() for n in lengths]
+    with torch.no_grad():
+        last = [model(torch.tensor([p])).logits[0, -1].tolist() for p in prompts]
+        width = max(lengths)
+        ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        gen_kwargs = dict(do_sample=False, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                          pad_token_id=0, eos_token_id=None)
+        batched = model.generate(input_ids=ids, attention_mask=mask, **gen_kwargs)[:, width:]
+        # The batch must agree with each prompt alone, or padding handling is wrong here.
+        for row, p in zip(batched.tolist(), prompts):
+            alone = model.generate(input_ids=torch.tensor([p]), **gen_kwargs)[0, len(p):].tolist()
+            assert row == alone, f"{name}: batched and unbatched greedy differ"
+    expected = dict(prompts=prompts, last_logits=last, greedy=batched.tolist(),
+                    transformers=transformers.__version__, torch=torch.__version__)
+    (out / "expected.json").write_text(json.dumps(expected) + "\n")
+    size = sum(f.stat().st_size for f in out.iterdir())
+    assert size < 1_000_000, f"{name} is {size} bytes"
+    print(f"{name}: {size // 1024} KiB, files {sorted(f.name for f in out.iterdir())}")
+
+
+def make_tokenizer_case() -> None:
+    """A byte-level BPE with Qwen2/3's pre-tokenizer regex, trained on a few lines here."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    qwen_regex = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+                  r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(qwen_regex), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>", "<|im_start|>",
+                                                                  "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    corpus = [
+        "class GuessEnv:\n    def reset(self, seed=None):\n        return 'Guess a number', {}\n",
+        "The agent answers in \\boxed{42}; the last boxed expression is the action.",
+        "I'll say it's done: we've 12345 tools, they're ready. Ünïcödé ✓ 数学 推理",
+    ] * 20
+    tok.train_from_iterator(corpus, trainer)
+    out = OUT / "tokenizer_qwen_style"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    tok.save(str(out / "tokenizer.json"))
+    texts = ["<|im_start|>user\nWhat's 2+2? Answer in \\boxed{}.<|im_end|>\n",
+             "def step(self, action):\n\treturn obs, 1.0, True, False, {}",
+             "  spaces   and\r\nnewlines\n\n", "Ünïcödé ✓ 数学", "it'S THEY'LL"]
+    expected = [dict(text=t, ids=tok.encode(t).ids) for t in texts]
+    (out / "expected.json").write_text(json.dumps(expected, ensure_ascii=False) + "\n")
+    print(f"tokenizer_qwen_style: {len(expected)} texts")
+
+
+def main() -> int:
+    torch.set_num_threads(1)
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, (seed, overrides, save_kwargs) in CASES.items():
+        make_case(name, seed, overrides, save_kwargs)
+    make_tokenizer_case()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
