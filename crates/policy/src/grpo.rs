@@ -126,8 +126,8 @@ pub struct GrpoStats {
     pub grad_norm: f64,
 }
 
-/// Sums over the masked tokens of one micro-batch; all tensors [B, T-1] except `adv`, `weight`
-/// [B]. Returns the summed per-token loss (to be divided by the step's token count) and the
+/// Sums over the masked tokens of one micro-batch; all tensors `[B, T-1]` except `adv`, `weight`
+/// `[B]`. Returns the summed per-token loss (to be divided by the step's token count) and the
 /// sums behind [`GrpoStats`]: clipped tokens, ratios, kl, tis.
 #[allow(clippy::too_many_arguments)]
 pub fn grpo_loss_sum(

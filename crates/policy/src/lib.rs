@@ -1,7 +1,15 @@
-//! The policy, and the only crate that knows libtorch: a Qwen3-compatible transformer
-//! ([`qwen3`]) with Hugging Face checkpoints ([`checkpoint`], [`policy`]) and tokenizers
-//! ([`tokenizer`]), batched sampling with a KV cache ([`sample`]) and chat templates
-//! ([`chat`]), GRPO ([`grpo`]) and supervised fine-tuning ([`sft`]) sharing [`train`].
+//! The policy, and the only crate that knows libtorch.
+//!
+//! - [`qwen3`]: a transformer matching Hugging Face's `Qwen3ForCausalLM`, built from its
+//!   `config.json`; [`checkpoint`] and [`policy::Policy`] load and save checkpoints in the Hugging
+//!   Face layout (safetensors, shards, `tokenizer.json` through [`tokenizer`]).
+//! - [`sample`]: batched sampling with a KV cache; [`chat`]: the three roles' templates.
+//! - [`grpo`]: the GRPO step (its module doc states the exact variant); [`sft`]: supervised
+//!   fine-tuning; [`train`]: what they share.
+//! - [`preset`]: the tiny model for tests and the CPU demo.
+//!
+//! CPU runs in float32; on CUDA, weights default to bf16 for sampling ([`default_kind`]) and
+//! training keeps a float32 copy ([`Policy::copy_to`]).
 
 pub mod chat;
 pub mod checkpoint;

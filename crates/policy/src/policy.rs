@@ -47,7 +47,7 @@ impl Policy {
         }
         let mut vs = VarStore::new(device);
         vs.set_kind(kind);
-        let model = Qwen3::new(&vs.root(), cfg, init);
+        let model = Qwen3::new(&vs.root(), cfg, init)?;
         Ok(Self {
             vs,
             model,
@@ -165,16 +165,36 @@ impl Policy {
 
     /// A copy with the same weights, frozen (no gradients): the reference for a KL penalty.
     pub fn frozen_copy(&self) -> Result<Self> {
+        let mut p = self.copy_to(self.device(), self.kind())?;
+        p.vs.freeze();
+        Ok(p)
+    }
+
+    /// A copy on `device` with weights of `kind`. Training keeps float32 weights (AdamW steps of
+    /// 1e-6 vanish in bf16's 8-bit mantissa); a bf16 copy samples fast on a GPU and is
+    /// refreshed with [`Policy::copy_weights_from`] after each optimiser step.
+    pub fn copy_to(&self, device: Device, kind: Kind) -> Result<Self> {
         let mut p = Self::new(
             self.config(),
-            self.device(),
-            self.kind(),
+            device,
+            kind,
             WeightInit::Zeros,
             self.tokenizer.clone(),
         )?;
-        p.vs.copy(&self.vs)?;
-        p.vs.freeze();
+        p.copy_weights_from(self)?;
+        p.side_files = self.side_files.clone();
         Ok(p)
+    }
+
+    /// Overwrites this policy's weights with `other`'s (same architecture; kinds and devices
+    /// may differ and are converted).
+    pub fn copy_weights_from(&mut self, other: &Policy) -> Result<()> {
+        if self.config() != other.config() {
+            return Err(PolicyError::InvalidInput(
+                "cannot copy weights between different architectures".into(),
+            ));
+        }
+        Ok(self.vs.copy(&other.vs)?)
     }
 
     /// The last position's logits (float32) for one sequence of token ids.

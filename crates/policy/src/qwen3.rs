@@ -51,11 +51,11 @@ struct RmsNorm {
 }
 
 impl RmsNorm {
-    fn new(vs: nn::Path<'_>, size: i64, eps: f64) -> Self {
-        Self {
-            weight: vs.ones("weight", &[size]),
+    fn new(vs: nn::Path<'_>, size: i64, eps: f64) -> Result<Self> {
+        Ok(Self {
+            weight: vs.f_ones("weight", &[size])?,
             eps,
-        }
+        })
     }
 
     /// `weight * x / sqrt(mean(x^2) + eps)` over the last dimension. libtorch's fused kernel
@@ -74,11 +74,11 @@ struct Linear {
 }
 
 impl Linear {
-    fn new(vs: nn::Path<'_>, inp: i64, out: i64, bias: bool, init: WeightInit) -> Self {
-        Self {
-            weight: vs.var("weight", &[out, inp], init.init()),
-            bias: bias.then(|| vs.zeros("bias", &[out])),
-        }
+    fn new(vs: nn::Path<'_>, inp: i64, out: i64, bias: bool, init: WeightInit) -> Result<Self> {
+        Ok(Self {
+            weight: vs.f_var("weight", &[out, inp], init.init())?,
+            bias: bias.then(|| vs.f_zeros("bias", &[out])).transpose()?,
+        })
     }
 
     fn forward(&self, x: &Tensor) -> Tensor {
@@ -100,20 +100,20 @@ struct Attention {
 }
 
 impl Attention {
-    fn new(vs: nn::Path<'_>, c: &Config, init: WeightInit) -> Self {
+    fn new(vs: nn::Path<'_>, c: &Config, init: WeightInit) -> Result<Self> {
         let (h, hd, b) = (c.hidden_size, c.head_dim, c.attention_bias);
         let (q, kv) = (c.num_attention_heads * hd, c.num_key_value_heads * hd);
-        Self {
-            q_proj: Linear::new(&vs / "q_proj", h, q, b, init),
-            k_proj: Linear::new(&vs / "k_proj", h, kv, b, init),
-            v_proj: Linear::new(&vs / "v_proj", h, kv, b, init),
-            o_proj: Linear::new(&vs / "o_proj", q, h, b, init),
-            q_norm: RmsNorm::new(&vs / "q_norm", hd, c.rms_norm_eps),
-            k_norm: RmsNorm::new(&vs / "k_norm", hd, c.rms_norm_eps),
+        Ok(Self {
+            q_proj: Linear::new(&vs / "q_proj", h, q, b, init)?,
+            k_proj: Linear::new(&vs / "k_proj", h, kv, b, init)?,
+            v_proj: Linear::new(&vs / "v_proj", h, kv, b, init)?,
+            o_proj: Linear::new(&vs / "o_proj", q, h, b, init)?,
+            q_norm: RmsNorm::new(&vs / "q_norm", hd, c.rms_norm_eps)?,
+            k_norm: RmsNorm::new(&vs / "k_norm", hd, c.rms_norm_eps)?,
             n_heads: c.num_attention_heads,
             n_kv: c.num_key_value_heads,
             head_dim: hd,
-        }
+        })
     }
 
     /// `x`: [B, T, hidden]; `rope`: cos and sin [B, T, head_dim]; `mask`: [B, 1, T, S] booleans
@@ -190,13 +190,13 @@ struct Mlp {
 }
 
 impl Mlp {
-    fn new(vs: nn::Path<'_>, c: &Config, init: WeightInit) -> Self {
+    fn new(vs: nn::Path<'_>, c: &Config, init: WeightInit) -> Result<Self> {
         let (h, i) = (c.hidden_size, c.intermediate_size);
-        Self {
-            gate_proj: Linear::new(&vs / "gate_proj", h, i, false, init),
-            up_proj: Linear::new(&vs / "up_proj", h, i, false, init),
-            down_proj: Linear::new(&vs / "down_proj", i, h, false, init),
-        }
+        Ok(Self {
+            gate_proj: Linear::new(&vs / "gate_proj", h, i, false, init)?,
+            up_proj: Linear::new(&vs / "up_proj", h, i, false, init)?,
+            down_proj: Linear::new(&vs / "down_proj", i, h, false, init)?,
+        })
     }
 
     /// `gate_up`: the fused [gate; up] weight of a [`KvCache`], if it has one.
@@ -222,17 +222,14 @@ struct Layer {
 }
 
 impl Layer {
-    fn new(vs: nn::Path<'_>, c: &Config, init: WeightInit) -> Self {
-        Self {
-            input_layernorm: RmsNorm::new(&vs / "input_layernorm", c.hidden_size, c.rms_norm_eps),
-            self_attn: Attention::new(&vs / "self_attn", c, init),
-            post_attention_layernorm: RmsNorm::new(
-                &vs / "post_attention_layernorm",
-                c.hidden_size,
-                c.rms_norm_eps,
-            ),
-            mlp: Mlp::new(&vs / "mlp", c, init),
-        }
+    fn new(vs: nn::Path<'_>, c: &Config, init: WeightInit) -> Result<Self> {
+        let (h, eps) = (c.hidden_size, c.rms_norm_eps);
+        Ok(Self {
+            input_layernorm: RmsNorm::new(&vs / "input_layernorm", h, eps)?,
+            self_attn: Attention::new(&vs / "self_attn", c, init)?,
+            post_attention_layernorm: RmsNorm::new(&vs / "post_attention_layernorm", h, eps)?,
+            mlp: Mlp::new(&vs / "mlp", c, init)?,
+        })
     }
 }
 
@@ -304,17 +301,17 @@ impl Qwen3 {
     /// Creates the variables under `vs` (the var store's root) with the names transformers uses.
     /// Tied embeddings share `model.embed_tokens.weight` with the head, so a tied model has no
     /// `lm_head.weight` variable, as in transformers' checkpoints.
-    pub fn new(vs: &nn::Path<'_>, cfg: &Config, init: WeightInit) -> Self {
+    pub fn new(vs: &nn::Path<'_>, cfg: &Config, init: WeightInit) -> Result<Self> {
         let m = vs / "model";
-        let embed_tokens =
-            (&m / "embed_tokens").var("weight", &[cfg.vocab_size, cfg.hidden_size], init.init());
+        let shape = [cfg.vocab_size, cfg.hidden_size];
+        let embed_tokens = (&m / "embed_tokens").f_var("weight", &shape, init.init())?;
         let layers = (0..cfg.num_hidden_layers)
             .map(|i| Layer::new(&m / "layers" / i, cfg, init))
-            .collect();
+            .collect::<Result<_>>()?;
         let lm_head = if cfg.tie_word_embeddings {
             embed_tokens.shallow_clone()
         } else {
-            (vs / "lm_head").var("weight", &[cfg.vocab_size, cfg.hidden_size], init.init())
+            (vs / "lm_head").f_var("weight", &shape, init.init())?
         };
         // As transformers computes it: 1 / theta^(arange(0, d, 2) / d), in float32.
         let d = cfg.head_dim;
@@ -324,14 +321,14 @@ impl Qwen3 {
             .to_device(vs.device())
             .pow(&exponent)
             .reciprocal();
-        Self {
+        Ok(Self {
             cfg: cfg.clone(),
             embed_tokens,
-            norm: RmsNorm::new(&m / "norm", cfg.hidden_size, cfg.rms_norm_eps),
+            norm: RmsNorm::new(&m / "norm", cfg.hidden_size, cfg.rms_norm_eps)?,
             layers,
             lm_head,
             inv_freq,
-        }
+        })
     }
 
     /// The configuration the model was built from.

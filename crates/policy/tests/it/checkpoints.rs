@@ -138,8 +138,7 @@ fn a_rust_checkpoint_loads_in_transformers_with_the_same_logits() -> Result<()> 
     .collect::<Result<_>>()?;
     let expected = json!({"prompts": prompts, "last_logits": logits, "texts": texts});
     checkpoint::write_json(&dir.join("expected.json"), &expected)?;
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/policy/check_rust_checkpoint.py");
+    let script = crate::crate_dir().join("../../scripts/policy/check_rust_checkpoint.py");
     let out = Command::new(&python)
         .arg(&script)
         .arg(&dir)

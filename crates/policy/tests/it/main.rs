@@ -11,11 +11,17 @@ mod training;
 use std::path::{Path, PathBuf};
 use tch::Device;
 
+/// This crate's directory: `CARGO_MANIFEST_DIR` at run time when set (scripts/policy/
+/// gpu_check.sh runs prebuilt test binaries in another checkout), else where it was built.
+pub fn crate_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
 /// A committed fixture directory.
 pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    crate_dir().join("tests/fixtures").join(name)
 }
 
 /// A fresh, empty directory under the system temp dir, unique to this process and `tag`.
@@ -26,13 +32,16 @@ pub fn tempdir(tag: &str) -> PathBuf {
     dir
 }
 
-/// CPU, plus the first GPU when there is one. Also pins libtorch to one thread: its default
-/// pool thrashes small machines (shared/toolchain.md).
+/// CPU, plus the first GPU when there is one (`SPADE_REQUIRE_CUDA=1` makes a missing GPU a
+/// failure, so a GPU run cannot pass on CPU alone). Also pins libtorch to one thread: its
+/// default pool thrashes small machines (shared/toolchain.md).
 pub fn devices() -> Vec<Device> {
     tch::set_num_threads(1);
     let mut d = vec![Device::Cpu];
     if tch::Cuda::is_available() {
         d.push(Device::Cuda(0));
+    } else if std::env::var_os("SPADE_REQUIRE_CUDA").is_some_and(|v| v == "1") {
+        panic!("SPADE_REQUIRE_CUDA=1 but libtorch sees no GPU (is libtorch_cuda.so linked?)");
     }
     d
 }

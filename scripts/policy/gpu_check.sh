@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The CUDA checks of spade-policy, run on the GPU machine (an H200 with PyTorch 2.11.0 / CUDA 13
+# under /opt/torch/.venv, no Rust) from binaries built here by scripts/policy/gpu_build.sh.
+# Builds nothing. Run from the repository root with target/gpu-bundle carried along:
+#
+#   scripts/policy/gpu_check.sh            # ~3 min: tests on CPU + CUDA, then the bench on CUDA
+#
+# Writes tests.log and bench-*.log under $OUT (or /tmp/spade-gpu-check). Exit status: the
+# tests' (the bench reports, it does not fail).
+set -uo pipefail
+BUNDLE="${BUNDLE:-target/gpu-bundle}"
+PY="${TORCH_PYTHON:-/opt/torch/.venv/bin/python}"
+OUT="${OUT:-/tmp/spade-gpu-check}"
+mkdir -p "$OUT"
+for f in "$BUNDLE/it" "$BUNDLE/policy-bench" "$PY"; do
+    [ -x "$f" ] || { echo "gpu_check: missing $f" >&2; exit 2; }
+done
+# The binaries were linked against this project's libtorch 2.11.0; load the machine's own
+# 2.11.0 (with libtorch_cuda.so) instead.
+TORCH_LIB=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+export LD_LIBRARY_PATH="$TORCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Tests find their fixtures and scripts in this checkout, not where they were built.
+export CARGO_MANIFEST_DIR="$PWD/crates/policy"
+export SPADE_REQUIRE_CUDA="${SPADE_REQUIRE_CUDA:-1}" OMP_NUM_THREADS=4
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+"$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' | tee -a "$OUT/gpu.txt"
+if "$PY" -c 'import transformers' 2>/dev/null; then
+    export SPADE_TORCH_PYTHON="$PY"   # enables the Rust -> transformers checkpoint test
+    HAVE_HF=1
+else
+    echo "gpu_check: no transformers in $PY; the transformers side of the bench is skipped"
+    HAVE_HF=0
+fi
+
+echo "== tests (CPU and CUDA)"
+"$BUNDLE/it" --test-threads 1 2>&1 | tee "$OUT/tests.log"
+status=${PIPESTATUS[0]}
+
+for size in tiny small; do
+    echo "== bench $size on CUDA (bf16)"
+    args=(--device cuda --threads 4 --repeats 5 --rounds 2 --size "$size" --dir "/tmp/spade-bench-$size"
+          --script scripts/policy/bench_torch.py)
+    if [ "$HAVE_HF" = 1 ]; then args+=(--python "$PY"); else args+=(--python /nonexistent); fi
+    timeout 240 "$BUNDLE/policy-bench" "${args[@]}" 2>&1 | tee "$OUT/bench-$size.log"
+done
+echo "gpu_check: tests exit status $status; logs in $OUT"
+exit "$status"
