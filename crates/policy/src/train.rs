@@ -52,6 +52,9 @@ pub struct Batch {
 
 /// Pads `seqs` on the right into a [`Batch`] on `device`; padding never trains.
 pub fn pad_right(seqs: &[&MaskedSeq], device: Device) -> Result<Batch> {
+    if seqs.is_empty() {
+        return Err(PolicyError::InvalidInput("an empty batch".into()));
+    }
     let t = seqs.iter().map(|s| s.ids.len()).max().unwrap_or(0);
     let mut ids = Vec::with_capacity(seqs.len() * t);
     let mut mask = Vec::with_capacity(seqs.len() * t);
@@ -101,6 +104,9 @@ pub fn shifted_logprobs(model: &Qwen3, ids: &Tensor, temperature: f64) -> Result
 /// Per-token log-probabilities of whole sequences without gradients, aligned with the ids
 /// (entry 0 is 0.0): what a delayed sample's `old_logprobs` are recomputed with.
 pub fn token_logprobs(model: &Qwen3, seqs: &[Vec<i64>], temperature: f64) -> Result<Vec<Vec<f32>>> {
+    if seqs.is_empty() {
+        return Ok(vec![]);
+    }
     let masked: Vec<MaskedSeq> = seqs
         .iter()
         .map(|s| MaskedSeq {
