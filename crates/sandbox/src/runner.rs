@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a runner may take to start its interpreter and say hello.
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -244,9 +244,7 @@ impl Runner {
         call: &'static str,
         limit: Duration,
     ) -> Result<Reply, SandboxError> {
-        let deadline = Instant::now() + limit;
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match self.frames.recv_timeout(wait) {
+        match self.frames.recv_timeout(limit) {
             Ok(Ok(resp)) if resp.id == id => Ok(resp.reply),
             Ok(Ok(resp)) => Err(self.violation(
                 call,
