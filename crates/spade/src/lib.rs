@@ -4,8 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod config;
 pub mod report;
 pub mod reward;
+pub mod skills;
 
 /// The two families of environments (spec, "Environment contract").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
