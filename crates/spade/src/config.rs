@@ -106,8 +106,8 @@ pub struct MemorySection {
     pub positives: usize,
     /// Negative examples per prompt (spec 2: 1).
     pub negatives: usize,
-    /// Positives come from the top max(factor * n, min) records by regret (spec 2: 3n, 10),
-    /// n the number of eligible records.
+    /// Positives are drawn from the top max(factor * n, min) records by regret (spec 2:
+    /// max(3n, 10)), n = `positives`.
     pub positive_pool_factor: usize,
     pub positive_pool_min: usize,
     /// Eligible positives have a win rate in [low, high] (spec 2: [0.15, 0.85]).
