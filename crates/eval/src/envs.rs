@@ -1,0 +1,183 @@
+//! Win rate on a held-out pool of environments: every `*.py` file under a directory (default
+//! `envs/seed`) is one task; the agent plays it for a few episodes (seeds `seed + e`), each
+//! episode in its own sandbox runner, turn by turn up to the environment's `max_turns` (at
+//! most `max_turns` of the options; the spec's 25 by default). An episode is won when the
+//! environment terminates with reward 1.0 (spade-spec.md, "Environment contract"); the task's
+//! score is the win rate.
+
+use crate::error::EvalError;
+use crate::generate::{Generator, reply_seed};
+use crate::result::{ItemResult, TaskResult};
+use spade_policy::chat::{Role, agent_transcript};
+use spade_sandbox::{EnvKind, EnvSession, Pool};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The system prompt of tool-use episodes (games use the agent role's own).
+pub const TOOL_USE_PROMPT: &str = "You complete the user's instructions by calling the tools \
+described below, one call per turn, as <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>. \
+When every instruction is done, reply <answer>done</answer>.";
+
+/// One environment file of the pool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvFile {
+    /// The path below the pool directory without `.py` (e.g. `games/optimization/coin_change`).
+    pub name: String,
+    pub path: PathBuf,
+    pub source: String,
+}
+
+/// Every `*.py` file below `dir`, in path order.
+pub fn discover(dir: &Path) -> Result<Vec<EnvFile>, EvalError> {
+    let mut files = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = std::fs::read_dir(&d).map_err(|e| EvalError::io(&d, e))?;
+        for entry in entries {
+            let p = entry.map_err(|e| EvalError::io(&d, e))?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|e| e == "py") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(EvalError::NoEnvironments {
+            dir: dir.to_path_buf(),
+        });
+    }
+    files
+        .into_iter()
+        .map(|path| {
+            let source = std::fs::read_to_string(&path).map_err(|e| EvalError::io(&path, e))?;
+            let rel = path.strip_prefix(dir).unwrap_or(&path).with_extension("");
+            Ok(EnvFile {
+                name: rel.to_string_lossy().into_owned(),
+                path,
+                source,
+            })
+        })
+        .collect()
+}
+
+/// One running episode.
+struct Episode {
+    session: EnvSession,
+    first: String,
+    turns: Vec<(String, String)>,
+    done: Option<ItemResult>,
+}
+
+/// Plays `episodes` episodes of `env` at once (one runner each) and returns its win rate.
+/// An environment that fails to load or reset makes a failed task; one that fails mid-episode
+/// loses that episode, with the error recorded.
+pub fn play(
+    pool: &Pool,
+    generator: &Generator<'_>,
+    env: &EnvFile,
+    episodes: u32,
+    max_turns: u32,
+    seed: u64,
+) -> TaskResult {
+    let started = Instant::now();
+    let fail = |e: String| TaskResult::failed(&env.name, e, started.elapsed().as_secs_f64());
+    let mut eps = Vec::new();
+    for e in 0..episodes {
+        let mut session = match pool.load(&env.source, None, None) {
+            Ok(s) => s,
+            Err(err) => return fail(format!("loading {}: {err}", env.path.display())),
+        };
+        let ep_seed = i64::try_from(seed.wrapping_add(u64::from(e)) & 0x7FFF_FFFF).unwrap_or(0);
+        let first = match session.reset(Some(ep_seed)) {
+            Ok(o) => o.obs,
+            Err(err) => return fail(format!("reset(seed={ep_seed}): {err}")),
+        };
+        eps.push(Episode {
+            session,
+            first,
+            turns: vec![],
+            done: None,
+        });
+    }
+    let system = match eps.first().map(|e| e.session.kind) {
+        Some(EnvKind::ToolUse) => TOOL_USE_PROMPT,
+        _ => Role::Agent.system_prompt(),
+    };
+    let turn_limit = eps
+        .iter()
+        .map(|e| e.session.max_turns)
+        .min()
+        .unwrap_or(0)
+        .min(max_turns);
+    for turn in 0..turn_limit {
+        let active: Vec<usize> = (0..eps.len()).filter(|&i| eps[i].done.is_none()).collect();
+        if active.is_empty() {
+            break;
+        }
+        let prompts: Vec<String> = active
+            .iter()
+            .map(|&i| agent_transcript(Some(system), &eps[i].first, &eps[i].turns))
+            .collect();
+        let seeds: Vec<u64> = active
+            .iter()
+            .map(|&i| reply_seed(seed, &env.name, i as u64, u64::from(turn)))
+            .collect();
+        let replies = match generator.complete(&prompts, &seeds) {
+            Ok(r) => r,
+            Err(e) => return fail(format!("generating turn {turn}: {e}")),
+        };
+        for (&i, reply) in active.iter().zip(replies) {
+            let ep = &mut eps[i];
+            let action = match reply {
+                Ok(text) => text,
+                Err(reason) => {
+                    ep.done = Some(lost(i, None, Some(reason)));
+                    continue;
+                }
+            };
+            match ep.session.step(&action) {
+                Ok(r) if r.terminated => {
+                    // A win gives reward 1.0 and terminates (spec, "Environment contract").
+                    let won = r.reward >= 1.0;
+                    ep.done = Some(ItemResult {
+                        index: i as u32,
+                        score: if won { 1.0 } else { 0.0 },
+                        answer: Some(truncate(&action)),
+                        error: None,
+                    });
+                }
+                Ok(r) if r.truncated => ep.done = Some(lost(i, Some(&action), None)),
+                Ok(r) => ep.turns.push((action, r.obs)),
+                Err(err) => {
+                    ep.done = Some(lost(i, Some(&action), Some(format!("step: {err}"))));
+                }
+            }
+        }
+    }
+    let items: Vec<ItemResult> = eps
+        .into_iter()
+        .enumerate()
+        .map(|(i, ep)| {
+            ep.done.unwrap_or_else(|| {
+                let last = ep.turns.last().map(|(a, _)| a.as_str());
+                lost(i, last, None)
+            })
+        })
+        .collect();
+    TaskResult::from_items(&env.name, items, started.elapsed().as_secs_f64())
+}
+
+fn lost(index: usize, action: Option<&str>, error: Option<String>) -> ItemResult {
+    ItemResult {
+        index: index as u32,
+        score: 0.0,
+        answer: action.map(truncate),
+        error,
+    }
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(500).collect()
+}

@@ -1,0 +1,35 @@
+//! Held-out evaluation of a checkpoint, so that runs can be judged the way the paper judges
+//! SPADE: by benchmarks the model never trained on (spade-spec.md, "Headline results").
+//!
+//! Three kinds of suite ([`Suite`]):
+//! - **reasoning-gym** ([`rg`]): the algorithmic, arithmetic, cognition and logic categories at
+//!   hard settings (`rg_hard.json`, derived from the package's own curricula by
+//!   `python/derive_rg_hard.py`), seeded, generated and scored *inside the sandbox* with the
+//!   library's own `score_answer`;
+//! - **boxed-answer QA** ([`qa`]): a JSONL file of `question` / `answer` (e.g. AIME), compared
+//!   with math-verify's `parse` / `verify` inside the sandbox;
+//! - **environments** ([`envs`]): the agent's win rate on a held-out pool of environment files,
+//!   played through the sandbox.
+//!
+//! The model's answer is the content of the last `\boxed{...}` of its reply ([`answer`]).
+//! Results are a serde [`SuiteResult`] (per task: mean score, n, standard error; plus an
+//! aggregate) that converts to `spade::report::Message::BenchmarkResult` values, so the worker
+//! and the backend can store them. This crate itself knows no SQL and no HTTP.
+//!
+//! Untrusted text (generated questions, the model's answers) only ever reaches Python inside a
+//! sandbox runner; this process never runs Python.
+
+pub mod answer;
+pub mod envs;
+pub mod error;
+pub mod generate;
+pub mod qa;
+pub mod result;
+pub mod rg;
+mod sandbox;
+pub mod suite;
+
+pub use error::EvalError;
+pub use generate::Sampling;
+pub use result::{Aggregate, ItemResult, SuiteResult, TaskResult};
+pub use suite::{EvalOptions, NoProgress, Progress, Suite, evaluate};
