@@ -2,6 +2,7 @@
 //! are listed so `--help` shows the whole surface, and say so when run.
 
 mod env_cmd;
+mod eval_cmd;
 mod model_cmd;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -37,7 +38,7 @@ enum Command {
     /// Print the Vendi score of a square similarity matrix given as JSON.
     Vendi(VendiArgs),
     /// Evaluate a checkpoint on a held-out suite.
-    Eval(EvalArgs),
+    Eval(eval_cmd::EvalArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -109,18 +110,6 @@ struct VendiArgs {
     kernel: PathBuf,
 }
 
-#[derive(Debug, Args)]
-struct EvalArgs {
-    #[arg(long)]
-    checkpoint: PathBuf,
-    #[arg(long)]
-    suite: String,
-    #[arg(long)]
-    limit: Option<usize>,
-    #[arg(long)]
-    json: bool,
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -143,6 +132,7 @@ fn main() -> ExitCode {
             json,
         }) => env_cmd::play(&file, seed, &actions, json),
         Command::Model(cmd) => model_cmd::run(cmd),
+        Command::Eval(args) => eval_cmd::run(args),
         other => return not_yet(&other),
     };
     result.unwrap_or_else(|e| {

@@ -38,7 +38,10 @@ mod tests {
 
     #[test]
     fn the_last_balanced_box_wins() {
-        assert_eq!(last_boxed("a \\boxed{1} b \\boxed{2}").as_deref(), Some("2"));
+        assert_eq!(
+            last_boxed("a \\boxed{1} b \\boxed{2}").as_deref(),
+            Some("2")
+        );
         assert_eq!(
             last_boxed("\\boxed{\\frac{1}{2}}").as_deref(),
             Some("\\frac{1}{2}")
@@ -55,7 +58,10 @@ mod tests {
         assert_eq!(last_boxed("the answer is 4"), None);
         assert_eq!(last_boxed("\\boxed{4"), None);
         // An unclosed box after a closed one leaves the closed one as the answer.
-        assert_eq!(last_boxed("\\boxed{3} then \\boxed{4").as_deref(), Some("3"));
+        assert_eq!(
+            last_boxed("\\boxed{3} then \\boxed{4").as_deref(),
+            Some("3")
+        );
         assert_eq!(last_boxed("\\boxed 4"), None);
     }
 }

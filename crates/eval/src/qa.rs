@@ -63,7 +63,10 @@ pub fn parse(text: &str, path: &Path, default_task: &str) -> Result<Vec<QaItem>,
             Some(other) => {
                 return Err(err(
                     line,
-                    format!("field `question` must be a string, found {}", kind_of(other)),
+                    format!(
+                        "field `question` must be a string, found {}",
+                        kind_of(other)
+                    ),
                 ));
             }
             None => return Err(err(line, "missing field `question`".into())),
@@ -148,8 +151,7 @@ pub fn verify(
     // The first call imports math-verify and sympy (seconds); each comparison is bounded by
     // math-verify's own timeouts.
     let limit = Duration::from_secs(120 + 10 * pairs.len() as u64);
-    let out: Vec<crate::rg::Scored> =
-        sandbox::call(runner, "math-verify", VERIFY, &pairs, limit)?;
+    let out: Vec<crate::rg::Scored> = sandbox::call(runner, "math-verify", VERIFY, &pairs, limit)?;
     if out.len() != pairs.len() {
         return Err(EvalError::BadReply {
             what: "math-verify".into(),

@@ -250,7 +250,10 @@ mod tests {
     #[test]
     fn steps_come_from_checkpoint_directory_names() {
         use std::path::Path;
-        assert_eq!(checkpoint_step(Path::new("/runs/x/checkpoint-120")), Some(120));
+        assert_eq!(
+            checkpoint_step(Path::new("/runs/x/checkpoint-120")),
+            Some(120)
+        );
         assert_eq!(checkpoint_step(Path::new("step_7")), Some(7));
         assert_eq!(checkpoint_step(Path::new("global_step300")), Some(300));
         assert_eq!(checkpoint_step(Path::new("/models/qwen3-4b")), None);

@@ -333,10 +333,14 @@ fn run_qa(
                 .collect();
             let scored = qa::verify(&mut leased.runner, &pairs)?;
             let offset = items.len();
-            items.extend(items_of(replies, answers, scored).into_iter().map(|mut it| {
-                it.index += offset as u32;
-                it
-            }));
+            items.extend(
+                items_of(replies, answers, scored)
+                    .into_iter()
+                    .map(|mut it| {
+                        it.index += offset as u32;
+                        it
+                    }),
+            );
             progress.advance(chunk.len() as u64);
         }
         results.push(TaskResult::from_items(

@@ -1,0 +1,239 @@
+//! `spade eval`: a checkpoint on a held-out suite (reasoning-gym hard categories, a boxed-answer
+//! QA file, or a pool of environments), with a progress bar on stderr, a table or JSON on
+//! stdout, and optionally the JSON written to a file. Usage errors (a missing checkpoint, an
+//! unknown suite, a malformed JSONL line) exit 2 before the model is loaded.
+
+use anyhow::{Context, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+use spade_eval::{EvalOptions, Progress, Sampling, Suite, SuiteResult};
+use spade_policy::{Policy, default_device};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// Checkpoint directory (config.json, *.safetensors, tokenizer.json).
+    #[arg(long)]
+    checkpoint: PathBuf,
+    /// rg-algorithmic | rg-arithmetic | rg-cognition | rg-logic | rg-hard (all four) |
+    /// qa:PATH.jsonl | envs (envs/seed) | envs:DIR.
+    #[arg(long)]
+    suite: String,
+    /// Items per task at most: questions per reasoning-gym dataset (default 50) or QA task
+    /// (default all); environments at most for envs suites.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Seed of the generated questions, environment episodes and sampling.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Print the result as JSON on stdout (and hide the progress bar).
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON result (with its BenchmarkResult messages) to this file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f64,
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f64,
+    /// Tokens per reply (per turn in environments).
+    #[arg(long, default_value_t = 1024)]
+    max_new_tokens: usize,
+    /// Prompts per forward batch.
+    #[arg(long, default_value_t = 8)]
+    batch_size: usize,
+    /// Episodes per environment (envs suites).
+    #[arg(long, default_value_t = 4)]
+    episodes: u32,
+    /// Turns per episode at most (envs suites).
+    #[arg(long, default_value_t = 25)]
+    max_turns: u32,
+    /// The checkpoint's training step (default: from its directory name, e.g. checkpoint-120).
+    #[arg(long)]
+    step: Option<u64>,
+    /// Keep every item's score and answer in the JSON.
+    #[arg(long)]
+    items: bool,
+}
+
+/// The JSON document of `--json` and `--out`.
+#[derive(Serialize)]
+struct Document<'a> {
+    #[serde(flatten)]
+    result: &'a SuiteResult,
+    /// The result as the reporting contract's messages, for the worker/backend path.
+    messages: Vec<spade::report::Message>,
+}
+
+pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
+    let suite = Suite::parse(&args.suite)?;
+    check_checkpoint(&args.checkpoint)?;
+    // Bad suite inputs fail before the model loads.
+    match &suite {
+        Suite::Qa { path } => {
+            spade_eval::qa::load(path)?;
+        }
+        Suite::Envs { dir } => {
+            spade_eval::envs::discover(dir)?;
+        }
+        Suite::ReasoningGym { .. } => {}
+    }
+    if args.limit == Some(0) {
+        bail!("--limit must be at least 1");
+    }
+    let mut opts = EvalOptions::new(&args.checkpoint);
+    opts.limit = args.limit;
+    opts.seed = args.seed;
+    opts.sampling = Sampling {
+        temperature: args.temperature,
+        top_p: args.top_p,
+        max_new_tokens: args.max_new_tokens,
+        batch_size: args.batch_size,
+    };
+    opts.sampling.validate()?;
+    opts.episodes = args.episodes;
+    opts.max_turns = args.max_turns;
+    if args.step.is_some() {
+        opts.checkpoint_step = args.step;
+    }
+    let policy = Policy::load(&args.checkpoint, default_device())
+        .with_context(|| format!("cannot load the checkpoint {}", args.checkpoint.display()))?;
+    let mut bar = Bar::new(!args.json && std::io::stderr().is_terminal());
+    let mut result = spade_eval::evaluate(&policy, &suite, &opts, &mut bar)?;
+    bar.0.finish_and_clear();
+    if !args.items {
+        for t in &mut result.tasks {
+            t.items.clear();
+        }
+    }
+    let doc = Document {
+        result: &result,
+        messages: result.to_messages(),
+    };
+    let json = serde_json::to_string_pretty(&doc)?;
+    if let Some(out) = &args.out {
+        std::fs::write(out, format!("{json}\n"))
+            .with_context(|| format!("cannot write {}", out.display()))?;
+    }
+    if args.json {
+        println!("{json}");
+    } else {
+        print_table(&result);
+    }
+    let failed: Vec<&str> = result
+        .tasks
+        .iter()
+        .filter(|t| t.error.is_some())
+        .map(|t| t.task.as_str())
+        .collect();
+    for t in result.tasks.iter().filter(|t| t.error.is_some()) {
+        eprintln!(
+            "spade eval: task {} failed: {}",
+            t.task,
+            t.error.as_deref().unwrap_or_default()
+        );
+    }
+    Ok(if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn check_checkpoint(dir: &Path) -> anyhow::Result<()> {
+    if !dir.exists() {
+        bail!("--checkpoint {}: no such directory", dir.display());
+    }
+    if !dir.is_dir() {
+        bail!(
+            "--checkpoint {}: not a directory (expected a checkpoint directory with config.json)",
+            dir.display()
+        );
+    }
+    if !dir.join("config.json").is_file() {
+        bail!(
+            "--checkpoint {}: not a checkpoint (no config.json in it)",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+fn print_table(r: &SuiteResult) {
+    let width = r
+        .tasks
+        .iter()
+        .map(|t| t.task.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    println!(
+        "{:<width$}  {:>6}  {:>7}  {:>7}  {:>8}",
+        "task", "n", "score", "stderr", "s/item"
+    );
+    for t in &r.tasks {
+        if let Some(e) = &t.error {
+            println!("{:<width$}  failed: {e}", t.task);
+            continue;
+        }
+        println!(
+            "{:<width$}  {:>6}  {:>7.4}  {:>7}  {:>8.3}",
+            t.task,
+            t.n,
+            t.mean,
+            fmt_se(t.stderr),
+            t.elapsed_s / f64::from(t.n.max(1))
+        );
+    }
+    let a = &r.aggregate;
+    println!(
+        "{:<width$}  {:>6}  {:>7.4}  {:>7}  {:>8.3}",
+        format!("{} (mean of {} tasks)", r.suite, a.tasks),
+        a.n,
+        a.mean,
+        fmt_se(a.stderr),
+        r.elapsed_s / f64::from(a.n.max(1))
+    );
+}
+
+fn fmt_se(se: Option<f64>) -> String {
+    se.map_or_else(|| "-".into(), |s| format!("{s:.4}"))
+}
+
+/// The progress bar on stderr; hidden when asked or when stderr is not a terminal.
+struct Bar(ProgressBar);
+
+impl Bar {
+    fn new(visible: bool) -> Self {
+        let bar = ProgressBar::with_draw_target(
+            Some(0),
+            if visible {
+                ProgressDrawTarget::stderr()
+            } else {
+                ProgressDrawTarget::hidden()
+            },
+        );
+        if let Ok(style) = ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} items, eta {eta}  {msg}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        Self(bar)
+    }
+}
+
+impl Progress for Bar {
+    fn start(&mut self, total: u64) {
+        self.0.set_length(total);
+    }
+    fn task(&mut self, name: &str) {
+        self.0.set_message(name.to_string());
+    }
+    fn advance(&mut self, n: u64) {
+        self.0.inc(n);
+    }
+}
