@@ -128,15 +128,14 @@ impl<'a> Generator<'a> {
             };
             let ids: Vec<Vec<i64>> = chunk.iter().map(|(_, ids)| ids.clone()).collect();
             let row_seeds: Vec<u64> = chunk.iter().map(|(i, _)| seeds[*i]).collect();
-            let completions = generate(
-                self.policy.model(),
-                &ids,
-                &row_seeds,
-                &params,
-                Some(self.tok),
-            )?;
+            // Decoded here rather than by `generate`: the embedding has more rows than the
+            // tokenizer has tokens (rounded up to a multiple of 64, as Qwen does), and an
+            // untrained model can sample those rows; they carry no text and are dropped.
+            let completions = generate(self.policy.model(), &ids, &row_seeds, &params, None)?;
+            let vocab = self.tok.vocab_size() as i64;
             for ((i, _), c) in chunk.iter().zip(completions) {
-                out[*i] = Ok(c.text.unwrap_or_default());
+                let known: Vec<i64> = c.tokens.into_iter().filter(|&t| t < vocab).collect();
+                out[*i] = Ok(self.tok.decode(&known, true)?);
             }
         }
         Ok(out)

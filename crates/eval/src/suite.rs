@@ -156,15 +156,26 @@ pub fn evaluate(
             let limit = opts.limit.unwrap_or(DEFAULT_RG_ITEMS);
             let tasks = rg::hard_tasks(categories);
             progress.start((tasks.len() * limit) as u64);
-            let results = tasks
-                .iter()
-                .map(|t| {
-                    progress.task(&t.name());
-                    let r = run_rg_task(&pool, &generator, t, limit, opts.seed);
-                    progress.advance(limit as u64);
-                    r
-                })
-                .collect();
+            // One runner serves several datasets (importing reasoning-gym takes seconds); it is
+            // replaced after RG_TASKS_PER_RUNNER tasks, and after any task that failed.
+            let mut runner: Option<spade_sandbox::Leased> = None;
+            let mut served = 0;
+            let mut results = vec![];
+            for t in &tasks {
+                progress.task(&t.name());
+                if served == RG_TASKS_PER_RUNNER {
+                    runner = None;
+                    served = 0;
+                }
+                let r = run_rg_task(&pool, &mut runner, &generator, t, limit, opts.seed);
+                served += 1;
+                if r.error.is_some() {
+                    runner = None;
+                    served = 0;
+                }
+                results.push(r);
+                progress.advance(limit as u64);
+            }
             (results, Some(limit))
         }
         Suite::Qa { path } => {
@@ -225,9 +236,13 @@ pub fn evaluate(
     })
 }
 
-/// One reasoning-gym dataset in its own runner: generate, answer, score.
+/// Datasets one runner generates and scores before it is replaced (bounds its CPU time).
+const RG_TASKS_PER_RUNNER: usize = 10;
+
+/// One reasoning-gym dataset: generate, answer, score, in `runner` (checked out if None).
 fn run_rg_task(
     pool: &spade_sandbox::Pool,
+    runner: &mut Option<spade_sandbox::Leased>,
     generator: &Generator<'_>,
     task: &RgTask,
     size: usize,
@@ -236,7 +251,11 @@ fn run_rg_task(
     let started = Instant::now();
     let name = task.name();
     let result = (|| -> Result<Vec<ItemResult>, EvalError> {
-        let mut leased = sandbox::checkout(pool, &format!("starting a runner for {name}"))?;
+        let leased = match runner.take() {
+            Some(l) => l,
+            None => sandbox::checkout(pool, &format!("starting a runner for {name}"))?,
+        };
+        let leased = runner.insert(leased);
         let mut session = RgSession::open(
             &mut leased.runner,
             task,

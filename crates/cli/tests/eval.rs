@@ -1,0 +1,258 @@
+//! `spade eval` end to end: a tiny model (`spade model init --preset tiny`) is evaluated on a
+//! small limit of each suite kind through the real sandbox, the results are in range and carry
+//! their BenchmarkResult messages, and usage errors exit 2 with a precise message. Short replies
+//! and single-thread libtorch keep each test well under a minute on 2 cores.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn spade(args: &[&str]) -> Output {
+    let exe = env!("CARGO_BIN_EXE_spade");
+    let runner = Path::new(exe).with_file_name("spade-sandbox-runner");
+    assert!(
+        runner.exists(),
+        "{} is missing: build the workspace (cargo build) so the runner sits next to spade",
+        runner.display()
+    );
+    match Command::new(exe)
+        .args(args)
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => panic!("cannot run spade: {e}"),
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap_or_default()
+}
+
+fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A tiny checkpoint in `dir/tiny`.
+fn tiny(dir: &Path) -> std::path::PathBuf {
+    let out = dir.join("tiny");
+    let o = spade(&["model", "init", "--preset", "tiny", "--out", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    out
+}
+
+/// Runs an evaluation with short replies and returns its JSON (also checks --out).
+fn eval_json(dir: &Path, checkpoint: &Path, suite: &str, extra: &[&str]) -> Value {
+    let out_file = dir.join("result.json");
+    let mut args = vec![
+        "eval",
+        "--checkpoint",
+        s(checkpoint),
+        "--suite",
+        suite,
+        "--max-new-tokens",
+        "8",
+        "--json",
+        "--items",
+        "--out",
+        s(&out_file),
+    ];
+    args.extend_from_slice(extra);
+    let o = spade(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        o.stderr.is_empty(),
+        "--json shows no progress bar: {}",
+        text(&o)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&o)));
+    let written = std::fs::read(&out_file).unwrap_or_else(|e| panic!("--out: {e}"));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&written).ok(),
+        Some(v.clone())
+    );
+    v
+}
+
+/// Every task ran, has `n` items with scores in [0, 1], and the messages match the tasks.
+fn check_in_range(v: &Value, tasks: usize, n: u64) {
+    let ts = v["tasks"].as_array().cloned().unwrap_or_default();
+    assert_eq!(ts.len(), tasks, "{v}");
+    for t in &ts {
+        assert!(t.get("error").is_none(), "task failed: {t}");
+        assert_eq!(t["n"].as_u64(), Some(n), "{t}");
+        let mean = t["mean"].as_f64().unwrap_or(-1.0);
+        assert!((0.0..=1.0).contains(&mean), "{t}");
+        for item in t["items"].as_array().into_iter().flatten() {
+            let score = item["score"].as_f64().unwrap_or(-1.0);
+            assert!((0.0..=1.0).contains(&score), "{item}");
+        }
+    }
+    let agg = v["aggregate"]["mean"].as_f64().unwrap_or(-1.0);
+    assert!((0.0..=1.0).contains(&agg), "{v}");
+    assert_eq!(v["aggregate"]["n"].as_u64(), Some(tasks as u64 * n));
+    let msgs = v["messages"].as_array().cloned().unwrap_or_default();
+    assert_eq!(msgs.len(), tasks + 1, "one per task plus the aggregate");
+    for m in &msgs {
+        assert_eq!(m["kind"], "benchmark_result", "{m}");
+        assert_eq!(m["suite"], v["suite"], "{m}");
+    }
+    assert_eq!(msgs[tasks]["task"], "all");
+}
+
+#[test]
+fn reasoning_gym_evaluation_completes_for_a_tiny_model() {
+    let dir = tempdir();
+    let ckpt = tiny(dir.path());
+    let v = eval_json(
+        dir.path(),
+        &ckpt,
+        "rg-logic",
+        &["--limit", "2", "--seed", "3"],
+    );
+    check_in_range(&v, 6, 2);
+    assert_eq!(v["suite"], "rg-logic");
+    let names: Vec<&str> = v["tasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["task"].as_str())
+        .collect();
+    assert!(names.contains(&"logic/knights_knaves"), "{names:?}");
+}
+
+#[test]
+fn qa_evaluation_completes_and_groups_tasks() {
+    let dir = tempdir();
+    let ckpt = tiny(dir.path());
+    let qa = dir.path().join("set.jsonl");
+    std::fs::write(
+        &qa,
+        "{\"question\": \"What is 1/2 + 0?\", \"answer\": \"\\\\frac{1}{2}\"}\n\n\
+         {\"question\": \"What is 6*7?\", \"answer\": 42}\n\
+         {\"question\": \"2+2?\", \"answer\": \"4\", \"task\": \"easy\"}\n\
+         {\"question\": \"3+3?\", \"answer\": \"6\", \"task\": \"easy\"}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let v = eval_json(dir.path(), &ckpt, &format!("qa:{}", s(&qa)), &[]);
+    check_in_range(&v, 2, 2);
+    assert_eq!(v["tasks"][0]["task"], "set");
+    assert_eq!(v["tasks"][1]["task"], "easy");
+}
+
+const ALWAYS_WIN: &str = r#"
+class AlwaysWinEnv:
+    def __init__(self, max_turns=3, **kwargs):
+        self.max_turns = max_turns
+    def reset(self, seed=None):
+        return "Say anything.", {}
+    def step(self, action):
+        return "You win.", 1.0, True, False, {}
+    def solution(self):
+        return "1"
+    def close(self):
+        pass
+"#;
+
+const NEVER_WIN: &str = r#"
+class NeverWinEnv:
+    def __init__(self, max_turns=3, **kwargs):
+        self.max_turns = max_turns
+        self.turn = 0
+    def reset(self, seed=None):
+        self.turn = 0
+        return "Nothing you say wins.", {}
+    def step(self, action):
+        self.turn += 1
+        return "No.", 0.0, False, self.turn >= self.max_turns, {}
+    def solution(self):
+        return "1"
+    def close(self):
+        pass
+"#;
+
+#[test]
+fn environment_evaluation_counts_wins_through_the_sandbox() {
+    let dir = tempdir();
+    let ckpt = tiny(dir.path());
+    let pool = dir.path().join("pool");
+    std::fs::create_dir_all(pool.join("games")).unwrap_or_else(|e| panic!("{e}"));
+    let seed_env = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../envs/seed/games/optimization/coin_change.py");
+    std::fs::copy(&seed_env, pool.join("games/coin_change.py")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(pool.join("always_win.py"), ALWAYS_WIN).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(pool.join("never_win.py"), NEVER_WIN).unwrap_or_else(|e| panic!("{e}"));
+    let suite = format!("envs:{}", s(&pool));
+    let v = eval_json(
+        dir.path(),
+        &ckpt,
+        &suite,
+        &[
+            "--episodes",
+            "2",
+            "--max-turns",
+            "2",
+            "--temperature",
+            "0.6",
+        ],
+    );
+    check_in_range(&v, 3, 2);
+    let score = |name: &str| {
+        v["tasks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["task"] == name)
+            .and_then(|t| t["mean"].as_f64())
+    };
+    assert_eq!(score("always_win"), Some(1.0), "{v}");
+    assert_eq!(score("never_win"), Some(0.0), "{v}");
+    assert!(score("games/coin_change").is_some(), "{v}");
+}
+
+#[test]
+fn usage_errors_exit_2_before_the_model_loads() {
+    let dir = tempdir();
+    let missing = dir.path().join("nope");
+    let o = spade(&["eval", "--checkpoint", s(&missing), "--suite", "rg-logic"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("no such directory"), "{}", text(&o));
+
+    let o = spade(&["eval", "--checkpoint", s(dir.path()), "--suite", "rg-logic"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("no config.json"), "{}", text(&o));
+
+    let o = spade(&["eval", "--checkpoint", s(dir.path()), "--suite", "gsm8k"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("unknown suite `gsm8k`") && text(&o).contains("rg-hard"),
+        "{}",
+        text(&o)
+    );
+
+    // A checkpoint that exists, so the QA file is what fails.
+    std::fs::write(dir.path().join("config.json"), "{}").unwrap_or_else(|e| panic!("{e}"));
+    let qa = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &qa,
+        "{\"question\": \"q\", \"answer\": \"1\"}\n{\"question\": \"q2\"}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let suite = format!("qa:{}", s(&qa));
+    let o = spade(&["eval", "--checkpoint", s(dir.path()), "--suite", &suite]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("bad.jsonl:2: missing field `answer`"),
+        "{}",
+        text(&o)
+    );
+}
