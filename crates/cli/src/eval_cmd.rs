@@ -172,8 +172,8 @@ fn print_table(r: &SuiteResult) {
         .unwrap_or(4)
         .max(4);
     println!(
-        "{:<width$}  {:>6}  {:>7}  {:>7}  {:>8}",
-        "task", "n", "score", "stderr", "s/item"
+        "{:<width$}  {:>6}  {:>7}  {:>7}  {:>8}  {:>6}",
+        "task", "n", "score", "stderr", "s/item", "errors"
     );
     for t in &r.tasks {
         if let Some(e) = &t.error {
@@ -181,23 +181,32 @@ fn print_table(r: &SuiteResult) {
             continue;
         }
         println!(
-            "{:<width$}  {:>6}  {:>7.4}  {:>7}  {:>8.3}",
+            "{:<width$}  {:>6}  {:>7.4}  {:>7}  {:>8.3}  {:>6}",
             t.task,
             t.n,
             t.mean,
             fmt_se(t.stderr),
-            t.elapsed_s / f64::from(t.n.max(1))
+            t.elapsed_s / f64::from(t.n.max(1)),
+            t.item_errors
         );
     }
     let a = &r.aggregate;
+    let errors: u32 = r.tasks.iter().map(|t| t.item_errors).sum();
     println!(
-        "{:<width$}  {:>6}  {:>7.4}  {:>7}  {:>8.3}",
+        "{:<width$}  {:>6}  {:>7.4}  {:>7}  {:>8.3}  {:>6}",
         format!("{} (mean of {} tasks)", r.suite, a.tasks),
         a.n,
         a.mean,
         fmt_se(a.stderr),
-        r.elapsed_s / f64::from(a.n.max(1))
+        r.elapsed_s / f64::from(a.n.max(1)),
+        errors
     );
+    if errors > 0 {
+        println!(
+            "(items with errors score 0: e.g. a prompt longer than the model's context; \
+             --json --items shows each error)"
+        );
+    }
 }
 
 fn fmt_se(se: Option<f64>) -> String {
