@@ -217,12 +217,18 @@ pub fn evaluate(
             (results, opts.limit)
         }
     };
-    let settings = serde_json::json!({
-        "sampling": opts.sampling,
-        "episodes": opts.episodes,
-        "max_turns": opts.max_turns,
-        "reasoning_gym_settings": "crates/eval/src/rg_hard.json",
-    });
+    let settings = match suite {
+        Suite::ReasoningGym { .. } => serde_json::json!({
+            "sampling": opts.sampling,
+            "hard_settings": "crates/eval/src/rg_hard.json",
+        }),
+        Suite::Qa { .. } => serde_json::json!({ "sampling": opts.sampling }),
+        Suite::Envs { .. } => serde_json::json!({
+            "sampling": opts.sampling,
+            "episodes": opts.episodes,
+            "max_turns": opts.max_turns,
+        }),
+    };
     Ok(SuiteResult {
         suite: suite.name(),
         checkpoint: opts.checkpoint.display().to_string(),
@@ -369,4 +375,44 @@ fn run_qa(
         ));
     }
     Ok((results, opts.limit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suite_names_parse_and_unknown_ones_list_the_choices() -> Result<(), EvalError> {
+        assert_eq!(
+            Suite::parse("rg-hard")?,
+            Suite::ReasoningGym {
+                name: "rg-hard".into(),
+                categories: Category::ALL.to_vec()
+            }
+        );
+        assert_eq!(
+            Suite::parse("qa:sets/aime.jsonl")?,
+            Suite::Qa {
+                path: "sets/aime.jsonl".into()
+            }
+        );
+        assert_eq!(
+            Suite::parse("envs")?,
+            Suite::Envs {
+                dir: DEFAULT_ENV_DIR.into()
+            }
+        );
+        assert_eq!(Suite::parse("envs:pool")?.name(), "envs:pool");
+        for bad in ["qa:", "envs:", "rg-easy", ""] {
+            let e = Suite::parse(bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                e.contains("unknown suite") && e.contains("qa:PATH.jsonl"),
+                "{bad}: {e}"
+            );
+        }
+        Ok(())
+    }
 }
