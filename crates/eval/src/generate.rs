@@ -101,6 +101,12 @@ impl<'a> Generator<'a> {
         prompts: &[String],
         seeds: &[u64],
     ) -> Result<Vec<Result<String, String>>, EvalError> {
+        if seeds.len() != prompts.len() {
+            return Err(EvalError::InvalidOption {
+                option: "seeds",
+                reason: format!("{} seeds for {} prompts", seeds.len(), prompts.len()),
+            });
+        }
         let mut out: Vec<Result<String, String>> = Vec::with_capacity(prompts.len());
         let mut fits: Vec<(usize, Vec<i64>)> = Vec::new();
         for (i, p) in prompts.iter().enumerate() {

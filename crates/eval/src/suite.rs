@@ -150,11 +150,11 @@ pub fn evaluate(
         });
     }
     let generator = Generator::new(policy, opts.sampling.clone())?;
-    let pool = sandbox::pool(&opts.runner);
     let (tasks, limit) = match suite {
         Suite::ReasoningGym { categories, .. } => {
             let limit = opts.limit.unwrap_or(DEFAULT_RG_ITEMS);
             let tasks = rg::hard_tasks(categories);
+            let pool = sandbox::pool(&opts.runner);
             progress.start((tasks.len() * limit) as u64);
             // One runner serves several datasets (importing reasoning-gym takes seconds); it is
             // replaced after RG_TASKS_PER_RUNNER tasks, and after any task that failed.
@@ -180,7 +180,13 @@ pub fn evaluate(
         }
         Suite::Qa { path } => {
             let items = qa::load(path)?;
-            run_qa(&pool, &generator, items, opts, progress)?
+            run_qa(
+                &sandbox::pool(&opts.runner),
+                &generator,
+                items,
+                opts,
+                progress,
+            )?
         }
         Suite::Envs { dir } => {
             if opts.episodes == 0 || opts.max_turns == 0 {
@@ -194,8 +200,10 @@ pub fn evaluate(
                 files.truncate(l);
             }
             let mut env_pool_cfg = spade_sandbox::PoolConfig::new(opts.runner.clone());
-            env_pool_cfg.max_runners = opts.episodes as usize;
-            env_pool_cfg.warm = 0;
+            // One runner per episode; as many again start ahead while the model plays, so the
+            // next environment's runners are ready (a runner serves one environment only).
+            env_pool_cfg.max_runners = 2 * opts.episodes as usize;
+            env_pool_cfg.warm = opts.episodes as usize;
             let env_pool = spade_sandbox::Pool::new(env_pool_cfg);
             progress.start(files.len() as u64 * u64::from(opts.episodes));
             let results = files
