@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 pub mod config;
 pub mod corpus;
 pub mod memory;
+pub mod parse;
+pub mod prompt;
 pub mod report;
 pub mod reward;
 pub mod skills;
