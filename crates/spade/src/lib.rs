@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 pub mod config;
 pub mod corpus;
 pub mod memory;
+pub mod metrics;
 pub mod parse;
 pub mod prompt;
 pub mod report;
