@@ -153,6 +153,8 @@ pub struct ScoredEnv {
     pub regret: f64,
     pub mean_return_hint: f64,
     pub mean_return_no_hint: f64,
+    /// The designer reward it earned.
+    pub designer_reward: f64,
     pub reward_levels: u32,
 }
 
@@ -170,7 +172,8 @@ pub struct StepFacts {
 }
 
 /// The flat metrics of one step. Names: `learnable_share`, `easy_share`, `medium_share`,
-/// `hard_share`, `zero_std_group_pct`, `regret_mean`, `r_hint_mean`, `r_no_hint_mean`,
+/// `hard_share`, `zero_std_group_pct`, `regret_mean`, `r_hint`, `r_no_hint` (mean returns of
+/// the two arms), `designer_reward_mean`,
 /// `win_rate/<skill>`, `acceptance_rate`, `accepted`, `rejected`, `rejections/<reason>`,
 /// `reward_levels_mean`, `formula_reveal_rate`, `vendi_mean`, `vendi_sd`, `vendi_per_n`.
 /// A metric without data this step is left out rather than reported as 0.
@@ -194,8 +197,9 @@ pub fn step_metrics(f: &StepFacts, cfg: &MetricsSection) -> BTreeMap<String, f64
     put("zero_std_group_pct", zero_std_group_pct(&f.zero_std));
     let col = |g: fn(&ScoredEnv) -> f64| mean(&f.scored.iter().map(g).collect::<Vec<_>>());
     put("regret_mean", col(|s| s.regret));
-    put("r_hint_mean", col(|s| s.mean_return_hint));
-    put("r_no_hint_mean", col(|s| s.mean_return_no_hint));
+    put("r_hint", col(|s| s.mean_return_hint));
+    put("r_no_hint", col(|s| s.mean_return_no_hint));
+    put("designer_reward_mean", col(|s| s.designer_reward));
     put("reward_levels_mean", col(|s| f64::from(s.reward_levels)));
     let pairs: Vec<(&str, f64)> = f
         .scored

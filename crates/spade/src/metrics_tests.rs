@@ -66,6 +66,7 @@ fn step_metrics_are_named_and_skip_missing_data() {
         regret,
         mean_return_hint: w + regret,
         mean_return_no_hint: w,
+        designer_reward: regret,
         reward_levels: 2,
     };
     let mut acceptance = Acceptance::default();
@@ -86,7 +87,8 @@ fn step_metrics_are_named_and_skip_missing_data() {
     assert_eq!(m["easy_share"], 0.5);
     assert_eq!(m["zero_std_group_pct"], 50.0);
     assert!((m["regret_mean"] - 0.2).abs() < 1e-12);
-    assert!((m["r_hint_mean"] - 0.9).abs() < 1e-12);
+    assert!((m["r_hint"] - 0.9).abs() < 1e-12);
+    assert!((m["designer_reward_mean"] - 0.2).abs() < 1e-12);
     assert_eq!(m["win_rate/Optimization"], 0.5);
     assert_eq!(m["acceptance_rate"], 0.5);
     assert_eq!(m["rejections/nondeterministic"], 1.0);
