@@ -1,8 +1,8 @@
 //! Named starting points: the paper's GPU configuration and a CPU demo that finishes in minutes.
 
 use super::{
-    AgentSection, CurriculumSection, DesignerSection, GrpoSection, HintSection, MetricsSection,
-    ModelSection, RunConfig, RunSection,
+    AgentSection, CorpusSection, CurriculumSection, DesignerSection, GrpoSection, HintSection,
+    MemorySection, MetricsSection, ModelSection, RunConfig, RunSection,
 };
 use crate::EnvKind;
 
@@ -28,7 +28,8 @@ impl RunConfig {
 
     /// Small numbers that finish in minutes on 2 CPU cores with the tiny model: games only,
     /// 3 active skills x 2 environments regenerated every 2 steps, 4 hint plays and 2 no-hint
-    /// plays per environment and step, 6 turns, 6 steps. The model path is left out: the
+    /// plays per environment and step, 6 turns, 6 steps, 48-word documents and one
+    /// 600-character memory example (the tiny model reads 4,096 tokens). The model path is left out: the
     /// worker warm-starts the tiny model itself. The self-judge is off (spec, "Validation":
     /// off for the tiny model).
     pub fn tiny_cpu_demo() -> Self {
@@ -51,6 +52,17 @@ impl RunConfig {
                 game_regenerate_every: 2,
                 envs_per_skill: 2,
                 ..d.curriculum
+            },
+            // The tiny model's context is 4,096 tokens: short documents and examples.
+            corpus: CorpusSection {
+                game_max_words: 48,
+                tool_use_max_words: 48,
+                ..d.corpus
+            },
+            memory: MemorySection {
+                code_chars: 600,
+                positives: 1,
+                ..d.memory
             },
             designer: DesignerSection {
                 attempts: 2,
