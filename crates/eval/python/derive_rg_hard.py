@@ -12,7 +12,8 @@ algorithmic, arithmetic, cognition and logic categories that has a curriculum:
 * datasets that meet no level, or only one below half of L_top (`level < L_top // 2`: not hard),
   are left out and listed under "excluded" with the reason.
 
-Runs are seeded, so the output is the same on every machine with reasoning-gym 0.1.25.
+Generation is seeded, but the 2 s criterion depends on the machine's speed and load, so the
+committed `rg_hard.json` (not a rerun) defines the suite; rerun this script only to revise it.
 """
 
 import json

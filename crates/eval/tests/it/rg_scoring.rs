@@ -127,3 +127,28 @@ fn the_same_seed_gives_the_same_questions_and_another_seed_others() {
     assert_eq!(questions[0], questions[1]);
     assert_ne!(questions[0], questions[2]);
 }
+
+#[test]
+fn every_hard_dataset_generates_in_the_sandbox() {
+    // One runner for all of them, as an evaluation uses it: a reasoning-gym release that
+    // renames a dataset or rejects a hard config fails here, not in a user's run.
+    let pool = super::pool();
+    let mut leased = pool.checkout().unwrap_or_else(|e| panic!("runner: {e}"));
+    let tasks = hard_tasks(&Category::ALL);
+    assert_eq!(tasks.len(), 58);
+    for task in &tasks {
+        let mut s = RgSession::open(&mut leased.runner, task, dataset_seed(0, &task.dataset), 1)
+            .unwrap_or_else(|e| panic!("{}: {e}", task.name()));
+        let q = &s.questions[0];
+        assert!(
+            !q.question.is_empty() && q.question.chars().count() <= 4000,
+            "{}: a question of {} characters",
+            task.name(),
+            q.question.chars().count()
+        );
+        let scored = s
+            .score(&[0], &[q.answer.clone()])
+            .unwrap_or_else(|e| panic!("{}: {e}", task.name()));
+        assert!((0.0..=1.0).contains(&scored[0].score), "{}", task.name());
+    }
+}
