@@ -146,8 +146,9 @@ fn every_hard_dataset_generates_in_the_sandbox() {
             task.name(),
             q.question.chars().count()
         );
+        let reference = q.answer.clone();
         let scored = s
-            .score(&[0], &[q.answer.clone()])
+            .score(&[0], &[reference])
             .unwrap_or_else(|e| panic!("{}: {e}", task.name()));
         assert!((0.0..=1.0).contains(&scored[0].score), "{}", task.name());
     }
