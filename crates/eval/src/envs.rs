@@ -137,6 +137,14 @@ pub fn play(
                     continue;
                 }
             };
+            // Games get `\boxed{X}` of the last box after any thinking, as in training; a reply
+            // without a box (and every tool-use reply) goes as written, thinking removed, and
+            // the environment answers the format error itself.
+            let action = match ep.session.kind {
+                EnvKind::Game => spade::parse::game_action(&action)
+                    .unwrap_or_else(|_| spade::parse::strip_think(&action)),
+                EnvKind::ToolUse => spade::parse::strip_think(&action),
+            };
             match ep.session.step(&action) {
                 Ok(r) if r.terminated => {
                     // A win gives reward 1.0 and terminates (spec, "Environment contract").

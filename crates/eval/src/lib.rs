@@ -11,7 +11,8 @@
 //! - **environments** ([`envs`]): the agent's win rate on a held-out pool of environment files,
 //!   played through the sandbox.
 //!
-//! The model's answer is the content of the last `\boxed{...}` of its reply ([`answer`]).
+//! The model's answer is the content of the last `\boxed{...}` of its reply after any `<think>`
+//! block ([`suite::answer_of`], with `spade::parse`, as the agent's actions are parsed).
 //! Results are a serde [`SuiteResult`] (per task: mean score, n, standard error; plus an
 //! aggregate) that converts to `spade::report::Message::BenchmarkResult` values, so the worker
 //! and the backend can store them. This crate itself knows no SQL and no HTTP.
@@ -19,7 +20,6 @@
 //! Untrusted text (generated questions, the model's answers) only ever reaches Python inside a
 //! sandbox runner; this process never runs Python.
 
-pub mod answer;
 pub mod envs;
 pub mod error;
 pub mod generate;

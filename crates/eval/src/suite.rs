@@ -1,7 +1,6 @@
 //! Suites by name, the options of an evaluation, progress reporting, and [`evaluate`], which
 //! runs one suite for one loaded policy.
 
-use crate::answer::last_boxed;
 use crate::error::EvalError;
 use crate::generate::{Generator, Sampling, reply_seed};
 use crate::result::{Aggregate, ItemResult, SuiteResult, TaskResult};
@@ -250,6 +249,12 @@ pub fn evaluate(
     })
 }
 
+/// The answer in a reply: the last balanced `\boxed{}` after any `<think>` block (a Qwen3
+/// model's reasoning may box intermediate results), as the agent's actions are parsed.
+pub fn answer_of(reply: &str) -> Option<String> {
+    spade::parse::last_boxed(&spade::parse::strip_think(reply)).map(str::to_string)
+}
+
 /// Datasets one runner generates and scores before it is replaced (bounds its CPU time).
 const RG_TASKS_PER_RUNNER: usize = 10;
 
@@ -287,7 +292,7 @@ fn run_rg_task(
         let replies = generator.complete(&prompts, &seeds)?;
         let answers: Vec<Option<String>> = replies
             .iter()
-            .map(|r| r.as_ref().ok().and_then(|t| last_boxed(t)))
+            .map(|r| r.as_ref().ok().and_then(|t| answer_of(t)))
             .collect();
         let indices: Vec<usize> = (0..answers.len()).collect();
         let scored = session.score(&indices, &answers)?;
@@ -357,7 +362,7 @@ fn run_qa(
             let replies = generator.complete(&prompts, &seeds)?;
             let answers: Vec<Option<String>> = replies
                 .iter()
-                .map(|r| r.as_ref().ok().and_then(|t| last_boxed(t)))
+                .map(|r| r.as_ref().ok().and_then(|t| answer_of(t)))
                 .collect();
             let pairs: Vec<(String, Option<String>)> = chunk
                 .iter()
@@ -388,6 +393,21 @@ fn run_qa(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_are_the_last_box_after_thinking() {
+        assert_eq!(
+            answer_of("a \\boxed{1} b \\boxed{\\frac{1}{2}}").as_deref(),
+            Some("\\frac{1}{2}")
+        );
+        assert_eq!(
+            answer_of("<think>maybe \\boxed{3}</think>so \\boxed{4}").as_deref(),
+            Some("4")
+        );
+        assert_eq!(answer_of("<think>\\boxed{3}</think>no box"), None);
+        assert_eq!(answer_of("\\boxed{5} then \\boxed{6").as_deref(), Some("5"));
+        assert_eq!(answer_of("the answer is 4"), None);
+    }
 
     #[test]
     fn suite_names_parse_and_unknown_ones_list_the_choices() -> Result<(), EvalError> {
