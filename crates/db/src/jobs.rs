@@ -372,6 +372,10 @@ pub async fn latest_for_run(pool: &PgPool, run_id: i64) -> Result<Option<Job>, J
     .await?)
 }
 
+#[cfg(any(test, feature = "testing"))]
+#[path = "jobs_testing.rs"]
+pub mod testing;
+
 #[cfg(test)]
 #[path = "jobs_tests.rs"]
 mod tests;

@@ -4,36 +4,12 @@ use super::*;
 use std::collections::HashSet;
 use std::time::Duration;
 
-/// Inserts a team, a project and `n` runs; returns the run ids.
 async fn runs(pool: &PgPool, n: usize) -> Result<Vec<i64>, sqlx::Error> {
-    let team: i64 = sqlx::query_scalar("INSERT INTO teams (name) VALUES ('t') RETURNING id")
-        .fetch_one(pool)
-        .await?;
-    let project: i64 =
-        sqlx::query_scalar("INSERT INTO projects (team_id, name) VALUES ($1, 'p') RETURNING id")
-            .bind(team)
-            .fetch_one(pool)
-            .await?;
-    let mut ids = Vec::with_capacity(n);
-    for i in 0..n {
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO runs (project_id, name, config, seed, code_version)
-             VALUES ($1, $2, '{}', 7, 'test') RETURNING id",
-        )
-        .bind(project)
-        .bind(format!("r{i}"))
-        .fetch_one(pool)
-        .await?;
-        ids.push(id);
-    }
-    Ok(ids)
+    testing::seed_runs(pool, n).await
 }
 
 async fn run_status(pool: &PgPool, run_id: i64) -> Result<String, sqlx::Error> {
-    sqlx::query_scalar("SELECT status::text FROM runs WHERE id = $1")
-        .bind(run_id)
-        .fetch_one(pool)
-        .await
+    testing::run_status(pool, run_id).await
 }
 
 #[sqlx::test(migrator = "crate::MIGRATOR")]
