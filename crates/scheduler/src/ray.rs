@@ -150,11 +150,20 @@ async fn decode<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// The most telling line of an error body: the last non-empty line of a traceback (the
-/// exception), else the first line, at most 300 bytes.
+/// The most telling line of an error body: a traceback's last exception line, else its first
+/// non-empty line, at most 300 bytes.
 fn summarize(body: &str) -> String {
     let line = if body.contains("Traceback") {
-        body.lines().rev().find(|l| !l.trim().is_empty())
+        // The exception line; Ray wraps agent tracebacks, so take the innermost (last) one.
+        body.lines()
+            .rev()
+            .find(|l| {
+                let l = l.trim_start();
+                l.split_once(": ").is_some_and(|(name, _)| {
+                    !name.contains(' ') && (name.ends_with("Error") || name.ends_with("Exception"))
+                })
+            })
+            .or_else(|| body.lines().rev().find(|l| l.trim().len() > 1))
     } else {
         body.lines().find(|l| !l.trim().is_empty())
     }
@@ -181,7 +190,15 @@ fn shell_quote(arg: &str) -> String {
 }
 
 fn status_of(d: JobDetails) -> JobStatus {
-    let message = d.message.unwrap_or_default();
+    // Ray appends the last 20,000 characters of the logs to a failure's message; the logs are
+    // served on their own, so only the first line is kept.
+    let message = d
+        .message
+        .as_deref()
+        .and_then(|m| m.lines().next())
+        .unwrap_or_default()
+        .trim_end_matches(", last available logs (truncated to 20,000 chars):")
+        .to_owned();
     match d.status.as_str() {
         "PENDING" => JobStatus::Pending,
         "RUNNING" => JobStatus::Running,
@@ -322,7 +339,7 @@ mod tests {
 
     #[test]
     fn ray_tracebacks_are_summarized_by_their_exception() {
-        let body = "Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: Job with submission_id spade-run-1-a1 already exists.\n\n";
+        let body = "Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: Job with submission_id spade-run-1-a1 already exists.\n.\n";
         assert_eq!(
             summarize(body),
             "ValueError: Job with submission_id spade-run-1-a1 already exists."
