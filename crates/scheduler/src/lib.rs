@@ -60,7 +60,13 @@ impl std::str::FromStr for ExecutorKind {
 /// that a retried submit after a lost reply cannot start the same run twice (Ray rejects a
 /// duplicate submission id; a local job directory that exists names the process it started).
 pub fn ray_submission_id(run_id: i64, attempt: u32) -> String {
-    format!("spade-run-{run_id}-a{attempt}")
+    submission_id("spade", run_id, attempt)
+}
+
+/// `<prefix>-run-<run>-a<attempt>`. Servers with separate databases that share one Ray cluster
+/// must use distinct prefixes: their run ids overlap.
+pub fn submission_id(prefix: &str, run_id: i64, attempt: u32) -> String {
+    format!("{prefix}-run-{run_id}-a{attempt}")
 }
 
 /// What an executor needs to start one job.

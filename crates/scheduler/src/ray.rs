@@ -1,7 +1,7 @@
 //! The Ray executor: a job is a Ray job, submitted through the Ray Jobs REST API of the cluster's
 //! dashboard (`POST /api/jobs/`, `GET /api/jobs/{id}`, `.../logs`, `.../stop`).
 //!
-//! The submission id is derived from the run id and attempt ([`crate::ray_submission_id`]), so a
+//! The submission id is derived from the run id and attempt ([`crate::submission_id`]), so a
 //! submit retried after a lost reply cannot start the run twice: Ray refuses the duplicate (HTTP
 //! 500 with a traceback), and this client then reads the existing job back and accepts it only
 //! when its metadata names the same SPADE job. The run token travels in
@@ -29,6 +29,9 @@ pub struct RayConfig {
     pub max_jobs: u32,
     /// Timeout of each HTTP request.
     pub request_timeout: Duration,
+    /// Submission ids are `<prefix>-run-<run>-a<attempt>`; distinct per database sharing the
+    /// cluster (run ids of two databases overlap), `spade` by default.
+    pub submission_prefix: String,
 }
 
 /// Runs jobs on a Ray cluster; see the module docs.
@@ -230,7 +233,8 @@ impl Executor for RayExecutor {
             return Err(ExecError::EmptyCommand);
         }
         let entrypoint: Vec<String> = argv.iter().map(|a| shell_quote(a)).collect();
-        let submission_id = crate::ray_submission_id(spec.run_id, spec.attempt);
+        let submission_id =
+            crate::submission_id(&self.cfg.submission_prefix, spec.run_id, spec.attempt);
         let job_id = spec.job_id.to_string();
         let body = json!({
             "entrypoint": entrypoint.join(" "),

@@ -19,6 +19,7 @@ async fn ray(command: &[&str]) -> Option<RayExecutor> {
         num_cpus: 0.25,
         max_jobs: 4,
         request_timeout: Duration::from_secs(20),
+        submission_prefix: "spade".into(),
     })
     .expect("http client");
     match ex.version().await {
@@ -178,6 +179,7 @@ async fn an_unknown_submission_is_lost_and_an_unreachable_head_is_an_error() {
         num_cpus: 1.0,
         max_jobs: 1,
         request_timeout: Duration::from_secs(2),
+        submission_prefix: "spade".into(),
     })
     .expect("client");
     let err = dead.start(&spec(5)).await.expect_err("no Ray there");
