@@ -3,6 +3,7 @@
 //! answers the REST API under `/api/v1`. All SQL goes through `spade-db`.
 
 pub mod config;
+pub mod scheduling;
 
 use axum::{Json, Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
 use leptos::prelude::LeptosOptions;

@@ -1,5 +1,5 @@
 //! The local executor: a job is a child process of the server's machine, in its own process
-//! group, with stdout and stderr appended to `<data dir>/jobs/<submission id>/output.log`.
+//! group, with stdout and stderr appended to `<jobs dir>/spade-run-<run>-a<attempt>/output.log`.
 //!
 //! A server restart must neither lose nor duplicate a job, so everything needed to find the
 //! process again lives on disk, not in memory: `job.json` records the pid, the process's start
@@ -35,8 +35,8 @@ pub struct LocalConfig {
     /// The job's command template (see [`JobSpec::expand`]), e.g.
     /// `spade worker --run {run} --server {server}`.
     pub command: Vec<String>,
-    /// Job directories go under `<data_dir>/jobs/`.
-    pub data_dir: PathBuf,
+    /// One directory per job goes here (e.g. `<server data dir>/jobs`).
+    pub jobs_dir: PathBuf,
     /// How many CPU-only jobs may run at once.
     pub cpu_slots: u32,
     /// How many GPUs this machine lends to jobs (device indices `0..gpu_slots`).
@@ -76,11 +76,10 @@ impl LocalExecutor {
         }
     }
 
-    /// `<data_dir>/jobs/spade-run-<run>-a<attempt>`.
+    /// `<jobs_dir>/spade-run-<run>-a<attempt>`.
     pub fn job_dir(&self, run_id: i64, attempt: u32) -> PathBuf {
         self.cfg
-            .data_dir
-            .join("jobs")
+            .jobs_dir
             .join(crate::ray_submission_id(run_id, attempt))
     }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 fn executor(data_dir: &Path, command: &[&str], cpu_slots: u32, gpu_slots: u32) -> LocalExecutor {
     LocalExecutor::new(LocalConfig {
         command: command.iter().map(|s| s.to_string()).collect(),
-        data_dir: data_dir.to_path_buf(),
+        jobs_dir: data_dir.to_path_buf(),
         cpu_slots,
         gpu_slots,
         stop_grace: Duration::from_secs(2),

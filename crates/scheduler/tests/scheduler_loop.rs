@@ -33,7 +33,7 @@ fn scratch(name: &str) -> PathBuf {
 fn local(dir: &Path, command: &[&str]) -> Arc<LocalExecutor> {
     Arc::new(LocalExecutor::new(LocalConfig {
         command: command.iter().map(|s| s.to_string()).collect(),
-        data_dir: dir.to_path_buf(),
+        jobs_dir: dir.to_path_buf(),
         cpu_slots: 1,
         gpu_slots: 0,
         stop_grace: Duration::from_secs(2),
