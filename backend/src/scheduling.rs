@@ -1,12 +1,14 @@
 //! Starts the job scheduler of `spade_scheduler` as a tokio task, configured by the
 //! `scheduler` section of [`crate::config`]: the executor (local processes or Ray), its slots,
 //! the worker command and where workers reach this server. The task re-attaches to the jobs
-//! this node left running, then claims and watches jobs until shutdown.
+//! this node left running, then claims and watches jobs until shutdown. [`run_logs`] reads a
+//! run's job output for the API.
 
 use crate::config::{ExecutorSetting, SchedulerSettings};
-use spade_db::jobs::Job;
+use spade_db::jobs::{self, Job, JobExecutor};
 use spade_scheduler::{
-    LocalConfig, LocalExecutor, RayConfig, RayExecutor, Scheduler, SchedulerConfig, TokenSource,
+    Executor, JobHandle, LocalConfig, LocalExecutor, RayConfig, RayExecutor, Scheduler,
+    SchedulerConfig, TokenSource,
 };
 use std::future::Future;
 use std::net::SocketAddr;
@@ -36,9 +38,12 @@ pub enum SchedulingError {
     /// `--ray-address` or `--public-url` is not an http(s) URL.
     #[error("--{flag} must be an http:// or https:// URL, got {got:?}")]
     NotAUrl { flag: &'static str, got: String },
-    /// The Ray client could not be built.
+    /// The executor failed (building the Ray client, reading a job's logs).
     #[error(transparent)]
     Executor(#[from] spade_scheduler::ExecError),
+    /// The job queue could not be read.
+    #[error(transparent)]
+    Queue(#[from] spade_db::jobs::JobError),
 }
 
 /// A [`TokenSource`] from an async function of the run id (the auth layer's token issuer).
@@ -142,13 +147,7 @@ pub fn spawn<T: TokenSource>(
                     got: 0,
                 });
             }
-            let ex = LocalExecutor::new(LocalConfig {
-                command,
-                jobs_dir: s.jobs_dir.clone(),
-                cpu_slots: s.cpu_slots,
-                gpu_slots: s.gpu_slots,
-                stop_grace: Duration::from_secs(s.stop_grace_secs),
-            });
+            let ex = LocalExecutor::new(local_config(s, command));
             let sched = Scheduler::new(db, Arc::new(ex), tokens, cfg);
             Some(tokio::spawn(sched.run(shutdown)))
         }
@@ -161,18 +160,69 @@ pub fn spawn<T: TokenSource>(
                     got: 0,
                 });
             }
-            let ex = RayExecutor::new(RayConfig {
-                address: s.ray_address.clone(),
-                command,
-                num_cpus: s.ray_num_cpus,
-                max_jobs: s.ray_max_jobs,
-                request_timeout: Duration::from_secs(30),
-                submission_prefix: s.ray_submission_prefix.clone(),
-            })?;
+            let ex = RayExecutor::new(ray_config(s, command))?;
             let sched = Scheduler::new(db, Arc::new(ex), tokens, cfg);
             Some(tokio::spawn(sched.run(shutdown)))
         }
     })
+}
+
+fn local_config(s: &SchedulerSettings, command: Vec<String>) -> LocalConfig {
+    LocalConfig {
+        command,
+        jobs_dir: s.jobs_dir.clone(),
+        cpu_slots: s.cpu_slots,
+        gpu_slots: s.gpu_slots,
+        stop_grace: Duration::from_secs(s.stop_grace_secs),
+    }
+}
+
+fn ray_config(s: &SchedulerSettings, command: Vec<String>) -> RayConfig {
+    RayConfig {
+        address: s.ray_address.clone(),
+        command,
+        num_cpus: s.ray_num_cpus,
+        max_jobs: s.ray_max_jobs,
+        request_timeout: Duration::from_secs(30),
+        submission_prefix: s.ray_submission_prefix.clone(),
+    }
+}
+
+/// The last `max_bytes` (about) of the output of a run's newest job, read through the executor
+/// that ran it (its log file, or Ray's log endpoint); `None` when no job of the run has started.
+/// What a run page's log panel shows.
+pub async fn run_logs(
+    db: &spade_db::Pool,
+    s: &SchedulerSettings,
+    run_id: i64,
+    max_bytes: usize,
+) -> Result<Option<String>, SchedulingError> {
+    let Some(job) = jobs::latest_for_run(db, run_id).await? else {
+        return Ok(None);
+    };
+    let Some(external_id) = job.external_id.clone() else {
+        return Ok(None);
+    };
+    let handle = JobHandle {
+        job_id: job.id,
+        run_id,
+        attempt: u32::try_from(job.attempt).unwrap_or_default(),
+        external_id,
+    };
+    // Reading logs needs no command; the executors read files or ask Ray.
+    let logs = match job.executor {
+        JobExecutor::Local => {
+            LocalExecutor::new(local_config(s, Vec::new()))
+                .logs(&handle, max_bytes)
+                .await?
+        }
+        JobExecutor::Ray => {
+            RayExecutor::new(ray_config(s, Vec::new()))?
+                .logs(&handle, max_bytes)
+                .await?
+        }
+    };
+    Ok(Some(logs))
 }
 
 #[cfg(test)]

@@ -119,6 +119,8 @@ async fn the_spawned_scheduler_runs_a_queued_job(
         log,
         format!("worker for run {run} at http://127.0.0.1:3999\n")
     );
+    assert_eq!(run_logs(&pool, &s, run, 10_000).await?, Some(log));
+    assert_eq!(run_logs(&pool, &s, run + 1, 10_000).await?, None);
     tx.send(true)?;
     tokio::time::timeout(Duration::from_secs(5), task).await??;
     Ok(())

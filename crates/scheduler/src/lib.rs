@@ -197,6 +197,16 @@ pub enum ExecError {
     /// Signalling a job's process group failed.
     #[error("cannot signal process group {pgid}: {source}")]
     Signal { pgid: i32, source: std::io::Error },
+    /// A job directory holds another job's process record (the jobs directory outlived the
+    /// database it belonged to); it is left alone rather than adopted.
+    #[error(
+        "{dir} belongs to job {found}, not job {job_id}: move it away or use another jobs directory"
+    )]
+    StaleJobDir {
+        dir: PathBuf,
+        found: i64,
+        job_id: i64,
+    },
     /// The handle's external id is not one this executor writes.
     #[error("external id {external_id:?} is not a {executor} job handle (expected {expected})")]
     BadExternalId {

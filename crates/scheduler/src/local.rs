@@ -48,6 +48,8 @@ pub struct LocalConfig {
 /// What `job.json` holds.
 #[derive(Debug, Serialize, Deserialize)]
 struct JobRecord {
+    /// The SPADE job this directory belongs to.
+    job_id: i64,
     pid: i32,
     start_ticks: u64,
     gpus: Vec<u32>,
@@ -172,6 +174,7 @@ impl LocalExecutor {
             }
         };
         let record = JobRecord {
+            job_id: spec.job_id,
             pid,
             start_ticks,
             gpus: gpus.to_vec(),
@@ -334,6 +337,13 @@ impl Executor for LocalExecutor {
         let dir = self.job_dir(spec.run_id, spec.attempt);
         // Started before (a crash between spawn and recording it): hand back the same process.
         if let Some(rec) = Self::read_record(&dir)? {
+            if rec.job_id != spec.job_id {
+                return Err(ExecError::StaleJobDir {
+                    dir,
+                    found: rec.job_id,
+                    job_id: spec.job_id,
+                });
+            }
             let handle = spec.handle(format!("pid:{}:{}", rec.pid, rec.start_ticks));
             self.adopt(&handle).await?;
             return Ok(Started {

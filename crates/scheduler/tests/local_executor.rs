@@ -275,6 +275,15 @@ async fn a_fresh_executor_reattaches_and_a_recycled_pid_is_not_mistaken() {
     assert_eq!(logs.matches("begin").count(), 1, "started twice: {logs}");
     assert!(logs.contains("end"));
 
+    // Another job (e.g. from a reset database) with the same run and attempt is refused.
+    let mut other = s.clone();
+    other.job_id += 100;
+    let err = second.start(&other).await.expect_err("stale directory");
+    assert!(
+        matches!(err, ExecError::StaleJobDir { found: 11, .. }),
+        "{err}"
+    );
+
     // A handle whose pid is alive but belongs to another process (here: this test binary,
     // with a different start time) is not mistaken for the job.
     let me = std::process::id();
