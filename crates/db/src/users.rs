@@ -194,3 +194,30 @@ pub async fn revoke_by_refresh(pool: &PgPool, refresh_hash: &[u8]) -> Result<boo
     .await?;
     Ok(done.rows_affected() == 1)
 }
+
+/// The live session a refresh token belongs to, as (session id, user id).
+pub async fn session_by_refresh(
+    pool: &PgPool,
+    refresh_hash: &[u8],
+) -> Result<Option<(i64, i64)>, DbError> {
+    let row = sqlx::query!(
+        "SELECT id, user_id FROM sessions
+         WHERE refresh_token_hash = $1 AND revoked_at IS NULL AND expires_at > now()",
+        refresh_hash
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| (r.id, r.user_id)))
+}
+
+/// A user by id.
+pub async fn get(pool: &PgPool, user_id: i64) -> Result<User, DbError> {
+    sqlx::query_as!(
+        User,
+        "SELECT id, email, display_name, is_admin, created_at FROM users WHERE id = $1",
+        user_id
+    )
+    .fetch_optional(pool)
+    .await?
+    .ok_or(DbError::NotFound("user"))
+}
