@@ -167,6 +167,22 @@ pub fn spawn<T: TokenSource>(
     })
 }
 
+/// [`spawn`] with the run tokens of [`crate::ingest::issue_for_launch`]: each start issues a
+/// fresh token for the run (the previous one stops working) that the ingest routes accept.
+pub fn spawn_with_run_tokens(
+    db: spade_db::Pool,
+    s: &SchedulerSettings,
+    listen: SocketAddr,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Option<JoinHandle<()>>, SchedulingError> {
+    let issuer_db = db.clone();
+    let tokens = IssueFn(move |run_id| {
+        let db = issuer_db.clone();
+        async move { crate::ingest::issue_for_launch(&db, run_id).await }
+    });
+    spawn(db, s, listen, tokens, shutdown)
+}
+
 fn local_config(s: &SchedulerSettings, command: Vec<String>) -> LocalConfig {
     LocalConfig {
         command,
