@@ -175,8 +175,10 @@ pub async fn claim_next(
     .fetch_optional(&mut *tx)
     .await?;
     if let Some(job) = &job {
+        // Only a queued run starts: a cancel that raced the claim is kept (and reconciled).
         sqlx::query!(
-            "UPDATE runs SET status = 'starting', updated_at = now() WHERE id = $1",
+            "UPDATE runs SET status = 'starting', updated_at = now()
+             WHERE id = $1 AND status = 'queued'",
             job.run_id
         )
         .execute(&mut *tx)
@@ -212,7 +214,8 @@ pub async fn record_started(
     .ok_or(JobError::NotActive { job_id })?;
     if row.state == JobState::Running {
         sqlx::query!(
-            "UPDATE runs SET status = 'running', updated_at = now() WHERE id = $1",
+            "UPDATE runs SET status = 'running', updated_at = now()
+             WHERE id = $1 AND status IN ('queued', 'starting')",
             row.run_id
         )
         .execute(&mut *tx)
@@ -255,7 +258,8 @@ pub async fn finish(
     .await?
     .ok_or(JobError::NotActive { job_id })?;
     sqlx::query!(
-        "UPDATE runs SET status = $2::text::run_status, updated_at = now() WHERE id = $1",
+        "UPDATE runs SET status = $2::text::run_status, finished_at = now(), updated_at = now()
+         WHERE id = $1",
         job.run_id,
         run_status,
     )
@@ -304,6 +308,71 @@ pub async fn request_cancel_for_run(
     }
     tx.commit().await?;
     Ok(state)
+}
+
+/// What [`sync_with_runs`] changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Synced {
+    /// Jobs queued for runs that were `queued` without one (new or resumed runs).
+    pub enqueued: u64,
+    /// Unfinished jobs whose run was cancelled through the runs API.
+    pub cancelled: u64,
+}
+
+/// Makes the queue follow the runs table, where the API records intent: a `queued` run without
+/// an unfinished job gets one (its next attempt, on the run's executor), and the unfinished job
+/// of a `cancelling` or `cancelled` run is cancelled (at once when still queued; otherwise it
+/// becomes `cancelling` and its scheduler stops it). Idempotent and safe to run from every
+/// scheduler at once.
+pub async fn sync_with_runs(pool: &PgPool) -> Result<Synced, JobError> {
+    let mut tx = pool.begin().await?;
+    let enqueued = sqlx::query!(
+        r#"INSERT INTO jobs (run_id, kind, executor, attempt)
+           SELECT r.id, 'train', r.executor::job_executor,
+                  COALESCE((SELECT max(j.attempt) FROM jobs j WHERE j.run_id = r.id), 0) + 1
+           FROM runs r
+           WHERE r.status = 'queued' AND r.executor IN ('local', 'ray')
+             AND NOT EXISTS (SELECT 1 FROM jobs j
+                             WHERE j.run_id = r.id
+                               AND j.state IN ('queued', 'claimed', 'running', 'cancelling'))
+           ON CONFLICT DO NOTHING"#
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    let changed = sqlx::query!(
+        r#"UPDATE jobs j
+           SET state = CASE WHEN j.state = 'queued' THEN 'cancelled'::job_state
+                            ELSE 'cancelling'::job_state END,
+               finished_at = CASE WHEN j.state = 'queued' THEN now() ELSE j.finished_at END,
+               message = CASE WHEN j.state = 'queued' THEN 'cancelled before it started'
+                              ELSE j.message END,
+               updated_at = now()
+           FROM runs r
+           WHERE r.id = j.run_id AND r.status IN ('cancelling', 'cancelled')
+             AND j.state IN ('queued', 'claimed', 'running')
+           RETURNING j.run_id, j.state AS "state: JobState""#
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    // A run whose job never started is done cancelling.
+    let ended: Vec<i64> = changed
+        .iter()
+        .filter(|c| c.state == JobState::Cancelled)
+        .map(|c| c.run_id)
+        .collect();
+    sqlx::query!(
+        "UPDATE runs SET status = 'cancelled', finished_at = now(), updated_at = now()
+         WHERE id = ANY($1) AND status = 'cancelling'",
+        &ended
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Synced {
+        enqueued,
+        cancelled: changed.len() as u64,
+    })
 }
 
 /// The unfinished jobs (claimed, running, cancelling) that node `node` owns on `executor`:

@@ -37,3 +37,13 @@ pub async fn run_status(pool: &PgPool, run_id: i64) -> Result<String, sqlx::Erro
         .fetch_one(pool)
         .await
 }
+
+/// Sets a run's status as the runs API would (cancel, resume), without a member's scope.
+pub async fn set_run_status(pool: &PgPool, run_id: i64, status: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE runs SET status = $2::text::run_status WHERE id = $1")
+        .bind(run_id)
+        .bind(status)
+        .execute(pool)
+        .await
+        .map(drop)
+}

@@ -187,3 +187,70 @@ async fn a_claim_skips_a_row_another_transaction_holds(pool: PgPool) -> Result<(
     assert_eq!(got.map(|j| j.id), Some(first.id));
     Ok(())
 }
+
+#[sqlx::test(migrator = "crate::MIGRATOR")]
+async fn the_queue_follows_what_the_runs_api_records(pool: PgPool) -> Result<(), JobError> {
+    let ids = runs(&pool, 3).await?;
+    // Three queued runs without jobs: each gets its first attempt, once.
+    assert_eq!(
+        sync_with_runs(&pool).await?,
+        Synced {
+            enqueued: 3,
+            cancelled: 0
+        }
+    );
+    assert_eq!(sync_with_runs(&pool).await?, Synced::default());
+    for &run in &ids {
+        assert_eq!(
+            latest_for_run(&pool, run).await?.map(|j| j.attempt),
+            Some(1)
+        );
+    }
+    let claimed = claim_next(&pool, JobExecutor::Local, "n")
+        .await?
+        .expect("a job");
+    assert_eq!(claimed.run_id, ids[0]);
+    record_started(&pool, claimed.id, "pid:9:9", None).await?;
+
+    // The API cancels a running run (-> cancelling) and a queued one (-> cancelled).
+    testing::set_run_status(&pool, ids[0], "cancelling").await?;
+    testing::set_run_status(&pool, ids[1], "cancelled").await?;
+    assert_eq!(
+        sync_with_runs(&pool).await?,
+        Synced {
+            enqueued: 0,
+            cancelled: 2
+        }
+    );
+    assert_eq!(
+        get(&pool, claimed.id).await?.map(|j| j.state),
+        Some(JobState::Cancelling)
+    );
+    let j1 = latest_for_run(&pool, ids[1]).await?.expect("job");
+    assert_eq!(j1.state, JobState::Cancelled);
+    assert_eq!(run_status(&pool, ids[0]).await?, "cancelling");
+    assert_eq!(run_status(&pool, ids[1]).await?, "cancelled");
+
+    // A running job's run status is not overwritten by a late start record.
+    assert_eq!(
+        record_started(&pool, claimed.id, "pid:9:9", None).await?,
+        JobState::Cancelling
+    );
+    assert_eq!(run_status(&pool, ids[0]).await?, "cancelling");
+    finish(&pool, claimed.id, JobState::Cancelled, None, "stopped").await?;
+
+    // Resume (-> queued) brings the next attempt.
+    testing::set_run_status(&pool, ids[1], "queued").await?;
+    assert_eq!(
+        sync_with_runs(&pool).await?,
+        Synced {
+            enqueued: 1,
+            cancelled: 0
+        }
+    );
+    assert_eq!(
+        latest_for_run(&pool, ids[1]).await?.map(|j| j.attempt),
+        Some(2)
+    );
+    Ok(())
+}

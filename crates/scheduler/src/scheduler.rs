@@ -1,5 +1,6 @@
-//! The scheduler loop: claims queued jobs from PostgreSQL, starts them on one executor, polls
-//! them, records every transition, and stops the ones whose cancel was requested.
+//! The scheduler loop: queues a job for every run the API marked `queued`, claims queued jobs
+//! from PostgreSQL, starts them on one executor, polls them, records every transition, and
+//! stops the ones whose cancel was requested (through the run or the job).
 //!
 //! It keeps no job state in memory that it could not rebuild: every tick starts from
 //! `spade_db::jobs::list_active` (the unfinished jobs this node owns), so a restarted server
@@ -52,6 +53,8 @@ pub enum SchedError {
 /// What one tick did (for logs and tests).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Tick {
+    /// Jobs queued for `queued` runs that had none (see `jobs::sync_with_runs`).
+    pub enqueued: u64,
     pub started: Vec<i64>,
     pub finished: Vec<(i64, JobState)>,
     pub stopping: Vec<i64>,
@@ -152,9 +155,12 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
         }
     }
 
-    /// One pass: poll and advance every owned job, then claim and start while capacity lasts.
+    /// One pass: bring the queue in line with the runs table (new, resumed and cancelled runs),
+    /// poll and advance every owned job, then claim and start while capacity lasts.
     pub async fn tick(&self) -> Result<Tick, SchedError> {
         let mut tick = Tick::default();
+        let synced = jobs::sync_with_runs(&self.pool).await?;
+        tick.enqueued = synced.enqueued;
         let queue = self.executor.kind().queue();
         for job in jobs::list_active(&self.pool, queue, &self.cfg.node).await? {
             self.advance(&job, &mut tick).await?;

@@ -140,14 +140,42 @@ async fn a_cancel_request_stops_the_running_job(pool: PgPool) -> TestResult {
 }
 
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn runs_the_api_queues_and_cancels_reach_the_executor(pool: PgPool) -> TestResult {
+    let dir = scratch("api");
+    let s = scheduler(&pool, local(&dir, &["sh", "-c", "echo up; sleep 300"]));
+    // A run created (or resumed) by the API is `queued` with no job: the tick queues and starts it.
+    let run = testing::seed_runs(&pool, 1).await?[0];
+    let tick = s.tick().await?;
+    assert_eq!(tick.enqueued, 1);
+    let job = jobs::latest_for_run(&pool, run).await?.ok_or("a job")?;
+    assert_eq!(tick.started, [job.id]);
+    assert_eq!(job.state, JobState::Running);
+    assert_eq!(testing::run_status(&pool, run).await?, "running");
+    let t0 = Instant::now();
+    while !log_of(job.log_path.as_deref()).await.contains("up") {
+        assert!(t0.elapsed() < Duration::from_secs(10), "job never printed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The API cancels the run; the scheduler stops the job.
+    testing::set_run_status(&pool, run, "cancelling").await?;
+    let done = run_until_final(&s, &pool, job.id).await?;
+    assert_eq!(done.state, JobState::Cancelled);
+    assert_eq!(testing::run_status(&pool, run).await?, "cancelled");
+    // Nothing is queued again for a cancelled run.
+    assert_eq!(s.tick().await?.enqueued, 0);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
 async fn a_restarted_scheduler_reattaches_instead_of_duplicating(pool: PgPool) -> TestResult {
     let dir = scratch("restart");
     let cmd = ["sh", "-c", "echo begin {run}; sleep 1.5; echo end {run}"];
     let runs = testing::seed_runs(&pool, 2).await?;
     let first = jobs::enqueue(&pool, runs[0], JobKind::Train, JobExecutor::Local).await?;
-    let before = scheduler(&pool, local(&dir, &cmd));
-    assert_eq!(before.tick().await?.started, [first.id]);
     let second = jobs::enqueue(&pool, runs[1], JobKind::Train, JobExecutor::Local).await?;
+    let before = scheduler(&pool, local(&dir, &cmd));
+    // One slot: the second job waits.
+    assert_eq!(before.tick().await?.started, [first.id]);
     // The server stops; its scheduler and executor are gone, the job is not.
     drop(before);
 
@@ -228,14 +256,14 @@ async fn ray_jobs_go_through_the_same_loop(pool: PgPool) -> TestResult {
         ..ex_config(&address, &prefix)
     })?);
     ex.version().await?; // unreachable with SPADE_RAY_ADDRESS set: fail, not skip
-    let runs = testing::seed_runs(&pool, 2).await?;
+    let quick_run = testing::seed_runs(&pool, 1).await?[0];
     let s = scheduler(&pool, Arc::clone(&ex));
-    let quick = jobs::enqueue(&pool, runs[0], JobKind::Train, JobExecutor::Ray).await?;
+    let quick = jobs::enqueue(&pool, quick_run, JobKind::Train, JobExecutor::Ray).await?;
     let done = run_until_final(&s, &pool, quick.id).await?;
     assert_eq!(done.state, JobState::Succeeded, "{:?}", done.message);
     assert_eq!(
         done.external_id.as_deref(),
-        Some(format!("{prefix}-run-{}-a1", runs[0]).as_str())
+        Some(format!("{prefix}-run-{quick_run}-a1").as_str())
     );
     let handle = spade_scheduler::JobHandle {
         job_id: done.id,
@@ -245,7 +273,7 @@ async fn ray_jobs_go_through_the_same_loop(pool: PgPool) -> TestResult {
     };
     let logs = ex.logs(&handle, 10_000).await?;
     assert!(
-        logs.contains(&format!("ray run {} tok-{}", runs[0], runs[0])),
+        logs.contains(&format!("ray run {quick_run} tok-{quick_run}")),
         "{logs}"
     );
 
@@ -255,12 +283,13 @@ async fn ray_jobs_go_through_the_same_loop(pool: PgPool) -> TestResult {
         ..ex_config(&address, &prefix)
     })?);
     let s = scheduler(&pool, long);
-    let job = jobs::enqueue(&pool, runs[1], JobKind::Train, JobExecutor::Ray).await?;
+    let long_run = testing::seed_runs(&pool, 1).await?[0];
+    let job = jobs::enqueue(&pool, long_run, JobKind::Train, JobExecutor::Ray).await?;
     assert_eq!(s.tick().await?.started, [job.id]);
-    jobs::request_cancel_for_run(&pool, runs[1]).await?;
+    jobs::request_cancel_for_run(&pool, long_run).await?;
     let done = run_until_final(&s, &pool, job.id).await?;
     assert_eq!(done.state, JobState::Cancelled, "{:?}", done.message);
-    assert_eq!(testing::run_status(&pool, runs[1]).await?, "cancelled");
+    assert_eq!(testing::run_status(&pool, long_run).await?, "cancelled");
     Ok(())
 }
 
