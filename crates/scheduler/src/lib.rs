@@ -109,6 +109,15 @@ impl JobSpec {
         }
     }
 
+    /// The job's ids.
+    pub fn job_ref(&self) -> JobRef {
+        JobRef {
+            job_id: self.job_id,
+            run_id: self.run_id,
+            attempt: self.attempt,
+        }
+    }
+
     /// Fills a command template: `{run}`, `{job}`, `{attempt}` and `{server}` are replaced in
     /// every argument. The token has no placeholder on purpose (see [`JobSpec::token`]).
     pub fn expand(&self, template: &[String]) -> Vec<String> {
@@ -122,6 +131,14 @@ impl JobSpec {
             })
             .collect()
     }
+}
+
+/// Which job, before the executor has named it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobRef {
+    pub job_id: i64,
+    pub run_id: i64,
+    pub attempt: u32,
 }
 
 /// How a scheduler finds a started job again: the ids plus the executor's own name for it.
@@ -207,6 +224,16 @@ pub enum ExecError {
         found: i64,
         job_id: i64,
     },
+    /// The submission id exists at Ray but belongs to another SPADE job (a database reset, or
+    /// two servers sharing a submission prefix).
+    #[error(
+        "Ray submission {submission_id} belongs to job {owner:?}, not job {job_id}: use another --ray-submission-prefix"
+    )]
+    SubmissionTaken {
+        submission_id: String,
+        owner: Option<String>,
+        job_id: i64,
+    },
     /// The handle's external id is not one this executor writes.
     #[error("external id {external_id:?} is not a {executor} job handle (expected {expected})")]
     BadExternalId {
@@ -240,6 +267,11 @@ pub trait Executor: Send + Sync + 'static {
     fn has_capacity(&self, gpus: u32) -> bool;
     /// Starts the job (idempotent per job id and attempt).
     fn start(&self, spec: &JobSpec) -> impl Future<Output = Result<Started, ExecError>> + Send;
+    /// The job, if this executor already started it (and takes it over, as `adopt` does). Asked
+    /// before a job left `claimed` is started, so that a job started just before a crash or a
+    /// lost reply is recorded, not started again with a new token.
+    fn find(&self, job: &JobRef)
+    -> impl Future<Output = Result<Option<Started>, ExecError>> + Send;
     /// Re-attaches to a job started earlier, reserving its resources.
     fn adopt(&self, handle: &JobHandle) -> impl Future<Output = Result<(), ExecError>> + Send;
     /// The job's current state.

@@ -8,7 +8,7 @@
 //! `pid:<pid>:<start ticks>` only matches while that very process lives: a recycled pid has
 //! another start time. Stop sends SIGTERM to the group, then SIGKILL after a grace period.
 
-use crate::{ExecError, Executor, ExecutorKind, JobHandle, JobSpec, JobStatus, Started};
+use crate::{ExecError, Executor, ExecutorKind, JobHandle, JobRef, JobSpec, JobStatus, Started};
 use rustix::process::{Pid, Signal};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -334,23 +334,11 @@ impl Executor for LocalExecutor {
     }
 
     async fn start(&self, spec: &JobSpec) -> Result<Started, ExecError> {
-        let dir = self.job_dir(spec.run_id, spec.attempt);
         // Started before (a crash between spawn and recording it): hand back the same process.
-        if let Some(rec) = Self::read_record(&dir)? {
-            if rec.job_id != spec.job_id {
-                return Err(ExecError::StaleJobDir {
-                    dir,
-                    found: rec.job_id,
-                    job_id: spec.job_id,
-                });
-            }
-            let handle = spec.handle(format!("pid:{}:{}", rec.pid, rec.start_ticks));
-            self.adopt(&handle).await?;
-            return Ok(Started {
-                external_id: handle.external_id,
-                log_path: Some(dir.join("output.log")),
-            });
+        if let Some(started) = self.find(&spec.job_ref()).await? {
+            return Ok(started);
         }
+        let dir = self.job_dir(spec.run_id, spec.attempt);
         let gpus =
             Self::pick_gpus(&self.lock(), &self.cfg, spec.gpus).ok_or(if spec.gpus == 0 {
                 ExecError::NoCapacity {
@@ -364,6 +352,31 @@ impl Executor for LocalExecutor {
                 }
             })?;
         self.spawn(spec, &dir, &gpus)
+    }
+
+    async fn find(&self, job: &JobRef) -> Result<Option<Started>, ExecError> {
+        let dir = self.job_dir(job.run_id, job.attempt);
+        let Some(rec) = Self::read_record(&dir)? else {
+            return Ok(None);
+        };
+        if rec.job_id != job.job_id {
+            return Err(ExecError::StaleJobDir {
+                dir,
+                found: rec.job_id,
+                job_id: job.job_id,
+            });
+        }
+        let handle = JobHandle {
+            job_id: job.job_id,
+            run_id: job.run_id,
+            attempt: job.attempt,
+            external_id: format!("pid:{}:{}", rec.pid, rec.start_ticks),
+        };
+        self.adopt(&handle).await?;
+        Ok(Some(Started {
+            external_id: handle.external_id,
+            log_path: Some(dir.join("output.log")),
+        }))
     }
 
     async fn adopt(&self, handle: &JobHandle) -> Result<(), ExecError> {

@@ -8,7 +8,7 @@
 //! `runtime_env.env_vars.SPADE_WORKER_TOKEN`. Ray's dashboard has no authentication by default
 //! (CVE-2023-48022): keep it on loopback or a private network.
 
-use crate::{ExecError, Executor, ExecutorKind, JobHandle, JobSpec, JobStatus, Started};
+use crate::{ExecError, Executor, ExecutorKind, JobHandle, JobRef, JobSpec, JobStatus, Started};
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::HashSet;
@@ -279,6 +279,27 @@ impl Executor for RayExecutor {
             external_id: submission_id,
             log_path: None,
         })
+    }
+
+    async fn find(&self, job: &JobRef) -> Result<Option<Started>, ExecError> {
+        let submission_id =
+            crate::submission_id(&self.cfg.submission_prefix, job.run_id, job.attempt);
+        let Some(d) = self.details(&submission_id).await? else {
+            return Ok(None);
+        };
+        let owner = d.metadata.as_ref().and_then(|m| m.get("spade_job_id"));
+        if owner.is_none_or(|o| *o != job.job_id.to_string()) {
+            return Err(ExecError::SubmissionTaken {
+                submission_id,
+                owner: owner.cloned(),
+                job_id: job.job_id,
+            });
+        }
+        self.lock().insert(job.job_id);
+        Ok(Some(Started {
+            external_id: submission_id,
+            log_path: None,
+        }))
     }
 
     async fn adopt(&self, handle: &JobHandle) -> Result<(), ExecError> {

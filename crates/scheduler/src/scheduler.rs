@@ -254,6 +254,34 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
             job_id: job.id,
             attempt: job.attempt,
         })?;
+        // Started already (just before a crash, or a submit whose reply was lost)? Record it; a
+        // new token would lock out the worker that holds the first one.
+        let job_ref = crate::JobRef {
+            job_id: job.id,
+            run_id: job.run_id,
+            attempt,
+        };
+        match self.executor.find(&job_ref).await {
+            Ok(Some(started)) => {
+                tracing::info!(job = job.id, external_id = %started.external_id, "found the job already started");
+                return self.record(job, &started).await;
+            }
+            Ok(None) => {}
+            Err(e @ ExecError::RayUnreachable { .. }) => {
+                tracing::warn!(job = job.id, error = %e, "cannot start job yet");
+                return Ok(false);
+            }
+            Err(e) => {
+                self.finish(
+                    job,
+                    JobState::Failed,
+                    None,
+                    &format!("could not start: {e}"),
+                )
+                .await?;
+                return Ok(false);
+            }
+        }
         let token = match self.tokens.token(job).await {
             Ok(t) => t,
             Err(e) => {
@@ -276,12 +304,7 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
             gpus: self.cfg.gpus_per_job,
         };
         match self.executor.start(&spec).await {
-            Ok(started) => {
-                let log = started.log_path.as_ref().map(|p| p.to_string_lossy());
-                jobs::record_started(&self.pool, job.id, &started.external_id, log.as_deref())
-                    .await?;
-                Ok(true)
-            }
+            Ok(started) => self.record(job, &started).await,
             // Transient: the claim stays, the next tick (or a restart) tries again.
             Err(e @ (ExecError::RayUnreachable { .. } | ExecError::NoCapacity { .. })) => {
                 tracing::warn!(job = job.id, error = %e, "cannot start job yet");
@@ -298,6 +321,12 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
                 Ok(false)
             }
         }
+    }
+
+    async fn record(&self, job: &Job, started: &crate::Started) -> Result<bool, SchedError> {
+        let log = started.log_path.as_ref().map(|p| p.to_string_lossy());
+        jobs::record_started(&self.pool, job.id, &started.external_id, log.as_deref()).await?;
+        Ok(true)
     }
 
     async fn finish(

@@ -146,6 +146,17 @@ async fn a_retried_submit_is_safe_and_a_foreign_duplicate_is_refused() {
         "ran twice: {logs}"
     );
 
+    // `find` names the existing job and refuses to hand it to another job id.
+    let found = ex.find(&s.job_ref()).await.expect("find");
+    assert_eq!(found.map(|f| f.external_id), Some(h.external_id.clone()));
+    let mut foreign = s.job_ref();
+    foreign.job_id += 1;
+    let err = ex.find(&foreign).await.expect_err("not its job");
+    assert!(matches!(err, ExecError::SubmissionTaken { .. }), "{err}");
+    let mut unsubmitted = s.job_ref();
+    unsubmitted.attempt = 2;
+    assert!(ex.find(&unsubmitted).await.expect("find").is_none());
+
     // Another SPADE job that claims the same submission id is refused.
     let mut other = s.clone();
     other.job_id += 1;

@@ -10,15 +10,18 @@ use spade_scheduler::{
 use sqlx::PgPool;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
-/// Tokens for tests: a fixed function of the run.
-struct RunTokens;
+/// Tokens for tests: a fixed function of the run; counts how many it issued.
+#[derive(Default)]
+struct RunTokens(Arc<AtomicUsize>);
 
 impl TokenSource for RunTokens {
     async fn token(&self, job: &Job) -> Result<String, String> {
+        self.0.fetch_add(1, Ordering::SeqCst);
         Ok(format!("tok-{}", job.run_id))
     }
 }
@@ -41,10 +44,18 @@ fn local(dir: &Path, command: &[&str]) -> Arc<LocalExecutor> {
 }
 
 fn scheduler<E: Executor>(pool: &PgPool, ex: Arc<E>) -> Scheduler<E, RunTokens> {
+    scheduler_counting(pool, ex, Arc::default())
+}
+
+fn scheduler_counting<E: Executor>(
+    pool: &PgPool,
+    ex: Arc<E>,
+    issued: Arc<AtomicUsize>,
+) -> Scheduler<E, RunTokens> {
     Scheduler::new(
         pool.clone(),
         ex,
-        RunTokens,
+        RunTokens(issued),
         SchedulerConfig {
             node: "node-1".into(),
             server_url: "http://127.0.0.1:9".into(),
@@ -214,6 +225,46 @@ async fn a_job_claimed_before_a_crash_is_started_once(pool: PgPool) -> TestResul
     let done = run_until_final(&s, &pool, job.id).await?;
     assert_eq!(done.state, JobState::Succeeded);
     assert_eq!(log_of(done.log_path.as_deref()).await, "once\n");
+    Ok(())
+}
+
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn a_job_started_just_before_a_crash_keeps_its_process_and_token(pool: PgPool) -> TestResult {
+    let dir = scratch("spawned");
+    let cmd = [
+        "sh",
+        "-c",
+        "echo begin token=$SPADE_WORKER_TOKEN; sleep 1; echo end",
+    ];
+    let run = testing::seed_runs(&pool, 1).await?[0];
+    let job = jobs::enqueue(&pool, run, JobKind::Train, JobExecutor::Local).await?;
+    jobs::claim_next(&pool, JobExecutor::Local, "node-1")
+        .await?
+        .ok_or("claim")?;
+    // The previous server spawned it with its token and died before recording the handle.
+    let spec = spade_scheduler::JobSpec {
+        job_id: job.id,
+        run_id: run,
+        attempt: 1,
+        server_url: "http://127.0.0.1:9".into(),
+        token: "first-token".into(),
+        gpus: 0,
+    };
+    let first = local(&dir, &cmd).start(&spec).await?;
+    let issued = Arc::new(AtomicUsize::new(0));
+    let s = scheduler_counting(&pool, local(&dir, &cmd), Arc::clone(&issued));
+    s.tick().await?;
+    // A new token would have replaced the one the running worker holds.
+    assert_eq!(issued.load(Ordering::SeqCst), 0, "a token was issued again");
+    let running = jobs::get(&pool, job.id).await?.ok_or("job")?;
+    assert_eq!(running.external_id, Some(first.external_id));
+    let done = run_until_final(&s, &pool, job.id).await?;
+    assert_eq!(done.state, JobState::Succeeded);
+    let log = log_of(done.log_path.as_deref()).await;
+    assert_eq!(
+        log, "begin token=first-token\nend\n",
+        "started again or re-tokened"
+    );
     Ok(())
 }
 
