@@ -84,6 +84,17 @@ fn handle_of(job: &Job) -> Result<Option<JobHandle>, SchedError> {
     }))
 }
 
+fn job_ref(job: &Job) -> Result<crate::JobRef, SchedError> {
+    Ok(crate::JobRef {
+        job_id: job.id,
+        run_id: job.run_id,
+        attempt: u32::try_from(job.attempt).map_err(|_| SchedError::BadAttempt {
+            job_id: job.id,
+            attempt: job.attempt,
+        })?,
+    })
+}
+
 impl<E: Executor, T: TokenSource> Scheduler<E, T> {
     pub fn new(pool: Pool, executor: Arc<E>, tokens: T, cfg: SchedulerConfig) -> Self {
         Self {
@@ -182,6 +193,11 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
         let Some(handle) = handle_of(job)? else {
             // Claimed but no handle recorded: the previous process died while starting it.
             if job.state == JobState::Cancelling {
+                // If it did start, record it: the next tick stops it like any cancelled job.
+                if let Ok(Some(started)) = self.executor.find(&job_ref(job)?).await {
+                    self.record(job, &started).await?;
+                    return Ok(());
+                }
                 self.finish(
                     job,
                     JobState::Cancelled,
@@ -256,12 +272,7 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
         })?;
         // Started already (just before a crash, or a submit whose reply was lost)? Record it; a
         // new token would lock out the worker that holds the first one.
-        let job_ref = crate::JobRef {
-            job_id: job.id,
-            run_id: job.run_id,
-            attempt,
-        };
-        match self.executor.find(&job_ref).await {
+        match self.executor.find(&job_ref(job)?).await {
             Ok(Some(started)) => {
                 tracing::info!(job = job.id, external_id = %started.external_id, "found the job already started");
                 return self.record(job, &started).await;

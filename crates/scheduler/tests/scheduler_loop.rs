@@ -269,6 +269,39 @@ async fn a_job_started_just_before_a_crash_keeps_its_process_and_token(pool: PgP
 }
 
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn a_cancel_during_the_crash_window_still_stops_the_process(pool: PgPool) -> TestResult {
+    let dir = scratch("spawned-cancel");
+    let cmd = ["sh", "-c", "echo up; sleep 300"];
+    let run = testing::seed_runs(&pool, 1).await?[0];
+    let job = jobs::enqueue(&pool, run, JobKind::Train, JobExecutor::Local).await?;
+    jobs::claim_next(&pool, JobExecutor::Local, "node-1")
+        .await?
+        .ok_or("claim")?;
+    let spec = spade_scheduler::JobSpec {
+        job_id: job.id,
+        run_id: run,
+        attempt: 1,
+        server_url: "http://127.0.0.1:9".into(),
+        token: "t".into(),
+        gpus: 0,
+    };
+    let ex = local(&dir, &cmd);
+    let started = ex.start(&spec).await?;
+    let h = spec.handle(started.external_id);
+    // Cancelled while no server owned the handle.
+    jobs::request_cancel_for_run(&pool, run).await?;
+    let s = scheduler(&pool, local(&dir, &cmd));
+    let done = run_until_final(&s, &pool, job.id).await?;
+    assert_eq!(done.state, JobState::Cancelled);
+    assert_eq!(done.external_id.as_deref(), Some(h.external_id.as_str()));
+    assert!(
+        ex.poll(&h).await?.is_final(),
+        "the process outlived the cancel"
+    );
+    Ok(())
+}
+
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
 async fn a_job_that_cannot_start_fails_with_the_reason(pool: PgPool) -> TestResult {
     let dir = scratch("nostart");
     let s = scheduler(&pool, local(&dir, &["no-such-spade-binary", "worker"]));
