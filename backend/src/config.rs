@@ -8,6 +8,104 @@ use std::path::PathBuf;
 /// The default database is the one `scripts/setup` creates.
 pub const DEFAULT_DATABASE_URL: &str = "postgres://spade:spade@127.0.0.1:5432/spade";
 
+/// The `scheduler` section: where queued runs execute and with which resources.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Scheduling")]
+pub struct SchedulerSettings {
+    /// Where queued runs execute: `local` (child processes of this server), `ray` (jobs on a
+    /// Ray cluster through its Jobs REST API) or `off` (queue only; another server executes).
+    #[arg(long = "executor", env = "SPADE_EXECUTOR", value_enum, default_value_t = ExecutorSetting::Local)]
+    pub executor: ExecutorSetting,
+
+    /// This server's name in the job queue; jobs it claimed are re-attached by the server that
+    /// starts with the same name. Default: the machine's hostname.
+    #[arg(long = "scheduler-node", env = "SPADE_SCHEDULER_NODE")]
+    pub node: Option<String>,
+
+    /// The worker command; `{run}`, `{job}`, `{attempt}` and `{server}` are filled in and the
+    /// run token is passed in SPADE_WORKER_TOKEN. Split on whitespace.
+    #[arg(
+        long = "worker-command",
+        env = "SPADE_WORKER_COMMAND",
+        default_value = "spade worker --run {run} --server {server}"
+    )]
+    pub worker_command: String,
+
+    /// URL workers use to reach this server. Default: http://<listen address>.
+    #[arg(long = "public-url", env = "SPADE_PUBLIC_URL")]
+    pub public_url: Option<String>,
+
+    /// Local executor: CPU-only jobs that may run at once.
+    #[arg(long = "cpu-slots", env = "SPADE_CPU_SLOTS", default_value_t = 1)]
+    pub cpu_slots: u32,
+
+    /// Local executor: GPUs lent to jobs (device indices 0..N).
+    #[arg(long = "gpu-slots", env = "SPADE_GPU_SLOTS", default_value_t = 0)]
+    pub gpu_slots: u32,
+
+    /// GPUs each job asks for (0: CPU only).
+    #[arg(long = "gpus-per-job", env = "SPADE_GPUS_PER_JOB", default_value_t = 0)]
+    pub gpus_per_job: u32,
+
+    /// Local executor: one directory per job (output.log, job.json, exit_status).
+    #[arg(long = "jobs-dir", env = "SPADE_JOBS_DIR", default_value = "data/jobs")]
+    pub jobs_dir: PathBuf,
+
+    /// Local executor: seconds between SIGTERM and SIGKILL when a job is stopped.
+    #[arg(
+        long = "stop-grace-secs",
+        env = "SPADE_STOP_GRACE_SECS",
+        default_value_t = 30
+    )]
+    pub stop_grace_secs: u64,
+
+    /// Ray executor: the dashboard URL (Jobs REST API). Keep it on loopback or a private
+    /// network: Ray's dashboard has no authentication by default.
+    #[arg(
+        long = "ray-address",
+        env = "SPADE_RAY_ADDRESS",
+        default_value = "http://127.0.0.1:8265"
+    )]
+    pub ray_address: String,
+
+    /// Ray executor: jobs this server keeps submitted at once.
+    #[arg(long = "ray-max-jobs", env = "SPADE_RAY_MAX_JOBS", default_value_t = 4)]
+    pub ray_max_jobs: u32,
+
+    /// Ray executor: CPUs reserved for each job's entrypoint.
+    #[arg(
+        long = "ray-num-cpus",
+        env = "SPADE_RAY_NUM_CPUS",
+        default_value_t = 1.0
+    )]
+    pub ray_num_cpus: f64,
+
+    /// Ray executor: submission ids are `<prefix>-run-<run>-a<attempt>`; servers with separate
+    /// databases sharing one cluster need distinct prefixes.
+    #[arg(
+        long = "ray-submission-prefix",
+        env = "SPADE_RAY_SUBMISSION_PREFIX",
+        default_value = "spade"
+    )]
+    pub ray_submission_prefix: String,
+
+    /// Milliseconds between scheduler ticks.
+    #[arg(
+        long = "scheduler-poll-ms",
+        env = "SPADE_SCHEDULER_POLL_MS",
+        default_value_t = 1000
+    )]
+    pub poll_ms: u64,
+}
+
+/// `--executor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExecutorSetting {
+    Off,
+    Local,
+    Ray,
+}
+
 #[derive(Clone, Parser)]
 #[command(
     name = "spade-server",
@@ -18,6 +116,9 @@ pub struct Config {
     /// Address to listen on.
     #[arg(long, env = "SPADE_ADDR", default_value = "127.0.0.1:3000")]
     pub addr: SocketAddr,
+
+    #[command(flatten)]
+    pub scheduler: SchedulerSettings,
 
     /// PostgreSQL connection URL.
     #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL, hide_env_values = true)]
@@ -31,6 +132,39 @@ pub struct Config {
     /// Apply pending database migrations at start-up.
     #[arg(long, env = "SPADE_MIGRATE", default_value_t = true, action = clap::ArgAction::Set)]
     pub migrate: bool,
+
+    /// Directory for server state (the generated JWT secret lives in `jwt_secret` there).
+    #[arg(long, env = "SPADE_DATA_DIR", default_value = "data")]
+    pub data_dir: PathBuf,
+
+    /// Secret that signs access tokens (at least 32 bytes). When absent, one is generated and
+    /// kept in the data directory.
+    #[arg(long, env = "SPADE_JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+
+    /// Who may register: `open` (anyone) or `closed` (only the first user, who becomes admin).
+    #[arg(long, env = "SPADE_REGISTRATION", value_enum, default_value_t = RegistrationMode::Open)]
+    pub registration: RegistrationMode,
+
+    /// Mark cookies `Secure` (set this when the server is reached over HTTPS).
+    #[arg(long, env = "SPADE_SECURE_COOKIES", default_value_t = false, action = clap::ArgAction::Set)]
+    pub secure_cookies: bool,
+}
+
+/// `--registration`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RegistrationMode {
+    Open,
+    Closed,
+}
+
+impl From<RegistrationMode> for spade_db::users::Registration {
+    fn from(m: RegistrationMode) -> Self {
+        match m {
+            RegistrationMode::Open => spade_db::users::Registration::Open,
+            RegistrationMode::Closed => spade_db::users::Registration::FirstUserOnly,
+        }
+    }
 }
 
 // Hand-written so that the database password never reaches a log line.
@@ -38,12 +172,20 @@ impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
             .field("addr", &self.addr)
+            .field("scheduler", &self.scheduler)
             .field(
                 "database_url",
                 &spade_db::redact_password(&self.database_url),
             )
             .field("site_root", &self.site_root)
             .field("migrate", &self.migrate)
+            .field("data_dir", &self.data_dir)
+            .field(
+                "jwt_secret",
+                &self.jwt_secret.as_ref().map(|_| "*** (configured)"),
+            )
+            .field("registration", &self.registration)
+            .field("secure_cookies", &self.secure_cookies)
             .finish()
     }
 }
@@ -53,14 +195,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn debug_output_hides_the_database_password() {
+    fn debug_output_hides_the_database_password_and_jwt_secret() {
         let cfg = Config::parse_from([
             "spade-server",
             "--database-url",
             "postgres://u:topsecret@h/d",
+            "--jwt-secret",
+            "jwtsecretjwtsecretjwtsecretjwtsecret",
         ]);
         let shown = format!("{cfg:?}");
         assert!(!shown.contains("topsecret"), "{shown}");
         assert!(shown.contains("u:***@h/d"), "{shown}");
+        assert!(!shown.contains("jwtsecret"), "{shown}");
     }
 }

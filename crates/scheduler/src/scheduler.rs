@@ -1,0 +1,362 @@
+//! The scheduler loop: queues a job for every run the API marked `queued`, claims queued jobs
+//! from PostgreSQL, starts them on one executor, polls them, records every transition, and
+//! stops the ones whose cancel was requested (through the run or the job).
+//!
+//! It keeps no job state in memory that it could not rebuild: every tick starts from
+//! `spade_db::jobs::list_active` (the unfinished jobs this node owns), so a restarted server
+//! re-attaches simply by running — [`Scheduler::reattach`] first hands each recorded handle to
+//! the executor (reserving its slot), and a job left `claimed` by a crash between claim and
+//! start is started again, which executors make idempotent (same submission id, same job dir).
+//! A job is claimed once: `claim_next` uses `FOR UPDATE SKIP LOCKED`, and only the claiming
+//! node (`claimed_by`) ever polls, stops or finishes it.
+
+use crate::{ExecError, Executor, JobHandle, JobSpec, JobStatus};
+use spade_db::Pool;
+use spade_db::jobs::{self, Job, JobError, JobState};
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Configuration of the loop.
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// This scheduler's name in `jobs.claimed_by`; stable across restarts of the same server
+    /// (re-attach finds jobs by it), distinct between servers sharing a database.
+    pub node: String,
+    /// Base URL workers report to.
+    pub server_url: String,
+    /// Time between ticks.
+    pub poll_interval: Duration,
+    /// GPUs each job asks for.
+    pub gpus_per_job: u32,
+}
+
+/// Issues the per-run worker token handed to a job (the backend's auth layer implements it).
+pub trait TokenSource: Send + Sync + 'static {
+    /// A token that lets the worker of `job` report to the server.
+    fn token(&self, job: &Job) -> impl Future<Output = Result<String, String>> + Send;
+}
+
+/// Errors of the scheduler loop.
+#[derive(Debug, thiserror::Error)]
+pub enum SchedError {
+    /// The queue could not be read or written.
+    #[error("job queue: {0}")]
+    Queue(#[from] JobError),
+    /// A job's attempt number does not fit the executors' `u32`.
+    #[error("job {job_id} has attempt {attempt}, expected a positive number")]
+    BadAttempt { job_id: i64, attempt: i32 },
+}
+
+/// What one tick did (for logs and tests).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Tick {
+    /// Jobs queued for `queued` runs that had none (see `jobs::sync_with_runs`).
+    pub enqueued: u64,
+    pub started: Vec<i64>,
+    pub finished: Vec<(i64, JobState)>,
+    pub stopping: Vec<i64>,
+}
+
+/// The loop; see the module docs.
+#[derive(Debug)]
+pub struct Scheduler<E, T> {
+    pool: Pool,
+    executor: Arc<E>,
+    tokens: T,
+    cfg: SchedulerConfig,
+    /// Jobs with a stop in flight (stops run as their own tasks: they may wait a grace period).
+    stopping: Arc<Mutex<HashSet<i64>>>,
+}
+
+fn handle_of(job: &Job) -> Result<Option<JobHandle>, SchedError> {
+    let attempt = u32::try_from(job.attempt).map_err(|_| SchedError::BadAttempt {
+        job_id: job.id,
+        attempt: job.attempt,
+    })?;
+    Ok(job.external_id.clone().map(|external_id| JobHandle {
+        job_id: job.id,
+        run_id: job.run_id,
+        attempt,
+        external_id,
+    }))
+}
+
+fn job_ref(job: &Job) -> Result<crate::JobRef, SchedError> {
+    Ok(crate::JobRef {
+        job_id: job.id,
+        run_id: job.run_id,
+        attempt: u32::try_from(job.attempt).map_err(|_| SchedError::BadAttempt {
+            job_id: job.id,
+            attempt: job.attempt,
+        })?,
+    })
+}
+
+impl<E: Executor, T: TokenSource> Scheduler<E, T> {
+    pub fn new(pool: Pool, executor: Arc<E>, tokens: T, cfg: SchedulerConfig) -> Self {
+        Self {
+            pool,
+            executor,
+            tokens,
+            cfg,
+            stopping: Arc::default(),
+        }
+    }
+
+    /// The executor (e.g. to read a job's logs).
+    pub fn executor(&self) -> &Arc<E> {
+        &self.executor
+    }
+
+    /// Re-attaches to the unfinished jobs this node owns; returns how many it adopted. A
+    /// handle the executor refuses (it cannot be this executor's) fails that job.
+    pub async fn reattach(&self) -> Result<usize, SchedError> {
+        let mut adopted = 0;
+        for job in
+            jobs::list_active(&self.pool, self.executor.kind().queue(), &self.cfg.node).await?
+        {
+            let Some(handle) = handle_of(&job)? else {
+                continue; // claimed, never started: the next tick starts it
+            };
+            match self.executor.adopt(&handle).await {
+                Ok(()) => adopted += 1,
+                Err(e) => {
+                    self.finish(
+                        &job,
+                        JobState::Failed,
+                        None,
+                        &format!("cannot re-attach: {e}"),
+                    )
+                    .await?;
+                }
+            }
+        }
+        Ok(adopted)
+    }
+
+    /// Runs until `shutdown` turns true: re-attach, then a tick every `poll_interval`. Errors
+    /// of one tick (a database hiccup) are logged and the loop goes on.
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            match self.reattach().await {
+                Ok(n) => {
+                    tracing::info!(node = %self.cfg.node, adopted = n, "scheduler re-attached");
+                    break;
+                }
+                Err(e) => tracing::error!(error = %e, "scheduler re-attach failed; retrying"),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.cfg.poll_interval) => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+        while !*shutdown.borrow() {
+            match self.tick().await {
+                Ok(t) if t != Tick::default() => tracing::info!(?t, "scheduler tick"),
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "scheduler tick failed"),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.cfg.poll_interval) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+    }
+
+    /// One pass: bring the queue in line with the runs table (new, resumed and cancelled runs),
+    /// poll and advance every owned job, then claim and start while capacity lasts.
+    pub async fn tick(&self) -> Result<Tick, SchedError> {
+        let mut tick = Tick::default();
+        let synced = jobs::sync_with_runs(&self.pool).await?;
+        tick.enqueued = synced.enqueued;
+        let queue = self.executor.kind().queue();
+        for job in jobs::list_active(&self.pool, queue, &self.cfg.node).await? {
+            self.advance(&job, &mut tick).await?;
+        }
+        jobs::heartbeat(&self.pool, &self.cfg.node).await?;
+        while self.executor.has_capacity(self.cfg.gpus_per_job) {
+            let Some(job) = jobs::claim_next(&self.pool, queue, &self.cfg.node).await? else {
+                break;
+            };
+            if !self.start(&job).await? {
+                break; // an executor that cannot start one now will not start the next either
+            }
+            tick.started.push(job.id);
+        }
+        Ok(tick)
+    }
+
+    async fn advance(&self, job: &Job, tick: &mut Tick) -> Result<(), SchedError> {
+        let Some(handle) = handle_of(job)? else {
+            // Claimed but no handle recorded: the previous process died while starting it.
+            if job.state == JobState::Cancelling {
+                // If it did start, record it: the next tick stops it like any cancelled job.
+                if let Ok(Some(started)) = self.executor.find(&job_ref(job)?).await {
+                    self.record(job, &started).await?;
+                    return Ok(());
+                }
+                self.finish(
+                    job,
+                    JobState::Cancelled,
+                    None,
+                    "cancelled before it started",
+                )
+                .await?;
+                tick.finished.push((job.id, JobState::Cancelled));
+            } else if self.start(job).await? {
+                tick.started.push(job.id);
+            }
+            return Ok(());
+        };
+        let status = match self.executor.poll(&handle).await {
+            Ok(s) => s,
+            Err(e) => {
+                // Unreachable executor: try again next tick; the job is not lost.
+                tracing::warn!(job = job.id, error = %e, "cannot poll job");
+                return Ok(());
+            }
+        };
+        if status.is_final() {
+            let cancelling = job.state == JobState::Cancelling;
+            let (state, code, message) = match status {
+                JobStatus::Succeeded => {
+                    (JobState::Succeeded, Some(0), "exited with status 0".into())
+                }
+                JobStatus::Failed { exit_code, message } if cancelling => (
+                    JobState::Cancelled,
+                    exit_code,
+                    format!("stopped on request ({message})"),
+                ),
+                JobStatus::Stopped { message } if cancelling => (
+                    JobState::Cancelled,
+                    None,
+                    format!("stopped on request ({message})"),
+                ),
+                JobStatus::Failed { exit_code, message } => (JobState::Failed, exit_code, message),
+                JobStatus::Stopped { message } | JobStatus::Lost { message } => {
+                    (JobState::Failed, None, message)
+                }
+                JobStatus::Pending | JobStatus::Running => return Ok(()),
+            };
+            self.finish(job, state, code, &message).await?;
+            self.executor.release(&handle);
+            self.lock_stopping().remove(&job.id);
+            tick.finished.push((job.id, state));
+        } else if job.state == JobState::Cancelling && self.lock_stopping().insert(job.id) {
+            tick.stopping.push(job.id);
+            let executor = Arc::clone(&self.executor);
+            let stopping = Arc::clone(&self.stopping);
+            tokio::spawn(async move {
+                if let Err(e) = executor.stop(&handle).await {
+                    tracing::error!(job = handle.job_id, error = %e, "stopping job failed");
+                    // Let the next tick try again.
+                    stopping
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .remove(&handle.job_id);
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// Starts a claimed job and records its handle; a job the executor cannot start is failed
+    /// with the reason. Returns whether it started.
+    async fn start(&self, job: &Job) -> Result<bool, SchedError> {
+        let attempt = u32::try_from(job.attempt).map_err(|_| SchedError::BadAttempt {
+            job_id: job.id,
+            attempt: job.attempt,
+        })?;
+        // Started already (just before a crash, or a submit whose reply was lost)? Record it; a
+        // new token would lock out the worker that holds the first one.
+        match self.executor.find(&job_ref(job)?).await {
+            Ok(Some(started)) => {
+                tracing::info!(job = job.id, external_id = %started.external_id, "found the job already started");
+                return self.record(job, &started).await;
+            }
+            Ok(None) => {}
+            Err(e @ ExecError::RayUnreachable { .. }) => {
+                tracing::warn!(job = job.id, error = %e, "cannot start job yet");
+                return Ok(false);
+            }
+            Err(e) => {
+                self.finish(
+                    job,
+                    JobState::Failed,
+                    None,
+                    &format!("could not start: {e}"),
+                )
+                .await?;
+                return Ok(false);
+            }
+        }
+        let token = match self.tokens.token(job).await {
+            Ok(t) => t,
+            Err(e) => {
+                self.finish(
+                    job,
+                    JobState::Failed,
+                    None,
+                    &format!("no worker token: {e}"),
+                )
+                .await?;
+                return Ok(false);
+            }
+        };
+        let spec = JobSpec {
+            job_id: job.id,
+            run_id: job.run_id,
+            attempt,
+            server_url: self.cfg.server_url.clone(),
+            token,
+            gpus: self.cfg.gpus_per_job,
+        };
+        match self.executor.start(&spec).await {
+            Ok(started) => self.record(job, &started).await,
+            // Transient: the claim stays, the next tick (or a restart) tries again.
+            Err(e @ (ExecError::RayUnreachable { .. } | ExecError::NoCapacity { .. })) => {
+                tracing::warn!(job = job.id, error = %e, "cannot start job yet");
+                Ok(false)
+            }
+            Err(e) => {
+                self.finish(
+                    job,
+                    JobState::Failed,
+                    None,
+                    &format!("could not start: {e}"),
+                )
+                .await?;
+                Ok(false)
+            }
+        }
+    }
+
+    async fn record(&self, job: &Job, started: &crate::Started) -> Result<bool, SchedError> {
+        let log = started.log_path.as_ref().map(|p| p.to_string_lossy());
+        jobs::record_started(&self.pool, job.id, &started.external_id, log.as_deref()).await?;
+        Ok(true)
+    }
+
+    async fn finish(
+        &self,
+        job: &Job,
+        state: JobState,
+        exit_code: Option<i32>,
+        message: &str,
+    ) -> Result<(), SchedError> {
+        match jobs::finish(&self.pool, job.id, state, exit_code, message).await {
+            // Already final (e.g. finished by an operator): nothing to record.
+            Ok(_) | Err(JobError::NotActive { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn lock_stopping(&self) -> std::sync::MutexGuard<'_, HashSet<i64>> {
+        self.stopping
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
