@@ -178,10 +178,26 @@ pub fn generate(
         .unwrap_or(0)
         + 1;
 
+    // Checkpoints pad the embedding past the tokenizer (Qwen3: 151,936 rows for ~151,700 tokens;
+    // the tiny preset rounds up to a multiple of 64). Those rows decode to nothing, so they must
+    // never be sampled: their logits are masked to -inf, which also removes them from the
+    // log-probabilities reported for GRPO.
+    let usable = tokenizer.map(|t| t.vocab_size() as i64);
+    let mask_padding = |logits: Tensor| -> Tensor {
+        let n = logits.size().last().copied().unwrap_or(0);
+        match usable {
+            Some(u) if u > 0 && u < n => {
+                let _ = logits.narrow(-1, u, n - u).fill_(f64::NEG_INFINITY);
+                logits
+            }
+            _ => logits,
+        }
+    };
+
     tch::no_grad(|| -> Result<()> {
         let mut cache = model.new_cache(b as i64, (width + params.max_new_tokens) as i64);
         let h = model.forward_cached(&ids, Some(&real), &mut cache)?;
-        let mut logits = model.logits(&h.select(1, -1));
+        let mut logits = mask_padding(model.logits(&h.select(1, -1)));
         for step in 0..params.max_new_tokens {
             let (next, lp) = choose(&logits, params, &mut rngs);
             let next_v = Vec::<i64>::try_from(next.to_device(Device::Cpu))?;
@@ -210,7 +226,7 @@ pub fn generate(
                 break;
             }
             let h = model.forward_cached_unchecked(&next.unsqueeze(1), None, &mut cache)?;
-            logits = model.logits(&h.select(1, -1));
+            logits = mask_padding(model.logits(&h.select(1, -1)));
         }
         Ok(())
     })?;

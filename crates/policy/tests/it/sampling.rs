@@ -100,3 +100,21 @@ fn a_stop_token_ends_a_row_and_is_kept() -> Result<()> {
     assert_eq!(out[0].tokens, full.tokens[..=first]);
     Ok(())
 }
+
+#[test]
+fn rows_past_the_tokenizer_are_never_sampled() -> Result<()> {
+    // The tiny preset pads its embedding to a multiple of 64 rows; at a high temperature an
+    // unmasked sampler picks those rows within a few hundred tokens and decoding then fails.
+    let p = tiny()?;
+    let tok = p.require_tokenizer()?;
+    let usable = tok.vocab_size() as i64;
+    assert!(usable < p.config().vocab_size, "the preset no longer pads");
+    let prompts: Vec<Vec<i64>> = (0..8).map(|i| vec![5 + i, 40, 41]).collect();
+    let seeds: Vec<u64> = (0..8).collect();
+    let out = generate(p.model(), &prompts, &seeds, &params(3.0, 256), Some(tok))?;
+    for c in &out {
+        assert!(c.tokens.iter().all(|&t| (0..usable).contains(&t)));
+        assert!(c.text.is_some());
+    }
+    Ok(())
+}
