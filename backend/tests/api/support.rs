@@ -22,7 +22,6 @@ pub type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 pub struct TestApp {
     pub router: Router,
-    pub state: AppState,
 }
 
 #[derive(Debug)]
@@ -77,10 +76,7 @@ impl TestApp {
             .build();
         let secret = JwtSecret::new(SECRET.to_vec()).unwrap_or_else(|_| JwtSecret::random());
         let state = AppState::new(leptos, pool, AuthState::new(secret, reg, false));
-        Self {
-            router: app(state.clone()),
-            state,
-        }
+        Self { router: app(state) }
     }
 
     pub async fn send(&self, req: Request<Body>) -> Resp {
