@@ -20,7 +20,10 @@ pub enum AppError {
     Invalid { code: &'static str, message: String },
     /// 401: no credentials, or credentials that are invalid, expired or revoked.
     #[error("{message}")]
-    Unauthenticated { code: &'static str, message: &'static str },
+    Unauthenticated {
+        code: &'static str,
+        message: &'static str,
+    },
     /// 403: authenticated, but not allowed (role too low, missing CSRF token, closed registration).
     #[error("{message}")]
     Forbidden { code: &'static str, message: String },

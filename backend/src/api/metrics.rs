@@ -42,13 +42,26 @@ pub struct CsvQuery {
 }
 
 /// One series for any scope (members and share links).
-pub async fn series_in(state: &AppState, scope: &RunScope, name: String, q: SeriesQuery) -> ApiResult<Series> {
+pub async fn series_in(
+    state: &AppState,
+    scope: &RunScope,
+    name: String,
+    q: SeriesQuery,
+) -> ApiResult<Series> {
     let n = q.points.unwrap_or(DEFAULT_POINTS);
     if !(2..=MAX_POINTS).contains(&n) {
-        return Err(AppError::invalid("points", format!("must be 2 to {MAX_POINTS}, got {n}")));
+        return Err(AppError::invalid(
+            "points",
+            format!("must be 2 to {MAX_POINTS}, got {n}"),
+        ));
     }
     let all = metrics::series(&state.db, scope, &name, q.step_min, q.step_max).await?;
-    if all.is_empty() && metrics::names(&state.db, scope).await?.iter().all(|s| s.name != name) {
+    if all.is_empty()
+        && metrics::names(&state.db, scope)
+            .await?
+            .iter()
+            .all(|s| s.name != name)
+    {
         return Err(AppError::NotFound(format!("metric `{name}`")));
     }
     let total_points = all.len();
@@ -90,13 +103,26 @@ pub async fn export_csv(
     let names: Vec<String> = q
         .names
         .as_deref()
-        .map(|s| s.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned).collect())
+        .map(|s| {
+            s.split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default();
     let rows = metrics::export(&state.db, &scope, &names).await?;
     let mut csv = String::from("run_id,name,step,value,elapsed_s\n");
     for r in rows {
         // Writing to a String cannot fail.
-        let _ = writeln!(csv, "{run_id},{},{},{},{}", csv_field(&r.name), r.step, r.value, r.elapsed_s);
+        let _ = writeln!(
+            csv,
+            "{run_id},{},{},{},{}",
+            csv_field(&r.name),
+            r.step,
+            r.value,
+            r.elapsed_s
+        );
     }
     Ok((
         [

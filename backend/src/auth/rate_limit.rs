@@ -32,7 +32,10 @@ impl LoginLimiter {
         let Some(times) = map.get_mut(&key(ip, email)) else {
             return Ok(());
         };
-        while times.front().is_some_and(|t| now.duration_since(*t) >= WINDOW) {
+        while times
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= WINDOW)
+        {
             times.pop_front();
         }
         if times.len() < MAX_FAILURES {
@@ -48,7 +51,10 @@ impl LoginLimiter {
         let now = Instant::now();
         let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() > PRUNE_ABOVE {
-            map.retain(|_, t| t.back().is_some_and(|last| now.duration_since(*last) < WINDOW));
+            map.retain(|_, t| {
+                t.back()
+                    .is_some_and(|last| now.duration_since(*last) < WINDOW)
+            });
         }
         let times = map.entry(key(ip, email)).or_default();
         times.push_back(now);
@@ -77,8 +83,16 @@ mod tests {
         }
         let wait = l.check("1.2.3.4", "a@x.org");
         assert!(matches!(wait, Err(s) if (1..=60).contains(&s)), "{wait:?}");
-        assert_eq!(l.check("5.6.7.8", "a@x.org"), Ok(()), "another IP is not blocked");
-        assert_eq!(l.check("1.2.3.4", "b@x.org"), Ok(()), "another email is not blocked");
+        assert_eq!(
+            l.check("5.6.7.8", "a@x.org"),
+            Ok(()),
+            "another IP is not blocked"
+        );
+        assert_eq!(
+            l.check("1.2.3.4", "b@x.org"),
+            Ok(()),
+            "another email is not blocked"
+        );
         l.succeeded("1.2.3.4", "a@x.org");
         assert_eq!(l.check("1.2.3.4", "a@x.org"), Ok(()));
     }

@@ -50,7 +50,9 @@ pub struct Signer {
 
 impl std::fmt::Debug for Signer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Signer").field("secret", &self.secret).finish()
+        f.debug_struct("Signer")
+            .field("secret", &self.secret)
+            .finish()
     }
 }
 
@@ -162,7 +164,10 @@ mod tests {
         assert!(s.csrf_matches(3, &t));
         assert!(!s.csrf_matches(4, &t));
         assert!(!s.csrf_matches(3, "not base64 !"));
-        assert!(!signer().csrf_matches(3, &t), "another secret must not accept it");
+        assert!(
+            !signer().csrf_matches(3, &t),
+            "another secret must not accept it"
+        );
     }
 
     #[test]

@@ -83,7 +83,11 @@ impl Batch {
     }
 
     /// The worker started: `queued`/`starting` becomes `running` (a cancelling run stays so).
-    pub async fn run_started(&mut self, code_version: &str, total_steps: i64) -> Result<(), DbError> {
+    pub async fn run_started(
+        &mut self,
+        code_version: &str,
+        total_steps: i64,
+    ) -> Result<(), DbError> {
         sqlx::query!(
             "UPDATE runs SET
                 status = CASE WHEN status IN ('queued', 'starting') THEN 'running'::run_status
