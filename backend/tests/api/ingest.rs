@@ -1,4 +1,4 @@
-//! Worker ingestion, metrics downsampling, CSV export, environments and live events.
+//! Worker ingestion, metrics downsampling, CSV export and environments.
 
 use crate::support::*;
 use axum::body::Body;
@@ -11,14 +11,14 @@ use sqlx::PgPool;
 use std::collections::BTreeMap;
 use tower::ServiceExt;
 
-struct Fixture {
-    app: TestApp,
-    owner: Cred,
-    run: i64,
-    worker: Cred,
+pub struct Fixture {
+    pub app: TestApp,
+    pub owner: Cred,
+    pub run: i64,
+    pub worker: Cred,
 }
 
-async fn fixture(pool: PgPool) -> Fixture {
+pub async fn fixture(pool: PgPool) -> Fixture {
     let app = TestApp::new(pool);
     let owner = app.user("owner@x.org").await;
     let (_, _, run) = app.team_project_run(&owner, "t").await;
@@ -60,7 +60,7 @@ fn env(id: &str, step: u64, skill: &str, parent: Option<&str>, regret: f64) -> M
     }
 }
 
-fn batch(run: i64, first_seq: u64, messages: Vec<Message>) -> Value {
+pub fn batch(run: i64, first_seq: u64, messages: Vec<Message>) -> Value {
     let envelopes: Vec<Envelope> = messages
         .into_iter()
         .enumerate()
@@ -69,7 +69,7 @@ fn batch(run: i64, first_seq: u64, messages: Vec<Message>) -> Value {
     json!({ "envelopes": envelopes })
 }
 
-fn metrics(step: u64, values: &[(&str, f64)]) -> Message {
+pub fn metrics(step: u64, values: &[(&str, f64)]) -> Message {
     Message::Metrics {
         step,
         elapsed_s: step as f64 * 0.5,
@@ -554,83 +554,4 @@ async fn environments_filter_and_detail(pool: PgPool) -> TestResult {
         StatusCode::NOT_FOUND
     );
     Ok(())
-}
-
-#[sqlx::test(migrator = "spade_db::MIGRATOR")]
-async fn run_events_stream_status_then_live_updates(pool: PgPool) -> TestResult {
-    let f = fixture(pool).await;
-    let (app, run) = (&f.app, f.run);
-    let Cred::Bearer(token) = &f.owner else {
-        return Err("bearer expected".into());
-    };
-    let req = Request::builder()
-        .uri(format!("/api/v1/runs/{run}/events"))
-        .header(header::AUTHORIZATION, format!("Bearer {token}"))
-        .body(Body::empty())?;
-    let resp = app.router.clone().oneshot(req).await?;
-    assert_eq!(resp.status(), StatusCode::OK);
-    assert!(
-        resp.headers()[header::CONTENT_TYPE]
-            .to_str()?
-            .starts_with("text/event-stream")
-    );
-    let mut body = resp.into_body();
-    let mut seen = String::new();
-    while !seen.contains("event: progress") {
-        let frame = next_frame(&mut body).await?.ok_or("stream ended")??;
-        seen.push_str(&String::from_utf8_lossy(
-            frame.data_ref().map(|d| d.as_ref()).unwrap_or_default(),
-        ));
-    }
-    assert!(
-        seen.contains("event: status") && seen.contains("\"status\":\"queued\""),
-        "{seen}"
-    );
-    let r = app
-        .post(
-            &format!("/api/v1/ingest/{run}"),
-            &f.worker,
-            batch(run, 0, vec![metrics(3, &[("loss", 0.5)])]),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK);
-    seen.clear();
-    while !seen.contains("event: metrics") {
-        let frame = next_frame(&mut body).await?.ok_or("stream ended")??;
-        seen.push_str(&String::from_utf8_lossy(
-            frame.data_ref().map(|d| d.as_ref()).unwrap_or_default(),
-        ));
-    }
-    assert!(seen.contains("\"loss\":0.5"), "{seen}");
-    Ok(())
-}
-
-#[sqlx::test(migrator = "spade_db::MIGRATOR")]
-async fn oversized_bodies_are_refused(pool: PgPool) -> TestResult {
-    let f = fixture(pool).await;
-    let big = "x".repeat(2 << 20);
-    let req = Request::builder()
-        .method(Method::POST)
-        .uri("/api/v1/teams")
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::CONTENT_LENGTH, big.len() + 12)
-        .header(
-            header::AUTHORIZATION,
-            match &f.owner {
-                Cred::Bearer(t) => format!("Bearer {t}"),
-                _ => String::new(),
-            },
-        )
-        .body(Body::from(format!("{{\"name\":\"{big}\"}}")))?;
-    assert_eq!(f.app.send(req).await.status, StatusCode::PAYLOAD_TOO_LARGE);
-    Ok(())
-}
-
-async fn next_frame(
-    body: &mut Body,
-) -> Result<
-    Option<Result<http_body::Frame<axum::body::Bytes>, axum::Error>>,
-    tokio::time::error::Elapsed,
-> {
-    tokio::time::timeout(std::time::Duration::from_secs(5), body.frame()).await
 }
