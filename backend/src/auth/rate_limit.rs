@@ -1,7 +1,10 @@
-//! Login throttling: at most [`MAX_FAILURES`] failed logins per (client IP, email) in a sliding
-//! window of [`WINDOW`]; further attempts are refused with 429 and `Retry-After` before the
-//! password is even checked, so guessing gets no faster by sending more requests. In memory:
-//! one server process holds the counts (a restart forgets them, which only loosens the limit).
+//! Login throttling: at most [`MAX_FAILURES`] unsuccessful logins per (client IP, email) in a
+//! sliding window of [`WINDOW`]; further attempts are refused with 429 and `Retry-After` before
+//! the password is even checked, so guessing gets no faster by sending more requests. Every
+//! attempt takes a slot *before* the password check and only a success gives it back, so a burst
+//! of parallel guesses cannot slip through between check and count. In memory: one server
+//! process holds the counts (a restart forgets them, which only loosens the limit). Behind a
+//! reverse proxy the IP is the proxy's; the email half of the key still limits per account.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;

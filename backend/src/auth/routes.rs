@@ -138,12 +138,11 @@ pub async fn login(
     state
         .auth
         .limiter
-        .check(&ip, &email)
+        .attempt(&ip, &email)
         .map_err(|retry_after_s| AppError::RateLimited { retry_after_s })?;
     let creds = users::credentials(&state.db, &email).await?;
     let stored = creds.as_ref().map(|c| c.password_hash.clone());
     if !password::verify(req.password, stored).await? {
-        state.auth.limiter.failed(&ip, &email);
         return Err(AppError::unauthenticated(
             "invalid_credentials",
             "wrong email or password",
