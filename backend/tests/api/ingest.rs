@@ -1,15 +1,12 @@
 //! Worker ingestion, metrics downsampling, CSV export and environments.
 
 use crate::support::*;
-use axum::body::Body;
-use axum::http::{Method, Request, StatusCode, header};
-use http_body_util::BodyExt;
+use axum::http::{StatusCode, header};
 use serde_json::{Value, json};
 use spade::EnvKind;
 use spade::report::{EnvStatus, Envelope, EnvironmentRecord, Message, PlayRecord, Turn, TurnRole};
 use sqlx::PgPool;
 use std::collections::BTreeMap;
-use tower::ServiceExt;
 
 pub struct Fixture {
     pub app: TestApp,
