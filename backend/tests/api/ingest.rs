@@ -181,6 +181,33 @@ async fn ingestion_is_idempotent_and_reports_cancellation(pool: PgPool) -> TestR
         0.75
     );
 
+    // A step logged again under a new key (a resumed worker) replaces the value, not the count.
+    let relog = app
+        .post(
+            &path,
+            &f.worker,
+            batch(
+                run,
+                20,
+                vec![metrics(0, &[("loss", 2.5)]), metrics(1, &[("loss", 1.0)])],
+            ),
+        )
+        .await;
+    assert_eq!(relog.status, StatusCode::OK, "{}", relog.text());
+    let names = app
+        .get(&format!("/api/v1/runs/{run}/metrics"), &f.owner)
+        .await
+        .json();
+    assert_eq!(
+        (names[0]["points"].as_i64(), names[0]["last_step"].as_i64()),
+        (Some(2), Some(1))
+    );
+    let series = app
+        .get(&format!("/api/v1/runs/{run}/metrics/loss"), &f.owner)
+        .await
+        .json();
+    assert_eq!(series["points"][0]["value"], 2.5);
+
     // Cancelling reaches the worker in the next reply.
     assert_eq!(
         app.post(&format!("/api/v1/runs/{run}/cancel"), &f.owner, json!({}))
