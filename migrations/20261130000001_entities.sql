@@ -89,17 +89,6 @@ CREATE TABLE metrics (
     PRIMARY KEY (run_id, name, step)
 );
 
--- One row per (run, metric): what the run page lists without scanning a million points.
--- Maintained by ingestion in the same statement that stores the points.
-CREATE TABLE metric_series (
-    run_id     BIGINT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
-    name       TEXT NOT NULL,
-    points     BIGINT NOT NULL CHECK (points >= 0),
-    first_step BIGINT NOT NULL,
-    last_step  BIGINT NOT NULL,
-    PRIMARY KEY (run_id, name)
-);
-
 CREATE TABLE checkpoints (
     id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     run_id     BIGINT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
