@@ -3,6 +3,8 @@
 
 mod env_cmd;
 mod model_cmd;
+mod train_cmd;
+mod worker_cmd;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -30,10 +32,11 @@ enum Command {
     /// Create, inspect and sample from policy checkpoints (Hugging Face layout).
     #[command(subcommand)]
     Model(model_cmd::ModelCommand),
-    /// Run a training worker for a run scheduled by the service.
-    Worker(WorkerArgs),
-    /// Run SPADE training standalone into a run directory.
-    Train(TrainArgs),
+    /// Run a training worker for a run scheduled by the service (reports over HTTP, resumes
+    /// from its --data-dir).
+    Worker(worker_cmd::WorkerArgs),
+    /// Run SPADE training standalone into a run directory (--resume continues it).
+    Train(train_cmd::TrainArgs),
     /// Print the Vendi score of a square similarity matrix given as JSON.
     Vendi(VendiArgs),
     /// Evaluate a checkpoint on a held-out suite.
@@ -77,32 +80,6 @@ enum KindArg {
 }
 
 #[derive(Debug, Args)]
-struct WorkerArgs {
-    /// Run id assigned by the service.
-    #[arg(long)]
-    run: i64,
-    /// Base URL of the service.
-    #[arg(long)]
-    server: String,
-    /// The run's worker token.
-    #[arg(long, env = "SPADE_WORKER_TOKEN", hide_env_values = true)]
-    token: String,
-}
-
-#[derive(Debug, Args)]
-struct TrainArgs {
-    /// Run configuration (TOML).
-    #[arg(long)]
-    config: PathBuf,
-    /// Run directory for outputs.
-    #[arg(long)]
-    out: PathBuf,
-    /// Continue from the last checkpoint in --out.
-    #[arg(long)]
-    resume: bool,
-}
-
-#[derive(Debug, Args)]
 struct VendiArgs {
     /// JSON file with a square, symmetric similarity matrix (K_ii = 1).
     #[arg(long)]
@@ -143,6 +120,8 @@ fn main() -> ExitCode {
             json,
         }) => env_cmd::play(&file, seed, &actions, json),
         Command::Model(cmd) => model_cmd::run(cmd),
+        Command::Train(args) => train_cmd::run(args),
+        Command::Worker(args) => worker_cmd::run(args),
         other => return not_yet(&other),
     };
     result.unwrap_or_else(|e| {
@@ -156,7 +135,7 @@ fn not_yet(command: &Command) -> ExitCode {
         Command::Env(_) => ("env", "the sandbox milestone (issue 3)"),
         Command::Model(_) => ("model", "the policy milestone (issue 4)"),
         Command::Worker(_) | Command::Train(_) | Command::Vendi(_) => {
-            ("worker/train/vendi", "the SPADE loop milestone (issue 5)")
+            ("vendi", "the SPADE loop milestone (issue 5)")
         }
         Command::Eval(_) => ("eval", "the evaluation milestone (issue 8)"),
     };
