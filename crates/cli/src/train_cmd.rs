@@ -90,9 +90,19 @@ pub fn progress(total: u64) -> (ProgressBar, impl FnMut(Event)) {
             b.set_position(step);
             b.set_message(format!("{phase} | acceptance {acceptance}"));
         }
-        Event::Step { step, metrics, .. } => {
+        Event::Step { step, metrics, total } => {
             if let Some(a) = metrics.get("acceptance_rate") {
                 acceptance = format!("{a:.2}");
+            }
+            if b.is_hidden() {
+                let get = |k: &str| metrics.get(k).map_or("-".into(), |v| format!("{v:.3}"));
+                eprintln!(
+                    "step {}/{total}: acceptance {acceptance}, envs {}, mean regret {}, learnable share {}",
+                    step + 1,
+                    get("envs"),
+                    get("mean_regret"),
+                    get("learnable_share"),
+                );
             }
             b.set_position(step + 1);
             let regret = metrics
@@ -100,6 +110,8 @@ pub fn progress(total: u64) -> (ProgressBar, impl FnMut(Event)) {
                 .map_or("-".into(), |r| format!("{r:.3}"));
             b.set_message(format!("done | acceptance {acceptance} | regret {regret}"));
         }
+        // Without a terminal the bar draws nothing (and println with it): log to stderr.
+        Event::Log(line) if b.is_hidden() => eprintln!("{line}"),
         Event::Log(line) => b.println(line),
     };
     (bar, on)

@@ -59,7 +59,7 @@ pub struct RunOptions {
 }
 
 /// Epochs of the tiny model's warm start (see [`crate::warmstart`]).
-pub const DEFAULT_WARM_EPOCHS: usize = 30;
+pub const DEFAULT_WARM_EPOCHS: usize = 60;
 /// Designer samples validated after the warm start.
 pub const DEFAULT_WARM_MEASURE: usize = 12;
 
@@ -73,9 +73,9 @@ impl RunOptions {
             cache_dir,
             concurrency: 8,
             max_context: 4096,
-            hint_code_chars: 1500,
+            hint_code_chars: 400,
             warm_epochs: DEFAULT_WARM_EPOCHS,
-            warm_lr: 1e-3,
+            warm_lr: 3e-3,
             warm_measure: DEFAULT_WARM_MEASURE,
             resume: false,
         }
@@ -272,10 +272,10 @@ fn base_model(
         kinds,
         seed: cfg.run.seed,
         epochs: opts.warm_epochs,
-        batch_size: 8,
+        batch_size: 1,
         lr: opts.warm_lr,
-        designer_variants: 2,
-        designer_files_per_skill: 1,
+        designer_variants: 1,
+        designer_files: 1,
         agent_episodes: 2,
         hint_code_chars: opts.hint_code_chars,
         memory_positives: if cfg.ablation.no_memory {

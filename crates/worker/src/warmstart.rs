@@ -44,10 +44,10 @@ pub struct WarmStartOptions {
     pub lr: f64,
     /// Designer prompts per seed file (each with another corpus document and memory draw).
     pub designer_variants: usize,
-    /// Seed files per skill the designer learns to write: the shortest ones. A 4 M-parameter
-    /// model reproduces a few files of ~1,000 tokens exactly after minutes of CPU training; all
-    /// 24 would take hours. (The hint and agent pairs use every seed of the kinds.)
-    pub designer_files_per_skill: usize,
+    /// Seed files the designer learns to write: the shortest ones of the kinds. A 4 M-parameter
+    /// model on a shared 2-core machine reproduces one file of ~1,000 tokens after minutes of
+    /// training; all 24 would take hours. The hint and agent pairs use the same files.
+    pub designer_files: usize,
     /// Agent episodes per seed file (seeds 0..n), played with `solution()`.
     pub agent_episodes: usize,
     /// Characters of code the hint prompt shows.
@@ -251,12 +251,12 @@ pub fn build_data(
         if !opts.kinds.contains(&s.kind) {
             continue;
         }
-        let variants = if designer_files.contains(&i) {
-            opts.designer_variants
-        } else {
-            0
-        };
-        for v in 0..variants {
+        // Only the designer's files: every pair costs CPU time, and the loop plays what the
+        // designer writes, which is (at best) these files.
+        if !designer_files.contains(&i) {
+            continue;
+        }
+        for v in 0..opts.designer_variants {
             let prompt = designer::render(&designer_pair_prompt(seeds_all, i, v, opts));
             data.push(pair(tok, &prompt, &format!("```python\n{}```", s.code))?);
             counts[0] += 1;
@@ -294,20 +294,14 @@ pub fn build_data(
     Ok((data, counts))
 }
 
-/// Indices of the seeds the designer learns: the `designer_files_per_skill` shortest per skill.
+/// Indices of the seeds the designer learns: the `designer_files` shortest of the kinds.
 pub fn designer_files(seeds_all: &[SeedEnv], opts: &WarmStartOptions) -> Vec<usize> {
-    let mut by_skill: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
-    for (i, s) in seeds_all.iter().enumerate() {
-        if opts.kinds.contains(&s.kind) {
-            by_skill.entry(s.skill.as_str()).or_default().push(i);
-        }
-    }
-    let mut out = Vec::new();
-    for (_, mut v) in by_skill {
-        v.sort_by_key(|&i| seeds_all[i].code.len());
-        out.extend(v.into_iter().take(opts.designer_files_per_skill));
-    }
-    out
+    let mut v: Vec<usize> = (0..seeds_all.len())
+        .filter(|&i| opts.kinds.contains(&seeds_all[i].kind))
+        .collect();
+    v.sort_by_key(|&i| seeds_all[i].code.len());
+    v.truncate(opts.designer_files);
+    v
 }
 
 /// Returns the warm-started checkpoint for `opts`, training it (and measuring its designer) when
