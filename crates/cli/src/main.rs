@@ -4,6 +4,7 @@
 mod env_cmd;
 mod model_cmd;
 mod train_cmd;
+mod vendi_cmd;
 mod worker_cmd;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -38,7 +39,7 @@ enum Command {
     /// Run SPADE training standalone into a run directory (--resume continues it).
     Train(train_cmd::TrainArgs),
     /// Print the Vendi score of a square similarity matrix given as JSON.
-    Vendi(VendiArgs),
+    Vendi(vendi_cmd::VendiArgs),
     /// Evaluate a checkpoint on a held-out suite.
     Eval(EvalArgs),
 }
@@ -79,12 +80,6 @@ enum KindArg {
     ToolUse,
 }
 
-#[derive(Debug, Args)]
-struct VendiArgs {
-    /// JSON file with a square, symmetric similarity matrix (K_ii = 1).
-    #[arg(long)]
-    kernel: PathBuf,
-}
 
 #[derive(Debug, Args)]
 struct EvalArgs {
@@ -122,6 +117,7 @@ fn main() -> ExitCode {
         Command::Model(cmd) => model_cmd::run(cmd),
         Command::Train(args) => train_cmd::run(args),
         Command::Worker(args) => worker_cmd::run(args),
+        Command::Vendi(args) => vendi_cmd::run(&args),
         other => return not_yet(&other),
     };
     result.unwrap_or_else(|e| {
@@ -135,7 +131,7 @@ fn not_yet(command: &Command) -> ExitCode {
         Command::Env(_) => ("env", "the sandbox milestone (issue 3)"),
         Command::Model(_) => ("model", "the policy milestone (issue 4)"),
         Command::Worker(_) | Command::Train(_) | Command::Vendi(_) => {
-            ("vendi", "the SPADE loop milestone (issue 5)")
+            ("train", "the SPADE loop milestone (issue 5)")
         }
         Command::Eval(_) => ("eval", "the evaluation milestone (issue 8)"),
     };
