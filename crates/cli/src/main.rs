@@ -80,7 +80,6 @@ enum KindArg {
     ToolUse,
 }
 
-
 #[derive(Debug, Args)]
 struct EvalArgs {
     #[arg(long)]

@@ -90,8 +90,12 @@ pub fn progress(total: u64) -> (ProgressBar, impl FnMut(Event)) {
             b.set_position(step);
             b.set_message(format!("{phase} | acceptance {acceptance}"));
         }
-        Event::Step { step, metrics, total } => {
-            if let Some(a) = metrics.get("acceptance_rate") {
+        Event::Step {
+            step,
+            metrics,
+            total,
+        } => {
+            if let Some(a) = metrics.get("acceptance_rate_run") {
                 acceptance = format!("{a:.2}");
             }
             if b.is_hidden() {
@@ -100,13 +104,13 @@ pub fn progress(total: u64) -> (ProgressBar, impl FnMut(Event)) {
                     "step {}/{total}: acceptance {acceptance}, envs {}, mean regret {}, learnable share {}",
                     step + 1,
                     get("envs"),
-                    get("mean_regret"),
+                    get("regret_mean"),
                     get("learnable_share"),
                 );
             }
             b.set_position(step + 1);
             let regret = metrics
-                .get("mean_regret")
+                .get("regret_mean")
                 .map_or("-".into(), |r| format!("{r:.3}"));
             b.set_message(format!("done | acceptance {acceptance} | regret {regret}"));
         }
@@ -170,8 +174,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
         outcome.status,
         outcome.steps,
         started.elapsed().as_secs_f64(),
-        get("acceptance_rate"),
-        get("mean_regret"),
+        get("acceptance_rate_run"),
+        get("regret_mean"),
         get("learnable_share"),
         get("vendi_per_n"),
     );

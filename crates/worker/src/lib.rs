@@ -11,7 +11,6 @@
 //! - [`sink`]: where the reports go (a run directory, or the service over HTTP).
 
 pub mod designer;
-pub mod interim;
 pub mod play;
 pub mod run;
 pub mod seeds;

@@ -160,6 +160,8 @@ struct Live {
 
 /// Plays one episode per seed of `code` (hint plays when `hint` is set). Episodes run in
 /// batches of at most `concurrency` (one runner each); `sample_seed` derives every row's seed.
+/// (Many arguments: each is one independent knob of a play batch.)
+#[allow(clippy::too_many_arguments)]
 pub fn play_env(
     policy: &Policy,
     pool: &Pool,

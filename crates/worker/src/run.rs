@@ -59,7 +59,7 @@ pub struct RunOptions {
 }
 
 /// Epochs of the tiny model's warm start (see [`crate::warmstart`]).
-pub const DEFAULT_WARM_EPOCHS: usize = 60;
+pub const DEFAULT_WARM_EPOCHS: usize = 70;
 /// Designer samples validated after the warm start.
 pub const DEFAULT_WARM_MEASURE: usize = 12;
 
@@ -127,6 +127,8 @@ pub(crate) struct Loop<'a> {
     pub corpus: Option<spade::corpus::Corpus>,
     pub step_started: Instant,
     pub cancel: bool,
+    /// What the step in flight observed, for its metrics.
+    pub obs: metrics::StepObservations,
 }
 
 /// Runs (or resumes) a run to its last step.
@@ -208,6 +210,7 @@ pub fn run(
         corpus,
         step_started: Instant::now(),
         cancel: false,
+        obs: metrics::StepObservations::default(),
     };
     lp.state.next_seq = lp.state.next_seq.max(store.seq_floor());
     // Whatever the last commit did not get to deliver goes first.
@@ -274,7 +277,7 @@ fn base_model(
         epochs: opts.warm_epochs,
         batch_size: 1,
         lr: opts.warm_lr,
-        designer_variants: 1,
+        designer_variants: 4,
         designer_files: 1,
         agent_episodes: 2,
         hint_code_chars: opts.hint_code_chars,
@@ -350,7 +353,7 @@ impl Loop<'_> {
         } else {
             for kind in self.cfg.curriculum.kinds.clone() {
                 let k = self.cfg.regenerate_every(kind);
-                if step % k == 0 {
+                if step.is_multiple_of(k) {
                     if step > 0 {
                         self.phase("designer rewards")?;
                         score::close_window(self, kind, true, &mut m)?;
@@ -362,7 +365,8 @@ impl Loop<'_> {
         }
         self.phase("play")?;
         self.play_and_train(&mut m)?;
-        metrics::step_metrics(self, &mut m)?;
+        let obs = std::mem::take(&mut self.obs);
+        metrics::step_metrics(self, obs, &mut m)?;
         self.pending.push(Message::Metrics {
             step,
             elapsed_s: self.state.elapsed_s + self.step_started.elapsed().as_secs_f64(),
@@ -370,7 +374,7 @@ impl Loop<'_> {
         });
         let every = self.cfg.run.checkpoint_every.max(1);
         // The last step's snapshot is taken by `finish`, after the last window is scored.
-        let snapshot = (step + 1) % every == 0 && step + 1 < self.cfg.run.steps;
+        let snapshot = (step + 1).is_multiple_of(every) && step + 1 < self.cfg.run.steps;
         self.commit(step + 1, snapshot)?;
         let total = self.cfg.run.steps;
         (self.on)(Event::Step {
@@ -441,7 +445,7 @@ impl Loop<'_> {
         ) as usize;
         let popts = self.play_options();
         let mut samples = Vec::new();
-        let (mut groups, mut zero_groups, mut records) = (0usize, 0usize, Vec::new());
+        let mut records = Vec::new();
         let keys: Vec<String> = self.state.windows.keys().cloned().collect();
         for key in keys {
             let n = self.state.windows[&key].envs.len();
@@ -466,8 +470,7 @@ impl Loop<'_> {
                 )?;
                 let returns: Vec<f64> = eps.iter().map(|x| x.episode_return).collect();
                 let g = spade::reward::group_advantages(&returns);
-                groups += 1;
-                zero_groups += usize::from(g.zero_std);
+                self.obs.zero_std.push(g.zero_std);
                 let adv = g.advantages;
                 for (ep, a) in eps.iter().zip(&adv) {
                     if *a != 0.0 && ep.loss_mask.iter().skip(1).any(|&x| x) {
@@ -495,11 +498,6 @@ impl Loop<'_> {
         }
         m.insert("plays_no_hint".into(), records.len() as f64);
         m.insert("plays_per_env".into(), per_env as f64);
-        // spec 6: groups with zero variance give no signal; report their share.
-        m.insert(
-            "zero_std_group_pct".into(),
-            100.0 * zero_groups as f64 / groups.max(1) as f64,
-        );
         self.pending.push(Message::Plays { records });
         if !samples.is_empty() {
             self.phase("agent update")?;

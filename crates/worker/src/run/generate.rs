@@ -4,7 +4,6 @@
 
 use super::{Loop, env_seed, fnv, play_record};
 use crate::designer::{self, DesignOptions, Slot};
-use crate::interim;
 use crate::state::{Buffered, Embedded, LiveEnv, Window};
 use crate::{WorkerError, play, seeds};
 use spade::EnvKind;
@@ -128,16 +127,18 @@ pub(super) fn regenerate(
         round,
     };
     let (mut n_attempts, mut n_accepted) = (0u64, 0u64);
-    let mut reasons: BTreeMap<String, f64> = BTreeMap::new();
     let mut accepted = Vec::new();
     for (slot, list) in attempts.iter().enumerate() {
         for a in list {
             n_attempts += 1;
             if a.accepted {
                 n_accepted += 1;
+                lp.obs.acceptance.accept();
                 accepted.push((slot, a));
-            } else if let Some(r) = &a.rejection_reason {
-                *reasons.entry(r.clone()).or_insert(0.0) += 1.0;
+            } else {
+                lp.obs
+                    .acceptance
+                    .reject(a.rejection_reason.as_deref().unwrap_or("unknown"));
             }
             window.buffer.push(Buffered {
                 sample: a.sample.clone(),
@@ -149,14 +150,6 @@ pub(super) fn regenerate(
     lp.state.attempts_total += n_attempts;
     lp.state.accepted_total += n_accepted;
     m.insert(format!("{}/attempts", kind.as_str()), n_attempts as f64);
-    m.insert(format!("{}/accepted", kind.as_str()), n_accepted as f64);
-    m.insert(
-        "acceptance_rate_step".into(),
-        n_accepted as f64 / n_attempts.max(1) as f64,
-    );
-    for (r, n) in reasons {
-        m.insert(format!("rejections/{r}"), n);
-    }
 
     lp.phase("hint")?;
     let codes: Vec<&str> = accepted.iter().map(|(_, a)| a.code.as_str()).collect();
@@ -175,6 +168,7 @@ pub(super) fn regenerate(
     for ((slot, a), hint) in accepted.iter().zip(hints) {
         hints_by_id.insert(a.env_id.clone(), hint.clone());
         let reveals = reveals_solution(lp, &a.code, sandbox_kind(kind));
+        lp.obs.formula_reveals.push(reveals);
         window.envs.push(LiveEnv {
             env_id: a.env_id.clone(),
             skill: slots[*slot].skill.clone(),
@@ -248,29 +242,19 @@ pub(super) fn regenerate(
     Ok(())
 }
 
-/// The cheap formula-reveal check: the first observation (seed 0) shows the solution as a boxed
-/// answer or right after "answer is" / "answer:" / "=". TODO(core): spade::metrics.
+/// The formula-reveal check (`spade::metrics::reveals_formula`) on the first observation of
+/// seed 0 and the solution in that state; tool use has no formula to reveal.
 fn reveals_solution(lp: &Loop<'_>, code: &str, kind: spade_sandbox::EnvKind) -> bool {
+    if kind == spade_sandbox::EnvKind::ToolUse {
+        return false;
+    }
     let Ok(mut s) = lp.pool.load(code, Some(kind), None) else {
         return false;
     };
-    let (Ok(obs), Ok(sol)) = (s.reset(Some(0)), s.solution()) else {
-        return false;
-    };
-    let sol = sol.trim();
-    if sol.is_empty() || kind == spade_sandbox::EnvKind::ToolUse {
-        return false;
+    match (s.reset(Some(0)), s.solution()) {
+        (Ok(obs), Ok(sol)) => spade::metrics::reveals_formula(&obs.obs, &sol),
+        _ => false,
     }
-    let o = obs.obs.to_lowercase();
-    let l = sol.to_lowercase();
-    [
-        format!("\\boxed{{{l}}}"),
-        format!("answer is {l}"),
-        format!("answer: {l}"),
-        format!("= {l}\n"),
-    ]
-    .iter()
-    .any(|p| o.contains(p.as_str()))
 }
 
 /// Embeddings of new environments for the Vendi window: the policy's mean-pooled hidden states
@@ -291,7 +275,7 @@ fn embed(lp: &mut Loop<'_>, envs: &[LiveEnv]) -> Result<(), WorkerError> {
     let vectors = vectors.unwrap_or_else(|| {
         envs.iter()
             .map(|e| {
-                interim::ngram_embedding(&e.code)
+                spade::metrics::vendi::ngram_embedding(&e.code, 256)
                     .iter()
                     .map(|&x| x as f32)
                     .collect()

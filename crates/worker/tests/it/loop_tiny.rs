@@ -115,7 +115,7 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
             }
             Message::Metrics { step, values, .. } => {
                 assert!(values.contains_key("envs"));
-                assert!(values.contains_key("acceptance_rate"), "{values:?}");
+                assert!(values.contains_key("acceptance_rate_run"), "{values:?}");
                 for (k, v) in values {
                     assert!(v.is_finite(), "{k} = {v}");
                 }
