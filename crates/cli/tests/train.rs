@@ -34,7 +34,6 @@ fn a_killed_run_resumes_without_losing_or_duplicating_outputs()
     cfg.curriculum.envs_per_skill = 1;
     cfg.hint.plays = 2;
     cfg.agent.global_batch = 4;
-    cfg.agent.max_turns = 3;
     let dir = tempfile::tempdir()?;
     let config = dir.path().join("run.toml");
     std::fs::write(&config, cfg.to_toml())?;

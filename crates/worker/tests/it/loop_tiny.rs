@@ -27,7 +27,8 @@ fn cache_dir() -> PathBuf {
 }
 
 /// The demo configuration, cut to three steps and fewer environments (the warm start depends
-/// only on fields left unchanged, so it is the demo's).
+/// only on fields left unchanged, so it is the demo's: keep `agent.max_turns`, which the
+/// designer prompt states).
 pub fn three_step_config() -> Result<RunConfig, Box<dyn std::error::Error>> {
     let text = std::fs::read_to_string(repo().join("configs/tiny-demo.toml"))?;
     let mut cfg = RunConfig::from_toml_str(&text)?;
@@ -37,7 +38,6 @@ pub fn three_step_config() -> Result<RunConfig, Box<dyn std::error::Error>> {
     cfg.curriculum.envs_per_skill = 1;
     cfg.hint.plays = 2;
     cfg.agent.global_batch = 4;
-    cfg.agent.max_turns = 3;
     Ok(cfg)
 }
 
