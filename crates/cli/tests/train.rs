@@ -64,11 +64,25 @@ fn a_killed_run_resumes_without_losing_or_duplicating_outputs()
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        child.try_wait()?.is_none(),
+        "the run finished before it could be killed; the test needs a run in flight"
+    );
     child.kill()?; // SIGKILL
     child.wait()?;
     let before = FileSink::read_all(&out)?;
     assert!(!before.is_empty());
+    let state = std::fs::read_to_string(out.join("checkpoints/latest/state.json"))?;
+    let step = serde_json::from_str::<serde_json::Value>(&state)?["step"]
+        .as_u64()
+        .ok_or("state.json has no step")?;
+    assert!(step < 3, "killed mid-run: {step} of 3 steps committed");
+    assert!(
+        !before
+            .iter()
+            .any(|e| matches!(&e.message, Message::Finished { .. })),
+        "the killed run must not have finished"
+    );
 
     let resumed = spade()
         .args(["train", "--resume", "--config"])
