@@ -7,9 +7,9 @@ use crate::train_cmd::{CommonArgs, progress};
 use anyhow::Context;
 use clap::Args;
 use spade::config::RunConfig;
-use spade::report::FinishStatus;
+use spade::report::{Envelope, FinishStatus, Message};
 use spade_worker::run;
-use spade_worker::sink::{HttpSink, fetch_config};
+use spade_worker::sink::{HttpSink, Sink, fetch_config};
 use spade_worker::state::StateStore;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,7 +49,13 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let (bar, mut on) = progress(cfg.run.steps);
     let outcome = run::run(&cfg, &opts, &store, &mut sink, &mut on);
     bar.finish_and_clear();
-    let outcome = outcome?;
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            report_failure(&store, &mut sink, &args.run, &e.to_string());
+            return Err(e.into());
+        }
+    };
     eprintln!(
         "spade worker: run {} {:?} after {} steps",
         args.run, outcome.status, outcome.steps
@@ -58,4 +64,24 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         FinishStatus::Succeeded | FinishStatus::Cancelled => ExitCode::SUCCESS,
         FinishStatus::Failed => ExitCode::from(1),
     })
+}
+
+/// Tells the service the run failed (best effort: the error itself is what the caller sees).
+/// The message takes a sequence number no earlier message can have used.
+fn report_failure(store: &StateStore, sink: &mut HttpSink, run_id: &str, message: &str) {
+    let seq = store.seq_floor();
+    if store.reserve(seq).is_err() {
+        return;
+    }
+    let env = Envelope::new(
+        run_id,
+        seq,
+        Message::Finished {
+            status: FinishStatus::Failed,
+            message: message.chars().take(2000).collect(),
+        },
+    );
+    if sink.deliver(&[env]).is_ok() {
+        let _ = sink.flush(std::time::Duration::from_secs(10));
+    }
 }
