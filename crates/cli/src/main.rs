@@ -1,12 +1,13 @@
-//! `spade`: a thin binary over the library crates. Subcommands that belong to later milestones
-//! are listed so `--help` shows the whole surface, and say so when run.
+//! `spade`: a thin binary over the library crates; each subcommand lives in its own `*_cmd.rs`.
 
 mod env_cmd;
 mod eval_cmd;
 mod model_cmd;
+mod train_cmd;
 mod vendi_cmd;
+mod worker_cmd;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -32,10 +33,11 @@ enum Command {
     /// Create, inspect and sample from policy checkpoints (Hugging Face layout).
     #[command(subcommand)]
     Model(model_cmd::ModelCommand),
-    /// Run a training worker for a run scheduled by the service.
-    Worker(WorkerArgs),
-    /// Run SPADE training standalone into a run directory.
-    Train(TrainArgs),
+    /// Run a training worker for a run scheduled by the service (reports over HTTP, resumes
+    /// from its --data-dir).
+    Worker(worker_cmd::WorkerArgs),
+    /// Run SPADE training standalone into a run directory (--resume continues it).
+    Train(train_cmd::TrainArgs),
     /// Print the Vendi score of a square similarity matrix given as JSON.
     Vendi(vendi_cmd::VendiArgs),
     /// Evaluate a checkpoint on a held-out suite.
@@ -78,32 +80,6 @@ enum KindArg {
     ToolUse,
 }
 
-#[derive(Debug, Args)]
-struct WorkerArgs {
-    /// Run id assigned by the service.
-    #[arg(long)]
-    run: i64,
-    /// Base URL of the service.
-    #[arg(long)]
-    server: String,
-    /// The run's worker token.
-    #[arg(long, env = "SPADE_WORKER_TOKEN", hide_env_values = true)]
-    token: String,
-}
-
-#[derive(Debug, Args)]
-struct TrainArgs {
-    /// Run configuration (TOML).
-    #[arg(long)]
-    config: PathBuf,
-    /// Run directory for outputs.
-    #[arg(long)]
-    out: PathBuf,
-    /// Continue from the last checkpoint in --out.
-    #[arg(long)]
-    resume: bool,
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -127,24 +103,12 @@ fn main() -> ExitCode {
         }) => env_cmd::play(&file, seed, &actions, json),
         Command::Model(cmd) => model_cmd::run(cmd),
         Command::Eval(args) => eval_cmd::run(args),
+        Command::Train(args) => train_cmd::run(args),
+        Command::Worker(args) => worker_cmd::run(args),
         Command::Vendi(args) => vendi_cmd::run(&args),
-        other => return not_yet(&other),
     };
     result.unwrap_or_else(|e| {
         eprintln!("spade: {e:#}");
         ExitCode::from(2)
     })
-}
-
-fn not_yet(command: &Command) -> ExitCode {
-    let (name, milestone) = match command {
-        Command::Env(_) => ("env", "the sandbox milestone (issue 3)"),
-        Command::Model(_) => ("model", "the policy milestone (issue 4)"),
-        Command::Worker(_) | Command::Train(_) | Command::Vendi(_) => {
-            ("worker/train/vendi", "the SPADE loop milestone (issue 5)")
-        }
-        Command::Eval(_) => ("eval", "the evaluation milestone (issue 8)"),
-    };
-    eprintln!("spade {name}: not available in this build yet; it arrives with {milestone}");
-    ExitCode::from(2)
 }

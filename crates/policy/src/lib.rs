@@ -6,6 +6,7 @@
 //! - [`sample`]: batched sampling with a KV cache; [`chat`]: the three roles' templates.
 //! - [`grpo`]: the GRPO step (its module doc states the exact variant); [`sft`]: supervised
 //!   fine-tuning; [`train`]: what they share.
+//! - [`embed`]: mean-pooled hidden states (for diversity metrics).
 //! - [`preset`]: the tiny model for tests and the CPU demo.
 //!
 //! CPU runs in float32; on CUDA, weights default to bf16 for sampling ([`default_kind`]) and
@@ -13,6 +14,7 @@
 
 pub mod chat;
 pub mod checkpoint;
+pub mod embed;
 pub mod error;
 pub mod grpo;
 pub mod policy;

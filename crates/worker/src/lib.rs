@@ -2,3 +2,60 @@
 //! (every generated environment in its own runner process) and `spade-policy` (libtorch). It
 //! writes to a run directory or reports to the service; it never executes generated code itself.
 //! The sandbox runner is located by `spade_sandbox::default_runner_path`.
+//!
+//! - [`play`]: multi-turn agent episodes through the sandbox pool;
+//! - [`designer`]: designer prompts, attempts, code extraction, validation, the hint call;
+//! - [`warmstart`]: SFT of the tiny model on the seed library, cached by content hash;
+//! - [`run`]: the training loop, one step at a time (spec "One training step");
+//! - [`state`]: what a checkpoint holds so `--resume` continues where a run stopped;
+//! - [`sink`]: where the reports go (a run directory, or the service over HTTP).
+
+pub mod designer;
+pub mod play;
+pub mod run;
+pub mod seeds;
+pub mod sink;
+pub mod state;
+pub mod warmstart;
+
+/// Errors of the worker library.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The policy failed (libtorch, tokenizer, checkpoint files).
+    #[error("policy: {0}")]
+    Policy(#[from] spade_policy::PolicyError),
+    /// The model cannot play a role (e.g. no chat end token).
+    #[error("model: {0}")]
+    Model(String),
+    /// The sandbox itself (not an environment) failed.
+    #[error("sandbox: {0}")]
+    Sandbox(#[from] spade_sandbox::SandboxError),
+    /// A file of the run directory, the cache or the seed library could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    /// Persisted state or an output file is malformed.
+    #[error("{path}: {message}")]
+    Corrupt { path: String, message: String },
+    /// The configuration cannot be run (a precise message names the field).
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The service refused a request in a way retrying cannot fix (bad token, unknown run).
+    #[error("service: {0}")]
+    Service(String),
+    /// The service asked the run to stop.
+    #[error("the run was cancelled by the service")]
+    Cancelled,
+}
+
+impl WorkerError {
+    /// An I/O error at `path`.
+    pub fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! `spade train`: a SPADE run standalone, into a run directory (`config.toml`,
+//! `environments.jsonl`, `plays.jsonl`, `metrics.jsonl`, `events.jsonl`, `checkpoints/`), with a
+//! progress bar. `--resume` continues a killed or finished-early run from its last checkpoint.
+
+use anyhow::{Context, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use spade::config::RunConfig;
+use spade_worker::run::{self, Event, RunOptions};
+use spade_worker::sink::FileSink;
+use spade_worker::state::StateStore;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Run configuration (TOML; every key of `spade::config::RunConfig`, omitted keys take the
+    /// paper's defaults).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Run directory for the outputs; must be empty or absent unless --resume.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Continue from the last checkpoint in --out (its config.toml must match --config).
+    #[arg(long)]
+    pub resume: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// Settings shared by `spade train` and `spade worker`.
+#[derive(Debug, Args)]
+pub struct CommonArgs {
+    /// The seed environment library (warm start of the tiny model).
+    #[arg(long, default_value = "envs/seed")]
+    pub seeds: PathBuf,
+    /// Environment episodes (sandbox runners) played at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// libtorch threads (1 is fastest for the tiny model on a small machine).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Epochs of the tiny model's warm start (cached by content hash in $SPADE_CACHE).
+    #[arg(long, default_value_t = run::DEFAULT_WARM_EPOCHS)]
+    pub warm_epochs: usize,
+    /// Designer samples validated after the warm start to measure its acceptance rate.
+    #[arg(long, default_value_t = run::DEFAULT_WARM_MEASURE)]
+    pub warm_measure: usize,
+}
+
+/// Where warm starts are cached: `$SPADE_CACHE/warmstart`, else `~/.cache/spade-studio/warmstart`.
+pub fn cache_dir() -> PathBuf {
+    let root = std::env::var_os("SPADE_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/spade-studio")))
+        .unwrap_or_else(|| std::env::temp_dir().join("spade-studio"));
+    root.join("warmstart")
+}
+
+impl CommonArgs {
+    pub fn options(&self, run_id: String, resume: bool) -> anyhow::Result<RunOptions> {
+        spade_policy::embed::set_threads(self.threads);
+        if !self.seeds.is_dir() {
+            bail!(
+                "--seeds {}: not a directory (the seed library, envs/seed in the repository)",
+                self.seeds.display()
+            );
+        }
+        let mut o = RunOptions::new(run_id, self.seeds.clone(), cache_dir());
+        o.concurrency = self.concurrency.max(1);
+        o.warm_epochs = self.warm_epochs;
+        o.warm_measure = self.warm_measure;
+        o.resume = resume;
+        Ok(o)
+    }
+}
+
+/// A progress bar fed by the loop's events.
+pub fn progress(total: u64) -> (ProgressBar, impl FnMut(Event)) {
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] step {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let b = bar.clone();
+    let mut acceptance = String::from("-");
+    let on = move |e: Event| match e {
+        Event::Phase { phase, step, .. } => {
+            b.set_position(step);
+            b.set_message(format!("{phase} | acceptance {acceptance}"));
+        }
+        Event::Step {
+            step,
+            metrics,
+            total,
+        } => {
+            if let Some(a) = metrics.get("acceptance_rate_run") {
+                acceptance = format!("{a:.2}");
+            }
+            if b.is_hidden() {
+                let get = |k: &str| metrics.get(k).map_or("-".into(), |v| format!("{v:.3}"));
+                eprintln!(
+                    "step {}/{total}: acceptance {acceptance}, envs {}, mean regret {}, learnable share {}",
+                    step + 1,
+                    get("envs"),
+                    get("regret_mean"),
+                    get("learnable_share"),
+                );
+            }
+            b.set_position(step + 1);
+            let regret = metrics
+                .get("regret_mean")
+                .map_or("-".into(), |r| format!("{r:.3}"));
+            b.set_message(format!("done | acceptance {acceptance} | regret {regret}"));
+        }
+        // Without a terminal the bar draws nothing (and println with it): log to stderr.
+        Event::Log(line) if b.is_hidden() => eprintln!("{line}"),
+        Event::Log(line) => b.println(line),
+    };
+    (bar, on)
+}
+
+pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.config)
+        .with_context(|| format!("cannot read {}", args.config.display()))?;
+    let cfg = RunConfig::from_toml_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.config.display()))?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let stored = args.out.join("config.toml");
+    if args.resume {
+        let before = std::fs::read_to_string(&stored)
+            .with_context(|| format!("--resume: cannot read {}", stored.display()))?;
+        let before = RunConfig::from_toml_str(&before)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", stored.display()))?;
+        if before != cfg {
+            bail!(
+                "--resume: {} differs from {}; a run resumes with its own configuration",
+                args.config.display(),
+                stored.display()
+            );
+        }
+    } else {
+        let busy = std::fs::read_dir(&args.out)
+            .with_context(|| format!("cannot read {}", args.out.display()))?
+            .next()
+            .is_some();
+        if busy {
+            bail!(
+                "--out {} is not empty; pass --resume to continue the run in it",
+                args.out.display()
+            );
+        }
+        std::fs::write(&stored, cfg.to_toml())
+            .with_context(|| format!("cannot write {}", stored.display()))?;
+    }
+    let run_id = args
+        .out
+        .file_name()
+        .map_or("run".into(), |n| n.to_string_lossy().into_owned());
+    let opts = args.common.options(run_id, args.resume)?;
+    let mut sink = FileSink::open(&args.out)?;
+    let store = StateStore::new(&args.out);
+    let started = Instant::now();
+    let (bar, mut on) = progress(cfg.run.steps);
+    let outcome = run::run(&cfg, &opts, &store, &mut sink, &mut on);
+    bar.finish_and_clear();
+    let outcome = outcome?;
+    let m = &outcome.last_metrics;
+    let get = |k: &str| m.get(k).map_or("-".to_string(), |v| format!("{v:.3}"));
+    println!(
+        "{:?} after {} steps in {:.0} s: acceptance {}, mean regret {}, learnable share {}, vendi/n {}",
+        outcome.status,
+        outcome.steps,
+        started.elapsed().as_secs_f64(),
+        get("acceptance_rate_run"),
+        get("regret_mean"),
+        get("learnable_share"),
+        get("vendi_per_n"),
+    );
+    if let Some(w) = &outcome.warm_start {
+        println!(
+            "warm start: designer acceptance {}/{} ({:.2})",
+            w.accepted, w.measured, w.acceptance_rate
+        );
+    }
+    println!("outputs in {}", args.out.display());
+    Ok(ExitCode::SUCCESS)
+}

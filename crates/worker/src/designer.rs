@@ -1,0 +1,204 @@
+//! The designer and hint roles (spec, "One training step", items 2 to 4): sampling environment
+//! code for each slot, up to N attempts per slot, extracting the Python block, validating it in
+//! the sandbox (rejections keep their reason), and the separate hint call (temperature 0.3, not
+//! trained).
+//!
+//! Attempts of all open slots are sampled as one batch; a slot closes at its first accepted
+//! environment. Every attempt, accepted or not, is a designer sample: its prompt ids, sampled
+//! tokens and the sampler's log-probs are kept so the delayed update (k steps later) can weight
+//! the tokens by truncated importance sampling against the policy that wrote them.
+
+use crate::WorkerError;
+use serde::{Deserialize, Serialize};
+use spade::parse;
+use spade::prompt::{self, ChatPrompt};
+use spade_policy::Policy;
+use spade_policy::chat::Role;
+use spade_policy::sample::{SamplingParams, generate};
+use spade_policy::tokenizer::IM_END;
+use spade_sandbox::{EnvKind, Pool, ValidationConfig, validate};
+
+/// One designer sample, kept for the delayed update.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DesignerSample {
+    pub env_id: String,
+    pub skill: String,
+    pub prompt_ids: Vec<i64>,
+    pub tokens: Vec<i64>,
+    /// The sampler's log-probs at generation (the behaviour policy of the delayed update).
+    pub logprobs: Vec<f32>,
+}
+
+/// One attempt at a slot.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub env_id: String,
+    /// The Python code extracted from the reply (the whole reply when no block was found).
+    pub code: String,
+    pub accepted: bool,
+    /// Machine-readable reason (`no_code_block`, or the validator's reason in snake_case).
+    pub rejection_reason: Option<String>,
+    pub rejection_message: Option<String>,
+    pub max_turns: Option<u32>,
+    pub sample: DesignerSample,
+}
+
+/// What to sample for one slot.
+#[derive(Debug, Clone)]
+pub struct Slot {
+    pub skill: String,
+    pub kind: EnvKind,
+}
+
+/// Sampling and validation settings.
+#[derive(Debug, Clone)]
+pub struct DesignOptions {
+    pub attempts: u32,
+    pub temperature: f64,
+    pub max_new_tokens: usize,
+    pub validation: ValidationConfig,
+}
+
+/// Samples and validates environments for `slots`. `prompt(slot, attempt)` builds the
+/// designer prompt (`spade::prompt::designer_prompt`: skill, corpus document, memory examples,
+/// contract) for each attempt, so a fresh corpus document can be drawn per attempt. `env_id(slot, attempt)` names
+/// each attempt. Returns every attempt per slot, in order; the last one is accepted when any is.
+#[allow(clippy::too_many_arguments)]
+pub fn design(
+    policy: &Policy,
+    pool: &Pool,
+    slots: &[Slot],
+    opts: &DesignOptions,
+    mut prompt: impl FnMut(usize, u32) -> ChatPrompt,
+    env_id: impl Fn(usize, u32) -> String,
+    sample_seed: impl Fn(usize, u32) -> u64,
+    mut on_attempt: impl FnMut(usize, &Attempt),
+) -> Result<Vec<Vec<Attempt>>, WorkerError> {
+    let tok = policy.require_tokenizer()?;
+    let end = tok
+        .token_id(IM_END)
+        .ok_or_else(|| WorkerError::Model("the tokenizer has no <|im_end|> token".into()))?;
+    let params = SamplingParams {
+        temperature: opts.temperature,
+        top_p: 1.0,
+        max_new_tokens: opts.max_new_tokens,
+        stop_token_ids: vec![end],
+        stop_strings: vec![],
+    };
+    let mut out: Vec<Vec<Attempt>> = slots.iter().map(|_| Vec::new()).collect();
+    for attempt in 0..opts.attempts {
+        let open: Vec<usize> = (0..slots.len())
+            .filter(|&i| !out[i].last().is_some_and(|a| a.accepted))
+            .collect();
+        if open.is_empty() {
+            break;
+        }
+        let mut prompts = Vec::with_capacity(open.len());
+        for &i in &open {
+            let p = prompt(i, attempt);
+            prompts.push(tok.encode(&render(&p))?);
+        }
+        let seeds: Vec<u64> = open.iter().map(|&i| sample_seed(i, attempt)).collect();
+        let completions = generate(policy.model(), &prompts, &seeds, &params, Some(tok))?;
+        for ((&i, prompt_ids), c) in open.iter().zip(prompts).zip(completions) {
+            let reply = c.text.clone().unwrap_or_default();
+            let sample = DesignerSample {
+                env_id: env_id(i, attempt),
+                skill: slots[i].skill.clone(),
+                prompt_ids,
+                tokens: c.tokens,
+                logprobs: c.logprobs,
+            };
+            let a = match parse::extract_code(&reply) {
+                Err(e) => Attempt {
+                    env_id: sample.env_id.clone(),
+                    code: reply,
+                    accepted: false,
+                    rejection_reason: Some("no_code".into()),
+                    rejection_message: Some(e.to_string()),
+                    max_turns: None,
+                    sample,
+                },
+                Ok(code) => {
+                    let mut vcfg = opts.validation.clone();
+                    vcfg.kind = Some(slots[i].kind);
+                    let report = validate(pool, &code, &vcfg);
+                    let (reason, message) = match &report.rejection {
+                        Some(r) => (
+                            Some(snake(&r.reason)),
+                            Some(format!("{}: {}", snake(&r.check), r.message)),
+                        ),
+                        None => (None, None),
+                    };
+                    Attempt {
+                        env_id: sample.env_id.clone(),
+                        code,
+                        accepted: report.accepted,
+                        rejection_reason: reason,
+                        rejection_message: message,
+                        max_turns: report.max_turns,
+                        sample,
+                    }
+                }
+            };
+            on_attempt(i, &a);
+            out[i].push(a);
+        }
+    }
+    Ok(out)
+}
+
+/// A serde enum's snake_case name.
+fn snake<T: Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// A core prompt in the policy's chat template, ready to sample.
+pub fn render(p: &ChatPrompt) -> String {
+    Role::Designer.prompt(Some(&p.system), &p.user)
+}
+
+/// The hint prompt for `code`, cut to `max_code_chars` characters (the tiny model's context is
+/// short; real models get the whole code).
+pub fn hint_prompt(code: &str, max_code_chars: usize) -> ChatPrompt {
+    let cut: String = code.chars().take(max_code_chars).collect();
+    prompt::hint_prompt(&cut)
+}
+
+/// Hints for accepted environments, one batch, at the hint temperature (spec 4: 0.3). Not
+/// trained: the log-probs are dropped.
+pub fn hints(
+    policy: &Policy,
+    codes: &[&str],
+    temperature: f64,
+    max_new_tokens: usize,
+    max_code_chars: usize,
+    seeds: &[u64],
+) -> Result<Vec<String>, WorkerError> {
+    if codes.is_empty() {
+        return Ok(vec![]);
+    }
+    let tok = policy.require_tokenizer()?;
+    let end = tok
+        .token_id(IM_END)
+        .ok_or_else(|| WorkerError::Model("the tokenizer has no <|im_end|> token".into()))?;
+    let prompts = codes
+        .iter()
+        .map(|c| tok.encode(&render(&hint_prompt(c, max_code_chars))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let params = SamplingParams {
+        temperature,
+        top_p: 1.0,
+        max_new_tokens,
+        stop_token_ids: vec![end],
+        stop_strings: vec![],
+    };
+    let outs = generate(policy.model(), &prompts, seeds, &params, Some(tok))?;
+    Ok(outs
+        .into_iter()
+        .map(|c| c.text.unwrap_or_default().trim().to_string())
+        .collect())
+}

@@ -1,0 +1,384 @@
+//! Multi-turn agent play through the sandbox (spec, "One training step", items 5 and 6).
+//!
+//! Every episode of one environment runs in its own sandboxed runner (an environment instance
+//! has state); the agent's turns of all running episodes are sampled as one batch. Token ids
+//! are built incrementally: the sampled tokens are appended exactly as sampled, then the next
+//! observation's chat frame, so the sequence GRPO trains on is the one the sampler saw, and the
+//! stored log-probs line up with it.
+//!
+//! Episode return (spec 6): the last reward clamped to [-1, 1] if the episode terminated, else 0
+//! (truncated, out of turns, out of context, or stopped by a sandbox failure). A step that times
+//! out, or an environment that fails while being played, marks the play `failure`; the designer
+//! reward of such an environment is the spec's -0.5 ("invalid environment or a step timeout").
+
+use crate::WorkerError;
+use spade::parse::{self, FormatError, ToolAction};
+use spade::prompt;
+use spade::report::{Turn, TurnRole};
+use spade_policy::Policy;
+use spade_policy::chat::Role;
+use spade_policy::sample::{Finish, SamplingParams, generate};
+use spade_policy::tokenizer::{IM_END, Tokenizer};
+use spade_sandbox::{EnvKind, EnvSession, Pool, SandboxError};
+
+/// spec "Play": at most 25 turns per episode.
+pub const MAX_TURNS: u32 = 25;
+
+/// How to play.
+#[derive(Debug, Clone)]
+pub struct PlayOptions {
+    /// Turn cap (the environment's own `max_turns` applies too; the smaller wins).
+    pub max_turns: u32,
+    /// Tokens the agent may write per turn.
+    pub max_new_tokens: usize,
+    /// spec "Play": 0.6.
+    pub temperature: f64,
+    /// Longest token sequence of an episode; an episode that would pass it ends truncated.
+    pub max_context: usize,
+    /// Characters of a hint shown to the agent (longer hints are cut).
+    pub max_hint_chars: usize,
+}
+
+impl Default for PlayOptions {
+    fn default() -> Self {
+        Self {
+            max_turns: MAX_TURNS,
+            max_new_tokens: 512,
+            temperature: 0.6,
+            max_context: 4096,
+            max_hint_chars: 2000,
+        }
+    }
+}
+
+/// Why an episode stopped early through the environment's (not the agent's) fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlayFailure {
+    /// A call exceeded its time limit (spec: counts as an invalid environment).
+    Timeout(String),
+    /// The environment raised, broke its contract, or its runner died.
+    Environment(String),
+}
+
+/// One played episode.
+#[derive(Debug, Clone)]
+pub struct Episode {
+    pub seed: i64,
+    pub with_hint: bool,
+    pub transcript: Vec<Turn>,
+    pub episode_return: f64,
+    pub won: bool,
+    pub turns: u32,
+    pub terminated: bool,
+    /// The episode's tokens (prompt, actions, observations).
+    pub ids: Vec<i64>,
+    /// True on tokens the agent sampled (the ones that train).
+    pub loss_mask: Vec<bool>,
+    /// The sampler's log-prob of each token (0 where the mask is false).
+    pub logprobs: Vec<f32>,
+    /// Turns whose reply had no action element (`\boxed{}`, `<tool_call>`, `<answer>`).
+    pub format_errors: u32,
+    /// Every reward the environment gave, in order (for the distinct-reward-levels metric).
+    pub rewards: Vec<f64>,
+    pub failure: Option<PlayFailure>,
+}
+
+/// The environment action of a reply (spec: the last `\boxed{}` for games, the last
+/// `<tool_call>` / `<answer>` for tool use), or why the reply has none.
+pub fn env_action(kind: EnvKind, reply: &str) -> Result<String, FormatError> {
+    match kind {
+        EnvKind::Game => parse::game_action(reply),
+        EnvKind::ToolUse => match parse::tool_action(reply)? {
+            ToolAction::Done => Ok("<answer>done</answer>".to_string()),
+            ToolAction::Call { name, arguments } => Ok(format!(
+                "<tool_call>{}</tool_call>",
+                serde_json::json!({"name": name, "arguments": arguments})
+            )),
+        },
+    }
+}
+
+/// The algorithm's twin of the sandbox's kind.
+pub fn core_kind(kind: EnvKind) -> spade::EnvKind {
+    match kind {
+        EnvKind::Game => spade::EnvKind::Game,
+        EnvKind::ToolUse => spade::EnvKind::ToolUse,
+    }
+}
+
+/// The chat frame between an agent turn (which ended with `<|im_end|>`) and the next one.
+pub fn observation_frame(obs: &str) -> String {
+    format!("\n<|im_start|>user\n{obs}{IM_END}\n<|im_start|>assistant\n")
+}
+
+/// Token-level transcript of one episode, shared by play and the warm start so both see the
+/// same layout.
+#[derive(Debug, Clone, Default)]
+pub struct TokenTrace {
+    pub ids: Vec<i64>,
+    pub loss_mask: Vec<bool>,
+    pub logprobs: Vec<f32>,
+}
+
+impl TokenTrace {
+    /// The agent's prompt (its system prompt for `kind`) with its first message.
+    pub fn start(tok: &Tokenizer, kind: EnvKind, first: &str) -> Result<Self, WorkerError> {
+        let system = prompt::agent_system(core_kind(kind));
+        let ids = tok.encode(&Role::Agent.prompt(Some(system), first))?;
+        let n = ids.len();
+        Ok(Self {
+            ids,
+            loss_mask: vec![false; n],
+            logprobs: vec![0.0; n],
+        })
+    }
+
+    /// Appends tokens the agent produced (trained) with their log-probs.
+    pub fn push_action(&mut self, tokens: &[i64], logprobs: &[f32]) {
+        self.ids.extend_from_slice(tokens);
+        self.loss_mask
+            .extend(std::iter::repeat_n(true, tokens.len()));
+        self.logprobs.extend_from_slice(logprobs);
+    }
+
+    /// Appends tokens that are context only (observations, a missing end token).
+    pub fn push_context(&mut self, tokens: &[i64]) {
+        self.ids.extend_from_slice(tokens);
+        self.loss_mask
+            .extend(std::iter::repeat_n(false, tokens.len()));
+        self.logprobs.extend(std::iter::repeat_n(0.0, tokens.len()));
+    }
+}
+
+struct Live {
+    idx: usize,
+    session: EnvSession,
+    trace: TokenTrace,
+    turn_cap: u32,
+    last_obs: String,
+}
+
+/// Plays one episode per seed of `code` (hint plays when `hint` is set). Episodes run in
+/// batches of at most `concurrency` (one runner each); `sample_seed` derives every row's seed.
+/// (Many arguments: each is one independent knob of a play batch.)
+#[allow(clippy::too_many_arguments)]
+pub fn play_env(
+    policy: &Policy,
+    pool: &Pool,
+    code: &str,
+    kind: EnvKind,
+    hint: Option<&str>,
+    seeds: &[i64],
+    opts: &PlayOptions,
+    concurrency: usize,
+    sample_seed: u64,
+) -> Result<Vec<Episode>, WorkerError> {
+    let tok = policy.require_tokenizer()?;
+    let end = tok
+        .token_id(IM_END)
+        .ok_or_else(|| WorkerError::Model("the tokenizer has no <|im_end|> token".into()))?;
+    let mut episodes: Vec<Episode> = seeds
+        .iter()
+        .map(|&seed| Episode {
+            seed,
+            with_hint: hint.is_some(),
+            transcript: vec![],
+            episode_return: 0.0,
+            won: false,
+            turns: 0,
+            terminated: false,
+            ids: vec![],
+            loss_mask: vec![],
+            logprobs: vec![],
+            format_errors: 0,
+            rewards: vec![],
+            failure: None,
+        })
+        .collect();
+    let idxs: Vec<usize> = (0..seeds.len()).collect();
+    for chunk in idxs.chunks(concurrency.max(1)) {
+        let mut live = Vec::new();
+        for &i in chunk {
+            let ep = &mut episodes[i];
+            let started = pool
+                .load(code, Some(kind), None)
+                .and_then(|mut s| s.reset(Some(ep.seed)).map(|obs| (s, obs)));
+            match started {
+                Ok((session, obs)) => {
+                    let hint: Option<String> =
+                        hint.map(|h| h.chars().take(opts.max_hint_chars).collect());
+                    let first = prompt::agent_first_message(&obs.obs, hint.as_deref());
+                    ep.transcript.push(Turn {
+                        role: TurnRole::User,
+                        content: first.clone(),
+                    });
+                    let turn_cap = session.max_turns.min(opts.max_turns).max(1);
+                    live.push(Live {
+                        idx: i,
+                        session,
+                        trace: TokenTrace::start(tok, kind, &first)?,
+                        turn_cap,
+                        last_obs: obs.obs,
+                    });
+                }
+                Err(e) => ep.failure = Some(failure_of(e)),
+            }
+        }
+        play_batch(
+            policy,
+            tok,
+            end,
+            kind,
+            &mut live,
+            &mut episodes,
+            opts,
+            sample_seed,
+        )?;
+    }
+    Ok(episodes)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn play_batch(
+    policy: &Policy,
+    tok: &Tokenizer,
+    end: i64,
+    kind: EnvKind,
+    live: &mut Vec<Live>,
+    episodes: &mut [Episode],
+    opts: &PlayOptions,
+    sample_seed: u64,
+) -> Result<(), WorkerError> {
+    let params = SamplingParams {
+        temperature: opts.temperature,
+        top_p: 1.0,
+        max_new_tokens: opts.max_new_tokens,
+        stop_token_ids: vec![end],
+        stop_strings: vec![],
+    };
+    let mut finished: Vec<Live> = Vec::new();
+    while !live.is_empty() {
+        // Episodes whose next turn would not fit the context end truncated (return 0).
+        let (fit, over): (Vec<Live>, Vec<Live>) = live
+            .drain(..)
+            .partition(|l| l.trace.ids.len() + opts.max_new_tokens <= opts.max_context);
+        finished.extend(over);
+        *live = fit;
+        if live.is_empty() {
+            break;
+        }
+        let prompts: Vec<Vec<i64>> = live.iter().map(|l| l.trace.ids.clone()).collect();
+        let row_seeds: Vec<u64> = live
+            .iter()
+            .map(|l| {
+                let ep = &episodes[l.idx];
+                crate::seeds::derive(sample_seed, &[l.idx as u64, u64::from(ep.turns)])
+            })
+            .collect();
+        let outs = generate(policy.model(), &prompts, &row_seeds, &params, Some(tok))?;
+        let mut keep = Vec::new();
+        for (mut l, out) in live.drain(..).zip(outs) {
+            let ep = &mut episodes[l.idx];
+            l.trace.push_action(&out.tokens, &out.logprobs);
+            if out.finish != Finish::StopToken {
+                l.trace.push_context(&[end]);
+            }
+            let reply = out.text.unwrap_or_default();
+            ep.transcript.push(Turn {
+                role: TurnRole::Assistant,
+                content: reply.clone(),
+            });
+            ep.turns += 1;
+            let action = match env_action(kind, &reply) {
+                Ok(a) => a,
+                Err(e) => {
+                    // A malformed turn: the environment is not stepped; the agent is told what
+                    // was wrong and sees the same observation (spec: a format error costs -0.1,
+                    // which only matters if it is the last reward of a terminated episode, and
+                    // a format error never terminates).
+                    ep.format_errors += 1;
+                    let obs = prompt::format_error_message(&e, &l.last_obs);
+                    ep.transcript.push(Turn {
+                        role: TurnRole::User,
+                        content: obs.clone(),
+                    });
+                    if ep.turns >= l.turn_cap {
+                        finished.push(l);
+                    } else {
+                        l.trace.push_context(&tok.encode(&observation_frame(&obs))?);
+                        keep.push(l);
+                    }
+                    continue;
+                }
+            };
+            match l.session.step(&action) {
+                Ok(r) => {
+                    ep.rewards.push(r.reward);
+                    ep.transcript.push(Turn {
+                        role: TurnRole::User,
+                        content: r.obs.clone(),
+                    });
+                    if r.terminated {
+                        ep.terminated = true;
+                        ep.episode_return = spade::reward::episode_return(r.reward, true);
+                        // A win gives reward 1.0 and terminates (spec "Environment contract").
+                        ep.won = (r.reward - 1.0).abs() < 1e-9;
+                        finished.push(l);
+                    } else if r.truncated || ep.turns >= l.turn_cap {
+                        finished.push(l);
+                    } else {
+                        let frame = tok.encode(&observation_frame(&r.obs))?;
+                        l.trace.push_context(&frame);
+                        l.last_obs = r.obs;
+                        keep.push(l);
+                    }
+                }
+                Err(e) => {
+                    ep.failure = Some(failure_of(e));
+                    finished.push(l);
+                }
+            }
+        }
+        *live = keep;
+    }
+    for l in finished {
+        let ep = &mut episodes[l.idx];
+        ep.ids = l.trace.ids;
+        ep.loss_mask = l.trace.loss_mask;
+        ep.logprobs = l.trace.logprobs;
+    }
+    Ok(())
+}
+
+fn failure_of(e: SandboxError) -> PlayFailure {
+    match e {
+        SandboxError::Timeout { .. } => PlayFailure::Timeout(e.to_string()),
+        other => PlayFailure::Environment(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_are_normalised_per_kind() {
+        assert_eq!(
+            env_action(EnvKind::Game, "so \\boxed{1} or \\boxed{ 7 }").ok(),
+            Some("\\boxed{7}".to_string())
+        );
+        assert!(env_action(EnvKind::Game, "I think 7").is_err());
+        let call = env_action(
+            EnvKind::ToolUse,
+            "<tool_call>{\"name\": \"get\", \"arguments\": {\"id\": 3}}</tool_call>",
+        );
+        assert_eq!(
+            call.ok(),
+            Some("<tool_call>{\"arguments\":{\"id\":3},\"name\":\"get\"}</tool_call>".to_string())
+        );
+        assert_eq!(
+            env_action(EnvKind::ToolUse, "ok <answer>done</answer>").ok(),
+            Some("<answer>done</answer>".to_string())
+        );
+    }
+}

@@ -1,0 +1,561 @@
+//! The training loop (spec, "One training step"), one step at a time:
+//!
+//! 1. for each environment kind whose window ends now (every k steps: 4 games, 8 tool use):
+//!    score the closing window's environments (regret, plateau, blend, penalties), report them,
+//!    update the memory, and train the designer on the window's buffered samples (k steps after
+//!    they were sampled: truncated importance sampling against the stored log-probs); then
+//!    regenerate: rotate the active skills, sample up to N attempts per slot, validate, write a
+//!    hint per accepted environment (temperature 0.3, not trained) and play the hint plays once;
+//! 2. play ceil(global_batch / n_envs) no-hint episodes per live environment, add them to the
+//!    window's tallies, and take one agent GRPO step (z-score advantages per environment group);
+//! 3. compute the step's metrics;
+//! 4. commit: the step's messages go into the state's outbox, the weights and state are written
+//!    atomically, then the outbox is delivered to the sink (see [`crate::state`]).
+//!
+//! Baselines and ablations come from the configuration: fixed-env GRPO loads a directory of
+//! environments once and never generates; a frozen designer generates but never trains; no
+//! memory / no corpus leave those parts out of the designer prompt; the two-skill curriculum
+//! pins two game skills; the EMA reward replaces regret + plateau.
+
+mod generate;
+mod metrics;
+mod score;
+
+use crate::sink::Sink;
+use crate::state::{RunState, StateStore};
+use crate::warmstart::{self, WarmStartOptions};
+use crate::{WorkerError, play, seeds};
+use spade::config::RunConfig;
+use spade::report::{Envelope, FinishStatus, Message, PlayRecord};
+use spade_policy::Policy;
+use spade_policy::grpo::{GrpoConfig, GrpoSample, GrpoTrainer};
+use spade_policy::train::{MaskedSeq, OptimConfig};
+use spade_sandbox::{Pool, PoolConfig, RunnerConfig};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Worker-side settings that are not part of the run configuration (where files are, how much
+/// to run at once, the warm start of the tiny model).
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub run_id: String,
+    pub code_version: String,
+    /// The seed library (warm start of the tiny model).
+    pub seed_dir: PathBuf,
+    /// Where warm-started checkpoints are cached.
+    pub cache_dir: PathBuf,
+    /// Episodes (runner processes) played at once.
+    pub concurrency: usize,
+    /// Longest token sequence of an agent episode.
+    pub max_context: usize,
+    /// Characters of code shown to the hint call.
+    pub hint_code_chars: usize,
+    pub warm_epochs: usize,
+    pub warm_lr: f64,
+    pub warm_measure: usize,
+    /// Continue from the last checkpoint.
+    pub resume: bool,
+}
+
+/// Epochs of the tiny model's warm start (see [`crate::warmstart`]).
+pub const DEFAULT_WARM_EPOCHS: usize = 70;
+/// Designer samples validated after the warm start.
+pub const DEFAULT_WARM_MEASURE: usize = 12;
+
+impl RunOptions {
+    /// The defaults `spade train` uses (tests use them too, so they share its cached warm start).
+    pub fn new(run_id: impl Into<String>, seed_dir: PathBuf, cache_dir: PathBuf) -> Self {
+        Self {
+            run_id: run_id.into(),
+            code_version: env!("CARGO_PKG_VERSION").to_string(),
+            seed_dir,
+            cache_dir,
+            concurrency: 8,
+            max_context: 4096,
+            hint_code_chars: 400,
+            warm_epochs: DEFAULT_WARM_EPOCHS,
+            warm_lr: 3e-3,
+            warm_measure: DEFAULT_WARM_MEASURE,
+            resume: false,
+        }
+    }
+}
+
+/// What the loop tells its caller while it runs (for progress bars and logs).
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A phase of a step began.
+    Phase {
+        step: u64,
+        total: u64,
+        phase: &'static str,
+    },
+    /// A step was committed.
+    Step {
+        step: u64,
+        total: u64,
+        metrics: BTreeMap<String, f64>,
+    },
+    /// A line worth showing.
+    Log(String),
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub status: FinishStatus,
+    /// Steps completed in all (including before a resume).
+    pub steps: u64,
+    pub last_metrics: BTreeMap<String, f64>,
+    /// Acceptance of the warm-started designer (tiny preset only).
+    pub warm_start: Option<warmstart::WarmStartReport>,
+}
+
+pub(crate) struct Loop<'a> {
+    pub cfg: &'a RunConfig,
+    pub opts: &'a RunOptions,
+    pub policy: Policy,
+    pub pool: Pool,
+    pub trainer: GrpoTrainer,
+    pub state: RunState,
+    pub store: &'a StateStore,
+    pub sink: &'a mut dyn Sink,
+    pub on: &'a mut dyn FnMut(Event),
+    /// Messages of the step in flight (delivered at its commit).
+    pub pending: Vec<Message>,
+    pub corpus: Option<spade::corpus::Corpus>,
+    pub step_started: Instant,
+    pub cancel: bool,
+    /// What the step in flight observed, for its metrics.
+    pub obs: metrics::StepObservations,
+}
+
+/// Runs (or resumes) a run to its last step.
+pub fn run(
+    cfg: &RunConfig,
+    opts: &RunOptions,
+    store: &StateStore,
+    sink: &mut dyn Sink,
+    on: &mut dyn FnMut(Event),
+) -> Result<Outcome, WorkerError> {
+    let issues = cfg.validate();
+    if !issues.is_empty() {
+        let text: Vec<String> = issues.iter().map(ToString::to_string).collect();
+        return Err(WorkerError::Config(text.join("; ")));
+    }
+    if (cfg.designer.temperature - cfg.agent.temperature).abs() > 1e-12 {
+        return Err(WorkerError::Config(format!(
+            "designer.temperature ({}) must equal agent.temperature ({}): one GRPO trainer \
+             serves both roles and measures log-probs at one temperature",
+            cfg.designer.temperature, cfg.agent.temperature
+        )));
+    }
+    let mut pool_cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
+    pool_cfg.max_runners = opts.concurrency.max(1);
+    pool_cfg.warm = 1;
+    pool_cfg.call_timeout = Duration::from_secs_f64(cfg.sandbox.step_timeout_s);
+    pool_cfg.runner.limits.max_observation_chars = cfg.sandbox.max_observation_chars;
+    let pool = Pool::new(pool_cfg);
+    let corpus = generate::load_corpus(cfg)?;
+
+    let existing = store.load()?;
+    let mut warm_report = None;
+    let (policy, state) = match (existing, opts.resume) {
+        (Some((dir, st)), true) => {
+            (on)(Event::Log(format!(
+                "resuming at step {} from {}",
+                st.step,
+                dir.display()
+            )));
+            (Policy::load(&dir, spade_policy::default_device())?, st)
+        }
+        (Some((dir, _)), false) => {
+            return Err(WorkerError::Config(format!(
+                "{} already holds a checkpoint; resume it or choose another output directory",
+                dir.display()
+            )));
+        }
+        (None, _) => {
+            let (dir, report) = base_model(cfg, opts, &pool, &corpus, on)?;
+            warm_report = report;
+            let p = Policy::load(&dir, spade_policy::default_device())?;
+            (p, RunState::new(dir.display().to_string(), cfg))
+        }
+    };
+    let grpo = GrpoConfig {
+        clip_low: cfg.grpo.clip_low,
+        clip_high: cfg.grpo.clip_high,
+        kl_coef: cfg.grpo.kl_coef,
+        tis_cap: cfg.grpo.tis_cap,
+        temperature: cfg.agent.temperature,
+        micro_batch: 4,
+        optim: OptimConfig {
+            lr: cfg.grpo.lr,
+            ..OptimConfig::default()
+        },
+    };
+    let trainer = GrpoTrainer::new(&policy, grpo)?;
+    let mut lp = Loop {
+        cfg,
+        opts,
+        policy,
+        pool,
+        trainer,
+        state,
+        store,
+        sink,
+        on,
+        pending: vec![],
+        corpus,
+        step_started: Instant::now(),
+        cancel: false,
+        obs: metrics::StepObservations::default(),
+    };
+    lp.state.next_seq = lp.state.next_seq.max(store.seq_floor());
+    // Whatever the last commit did not get to deliver goes first.
+    let outbox = std::mem::take(&mut lp.state.outbox);
+    lp.deliver(&outbox)?;
+    lp.live(Message::RunStarted {
+        config: cfg.to_json(),
+        code_version: opts.code_version.clone(),
+        total_steps: cfg.run.steps,
+    })?;
+    if cfg.designer.self_judge && !cfg.is_fixed_env() {
+        // Not implemented yet: say so instead of pretending the judge ran.
+        lp.live(Message::Log {
+            level: spade::report::LogLevel::Warn,
+            line: "designer.self_judge is on, but this worker does not run the LLM self-judge \
+                   yet; environments are accepted on the sandbox's checks alone"
+                .into(),
+        })?;
+    }
+    if let Some(r) = &warm_report {
+        lp.live(Message::Log {
+            level: spade::report::LogLevel::Info,
+            line: format!(
+                "warm start: designer acceptance {}/{} ({:.2}), SFT loss {:.3} -> {:.3}",
+                r.accepted, r.measured, r.acceptance_rate, r.first_loss, r.last_loss
+            ),
+        })?;
+    }
+    let mut last = BTreeMap::new();
+    while lp.state.step < cfg.run.steps && !lp.cancel {
+        last = lp.step()?;
+    }
+    let status = if lp.cancel {
+        FinishStatus::Cancelled
+    } else {
+        FinishStatus::Succeeded
+    };
+    lp.finish(status)?;
+    Ok(Outcome {
+        status,
+        steps: lp.state.step,
+        last_metrics: last,
+        warm_start: warm_report,
+    })
+}
+
+/// The checkpoint a new run starts from: the configured model, or the warm-started tiny one.
+fn base_model(
+    cfg: &RunConfig,
+    opts: &RunOptions,
+    pool: &Pool,
+    corpus: &Option<spade::corpus::Corpus>,
+    on: &mut dyn FnMut(Event),
+) -> Result<(PathBuf, Option<warmstart::WarmStartReport>), WorkerError> {
+    if let Some(path) = &cfg.model.path {
+        return Ok((PathBuf::from(path), None));
+    }
+    if cfg.model.preset != "tiny" {
+        return Err(WorkerError::Config(format!(
+            "model.path is required for model.preset = \"{}\" (only \"tiny\" is built here)",
+            cfg.model.preset
+        )));
+    }
+    let kinds = cfg
+        .curriculum
+        .kinds
+        .iter()
+        .map(|k| generate::sandbox_kind(*k))
+        .collect();
+    let w = WarmStartOptions {
+        kinds,
+        seed: cfg.run.seed,
+        epochs: opts.warm_epochs,
+        batch_size: 1,
+        lr: opts.warm_lr,
+        designer_variants: 4,
+        designer_files: 1,
+        agent_episodes: 2,
+        hint_code_chars: opts.hint_code_chars,
+        memory_positives: if cfg.ablation.no_memory {
+            0
+        } else {
+            cfg.memory.positives
+        },
+        memory_negatives: if cfg.ablation.no_memory {
+            0
+        } else {
+            cfg.memory.negatives
+        },
+        memory_code_chars: cfg.memory.code_chars,
+        corpus_docs: corpus
+            .iter()
+            .flat_map(|c| c.documents().iter().take(16))
+            .map(|d| spade::corpus::truncate_words(&d.text, cfg.corpus.game_max_words))
+            .collect(),
+        measure_samples: opts.warm_measure,
+        designer_max_new_tokens: cfg.model.designer_max_new_tokens as usize,
+        max_turns: cfg.agent.max_turns,
+    };
+    let (dir, report) = warmstart::warm_start(&opts.seed_dir, &opts.cache_dir, pool, &w, |l| {
+        on(Event::Log(l.to_string()))
+    })?;
+    Ok((dir, Some(report)))
+}
+
+impl Loop<'_> {
+    fn phase(&mut self, phase: &'static str) -> Result<(), WorkerError> {
+        let (step, total) = (self.state.step, self.cfg.run.steps);
+        (self.on)(Event::Phase { step, total, phase });
+        self.live(Message::Progress {
+            step,
+            total_steps: total,
+            phase: phase.to_string(),
+        })
+    }
+
+    fn next_envelope(&mut self, message: Message) -> Result<Envelope, WorkerError> {
+        let seq = self.state.next_seq;
+        self.store.reserve(seq)?;
+        self.state.next_seq += 1;
+        Ok(Envelope::new(self.opts.run_id.clone(), seq, message))
+    }
+
+    /// Sends a message now (progress, logs): not part of any step's commit.
+    fn live(&mut self, message: Message) -> Result<(), WorkerError> {
+        let env = self.next_envelope(message)?;
+        self.deliver(&[env])
+    }
+
+    fn deliver(&mut self, envs: &[Envelope]) -> Result<(), WorkerError> {
+        if envs.is_empty() {
+            return Ok(());
+        }
+        let d = self.sink.deliver(envs)?;
+        self.cancel |= d.cancel_requested;
+        Ok(())
+    }
+
+    /// One whole step; returns its metrics.
+    fn step(&mut self) -> Result<BTreeMap<String, f64>, WorkerError> {
+        self.step_started = Instant::now();
+        let step = self.state.step;
+        let mut m = BTreeMap::new();
+        if self.cfg.is_fixed_env() {
+            if self.state.windows.is_empty() {
+                self.phase("load fixed pool")?;
+                generate::load_fixed_pool(self)?;
+            }
+        } else {
+            for kind in self.cfg.curriculum.kinds.clone() {
+                let k = self.cfg.regenerate_every(kind);
+                if step.is_multiple_of(k) {
+                    if step > 0 {
+                        self.phase("designer rewards")?;
+                        score::close_window(self, kind, true, &mut m)?;
+                    }
+                    self.phase("generate")?;
+                    generate::regenerate(self, kind, &mut m)?;
+                }
+            }
+        }
+        self.phase("play")?;
+        self.play_and_train(&mut m)?;
+        let obs = std::mem::take(&mut self.obs);
+        metrics::step_metrics(self, obs, &mut m)?;
+        self.pending.push(Message::Metrics {
+            step,
+            elapsed_s: self.state.elapsed_s + self.step_started.elapsed().as_secs_f64(),
+            values: m.clone(),
+        });
+        let every = self.cfg.run.checkpoint_every.max(1);
+        // The last step's snapshot is taken by `finish`, after the last window is scored.
+        let snapshot = (step + 1).is_multiple_of(every) && step + 1 < self.cfg.run.steps;
+        self.commit(step + 1, snapshot)?;
+        let total = self.cfg.run.steps;
+        (self.on)(Event::Step {
+            step,
+            total,
+            metrics: m.clone(),
+        });
+        Ok(m)
+    }
+
+    /// Makes the step durable, then delivers its messages.
+    fn commit(&mut self, next_step: u64, snapshot: bool) -> Result<(), WorkerError> {
+        self.state.elapsed_s += self.step_started.elapsed().as_secs_f64();
+        self.step_started = Instant::now();
+        self.state.step = next_step;
+        let msgs = std::mem::take(&mut self.pending);
+        let mut outbox = Vec::with_capacity(msgs.len());
+        for msg in msgs {
+            outbox.push(self.next_envelope(msg)?);
+        }
+        self.state.outbox = outbox;
+        let policy = &self.policy;
+        self.store
+            .commit(&self.state, |dir| Ok(policy.save(dir)?))?;
+        let outbox = std::mem::take(&mut self.state.outbox);
+        self.deliver(&outbox)?;
+        if snapshot {
+            let (path, bytes) = self.store.snapshot(next_step)?;
+            self.live(Message::Checkpoint {
+                step: next_step,
+                path: path.display().to_string(),
+                bytes,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Scores what is left of the windows (reported, not trained), reports the end.
+    fn finish(&mut self, status: FinishStatus) -> Result<(), WorkerError> {
+        if status == FinishStatus::Succeeded && !self.cfg.is_fixed_env() {
+            let mut m = BTreeMap::new();
+            for kind in self.cfg.curriculum.kinds.clone() {
+                score::close_window(self, kind, false, &mut m)?;
+            }
+        }
+        // The end's checkpoint (also of a cancelled run: it resumes from here).
+        let step = self.state.step;
+        self.commit(step, true)?;
+        self.live(Message::Finished {
+            status,
+            message: format!("{} of {} steps", self.state.step, self.cfg.run.steps),
+        })?;
+        self.sink.flush(Duration::from_secs(60))?;
+        Ok(())
+    }
+
+    /// No-hint plays of every live environment, then one agent GRPO step.
+    fn play_and_train(&mut self, m: &mut BTreeMap<String, f64>) -> Result<(), WorkerError> {
+        let step = self.state.step;
+        let n_envs: usize = self.state.windows.values().map(|w| w.envs.len()).sum();
+        if n_envs == 0 {
+            return Ok(());
+        }
+        // spec 5: ceil(global_batch / n_envs) no-hint plays per environment per step.
+        let per_env = spade::reward::no_hint_plays_per_env(
+            u64::from(self.cfg.agent.global_batch),
+            n_envs as u64,
+        ) as usize;
+        let popts = self.play_options();
+        let mut samples = Vec::new();
+        let mut records = Vec::new();
+        let keys: Vec<String> = self.state.windows.keys().cloned().collect();
+        for key in keys {
+            let n = self.state.windows[&key].envs.len();
+            for e in 0..n {
+                let env = self.state.windows[&key].envs[e].clone();
+                let env_seeds: Vec<i64> = (0..per_env)
+                    .map(|i| env_seed(self.cfg.run.seed, step, &env.env_id, i))
+                    .collect();
+                let eps = play::play_env(
+                    &self.policy,
+                    &self.pool,
+                    &env.code,
+                    generate::sandbox_kind(env.kind),
+                    None,
+                    &env_seeds,
+                    &popts,
+                    self.opts.concurrency,
+                    seeds::derive(
+                        self.cfg.run.seed,
+                        &[seeds::tag::PLAY, step, fnv(&env.env_id)],
+                    ),
+                )?;
+                let returns: Vec<f64> = eps.iter().map(|x| x.episode_return).collect();
+                let g = spade::reward::group_advantages(&returns);
+                self.obs.zero_std.push(g.zero_std);
+                let adv = g.advantages;
+                for (ep, a) in eps.iter().zip(&adv) {
+                    if *a != 0.0 && ep.loss_mask.iter().skip(1).any(|&x| x) {
+                        samples.push(GrpoSample {
+                            seq: MaskedSeq {
+                                ids: ep.ids.clone(),
+                                loss_mask: ep.loss_mask.clone(),
+                            },
+                            old_logprobs: ep.logprobs.clone(),
+                            behavior_logprobs: None,
+                            advantage: *a as f32,
+                            weight: 1.0,
+                        });
+                    }
+                }
+                let w = self
+                    .state
+                    .windows
+                    .get_mut(&key)
+                    .and_then(|w| w.envs.get_mut(e))
+                    .ok_or_else(|| WorkerError::Config("window changed during play".into()))?;
+                score::tally(w, &eps, false);
+                records.extend(eps.iter().map(|ep| play_record(&env.env_id, step, ep)));
+            }
+        }
+        m.insert("plays_no_hint".into(), records.len() as f64);
+        m.insert("plays_per_env".into(), per_env as f64);
+        self.pending.push(Message::Plays { records });
+        if !samples.is_empty() {
+            self.phase("agent update")?;
+            let st = self.trainer.step(&self.policy, &samples)?;
+            m.insert("agent_loss".into(), st.loss);
+            m.insert("agent_clip_frac".into(), st.clip_frac);
+            m.insert("agent_grad_norm".into(), st.grad_norm);
+            m.insert("agent_samples".into(), samples.len() as f64);
+        } else {
+            m.insert("agent_samples".into(), 0.0);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn play_options(&self) -> play::PlayOptions {
+        play::PlayOptions {
+            max_turns: self.cfg.agent.max_turns,
+            max_new_tokens: self.cfg.model.agent_max_new_tokens as usize,
+            temperature: self.cfg.agent.temperature,
+            max_context: self.opts.max_context,
+            max_hint_chars: 2000,
+        }
+    }
+}
+
+/// The play record of an episode as reported.
+pub(crate) fn play_record(env_id: &str, step: u64, ep: &play::Episode) -> PlayRecord {
+    PlayRecord {
+        env_id: env_id.to_string(),
+        step,
+        with_hint: ep.with_hint,
+        episode_return: ep.episode_return,
+        won: ep.won,
+        turns: ep.turns,
+        transcript: ep.transcript.clone(),
+    }
+}
+
+/// A stable 64-bit hash of a string (FNV-1a), for seeds keyed by environment id.
+pub(crate) fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// The environment seed of play `i` of `env_id` at `step` (a non-negative i64).
+pub(crate) fn env_seed(run_seed: u64, step: u64, env_id: &str, i: usize) -> i64 {
+    (seeds::derive(
+        run_seed,
+        &[seeds::tag::ENV_SEED, step, fnv(env_id), i as u64],
+    ) >> 33) as i64
+}

@@ -1,0 +1,482 @@
+//! Warm start of the tiny model on the seed library (issue 5, item 6): a model of a few million
+//! parameters initialised from scratch cannot write an environment, so before self-play it is
+//! fine-tuned (SFT) on three kinds of pairs built from `envs/seed`:
+//!
+//! - designer: the designer prompt for a seed's skill (with a corpus document and memory
+//!   examples drawn from the other seeds, as the loop builds them) -> the seed's code;
+//! - hint: the hint prompt with the seed's code -> the seed's docstring (skill and mechanic);
+//! - agent: the observations of an episode of the seed, played through the sandbox with its own
+//!   `solution()` -> `\boxed{solution()}` each turn (tool use: the solution's tool call), in the
+//!   exact token layout [`crate::play`] uses, half of them with the hint in front.
+//!
+//! The result is cached by a content hash of the seed files, the options and
+//! [`WARMSTART_VERSION`], so tests and the demo train it once. After training, designer samples
+//! are validated and the acceptance rate is measured and stored with the checkpoint.
+
+use crate::designer::{self, DesignOptions, Slot};
+use crate::play::{TokenTrace, observation_frame};
+use crate::{WorkerError, seeds};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use spade::memory::{Examples, MemoryRecord};
+use spade::prompt::ChatPrompt;
+use spade_policy::Policy;
+use spade_policy::preset;
+use spade_policy::sft::{SftConfig, SftTrainer};
+use spade_policy::tokenizer::{IM_END, Tokenizer};
+use spade_policy::train::{MaskedSeq, OptimConfig};
+use spade_sandbox::{EnvKind, Pool, ValidationConfig};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Bumped whenever the pairs or the training change, so stale caches are not reused.
+pub const WARMSTART_VERSION: u32 = 1;
+
+/// What the warm start trains on and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WarmStartOptions {
+    /// Environment kinds whose seeds train the designer and the agent.
+    pub kinds: Vec<EnvKind>,
+    /// Seed of the tokenizer/weights and of every draw.
+    pub seed: u64,
+    pub epochs: usize,
+    pub batch_size: usize,
+    pub lr: f64,
+    /// Designer prompts per seed file (each with another corpus document and memory draw).
+    pub designer_variants: usize,
+    /// Seed files the designer learns to write: the shortest ones of the kinds. A 4 M-parameter
+    /// model on a shared 2-core machine reproduces one file of ~1,000 tokens after minutes of
+    /// training; all 24 would take hours. The hint and agent pairs use the same files.
+    pub designer_files: usize,
+    /// Agent episodes per seed file (seeds 0..n), played with `solution()`.
+    pub agent_episodes: usize,
+    /// Characters of code the hint prompt shows.
+    pub hint_code_chars: usize,
+    /// Memory examples in designer prompts (positives, negatives) and their code length.
+    pub memory_positives: usize,
+    pub memory_negatives: usize,
+    pub memory_code_chars: usize,
+    /// Corpus documents (already truncated) the designer prompts draw from; empty = none.
+    pub corpus_docs: Vec<String>,
+    /// Designer samples validated after training to measure the acceptance rate.
+    pub measure_samples: usize,
+    pub designer_max_new_tokens: usize,
+    /// The turn limit the designer prompt's contract states.
+    pub max_turns: u32,
+}
+
+/// What the warm start did, stored next to the checkpoint as `warmstart.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WarmStartReport {
+    pub hash: String,
+    pub designer_pairs: usize,
+    pub hint_pairs: usize,
+    pub agent_sequences: usize,
+    pub tokens: usize,
+    pub first_loss: f64,
+    pub last_loss: f64,
+    pub train_seconds: f64,
+    /// Designer samples validated after training, and how many the sandbox accepted.
+    pub measured: usize,
+    pub accepted: usize,
+    pub acceptance_rate: f64,
+    /// Rejection reasons of the measured samples, by count.
+    pub rejections: std::collections::BTreeMap<String, usize>,
+}
+
+/// One seed environment file.
+#[derive(Debug, Clone)]
+pub struct SeedEnv {
+    pub path: PathBuf,
+    pub skill: String,
+    pub kind: EnvKind,
+    pub code: String,
+    /// The module docstring without quotes.
+    pub doc: String,
+}
+
+/// Reads every `*.py` under `dir/games` and `dir/tooluse`, sorted by path.
+pub fn read_seeds(dir: &Path) -> Result<Vec<SeedEnv>, WorkerError> {
+    let mut files = Vec::new();
+    collect_py(dir, &mut files)?;
+    files.sort();
+    let mut out = Vec::new();
+    for path in files {
+        let code = std::fs::read_to_string(&path).map_err(|e| WorkerError::io(&path, e))?;
+        let kind = if path.components().any(|c| c.as_os_str() == "tooluse") {
+            EnvKind::ToolUse
+        } else {
+            EnvKind::Game
+        };
+        let doc = code
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim_matches('"')
+            .trim()
+            .to_string();
+        let skill = doc
+            .strip_prefix("Skill: ")
+            .and_then(|s| s.split('.').next())
+            .map(str::trim)
+            .filter(|s| spade::skills::find(s).is_some())
+            .ok_or_else(|| WorkerError::Corrupt {
+                path: path.display().to_string(),
+                message:
+                    "the first line must be a docstring `Skill: <one of the spec's skills>. ...`"
+                        .into(),
+            })?
+            .to_string();
+        out.push(SeedEnv {
+            path,
+            skill,
+            kind,
+            code,
+            doc,
+        });
+    }
+    if out.is_empty() {
+        return Err(WorkerError::Config(format!(
+            "no seed environments (*.py) under {}",
+            dir.display()
+        )));
+    }
+    Ok(out)
+}
+
+fn collect_py(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), WorkerError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| WorkerError::io(dir, e))?;
+    for e in entries {
+        let p = e.map_err(|e| WorkerError::io(dir, e))?.path();
+        if p.is_dir() {
+            collect_py(&p, out)?;
+        } else if p.extension().is_some_and(|x| x == "py") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// The content hash that names the cached checkpoint.
+pub fn cache_key(seeds: &[SeedEnv], opts: &WarmStartOptions) -> String {
+    let mut h = Sha256::new();
+    h.update(WARMSTART_VERSION.to_le_bytes());
+    h.update(serde_json::to_vec(opts).unwrap_or_default());
+    for s in seeds {
+        h.update(s.code.as_bytes());
+        h.update([0u8]);
+    }
+    h.finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The designer prompt for a seed (`spade::prompt::designer_prompt`), with a corpus document
+/// and memory examples drawn from the other seeds, as the loop draws them from its memory.
+fn designer_pair_prompt(
+    seeds_all: &[SeedEnv],
+    me: usize,
+    variant: usize,
+    opts: &WarmStartOptions,
+) -> ChatPrompt {
+    let s = &seeds_all[me];
+    let skill = spade::skills::find(&s.skill).unwrap_or(&spade::skills::SKILLS[0]);
+    let pick = |tag: u64, k: usize| -> usize {
+        seeds::derive(opts.seed, &[tag, me as u64, variant as u64, k as u64]) as usize
+    };
+    let doc = (!opts.corpus_docs.is_empty())
+        .then(|| opts.corpus_docs[pick(seeds::tag::CORPUS, 0) % opts.corpus_docs.len()].as_str());
+    let others: Vec<usize> = (0..seeds_all.len())
+        .filter(|&i| i != me && seeds_all[i].kind == s.kind)
+        .collect();
+    let record = |i: usize, win_rate: f64| MemoryRecord {
+        env_id: format!("seed-{i}"),
+        step: 0,
+        skill: seeds_all[i].skill.clone(),
+        kind: crate::play::core_kind(seeds_all[i].kind),
+        code: seeds_all[i]
+            .code
+            .chars()
+            .take(opts.memory_code_chars)
+            .collect(),
+        win_rate,
+        regret: 0.3,
+    };
+    let mut pos = Vec::new();
+    let mut neg = Vec::new();
+    if !others.is_empty() {
+        for k in 0..opts.memory_positives {
+            pos.push(record(
+                others[pick(seeds::tag::MEMORY, k) % others.len()],
+                0.5,
+            ));
+        }
+        for k in 0..opts.memory_negatives {
+            neg.push(record(
+                others[pick(seeds::tag::MEMORY, 100 + k) % others.len()],
+                0.0,
+            ));
+        }
+    }
+    let examples = Examples {
+        positives: pos.iter().collect(),
+        negatives: neg.iter().collect(),
+    };
+    spade::prompt::designer_prompt(skill, doc, &examples, opts.max_turns)
+}
+
+fn pair(tok: &Tokenizer, prompt: &str, completion: &str) -> Result<MaskedSeq, WorkerError> {
+    let p = tok.encode(prompt)?;
+    let mut c = tok.encode(completion)?;
+    c.extend(tok.token_id(IM_END));
+    Ok(MaskedSeq::prompt_completion(&p, &c))
+}
+
+/// Builds every training sequence; plays the seeds' solutions in the sandbox for the agent part.
+pub fn build_data(
+    tok: &Tokenizer,
+    pool: &Pool,
+    seeds_all: &[SeedEnv],
+    opts: &WarmStartOptions,
+) -> Result<(Vec<MaskedSeq>, [usize; 3]), WorkerError> {
+    let mut data = Vec::new();
+    let mut counts = [0usize; 3];
+    let end = tok
+        .token_id(IM_END)
+        .ok_or_else(|| WorkerError::Model("the tokenizer has no <|im_end|> token".into()))?;
+    let designer_files = designer_files(seeds_all, opts);
+    for (i, s) in seeds_all.iter().enumerate() {
+        if !opts.kinds.contains(&s.kind) {
+            continue;
+        }
+        // Only the designer's files: every pair costs CPU time, and the loop plays what the
+        // designer writes, which is (at best) these files.
+        if !designer_files.contains(&i) {
+            continue;
+        }
+        for v in 0..opts.designer_variants {
+            let prompt = designer::render(&designer_pair_prompt(seeds_all, i, v, opts));
+            data.push(pair(tok, &prompt, &format!("```python\n{}```", s.code))?);
+            counts[0] += 1;
+        }
+        let hint_prompt = designer::render(&designer::hint_prompt(&s.code, opts.hint_code_chars));
+        data.push(pair(tok, &hint_prompt, &s.doc)?);
+        counts[1] += 1;
+        let mut session = pool.load(&s.code, Some(s.kind), None)?;
+        for ep in 0..opts.agent_episodes {
+            let t = session.play_solution(ep as i64, Duration::from_secs(60))?;
+            let with_hint = ep % 2 == 1;
+            let first = spade::prompt::agent_first_message(
+                &t.reset.obs,
+                with_hint.then_some(s.doc.as_str()),
+            );
+            let mut trace = TokenTrace::start(tok, s.kind, &first)?;
+            let n = t.turns.len();
+            for (k, turn) in t.turns.iter().enumerate() {
+                let mut ids = tok.encode(&turn.action)?;
+                ids.push(end);
+                trace.push_action(&ids, &vec![0.0; ids.len()]);
+                if k + 1 < n {
+                    trace.push_context(&tok.encode(&observation_frame(&turn.result.obs))?);
+                }
+            }
+            if trace.ids.len() <= 4096 && n > 0 {
+                data.push(MaskedSeq {
+                    ids: trace.ids,
+                    loss_mask: trace.loss_mask,
+                });
+                counts[2] += 1;
+            }
+        }
+    }
+    Ok((data, counts))
+}
+
+/// Indices of the seeds the designer learns: the `designer_files` shortest of the kinds.
+pub fn designer_files(seeds_all: &[SeedEnv], opts: &WarmStartOptions) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..seeds_all.len())
+        .filter(|&i| opts.kinds.contains(&seeds_all[i].kind))
+        .collect();
+    v.sort_by_key(|&i| seeds_all[i].code.len());
+    v.truncate(opts.designer_files);
+    v
+}
+
+/// Returns the warm-started checkpoint for `opts`, training it (and measuring its designer) when
+/// `cache_root/warmstart-<hash>` does not hold one yet. `progress` receives one line per stage.
+pub fn warm_start(
+    seed_dir: &Path,
+    cache_root: &Path,
+    pool: &Pool,
+    opts: &WarmStartOptions,
+    mut progress: impl FnMut(&str),
+) -> Result<(PathBuf, WarmStartReport), WorkerError> {
+    let seeds_all = read_seeds(seed_dir)?;
+    let hash = cache_key(&seeds_all, opts);
+    let dir = cache_root.join(format!("warmstart-{hash}"));
+    let report_path = dir.join("warmstart.json");
+    if let Ok(text) = std::fs::read_to_string(&report_path) {
+        let report: WarmStartReport =
+            serde_json::from_str(&text).map_err(|e| WorkerError::Corrupt {
+                path: report_path.display().to_string(),
+                message: e.to_string(),
+            })?;
+        progress(&format!("warm start: cached at {}", dir.display()));
+        return Ok((dir, report));
+    }
+    let started = Instant::now();
+    let mut texts: Vec<String> = seeds_all.iter().map(|s| s.code.clone()).collect();
+    texts.extend(opts.corpus_docs.iter().cloned());
+    texts.push(spade::prompt::DESIGNER_SYSTEM.into());
+    texts.push(spade::prompt::HINT_SYSTEM.into());
+    texts.push(spade::prompt::contract(
+        spade::EnvKind::Game,
+        opts.max_turns,
+    ));
+    texts.push(spade::prompt::contract(
+        spade::EnvKind::ToolUse,
+        opts.max_turns,
+    ));
+    texts.push(spade::prompt::agent_system(spade::EnvKind::Game).into());
+    texts.push(spade::prompt::agent_system(spade::EnvKind::ToolUse).into());
+    let policy = preset::tiny(&texts, opts.seed, |l| progress(l))?;
+    let tok = policy.require_tokenizer()?.clone();
+    progress("warm start: playing the seeds' solutions for the agent pairs");
+    let (data, counts) = build_data(&tok, pool, &seeds_all, opts)?;
+    let tokens: usize = data.iter().map(|s| s.ids.len()).sum();
+    progress(&format!(
+        "warm start: {} designer, {} hint, {} agent sequences, {tokens} tokens, {} epochs",
+        counts[0], counts[1], counts[2], opts.epochs
+    ));
+    let cfg = SftConfig {
+        optim: OptimConfig {
+            lr: opts.lr,
+            weight_decay: 0.0,
+            ..OptimConfig::default()
+        },
+        micro_batch: 2,
+        max_len: 4096,
+    };
+    let mut trainer = SftTrainer::new(&policy, cfg)?;
+    let mut order = data;
+    // A fixed shuffle so batches mix the three roles (fit() only rotates the order).
+    order.sort_by_key(|s| {
+        seeds::derive(
+            opts.seed,
+            &[s.ids.len() as u64, s.ids[s.ids.len() / 2] as u64],
+        )
+    });
+    let mut last_epoch = usize::MAX;
+    let losses = trainer.fit(
+        &policy,
+        &order,
+        opts.epochs,
+        opts.batch_size,
+        |epoch, _step, loss| {
+            if epoch != last_epoch {
+                last_epoch = epoch;
+                progress(&format!(
+                    "warm start: epoch {}/{} loss {loss:.3} ({:.0} s)",
+                    epoch + 1,
+                    opts.epochs,
+                    started.elapsed().as_secs_f64()
+                ));
+            }
+        },
+    )?;
+    let train_seconds = started.elapsed().as_secs_f64();
+    let (measured, accepted, rejections) = measure(&policy, pool, &seeds_all, opts)?;
+    let report = WarmStartReport {
+        hash: hash.clone(),
+        designer_pairs: counts[0],
+        hint_pairs: counts[1],
+        agent_sequences: counts[2],
+        tokens,
+        first_loss: losses.first().copied().unwrap_or(f64::NAN),
+        last_loss: losses.last().copied().unwrap_or(f64::NAN),
+        train_seconds,
+        measured,
+        accepted,
+        acceptance_rate: if measured == 0 {
+            0.0
+        } else {
+            accepted as f64 / measured as f64
+        },
+        rejections,
+    };
+    progress(&format!(
+        "warm start: designer acceptance {accepted}/{measured} after {train_seconds:.0} s of training"
+    ));
+    let tmp = cache_root.join(format!(".warmstart-{hash}.tmp{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    policy.save(&tmp)?;
+    let json = serde_json::to_string_pretty(&report).map_err(|e| WorkerError::Corrupt {
+        path: report_path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let tmp_report = tmp.join("warmstart.json");
+    std::fs::write(&tmp_report, json).map_err(|e| WorkerError::io(&tmp_report, e))?;
+    match std::fs::rename(&tmp, &dir) {
+        Ok(()) => {}
+        // Another process finished the same warm start first: keep theirs.
+        Err(_) if report_path.exists() => {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        Err(e) => return Err(WorkerError::io(&dir, e)),
+    }
+    Ok((dir, report))
+}
+
+/// Samples designer outputs for the seeds' skills and validates them.
+fn measure(
+    policy: &Policy,
+    pool: &Pool,
+    seeds_all: &[SeedEnv],
+    opts: &WarmStartOptions,
+) -> Result<(usize, usize, std::collections::BTreeMap<String, usize>), WorkerError> {
+    let candidates = designer_files(seeds_all, opts);
+    if candidates.is_empty() || opts.measure_samples == 0 {
+        return Ok((0, 0, Default::default()));
+    }
+    let picks: Vec<usize> = (0..opts.measure_samples)
+        .map(|k| candidates[k % candidates.len()])
+        .collect();
+    let slots: Vec<Slot> = picks
+        .iter()
+        .map(|&i| Slot {
+            skill: seeds_all[i].skill.clone(),
+            kind: seeds_all[i].kind,
+        })
+        .collect();
+    let d = DesignOptions {
+        attempts: 1,
+        temperature: 0.6,
+        max_new_tokens: opts.designer_max_new_tokens,
+        validation: ValidationConfig::default(),
+    };
+    // Fresh variants (index 1000+) so the measurement does not replay a training prompt.
+    let attempts = designer::design(
+        policy,
+        pool,
+        &slots,
+        &d,
+        |slot, _| designer_pair_prompt(seeds_all, picks[slot], 1000 + slot, opts),
+        |slot, _| format!("warmstart-{slot}"),
+        |slot, _| seeds::derive(opts.seed, &[seeds::tag::DESIGNER, 999, slot as u64]),
+        |_, _| {},
+    )?;
+    let mut accepted = 0;
+    let mut reasons = std::collections::BTreeMap::new();
+    for a in attempts.iter().flatten() {
+        if a.accepted {
+            accepted += 1;
+        } else {
+            *reasons
+                .entry(a.rejection_reason.clone().unwrap_or_default())
+                .or_insert(0) += 1;
+        }
+    }
+    Ok((slots.len(), accepted, reasons))
+}

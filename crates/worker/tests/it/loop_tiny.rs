@@ -1,0 +1,147 @@
+//! Three steps of the tiny loop with the real sandbox and the real policy: environments are
+//! generated and accepted or rejected with reasons, hint and no-hint plays are recorded, delayed
+//! designer rewards arrive when the first window closes, metrics are present every step and
+//! every reported number is in its range.
+//!
+//! The warm-started tiny model is cached by content hash in `$SPADE_CACHE/warmstart` (default
+//! `~/.cache/spade-studio/warmstart`), shared with `spade train` and the demo; the first run on a
+//! machine trains it (minutes), later runs reuse it.
+
+use spade::config::RunConfig;
+use spade::report::{EnvStatus, Message};
+use spade_worker::run::{self, RunOptions};
+use spade_worker::sink::FileSink;
+use spade_worker::state::StateStore;
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn cache_dir() -> PathBuf {
+    let root = std::env::var_os("SPADE_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/spade-studio")))
+        .unwrap_or_else(|| std::env::temp_dir().join("spade-studio"));
+    root.join("warmstart")
+}
+
+/// The demo configuration, cut to three steps and fewer environments (the warm start depends
+/// only on fields left unchanged, so it is the demo's: keep `agent.max_turns`, which the
+/// designer prompt states).
+pub fn three_step_config() -> Result<RunConfig, Box<dyn std::error::Error>> {
+    let text = std::fs::read_to_string(repo().join("configs/tiny-demo.toml"))?;
+    let mut cfg = RunConfig::from_toml_str(&text)?;
+    cfg.run.steps = 3;
+    cfg.run.checkpoint_every = 2;
+    cfg.curriculum.active_game_skills = 2;
+    cfg.curriculum.envs_per_skill = 1;
+    cfg.hint.plays = 2;
+    cfg.agent.global_batch = 4;
+    Ok(cfg)
+}
+
+#[test]
+fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
+    spade_policy::embed::set_threads(1);
+    let cfg = three_step_config()?;
+    let out = tempfile::tempdir()?;
+    let mut opts = RunOptions::new("it-loop", repo().join("envs/seed"), cache_dir());
+    opts.concurrency = 4;
+    let mut sink = FileSink::open(out.path())?;
+    let store = StateStore::new(out.path());
+    let mut log = Vec::new();
+    let outcome = run::run(&cfg, &opts, &store, &mut sink, &mut |e| {
+        log.push(format!("{e:?}"))
+    })?;
+    assert_eq!(outcome.steps, 3);
+
+    let all = FileSink::read_all(out.path())?;
+    let seqs: Vec<u64> = all.iter().map(|e| e.seq).collect();
+    let mut unique = seqs.clone();
+    unique.dedup();
+    assert_eq!(seqs, unique, "seq strictly increasing, no duplicates");
+
+    let (mut accepted, mut rejected, mut scored, mut plays, mut metrics) = (0, 0, 0, 0, vec![]);
+    for e in &all {
+        match &e.message {
+            Message::Environment { record } => match record.status {
+                EnvStatus::Accepted => {
+                    accepted += 1;
+                    assert!(record.hint.is_some(), "accepted environments carry a hint");
+                    assert!(record.rejection_reason.is_none());
+                }
+                EnvStatus::Rejected => {
+                    rejected += 1;
+                    let reason = record.rejection_reason.as_deref().unwrap_or("");
+                    assert!(!reason.is_empty(), "a rejection names its reason");
+                    assert!(record.rejection_message.is_some());
+                    assert!((1..=cfg.designer.attempts).contains(&record.attempts));
+                }
+            },
+            Message::EnvironmentScored {
+                regret,
+                win_rate_hint,
+                win_rate_no_hint,
+                designer_reward,
+                step,
+                ..
+            } => {
+                scored += 1;
+                assert!((-2.0..=2.0).contains(regret), "regret {regret}");
+                assert!((0.0..=1.0).contains(win_rate_hint));
+                assert!((0.0..=1.0).contains(win_rate_no_hint));
+                assert!(
+                    (-0.5..=1.0).contains(designer_reward),
+                    "reward {designer_reward}"
+                );
+                assert!(
+                    *step == 2 || *step == 3,
+                    "scored when a window closes: {step}"
+                );
+            }
+            Message::Plays { records } => {
+                for p in records {
+                    plays += 1;
+                    assert!(
+                        (-1.0..=1.0).contains(&p.episode_return),
+                        "{}",
+                        p.episode_return
+                    );
+                    assert!(p.turns <= cfg.agent.max_turns);
+                    assert!(!p.transcript.is_empty());
+                    assert!(!p.won || p.episode_return == 1.0);
+                }
+            }
+            Message::Metrics { step, values, .. } => {
+                assert!(values.contains_key("envs"));
+                assert!(values.contains_key("acceptance_rate_run"), "{values:?}");
+                for (k, v) in values {
+                    assert!(v.is_finite(), "{k} = {v}");
+                }
+                if let Some(l) = values.get("learnable_share") {
+                    assert!((0.0..=1.0).contains(l));
+                }
+                metrics.push(*step);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(metrics, vec![0, 1, 2], "one metrics record per step");
+    assert!(accepted + rejected >= 4, "two regenerations of two slots");
+    assert!(
+        accepted > 0,
+        "the warm-started designer wrote no valid environment in {} attempts",
+        accepted + rejected
+    );
+    assert!(plays > 0, "plays are recorded");
+    assert!(scored > 0, "delayed designer rewards are reported");
+    let (_, st) = store.load()?.ok_or("no checkpoint")?;
+    assert_eq!(st.step, 3);
+    assert!(
+        out.path()
+            .join("checkpoints/step-2/model.safetensors")
+            .exists()
+    );
+    Ok(())
+}

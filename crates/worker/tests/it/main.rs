@@ -1,0 +1,6 @@
+//! Integration tests of the worker (one test binary, as the style guide asks): the HTTP sink
+//! against a real loopback server, and three steps of the tiny loop with the real sandbox and
+//! the real policy.
+
+mod loop_tiny;
+mod sink_http;

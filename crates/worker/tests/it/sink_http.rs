@@ -1,0 +1,226 @@
+//! The HTTP sink against a small axum server on loopback that implements the ingest contract
+//! (acknowledge keys, store each once) and misbehaves on purpose: it refuses the first requests,
+//! acknowledges only part of a batch, and is down for a while. The worker must retry, keep
+//! what is unacknowledged on disk, and never make the server store a key twice.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use axum::{Json, Router};
+use spade::report::{Envelope, IngestReply, IngestRequest, LogLevel, Message};
+use spade_worker::sink::{HttpSink, Sink};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Default)]
+struct Server {
+    requests: usize,
+    /// Requests answered 503 before the server works.
+    refuse_first: usize,
+    /// Keys stored, with how many times each was acknowledged (replays of a stored key are
+    /// acknowledged again and not stored twice, as the ingest contract says).
+    stored: BTreeMap<String, usize>,
+    cancel: bool,
+}
+
+type Shared = Arc<Mutex<Server>>;
+
+async fn ingest(
+    State(s): State<Shared>,
+    Json(body): Json<IngestRequest>,
+) -> Result<Json<IngestReply>, StatusCode> {
+    let mut s = s.lock().map_err(|_| StatusCode::INTERNAL_SERVER_ERROR)?;
+    s.requests += 1;
+    if s.requests <= s.refuse_first {
+        return Err(StatusCode::SERVICE_UNAVAILABLE);
+    }
+    // The first working request acknowledges only the first half of its batch.
+    let take = if s.requests == s.refuse_first + 1 {
+        body.envelopes.len().div_ceil(2)
+    } else {
+        body.envelopes.len()
+    };
+    let mut acknowledged = Vec::new();
+    for e in body.envelopes.into_iter().take(take) {
+        *s.stored.entry(e.key.clone()).or_insert(0) += 1;
+        acknowledged.push(e.key);
+    }
+    Ok(Json(IngestReply {
+        acknowledged,
+        cancel_requested: s.cancel,
+    }))
+}
+
+/// Serves the ingest route on a loopback port until the test ends; returns the base URL.
+fn serve(state: Shared, port: Option<u16>) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => panic!("tokio: {e}"),
+        };
+        rt.block_on(async move {
+            let addr = format!("127.0.0.1:{}", port.unwrap_or(0));
+            let listener = match tokio::net::TcpListener::bind(&addr).await {
+                Ok(l) => l,
+                Err(e) => panic!("bind {addr}: {e}"),
+            };
+            let local = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+            let _ = tx.send(local);
+            let app = Router::new()
+                .route("/api/v1/ingest/{run}", post(ingest))
+                .with_state(state);
+            let _ = axum::serve(listener, app).await;
+        });
+    });
+    let port = rx.recv_timeout(Duration::from_secs(10)).unwrap_or(0);
+    format!("http://127.0.0.1:{port}")
+}
+
+fn envelopes(run: &str, seqs: std::ops::Range<u64>) -> Vec<Envelope> {
+    seqs.map(|seq| {
+        Envelope::new(
+            run,
+            seq,
+            Message::Log {
+                level: LogLevel::Info,
+                line: format!("line {seq}"),
+            },
+        )
+    })
+    .collect()
+}
+
+fn fast(mut sink: HttpSink) -> HttpSink {
+    sink.first_backoff = Duration::from_millis(20);
+    sink.max_backoff = Duration::from_millis(80);
+    sink.tries = 6;
+    sink
+}
+
+#[test]
+fn retries_refusals_and_partial_acks_without_duplicates() -> Result<(), Box<dyn std::error::Error>>
+{
+    let state: Shared = Arc::new(Mutex::new(Server {
+        refuse_first: 2,
+        ..Server::default()
+    }));
+    let url = serve(state.clone(), None);
+    let dir = tempfile::tempdir()?;
+    let mut sink = fast(HttpSink::new(&url, "r1", "token", dir.path())?);
+    let d = sink.deliver(&envelopes("r1", 0..10))?;
+    assert_eq!(d.pending, 0, "everything acknowledged after the retries");
+    {
+        let s = state.lock().map_err(|_| "poisoned")?;
+        assert_eq!(s.stored.len(), 10);
+        assert!(
+            s.stored.values().all(|&n| n == 1),
+            "an acknowledged envelope was sent again: {:?}",
+            s.stored
+        );
+    }
+    // A resumed worker re-delivers its outbox: replays are acknowledged, new keys stored.
+    let d = sink.deliver(&envelopes("r1", 5..12))?;
+    assert_eq!(d.pending, 0);
+    let s = state.lock().map_err(|_| "poisoned")?;
+    assert!(
+        s.requests >= 4,
+        "2 refusals, a partial ack, then the rest: {}",
+        s.requests
+    );
+    assert_eq!(s.stored.len(), 12, "each key stored once: {:?}", s.stored);
+    let spool = std::fs::read_to_string(dir.path().join("spool.jsonl"))?;
+    assert!(
+        spool.trim().is_empty(),
+        "acknowledged envelopes left the spool"
+    );
+    Ok(())
+}
+
+#[test]
+fn buffers_on_disk_while_the_service_is_down_and_resends_after_restart()
+-> Result<(), Box<dyn std::error::Error>> {
+    // A port nothing listens on yet.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir()?;
+    {
+        let mut sink = fast(HttpSink::new(&url, "r2", "token", dir.path())?);
+        sink.tries = 2;
+        let d = sink.deliver(&envelopes("r2", 0..7))?;
+        assert_eq!(
+            d.pending, 7,
+            "nothing can be acknowledged while the service is down"
+        );
+    }
+    let spooled = std::fs::read_to_string(dir.path().join("spool.jsonl"))?;
+    assert_eq!(
+        spooled.lines().count(),
+        7,
+        "the spool holds every envelope on disk"
+    );
+
+    // The service comes up; a new sink (a restarted worker) finds the spool and sends it.
+    let state: Shared = Arc::new(Mutex::new(Server {
+        cancel: true,
+        ..Server::default()
+    }));
+    let url = serve(state.clone(), Some(port));
+    let mut sink = fast(HttpSink::new(&url, "r2", "token", dir.path())?);
+    assert_eq!(sink.pending(), 7);
+    let d = sink.flush(Duration::from_secs(20))?;
+    assert_eq!(d.pending, 0);
+    assert!(
+        d.cancel_requested,
+        "the server's cancel request reaches the worker"
+    );
+    let s = state.lock().map_err(|_| "poisoned")?;
+    let keys: Vec<&String> = s.stored.keys().collect();
+    assert_eq!(keys.len(), 7, "{keys:?}");
+    assert!(s.stored.values().all(|&n| n == 1));
+    Ok(())
+}
+
+#[test]
+fn a_refused_token_is_an_error_not_a_retry() -> Result<(), Box<dyn std::error::Error>> {
+    async fn deny() -> StatusCode {
+        StatusCode::UNAUTHORIZED
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        rt.block_on(async move {
+            let Ok(l) = tokio::net::TcpListener::bind("127.0.0.1:0").await else {
+                return;
+            };
+            let _ = tx.send(l.local_addr().map(|a| a.port()).unwrap_or(0));
+            let app = Router::new().route("/api/v1/ingest/{run}", post(deny));
+            let _ = axum::serve(l, app).await;
+        });
+    });
+    let port = rx.recv_timeout(Duration::from_secs(10))?;
+    let dir = tempfile::tempdir()?;
+    let mut sink = fast(HttpSink::new(
+        &format!("http://127.0.0.1:{port}"),
+        "r3",
+        "bad",
+        dir.path(),
+    )?);
+    let err = match sink.deliver(&envelopes("r3", 0..1)) {
+        Err(e) => e.to_string(),
+        Ok(d) => return Err(format!("expected an error, got {d:?}").into()),
+    };
+    assert!(err.contains("401"), "{err}");
+    Ok(())
+}
