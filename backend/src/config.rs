@@ -133,6 +133,11 @@ pub struct Config {
     #[arg(long, env = "SPADE_MIGRATE", default_value_t = true, action = clap::ArgAction::Set)]
     pub migrate: bool,
 
+    /// On a database without users: create a demo account and queue one run of the tiny CPU
+    /// demo (configs/tiny-demo.toml) for the scheduler; print how to log in at every start.
+    #[arg(long, env = "SPADE_DEMO", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub demo: bool,
+
     /// Directory for server state (the generated JWT secret lives in `jwt_secret` there).
     #[arg(long, env = "SPADE_DATA_DIR", default_value = "data")]
     pub data_dir: PathBuf,
@@ -179,6 +184,7 @@ impl std::fmt::Debug for Config {
             )
             .field("site_root", &self.site_root)
             .field("migrate", &self.migrate)
+            .field("demo", &self.demo)
             .field("data_dir", &self.data_dir)
             .field(
                 "jwt_secret",

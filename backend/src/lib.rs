@@ -7,6 +7,7 @@
 pub mod api;
 pub mod auth;
 pub mod config;
+pub mod demo;
 pub mod error;
 pub mod events;
 pub mod ingest;

@@ -52,6 +52,17 @@ async fn main() -> anyhow::Result<()> {
     let url = format!("http://{}", listener.local_addr()?);
     tracing::info!(%url, "listening");
     println!("SPADE Studio is up at {url}");
+    if cfg.demo {
+        match spade_server::demo::ensure(&db, &cfg.data_dir).await? {
+            Some(login) => {
+                println!("Demo: log in as {} / {}", login.email, login.password);
+                if let Some(run) = login.run_id {
+                    println!("      then open {url}/runs/{run} to watch the tiny run");
+                }
+            }
+            None => println!("Demo: not seeded (this database already has users)"),
+        }
+    }
     // The job scheduler (backend/src/scheduling.rs); running jobs outlive a shutdown and are
     // re-attached at the next start.
     let (stop_scheduler, scheduler_stopped) = tokio::sync::watch::channel(false);
