@@ -31,6 +31,39 @@ pub struct Config {
     /// Apply pending database migrations at start-up.
     #[arg(long, env = "SPADE_MIGRATE", default_value_t = true, action = clap::ArgAction::Set)]
     pub migrate: bool,
+
+    /// Directory for server state (the generated JWT secret lives in `jwt_secret` there).
+    #[arg(long, env = "SPADE_DATA_DIR", default_value = "data")]
+    pub data_dir: PathBuf,
+
+    /// Secret that signs access tokens (at least 32 bytes). When absent, one is generated and
+    /// kept in the data directory.
+    #[arg(long, env = "SPADE_JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+
+    /// Who may register: `open` (anyone) or `closed` (only the first user, who becomes admin).
+    #[arg(long, env = "SPADE_REGISTRATION", value_enum, default_value_t = RegistrationMode::Open)]
+    pub registration: RegistrationMode,
+
+    /// Mark cookies `Secure` (set this when the server is reached over HTTPS).
+    #[arg(long, env = "SPADE_SECURE_COOKIES", default_value_t = false, action = clap::ArgAction::Set)]
+    pub secure_cookies: bool,
+}
+
+/// `--registration`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RegistrationMode {
+    Open,
+    Closed,
+}
+
+impl From<RegistrationMode> for spade_db::users::Registration {
+    fn from(m: RegistrationMode) -> Self {
+        match m {
+            RegistrationMode::Open => spade_db::users::Registration::Open,
+            RegistrationMode::Closed => spade_db::users::Registration::FirstUserOnly,
+        }
+    }
 }
 
 // Hand-written so that the database password never reaches a log line.
@@ -44,6 +77,13 @@ impl std::fmt::Debug for Config {
             )
             .field("site_root", &self.site_root)
             .field("migrate", &self.migrate)
+            .field("data_dir", &self.data_dir)
+            .field(
+                "jwt_secret",
+                &self.jwt_secret.as_ref().map(|_| "*** (configured)"),
+            )
+            .field("registration", &self.registration)
+            .field("secure_cookies", &self.secure_cookies)
             .finish()
     }
 }
@@ -53,14 +93,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn debug_output_hides_the_database_password() {
+    fn debug_output_hides_the_database_password_and_jwt_secret() {
         let cfg = Config::parse_from([
             "spade-server",
             "--database-url",
             "postgres://u:topsecret@h/d",
+            "--jwt-secret",
+            "jwtsecretjwtsecretjwtsecretjwtsecret",
         ]);
         let shown = format!("{cfg:?}");
         assert!(!shown.contains("topsecret"), "{shown}");
         assert!(shown.contains("u:***@h/d"), "{shown}");
+        assert!(!shown.contains("jwtsecret"), "{shown}");
     }
 }

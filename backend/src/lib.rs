@@ -1,24 +1,59 @@
-//! `spade-server`: the web service. It alone knows HTTP routes (and, later, JWT): it renders the
-//! Leptos dashboard, serves the hydration bundle and static files from the site directory, and
-//! answers the REST API under `/api/v1`. All SQL goes through `spade-db`.
+//! `spade-server`: the web service. It alone knows HTTP routes and JWT: it renders the Leptos
+//! dashboard, serves the hydration bundle and static files from the site directory, answers the
+//! REST API under `/api/v1` (accounts, teams, runs, environments, metrics, share links), takes
+//! worker reports (`/api/v1/ingest`) and pushes live updates (SSE). All SQL goes through
+//! `spade-db`.
 
+pub mod api;
+pub mod auth;
 pub mod config;
+pub mod error;
+pub mod events;
+pub mod ingest;
+pub mod openapi;
 
-use axum::{Json, Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
+use axum::extract::DefaultBodyLimit;
+use axum::http::{Request, StatusCode};
+use axum::{Json, Router, extract::State, response::IntoResponse, routing::get};
 use leptos::prelude::LeptosOptions;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use serde::Serialize;
 use spade_app::{App, shell};
+use std::sync::Arc;
 
 pub use spade_app::OUTPUT_NAME;
 use std::time::Duration;
+use tower_http::compression::CompressionLayer;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::{timeout::TimeoutLayer, trace::TraceLayer};
+
+/// Largest request body of the API, except ingestion.
+pub const API_BODY_LIMIT: usize = 1 << 20;
+/// Largest ingestion batch body (500 envelopes that may carry environment code and transcripts).
+pub const INGEST_BODY_LIMIT: usize = 32 << 20;
+/// A request that has not produced a response by then gets 408 (SSE streams are not affected:
+/// their response starts at once).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Shared state of every handler.
 #[derive(Clone, Debug)]
 pub struct AppState {
     pub leptos: LeptosOptions,
     pub db: spade_db::Pool,
+    pub auth: Arc<auth::AuthState>,
+    pub events: events::EventHub,
+}
+
+impl AppState {
+    pub fn new(leptos: LeptosOptions, db: spade_db::Pool, auth: auth::AuthState) -> Self {
+        Self {
+            leptos,
+            db,
+            auth: Arc::new(auth),
+            events: events::EventHub::default(),
+        }
+    }
 }
 
 impl axum::extract::FromRef<AppState> for LeptosOptions {
@@ -30,7 +65,25 @@ impl axum::extract::FromRef<AppState> for LeptosOptions {
 /// The whole application as a router, so tests can drive it without a port.
 pub fn app(state: AppState) -> Router {
     let routes = generate_route_list(App);
-    let api = Router::new().route("/health", get(health));
+    let mut api = Router::new()
+        .route("/health", get(health))
+        .route("/openapi.json", get(openapi_json));
+    let mut ingest = Router::new();
+    for e in api::endpoints() {
+        if e.tag == "ingest" {
+            ingest = ingest.route(e.path, e.handler);
+        } else {
+            api = api.route(e.path, e.handler);
+        }
+    }
+    let api = api
+        .layer(RequestBodyLimitLayer::new(API_BODY_LIMIT))
+        .merge(
+            ingest
+                .layer(DefaultBodyLimit::disable())
+                .layer(RequestBodyLimitLayer::new(INGEST_BODY_LIMIT)),
+        )
+        .fallback(|| async { error::AppError::NotFound("endpoint".into()) });
     Router::new()
         .nest("/api/v1", api)
         .leptos_routes(&state, routes, {
@@ -38,12 +91,26 @@ pub fn app(state: AppState) -> Router {
             move || shell(options.clone())
         })
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .layer(CompressionLayer::new())
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
-            Duration::from_secs(30),
+            REQUEST_TIMEOUT,
         ))
-        .layer(TraceLayer::new_for_http())
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+            let id = req
+                .headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("-");
+            tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id)
+        }))
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
+}
+
+async fn openapi_json() -> Json<serde_json::Value> {
+    Json(openapi::document(&api::endpoints()))
 }
 
 #[derive(Debug, Serialize)]

@@ -3,7 +3,9 @@
 use anyhow::Context;
 use clap::Parser;
 use leptos::prelude::LeptosOptions;
+use spade_server::auth::{AuthState, secret::JwtSecret};
 use spade_server::{AppState, app, config::Config};
+use std::net::SocketAddr;
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
@@ -35,6 +37,9 @@ async fn main() -> anyhow::Result<()> {
             .context("while migrating the database at start-up")?;
     }
 
+    let secret = JwtSecret::load_or_create(cfg.jwt_secret.as_deref(), &cfg.data_dir)?;
+    let auth = AuthState::new(secret, cfg.registration.into(), cfg.secure_cookies);
+
     let leptos = LeptosOptions::builder()
         .output_name(spade_server::OUTPUT_NAME)
         .site_root(site_root)
@@ -47,7 +52,10 @@ async fn main() -> anyhow::Result<()> {
     let url = format!("http://{}", listener.local_addr()?);
     tracing::info!(%url, "listening");
     println!("SPADE Studio is up at {url}");
-    axum::serve(listener, app(AppState { leptos, db }))
+    // Connect info gives handlers the client address (login rate limiting is per IP).
+    let service = app(AppState::new(leptos, db, auth))
+        .into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, service)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })

@@ -61,7 +61,12 @@ impl TestServer {
             .site_pkg_dir("pkg")
             .site_addr(addr)
             .build();
-        let app = spade_server::app(spade_server::AppState { leptos, db });
+        let auth = spade_server::auth::AuthState::new(
+            spade_server::auth::secret::JwtSecret::random(),
+            spade_db::users::Registration::Open,
+            false,
+        );
+        let app = spade_server::app(spade_server::AppState::new(leptos, db, auth));
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 eprintln!("test server stopped: {e}");

@@ -1,0 +1,145 @@
+//! The REST API under `/api/v1`. One table ([`endpoints`]) lists every route with its method,
+//! summary and authentication; the router and the OpenAPI document are both built from it, so
+//! the document cannot drift from what is served.
+
+pub mod artifacts;
+pub mod downsample;
+pub mod environments;
+pub mod metrics;
+pub mod runs;
+pub mod shares;
+pub mod teams;
+
+use crate::AppState;
+use crate::auth::{AuthUser, routes as auth_routes};
+use crate::error::AppError;
+use crate::{events, ingest};
+use axum::routing::{MethodRouter, delete, get, post, put};
+use serde::{Deserialize, Serialize};
+use spade_db::RunScope;
+
+/// How a route authenticates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    /// No credentials.
+    Public,
+    /// A user: access cookie (+ CSRF for changes) or bearer token.
+    User,
+    /// A run's worker token (bearer).
+    RunToken,
+    /// A share-link token in the path.
+    ShareLink,
+}
+
+/// One route of the API.
+#[derive(Debug)]
+pub struct Endpoint {
+    pub method: &'static str,
+    /// Path below `/api/v1`, in axum's (= OpenAPI's) `{param}` syntax.
+    pub path: &'static str,
+    pub summary: &'static str,
+    pub tag: &'static str,
+    pub auth: Auth,
+    pub handler: MethodRouter<AppState>,
+}
+
+fn ep(
+    method: &'static str,
+    path: &'static str,
+    tag: &'static str,
+    auth: Auth,
+    summary: &'static str,
+    handler: MethodRouter<AppState>,
+) -> Endpoint {
+    Endpoint {
+        method,
+        path,
+        summary,
+        tag,
+        auth,
+        handler,
+    }
+}
+
+/// Every route of `/api/v1` except the health check and the OpenAPI document itself.
+pub fn endpoints() -> Vec<Endpoint> {
+    use Auth::*;
+    vec![
+        ep("post", "/auth/register", "auth", Public, "Create an account (the first one is admin; closable by configuration)", post(auth_routes::register)),
+        ep("post", "/auth/login", "auth", Public, "Log in: cookies for browsers, tokens in the body with api_client=true (5 failures per minute per IP and email)", post(auth_routes::login)),
+        ep("post", "/auth/refresh", "auth", Public, "Rotate the refresh token and get a new access token", post(auth_routes::refresh)),
+        ep("post", "/auth/logout", "auth", User, "End the session (revokes its access and refresh tokens)", post(auth_routes::logout)),
+        ep("get", "/auth/me", "auth", User, "The caller", get(auth_routes::me)),
+        ep("get", "/teams", "teams", User, "Teams the caller belongs to", get(teams::list)),
+        ep("post", "/teams", "teams", User, "Create a team (the caller becomes owner)", post(teams::create)),
+        ep("get", "/teams/{team_id}/members", "teams", User, "Members of a team", get(teams::members)),
+        ep("put", "/teams/{team_id}/members", "teams", User, "Add a registered user by email, or change a member's role (owner)", put(teams::upsert_member)),
+        ep("delete", "/teams/{team_id}/members/{user_id}", "teams", User, "Remove a member (owner; never the last owner)", delete(teams::remove_member)),
+        ep("get", "/teams/{team_id}/projects", "teams", User, "Projects of a team", get(teams::projects)),
+        ep("post", "/teams/{team_id}/projects", "teams", User, "Create a project (editor)", post(teams::create_project)),
+        ep("get", "/teams/{team_id}/runs", "runs", User, "Runs of a team, newest first (filters: project_id, status; cursor pagination)", get(runs::list)),
+        ep("post", "/projects/{project_id}/runs", "runs", User, "Create a run from a validated configuration (TOML text or JSON; editor)", post(runs::create)),
+        ep("get", "/runs/{run_id}", "runs", User, "One run", get(runs::get)),
+        ep("delete", "/runs/{run_id}", "runs", User, "Delete a run that has no live job (editor)", delete(runs::delete)),
+        ep("post", "/runs/{run_id}/cancel", "runs", User, "Cancel: queued runs stop at once, running ones go to cancelling (editor)", post(runs::cancel)),
+        ep("post", "/runs/{run_id}/resume", "runs", User, "Queue a cancelled or failed run again (editor)", post(runs::resume)),
+        ep("post", "/runs/{run_id}/token", "runs", User, "Issue a new worker token for the run, shown once (editor)", post(runs::issue_token)),
+        ep("get", "/runs/{run_id}/events", "runs", User, "Server-sent events: status, progress, metrics, environments", get(events::run_events)),
+        ep("get", "/runs/{run_id}/environments", "environments", User, "Environments (filters: skill, status, step_min/max, regret_min/max; cursor pagination)", get(environments::list)),
+        ep("get", "/runs/{run_id}/environments/{env_id}", "environments", User, "One environment with code, hint, sample plays and parent", get(environments::get)),
+        ep("get", "/runs/{run_id}/metrics", "metrics", User, "Metric names with point counts and step ranges", get(metrics::names)),
+        ep("get", "/runs/{run_id}/metrics/{name}", "metrics", User, "One metric, downsampled on the server to at most `points` points (LTTB)", get(metrics::series)),
+        ep("get", "/runs/{run_id}/metrics.csv", "metrics", User, "CSV export of metrics (all, or `names=a,b`)", get(metrics::export_csv)),
+        ep("get", "/runs/{run_id}/checkpoints", "artifacts", User, "Checkpoints", get(artifacts::checkpoints)),
+        ep("get", "/runs/{run_id}/benchmarks", "artifacts", User, "Benchmark results", get(artifacts::benchmarks)),
+        ep("get", "/runs/{run_id}/shares", "shares", User, "Share links of a run", get(shares::list)),
+        ep("post", "/runs/{run_id}/shares", "shares", User, "Create a read-only share link; the token is shown once (editor)", post(shares::create)),
+        ep("delete", "/runs/{run_id}/shares/{share_id}", "shares", User, "Revoke a share link (editor)", delete(shares::revoke)),
+        ep("get", "/shared/{token}", "shares", ShareLink, "A shared run, without login", get(shares::shared_run)),
+        ep("get", "/shared/{token}/environments", "shares", ShareLink, "Environments of a shared run (same filters as for members)", get(shares::shared_environments)),
+        ep("get", "/shared/{token}/metrics/{name}", "shares", ShareLink, "One metric of a shared run, downsampled", get(shares::shared_series)),
+        ep("post", "/ingest/{run_id}", "ingest", RunToken, "Worker: a batch of at most 500 envelopes (idempotent keys); replies with acknowledged keys and cancel_requested", post(ingest::ingest)),
+        ep("get", "/ingest/{run_id}/config", "ingest", RunToken, "Worker: the run configuration as TOML", get(ingest::config)),
+    ]
+}
+
+/// Largest and default page sizes.
+pub const MAX_LIMIT: i64 = 500;
+pub const DEFAULT_LIMIT: i64 = 50;
+
+/// One page of a list; `next_cursor` goes into the next request's `cursor` (absent on the last).
+#[derive(Debug, Serialize)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+/// `limit` query parameter, checked.
+pub fn limit(requested: Option<i64>) -> Result<i64, AppError> {
+    match requested {
+        None => Ok(DEFAULT_LIMIT),
+        Some(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
+        Some(n) => Err(AppError::invalid("limit", format!("must be 1 to {MAX_LIMIT}, got {n}"))),
+    }
+}
+
+/// Query parameters shared by list endpoints.
+#[derive(Debug, Default, Deserialize)]
+pub struct PageQuery {
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+}
+
+/// The caller's access to a run (404 for runs of teams the caller is not in).
+pub async fn member_scope(state: &AppState, auth: &AuthUser, run_id: i64) -> Result<RunScope, AppError> {
+    Ok(RunScope::for_member(&state.db, auth.user.id, run_id).await?)
+}
+
+/// The caller's access to a run, which must allow changes (editor or owner).
+pub async fn editor_scope(state: &AppState, auth: &AuthUser, run_id: i64) -> Result<RunScope, AppError> {
+    let scope = member_scope(state, auth, run_id).await?;
+    if !scope.can_edit() {
+        return Err(AppError::read_only());
+    }
+    Ok(scope)
+}

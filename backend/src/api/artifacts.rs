@@ -1,0 +1,26 @@
+//! Checkpoints and benchmark results of a run (read-only; workers report them via ingestion).
+
+use super::{AppState, member_scope};
+use crate::auth::AuthUser;
+use crate::error::{ApiPath, ApiResult};
+use axum::Json;
+use axum::extract::State;
+use spade_db::artifacts::{self, BenchmarkResult, Checkpoint};
+
+pub async fn checkpoints(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(run_id): ApiPath<i64>,
+) -> ApiResult<Json<Vec<Checkpoint>>> {
+    let scope = member_scope(&state, &auth, run_id).await?;
+    Ok(Json(artifacts::checkpoints(&state.db, &scope).await?))
+}
+
+pub async fn benchmarks(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(run_id): ApiPath<i64>,
+) -> ApiResult<Json<Vec<BenchmarkResult>>> {
+    let scope = member_scope(&state, &auth, run_id).await?;
+    Ok(Json(artifacts::benchmark_results(&state.db, &scope).await?))
+}

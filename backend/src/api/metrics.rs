@@ -1,0 +1,133 @@
+//! Metric series: names, one series downsampled on the server (LTTB), and CSV export.
+
+use super::downsample::lttb;
+use super::{AppState, member_scope};
+use crate::auth::AuthUser;
+use crate::error::{ApiPath, ApiQuery, ApiResult, AppError};
+use axum::Json;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use spade_db::RunScope;
+use spade_db::metrics::{self, Point, SeriesInfo};
+use std::fmt::Write;
+
+/// Points returned when the request does not say, and the most it may ask for.
+pub const DEFAULT_POINTS: usize = 1_000;
+pub const MAX_POINTS: usize = 20_000;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeriesQuery {
+    /// At most this many points (LTTB keeps the first, the last and the shape between).
+    pub points: Option<usize>,
+    pub step_min: Option<i64>,
+    pub step_max: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Series {
+    pub name: String,
+    /// Points stored in the requested range, before downsampling.
+    pub total_points: usize,
+    pub points: Vec<Point>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CsvQuery {
+    /// Comma-separated metric names; all metrics when absent.
+    pub names: Option<String>,
+}
+
+/// One series for any scope (members and share links).
+pub async fn series_in(state: &AppState, scope: &RunScope, name: String, q: SeriesQuery) -> ApiResult<Series> {
+    let n = q.points.unwrap_or(DEFAULT_POINTS);
+    if !(2..=MAX_POINTS).contains(&n) {
+        return Err(AppError::invalid("points", format!("must be 2 to {MAX_POINTS}, got {n}")));
+    }
+    let all = metrics::series(&state.db, scope, &name, q.step_min, q.step_max).await?;
+    if all.is_empty() && metrics::names(&state.db, scope).await?.iter().all(|s| s.name != name) {
+        return Err(AppError::NotFound(format!("metric `{name}`")));
+    }
+    let total_points = all.len();
+    let points = lttb(&all, n, |p| (p.step as f64, p.value));
+    Ok(Series {
+        name,
+        total_points,
+        points,
+    })
+}
+
+pub async fn names(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(run_id): ApiPath<i64>,
+) -> ApiResult<Json<Vec<SeriesInfo>>> {
+    let scope = member_scope(&state, &auth, run_id).await?;
+    Ok(Json(metrics::names(&state.db, &scope).await?))
+}
+
+pub async fn series(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath((run_id, name)): ApiPath<(i64, String)>,
+    ApiQuery(q): ApiQuery<SeriesQuery>,
+) -> ApiResult<Json<Series>> {
+    let scope = member_scope(&state, &auth, run_id).await?;
+    Ok(Json(series_in(&state, &scope, name, q).await?))
+}
+
+/// `run_id,name,step,value,elapsed_s` rows, by name then step.
+pub async fn export_csv(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(run_id): ApiPath<i64>,
+    ApiQuery(q): ApiQuery<CsvQuery>,
+) -> ApiResult<Response> {
+    let scope = member_scope(&state, &auth, run_id).await?;
+    let names: Vec<String> = q
+        .names
+        .as_deref()
+        .map(|s| s.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned).collect())
+        .unwrap_or_default();
+    let rows = metrics::export(&state.db, &scope, &names).await?;
+    let mut csv = String::from("run_id,name,step,value,elapsed_s\n");
+    for r in rows {
+        // Writing to a String cannot fail.
+        let _ = writeln!(csv, "{run_id},{},{},{},{}", csv_field(&r.name), r.step, r.value, r.elapsed_s);
+    }
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"run-{run_id}-metrics.csv\""),
+            ),
+        ],
+        csv,
+    )
+        .into_response())
+}
+
+/// RFC 4180 quoting: fields with a comma, quote or line break are quoted, quotes doubled.
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::csv_field;
+
+    #[test]
+    fn csv_fields_are_quoted_when_needed() {
+        assert_eq!(csv_field("reward/mean"), "reward/mean");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+}

@@ -1,0 +1,107 @@
+//! Read-only share links: members with the editor role create and revoke them; anyone holding
+//! a live link reads the run, its environments and its metrics without logging in. A revoked or
+//! unknown link is a 404.
+
+use super::environments::{EnvQuery, list_in};
+use super::metrics::{Series, SeriesQuery, series_in};
+use super::{AppState, Page, editor_scope, member_scope};
+use crate::auth::{AuthUser, tokens};
+use crate::error::{ApiPath, ApiQuery, ApiResult};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Serialize;
+use spade_db::environments::EnvSummary;
+use spade_db::runs::{self, Run};
+use spade_db::shares::{self, ShareLink};
+use spade_db::{RunScope, audit};
+
+#[derive(Debug, Serialize)]
+pub struct CreatedShare {
+    #[serde(flatten)]
+    pub link: ShareLink,
+    /// Shown once; only its hash is stored.
+    pub token: String,
+    /// Where the shared run is read.
+    pub path: String,
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(run_id): ApiPath<i64>,
+) -> ApiResult<(StatusCode, Json<CreatedShare>)> {
+    let scope = editor_scope(&state, &auth, run_id).await?;
+    let token = tokens::random_token("sps_");
+    let link = shares::create(&state.db, &scope, auth.user.id, &tokens::hash_token(&token)).await?;
+    audit::record(
+        &state.db,
+        &audit::Entry {
+            actor_id: Some(auth.user.id),
+            team_id: Some(scope.team_id()),
+            action: "share.create",
+            target: format!("share:{}", link.id),
+            detail: serde_json::json!({ "run_id": run_id }),
+        },
+    )
+    .await?;
+    let path = format!("/api/v1/shared/{token}");
+    Ok((StatusCode::CREATED, Json(CreatedShare { link, token, path })))
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(run_id): ApiPath<i64>,
+) -> ApiResult<Json<Vec<ShareLink>>> {
+    let scope = member_scope(&state, &auth, run_id).await?;
+    Ok(Json(shares::list(&state.db, &scope).await?))
+}
+
+pub async fn revoke(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath((run_id, share_id)): ApiPath<(i64, i64)>,
+) -> ApiResult<Json<ShareLink>> {
+    let scope = editor_scope(&state, &auth, run_id).await?;
+    let link = shares::revoke(&state.db, &scope, share_id).await?;
+    audit::record(
+        &state.db,
+        &audit::Entry {
+            actor_id: Some(auth.user.id),
+            team_id: Some(scope.team_id()),
+            action: "share.revoke",
+            target: format!("share:{share_id}"),
+            detail: serde_json::json!({ "run_id": run_id }),
+        },
+    )
+    .await?;
+    Ok(Json(link))
+}
+
+async fn shared_scope(state: &AppState, token: &str) -> ApiResult<RunScope> {
+    Ok(RunScope::for_share_link(&state.db, &tokens::hash_token(token)).await?)
+}
+
+pub async fn shared_run(State(state): State<AppState>, ApiPath(token): ApiPath<String>) -> ApiResult<Json<Run>> {
+    let scope = shared_scope(&state, &token).await?;
+    Ok(Json(runs::get(&state.db, &scope).await?))
+}
+
+pub async fn shared_environments(
+    State(state): State<AppState>,
+    ApiPath(token): ApiPath<String>,
+    ApiQuery(q): ApiQuery<EnvQuery>,
+) -> ApiResult<Json<Page<EnvSummary>>> {
+    let scope = shared_scope(&state, &token).await?;
+    Ok(Json(list_in(&state, &scope, q).await?))
+}
+
+pub async fn shared_series(
+    State(state): State<AppState>,
+    ApiPath((token, name)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<SeriesQuery>,
+) -> ApiResult<Json<Series>> {
+    let scope = shared_scope(&state, &token).await?;
+    Ok(Json(series_in(&state, &scope, name, q).await?))
+}

@@ -1,0 +1,146 @@
+//! Teams, members and projects. Managing members needs the owner role; creating projects the
+//! editor role; reading any membership.
+
+use crate::AppState;
+use crate::auth::AuthUser;
+use crate::error::{ApiJson, ApiPath, ApiResult, AppError};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use spade_db::teams::{self, Member, Project, Team};
+use spade_db::{Role, TeamScope, audit};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NameRequest {
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberRequest {
+    pub email: String,
+    pub role: Role,
+}
+
+fn checked_name(name: &str, max: usize) -> Result<&str, AppError> {
+    let n = name.trim();
+    if n.is_empty() || n.chars().count() > max {
+        return Err(AppError::invalid("name", format!("must have 1 to {max} characters")));
+    }
+    Ok(n)
+}
+
+async fn scope(state: &AppState, auth: &AuthUser, team_id: i64, need: Role) -> ApiResult<TeamScope> {
+    let scope = TeamScope::for_member(&state.db, auth.user.id, team_id).await?;
+    if scope.role() < need {
+        return Err(match need {
+            Role::Owner => AppError::Forbidden {
+                code: "insufficient_role",
+                message: "only an owner of this team can do this".into(),
+            },
+            _ => AppError::read_only(),
+        });
+    }
+    Ok(scope)
+}
+
+async fn log(state: &AppState, auth: &AuthUser, team_id: i64, action: &str, target: String) -> ApiResult<()> {
+    audit::record(
+        &state.db,
+        &audit::Entry {
+            actor_id: Some(auth.user.id),
+            team_id: Some(team_id),
+            action,
+            target,
+            detail: serde_json::json!({}),
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+pub async fn list(State(state): State<AppState>, auth: AuthUser) -> ApiResult<Json<Vec<Team>>> {
+    Ok(Json(teams::teams_of(&state.db, auth.user.id).await?))
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiJson(req): ApiJson<NameRequest>,
+) -> ApiResult<(StatusCode, Json<Team>)> {
+    let team = teams::create_team(&state.db, auth.user.id, checked_name(&req.name, 100)?).await?;
+    log(&state, &auth, team.id, "team.create", format!("team:{}", team.id)).await?;
+    Ok((StatusCode::CREATED, Json(team)))
+}
+
+pub async fn members(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(team_id): ApiPath<i64>,
+) -> ApiResult<Json<Vec<Member>>> {
+    let scope = scope(&state, &auth, team_id, Role::Viewer).await?;
+    Ok(Json(teams::members(&state.db, &scope).await?))
+}
+
+/// Invites (adds) a registered user by email, or changes a member's role. An owner cannot
+/// demote the team's last owner.
+pub async fn upsert_member(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(team_id): ApiPath<i64>,
+    ApiJson(req): ApiJson<MemberRequest>,
+) -> ApiResult<Json<Member>> {
+    let scope = scope(&state, &auth, team_id, Role::Owner).await?;
+    let email = req.email.trim().to_lowercase();
+    if req.role != Role::Owner && email == auth.user.email && teams::owner_count(&state.db, &scope).await? <= 1 {
+        return Err(AppError::Conflict {
+            code: "last_owner",
+            message: "the team's last owner cannot step down; make someone else owner first".into(),
+        });
+    }
+    let member = teams::upsert_member(&state.db, &scope, &email, req.role).await?;
+    log(&state, &auth, team_id, "member.upsert", format!("user:{}", member.user_id)).await?;
+    Ok(Json(member))
+}
+
+pub async fn remove_member(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath((team_id, user_id)): ApiPath<(i64, i64)>,
+) -> ApiResult<StatusCode> {
+    let scope = scope(&state, &auth, team_id, Role::Owner).await?;
+    if teams::role_of(&state.db, &scope, user_id).await? == Some(Role::Owner)
+        && teams::owner_count(&state.db, &scope).await? <= 1
+    {
+        return Err(AppError::Conflict {
+            code: "last_owner",
+            message: "cannot remove the team's last owner".into(),
+        });
+    }
+    teams::remove_member(&state.db, &scope, user_id).await?;
+    log(&state, &auth, team_id, "member.remove", format!("user:{user_id}")).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn projects(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(team_id): ApiPath<i64>,
+) -> ApiResult<Json<Vec<Project>>> {
+    let scope = scope(&state, &auth, team_id, Role::Viewer).await?;
+    Ok(Json(teams::projects(&state.db, &scope).await?))
+}
+
+pub async fn create_project(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(team_id): ApiPath<i64>,
+    ApiJson(req): ApiJson<NameRequest>,
+) -> ApiResult<(StatusCode, Json<Project>)> {
+    let scope = scope(&state, &auth, team_id, Role::Editor).await?;
+    let project = teams::create_project(&state.db, &scope, checked_name(&req.name, 100)?).await?;
+    log(&state, &auth, team_id, "project.create", format!("project:{}", project.id)).await?;
+    Ok((StatusCode::CREATED, Json(project)))
+}

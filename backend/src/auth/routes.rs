@@ -1,0 +1,347 @@
+//! `/api/v1/auth/*`: register, login, refresh, logout, me.
+
+use super::{
+    ACCESS_COOKIE, ACCESS_TTL, AuthUser, CSRF_COOKIE, CSRF_HEADER, REFRESH_COOKIE, REFRESH_TTL,
+    cookie, password, tokens,
+};
+use crate::AppState;
+use crate::error::{ApiJson, ApiResult, AppError};
+use axum::Json;
+use axum::extract::{ConnectInfo, FromRequestParts, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use spade_db::audit;
+use spade_db::users::{self, Refresh, User};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+
+/// The client's IP as the socket saw it ("unknown" when served without connect info, e.g. in
+/// tests that call the router directly).
+#[derive(Debug, Clone)]
+pub struct ClientIp(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
+    type Rejection = Infallible;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Infallible> {
+        Ok(ClientIp(
+            parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0.ip().to_string())
+                .unwrap_or_else(|| "unknown".into()),
+        ))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterRequest {
+    pub email: String,
+    pub display_name: String,
+    pub password: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoginRequest {
+    pub email: String,
+    pub password: String,
+    /// `true` for scripts and other API clients: tokens come in the body, no cookies are set.
+    #[serde(default)]
+    pub api_client: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RefreshRequest {
+    /// API clients send the refresh token here; browsers send the cookie instead.
+    pub refresh_token: Option<String>,
+}
+
+/// Reply of login and refresh.
+#[derive(Debug, Serialize)]
+pub struct SessionReply {
+    pub user: User,
+    /// Seconds until the access token expires.
+    pub expires_in: u64,
+    /// Echo in `X-CSRF-Token` on cookie-authenticated changes.
+    pub csrf_token: String,
+    /// Only for API clients.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access_token: Option<String>,
+    /// Only for API clients.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<String>,
+}
+
+fn normalize_email(email: &str) -> Result<String, AppError> {
+    let e = email.trim().to_lowercase();
+    let ok = (3..=320).contains(&e.len())
+        && e.split_once('@')
+            .is_some_and(|(l, d)| !l.is_empty() && !d.is_empty() && !d.contains('@'))
+        && !e.chars().any(char::is_whitespace);
+    if ok {
+        Ok(e)
+    } else {
+        Err(AppError::invalid("email", "expected an address like name@example.org"))
+    }
+}
+
+/// `POST /api/v1/auth/register`: the first user becomes admin; afterwards registration is
+/// open or closed by configuration.
+pub async fn register(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<RegisterRequest>,
+) -> ApiResult<Response> {
+    let email = normalize_email(&req.email)?;
+    let name = req.display_name.trim();
+    if !(1..=100).contains(&name.chars().count()) {
+        return Err(AppError::invalid("display_name", "must have 1 to 100 characters"));
+    }
+    password::check_policy(&req.password)?;
+    let hash = password::hash(req.password).await?;
+    let user = users::register(&state.db, &email, name, &hash, state.auth.registration)
+        .await?
+        .ok_or(AppError::Forbidden {
+            code: "registration_closed",
+            message: "registration is closed on this server; ask an administrator".into(),
+        })?;
+    audit::record(
+        &state.db,
+        &audit::Entry {
+            actor_id: Some(user.id),
+            team_id: None,
+            action: "user.register",
+            target: format!("user:{}", user.id),
+            detail: serde_json::json!({ "admin": user.is_admin }),
+        },
+    )
+    .await?;
+    Ok((StatusCode::CREATED, Json(user)).into_response())
+}
+
+/// `POST /api/v1/auth/login`: rate-limited per client IP and email.
+pub async fn login(
+    State(state): State<AppState>,
+    ClientIp(ip): ClientIp,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<LoginRequest>,
+) -> ApiResult<Response> {
+    let email = req.email.trim().to_lowercase();
+    state
+        .auth
+        .limiter
+        .check(&ip, &email)
+        .map_err(|retry_after_s| AppError::RateLimited { retry_after_s })?;
+    let creds = users::credentials(&state.db, &email).await?;
+    let stored = creds.as_ref().map(|c| c.password_hash.clone());
+    if !password::verify(req.password, stored).await? {
+        state.auth.limiter.failed(&ip, &email);
+        return Err(AppError::unauthenticated(
+            "invalid_credentials",
+            "wrong email or password",
+        ));
+    }
+    let Some(creds) = creds else {
+        return Err(AppError::Internal(anyhow::anyhow!("verified without an account")));
+    };
+    state.auth.limiter.succeeded(&ip, &email);
+    let refresh = tokens::random_token("sprt_");
+    let user_agent = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let session_id = users::create_session(
+        &state.db,
+        creds.user.id,
+        &tokens::hash_token(&refresh),
+        refresh_expiry(),
+        user_agent,
+    )
+    .await?;
+    audit::record(
+        &state.db,
+        &audit::Entry {
+            actor_id: Some(creds.user.id),
+            team_id: None,
+            action: "user.login",
+            target: format!("session:{session_id}"),
+            detail: serde_json::json!({ "ip": ip }),
+        },
+    )
+    .await?;
+    session_response(&state, creds.user, session_id, refresh, req.api_client)
+}
+
+/// `POST /api/v1/auth/refresh`: rotates the refresh token and issues a new access token.
+/// Browsers send the refresh cookie plus `X-CSRF-Token`; API clients send the token in the body.
+pub async fn refresh(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    // The body is optional (browsers send none), so it is parsed here rather than extracted.
+    let req: RefreshRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        RefreshRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| AppError::Invalid {
+            code: "invalid_body",
+            message: format!("refresh request: {e}"),
+        })?
+    };
+    let from_body = req.refresh_token;
+    let api_client = from_body.is_some();
+    let presented = match from_body {
+        Some(t) => t,
+        None => cookie(&headers, REFRESH_COOKIE)
+            .map(str::to_owned)
+            .ok_or(AppError::unauthenticated(
+                "missing_token",
+                "no refresh token (spade_refresh cookie or `refresh_token` in the body)",
+            ))?,
+    };
+    let presented_hash = tokens::hash_token(&presented);
+    let refused = || {
+        AppError::unauthenticated(
+            "invalid_refresh_token",
+            "the refresh token is unknown, rotated, revoked or expired; log in again",
+        )
+    };
+    if !api_client {
+        let (sid, _) = users::session_by_refresh(&state.db, &presented_hash)
+            .await?
+            .ok_or_else(refused)?;
+        let csrf = headers
+            .get(CSRF_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if !state.auth.signer.csrf_matches(sid, csrf) {
+            return Err(AppError::Forbidden {
+                code: "csrf",
+                message: "refreshing with the cookie needs the X-CSRF-Token header".into(),
+            });
+        }
+    }
+    let next = tokens::random_token("sprt_");
+    match users::rotate_refresh(
+        &state.db,
+        &presented_hash,
+        &tokens::hash_token(&next),
+        refresh_expiry(),
+    )
+    .await?
+    {
+        Refresh::Rotated {
+            session_id,
+            user_id,
+        } => {
+            let user = users::get(&state.db, user_id).await?;
+            session_response(&state, user, session_id, next, api_client)
+        }
+        Refresh::Refused => Err(refused()),
+    }
+}
+
+/// `POST /api/v1/auth/logout`: revokes the session (its access and refresh tokens stop working
+/// now) and clears the cookies.
+pub async fn logout(State(state): State<AppState>, auth: AuthUser) -> ApiResult<Response> {
+    users::revoke_session(&state.db, auth.session_id, auth.user.id).await?;
+    let mut resp = StatusCode::NO_CONTENT.into_response();
+    let h = resp.headers_mut();
+    for (name, path) in [
+        (ACCESS_COOKIE, "/"),
+        (REFRESH_COOKIE, "/api/v1/auth"),
+        (CSRF_COOKIE, "/"),
+    ] {
+        h.append(
+            header::SET_COOKIE,
+            set_cookie(name, "", 0, path, name != CSRF_COOKIE, "Lax", state.auth.secure_cookies)?,
+        );
+    }
+    Ok(resp)
+}
+
+/// `GET /api/v1/auth/me`: the caller.
+pub async fn me(auth: AuthUser) -> Json<User> {
+    Json(auth.user)
+}
+
+fn refresh_expiry() -> chrono::DateTime<chrono::Utc> {
+    chrono::Utc::now()
+        + chrono::Duration::from_std(REFRESH_TTL).unwrap_or_else(|_| chrono::Duration::days(30))
+}
+
+fn session_response(
+    state: &AppState,
+    user: User,
+    session_id: i64,
+    refresh: String,
+    api_client: bool,
+) -> ApiResult<Response> {
+    let now = chrono::Utc::now().timestamp();
+    let ttl = ACCESS_TTL.as_secs();
+    let access = state
+        .auth
+        .signer
+        .sign(&tokens::Claims {
+            sub: user.id.to_string(),
+            sid: session_id,
+            iat: now,
+            exp: now + i64::try_from(ttl).unwrap_or(900),
+        })
+        .map_err(|e| AppError::Internal(anyhow::Error::new(e).context("signing an access token")))?;
+    let csrf = state.auth.signer.csrf_token(session_id);
+    let secure = state.auth.secure_cookies;
+    let reply = SessionReply {
+        user,
+        expires_in: ttl,
+        csrf_token: csrf.clone(),
+        access_token: api_client.then(|| access.clone()),
+        refresh_token: api_client.then(|| refresh.clone()),
+    };
+    let mut resp = Json(reply).into_response();
+    if !api_client {
+        let h = resp.headers_mut();
+        h.append(header::SET_COOKIE, set_cookie(ACCESS_COOKIE, &access, ttl, "/", true, "Lax", secure)?);
+        h.append(
+            header::SET_COOKIE,
+            set_cookie(REFRESH_COOKIE, &refresh, REFRESH_TTL.as_secs(), "/api/v1/auth", true, "Strict", secure)?,
+        );
+        h.append(
+            header::SET_COOKIE,
+            set_cookie(CSRF_COOKIE, &csrf, REFRESH_TTL.as_secs(), "/", false, "Lax", secure)?,
+        );
+    }
+    Ok(resp)
+}
+
+fn set_cookie(
+    name: &str,
+    value: &str,
+    max_age: u64,
+    path: &str,
+    http_only: bool,
+    same_site: &str,
+    secure: bool,
+) -> ApiResult<HeaderValue> {
+    let mut c = format!("{name}={value}; Path={path}; Max-Age={max_age}; SameSite={same_site}");
+    if http_only {
+        c.push_str("; HttpOnly");
+    }
+    if secure {
+        c.push_str("; Secure");
+    }
+    HeaderValue::from_str(&c).map_err(|e| AppError::Internal(e.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emails_are_normalized_or_refused_with_the_field_name() {
+        assert_eq!(normalize_email("  Ada@Example.ORG ").ok().as_deref(), Some("ada@example.org"));
+        for bad in ["", "no-at", "@x", "a@", "a b@x.org", "a@b@c"] {
+            let e = normalize_email(bad).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.starts_with("`email`"), "{bad:?}: {e}");
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! The one error type of every handler. Each variant documents its HTTP status; the body is
+//! always `{"status": 404, "code": "not_found", "message": "run not found"}`. Internal errors are
+//! opaque to the client (code `internal`) and logged here with their whole cause chain.
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use spade_db::DbError;
+
+/// An API error.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// 400: the request is malformed (unparseable JSON, query or path).
+    #[error("{message}")]
+    BadRequest { code: &'static str, message: String },
+    /// 422: a field has a value that is not allowed; `message` names the field.
+    #[error("{message}")]
+    Invalid { code: &'static str, message: String },
+    /// 401: no credentials, or credentials that are invalid, expired or revoked.
+    #[error("{message}")]
+    Unauthenticated { code: &'static str, message: &'static str },
+    /// 403: authenticated, but not allowed (role too low, missing CSRF token, closed registration).
+    #[error("{message}")]
+    Forbidden { code: &'static str, message: String },
+    /// 404: no such object, or not visible to the caller (the two look the same).
+    #[error("{0} not found")]
+    NotFound(String),
+    /// 409: the object exists already, or its state forbids the operation.
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
+    /// 429: too many attempts; retry after this many seconds (sent as `Retry-After`).
+    #[error("too many attempts; retry in {retry_after_s} s")]
+    RateLimited { retry_after_s: u64 },
+    /// 500: anything else. The client sees only "internal error"; the cause is logged.
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl AppError {
+    /// A 422 about one field.
+    pub fn invalid(field: &str, expected: impl std::fmt::Display) -> Self {
+        AppError::Invalid {
+            code: "invalid_field",
+            message: format!("`{field}`: {expected}"),
+        }
+    }
+
+    /// A 403 for a role that may not change state.
+    pub fn read_only() -> Self {
+        AppError::Forbidden {
+            code: "insufficient_role",
+            message: "your role in this team is read-only (viewer); an editor or owner can do this"
+                .into(),
+        }
+    }
+
+    /// A 401 with a stable code.
+    pub fn unauthenticated(code: &'static str, message: &'static str) -> Self {
+        AppError::Unauthenticated { code, message }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            AppError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            AppError::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
+            AppError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            AppError::NotFound(_) => StatusCode::NOT_FOUND,
+            AppError::Conflict { .. } => StatusCode::CONFLICT,
+            AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn code(&self) -> &'static str {
+        match self {
+            AppError::BadRequest { code, .. }
+            | AppError::Invalid { code, .. }
+            | AppError::Unauthenticated { code, .. }
+            | AppError::Forbidden { code, .. }
+            | AppError::Conflict { code, .. } => code,
+            AppError::NotFound(_) => "not_found",
+            AppError::RateLimited { .. } => "rate_limited",
+            AppError::Internal(_) => "internal",
+        }
+    }
+}
+
+/// The JSON body of every error.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody {
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        if let AppError::Internal(e) = &self {
+            // `{:#}` prints anyhow's whole chain: "while X: because Y: because Z".
+            tracing::error!(error = format!("{e:#}"), "internal error");
+        }
+        let status = self.status();
+        let body = ErrorBody {
+            status: status.as_u16(),
+            code: self.code(),
+            message: self.to_string(),
+        };
+        let mut resp = (status, Json(body)).into_response();
+        if let AppError::RateLimited { retry_after_s } = self
+            && let Ok(v) = HeaderValue::from_str(&retry_after_s.to_string())
+        {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        resp
+    }
+}
+
+impl From<DbError> for AppError {
+    fn from(e: DbError) -> Self {
+        match e {
+            DbError::NotFound(what) => AppError::NotFound(what.to_owned()),
+            DbError::Conflict(what) => AppError::Conflict {
+                code: "already_exists",
+                message: format!("{what} already exists"),
+            },
+            e @ DbError::State { .. } => AppError::Conflict {
+                code: "invalid_state",
+                message: e.to_string(),
+            },
+            e => AppError::Internal(anyhow::Error::new(e)),
+        }
+    }
+}
+
+impl From<JsonRejection> for AppError {
+    fn from(r: JsonRejection) -> Self {
+        match r {
+            // serde's message names the field path and what it expected.
+            JsonRejection::JsonDataError(e) => AppError::Invalid {
+                code: "invalid_body",
+                message: e.body_text(),
+            },
+            JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                AppError::BadRequest {
+                    code: "body_too_large",
+                    message: e.body_text(),
+                }
+            }
+            other => AppError::BadRequest {
+                code: "invalid_body",
+                message: other.body_text(),
+            },
+        }
+    }
+}
+
+impl From<QueryRejection> for AppError {
+    fn from(r: QueryRejection) -> Self {
+        AppError::BadRequest {
+            code: "invalid_query",
+            message: r.body_text(),
+        }
+    }
+}
+
+impl From<PathRejection> for AppError {
+    fn from(r: PathRejection) -> Self {
+        AppError::BadRequest {
+            code: "invalid_path",
+            message: r.body_text(),
+        }
+    }
+}
+
+/// `Json<T>` whose rejections are [`AppError`]s.
+#[derive(Debug, axum::extract::FromRequest)]
+#[from_request(via(axum::Json), rejection(AppError))]
+pub struct ApiJson<T>(pub T);
+
+/// `Query<T>` whose rejections are [`AppError`]s.
+#[derive(Debug, axum::extract::FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(AppError))]
+pub struct ApiQuery<T>(pub T);
+
+/// `Path<T>` whose rejections are [`AppError`]s.
+#[derive(Debug, axum::extract::FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(AppError))]
+pub struct ApiPath<T>(pub T);
+
+/// Result of every handler.
+pub type ApiResult<T> = Result<T, AppError>;

@@ -1,0 +1,244 @@
+//! Worker ingestion (`spade::report` is the contract): `POST /api/v1/ingest/{run_id}` with the
+//! run's bearer token and `{"envelopes": [...]}`. The whole batch is applied in one transaction;
+//! each envelope's key is claimed first, so a replayed key is acknowledged again but stored once.
+//! After the commit the new facts are pushed to the run's live pages. The reply says whether a
+//! user asked to cancel, which is how the worker learns to stop.
+
+use crate::AppState;
+use crate::auth::{bearer, tokens};
+use crate::error::{ApiJson, ApiPath, ApiResult, AppError};
+use crate::events::RunEvent;
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use spade::EnvKind;
+use spade::config::RunConfig;
+use spade::report::{
+    EnvStatus, Envelope, FinishStatus, IngestReply, IngestRequest, MAX_ENVELOPES_PER_BATCH,
+    Message,
+};
+use spade_db::ingest::{self, Batch, NewEnvironment, NewPlay, Scores};
+use spade_db::types;
+use spade_db::{DbError, RunScope, RunStatus, runs};
+
+/// Issues a fresh worker token for a run the scheduler is launching (the previous one stops
+/// working) and returns it; only its hash is stored.
+pub async fn issue_for_launch(db: &spade_db::Pool, run_id: i64) -> Result<String, DbError> {
+    let token = tokens::random_token("spr_");
+    runs::set_token_hash_for_launch(db, run_id, &tokens::hash_token(&token)).await?;
+    Ok(token)
+}
+
+async fn worker_scope(state: &AppState, headers: &HeaderMap, run_id: i64) -> ApiResult<RunScope> {
+    let refused = || AppError::unauthenticated("invalid_run_token", "a valid run token is required");
+    let token = bearer(headers)?.ok_or_else(refused)?.to_owned();
+    RunScope::for_worker(&state.db, run_id, |stored| tokens::token_matches(&token, stored))
+        .await
+        .map_err(|e| match e {
+            DbError::NotFound(_) => refused(),
+            other => other.into(),
+        })
+}
+
+/// `GET /api/v1/ingest/{run_id}/config`: the run configuration as TOML.
+pub async fn config(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiPath(run_id): ApiPath<i64>,
+) -> ApiResult<Response> {
+    let scope = worker_scope(&state, &headers, run_id).await?;
+    let run = runs::get(&state.db, &scope).await?;
+    let cfg: RunConfig = serde_json::from_value(run.config).map_err(|e| {
+        AppError::Internal(anyhow::Error::new(e).context(format!("stored config of run {run_id}")))
+    })?;
+    Ok(([(header::CONTENT_TYPE, "application/toml; charset=utf-8")], cfg.to_toml()).into_response())
+}
+
+/// `POST /api/v1/ingest/{run_id}`.
+pub async fn ingest(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiPath(run_id): ApiPath<i64>,
+    ApiJson(req): ApiJson<IngestRequest>,
+) -> ApiResult<Json<IngestReply>> {
+    let scope = worker_scope(&state, &headers, run_id).await?;
+    if req.envelopes.len() > MAX_ENVELOPES_PER_BATCH {
+        return Err(AppError::invalid(
+            "envelopes",
+            format!("at most {MAX_ENVELOPES_PER_BATCH} per request, got {}", req.envelopes.len()),
+        ));
+    }
+    let run_id_text = run_id.to_string();
+    for (i, e) in req.envelopes.iter().enumerate() {
+        if e.run_id != run_id_text {
+            return Err(AppError::invalid(
+                &format!("envelopes[{i}].run_id"),
+                format!("is {:?} but the URL names run {run_id}", e.run_id),
+            ));
+        }
+        if !e.key_is_consistent() {
+            return Err(AppError::invalid(
+                &format!("envelopes[{i}].key"),
+                format!("expected {:?}", Envelope::key_for(&e.run_id, e.seq)),
+            ));
+        }
+    }
+    let mut batch = ingest::begin(&state.db, &scope).await?;
+    let mut acknowledged = Vec::with_capacity(req.envelopes.len());
+    let mut events = Vec::new();
+    for (i, e) in req.envelopes.iter().enumerate() {
+        let seq = to_i64(e.seq, i, "seq")?;
+        if batch.claim(&e.key, seq).await? {
+            apply(&mut batch, &e.message, i, &mut events).await?;
+        }
+        acknowledged.push(e.key.clone());
+    }
+    let status = batch.commit().await?;
+    for ev in events {
+        state.events.publish(run_id, ev);
+    }
+    Ok(Json(IngestReply {
+        acknowledged,
+        cancel_requested: matches!(status, RunStatus::Cancelling | RunStatus::Cancelled),
+    }))
+}
+
+fn to_i64(v: u64, i: usize, field: &str) -> ApiResult<i64> {
+    i64::try_from(v).map_err(|_| AppError::invalid(&format!("envelopes[{i}].{field}"), "must be below 2^63"))
+}
+
+fn to_i32(v: u32, i: usize, field: &str) -> ApiResult<i32> {
+    i32::try_from(v).map_err(|_| AppError::invalid(&format!("envelopes[{i}].{field}"), "must be below 2^31"))
+}
+
+fn finite(v: f64, i: usize, field: &str) -> ApiResult<f64> {
+    if v.is_finite() {
+        Ok(v)
+    } else {
+        Err(AppError::invalid(&format!("envelopes[{i}].{field}"), "must be a finite number"))
+    }
+}
+
+async fn apply(batch: &mut Batch, m: &Message, i: usize, events: &mut Vec<RunEvent>) -> ApiResult<()> {
+    match m {
+        Message::RunStarted { code_version, total_steps, .. } => {
+            batch.run_started(code_version, to_i64(*total_steps, i, "message.total_steps")?).await?;
+            events.push(RunEvent::Status { status: RunStatus::Running });
+        }
+        Message::Environment { record: r } => {
+            let opt = |v: Option<f64>, f: &str| v.map(|x| finite(x, i, f)).transpose();
+            batch
+                .environment(&NewEnvironment {
+                    env_id: &r.env_id,
+                    step: to_i64(r.step, i, "message.record.step")?,
+                    skill: &r.skill,
+                    kind: match r.kind {
+                        EnvKind::Game => types::EnvKind::Game,
+                        EnvKind::ToolUse => types::EnvKind::ToolUse,
+                    },
+                    status: match r.status {
+                        EnvStatus::Accepted => types::EnvStatus::Accepted,
+                        EnvStatus::Rejected => types::EnvStatus::Rejected,
+                    },
+                    rejection_reason: r.rejection_reason.as_deref(),
+                    rejection_message: r.rejection_message.as_deref(),
+                    code: &r.code,
+                    hint: r.hint.as_deref(),
+                    parent_env_id: r.parent_env_id.as_deref(),
+                    regret: opt(r.regret, "message.record.regret")?,
+                    win_rate_hint: opt(r.win_rate_hint, "message.record.win_rate_hint")?,
+                    win_rate_no_hint: opt(r.win_rate_no_hint, "message.record.win_rate_no_hint")?,
+                    designer_reward: opt(r.designer_reward, "message.record.designer_reward")?,
+                    reward_levels: r.reward_levels.map(|v| to_i32(v, i, "message.record.reward_levels")).transpose()?,
+                    attempts: to_i32(r.attempts, i, "message.record.attempts")?,
+                })
+                .await?;
+            events.push(RunEvent::Environment {
+                env_id: r.env_id.clone(),
+                step: r.step,
+                skill: r.skill.clone(),
+                status: match r.status {
+                    EnvStatus::Accepted => "accepted".into(),
+                    EnvStatus::Rejected => "rejected".into(),
+                },
+            });
+        }
+        Message::EnvironmentScored { env_id, regret, win_rate_hint, win_rate_no_hint, designer_reward, reward_levels, .. } => {
+            let scores = Scores {
+                env_id,
+                regret: Some(finite(*regret, i, "message.regret")?),
+                win_rate_hint: Some(finite(*win_rate_hint, i, "message.win_rate_hint")?),
+                win_rate_no_hint: Some(finite(*win_rate_no_hint, i, "message.win_rate_no_hint")?),
+                designer_reward: Some(finite(*designer_reward, i, "message.designer_reward")?),
+                reward_levels: Some(to_i32(*reward_levels, i, "message.reward_levels")?),
+            };
+            batch.scores(&scores).await.map_err(|e| match e {
+                DbError::NotFound(_) => AppError::invalid(
+                    &format!("envelopes[{i}].message.env_id"),
+                    format!("{env_id:?} was never reported in this run"),
+                ),
+                other => other.into(),
+            })?;
+        }
+        Message::Plays { records } => {
+            let mut plays = Vec::with_capacity(records.len());
+            for (j, p) in records.iter().enumerate() {
+                plays.push(NewPlay {
+                    env_id: &p.env_id,
+                    step: to_i64(p.step, i, &format!("message.records[{j}].step"))?,
+                    with_hint: p.with_hint,
+                    episode_return: finite(p.episode_return, i, &format!("message.records[{j}].episode_return"))?,
+                    won: p.won,
+                    turns: to_i32(p.turns, i, &format!("message.records[{j}].turns"))?,
+                    transcript: serde_json::to_value(&p.transcript)
+                        .map_err(|e| AppError::Internal(e.into()))?,
+                });
+            }
+            batch.plays(&plays).await?;
+        }
+        Message::Metrics { step, elapsed_s, values } => {
+            let mut names = Vec::with_capacity(values.len());
+            let mut vals = Vec::with_capacity(values.len());
+            for (name, v) in values {
+                if name.is_empty() || name.len() > 200 {
+                    return Err(AppError::invalid(&format!("envelopes[{i}].message.values"), format!("metric name {name:?} must have 1 to 200 bytes")));
+                }
+                names.push(name.clone());
+                vals.push(finite(*v, i, &format!("message.values.{name}"))?);
+            }
+            batch.metrics(to_i64(*step, i, "message.step")?, finite(*elapsed_s, i, "message.elapsed_s")?, &names, &vals).await?;
+            events.push(RunEvent::Metrics { step: *step, values: values.clone() });
+        }
+        Message::Checkpoint { step, path, bytes } => {
+            batch.checkpoint(to_i64(*step, i, "message.step")?, path, to_i64(*bytes, i, "message.bytes")?).await?;
+            events.push(RunEvent::Checkpoint { step: *step });
+        }
+        Message::Progress { step, total_steps, phase } => {
+            batch.progress(to_i64(*step, i, "message.step")?, to_i64(*total_steps, i, "message.total_steps")?, phase).await?;
+            events.push(RunEvent::Progress { step: *step, total_steps: *total_steps, phase: phase.clone() });
+        }
+        Message::Log { level, line } => {
+            let level = serde_json::to_value(level)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_else(|| "info".into());
+            batch.log(&level, line).await?;
+            events.push(RunEvent::Log { level, line: line.clone() });
+        }
+        Message::BenchmarkResult { checkpoint_step, suite, task, score, n } => {
+            let cs = checkpoint_step.map(|s| to_i64(s, i, "message.checkpoint_step")).transpose()?;
+            batch.benchmark(cs, suite, task, finite(*score, i, "message.score")?, to_i32(*n, i, "message.n")?).await?;
+        }
+        Message::Finished { status, message } => {
+            let status = match status {
+                FinishStatus::Succeeded => RunStatus::Succeeded,
+                FinishStatus::Failed => RunStatus::Failed,
+                FinishStatus::Cancelled => RunStatus::Cancelled,
+            };
+            batch.finished(status, message).await?;
+            events.push(RunEvent::Status { status });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,8 @@
+//! Integration tests of the API against real PostgreSQL: each `#[sqlx::test]` gets a fresh,
+//! migrated database and drives `app(state)` without a port (`tower::ServiceExt::oneshot`).
+//! `attacks` holds one test per authentication property, each an attack that must be refused.
+
+mod attacks;
+mod flows;
+mod ingest;
+mod support;

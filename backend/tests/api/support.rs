@@ -1,0 +1,204 @@
+//! Test client: builds the app on a test database and sends requests through `oneshot`.
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use spade_db::users::Registration;
+use spade_server::auth::AuthState;
+use spade_server::auth::secret::JwtSecret;
+use spade_server::{AppState, app};
+use sqlx::PgPool;
+use tower::ServiceExt;
+
+/// The secret the test app signs with (tests forge tokens with it to test expiry).
+pub const SECRET: &[u8] = b"test-secret-test-secret-test-secret-0123";
+pub const PASSWORD: &str = "correct horse battery";
+
+pub type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+pub struct TestApp {
+    pub router: Router,
+    pub state: AppState,
+}
+
+#[derive(Debug)]
+pub struct Resp {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+    pub fn code(&self) -> String {
+        self.json()["code"].as_str().unwrap_or("").to_owned()
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+    /// Values of the Set-Cookie headers by cookie name.
+    pub fn cookie(&self, name: &str) -> Option<String> {
+        self.headers
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .filter_map(|v| v.split(';').next())
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_owned())
+    }
+}
+
+/// Credentials a test uses for requests.
+#[derive(Debug, Clone, Default)]
+pub enum Cred {
+    #[default]
+    None,
+    Bearer(String),
+    /// Access cookie, plus the CSRF header when `Some`.
+    Cookie { access: String, csrf: Option<String> },
+}
+
+impl TestApp {
+    pub fn new(pool: PgPool) -> Self {
+        Self::with_registration(pool, Registration::Open)
+    }
+
+    pub fn with_registration(pool: PgPool, reg: Registration) -> Self {
+        let leptos = leptos::prelude::LeptosOptions::builder()
+            .output_name(spade_server::OUTPUT_NAME)
+            .site_root("site")
+            .build();
+        let secret = JwtSecret::new(SECRET.to_vec()).unwrap_or_else(|_| JwtSecret::random());
+        let state = AppState::new(leptos, pool, AuthState::new(secret, reg, false));
+        Self {
+            router: app(state.clone()),
+            state,
+        }
+    }
+
+    pub async fn send(&self, req: Request<Body>) -> Resp {
+        let resp = match self.router.clone().oneshot(req).await {
+            Ok(r) => r,
+            Err(never) => match never {},
+        };
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes().to_vec())
+            .unwrap_or_default();
+        Resp { status, headers, body }
+    }
+
+    pub async fn call(&self, method: Method, path: &str, cred: &Cred, body: Option<Value>) -> Resp {
+        let mut b = Request::builder().method(method).uri(path);
+        match cred {
+            Cred::None => {}
+            Cred::Bearer(t) => b = b.header(header::AUTHORIZATION, format!("Bearer {t}")),
+            Cred::Cookie { access, csrf } => {
+                b = b.header(header::COOKIE, format!("spade_access={access}"));
+                if let Some(c) = csrf {
+                    b = b.header("x-csrf-token", c);
+                }
+            }
+        }
+        let req = match body {
+            Some(v) => b
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(v.to_string())),
+            None => b.body(Body::empty()),
+        };
+        self.send(req.unwrap_or_default()).await
+    }
+
+    pub async fn get(&self, path: &str, cred: &Cred) -> Resp {
+        self.call(Method::GET, path, cred, None).await
+    }
+
+    pub async fn post(&self, path: &str, cred: &Cred, body: Value) -> Resp {
+        self.call(Method::POST, path, cred, Some(body)).await
+    }
+
+    pub async fn register(&self, email: &str) -> Resp {
+        self.post(
+            "/api/v1/auth/register",
+            &Cred::None,
+            json!({ "email": email, "display_name": email, "password": PASSWORD }),
+        )
+        .await
+    }
+
+    /// Logs in as an API client; returns (access, refresh).
+    pub async fn login_api(&self, email: &str) -> (String, String) {
+        let r = self
+            .post(
+                "/api/v1/auth/login",
+                &Cred::None,
+                json!({ "email": email, "password": PASSWORD, "api_client": true }),
+            )
+            .await;
+        let j = r.json();
+        (
+            j["access_token"].as_str().unwrap_or_default().to_owned(),
+            j["refresh_token"].as_str().unwrap_or_default().to_owned(),
+        )
+    }
+
+    /// Registers and logs in as an API client; returns a bearer credential.
+    pub async fn user(&self, email: &str) -> Cred {
+        self.register(email).await;
+        Cred::Bearer(self.login_api(email).await.0)
+    }
+
+    /// Creates team + project + run as `cred`; returns (team_id, project_id, run_id).
+    pub async fn team_project_run(&self, cred: &Cred, team: &str) -> (i64, i64, i64) {
+        let t = self.post("/api/v1/teams", cred, json!({ "name": team })).await.json()["id"]
+            .as_i64()
+            .unwrap_or(-1);
+        let p = self
+            .post(&format!("/api/v1/teams/{t}/projects"), cred, json!({ "name": "p" }))
+            .await
+            .json()["id"]
+            .as_i64()
+            .unwrap_or(-1);
+        let r = self
+            .post(
+                &format!("/api/v1/projects/{p}/runs"),
+                cred,
+                json!({ "name": "r", "config_toml": tiny_toml() }),
+            )
+            .await
+            .json()["id"]
+            .as_i64()
+            .unwrap_or(-1);
+        (t, p, r)
+    }
+}
+
+/// A valid configuration (the CPU demo preset).
+pub fn tiny_toml() -> String {
+    spade::config::RunConfig::tiny_cpu_demo().to_toml()
+}
+
+/// The claims part of a JWT, decoded.
+pub fn claims_of(token: &str) -> Value {
+    token
+        .split('.')
+        .nth(1)
+        .and_then(|p| URL_SAFE_NO_PAD.decode(p).ok())
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null)
+}
+
+pub fn b64(v: &Value) -> String {
+    URL_SAFE_NO_PAD.encode(v.to_string())
+}

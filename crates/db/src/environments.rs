@@ -1,0 +1,162 @@
+//! Environments a run's designer wrote, and the sampled plays on them. Listing returns summaries
+//! (no code); one environment comes with its code, hint, a few plays and its parent.
+
+use crate::types::{EnvKind, EnvStatus};
+use crate::{DbError, RunScope};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgPool;
+
+/// One row of the environment list.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EnvSummary {
+    pub id: i64,
+    pub env_id: String,
+    pub step: i64,
+    pub skill: String,
+    pub kind: EnvKind,
+    pub status: EnvStatus,
+    pub rejection_reason: Option<String>,
+    pub parent_env_id: Option<String>,
+    pub regret: Option<f64>,
+    pub win_rate_hint: Option<f64>,
+    pub win_rate_no_hint: Option<f64>,
+    pub designer_reward: Option<f64>,
+    pub reward_levels: Option<i32>,
+}
+
+/// One environment in full.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EnvDetail {
+    #[serde(flatten)]
+    pub summary: EnvSummary,
+    pub rejection_message: Option<String>,
+    pub code: String,
+    pub hint: Option<String>,
+    pub attempts: i32,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A sampled play.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Play {
+    pub id: i64,
+    pub env_id: String,
+    pub step: i64,
+    pub with_hint: bool,
+    pub episode_return: f64,
+    pub won: bool,
+    pub turns: i32,
+    pub transcript: serde_json::Value,
+}
+
+/// Filters of [`list`]. Ranges are inclusive; `after` is the keyset cursor `(step, id)` of the
+/// last row of the previous page (rows are ordered by step, then id).
+#[derive(Debug, Clone, Default)]
+pub struct EnvFilter {
+    pub skill: Option<String>,
+    pub status: Option<EnvStatus>,
+    pub step_min: Option<i64>,
+    pub step_max: Option<i64>,
+    pub regret_min: Option<f64>,
+    pub regret_max: Option<f64>,
+    pub after: Option<(i64, i64)>,
+    pub limit: i64,
+}
+
+/// Environments of the scoped run, filtered, one page.
+pub async fn list(
+    pool: &PgPool,
+    scope: &RunScope,
+    f: &EnvFilter,
+) -> Result<Vec<EnvSummary>, DbError> {
+    let (after_step, after_id) = f.after.unzip();
+    let rows = sqlx::query_as!(
+        EnvSummary,
+        r#"SELECT id, env_id, step, skill, kind AS "kind: EnvKind", status AS "status: EnvStatus",
+                  rejection_reason, parent_env_id, regret, win_rate_hint, win_rate_no_hint,
+                  designer_reward, reward_levels
+           FROM environments
+           WHERE run_id = $1
+             AND ($2::text IS NULL OR skill = $2)
+             AND ($3::env_status IS NULL OR status = $3)
+             AND ($4::bigint IS NULL OR step >= $4)
+             AND ($5::bigint IS NULL OR step <= $5)
+             AND ($6::float8 IS NULL OR regret >= $6)
+             AND ($7::float8 IS NULL OR regret <= $7)
+             AND ($8::bigint IS NULL OR (step, id) > ($8, $9::bigint))
+           ORDER BY step, id
+           LIMIT $10"#,
+        scope.run_id,
+        f.skill,
+        f.status as Option<EnvStatus>,
+        f.step_min,
+        f.step_max,
+        f.regret_min,
+        f.regret_max,
+        after_step,
+        after_id,
+        f.limit
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows)
+}
+
+/// One environment of the scoped run by its `env_id`.
+pub async fn get(pool: &PgPool, scope: &RunScope, env_id: &str) -> Result<EnvDetail, DbError> {
+    let r = sqlx::query!(
+        r#"SELECT id, env_id, step, skill, kind AS "kind: EnvKind", status AS "status: EnvStatus",
+                  rejection_reason, rejection_message, parent_env_id, regret, win_rate_hint,
+                  win_rate_no_hint, designer_reward, reward_levels, code, hint, attempts,
+                  created_at
+           FROM environments WHERE run_id = $1 AND env_id = $2"#,
+        scope.run_id,
+        env_id
+    )
+    .fetch_optional(pool)
+    .await?
+    .ok_or(DbError::NotFound("environment"))?;
+    Ok(EnvDetail {
+        summary: EnvSummary {
+            id: r.id,
+            env_id: r.env_id,
+            step: r.step,
+            skill: r.skill,
+            kind: r.kind,
+            status: r.status,
+            rejection_reason: r.rejection_reason,
+            parent_env_id: r.parent_env_id,
+            regret: r.regret,
+            win_rate_hint: r.win_rate_hint,
+            win_rate_no_hint: r.win_rate_no_hint,
+            designer_reward: r.designer_reward,
+            reward_levels: r.reward_levels,
+        },
+        rejection_message: r.rejection_message,
+        code: r.code,
+        hint: r.hint,
+        attempts: r.attempts,
+        created_at: r.created_at,
+    })
+}
+
+/// Up to `limit` plays of one environment, oldest first.
+pub async fn plays(
+    pool: &PgPool,
+    scope: &RunScope,
+    env_id: &str,
+    limit: i64,
+) -> Result<Vec<Play>, DbError> {
+    let rows = sqlx::query_as!(
+        Play,
+        "SELECT id, env_id, step, with_hint, episode_return, won, turns, transcript
+         FROM plays WHERE run_id = $1 AND env_id = $2 ORDER BY id LIMIT $3",
+        scope.run_id,
+        env_id,
+        limit
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows)
+}

@@ -1,0 +1,225 @@
+//! Runs: creation in a project, listing with filters, and the user-driven state changes
+//! (cancel, resume, delete). Worker-driven changes (progress, finish) are in `ingest`.
+
+use crate::{DbError, RunScope, RunStatus, TeamScope};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgPool;
+
+/// A run as the API shows it (the token hash never leaves this crate).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Run {
+    pub id: i64,
+    pub project_id: i64,
+    pub name: String,
+    pub config: serde_json::Value,
+    pub status: RunStatus,
+    pub executor: String,
+    pub seed: i64,
+    pub code_version: String,
+    pub progress_step: i64,
+    pub progress_total: i64,
+    pub phase: Option<String>,
+    pub status_message: Option<String>,
+    pub created_by: Option<i64>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// What creating a run needs (already validated by the caller).
+#[derive(Debug, Clone)]
+pub struct NewRun<'a> {
+    pub project_id: i64,
+    pub name: &'a str,
+    pub config: &'a serde_json::Value,
+    pub executor: &'a str,
+    pub seed: i64,
+    pub code_version: &'a str,
+}
+
+/// Filters of [`list`]; `before_id` is the keyset cursor (runs are listed newest first).
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub project_id: Option<i64>,
+    pub status: Option<RunStatus>,
+    pub before_id: Option<i64>,
+    pub limit: i64,
+}
+
+/// Creates a queued run in a project of the scoped team (`NotFound("project")` otherwise).
+pub async fn create(
+    pool: &PgPool,
+    scope: &TeamScope,
+    new: &NewRun<'_>,
+) -> Result<Run, DbError> {
+    let row = sqlx::query_as!(
+        Run,
+        r#"INSERT INTO runs (project_id, name, config, executor, seed, code_version, created_by)
+           SELECT p.id, $3, $4, $5, $6, $7, $8 FROM projects p WHERE p.id = $2 AND p.team_id = $1
+           RETURNING id, project_id, name, config, status AS "status: RunStatus", executor, seed,
+                     code_version, progress_step, progress_total, phase, status_message,
+                     created_by, created_at, updated_at, started_at, finished_at"#,
+        scope.team_id,
+        new.project_id,
+        new.name,
+        new.config,
+        new.executor,
+        new.seed,
+        new.code_version,
+        scope.user_id
+    )
+    .fetch_optional(pool)
+    .await?
+    .ok_or(DbError::NotFound("project"))?;
+    Ok(row)
+}
+
+/// Runs of the scoped team, newest first, filtered.
+pub async fn list(pool: &PgPool, scope: &TeamScope, f: &RunFilter) -> Result<Vec<Run>, DbError> {
+    let rows = sqlx::query_as!(
+        Run,
+        r#"SELECT r.id, r.project_id, r.name, r.config, r.status AS "status: RunStatus",
+                  r.executor, r.seed, r.code_version, r.progress_step, r.progress_total, r.phase,
+                  r.status_message, r.created_by, r.created_at, r.updated_at, r.started_at,
+                  r.finished_at
+           FROM runs r JOIN projects p ON p.id = r.project_id
+           WHERE p.team_id = $1
+             AND ($2::bigint IS NULL OR r.project_id = $2)
+             AND ($3::run_status IS NULL OR r.status = $3)
+             AND ($4::bigint IS NULL OR r.id < $4)
+           ORDER BY r.id DESC
+           LIMIT $5"#,
+        scope.team_id,
+        f.project_id,
+        f.status as Option<RunStatus>,
+        f.before_id,
+        f.limit
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows)
+}
+
+/// The scoped run.
+pub async fn get(pool: &PgPool, scope: &RunScope) -> Result<Run, DbError> {
+    sqlx::query_as!(
+        Run,
+        r#"SELECT id, project_id, name, config, status AS "status: RunStatus", executor, seed,
+                  code_version, progress_step, progress_total, phase, status_message, created_by,
+                  created_at, updated_at, started_at, finished_at
+           FROM runs WHERE id = $1"#,
+        scope.run_id
+    )
+    .fetch_optional(pool)
+    .await?
+    .ok_or(DbError::NotFound("run"))
+}
+
+/// The run's status alone (what ingestion replies with as `cancel_requested`).
+pub async fn status(pool: &PgPool, scope: &RunScope) -> Result<RunStatus, DbError> {
+    sqlx::query_scalar!(
+        r#"SELECT status AS "status: RunStatus" FROM runs WHERE id = $1"#,
+        scope.run_id
+    )
+    .fetch_optional(pool)
+    .await?
+    .ok_or(DbError::NotFound("run"))
+}
+
+fn state_error(status: RunStatus, hint: &'static str) -> DbError {
+    DbError::State {
+        what: "run",
+        state: status.as_str().to_owned(),
+        hint,
+    }
+}
+
+/// Asks the run to stop. A queued run (nothing started) becomes `cancelled` at once; a starting
+/// or running one becomes `cancelling` and the executor and worker finish the job. Cancelling a
+/// run that is already cancelling is a no-op; a finished run is a `State` error.
+pub async fn cancel(pool: &PgPool, scope: &RunScope) -> Result<Run, DbError> {
+    let current = status(pool, scope).await?;
+    if current.is_terminal() {
+        return Err(state_error(current, "only queued, starting or running runs can be cancelled"));
+    }
+    sqlx::query!(
+        "UPDATE runs SET
+            status = CASE WHEN status = 'queued' THEN 'cancelled'::run_status
+                          ELSE 'cancelling'::run_status END,
+            finished_at = CASE WHEN status = 'queued' THEN now() ELSE finished_at END,
+            updated_at = now()
+         WHERE id = $1 AND status IN ('queued', 'starting', 'running')",
+        scope.run_id
+    )
+    .execute(pool)
+    .await?;
+    get(pool, scope).await
+}
+
+/// Queues a cancelled or failed run again; the worker continues from its last checkpoint.
+pub async fn resume(pool: &PgPool, scope: &RunScope) -> Result<Run, DbError> {
+    let done = sqlx::query!(
+        "UPDATE runs SET status = 'queued', finished_at = NULL, status_message = NULL,
+                         updated_at = now()
+         WHERE id = $1 AND status IN ('cancelled', 'failed')",
+        scope.run_id
+    )
+    .execute(pool)
+    .await?;
+    if done.rows_affected() == 0 {
+        let current = status(pool, scope).await?;
+        return Err(state_error(current, "only cancelled or failed runs can be resumed"));
+    }
+    get(pool, scope).await
+}
+
+/// Deletes a run and everything it produced. Runs with a live job (starting, running,
+/// cancelling) must be cancelled first.
+pub async fn delete(pool: &PgPool, scope: &RunScope) -> Result<(), DbError> {
+    let done = sqlx::query!(
+        "DELETE FROM runs WHERE id = $1 AND status NOT IN ('starting', 'running', 'cancelling')",
+        scope.run_id
+    )
+    .execute(pool)
+    .await?;
+    if done.rows_affected() == 0 {
+        let current = status(pool, scope).await?;
+        return Err(state_error(current, "cancel the run before deleting it"));
+    }
+    Ok(())
+}
+
+/// Stores the hash of a new run token (the previous token stops working). Called by whoever
+/// starts a worker: the scheduler at launch, or an editor who starts one by hand.
+pub async fn set_token_hash(pool: &PgPool, scope: &RunScope, hash: &[u8]) -> Result<(), DbError> {
+    sqlx::query!(
+        "UPDATE runs SET run_token_hash = $2, updated_at = now() WHERE id = $1",
+        scope.run_id,
+        hash
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// The same as [`set_token_hash`] for the scheduler, which acts for the system rather than for
+/// a member: it launches whatever run it claimed from the queue.
+pub async fn set_token_hash_for_launch(
+    pool: &PgPool,
+    run_id: i64,
+    hash: &[u8],
+) -> Result<(), DbError> {
+    let done = sqlx::query!(
+        "UPDATE runs SET run_token_hash = $2, updated_at = now() WHERE id = $1",
+        run_id,
+        hash
+    )
+    .execute(pool)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Err(DbError::NotFound("run"));
+    }
+    Ok(())
+}

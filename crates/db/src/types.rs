@@ -1,0 +1,92 @@
+//! Enumerations stored as PostgreSQL enum types, shared by queries and the API's JSON. Their
+//! spellings are the database's, so a value read back serializes exactly as it is stored.
+
+use serde::{Deserialize, Serialize};
+
+/// A member's role in a team (`team_role`). Ordered: `Viewer < Editor < Owner`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, sqlx::Type,
+)]
+#[sqlx(type_name = "team_role", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Reads everything of the team; changes nothing.
+    Viewer,
+    /// Creates, cancels, resumes and deletes runs and projects; shares runs.
+    Editor,
+    /// Everything an editor does, plus managing members.
+    Owner,
+}
+
+impl Role {
+    /// Whether this role may change state (anything beyond reading).
+    pub fn can_edit(self) -> bool {
+        self >= Role::Editor
+    }
+}
+
+/// Lifecycle of a run (`run_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
+#[sqlx(type_name = "run_status", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Waiting for the scheduler.
+    Queued,
+    /// Claimed; the job is being started.
+    Starting,
+    /// The worker reported that it started.
+    Running,
+    /// A user asked to stop; the worker stops at the next step boundary.
+    Cancelling,
+    /// Stopped on request.
+    Cancelled,
+    /// Finished every step.
+    Succeeded,
+    /// Stopped by an error.
+    Failed,
+}
+
+impl RunStatus {
+    /// Terminal states: nothing changes a run in them except `resume`.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Cancelled | RunStatus::Succeeded | RunStatus::Failed
+        )
+    }
+
+    /// The database spelling (also the JSON one).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Starting => "starting",
+            RunStatus::Running => "running",
+            RunStatus::Cancelling => "cancelling",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+        }
+    }
+}
+
+/// What kind of environment the designer wrote (`env_kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
+#[sqlx(type_name = "env_kind", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum EnvKind {
+    /// A game the agent plays turn by turn.
+    Game,
+    /// A tool-use task (`ToolUseEnv`).
+    ToolUse,
+}
+
+/// Whether validation accepted an environment (`env_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
+#[sqlx(type_name = "env_status", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
+pub enum EnvStatus {
+    /// Passed every check; enters the pool.
+    Accepted,
+    /// Failed a check; kept for inspection with its reason.
+    Rejected,
+}

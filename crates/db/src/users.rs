@@ -1,0 +1,223 @@
+//! Accounts and login sessions. Passwords arrive here already hashed (argon2, in the backend);
+//! refresh tokens arrive as their SHA-256, so a copy of the database yields no usable secret.
+
+use crate::DbError;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgPool;
+
+/// A user as the API shows it (never the password hash).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct User {
+    pub id: i64,
+    pub email: String,
+    pub display_name: String,
+    pub is_admin: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What login needs: the user and its stored password hash.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    pub user: User,
+    pub password_hash: String,
+}
+
+/// Outcome of [`register`] when registration is closed to all but the first user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registration {
+    /// Anyone may register.
+    Open,
+    /// Only the first user (who becomes admin) may register.
+    FirstUserOnly,
+}
+
+/// Creates a user. The first user ever becomes admin. Both decisions ("is this the first?") and
+/// the insert happen under one transaction-scoped advisory lock, so two concurrent first
+/// registrations cannot both become admin. Returns `Ok(None)` when `mode` is
+/// [`Registration::FirstUserOnly`] and users already exist.
+pub async fn register(
+    pool: &PgPool,
+    email: &str,
+    display_name: &str,
+    password_hash: &str,
+    mode: Registration,
+) -> Result<Option<User>, DbError> {
+    let mut tx = pool.begin().await?;
+    // Any constant works as the key; this one spells "users" in ASCII.
+    sqlx::query!("SELECT pg_advisory_xact_lock(504447201907)")
+        .execute(&mut *tx)
+        .await?;
+    let first = sqlx::query_scalar!(r#"SELECT NOT EXISTS (SELECT 1 FROM users) AS "first!""#)
+        .fetch_one(&mut *tx)
+        .await?;
+    if !first && mode == Registration::FirstUserOnly {
+        return Ok(None);
+    }
+    let user = sqlx::query_as!(
+        User,
+        "INSERT INTO users (email, display_name, password_hash, is_admin)
+         VALUES ($1, $2, $3, $4)
+         RETURNING id, email, display_name, is_admin, created_at",
+        email,
+        display_name,
+        password_hash,
+        first
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(|e| DbError::unique(e, "user with this email"))?;
+    tx.commit().await?;
+    Ok(Some(user))
+}
+
+/// The user with this (already lowercased) email and its password hash.
+pub async fn credentials(pool: &PgPool, email: &str) -> Result<Option<Credentials>, DbError> {
+    let row = sqlx::query!(
+        "SELECT id, email, display_name, is_admin, created_at, password_hash
+         FROM users WHERE lower(email) = lower($1)",
+        email
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| Credentials {
+        user: User {
+            id: r.id,
+            email: r.email,
+            display_name: r.display_name,
+            is_admin: r.is_admin,
+            created_at: r.created_at,
+        },
+        password_hash: r.password_hash,
+    }))
+}
+
+/// Opens a login session with the hash of its first refresh token.
+pub async fn create_session(
+    pool: &PgPool,
+    user_id: i64,
+    refresh_token_hash: &[u8],
+    expires_at: DateTime<Utc>,
+    user_agent: Option<&str>,
+) -> Result<i64, DbError> {
+    let id = sqlx::query_scalar!(
+        "INSERT INTO sessions (user_id, refresh_token_hash, expires_at, user_agent)
+         VALUES ($1, $2, $3, $4) RETURNING id",
+        user_id,
+        refresh_token_hash,
+        expires_at,
+        user_agent
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(id)
+}
+
+/// The user behind a live (unrevoked, unexpired) session, as every authenticated request checks
+/// it: an access token whose session was revoked stops working at once.
+pub async fn session_user(
+    pool: &PgPool,
+    session_id: i64,
+    user_id: i64,
+) -> Result<Option<User>, DbError> {
+    let user = sqlx::query_as!(
+        User,
+        "SELECT u.id, u.email, u.display_name, u.is_admin, u.created_at
+         FROM sessions s JOIN users u ON u.id = s.user_id
+         WHERE s.id = $1 AND s.user_id = $2 AND s.revoked_at IS NULL AND s.expires_at > now()",
+        session_id,
+        user_id
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(user)
+}
+
+/// What presenting a refresh token did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refresh {
+    /// The token was current: it is replaced by the new hash. Carries (session id, user id).
+    Rotated { session_id: i64, user_id: i64 },
+    /// The token is unknown, was rotated away, or belongs to a revoked or expired session
+    /// (e.g. after logout): refused.
+    Refused,
+}
+
+/// Rotates a refresh token: the presented hash must be the current one of a live session.
+/// Rotated hashes are overwritten, so an old token no longer matches any row and is refused.
+pub async fn rotate_refresh(
+    pool: &PgPool,
+    presented_hash: &[u8],
+    new_hash: &[u8],
+    expires_at: DateTime<Utc>,
+) -> Result<Refresh, DbError> {
+    let row = sqlx::query!(
+        "UPDATE sessions SET refresh_token_hash = $2, expires_at = $3
+         WHERE refresh_token_hash = $1 AND revoked_at IS NULL AND expires_at > now()
+         RETURNING id, user_id",
+        presented_hash,
+        new_hash,
+        expires_at
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(match row {
+        Some(r) => Refresh::Rotated {
+            session_id: r.id,
+            user_id: r.user_id,
+        },
+        None => Refresh::Refused,
+    })
+}
+
+/// Revokes one session of one user (logout). Returns whether a live session was revoked.
+pub async fn revoke_session(pool: &PgPool, session_id: i64, user_id: i64) -> Result<bool, DbError> {
+    let done = sqlx::query!(
+        "UPDATE sessions SET revoked_at = now()
+         WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
+        session_id,
+        user_id
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Revokes the session a refresh token belongs to (logout with only the refresh cookie).
+pub async fn revoke_by_refresh(pool: &PgPool, refresh_hash: &[u8]) -> Result<bool, DbError> {
+    let done = sqlx::query!(
+        "UPDATE sessions SET revoked_at = now()
+         WHERE refresh_token_hash = $1 AND revoked_at IS NULL",
+        refresh_hash
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The live session a refresh token belongs to, as (session id, user id).
+pub async fn session_by_refresh(
+    pool: &PgPool,
+    refresh_hash: &[u8],
+) -> Result<Option<(i64, i64)>, DbError> {
+    let row = sqlx::query!(
+        "SELECT id, user_id FROM sessions
+         WHERE refresh_token_hash = $1 AND revoked_at IS NULL AND expires_at > now()",
+        refresh_hash
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| (r.id, r.user_id)))
+}
+
+/// A user by id.
+pub async fn get(pool: &PgPool, user_id: i64) -> Result<User, DbError> {
+    sqlx::query_as!(
+        User,
+        "SELECT id, email, display_name, is_admin, created_at FROM users WHERE id = $1",
+        user_id
+    )
+    .fetch_optional(pool)
+    .await?
+    .ok_or(DbError::NotFound("user"))
+}

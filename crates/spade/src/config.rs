@@ -1,0 +1,501 @@
+//! The run configuration: one typed TOML file holding every number of `shared/spade-spec.md` as
+//! a default, plus a switch for each baseline and ablation of the spec.
+//!
+//! Why one file: the backend stores exactly what the worker runs (`serde_json` of
+//! [`RunConfig`] travels in `report::Message::RunStarted`), and a run can be repeated from it.
+//! Strictness: every table denies unknown keys, and [`RunConfig::validate`] reports *every*
+//! out-of-range value or conflict at once, each naming its full key path (`designer.plateau.low`)
+//! and the allowed range. Sections omitted from a file take the spec's defaults.
+//!
+//! Parsing is from a string ([`RunConfig::from_toml_str`]); reading the file is the caller's.
+
+use crate::EnvKind;
+use serde::{Deserialize, Serialize};
+
+mod check;
+mod presets;
+
+pub use check::{ConfigError, ConfigIssue};
+
+/// A complete run configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunConfig {
+    pub run: RunSection,
+    pub model: ModelSection,
+    pub curriculum: CurriculumSection,
+    pub corpus: CorpusSection,
+    pub memory: MemorySection,
+    pub designer: DesignerSection,
+    pub hint: HintSection,
+    pub agent: AgentSection,
+    pub grpo: GrpoSection,
+    pub sandbox: SandboxSection,
+    pub metrics: MetricsSection,
+    pub ablation: AblationSection,
+}
+
+/// Length, seeding and checkpointing of the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunSection {
+    /// Rollout steps (spec, headline results: 400).
+    pub steps: u64,
+    /// Seed of every random choice of the run (corpus, memory, sampling).
+    pub seed: u64,
+    /// Write a checkpoint every this many steps (and always at the end).
+    pub checkpoint_every: u64,
+}
+
+/// Which model the policy loads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelSection {
+    /// A local Hugging Face checkpoint directory (`config.json`, `*.safetensors`,
+    /// `tokenizer.json`). Relative paths are relative to the worker's working directory.
+    pub path: Option<String>,
+    /// `"tiny"` (the project's own tiny Qwen3-shaped model) or `"qwen3"` (a real checkpoint).
+    pub preset: String,
+    /// Most tokens the designer may write for one environment.
+    pub designer_max_new_tokens: u32,
+    /// Most tokens of one hint.
+    pub hint_max_new_tokens: u32,
+    /// Most tokens of one agent turn.
+    pub agent_max_new_tokens: u32,
+}
+
+/// Skills, their rotation and the regeneration schedule (spec, step 1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CurriculumSection {
+    /// Environment kinds the run generates: `["game"]`, `["tool_use"]` or both.
+    pub kinds: Vec<EnvKind>,
+    /// Regenerate games every k steps (spec 1: k = 4).
+    pub game_regenerate_every: u64,
+    /// Regenerate tool-use environments every k steps (spec 1: k = 8).
+    pub tool_use_regenerate_every: u64,
+    /// Game skills active per regeneration, rotating over the six (spec 1: 3 of 6).
+    pub active_game_skills: usize,
+    /// Tool-use skills active per regeneration (spec 1: all 6).
+    pub active_tool_use_skills: usize,
+    /// Environments generated per active skill (spec 1: 8, so 24 games).
+    pub envs_per_skill: usize,
+}
+
+/// The document corpus that conditions the designer (spec, step 2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CorpusSection {
+    /// JSONL file with a `text` or `orig_doc` field per line; absent = the bundled corpus.
+    pub path: Option<String>,
+    /// Documents are truncated to this many words for games (spec 2: 6,000).
+    pub game_max_words: usize,
+    /// ... and for tool use (spec 2: 4,000).
+    pub tool_use_max_words: usize,
+}
+
+/// The memory of past environments (spec, steps 2 and 9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemorySection {
+    /// Records kept, newest last (spec 9: 200).
+    pub capacity: usize,
+    /// Characters of code kept per record (spec 9: 2,000).
+    pub code_chars: usize,
+    /// Positive examples per prompt (spec 2: 2).
+    pub positives: usize,
+    /// Negative examples per prompt (spec 2: 1).
+    pub negatives: usize,
+    /// Positives are drawn from the top max(factor * n, min) records by regret (spec 2:
+    /// max(3n, 10)), n = `positives`.
+    pub positive_pool_factor: usize,
+    pub positive_pool_min: usize,
+    /// Eligible positives have a win rate in [low, high] (spec 2: [0.15, 0.85]).
+    pub positive_win_rate_low: f64,
+    pub positive_win_rate_high: f64,
+    /// Negatives have a win rate below `negative_below` or above `negative_above`
+    /// (spec 2: < 0.1 or > 0.9).
+    pub negative_below: f64,
+    pub negative_above: f64,
+}
+
+/// The designer's plateau: 1 on [low, high], linear to 0 over `ramp` on each side (spec 7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlateauSection {
+    pub low: f64,
+    pub high: f64,
+    pub ramp: f64,
+}
+
+/// EMA learning-potential reward (spec, "Baselines and ablations").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmaSection {
+    /// Per-skill fast average decay (spec: 0.98).
+    pub gamma_fast: f64,
+    /// Per-skill slow average decay (spec: 0.85).
+    pub gamma_slow: f64,
+}
+
+/// The designer role: attempts, sampling and its delayed reward (spec, steps 2, 3 and 7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DesignerSection {
+    /// Attempts per environment slot (spec 2: 8).
+    pub attempts: u32,
+    /// Sampling temperature (spec 5: 0.6 for both roles).
+    pub temperature: f64,
+    /// Regret is divided by this and clipped to [0, 1] (spec 7: 0.15).
+    pub regret_scale: f64,
+    /// Blend weights `r = regret_weight * regret_norm + plateau_weight * plateau(w)`
+    /// (spec 7: 0.4 / 0.6).
+    pub regret_weight: f64,
+    pub plateau_weight: f64,
+    pub plateau: PlateauSection,
+    /// Reward of an invalid environment or a step timeout (spec 7: -0.5).
+    pub invalid_reward: f64,
+    /// Cap of the designer loss weight `min(n_agent_samples / n_envs * k, cap)` (spec 7: 50).
+    pub loss_weight_cap: f64,
+    /// Ask the policy whether a validated game works (spec, "Validation": on for real models,
+    /// off for the tiny one).
+    pub self_judge: bool,
+    pub ema: EmaSection,
+}
+
+/// The privileged hint call (spec, step 4 and 5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HintSection {
+    /// Sampling temperature of the hint call (spec 4: 0.3).
+    pub temperature: f64,
+    /// Plays with the hint per environment, once at generation (spec 5: 16).
+    pub plays: u32,
+}
+
+/// The agent role (spec, steps 5 and 6, and the tool-use contract).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentSection {
+    /// Sampling temperature (spec 5: 0.6).
+    pub temperature: f64,
+    /// Turn limit of one play (spec 5: 25).
+    pub max_turns: u32,
+    /// No-hint plays per step over all environments: ceil(global_batch / n_envs) per
+    /// environment (spec 5: 192, so 8 for 24 environments).
+    pub global_batch: u32,
+    /// Reward of a malformed agent turn (spec, tool-use contract: -0.1).
+    pub format_penalty: f64,
+}
+
+/// GRPO for both roles (spec, step 8).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GrpoSection {
+    /// Learning rate (spec 8: 1e-6 for 4B-30B models).
+    pub lr: f64,
+    /// Asymmetric clip range (spec 8: 0.2 low, 0.28 high).
+    pub clip_low: f64,
+    pub clip_high: f64,
+    /// KL coefficient (spec 8: 0 by default, 0.005 as an option).
+    pub kl_coef: f64,
+    /// Cap of the truncated importance-sampling ratio of delayed designer samples (spec 8: 2).
+    pub tis_cap: f64,
+}
+
+/// Limits of generated code (spec, "Validation").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxSection {
+    /// Per-call limit of `step` (spec: 30 s).
+    pub step_timeout_s: f64,
+    /// Budget of one validation (spec: 60 s).
+    pub validation_timeout_s: f64,
+    /// Longest observation accepted (spec: 20,000 characters).
+    pub max_observation_chars: usize,
+}
+
+/// Metrics logged each step (spec, "Metrics to log each step").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSection {
+    /// Vendi score over the environments of the last this many steps (spec: 40).
+    pub vendi_window_steps: u64,
+    /// Environments per Vendi subsample (spec: 24).
+    pub vendi_subsample: usize,
+    /// Subsamples drawn; mean and s.d. are reported (spec: 12).
+    pub vendi_draws: usize,
+    /// Learnable: agent win rate in [low, high] (spec: [0.2, 0.8]).
+    pub learnable_low: f64,
+    pub learnable_high: f64,
+    /// Easy above this win rate, hard below `hard_below` (spec: 0.8 and 0.2).
+    pub easy_above: f64,
+    pub hard_below: f64,
+}
+
+/// Baselines and ablations (spec, "Baselines and ablations a run can choose"). All off = SPADE.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AblationSection {
+    /// Fixed-env GRPO: play the environments of this pool directory, train only the agent.
+    /// Absent = off.
+    pub fixed_env_pool: Option<String>,
+    /// Online generation without designer updates.
+    pub frozen_designer: bool,
+    /// No memory examples in designer prompts.
+    pub no_memory: bool,
+    /// No corpus document in designer prompts.
+    pub no_corpus: bool,
+    /// Only two game skills, always the same two.
+    pub two_skill_curriculum: bool,
+    /// Designer reward = EMA learning potential instead of regret + plateau.
+    pub ema_learning_potential: bool,
+}
+
+impl Default for RunSection {
+    fn default() -> Self {
+        Self {
+            steps: 400, // spec, headline results: 400 rollout steps
+            seed: 0,
+            checkpoint_every: 50,
+        }
+    }
+}
+
+impl Default for ModelSection {
+    fn default() -> Self {
+        Self {
+            path: None,
+            preset: "qwen3".into(),
+            designer_max_new_tokens: 4096,
+            hint_max_new_tokens: 1024,
+            agent_max_new_tokens: 1024,
+        }
+    }
+}
+
+impl Default for CurriculumSection {
+    fn default() -> Self {
+        Self {
+            kinds: vec![EnvKind::Game, EnvKind::ToolUse],
+            game_regenerate_every: 4,     // spec 1
+            tool_use_regenerate_every: 8, // spec 1
+            active_game_skills: 3,        // spec 1: 3 of 6
+            active_tool_use_skills: 6,    // spec 1: all 6
+            envs_per_skill: 8,            // spec 1
+        }
+    }
+}
+
+impl Default for CorpusSection {
+    fn default() -> Self {
+        Self {
+            path: None,
+            game_max_words: 6000,     // spec 2
+            tool_use_max_words: 4000, // spec 2
+        }
+    }
+}
+
+impl Default for MemorySection {
+    fn default() -> Self {
+        Self {
+            capacity: 200,           // spec 9
+            code_chars: 2000,        // spec 9
+            positives: 2,            // spec 2
+            negatives: 1,            // spec 2
+            positive_pool_factor: 3, // spec 2: top max(3n, 10)
+            positive_pool_min: 10,
+            positive_win_rate_low: 0.15, // spec 2: [0.15, 0.85]
+            positive_win_rate_high: 0.85,
+            negative_below: 0.1, // spec 2: < 0.1 or > 0.9
+            negative_above: 0.9,
+        }
+    }
+}
+
+impl Default for PlateauSection {
+    fn default() -> Self {
+        Self {
+            low: 0.4, // spec 7
+            high: 0.6,
+            ramp: 0.25,
+        }
+    }
+}
+
+impl Default for EmaSection {
+    fn default() -> Self {
+        Self {
+            gamma_fast: 0.98, // spec, ablations
+            gamma_slow: 0.85,
+        }
+    }
+}
+
+impl Default for DesignerSection {
+    fn default() -> Self {
+        Self {
+            attempts: 8,        // spec 2
+            temperature: 0.6,   // spec 5
+            regret_scale: 0.15, // spec 7
+            regret_weight: 0.4, // spec 7
+            plateau_weight: 0.6,
+            plateau: PlateauSection::default(),
+            invalid_reward: -0.5,  // spec 7
+            loss_weight_cap: 50.0, // spec 7
+            self_judge: true,      // spec, Validation: on for real models
+            ema: EmaSection::default(),
+        }
+    }
+}
+
+impl Default for HintSection {
+    fn default() -> Self {
+        Self {
+            temperature: 0.3, // spec 4
+            plays: 16,        // spec 5
+        }
+    }
+}
+
+impl Default for AgentSection {
+    fn default() -> Self {
+        Self {
+            temperature: 0.6,     // spec 5
+            max_turns: 25,        // spec 5
+            global_batch: 192,    // spec 5
+            format_penalty: -0.1, // spec, tool-use contract
+        }
+    }
+}
+
+impl Default for GrpoSection {
+    fn default() -> Self {
+        Self {
+            lr: 1e-6,      // spec 8
+            clip_low: 0.2, // spec 8
+            clip_high: 0.28,
+            kl_coef: 0.0, // spec 8 (0.005 option)
+            tis_cap: 2.0, // spec 8
+        }
+    }
+}
+
+impl Default for SandboxSection {
+    fn default() -> Self {
+        Self {
+            step_timeout_s: 30.0,       // spec, Validation
+            validation_timeout_s: 60.0, // spec, Validation
+            max_observation_chars: 20_000,
+        }
+    }
+}
+
+impl Default for MetricsSection {
+    fn default() -> Self {
+        Self {
+            vendi_window_steps: 40, // spec, Metrics
+            vendi_subsample: 24,
+            vendi_draws: 12,
+            learnable_low: 0.2, // spec, Metrics
+            learnable_high: 0.8,
+            easy_above: 0.8,
+            hard_below: 0.2,
+        }
+    }
+}
+
+impl Default for RunConfig {
+    /// The paper's configuration (`gpu_qwen3` without a model path).
+    fn default() -> Self {
+        Self {
+            run: RunSection::default(),
+            model: ModelSection::default(),
+            curriculum: CurriculumSection::default(),
+            corpus: CorpusSection::default(),
+            memory: MemorySection::default(),
+            designer: DesignerSection::default(),
+            hint: HintSection::default(),
+            agent: AgentSection::default(),
+            grpo: GrpoSection::default(),
+            sandbox: SandboxSection::default(),
+            metrics: MetricsSection::default(),
+            ablation: AblationSection::default(),
+        }
+    }
+}
+
+impl RunConfig {
+    /// Parses TOML text and validates it; missing keys take the spec's defaults.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        let cfg = check::parse(text)?;
+        let issues = cfg.validate();
+        if issues.is_empty() {
+            Ok(cfg)
+        } else {
+            Err(ConfigError::Invalid(issues))
+        }
+    }
+
+    /// Every problem of this configuration (empty when it is valid).
+    pub fn validate(&self) -> Vec<ConfigIssue> {
+        check::validate(self)
+    }
+
+    /// The configuration as TOML text (every key written; `from_toml_str` reads it back).
+    pub fn to_toml(&self) -> String {
+        // Serialising plain structs of numbers, strings and lists cannot fail.
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot serialise: {e}\n"))
+    }
+
+    /// The configuration as JSON (what `RunStarted.config` carries and the backend stores).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// k for `kind` (spec 1: 4 for games, 8 for tool use).
+    pub fn regenerate_every(&self, kind: EnvKind) -> u64 {
+        match kind {
+            EnvKind::Game => self.curriculum.game_regenerate_every,
+            EnvKind::ToolUse => self.curriculum.tool_use_regenerate_every,
+        }
+    }
+
+    /// Corpus truncation for `kind` (spec 2: 6,000 words for games, 4,000 for tool use).
+    pub fn corpus_max_words(&self, kind: EnvKind) -> usize {
+        match kind {
+            EnvKind::Game => self.corpus.game_max_words,
+            EnvKind::ToolUse => self.corpus.tool_use_max_words,
+        }
+    }
+
+    /// True when the run is fixed-env GRPO (no designer at all).
+    pub fn is_fixed_env(&self) -> bool {
+        self.ablation.fixed_env_pool.is_some()
+    }
+
+    /// True when designer samples are trained (not fixed-env, not frozen).
+    pub fn trains_designer(&self) -> bool {
+        !self.is_fixed_env() && !self.ablation.frozen_designer
+    }
+
+    /// Parameters of the designer reward, for `reward::designer_reward_with`.
+    pub fn reward_params(&self) -> crate::reward::RewardParams {
+        let d = &self.designer;
+        crate::reward::RewardParams {
+            regret_scale: d.regret_scale,
+            regret_weight: d.regret_weight,
+            plateau_weight: d.plateau_weight,
+            plateau_low: d.plateau.low,
+            plateau_high: d.plateau.high,
+            plateau_ramp: d.plateau.ramp,
+            invalid_reward: d.invalid_reward,
+            loss_weight_cap: d.loss_weight_cap,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

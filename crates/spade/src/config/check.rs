@@ -1,0 +1,501 @@
+//! Parsing and validation of [`RunConfig`]: errors name the full key path and what was allowed.
+
+use super::RunConfig;
+use crate::EnvKind;
+use std::fmt;
+
+/// Why a configuration was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// The text is not TOML (bad syntax, duplicate key).
+    #[error("invalid TOML at line {line}, column {column}: {message}")]
+    Syntax {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// A key is unknown or a value has the wrong type; `path` is the full key path
+    /// (e.g. `designer.plateau.lowx`, `curriculum.kinds[1]`).
+    #[error("`{path}` (line {line}, column {column}): {message}")]
+    Field {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// The file parsed, but values are out of range or contradict each other (all of them).
+    #[error("invalid run configuration: {}", join(.0))]
+    Invalid(Vec<ConfigIssue>),
+}
+
+/// One problem found by [`RunConfig::validate`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigIssue {
+    /// A number outside its allowed range.
+    #[error("`{path}` = {value} is out of range: allowed {allowed}")]
+    OutOfRange {
+        path: String,
+        value: String,
+        allowed: String,
+    },
+    /// A value that is not one of the allowed ones (e.g. an unknown preset).
+    #[error("`{path}` = {value:?} is not allowed: expected {allowed}")]
+    NotAllowed {
+        path: String,
+        value: String,
+        allowed: String,
+    },
+    /// Two settings that cannot hold together.
+    #[error("`{path}` conflicts with `{other}`: {reason}")]
+    Conflict {
+        path: String,
+        other: String,
+        reason: String,
+    },
+}
+
+impl ConfigIssue {
+    /// The key path the issue is about.
+    pub fn path(&self) -> &str {
+        match self {
+            ConfigIssue::OutOfRange { path, .. }
+            | ConfigIssue::NotAllowed { path, .. }
+            | ConfigIssue::Conflict { path, .. } => path,
+        }
+    }
+}
+
+fn join(issues: &[ConfigIssue]) -> String {
+    issues
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// 1-based line and column of byte offset `at` in `text`.
+fn line_column(text: &str, at: usize) -> (usize, usize) {
+    let at = at.min(text.len());
+    let before = text.get(..at).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+pub(super) fn parse(text: &str) -> Result<RunConfig, ConfigError> {
+    let span_of = |e: &toml::de::Error| e.span().map_or((0, 0), |s| line_column(text, s.start));
+    let de = toml::Deserializer::parse(text).map_err(|e| {
+        let (line, column) = span_of(&e);
+        ConfigError::Syntax {
+            line,
+            column,
+            message: e.message().to_string(),
+        }
+    })?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let (line, column) = span_of(e.inner());
+        ConfigError::Field {
+            path: e.path().to_string(),
+            line,
+            column,
+            message: e.inner().message().to_string(),
+        }
+    })
+}
+
+/// Collects issues while walking the configuration.
+struct Checker(Vec<ConfigIssue>);
+
+/// An inclusive or exclusive bound, rendered in the error.
+#[derive(Clone, Copy)]
+enum Bound {
+    Incl(f64),
+    Excl(f64),
+    Open,
+}
+
+impl Checker {
+    fn range(&mut self, path: &str, value: f64, lo: Bound, hi: Bound) {
+        let ok_lo = match lo {
+            Bound::Incl(l) => value >= l,
+            Bound::Excl(l) => value > l,
+            Bound::Open => true,
+        };
+        let ok_hi = match hi {
+            Bound::Incl(h) => value <= h,
+            Bound::Excl(h) => value < h,
+            Bound::Open => true,
+        };
+        if !(ok_lo && ok_hi && value.is_finite()) {
+            self.0.push(ConfigIssue::OutOfRange {
+                path: path.into(),
+                value: value.to_string(),
+                allowed: Interval(lo, hi).to_string(),
+            });
+        }
+    }
+
+    fn unit(&mut self, path: &str, value: f64) {
+        self.range(path, value, Bound::Incl(0.0), Bound::Incl(1.0));
+    }
+
+    fn count(&mut self, path: &str, value: u64, lo: u64, hi: u64) {
+        if !(lo..=hi).contains(&value) {
+            self.0.push(ConfigIssue::OutOfRange {
+                path: path.into(),
+                value: value.to_string(),
+                allowed: format!("{lo} to {hi}"),
+            });
+        }
+    }
+
+    fn ordered(&mut self, low_path: &str, low: f64, high_path: &str, high: f64) {
+        if low > high {
+            self.conflict(
+                low_path,
+                high_path,
+                &format!("{low} must not exceed {high}"),
+            );
+        }
+    }
+
+    fn not_allowed(&mut self, path: &str, value: &str, allowed: &str) {
+        self.0.push(ConfigIssue::NotAllowed {
+            path: path.into(),
+            value: value.into(),
+            allowed: allowed.into(),
+        });
+    }
+
+    fn conflict(&mut self, path: &str, other: &str, reason: &str) {
+        self.0.push(ConfigIssue::Conflict {
+            path: path.into(),
+            other: other.into(),
+            reason: reason.into(),
+        });
+    }
+}
+
+struct Interval(Bound, Bound);
+
+impl fmt::Display for Interval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Bound::Incl(l) => write!(f, "[{l}, ")?,
+            Bound::Excl(l) => write!(f, "({l}, ")?,
+            Bound::Open => write!(f, "(-inf, ")?,
+        }
+        match self.1 {
+            Bound::Incl(h) => write!(f, "{h}]"),
+            Bound::Excl(h) => write!(f, "{h})"),
+            Bound::Open => write!(f, "inf)"),
+        }
+    }
+}
+
+/// Upper bounds on counts: generous, but they catch a typo of a few zeros.
+const MAX_STEPS: u64 = 1_000_000;
+const MAX_TOKENS: u64 = 131_072;
+
+pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
+    use Bound::{Excl, Incl, Open};
+    let mut k = Checker(Vec::new());
+
+    k.count("run.steps", c.run.steps, 1, MAX_STEPS);
+    k.count("run.checkpoint_every", c.run.checkpoint_every, 1, MAX_STEPS);
+
+    let presets = super::presets::MODEL_PRESETS;
+    if !presets.contains(&c.model.preset.as_str()) {
+        k.not_allowed("model.preset", &c.model.preset, &presets.join(" or "));
+    }
+    if c.model.preset == "qwen3" && c.model.path.is_none() {
+        k.not_allowed(
+            "model.path",
+            "",
+            "a local Hugging Face checkpoint directory (required for preset \"qwen3\")",
+        );
+    }
+    if c.model.path.as_deref().is_some_and(str::is_empty) {
+        k.not_allowed(
+            "model.path",
+            "",
+            "a checkpoint directory (or leave the key out)",
+        );
+    }
+    let mo = &c.model;
+    k.count(
+        "model.designer_max_new_tokens",
+        mo.designer_max_new_tokens.into(),
+        1,
+        MAX_TOKENS,
+    );
+    k.count(
+        "model.hint_max_new_tokens",
+        mo.hint_max_new_tokens.into(),
+        1,
+        MAX_TOKENS,
+    );
+    k.count(
+        "model.agent_max_new_tokens",
+        mo.agent_max_new_tokens.into(),
+        1,
+        MAX_TOKENS,
+    );
+
+    let cu = &c.curriculum;
+    if cu.kinds.is_empty() {
+        k.not_allowed(
+            "curriculum.kinds",
+            "[]",
+            "one or both of \"game\", \"tool_use\"",
+        );
+    }
+    for (i, kind) in cu.kinds.iter().enumerate() {
+        if cu.kinds[..i].contains(kind) {
+            let path = format!("curriculum.kinds[{i}]");
+            k.not_allowed(&path, kind.as_str(), "each kind at most once");
+        }
+    }
+    k.count(
+        "curriculum.game_regenerate_every",
+        cu.game_regenerate_every,
+        1,
+        MAX_STEPS,
+    );
+    k.count(
+        "curriculum.tool_use_regenerate_every",
+        cu.tool_use_regenerate_every,
+        1,
+        MAX_STEPS,
+    );
+    let n_games = crate::skills::skills_of(EnvKind::Game).count() as u64;
+    let n_tools = crate::skills::skills_of(EnvKind::ToolUse).count() as u64;
+    k.count(
+        "curriculum.active_game_skills",
+        cu.active_game_skills as u64,
+        1,
+        n_games,
+    );
+    k.count(
+        "curriculum.active_tool_use_skills",
+        cu.active_tool_use_skills as u64,
+        1,
+        n_tools,
+    );
+    k.count(
+        "curriculum.envs_per_skill",
+        cu.envs_per_skill as u64,
+        1,
+        1024,
+    );
+
+    k.count(
+        "corpus.game_max_words",
+        c.corpus.game_max_words as u64,
+        1,
+        1_000_000,
+    );
+    k.count(
+        "corpus.tool_use_max_words",
+        c.corpus.tool_use_max_words as u64,
+        1,
+        1_000_000,
+    );
+    if c.corpus.path.as_deref().is_some_and(str::is_empty) {
+        k.not_allowed(
+            "corpus.path",
+            "",
+            "a JSONL file (or leave the key out: bundled corpus)",
+        );
+    }
+
+    let m = &c.memory;
+    k.count("memory.capacity", m.capacity as u64, 1, 1_000_000);
+    k.count("memory.code_chars", m.code_chars as u64, 1, 1_000_000);
+    k.count("memory.positives", m.positives as u64, 0, 16);
+    k.count("memory.negatives", m.negatives as u64, 0, 16);
+    k.count(
+        "memory.positive_pool_factor",
+        m.positive_pool_factor as u64,
+        1,
+        1000,
+    );
+    k.count(
+        "memory.positive_pool_min",
+        m.positive_pool_min as u64,
+        1,
+        1_000_000,
+    );
+    let (lo, hi) = (m.positive_win_rate_low, m.positive_win_rate_high);
+    k.unit("memory.positive_win_rate_low", lo);
+    k.unit("memory.positive_win_rate_high", hi);
+    k.ordered(
+        "memory.positive_win_rate_low",
+        lo,
+        "memory.positive_win_rate_high",
+        hi,
+    );
+    let (lo, hi) = (m.negative_below, m.negative_above);
+    k.unit("memory.negative_below", lo);
+    k.unit("memory.negative_above", hi);
+    k.ordered("memory.negative_below", lo, "memory.negative_above", hi);
+
+    let d = &c.designer;
+    k.count("designer.attempts", d.attempts.into(), 1, 64);
+    k.range("designer.temperature", d.temperature, Excl(0.0), Incl(2.0));
+    k.range(
+        "designer.regret_scale",
+        d.regret_scale,
+        Excl(0.0),
+        Incl(2.0),
+    );
+    k.unit("designer.regret_weight", d.regret_weight);
+    k.unit("designer.plateau_weight", d.plateau_weight);
+    if (d.regret_weight + d.plateau_weight - 1.0).abs() > 1e-9 {
+        k.conflict(
+            "designer.regret_weight",
+            "designer.plateau_weight",
+            "the blend weights must sum to 1 (spec: 0.4 + 0.6)",
+        );
+    }
+    k.unit("designer.plateau.low", d.plateau.low);
+    k.unit("designer.plateau.high", d.plateau.high);
+    k.ordered(
+        "designer.plateau.low",
+        d.plateau.low,
+        "designer.plateau.high",
+        d.plateau.high,
+    );
+    k.range(
+        "designer.plateau.ramp",
+        d.plateau.ramp,
+        Excl(0.0),
+        Incl(1.0),
+    );
+    k.range(
+        "designer.invalid_reward",
+        d.invalid_reward,
+        Incl(-1.0),
+        Incl(0.0),
+    );
+    k.range(
+        "designer.loss_weight_cap",
+        d.loss_weight_cap,
+        Excl(0.0),
+        Incl(1000.0),
+    );
+    k.range(
+        "designer.ema.gamma_fast",
+        d.ema.gamma_fast,
+        Excl(0.0),
+        Excl(1.0),
+    );
+    k.range(
+        "designer.ema.gamma_slow",
+        d.ema.gamma_slow,
+        Excl(0.0),
+        Excl(1.0),
+    );
+
+    k.range("hint.temperature", c.hint.temperature, Excl(0.0), Incl(2.0));
+    k.count("hint.plays", c.hint.plays.into(), 1, 1024);
+
+    let a = &c.agent;
+    k.range("agent.temperature", a.temperature, Excl(0.0), Incl(2.0));
+    k.count("agent.max_turns", a.max_turns.into(), 1, 1000);
+    k.count("agent.global_batch", a.global_batch.into(), 1, 1_000_000);
+    k.range(
+        "agent.format_penalty",
+        a.format_penalty,
+        Incl(-1.0),
+        Incl(0.0),
+    );
+
+    let g = &c.grpo;
+    k.range("grpo.lr", g.lr, Excl(0.0), Incl(1.0));
+    k.range("grpo.clip_low", g.clip_low, Excl(0.0), Excl(1.0));
+    k.range("grpo.clip_high", g.clip_high, Excl(0.0), Open);
+    k.range("grpo.kl_coef", g.kl_coef, Incl(0.0), Incl(10.0));
+    k.range("grpo.tis_cap", g.tis_cap, Incl(1.0), Open);
+
+    let s = &c.sandbox;
+    k.range(
+        "sandbox.step_timeout_s",
+        s.step_timeout_s,
+        Excl(0.0),
+        Incl(3600.0),
+    );
+    k.range(
+        "sandbox.validation_timeout_s",
+        s.validation_timeout_s,
+        Excl(0.0),
+        Incl(3600.0),
+    );
+    k.count(
+        "sandbox.max_observation_chars",
+        s.max_observation_chars as u64,
+        1,
+        10_000_000,
+    );
+
+    let mt = &c.metrics;
+    k.count(
+        "metrics.vendi_window_steps",
+        mt.vendi_window_steps,
+        1,
+        MAX_STEPS,
+    );
+    k.count(
+        "metrics.vendi_subsample",
+        mt.vendi_subsample as u64,
+        2,
+        4096,
+    );
+    k.count("metrics.vendi_draws", mt.vendi_draws as u64, 1, 1000);
+    let (lo, hi) = (mt.learnable_low, mt.learnable_high);
+    k.unit("metrics.learnable_low", lo);
+    k.unit("metrics.learnable_high", hi);
+    k.ordered("metrics.learnable_low", lo, "metrics.learnable_high", hi);
+    k.unit("metrics.easy_above", mt.easy_above);
+    k.unit("metrics.hard_below", mt.hard_below);
+    k.ordered(
+        "metrics.hard_below",
+        mt.hard_below,
+        "metrics.easy_above",
+        mt.easy_above,
+    );
+
+    let ab = &c.ablation;
+    if ab.fixed_env_pool.as_deref().is_some_and(str::is_empty) {
+        k.not_allowed(
+            "ablation.fixed_env_pool",
+            "",
+            "a pool directory (or leave the key out)",
+        );
+    }
+    if ab.fixed_env_pool.is_some() {
+        for (flag, on) in [
+            ("ablation.frozen_designer", ab.frozen_designer),
+            ("ablation.no_memory", ab.no_memory),
+            ("ablation.no_corpus", ab.no_corpus),
+            ("ablation.two_skill_curriculum", ab.two_skill_curriculum),
+            ("ablation.ema_learning_potential", ab.ema_learning_potential),
+        ] {
+            if on {
+                k.conflict(
+                    flag,
+                    "ablation.fixed_env_pool",
+                    "fixed-env GRPO has no designer, so designer ablations do not apply",
+                );
+            }
+        }
+    }
+    if ab.two_skill_curriculum && !cu.kinds.contains(&EnvKind::Game) {
+        k.conflict(
+            "ablation.two_skill_curriculum",
+            "curriculum.kinds",
+            "the two-skill curriculum uses two game skills, so kinds must include \"game\"",
+        );
+    }
+    k.0
+}

@@ -1,0 +1,93 @@
+//! Named starting points: the paper's GPU configuration and a CPU demo that finishes in minutes.
+
+use super::{
+    AgentSection, CorpusSection, CurriculumSection, DesignerSection, GrpoSection, HintSection,
+    MemorySection, MetricsSection, ModelSection, RunConfig, RunSection,
+};
+use crate::EnvKind;
+
+/// Values `model.preset` may take: the project's tiny model or a real Qwen3 checkpoint.
+pub const MODEL_PRESETS: &[&str] = &["tiny", "qwen3"];
+
+/// Where [`RunConfig::gpu_qwen3`] expects the checkpoint (a local Hugging Face directory; the
+/// weights never come from a hub at run time).
+pub const DEFAULT_QWEN3_PATH: &str = "models/Qwen3-4B";
+
+impl RunConfig {
+    /// The paper's configuration for a Qwen3 checkpoint on a GPU: every spec default, the
+    /// LLM self-judge on, both kinds of environments.
+    pub fn gpu_qwen3() -> Self {
+        Self {
+            model: ModelSection {
+                path: Some(DEFAULT_QWEN3_PATH.into()),
+                ..ModelSection::default()
+            },
+            ..Self::default()
+        }
+    }
+
+    /// Small numbers that finish in minutes on 2 CPU cores with the tiny model: games only,
+    /// 3 active skills x 2 environments regenerated every 2 steps, 4 hint plays and 2 no-hint
+    /// plays per environment and step, 6 turns, 6 steps, 48-word documents and one
+    /// 600-character memory example (the tiny model reads 4,096 tokens). The model path is left out: the
+    /// worker warm-starts the tiny model itself. The self-judge is off (spec, "Validation":
+    /// off for the tiny model).
+    pub fn tiny_cpu_demo() -> Self {
+        let d = Self::default();
+        Self {
+            run: RunSection {
+                steps: 6,
+                seed: 0,
+                checkpoint_every: 3,
+            },
+            model: ModelSection {
+                path: None,
+                preset: "tiny".into(),
+                designer_max_new_tokens: 1536,
+                hint_max_new_tokens: 96,
+                agent_max_new_tokens: 48,
+            },
+            curriculum: CurriculumSection {
+                kinds: vec![EnvKind::Game],
+                game_regenerate_every: 2,
+                envs_per_skill: 2,
+                ..d.curriculum
+            },
+            // The tiny model's context is 4,096 tokens: short documents and examples.
+            corpus: CorpusSection {
+                game_max_words: 48,
+                tool_use_max_words: 48,
+                ..d.corpus
+            },
+            memory: MemorySection {
+                code_chars: 600,
+                positives: 1,
+                ..d.memory
+            },
+            designer: DesignerSection {
+                attempts: 2,
+                self_judge: false,
+                ..d.designer
+            },
+            hint: HintSection { plays: 4, ..d.hint },
+            agent: AgentSection {
+                max_turns: 6,
+                // 6 environments -> ceil(12 / 6) = 2 no-hint plays each per step.
+                global_batch: 12,
+                ..d.agent
+            },
+            grpo: GrpoSection {
+                // The tiny model moves visibly in 6 steps only with a larger step than 1e-6.
+                lr: 1e-4,
+                ..d.grpo
+            },
+            metrics: MetricsSection {
+                vendi_window_steps: 6,
+                vendi_subsample: 6,
+                vendi_draws: 4,
+                ..d.metrics
+            },
+            ..d
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! Defaults equal the spec, presets are valid, files round-trip, and each class of error names
+//! its key path and the allowed range.
+
+use super::*;
+
+fn parse_err(text: &str) -> ConfigError {
+    RunConfig::from_toml_str(text).expect_err("must be refused")
+}
+
+fn issues(text: &str) -> Vec<ConfigIssue> {
+    match parse_err(text) {
+        ConfigError::Invalid(v) => v,
+        other => panic!("expected validation issues, got {other}"),
+    }
+}
+
+#[test]
+fn defaults_are_the_numbers_of_the_spec() {
+    let c = RunConfig::gpu_qwen3();
+    assert_eq!(c.validate(), vec![]);
+    assert_eq!(
+        (
+            c.regenerate_every(EnvKind::Game),
+            c.regenerate_every(EnvKind::ToolUse)
+        ),
+        (4, 8)
+    );
+    assert_eq!(
+        (c.curriculum.active_game_skills, c.curriculum.envs_per_skill),
+        (3, 8)
+    );
+    assert_eq!(c.designer.attempts, 8);
+    assert_eq!(
+        (c.corpus.game_max_words, c.corpus.tool_use_max_words),
+        (6000, 4000)
+    );
+    assert_eq!((c.memory.capacity, c.memory.code_chars), (200, 2000));
+    assert_eq!(
+        (
+            c.memory.positive_win_rate_low,
+            c.memory.positive_win_rate_high
+        ),
+        (0.15, 0.85)
+    );
+    assert_eq!(
+        (c.memory.negative_below, c.memory.negative_above),
+        (0.1, 0.9)
+    );
+    assert_eq!(
+        (c.hint.temperature, c.agent.temperature, c.hint.plays),
+        (0.3, 0.6, 16)
+    );
+    assert_eq!((c.agent.global_batch, c.agent.max_turns), (192, 25));
+    assert_eq!(c.designer.regret_scale, 0.15);
+    let p = &c.designer.plateau;
+    assert_eq!((p.low, p.high, p.ramp), (0.4, 0.6, 0.25));
+    assert_eq!(
+        (c.designer.regret_weight, c.designer.plateau_weight),
+        (0.4, 0.6)
+    );
+    assert_eq!(
+        (c.designer.invalid_reward, c.designer.loss_weight_cap),
+        (-0.5, 50.0)
+    );
+    assert_eq!(
+        (
+            c.grpo.tis_cap,
+            c.grpo.clip_low,
+            c.grpo.clip_high,
+            c.grpo.kl_coef
+        ),
+        (2.0, 0.2, 0.28, 0.0)
+    );
+    assert_eq!(
+        (c.sandbox.step_timeout_s, c.sandbox.validation_timeout_s),
+        (30.0, 60.0)
+    );
+    assert_eq!(c.sandbox.max_observation_chars, 20_000);
+    let m = &c.metrics;
+    assert_eq!(
+        (m.vendi_window_steps, m.vendi_subsample, m.vendi_draws),
+        (40, 24, 12)
+    );
+    assert_eq!(
+        (
+            m.learnable_low,
+            m.learnable_high,
+            m.easy_above,
+            m.hard_below
+        ),
+        (0.2, 0.8, 0.8, 0.2)
+    );
+    assert_eq!(
+        (c.designer.ema.gamma_fast, c.designer.ema.gamma_slow),
+        (0.98, 0.85)
+    );
+    assert_eq!(c.agent.format_penalty, -0.1);
+    assert!(c.designer.self_judge && c.trains_designer() && !c.is_fixed_env());
+    assert_eq!(c.reward_params(), crate::reward::RewardParams::default());
+}
+
+#[test]
+fn presets_are_valid_and_round_trip_through_toml_and_json() {
+    for c in [RunConfig::gpu_qwen3(), RunConfig::tiny_cpu_demo()] {
+        assert_eq!(c.validate(), vec![]);
+        let text = c.to_toml();
+        assert_eq!(
+            RunConfig::from_toml_str(&text).expect("reads its own TOML"),
+            c,
+            "{text}"
+        );
+        let back: RunConfig = serde_json::from_value(c.to_json()).expect("reads its own JSON");
+        assert_eq!(back, c);
+    }
+    let demo = RunConfig::tiny_cpu_demo();
+    assert!(!demo.designer.self_judge);
+    assert_eq!(demo.curriculum.kinds, vec![EnvKind::Game]);
+}
+
+#[test]
+fn a_small_file_overrides_and_keeps_the_other_defaults() {
+    let c = RunConfig::from_toml_str(
+        "[model]\npath = \"/models/q\"\n[designer.plateau]\nlow = 0.3\n\
+         [ablation]\nno_memory = true\nema_learning_potential = true\n",
+    )
+    .expect("valid");
+    assert_eq!(c.designer.plateau.low, 0.3);
+    assert_eq!(c.designer.plateau.high, 0.6);
+    assert!(c.ablation.no_memory && c.ablation.ema_learning_potential);
+    let c = RunConfig::from_toml_str(
+        "[model]\npreset = \"tiny\"\n[ablation]\nfixed_env_pool = \"pools/frozen\"\n",
+    )
+    .expect("valid");
+    assert!(c.is_fixed_env() && !c.trains_designer());
+}
+
+#[test]
+fn unknown_keys_name_their_full_path() {
+    match parse_err("[designer.plateau]\nlow = 0.4\nlowx = 0.3\n") {
+        ConfigError::Field {
+            path,
+            line,
+            column,
+            message,
+        } => {
+            assert_eq!(path, "designer.plateau.lowx");
+            assert_eq!((line, column), (3, 1));
+            assert!(message.contains("expected one of `low`"), "{message}");
+        }
+        other => panic!("{other}"),
+    }
+    match parse_err("[desinger]\nattempts = 3\n") {
+        ConfigError::Field { path, .. } => assert_eq!(path, "desinger"),
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn wrong_types_name_their_path_and_position() {
+    let e = parse_err("[agent]\nmax_turns = \"many\"\n");
+    assert!(
+        matches!(&e, ConfigError::Field { path, line: 2, column: 13, .. } if path == "agent.max_turns"),
+        "{e}"
+    );
+    let e = parse_err("[curriculum]\nkinds = [\"game\", \"board\"]\n");
+    assert!(
+        matches!(&e, ConfigError::Field { path, .. } if path == "curriculum.kinds[1]"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("tool_use"), "{e}");
+    let e = parse_err("[agent]\nmax_turns = -1\n");
+    assert!(e.to_string().contains("agent.max_turns"), "{e}");
+}
+
+#[test]
+fn bad_syntax_gives_a_line() {
+    let e = parse_err("[run]\nsteps = 3\nsteps = 4\n");
+    assert!(matches!(e, ConfigError::Syntax { line: 3, .. }), "{e}");
+    let e = parse_err("[run\n");
+    assert!(matches!(e, ConfigError::Syntax { line: 1, .. }), "{e}");
+}
+
+#[test]
+fn out_of_range_values_name_the_path_and_the_allowed_range() {
+    let v = issues("[model]\npreset = \"tiny\"\n[designer.plateau]\nlow = 1.5\n");
+    assert_eq!(v.len(), 2, "{v:?}"); // out of [0, 1], and above `high`
+    assert_eq!(
+        v[0].to_string(),
+        "`designer.plateau.low` = 1.5 is out of range: allowed [0, 1]"
+    );
+    assert!(
+        matches!(&v[1], ConfigIssue::Conflict { other, .. } if other == "designer.plateau.high")
+    );
+    let v = issues("[model]\npreset = \"tiny\"\n[grpo]\nlr = 0.0\n");
+    assert_eq!(
+        v[0].to_string(),
+        "`grpo.lr` = 0 is out of range: allowed (0, 1]"
+    );
+    let v = issues("[model]\npreset = \"tiny\"\n[curriculum]\nactive_game_skills = 7\n");
+    assert_eq!(v[0].path(), "curriculum.active_game_skills");
+    assert!(v[0].to_string().contains("1 to 6"));
+}
+
+#[test]
+fn validate_returns_every_problem_at_once() {
+    let mut c = RunConfig::tiny_cpu_demo();
+    c.run.steps = 0;
+    c.designer.regret_weight = 0.5;
+    c.hint.temperature = -1.0;
+    c.metrics.learnable_low = 0.9;
+    c.curriculum.kinds = vec![EnvKind::Game, EnvKind::Game];
+    let paths: Vec<String> = c.validate().iter().map(|i| i.path().to_string()).collect();
+    assert_eq!(
+        paths,
+        [
+            "run.steps",
+            "curriculum.kinds[1]",
+            "designer.regret_weight",
+            "hint.temperature",
+            "metrics.learnable_low",
+        ]
+    );
+}
+
+#[test]
+fn conflicting_switches_and_choices_are_refused() {
+    let v = issues(
+        "[model]\npreset = \"tiny\"\n[ablation]\nfixed_env_pool = \"p\"\nfrozen_designer = true\n",
+    );
+    assert!(
+        matches!(&v[0], ConfigIssue::Conflict { path, .. } if path == "ablation.frozen_designer")
+    );
+    let v = issues("[model]\npreset = \"llama\"\n");
+    assert!(
+        matches!(&v[0], ConfigIssue::NotAllowed { path, allowed, .. }
+        if path == "model.preset" && allowed == "tiny or qwen3")
+    );
+    let v = issues("[model]\npreset = \"qwen3\"\n");
+    assert_eq!(v[0].path(), "model.path", "a real model needs a checkpoint");
+    let v = issues("[model]\npreset = \"tiny\"\n[curriculum]\nkinds = []\n");
+    assert_eq!(v[0].path(), "curriculum.kinds");
+    let v = issues(
+        "[model]\npreset = \"tiny\"\n[curriculum]\nkinds = [\"tool_use\"]\n[ablation]\ntwo_skill_curriculum = true\n",
+    );
+    assert_eq!(v[0].path(), "ablation.two_skill_curriculum");
+}

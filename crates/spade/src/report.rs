@@ -1,0 +1,244 @@
+//! The reporting contract between the training worker and the service, in one place.
+//!
+//! The worker wraps every fact it reports (an environment, a batch of plays, metrics, a
+//! checkpoint, ...) in an [`Envelope`] and posts batches of them to
+//! `POST /api/v1/ingest/{run_id}` as `{"envelopes": [...]}`; the backend answers with the keys
+//! it stored. Both sides compile against these types, so a field cannot drift between them.
+//!
+//! Delivery is at-least-once: the worker retries until a key is acknowledged, and the backend
+//! stores each [`Envelope::key`] once (a replay of an acknowledged key is acknowledged again).
+//! `seq` is per run and strictly increasing, so the key `"<run_id>/<seq>"` is stable across
+//! retries and restarts as long as the worker persists its next `seq` with its checkpoint.
+//!
+//! JSON shape: [`Message`] is internally tagged by `"kind"` in snake_case, e.g.
+//! `{"kind": "progress", "step": 3, "total_steps": 6, "phase": "play"}`. Two variants wrap
+//! their payload in a named field instead of being newtypes: `environment` carries `record`
+//! (an [`EnvironmentRecord`] has its own `kind`, game or tool use, which would collide with
+//! the tag) and `plays` carries `records` (serde cannot tag a bare list).
+
+use crate::EnvKind;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Most envelopes one ingest request may carry (the backend rejects larger batches).
+pub const MAX_ENVELOPES_PER_BATCH: usize = 500;
+
+/// One reported message with its delivery metadata.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope {
+    /// The run this message belongs to.
+    pub run_id: String,
+    /// Per run, strictly increasing (gaps allowed).
+    pub seq: u64,
+    /// Idempotency key, stable across retries: `"<run_id>/<seq>"` (see [`Envelope::key_for`]).
+    pub key: String,
+    /// When the worker created the message, milliseconds since the Unix epoch.
+    pub sent_at_ms: i64,
+    pub message: Message,
+}
+
+impl Envelope {
+    /// Wraps `message`, derives its key from `run_id` and `seq`, and stamps the current time.
+    ///
+    /// Reading the clock is the one impurity of this crate; use [`Envelope::at`] where the
+    /// timestamp must be reproducible.
+    pub fn new(run_id: impl Into<String>, seq: u64, message: Message) -> Self {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        Self::at(run_id, seq, now_ms, message)
+    }
+
+    /// Like [`Envelope::new`] with an explicit timestamp.
+    pub fn at(run_id: impl Into<String>, seq: u64, sent_at_ms: i64, message: Message) -> Self {
+        let run_id = run_id.into();
+        let key = Self::key_for(&run_id, seq);
+        Self {
+            run_id,
+            seq,
+            key,
+            sent_at_ms,
+            message,
+        }
+    }
+
+    /// The idempotency key of message `seq` of run `run_id`.
+    pub fn key_for(run_id: &str, seq: u64) -> String {
+        format!("{run_id}/{seq}")
+    }
+
+    /// True when `key` is the one derived from `run_id` and `seq` (the backend checks this
+    /// before storing, so a worker cannot overwrite another run's messages).
+    pub fn key_is_consistent(&self) -> bool {
+        self.key == Self::key_for(&self.run_id, self.seq)
+    }
+}
+
+/// Body of `POST /api/v1/ingest/{run_id}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestRequest {
+    pub envelopes: Vec<Envelope>,
+}
+
+/// Reply of `POST /api/v1/ingest/{run_id}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestReply {
+    /// Keys now stored (including replays of keys stored before).
+    pub acknowledged: Vec<String>,
+    /// The run is being cancelled: the worker stops at the next step boundary.
+    pub cancel_requested: bool,
+}
+
+/// What the worker reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Message {
+    /// First message of a run (and of every resume).
+    RunStarted {
+        /// `serde_json` of the run's `spade::config::RunConfig`.
+        config: serde_json::Value,
+        /// The worker's code version (e.g. a git description).
+        code_version: String,
+        total_steps: u64,
+    },
+    /// An environment the designer wrote, accepted or rejected. (A struct variant: the
+    /// record has its own `kind` field, which would clash with the tag next to it.)
+    Environment { record: EnvironmentRecord },
+    /// Delayed designer reward of an environment, computed k steps after it was generated.
+    EnvironmentScored {
+        env_id: String,
+        step: u64,
+        regret: f64,
+        win_rate_hint: f64,
+        win_rate_no_hint: f64,
+        designer_reward: f64,
+        reward_levels: u32,
+    },
+    /// A batch of sampled plays. (A struct variant: serde cannot put a tag next to a list.)
+    Plays { records: Vec<PlayRecord> },
+    /// Scalar metrics of one step (names as in `spade::metrics`).
+    Metrics {
+        step: u64,
+        elapsed_s: f64,
+        values: BTreeMap<String, f64>,
+    },
+    /// A checkpoint was written.
+    Checkpoint { step: u64, path: String, bytes: u64 },
+    /// Where the run is.
+    Progress {
+        step: u64,
+        total_steps: u64,
+        phase: String,
+    },
+    /// A log line worth showing on the run page.
+    Log { level: LogLevel, line: String },
+    /// A held-out benchmark score.
+    BenchmarkResult {
+        checkpoint_step: Option<u64>,
+        suite: String,
+        task: String,
+        score: f64,
+        n: u32,
+    },
+    /// Last message of a run.
+    Finished {
+        status: FinishStatus,
+        message: String,
+    },
+}
+
+/// Whether the sandbox accepted an environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvStatus {
+    Accepted,
+    Rejected,
+}
+
+/// One generated environment as reported (and stored by the backend).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvironmentRecord {
+    pub env_id: String,
+    /// Step at which it was generated.
+    pub step: u64,
+    /// Skill name, as in `spade::skills`.
+    pub skill: String,
+    pub kind: EnvKind,
+    pub status: EnvStatus,
+    /// Machine-readable reason for a rejection (e.g. `not_solvable`), `None` when accepted.
+    pub rejection_reason: Option<String>,
+    /// Human-readable detail of the rejection.
+    pub rejection_message: Option<String>,
+    pub code: String,
+    pub hint: Option<String>,
+    /// The memory environment shown to the designer as an example, if any.
+    pub parent_env_id: Option<String>,
+    pub regret: Option<f64>,
+    pub win_rate_hint: Option<f64>,
+    pub win_rate_no_hint: Option<f64>,
+    pub designer_reward: Option<f64>,
+    pub reward_levels: Option<u32>,
+    /// Designer attempts used for this slot, this one included (1..=8 by default).
+    pub attempts: u32,
+}
+
+/// Speaker of one turn of a transcript.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnRole {
+    System,
+    /// The environment: observations and instructions.
+    User,
+    /// The agent.
+    Assistant,
+}
+
+/// One message of a play transcript.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Turn {
+    pub role: TurnRole,
+    pub content: String,
+}
+
+/// One play of an environment by the agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlayRecord {
+    pub env_id: String,
+    pub step: u64,
+    pub with_hint: bool,
+    /// Last reward clamped to [-1, 1] if the episode terminated, else 0 (spec 6).
+    pub episode_return: f64,
+    pub won: bool,
+    pub turns: u32,
+    pub transcript: Vec<Turn>,
+}
+
+/// Severity of a [`Message::Log`] line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishStatus {
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+#[cfg(test)]
+#[path = "report_tests.rs"]
+mod tests;
