@@ -14,6 +14,14 @@ pub struct UserDto {
     pub display_name: String,
 }
 
+/// Who is looking at the page: the user and the CSRF token that the page's POST forms carry
+/// (the backend turns the form field into the header its API checks).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Viewer {
+    pub user: UserDto,
+    pub csrf: String,
+}
+
 /// Lifecycle of a run (the database's `run_status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -204,23 +212,12 @@ pub struct EnvironmentDetail {
     pub plays: Vec<PlayDto>,
 }
 
-/// A page of a longer list.
+/// A page of a longer list. Lists are paged by keyset cursors (stable while rows are added):
+/// `next_cursor` goes into the next page's `cursor` parameter and is absent on the last page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Page<T> {
     pub items: Vec<T>,
-    /// 1-based page number.
-    pub page: u32,
-    pub per_page: u32,
-    pub total: u64,
-}
-
-impl<T> Page<T> {
-    pub fn page_count(&self) -> u32 {
-        if self.per_page == 0 {
-            return 1;
-        }
-        (self.total.div_ceil(u64::from(self.per_page)) as u32).max(1)
-    }
+    pub next_cursor: Option<String>,
 }
 
 /// One benchmark score of a run's checkpoint.
@@ -240,6 +237,6 @@ pub struct BenchmarkRow {
 pub struct TeamDto {
     pub id: i64,
     pub name: String,
+    /// The viewer's role: owner, editor or viewer.
     pub role: String,
-    pub members: u32,
 }

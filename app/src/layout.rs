@@ -1,7 +1,8 @@
 //! The application shell around every page: a skip link, the top bar (product name, main
 //! navigation, theme switch, user menu) and the `<main>` landmark the skip link targets.
 
-use crate::dto::UserDto;
+use crate::dto::Viewer;
+use crate::routes::ViewerResource;
 use crate::theme::ThemeToggle;
 use leptos::prelude::*;
 use leptos_router::hooks::use_location;
@@ -17,9 +18,8 @@ pub const NAV: [(&str, &str); 4] = [
 /// Skip link, top bar and main landmark around `children`.
 #[component]
 pub fn AppShell(
-    /// The signed-in user, if any (the menu offers log in / register otherwise).
-    #[prop(into)]
-    user: Signal<Option<UserDto>>,
+    /// The signed-in viewer, if any (the menu offers log in / register otherwise).
+    viewer: ViewerResource,
     children: Children,
 ) -> impl IntoView {
     view! {
@@ -32,7 +32,11 @@ pub fn AppShell(
             <Nav />
             <div class="topbar-end">
                 <ThemeToggle />
-                {move || view! { <UserMenu user=user.get() /> }}
+                <Suspense fallback=|| ()>
+                    {move || Suspend::new(async move {
+                        view! { <UserMenu viewer=viewer.await.ok().flatten() /> }
+                    })}
+                </Suspense>
             </div>
         </header>
         <main id="main" tabindex="-1">
@@ -72,9 +76,9 @@ fn Nav() -> impl IntoView {
 /// The user's name with a menu (a `<details>` disclosure: keyboard and no-JS friendly), or the
 /// log in and register links.
 #[component]
-fn UserMenu(user: Option<UserDto>) -> impl IntoView {
-    match user {
-        Some(u) => view! {
+fn UserMenu(viewer: Option<Viewer>) -> impl IntoView {
+    match viewer {
+        Some(Viewer { user: u, csrf }) => view! {
             <details class="user-menu">
                 <summary>
                     <span class="visually-hidden">"Account menu for "</span>
@@ -84,6 +88,7 @@ fn UserMenu(user: Option<UserDto>) -> impl IntoView {
                     <p class="menu-email">{u.email.clone()}</p>
                     <a href="/teams">"Teams"</a>
                     <form method="post" action="/logout">
+                        <input type="hidden" name="csrf" value=csrf />
                         <button type="submit" class="ghost">"Log out"</button>
                     </form>
                 </div>

@@ -11,17 +11,18 @@
 
 pub mod charts;
 pub mod code;
+pub mod data;
 pub mod dto;
 pub mod layout;
 pub mod pages;
+pub mod routes;
 pub mod theme;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::{
-    StaticSegment,
+    ParamSegment, StaticSegment,
     components::{Route, Router, Routes},
-    hooks::use_query_map,
 };
 
 /// Name of the wasm/JS/CSS bundle under `site/pkg/`; the server and `scripts/build-site` agree on it.
@@ -56,16 +57,36 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    let user = Signal::stored(None::<dto::UserDto>);
+    let viewer: routes::ViewerResource = Resource::new(|| (), |_| data::load_viewer());
+    provide_context(viewer);
     view! {
         <Stylesheet id="leptos" href="/pkg/spade.css" />
         <Title text="SPADE Studio" />
         <Router>
-            <layout::AppShell user>
+            <layout::AppShell viewer>
                 <Routes fallback=|| view! { <p class="notfound">"Page not found."</p> }>
                     <Route path=StaticSegment("") view=HomePage />
-                    <Route path=StaticSegment("login") view=LoginPage />
-                    <Route path=StaticSegment("register") view=RegisterPage />
+                    <Route path=StaticSegment("login") view=routes::LoginPage />
+                    <Route path=StaticSegment("register") view=routes::RegisterPage />
+                    <Route path=StaticSegment("runs") view=routes::RunsPage />
+                    <Route path=(StaticSegment("runs"), ParamSegment("id")) view=routes::RunPage />
+                    <Route
+                        path=(StaticSegment("runs"), ParamSegment("id"), StaticSegment("environments"))
+                        view=routes::EnvironmentsPage
+                    />
+                    <Route
+                        path=(StaticSegment("runs"), ParamSegment("id"), StaticSegment("environments"), ParamSegment("env"))
+                        view=routes::EnvironmentPage
+                    />
+                    <Route path=StaticSegment("compare") view=routes::ComparePage />
+                    <Route
+                        path=StaticSegment("benchmarks")
+                        view=|| view! { <routes::ComingPage title="Benchmarks" what="Benchmark results per checkpoint are stored by the backend; this page does not show them yet." /> }
+                    />
+                    <Route
+                        path=StaticSegment("teams")
+                        view=|| view! { <routes::ComingPage title="Teams" what="Teams and members are managed through the API (/api/v1/teams) for now; this page does not show them yet." /> }
+                    />
                 </Routes>
             </layout::AppShell>
         </Router>
@@ -92,37 +113,5 @@ fn HomePage() -> impl IntoView {
                 "Clicked " <span id="click-count">{clicks}</span> " times"
             </button>
         </section>
-    }
-}
-
-/// A query parameter of the current URL.
-fn query(name: &'static str) -> impl Fn() -> Option<String> + Copy {
-    let q = use_query_map();
-    move || q.with(|m| m.get(name))
-}
-
-#[component]
-fn LoginPage() -> impl IntoView {
-    let (error, email, next) = (query("error"), query("email"), query("next"));
-    view! {
-        <Title text="Log in · SPADE Studio" />
-        {move || view! {
-            <pages::auth::LoginView
-                error=error()
-                email=email().unwrap_or_default()
-                next=next().filter(|n| n.starts_with('/') && !n.starts_with("//")).unwrap_or_else(|| "/runs".into())
-            />
-        }}
-    }
-}
-
-#[component]
-fn RegisterPage() -> impl IntoView {
-    let (error, email, name) = (query("error"), query("email"), query("display_name"));
-    view! {
-        <Title text="Register · SPADE Studio" />
-        {move || view! {
-            <pages::auth::RegisterView error=error() email=email().unwrap_or_default() display_name=name().unwrap_or_default() />
-        }}
     }
 }

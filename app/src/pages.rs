@@ -38,30 +38,26 @@ pub fn ProgressBar(step: u64, total: u64, #[prop(into)] label: String) -> impl I
     }
 }
 
-/// Previous / next links that keep the other query parameters; plain GET links, so paging
-/// works without JavaScript.
+/// Links to the first and the next page; plain GET links, so paging works without JavaScript.
+/// Lists are keyset-paged, so there is no "previous" (the first page is always one click away).
 #[component]
 pub fn Pagination(
-    page: u32,
-    page_count: u32,
-    /// Builds the URL of a page number.
-    href: Box<dyn Fn(u32) -> String + Send>,
+    /// Whether this is the first page (no cursor in the address).
+    is_first: bool,
+    /// URL of the first page.
+    #[prop(into)]
+    first: String,
+    /// URL of the next page, if there is one.
+    next: Option<String>,
 ) -> impl IntoView {
-    let prev = (page > 1).then(|| href(page - 1));
-    let next = (page < page_count).then(|| href(page + 1));
-    view! {
-        <nav class="pagination" aria-label="Pages">
-            {match prev {
-                Some(h) => view! { <a href=h rel="prev">"← Previous"</a> }.into_any(),
-                None => view! { <span class="disabled" aria-hidden="true">"← Previous"</span> }.into_any(),
-            }}
-            <span>{format!("Page {page} of {page_count}")}</span>
-            {match next {
-                Some(h) => view! { <a href=h rel="next">"Next →"</a> }.into_any(),
-                None => view! { <span class="disabled" aria-hidden="true">"Next →"</span> }.into_any(),
-            }}
-        </nav>
-    }
+    (!is_first || next.is_some()).then(|| {
+        view! {
+            <nav class="pagination" aria-label="Pages">
+                {(!is_first).then(|| view! { <a href=first rel="first">"← First page"</a> })}
+                {next.map(|h| view! { <a href=h rel="next">"Next page →"</a> })}
+            </nav>
+        }
+    })
 }
 
 /// A value with three significant decimals, or a dash when absent.

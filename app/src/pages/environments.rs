@@ -16,7 +16,8 @@ pub struct EnvFilters {
     pub step_min: Option<u64>,
     pub step_max: Option<u64>,
     pub regret_min: Option<f64>,
-    pub page: u32,
+    /// Keyset cursor of the page (absent on the first page).
+    pub cursor: Option<String>,
 }
 
 /// Raw query values, as the GET form submits them.
@@ -27,7 +28,7 @@ pub struct EnvQuery<'a> {
     pub step_min: Option<&'a str>,
     pub step_max: Option<&'a str>,
     pub regret_min: Option<&'a str>,
-    pub page: Option<&'a str>,
+    pub cursor: Option<&'a str>,
 }
 
 impl EnvFilters {
@@ -47,9 +48,7 @@ impl EnvFilters {
         };
         let step_min = whole("Step from", q.step_min);
         let step_max = whole("Step to", q.step_max);
-        let page = whole("Page", q.page)
-            .filter(|p| *p >= 1)
-            .map_or(1, |p| p.min(u64::from(u32::MAX)) as u32);
+        let cursor = nonempty(q.cursor);
         let regret_min = nonempty(q.regret_min).and_then(|s| match s.parse::<f64>() {
             Ok(v) if v.is_finite() => Some(v),
             _ => {
@@ -83,15 +82,16 @@ impl EnvFilters {
                 step_min,
                 step_max,
                 regret_min,
-                page,
+                cursor,
             },
             problems,
         )
     }
 
-    pub fn href(&self, run_id: i64, page: u32) -> String {
+    /// The URL of the page at `cursor` with these filters.
+    pub fn href(&self, run_id: i64, cursor: Option<&str>) -> String {
         let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
-        let mut pairs = vec![
+        let pairs = [
             ("skill", self.skill.clone()),
             (
                 "status",
@@ -105,10 +105,8 @@ impl EnvFilters {
                 "regret_min",
                 self.regret_min.map(|v| v.to_string()).unwrap_or_default(),
             ),
+            ("cursor", cursor.unwrap_or_default().to_owned()),
         ];
-        if page > 1 {
-            pairs.push(("page", page.to_string()));
-        }
         format!("/runs/{run_id}/environments{}", query_string(&pairs))
     }
 }
@@ -131,9 +129,13 @@ pub fn EnvironmentsView(
     filters: EnvFilters,
     problems: Vec<String>,
 ) -> impl IntoView {
-    let page_count = envs.page_count();
-    let (page, total) = (envs.page, envs.total);
-    let f = filters.clone();
+    let next = envs
+        .next_cursor
+        .as_deref()
+        .map(|c| filters.href(run_id, Some(c)));
+    let first = filters.href(run_id, None);
+    let is_first = filters.cursor.is_none();
+    let none = envs.items.is_empty();
     let num = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
     let rows = envs.items.into_iter().map(env_row).collect_view();
     view! {
@@ -172,13 +174,12 @@ pub fn EnvironmentsView(
             <button type="submit">"Filter"</button>
         </form>
         {problems.into_iter().map(|p| view! { <p class="notice" role="status">{p}</p> }).collect_view()}
-        {if total == 0 {
+        {if none {
             view! { <p class="empty">"No environments match."</p> }.into_any()
         } else {
             view! {
                 <div class="table-scroll" tabindex="0" role="region" aria-label="Environments">
                     <table class="data envs">
-                        <caption class="visually-hidden">{format!("{total} environments")}</caption>
                         <thead><tr>
                             <th scope="col">"Environment"</th><th scope="col" class="num">"Step"</th><th scope="col">"Skill"</th>
                             <th scope="col">"Status"</th><th scope="col" class="num">"Regret"</th>
@@ -189,7 +190,7 @@ pub fn EnvironmentsView(
                 </div>
             }.into_any()
         }}
-        <Pagination page page_count href=Box::new(move |p| f.href(run_id, p)) />
+        <Pagination is_first first next />
     }
 }
 
@@ -319,12 +320,12 @@ mod tests {
             step_min: Some("x"),
             step_max: Some("40"),
             regret_min: Some("NaN"),
-            page: None,
+            cursor: None,
         });
         assert_eq!(f.skill, "Optimization");
         assert_eq!(
-            (f.status, f.step_min, f.step_max, f.regret_min, f.page),
-            (None, None, Some(40), None, 1)
+            (f.status, f.step_min, f.step_max, f.regret_min, f.cursor),
+            (None, None, Some(40), None, None)
         );
         assert_eq!(p.len(), 3, "{p:?}");
         assert!(
@@ -344,8 +345,8 @@ mod tests {
         });
         assert_eq!(p.len(), 1);
         assert_eq!(
-            f.href(7, 2),
-            "/runs/7/environments?step_min=9&step_max=3&page=2"
+            f.href(7, Some("4.10")),
+            "/runs/7/environments?step_min=9&step_max=3&cursor=4.10"
         );
     }
 }

@@ -66,28 +66,39 @@ fn runs_list_has_badges_progress_metrics_and_plain_page_links() {
             summary(1, RunStatus::Running),
             summary(2, RunStatus::Failed),
         ],
-        page: 2,
-        per_page: 2,
-        total: 6,
+        next_cursor: Some("2".into()),
     };
+    let teams = vec![
+        TeamDto {
+            id: 4,
+            name: "lab".into(),
+            role: "owner".into(),
+        },
+        TeamDto {
+            id: 5,
+            name: "other".into(),
+            role: "viewer".into(),
+        },
+    ];
     let filters = RunFilters {
+        team: Some(5),
         status: None,
-        q: "run".into(),
-        page: 2,
+        cursor: Some("9".into()),
     };
     let html = render(move || {
-        view! { <RunsView runs=page filters problems=vec!["Unknown status".into()] /> }.into_any()
+        view! { <RunsView runs=page teams filters problems=vec!["Unknown status".into()] /> }
+            .into_any()
     });
     assert!(html.contains(r#"class="badge status-running""#), "{html}");
     assert!(html.contains(r#"class="badge status-failed""#));
     assert!(html.contains(r#"<progress max="100" value="25.0""#));
     assert!(html.contains("31%"), "learnable share as a percentage");
     assert!(
-        html.contains(r#"href="/runs?q=run""#),
-        "previous page link keeps the filter: {html}"
+        html.contains(r#"href="/runs?team=5""#),
+        "first page link keeps the filter: {html}"
     );
-    assert!(html.contains(r#"href="/runs?q=run&amp;page=3""#));
-    assert!(html.contains("Page 2 of 3"));
+    assert!(html.contains(r#"href="/runs?team=5&amp;cursor=2""#));
+    assert!(html.contains(r#"<option value="5" selected"#));
     assert!(html.contains("Unknown status"));
     assert!(html.contains(r#"<label for="runs-status">"#) && html.contains(r#"id="runs-status""#));
 }
@@ -96,11 +107,11 @@ fn runs_list_has_badges_progress_metrics_and_plain_page_links() {
 fn run_page_offers_cancel_only_to_those_who_may_and_escapes_the_log() {
     let settings = || ChartSettings::from_query(None, None, None);
     let html = render(move || {
-        view! { <RunView run=detail(7, RunStatus::Running, true, 1) metrics=vec![metric("regret_mean"), metric("win_rate/Optimization")] settings=settings() /> }
+        view! { <RunView run=detail(7, RunStatus::Running, true, 1) metrics=vec![metric("regret_mean"), metric("win_rate/Optimization")] settings=settings() csrf="t0k".into() /> }
             .into_any()
     });
     assert!(
-        html.contains(r#"<form method="post" action="/runs/7/cancel">"#),
+        html.contains(r#"<form method="post" action="/runs/7/cancel"><input type="hidden" name="csrf" value="t0k">"#),
         "{html}"
     );
     assert!(!html.contains("/runs/7/resume"));
@@ -108,7 +119,7 @@ fn run_page_offers_cancel_only_to_those_who_may_and_escapes_the_log() {
     assert_eq!(html.matches("<svg").count(), 2, "two charts");
     assert!(html.contains("grpo.clip_low"));
     let viewer = render(move || {
-        view! { <RunView run=detail(7, RunStatus::Running, false, 1) metrics=vec![] settings=settings() /> }.into_any()
+        view! { <RunView run=detail(7, RunStatus::Running, false, 1) metrics=vec![] settings=settings() csrf="t0k".into() /> }.into_any()
     });
     assert!(
         !viewer.contains("/cancel"),
@@ -116,7 +127,7 @@ fn run_page_offers_cancel_only_to_those_who_may_and_escapes_the_log() {
     );
     assert!(viewer.contains("No metrics reported yet."));
     let failed = render(move || {
-        view! { <RunView run=detail(7, RunStatus::Failed, true, 1) metrics=vec![] settings=settings() /> }.into_any()
+        view! { <RunView run=detail(7, RunStatus::Failed, true, 1) metrics=vec![] settings=settings() csrf="t0k".into() /> }.into_any()
     });
     assert!(failed.contains("/runs/7/resume") && !failed.contains("/runs/7/cancel"));
 }
@@ -127,7 +138,7 @@ fn log_scale_message_replaces_a_chart_it_cannot_draw() {
         let settings = ChartSettings::from_query(Some("0.5"), Some("time"), Some("1"));
         let mut m = metric("regret_mean");
         m.points[0].value = -0.2;
-        view! { <RunView run=detail(7, RunStatus::Running, true, 1) metrics=vec![m] settings /> }
+        view! { <RunView run=detail(7, RunStatus::Running, true, 1) metrics=vec![m] settings csrf=String::new() /> }
             .into_any()
     });
     assert!(html.contains("log scale needs values above zero"), "{html}");
@@ -199,13 +210,10 @@ fn environment_list_links_rows_and_keeps_filters_in_page_links() {
     };
     let envs = Page {
         items: vec![item],
-        page: 1,
-        per_page: 1,
-        total: 2,
+        next_cursor: Some("4.1".into()),
     };
     let filters = EnvFilters {
         skill: "Logical Deduction".into(),
-        page: 1,
         ..Default::default()
     };
     let html = render(move || {
@@ -217,7 +225,10 @@ fn environment_list_links_rows_and_keeps_filters_in_page_links() {
         "{html}"
     );
     assert!(html.contains(r#"<option value="Logical Deduction" selected"#));
-    assert!(html.contains(r#"href="/runs/3/environments?skill=Logical%20Deduction&amp;page=2""#));
+    assert!(
+        html.contains(r#"href="/runs/3/environments?skill=Logical%20Deduction&amp;cursor=4.1""#)
+    );
+    assert!(!html.contains("First page"));
     assert!(html.contains("65%") && html.contains("0.35"));
 }
 

@@ -87,6 +87,8 @@ pub fn RunView(
     run: RunDetail,
     metrics: Vec<MetricSeries>,
     settings: ChartSettings,
+    /// The viewer's CSRF token, carried by the cancel and resume forms.
+    csrf: String,
 ) -> impl IntoView {
     let s = run.summary.clone();
     let id = s.id;
@@ -95,11 +97,13 @@ pub fn RunView(
             <div class="actions">
                 {s.status.is_active().then(|| view! {
                     <form method="post" action=format!("/runs/{id}/cancel")>
+                        <input type="hidden" name="csrf" value=csrf.clone() />
                         <button type="submit" class="danger">"Cancel run"</button>
                     </form>
                 })}
                 {s.status.is_resumable().then(|| view! {
                     <form method="post" action=format!("/runs/{id}/resume")>
+                        <input type="hidden" name="csrf" value=csrf.clone() />
                         <button type="submit">"Resume"</button>
                     </form>
                 })}

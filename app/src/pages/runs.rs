@@ -2,63 +2,69 @@
 //! (GET links), so reading and paging work without JavaScript.
 
 use super::{Pagination, ProgressBar, StatusBadge, fmt_opt, fmt_pct, fmt_time, query_string};
-use crate::dto::{Page, RunStatus, RunSummary};
+use crate::dto::{Page, RunStatus, RunSummary, TeamDto};
 use leptos::prelude::*;
 
 /// The runs list's query parameters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunFilters {
+    /// The team whose runs are listed; `None` means the viewer's first team.
+    pub team: Option<i64>,
     pub status: Option<RunStatus>,
-    /// Case-insensitive substring of the run or project name.
-    pub q: String,
-    /// 1-based.
-    pub page: u32,
+    /// Keyset cursor of the page (absent on the first page).
+    pub cursor: Option<String>,
 }
 
 impl RunFilters {
-    /// From query parameters; an unknown status or page number becomes a message for the user
-    /// (the list then shows everything / page 1) rather than an error page.
+    /// From query parameters; an unknown status or team becomes a message for the user (the
+    /// list then ignores that filter) rather than an error page.
     pub fn from_query(
+        team: Option<&str>,
         status: Option<&str>,
-        q: Option<&str>,
-        page: Option<&str>,
+        cursor: Option<&str>,
     ) -> (Self, Vec<String>) {
         let mut problems = Vec::new();
         let status = match status.filter(|s| !s.is_empty()) {
             None => None,
             Some(s) => RunStatus::parse(s).or_else(|| {
-                problems.push(format!("Unknown status \"{s}\"; showing all runs."));
+                problems.push(format!(
+                    "Unknown status \"{s}\"; showing runs of every status."
+                ));
                 None
             }),
         };
-        let page = match page.filter(|s| !s.is_empty()) {
-            None => 1,
-            Some(p) => match p.parse::<u32>() {
-                Ok(n) if n >= 1 => n,
-                _ => {
-                    problems.push(format!("Page must be a whole number from 1, got \"{p}\"."));
-                    1
-                }
-            },
+        let team = match team.filter(|s| !s.is_empty()) {
+            None => None,
+            Some(t) => t.parse::<i64>().ok().or_else(|| {
+                problems.push(format!(
+                    "Team must be a team id, got \"{t}\"; showing your first team."
+                ));
+                None
+            }),
         };
-        let q = q.unwrap_or_default().trim().chars().take(200).collect();
-        (Self { status, q, page }, problems)
+        let cursor = cursor.filter(|c| !c.is_empty()).map(str::to_owned);
+        (
+            Self {
+                team,
+                status,
+                cursor,
+            },
+            problems,
+        )
     }
 
-    /// The URL of `page` with these filters.
-    pub fn href(&self, page: u32) -> String {
-        let mut pairs = vec![
+    /// The URL of the page at `cursor` with these filters.
+    pub fn href(&self, cursor: Option<&str>) -> String {
+        let pairs = [
+            ("team", self.team.map(|t| t.to_string()).unwrap_or_default()),
             (
                 "status",
                 self.status
                     .map(|s| s.as_str().to_owned())
                     .unwrap_or_default(),
             ),
-            ("q", self.q.clone()),
+            ("cursor", cursor.unwrap_or_default().to_owned()),
         ];
-        if page > 1 {
-            pairs.push(("page", page.to_string()));
-        }
         format!("/runs{}", query_string(&pairs))
     }
 }
@@ -74,24 +80,34 @@ pub const KEY_METRICS: [(&str, &str, bool); 3] = [
 #[component]
 pub fn RunsView(
     runs: Page<RunSummary>,
+    /// The viewer's teams, for the team filter.
+    teams: Vec<TeamDto>,
     filters: RunFilters,
     problems: Vec<String>,
 ) -> impl IntoView {
-    let page_count = runs.page_count();
-    let page = runs.page;
-    let total = runs.total;
-    let link_filters = filters.clone();
+    let next = runs.next_cursor.as_deref().map(|c| filters.href(Some(c)));
+    let first = filters.href(None);
+    let is_first = filters.cursor.is_none();
+    let empty = runs
+        .items
+        .is_empty()
+        .then(|| runs_empty_message(is_first, &filters, teams.is_empty()));
     let rows = runs.items.into_iter().map(run_row).collect_view();
-    let empty = runs_empty_message(total, &filters);
+    let team_options = teams
+        .iter()
+        .map(|t| {
+            let selected = filters.team == Some(t.id);
+            view! { <option value=t.id.to_string() selected=selected>{format!("{} ({})", t.name, t.role)}</option> }
+        })
+        .collect_view();
     view! {
         <div class="page-head">
             <h1>"Runs"</h1>
-            <a class="button" href="/runs/new">"New run"</a>
         </div>
         <form class="filters card" method="get" action="/runs" aria-label="Filter runs">
             <div class="field">
-                <label for="runs-q">"Name"</label>
-                <input id="runs-q" name="q" type="search" value=filters.q.clone() placeholder="run or project" />
+                <label for="runs-team">"Team"</label>
+                <select id="runs-team" name="team">{team_options}</select>
             </div>
             <div class="field">
                 <label for="runs-status">"Status"</label>
@@ -107,11 +123,10 @@ pub fn RunsView(
         </form>
         {problems.into_iter().map(|p| view! { <p class="notice" role="status">{p}</p> }).collect_view()}
         {match empty {
-            Some(msg) => view! { <p class="empty">{msg}</p> }.into_any(),
+            Some(msg) => view! { <p class="empty" id="runs-empty">{msg}</p> }.into_any(),
             None => view! {
                 <div class="table-scroll" tabindex="0" role="region" aria-label="Runs">
-                    <table class="data runs">
-                        <caption class="visually-hidden">{format!("{total} runs")}</caption>
+                    <table class="data runs" id="runs-table">
                         <thead>
                             <tr>
                                 <th scope="col">"Run"</th>
@@ -126,18 +141,20 @@ pub fn RunsView(
                 </div>
             }.into_any(),
         }}
-        <Pagination page page_count href=Box::new(move |p| link_filters.href(p)) />
+        <Pagination is_first first next />
     }
 }
 
-fn runs_empty_message(total: u64, filters: &RunFilters) -> Option<String> {
-    (total == 0).then(|| {
-        if filters.status.is_some() || !filters.q.is_empty() {
-            "No runs match these filters.".to_owned()
-        } else {
-            "No runs yet. Start one with “New run”.".to_owned()
-        }
-    })
+fn runs_empty_message(is_first: bool, filters: &RunFilters, no_teams: bool) -> String {
+    if no_teams {
+        "You are not in a team yet: create one or ask a team owner to add you.".to_owned()
+    } else if !is_first {
+        "No more runs.".to_owned()
+    } else if filters.status.is_some() {
+        "No runs match these filters.".to_owned()
+    } else {
+        "No runs in this team yet.".to_owned()
+    }
 }
 
 fn run_row(r: RunSummary) -> impl IntoView {
@@ -169,38 +186,31 @@ mod tests {
 
     #[test]
     fn filters_from_query_report_bad_values() {
-        let (f, p) = RunFilters::from_query(Some("running"), Some(" tiny "), Some("2"));
+        let (f, p) = RunFilters::from_query(Some("3"), Some("running"), Some("41"));
         assert_eq!(
             f,
             RunFilters {
+                team: Some(3),
                 status: Some(RunStatus::Running),
-                q: "tiny".into(),
-                page: 2
+                cursor: Some("41".into())
             }
         );
         assert!(p.is_empty());
-        let (f, p) = RunFilters::from_query(Some("sleeping"), None, Some("0"));
-        assert_eq!(
-            f,
-            RunFilters {
-                status: None,
-                q: String::new(),
-                page: 1
-            }
-        );
+        let (f, p) = RunFilters::from_query(Some("x"), Some("sleeping"), Some(""));
+        assert_eq!(f, RunFilters::default());
         assert_eq!(p.len(), 2, "{p:?}");
-        assert!(p[0].contains("sleeping") && p[1].contains("\"0\""));
+        assert!(p[0].contains("sleeping") && p[1].contains("\"x\""));
     }
 
     #[test]
     fn page_links_keep_filters() {
         let f = RunFilters {
+            team: Some(2),
             status: Some(RunStatus::Failed),
-            q: "a b".into(),
-            page: 1,
+            cursor: None,
         };
-        assert_eq!(f.href(1), "/runs?status=failed&q=a%20b");
-        assert_eq!(f.href(3), "/runs?status=failed&q=a%20b&page=3");
-        assert_eq!(RunFilters::default().href(1), "/runs");
+        assert_eq!(f.href(None), "/runs?team=2&status=failed");
+        assert_eq!(f.href(Some("17")), "/runs?team=2&status=failed&cursor=17");
+        assert_eq!(RunFilters::default().href(None), "/runs");
     }
 }

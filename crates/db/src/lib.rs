@@ -15,6 +15,7 @@ pub mod artifacts;
 pub mod audit;
 pub mod environments;
 pub mod ingest;
+pub mod logs;
 pub mod metrics;
 pub mod runs;
 pub mod scope;
