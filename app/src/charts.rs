@@ -166,7 +166,9 @@ pub fn ChartControls(settings: ChartSettings) -> impl IntoView {
 pub fn LineChart(
     #[prop(into)] title: String,
     #[prop(into)] y_label: String,
-    series: Vec<Series>,
+    /// The curves; a signal so a live page can extend them.
+    #[prop(into)]
+    series: Signal<Vec<Series>>,
     settings: ChartSettings,
 ) -> impl IntoView {
     let heading = title.clone();
@@ -177,7 +179,7 @@ pub fn LineChart(
             smoothing: settings.smoothing.get(),
             ..ChartOptions::new(title.clone(), y_label.clone())
         };
-        render_line_chart(&series, &opts).map_err(|e| e.to_string())
+        series.with(|s| render_line_chart(s, &opts)).map_err(|e| e.to_string())
     });
     view! {
         <section class="chart card">

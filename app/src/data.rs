@@ -121,6 +121,7 @@ mod source {
 }
 
 /// The data source and the request head from context (server only).
+#[cfg_attr(feature = "hydrate", allow(dead_code))]
 fn context() -> Result<(SharedData, http::request::Parts), ServerFnError> {
     let data = use_context::<SharedData>().ok_or_else(|| {
         ServerFnError::new("the dashboard has no data source (server misconfigured)")
@@ -130,6 +131,7 @@ fn context() -> Result<(SharedData, http::request::Parts), ServerFnError> {
     Ok((data, parts))
 }
 
+#[cfg_attr(feature = "hydrate", allow(dead_code))]
 fn to_sfn(e: DataError) -> ServerFnError {
     ServerFnError::new(e.to_string())
 }

@@ -14,6 +14,7 @@ pub mod code;
 pub mod data;
 pub mod dto;
 pub mod layout;
+pub mod live;
 pub mod pages;
 pub mod routes;
 pub mod theme;

@@ -6,6 +6,7 @@ use super::compare::flatten_config;
 use super::{ProgressBar, StatusBadge, fmt_time};
 use crate::charts::{ChartControls, ChartSettings, LineChart, Series};
 use crate::dto::{MetricSeries, RunDetail};
+use crate::live::{self, LiveRun};
 use leptos::prelude::*;
 
 /// Charts of the run page: (title, y label, metric names). A metric named `win_rate/<skill>`
@@ -92,52 +93,67 @@ pub fn RunView(
 ) -> impl IntoView {
     let s = run.summary.clone();
     let id = s.id;
-    let controls = run.can_control.then(|| {
-        view! {
-            <div class="actions">
-                {s.status.is_active().then(|| view! {
-                    <form method="post" action=format!("/runs/{id}/cancel")>
-                        <input type="hidden" name="csrf" value=csrf.clone() />
-                        <button type="submit" class="danger">"Cancel run"</button>
-                    </form>
-                })}
-                {s.status.is_resumable().then(|| view! {
-                    <form method="post" action=format!("/runs/{id}/resume")>
-                        <input type="hidden" name="csrf" value=csrf.clone() />
-                        <button type="submit">"Resume"</button>
-                    </form>
-                })}
-            </div>
-        }
-    });
+    let live = LiveRun::new(&run, metrics.clone());
+    // Effects run only in the browser: the server renders the state at request time.
+    Effect::new(move |_| live::subscribe(id, live));
+    let can_control = run.can_control;
+    let controls = move || {
+        let status = live.status.get();
+        let csrf = csrf.clone();
+        can_control.then(|| {
+            view! {
+                <div class="actions">
+                    {status.is_active().then(|| view! {
+                        <form method="post" action=format!("/runs/{id}/cancel")>
+                            <input type="hidden" name="csrf" value=csrf.clone() />
+                            <button type="submit" class="danger">"Cancel run"</button>
+                        </form>
+                    })}
+                    {status.is_resumable().then(|| view! {
+                        <form method="post" action=format!("/runs/{id}/resume")>
+                            <input type="hidden" name="csrf" value=csrf.clone() />
+                            <button type="submit">"Resume"</button>
+                        </form>
+                    })}
+                </div>
+            }
+        })
+    };
     let config_rows = flatten_config(&run.config)
         .into_iter()
         .map(|(k, v)| view! { <tr><th scope="row"><code>{k}</code></th><td><code>{v}</code></td></tr> })
         .collect_view();
-    let log = if run.log_tail.is_empty() {
-        "No log lines yet.".to_owned()
-    } else {
-        run.log_tail
-            .iter()
-            .map(|l| format!("{:5} {}\n", l.level, l.line))
-            .collect()
+    let log = move || {
+        live.log.with(|lines| {
+            if lines.is_empty() {
+                "No log lines yet.".to_owned()
+            } else {
+                lines.iter().map(|l| format!("{:5} {}\n", l.level, l.line)).collect::<String>()
+            }
+        })
     };
     let charts = chart_groups(&metrics)
         .into_iter()
-        .map(|(title, y, series)| view! { <LineChart title y_label=y series settings /> })
+        .map(|(title, y, _)| {
+            let key = title.clone();
+            let series = Signal::derive(move || {
+                live.metrics.with(|m| chart_groups(m).into_iter().find(|g| g.0 == key).map(|g| g.2).unwrap_or_default())
+            });
+            view! { <LineChart title y_label=y series settings /> }
+        })
         .collect_view();
     let no_charts = metrics.is_empty();
     view! {
         <nav class="crumbs" aria-label="Breadcrumb"><a href="/runs">"Runs"</a> " / " <span>{s.project.clone()}</span></nav>
         <div class="page-head">
             <h1>{s.name.clone()}</h1>
-            <span id="run-status"><StatusBadge status=s.status /></span>
+            <span id="run-status">{move || view! { <StatusBadge status=live.status.get() /> }}</span>
             {controls}
         </div>
         <section class="card run-overview" aria-label="Overview">
             <dl class="facts">
-                <div><dt>"Progress"</dt><dd id="run-progress"><ProgressBar step=s.step total=s.total_steps label="Training progress" /></dd></div>
-                <div><dt>"Phase"</dt><dd id="run-phase">{run.phase.clone().unwrap_or_else(|| "—".into())}</dd></div>
+                <div><dt>"Progress"</dt><dd id="run-progress">{move || view! { <ProgressBar step=live.step.get() total=live.total.get() label="Training progress" /> }}</dd></div>
+                <div><dt>"Phase"</dt><dd id="run-phase">{move || live.phase.get().unwrap_or_else(|| "—".into())}</dd></div>
                 <div><dt>"Executor"</dt><dd>{run.executor.clone()}</dd></div>
                 <div><dt>"Seed"</dt><dd>{run.seed}</dd></div>
                 <div><dt>"Code"</dt><dd><code>{run.code_version.clone()}</code></dd></div>
@@ -155,7 +171,7 @@ pub fn RunView(
         <div class="two-col">
             <section class="card" aria-labelledby="log-h">
                 <h2 id="log-h">"Log"</h2>
-                <pre id="run-log" class="log" tabindex="0" aria-label="Log tail">{log}</pre>
+                <pre id="run-log" class="log" tabindex="0" aria-label="Log tail" aria-live="polite">{log}</pre>
             </section>
             <section class="card" aria-labelledby="config-h">
                 <h2 id="config-h">"Configuration"</h2>
