@@ -128,6 +128,7 @@ pub fn ChartControls(settings: ChartSettings) -> impl IntoView {
                 min="0"
                 max=MAX_SMOOTHING.to_string()
                 step="0.01"
+                value=smoothing.get_untracked().to_string()
                 prop:value=move || smoothing.get().to_string()
                 on:input=move |ev| {
                     if let Ok(v) = event_target_value(&ev).parse::<f64>() {
@@ -150,6 +151,7 @@ pub fn ChartControls(settings: ChartSettings) -> impl IntoView {
                     type="checkbox"
                     name="log"
                     value="1"
+                    checked=log_y.get_untracked()
                     prop:checked=move || log_y.get()
                     on:change=move |ev| log_y.set(event_target_checked(&ev))
                 />

@@ -42,17 +42,19 @@ pub fn DiffView(
     #[prop(into)] new_title: String,
 ) -> impl IntoView {
     let d = diff::side_by_side(&old, &new);
-    let summary = if d.added == 0 && d.removed == 0 {
-        "No changes.".to_owned()
-    } else {
-        format!("{} lines added, {} lines removed", d.added, d.removed)
-    };
+    let summary = summary(&d);
     let rows: String = d.rows.iter().map(row_html).collect();
     view! {
         <div class="diff">
             <p class="diff-summary">{summary}</p>
             <div class="diff-scroll" tabindex="0" role="region" aria-label="Code diff">
                 <table class="diff-table">
+                    <colgroup>
+                        <col class="ln-col" />
+                        <col />
+                        <col class="ln-col" />
+                        <col />
+                    </colgroup>
                     <caption class="visually-hidden">
                         {format!("Differences between {old_title} and {new_title}")}
                     </caption>
@@ -66,6 +68,43 @@ pub fn DiffView(
                 </table>
             </div>
         </div>
+    }
+}
+
+/// "3 lines changed, 1 added, 2 removed", naming only the kinds that occur.
+fn summary(d: &diff::SideBySide) -> String {
+    let count = |k: diff::RowKind| d.rows.iter().filter(|r| r.kind == k).count();
+    let parts: Vec<String> = [
+        (count(diff::RowKind::Changed), "changed"),
+        (count(diff::RowKind::Added), "added"),
+        (count(diff::RowKind::Removed), "removed"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
+    if parts.is_empty() {
+        "No changes.".to_owned()
+    } else {
+        let lines = if d
+            .rows
+            .iter()
+            .filter(|r| r.kind != diff::RowKind::Same)
+            .count()
+            == 1
+        {
+            "line"
+        } else {
+            "lines"
+        };
+        format!(
+            "{} {lines}: {}",
+            d.rows
+                .iter()
+                .filter(|r| r.kind != diff::RowKind::Same)
+                .count(),
+            parts.join(", ")
+        )
     }
 }
 

@@ -81,7 +81,7 @@ async fn seed(db: &spade_db::Pool, user_id: i64, tag: &str) -> anyhow::Result<i6
     }
     b.progress(24, 40, "playing").await?;
     b.log("info", "step 23: 24 environments, 19 accepted").await?;
-    b.log("warn", "environment e-24 rejected: not_solvable").await?;
+    b.log("warn", "environment e-23 rejected: not_solvable").await?;
     for (env_id, code, parent, status) in [
         ("m-1", PARENT_CODE, None, EnvStatus::Accepted),
         ("e-24", CHILD_CODE, Some("m-1"), EnvStatus::Accepted),
@@ -159,7 +159,7 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
     fill(&c, "login-password", "wrong password").await?;
     c.find(Locator::Css("form.stack button[type=submit]")).await?.click().await?;
     wait_for_path(&c, "/login?error=").await?;
-    assert!(text_of(&c, "#login-error").await?.contains("wrong email or password"));
+    assert!(text_of(&c, "#login-error").await?.contains("Wrong email or password"));
     browser.screenshot("dashboard-login-error").await?;
     fill(&c, "login-password", password).await?;
     c.find(Locator::Css("form.stack button[type=submit]")).await?.click().await?;
@@ -177,7 +177,9 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
     assert!(row.contains("33%"), "latest learnable share: {row}");
     browser.screenshot("dashboard-runs").await?;
 
-    // The run page: status, progress, curves (SVG from plotters), log and configuration.
+    // The run page: status, progress, curves (SVG from plotters), log and configuration. A
+    // tall window, so the screenshots show whole pages.
+    c.set_window_size(1280, 1800).await?;
     c.find(Locator::LinkText("tiny-demo")).await?.click().await?;
     wait_for_path(&c, &format!("/runs/{run_id}")).await?;
     let charts = c.find_all(Locator::Css(".chart-svg svg")).await?;
@@ -188,7 +190,7 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
 
     // The environment that was derived from a memory environment shows the diff.
     c.goto(&format!("{}/runs/{run_id}/environments/e-24", server.url)).await?;
-    assert!(text_of(&c, ".diff-summary").await?.contains("lines added"));
+    assert_eq!(text_of(&c, ".diff-summary").await?, "2 lines: 2 changed");
     assert!(c.find(Locator::Css(".code .tok-kw")).await.is_ok(), "highlighted code");
     browser.screenshot("dashboard-environment").await?;
 

@@ -4,6 +4,15 @@
 
 use leptos::prelude::*;
 
+/// The message with its first letter capitalised (API messages start in lower case).
+fn sentence(msg: String) -> String {
+    let mut c = msg.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => msg,
+    }
+}
+
 /// Where the forms post; the backend owns these routes.
 pub const LOGIN_ACTION: &str = "/login";
 pub const REGISTER_ACTION: &str = "/register";
@@ -21,7 +30,7 @@ pub fn LoginView(
     view! {
         <div class="auth-card card">
             <h1>"Log in"</h1>
-            {error.map(|e| view! { <p class="form-error" role="alert" id="login-error">{e}</p> })}
+            {error.map(|e| view! { <p class="form-error" role="alert" id="login-error">{sentence(e)}</p> })}
             <form method="post" action=LOGIN_ACTION class="stack">
                 <input type="hidden" name="next" value=next />
                 <div class="field">
@@ -45,7 +54,7 @@ pub fn RegisterView(error: Option<String>, email: String, display_name: String) 
     view! {
         <div class="auth-card card">
             <h1>"Create an account"</h1>
-            {error.map(|e| view! { <p class="form-error" role="alert" id="register-error">{e}</p> })}
+            {error.map(|e| view! { <p class="form-error" role="alert" id="register-error">{sentence(e)}</p> })}
             <form method="post" action=REGISTER_ACTION class="stack">
                 <div class="field">
                     <label for="reg-name">"Display name"</label>

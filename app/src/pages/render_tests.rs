@@ -190,6 +190,7 @@ fn environment_page_shows_code_diff_plays_and_rejection() {
         "{html}"
     );
     assert!(html.contains("diff-add") && html.contains("Memory m-1"));
+    assert!(html.contains("2 lines: 1 changed, 1 added"), "{html}");
     assert!(html.contains("Play 1: won, return 1, 2 turns"));
     assert!(html.contains("With hint") && !html.contains("Without hint"));
 }
