@@ -31,6 +31,16 @@ async fn wait_for_path(c: &Client, prefix: &str) -> anyhow::Result<String> {
     }
 }
 
+/// Waits until `css` matches (pages may load their data after a client-side navigation).
+async fn wait_for(c: &Client, css: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while c.find(Locator::Css(css)).await.is_err() {
+        anyhow::ensure!(Instant::now() < deadline, "{css} never appeared");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
 async fn fill(c: &Client, id: &str, text: &str) -> anyhow::Result<()> {
     let el = c.find(Locator::Id(id)).await?;
     el.clear().await?;
@@ -40,6 +50,28 @@ async fn fill(c: &Client, id: &str, text: &str) -> anyhow::Result<()> {
 
 async fn text_of(c: &Client, css: &str) -> anyhow::Result<String> {
     Ok(c.find(Locator::Css(css)).await?.text().await?)
+}
+
+/// POSTs JSON with a bearer token over a plain HTTP/1.1 connection; fails unless 200.
+async fn http_post_json(url: &str, token: &str, body: &serde_json::Value) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let body = body.to_string();
+    let mut s = tokio::net::TcpStream::connect(host).await?;
+    s.write_all(
+        format!(
+            "POST /{path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await?;
+    anyhow::ensure!(out.starts_with("HTTP/1.1 200"), "ingest answered: {out}");
+    Ok(out)
 }
 
 /// A team, project and run for `user_id`, with metrics, logs and two environments (one derived
@@ -145,6 +177,7 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
     browser.screenshot("dashboard-register").await?;
     c.find(Locator::Css("form.stack button[type=submit]")).await?.click().await?;
     wait_for_path(&c, "/runs").await?;
+    wait_for(&c, "#runs-empty").await?;
     assert!(
         text_of(&c, "#runs-empty").await?.contains("not in a team"),
         "a new user has no team yet"
@@ -159,6 +192,7 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
     fill(&c, "login-password", "wrong password").await?;
     c.find(Locator::Css("form.stack button[type=submit]")).await?.click().await?;
     wait_for_path(&c, "/login?error=").await?;
+    wait_for(&c, "#login-error").await?;
     assert!(text_of(&c, "#login-error").await?.contains("Wrong email or password"));
     browser.screenshot("dashboard-login-error").await?;
     fill(&c, "login-password", password).await?;
@@ -172,6 +206,7 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
         .user;
     let run_id = seed(&db, user.id, &tag).await?;
     c.goto(&format!("{}/runs", server.url)).await?;
+    wait_for(&c, "#runs-table").await?;
     let row = text_of(&c, "#runs-table tbody tr").await?;
     assert!(row.contains("tiny-demo") && row.contains("24 / 40"), "{row}");
     assert!(row.contains("33%"), "latest learnable share: {row}");
@@ -182,14 +217,43 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
     c.set_window_size(1280, 1800).await?;
     c.find(Locator::LinkText("tiny-demo")).await?.click().await?;
     wait_for_path(&c, &format!("/runs/{run_id}")).await?;
+    wait_for(&c, ".chart-svg svg").await?;
     let charts = c.find_all(Locator::Css(".chart-svg svg")).await?;
     assert!(charts.len() >= 2, "{} charts", charts.len());
     assert!(text_of(&c, "#run-log").await?.contains("19 accepted"));
     assert!(c.find(Locator::Css("form[action$='/cancel'] button")).await.is_ok(), "the owner may cancel");
     browser.screenshot("dashboard-run").await?;
 
+    // Live: the worker reports progress over the ingest API; the open page follows (its event
+    // stream starts with a snapshot, so this holds whether it connected before or after).
+    c.execute("window.__spadeMarker = 'same-document'; return null;", vec![]).await?;
+    let token = spade_server::auth::tokens::random_token("sprun_");
+    let scope = RunScope::for_member(&db, user.id, run_id).await?;
+    runs::set_token_hash(&db, &scope, &spade_server::auth::tokens::hash_token(&token)).await?;
+    let batch = serde_json::json!({"envelopes": [
+        {"run_id": run_id.to_string(), "seq": 1000, "key": format!("{run_id}/1000"), "sent_at_ms": 0,
+         "message": {"kind": "progress", "step": 30, "total_steps": 40, "phase": "training"}},
+        {"run_id": run_id.to_string(), "seq": 1001, "key": format!("{run_id}/1001"), "sent_at_ms": 0,
+         "message": {"kind": "log", "level": "info", "line": "step 30: policy updated"}}
+    ]});
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        // Posted again until the page shows it: the first post may precede hydration.
+        http_post_json(&format!("{}/api/v1/ingest/{run_id}", server.url), &token, &batch).await?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if text_of(&c, "#run-phase").await? == "training" {
+            break;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the run page never showed the new phase");
+    }
+    assert!(text_of(&c, "#run-progress").await?.contains("30 / 40"));
+    let marker = c.execute("return window.__spadeMarker || null;", vec![]).await?;
+    assert_eq!(marker, serde_json::json!("same-document"), "updated without a reload");
+    browser.screenshot("dashboard-run-live").await?;
+
     // The environment that was derived from a memory environment shows the diff.
     c.goto(&format!("{}/runs/{run_id}/environments/e-24", server.url)).await?;
+    wait_for(&c, ".diff-summary").await?;
     assert_eq!(text_of(&c, ".diff-summary").await?, "2 lines: 2 changed");
     assert!(c.find(Locator::Css(".code .tok-kw")).await.is_ok(), "highlighted code");
     browser.screenshot("dashboard-environment").await?;
