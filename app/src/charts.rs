@@ -181,7 +181,9 @@ pub fn LineChart(
             smoothing: settings.smoothing.get(),
             ..ChartOptions::new(title.clone(), y_label.clone())
         };
-        series.with(|s| render_line_chart(s, &opts)).map_err(|e| e.to_string())
+        series
+            .with(|s| render_line_chart(s, &opts))
+            .map_err(|e| e.to_string())
     });
     view! {
         <section class="chart card">

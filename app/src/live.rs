@@ -54,7 +54,10 @@ impl LiveRun {
             "log" => {
                 if let Ok(e) = serde_json::from_str::<LogEvent>(data) {
                     self.log.update(|log| {
-                        log.push(LogLine { level: e.level, line: e.line });
+                        log.push(LogLine {
+                            level: e.level,
+                            line: e.line,
+                        });
                         let extra = log.len().saturating_sub(LOG_LINES);
                         log.drain(..extra);
                     });
@@ -62,7 +65,8 @@ impl LiveRun {
             }
             "metrics" => {
                 if let Ok(e) = serde_json::from_str::<MetricsEvent>(data) {
-                    self.metrics.update(|all| append_metrics(all, e.step, &e.values));
+                    self.metrics
+                        .update(|all| append_metrics(all, e.step, &e.values));
                 }
             }
             _ => {}
@@ -75,14 +79,21 @@ impl LiveRun {
 /// them).
 pub fn append_metrics(all: &mut Vec<MetricSeries>, step: u64, values: &BTreeMap<String, f64>) {
     for (name, &value) in values {
-        let point = Point { step: step as f64, time_s: f64::NAN, value };
+        let point = Point {
+            step: step as f64,
+            time_s: f64::NAN,
+            value,
+        };
         match all.iter_mut().find(|m| &m.name == name) {
             Some(m) => {
                 if m.points.last().is_none_or(|p| p.step < point.step) {
                     m.points.push(point);
                 }
             }
-            None => all.push(MetricSeries { name: name.clone(), points: vec![point] }),
+            None => all.push(MetricSeries {
+                name: name.clone(),
+                points: vec![point],
+            }),
         }
     }
 }
@@ -120,11 +131,12 @@ pub fn subscribe(run_id: i64, live: LiveRun) {
         return;
     };
     for name in ["status", "progress", "log", "metrics"] {
-        let handler = Closure::<dyn Fn(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
-            if let Some(data) = ev.data().as_string() {
-                live.apply(name, &data);
-            }
-        });
+        let handler =
+            Closure::<dyn Fn(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
+                if let Some(data) = ev.data().as_string() {
+                    live.apply(name, &data);
+                }
+            });
         let _ = source.add_event_listener_with_callback(name, handler.as_ref().unchecked_ref());
         // The listener lives as long as the page; the source is closed on cleanup.
         handler.forget();
@@ -145,7 +157,11 @@ mod tests {
     fn metric_events_extend_series_and_add_new_ones() {
         let mut all = vec![MetricSeries {
             name: "regret_mean".into(),
-            points: vec![Point { step: 1.0, time_s: 3.0, value: 0.1 }],
+            points: vec![Point {
+                step: 1.0,
+                time_s: 3.0,
+                value: 0.1,
+            }],
         }];
         let values = BTreeMap::from([("regret_mean".to_owned(), 0.2), ("vendi".to_owned(), 4.0)]);
         append_metrics(&mut all, 2, &values);
@@ -182,11 +198,17 @@ mod tests {
             };
             let live = LiveRun::new(&run, Vec::new());
             live.apply("status", r#"{"type":"status","status":"running"}"#);
-            live.apply("progress", r#"{"type":"progress","step":3,"total_steps":10,"phase":"playing"}"#);
+            live.apply(
+                "progress",
+                r#"{"type":"progress","step":3,"total_steps":10,"phase":"playing"}"#,
+            );
             live.apply("log", r#"{"type":"log","level":"info","line":"hello"}"#);
             live.apply("status", "not json");
             assert_eq!(live.status.get_untracked(), RunStatus::Running);
-            assert_eq!((live.step.get_untracked(), live.phase.get_untracked()), (3, Some("playing".into())));
+            assert_eq!(
+                (live.step.get_untracked(), live.phase.get_untracked()),
+                (3, Some("playing".into()))
+            );
             assert_eq!(live.log.get_untracked().len(), 1);
         });
     }

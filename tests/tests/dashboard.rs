@@ -26,7 +26,10 @@ async fn wait_for_path(c: &Client, prefix: &str) -> anyhow::Result<String> {
         if path.starts_with(prefix) {
             return Ok(path);
         }
-        anyhow::ensure!(Instant::now() < deadline, "never reached {prefix}; at {url}");
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "never reached {prefix}; at {url}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -53,7 +56,11 @@ async fn text_of(c: &Client, css: &str) -> anyhow::Result<String> {
 }
 
 /// POSTs JSON with a bearer token over a plain HTTP/1.1 connection; fails unless 200.
-async fn http_post_json(url: &str, token: &str, body: &serde_json::Value) -> anyhow::Result<String> {
+async fn http_post_json(
+    url: &str,
+    token: &str,
+    body: &serde_json::Value,
+) -> anyhow::Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let rest = url.strip_prefix("http://").unwrap_or(url);
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
@@ -97,9 +104,15 @@ async fn seed(db: &spade_db::Pool, user_id: i64, tag: &str) -> anyhow::Result<i6
     let scope = RunScope::for_member(db, user_id, run.id).await?;
     let mut b = ingest::begin(db, &scope).await?;
     b.run_started("e2e", 40).await?;
-    let names: Vec<String> = ["regret_mean", "learnable_share", "acceptance_rate", "r_hint", "r_no_hint"]
-        .map(String::from)
-        .to_vec();
+    let names: Vec<String> = [
+        "regret_mean",
+        "learnable_share",
+        "acceptance_rate",
+        "r_hint",
+        "r_no_hint",
+    ]
+    .map(String::from)
+    .to_vec();
     for step in 0..24i64 {
         let t = step as f64;
         let values = [
@@ -112,8 +125,10 @@ async fn seed(db: &spade_db::Pool, user_id: i64, tag: &str) -> anyhow::Result<i6
         b.metrics(step, 12.0 * t, &names, &values).await?;
     }
     b.progress(24, 40, "playing").await?;
-    b.log("info", "step 23: 24 environments, 19 accepted").await?;
-    b.log("warn", "environment e-23 rejected: not_solvable").await?;
+    b.log("info", "step 23: 24 environments, 19 accepted")
+        .await?;
+    b.log("warn", "environment e-23 rejected: not_solvable")
+        .await?;
     for (env_id, code, parent, status) in [
         ("m-1", PARENT_CODE, None, EnvStatus::Accepted),
         ("e-24", CHILD_CODE, Some("m-1"), EnvStatus::Accepted),
@@ -163,7 +178,10 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
             .unwrap_or_else(|_| spade_server::config::DEFAULT_DATABASE_URL.to_owned()),
     )
     .await?;
-    let tag = SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis().to_string();
+    let tag = SystemTime::now()
+        .duration_since(UNIX_EPOCH)?
+        .as_millis()
+        .to_string();
     let email = format!("ada-{tag}@example.org");
     let password = "correct horse battery";
     let mut browser = Browser::start().await?;
@@ -175,28 +193,51 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
     fill(&c, "reg-email", &email).await?;
     fill(&c, "reg-password", password).await?;
     browser.screenshot("dashboard-register").await?;
-    c.find(Locator::Css("form.stack button[type=submit]")).await?.click().await?;
+    c.find(Locator::Css("form.stack button[type=submit]"))
+        .await?
+        .click()
+        .await?;
     wait_for_path(&c, "/runs").await?;
     wait_for(&c, "#runs-empty").await?;
     assert!(
         text_of(&c, "#runs-empty").await?.contains("not in a team"),
         "a new user has no team yet"
     );
-    assert!(text_of(&c, ".user-menu summary").await?.contains("Ada Lovelace"));
+    assert!(
+        text_of(&c, ".user-menu summary")
+            .await?
+            .contains("Ada Lovelace")
+    );
 
     // Log out through the user menu, then log in through the form.
-    c.find(Locator::Css(".user-menu summary")).await?.click().await?;
-    c.find(Locator::Css(".user-menu form button")).await?.click().await?;
+    c.find(Locator::Css(".user-menu summary"))
+        .await?
+        .click()
+        .await?;
+    c.find(Locator::Css(".user-menu form button"))
+        .await?
+        .click()
+        .await?;
     wait_for_path(&c, "/login").await?;
     fill(&c, "login-email", &email).await?;
     fill(&c, "login-password", "wrong password").await?;
-    c.find(Locator::Css("form.stack button[type=submit]")).await?.click().await?;
+    c.find(Locator::Css("form.stack button[type=submit]"))
+        .await?
+        .click()
+        .await?;
     wait_for_path(&c, "/login?error=").await?;
     wait_for(&c, "#login-error").await?;
-    assert!(text_of(&c, "#login-error").await?.contains("Wrong email or password"));
+    assert!(
+        text_of(&c, "#login-error")
+            .await?
+            .contains("Wrong email or password")
+    );
     browser.screenshot("dashboard-login-error").await?;
     fill(&c, "login-password", password).await?;
-    c.find(Locator::Css("form.stack button[type=submit]")).await?.click().await?;
+    c.find(Locator::Css("form.stack button[type=submit]"))
+        .await?
+        .click()
+        .await?;
     wait_for_path(&c, "/runs").await?;
 
     // The user's team gets a run (as a worker would report it); the list shows it.
@@ -208,25 +249,40 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
     c.goto(&format!("{}/runs", server.url)).await?;
     wait_for(&c, "#runs-table").await?;
     let row = text_of(&c, "#runs-table tbody tr").await?;
-    assert!(row.contains("tiny-demo") && row.contains("24 / 40"), "{row}");
+    assert!(
+        row.contains("tiny-demo") && row.contains("24 / 40"),
+        "{row}"
+    );
     assert!(row.contains("33%"), "latest learnable share: {row}");
     browser.screenshot("dashboard-runs").await?;
 
     // The run page: status, progress, curves (SVG from plotters), log and configuration. A
     // tall window, so the screenshots show whole pages.
     c.set_window_size(1280, 1800).await?;
-    c.find(Locator::LinkText("tiny-demo")).await?.click().await?;
+    c.find(Locator::LinkText("tiny-demo"))
+        .await?
+        .click()
+        .await?;
     wait_for_path(&c, &format!("/runs/{run_id}")).await?;
     wait_for(&c, ".chart-svg svg").await?;
     let charts = c.find_all(Locator::Css(".chart-svg svg")).await?;
     assert!(charts.len() >= 2, "{} charts", charts.len());
     assert!(text_of(&c, "#run-log").await?.contains("19 accepted"));
-    assert!(c.find(Locator::Css("form[action$='/cancel'] button")).await.is_ok(), "the owner may cancel");
+    assert!(
+        c.find(Locator::Css("form[action$='/cancel'] button"))
+            .await
+            .is_ok(),
+        "the owner may cancel"
+    );
     browser.screenshot("dashboard-run").await?;
 
     // Live: the worker reports progress over the ingest API; the open page follows (its event
     // stream starts with a snapshot, so this holds whether it connected before or after).
-    c.execute("window.__spadeMarker = 'same-document'; return null;", vec![]).await?;
+    c.execute(
+        "window.__spadeMarker = 'same-document'; return null;",
+        vec![],
+    )
+    .await?;
     let token = spade_server::auth::tokens::random_token("sprun_");
     let scope = RunScope::for_member(&db, user.id, run_id).await?;
     runs::set_token_hash(&db, &scope, &spade_server::auth::tokens::hash_token(&token)).await?;
@@ -239,23 +295,41 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         // Posted again until the page shows it: the first post may precede hydration.
-        http_post_json(&format!("{}/api/v1/ingest/{run_id}", server.url), &token, &batch).await?;
+        http_post_json(
+            &format!("{}/api/v1/ingest/{run_id}", server.url),
+            &token,
+            &batch,
+        )
+        .await?;
         tokio::time::sleep(Duration::from_millis(500)).await;
         if text_of(&c, "#run-phase").await? == "training" {
             break;
         }
-        anyhow::ensure!(Instant::now() < deadline, "the run page never showed the new phase");
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the run page never showed the new phase"
+        );
     }
     assert!(text_of(&c, "#run-progress").await?.contains("30 / 40"));
-    let marker = c.execute("return window.__spadeMarker || null;", vec![]).await?;
-    assert_eq!(marker, serde_json::json!("same-document"), "updated without a reload");
+    let marker = c
+        .execute("return window.__spadeMarker || null;", vec![])
+        .await?;
+    assert_eq!(
+        marker,
+        serde_json::json!("same-document"),
+        "updated without a reload"
+    );
     browser.screenshot("dashboard-run-live").await?;
 
     // The environment that was derived from a memory environment shows the diff.
-    c.goto(&format!("{}/runs/{run_id}/environments/e-24", server.url)).await?;
+    c.goto(&format!("{}/runs/{run_id}/environments/e-24", server.url))
+        .await?;
     wait_for(&c, ".diff-summary").await?;
     assert_eq!(text_of(&c, ".diff-summary").await?, "2 lines: 2 changed");
-    assert!(c.find(Locator::Css(".code .tok-kw")).await.is_ok(), "highlighted code");
+    assert!(
+        c.find(Locator::Css(".code .tok-kw")).await.is_ok(),
+        "highlighted code"
+    );
     browser.screenshot("dashboard-environment").await?;
 
     // The theme switch: dark persists across a reload (cookie read by the server).
@@ -270,7 +344,11 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
         c.refresh().await?;
-        let theme = c.find(Locator::Css("html")).await?.attr("data-theme").await?;
+        let theme = c
+            .find(Locator::Css("html"))
+            .await?
+            .attr("data-theme")
+            .await?;
         if theme.as_deref() == Some("dark") {
             break;
         }

@@ -128,7 +128,10 @@ pub fn RunView(
             if lines.is_empty() {
                 "No log lines yet.".to_owned()
             } else {
-                lines.iter().map(|l| format!("{:5} {}\n", l.level, l.line)).collect::<String>()
+                lines
+                    .iter()
+                    .map(|l| format!("{:5} {}\n", l.level, l.line))
+                    .collect::<String>()
             }
         })
     };
@@ -137,7 +140,13 @@ pub fn RunView(
         .map(|(title, y, _)| {
             let key = title.clone();
             let series = Signal::derive(move || {
-                live.metrics.with(|m| chart_groups(m).into_iter().find(|g| g.0 == key).map(|g| g.2).unwrap_or_default())
+                live.metrics.with(|m| {
+                    chart_groups(m)
+                        .into_iter()
+                        .find(|g| g.0 == key)
+                        .map(|g| g.2)
+                        .unwrap_or_default()
+                })
             });
             view! { <LineChart title y_label=y series settings /> }
         })
