@@ -81,20 +81,23 @@ async fn http_post_json(
     Ok(out)
 }
 
-/// A team, project and run for `user_id`, with metrics, logs and two environments (one derived
-/// from the other) as a worker would have reported them.
-async fn seed(db: &spade_db::Pool, user_id: i64, tag: &str) -> anyhow::Result<i64> {
-    let team = teams::create_team(db, user_id, &format!("lab-{tag}")).await?;
-    let team_scope = TeamScope::for_member(db, user_id, team.id).await?;
-    let project = teams::create_project(db, &team_scope, "coin games").await?;
-    let config = serde_json::json!({"preset": "tiny", "seed": 7, "grpo": {"clip_low": 0.2, "clip_high": 0.28}});
+/// A queued run in `project` with `config`, reported started, with five curves.
+async fn seeded_run(
+    db: &spade_db::Pool,
+    team_scope: &TeamScope,
+    user_id: i64,
+    project_id: i64,
+    name: &str,
+    config: &serde_json::Value,
+    offset: f64,
+) -> anyhow::Result<(i64, ingest::Batch)> {
     let run = runs::create(
         db,
-        &team_scope,
+        team_scope,
         &runs::NewRun {
-            project_id: project.id,
-            name: "tiny-demo",
-            config: &config,
+            project_id,
+            name,
+            config,
             executor: "local",
             seed: 7,
             code_version: "e2e",
@@ -116,14 +119,48 @@ async fn seed(db: &spade_db::Pool, user_id: i64, tag: &str) -> anyhow::Result<i6
     for step in 0..24i64 {
         let t = step as f64;
         let values = [
-            0.05 + 0.01 * t + 0.03 * (t * 1.3).sin(),
-            (0.1 + 0.01 * t).min(0.33),
-            0.6 + 0.01 * t,
+            offset + 0.05 + 0.01 * t + 0.03 * (t * 1.3).sin(),
+            (offset + 0.1 + 0.01 * t).min(0.33),
+            0.6 + 0.01 * t - offset,
             0.4 + 0.012 * t,
-            0.35 + 0.006 * t,
+            0.35 + 0.006 * t + offset,
         ];
         b.metrics(step, 12.0 * t, &names, &values).await?;
     }
+    Ok((run.id, b))
+}
+
+/// A team and project for `user_id` with two runs that differ in two settings; the newer one
+/// ("tiny-demo") also has progress, logs and two environments (one derived from the other), as
+/// a worker would have reported them. Returns the ids of (tiny-demo, tiny-demo-b).
+async fn seed(db: &spade_db::Pool, user_id: i64, tag: &str) -> anyhow::Result<(i64, i64)> {
+    let team = teams::create_team(db, user_id, &format!("lab-{tag}")).await?;
+    let team_scope = TeamScope::for_member(db, user_id, team.id).await?;
+    let project = teams::create_project(db, &team_scope, "coin games").await?;
+    let config_b = serde_json::json!({"preset": "tiny", "seed": 8, "grpo": {"clip_low": 0.2, "clip_high": 0.3}});
+    let (run_b, b) = seeded_run(
+        db,
+        &team_scope,
+        user_id,
+        project.id,
+        "tiny-demo-b",
+        &config_b,
+        0.04,
+    )
+    .await?;
+    b.commit().await?;
+    let config = serde_json::json!({"preset": "tiny", "seed": 7, "grpo": {"clip_low": 0.2, "clip_high": 0.28}});
+    let (run_id, mut b) = seeded_run(
+        db,
+        &team_scope,
+        user_id,
+        project.id,
+        "tiny-demo",
+        &config,
+        0.0,
+    )
+    .await?;
+
     b.progress(24, 40, "playing").await?;
     b.log("info", "step 23: 24 environments, 19 accepted")
         .await?;
@@ -167,7 +204,7 @@ async fn seed(db: &spade_db::Pool, user_id: i64, tag: &str) -> anyhow::Result<i6
     }])
     .await?;
     b.commit().await?;
-    Ok(run.id)
+    Ok((run_id, run_b))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -245,7 +282,7 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
         .await?
         .ok_or_else(|| anyhow::anyhow!("registered user not found"))?
         .user;
-    let run_id = seed(&db, user.id, &tag).await?;
+    let (run_id, run_b) = seed(&db, user.id, &tag).await?;
     c.goto(&format!("{}/runs", server.url)).await?;
     wait_for(&c, "#runs-table").await?;
     let row = text_of(&c, "#runs-table tbody tr").await?;
@@ -255,6 +292,34 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
     );
     assert!(row.contains("33%"), "latest learnable share: {row}");
     browser.screenshot("dashboard-runs").await?;
+
+    // Compare: tick both runs and submit: overlay curves and only the settings that differ.
+    c.find(Locator::Css(&format!("#pick-{run_id}")))
+        .await?
+        .click()
+        .await?;
+    c.find(Locator::Css(&format!("#pick-{run_b}")))
+        .await?
+        .click()
+        .await?;
+    c.find(Locator::Css(".table-actions button"))
+        .await?
+        .click()
+        .await?;
+    wait_for_path(&c, "/compare?run=").await?;
+    wait_for(&c, ".chart-svg svg").await?;
+    let diff = text_of(&c, "table.kv tbody").await?;
+    assert!(
+        diff.contains("grpo.clip_high") && diff.contains("seed"),
+        "{diff}"
+    );
+    assert!(
+        !diff.contains("clip_low"),
+        "equal settings are hidden: {diff}"
+    );
+    browser.screenshot("dashboard-compare").await?;
+    c.goto(&format!("{}/runs", server.url)).await?;
+    wait_for(&c, "#runs-table").await?;
 
     // The run page: status, progress, curves (SVG from plotters), log and configuration. A
     // tall window, so the screenshots show whole pages.

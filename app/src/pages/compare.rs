@@ -76,7 +76,7 @@ pub fn CompareView(
     if runs.len() < 2 {
         return view! {
             <h1>"Compare runs"</h1>
-            <p class="empty">"Pick two or more runs: tick them in the runs list, or add ?run=ID&run=ID to this address."</p>
+            <p class="empty">"Pick two or more runs: tick them in the runs list and choose “Compare selected runs”."</p>
         }
         .into_any();
     }

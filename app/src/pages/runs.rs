@@ -125,10 +125,12 @@ pub fn RunsView(
         {match empty {
             Some(msg) => view! { <p class="empty" id="runs-empty">{msg}</p> }.into_any(),
             None => view! {
+                <form method="get" action="/compare" aria-label="Compare runs">
                 <div class="table-scroll" tabindex="0" role="region" aria-label="Runs">
                     <table class="data runs" id="runs-table">
                         <thead>
                             <tr>
+                                <th scope="col"><span class="visually-hidden">"Compare"</span></th>
                                 <th scope="col">"Run"</th>
                                 <th scope="col">"Status"</th>
                                 <th scope="col">"Progress"</th>
@@ -139,6 +141,8 @@ pub fn RunsView(
                         <tbody>{rows}</tbody>
                     </table>
                 </div>
+                <p class="table-actions"><button type="submit" class="secondary">"Compare selected runs"</button></p>
+                </form>
             }.into_any(),
         }}
         <Pagination is_first first next />
@@ -168,6 +172,10 @@ fn run_row(r: RunSummary) -> impl IntoView {
         .collect_view();
     view! {
         <tr>
+            <td class="pick">
+                <input type="checkbox" name="run" value=r.id.to_string() id=format!("pick-{}", r.id) />
+                <label for=format!("pick-{}", r.id) class="visually-hidden">{format!("Compare {}", r.name)}</label>
+            </td>
             <td>
                 <a class="run-name" href=format!("/runs/{}", r.id)>{r.name.clone()}</a>
                 <span class="sub">{r.project.clone()}</span>
