@@ -21,7 +21,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates
 COPY --from=build /src/target/release/spade-server /usr/local/bin/
 COPY --from=build /src/site /srv/spade/site
 WORKDIR /srv/spade
-ENV SPADE_ADDR=0.0.0.0:3000 SPADE_SITE_ROOT=/srv/spade/site
+# The generated JWT secret lives in SPADE_DATA_DIR: mount a volume there to keep sessions across
+# restarts (or set SPADE_JWT_SECRET).
+ENV SPADE_ADDR=0.0.0.0:3000 SPADE_SITE_ROOT=/srv/spade/site SPADE_DATA_DIR=/var/lib/spade
 EXPOSE 3000
 ENTRYPOINT ["spade-server"]
 

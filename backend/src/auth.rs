@@ -47,7 +47,11 @@ pub struct AuthState {
 }
 
 impl AuthState {
-    pub fn new(secret: secret::JwtSecret, registration: Registration, secure_cookies: bool) -> Self {
+    pub fn new(
+        secret: secret::JwtSecret,
+        registration: Registration,
+        secure_cookies: bool,
+    ) -> Self {
         Self {
             signer: Signer::new(secret),
             registration,
@@ -128,10 +132,9 @@ impl FromRequestParts<AppState> for AuthUser {
                 "token_expired",
                 "the access token has expired; refresh it at /api/v1/auth/refresh",
             ),
-            TokenError::Algorithm => AppError::unauthenticated(
-                "invalid_token",
-                "the access token is not an HS256 token",
-            ),
+            TokenError::Algorithm => {
+                AppError::unauthenticated("invalid_token", "the access token is not an HS256 token")
+            }
             TokenError::Invalid => {
                 AppError::unauthenticated("invalid_token", "the access token is invalid")
             }
@@ -151,10 +154,9 @@ impl FromRequestParts<AppState> for AuthUser {
                 });
             }
         }
-        let user_id: i64 = claims
-            .sub
-            .parse()
-            .map_err(|_| AppError::unauthenticated("invalid_token", "the access token is invalid"))?;
+        let user_id: i64 = claims.sub.parse().map_err(|_| {
+            AppError::unauthenticated("invalid_token", "the access token is invalid")
+        })?;
         let user = users::session_user(&state.db, claims.sid, user_id)
             .await?
             .ok_or(AppError::unauthenticated(

@@ -20,7 +20,10 @@ pub enum AppError {
     Invalid { code: &'static str, message: String },
     /// 401: no credentials, or credentials that are invalid, expired or revoked.
     #[error("{message}")]
-    Unauthenticated { code: &'static str, message: &'static str },
+    Unauthenticated {
+        code: &'static str,
+        message: &'static str,
+    },
     /// 403: authenticated, but not allowed (role too low, missing CSRF token, closed registration).
     #[error("{message}")]
     Forbidden { code: &'static str, message: String },
@@ -33,6 +36,10 @@ pub enum AppError {
     /// 429: too many attempts; retry after this many seconds (sent as `Retry-After`).
     #[error("too many attempts; retry in {retry_after_s} s")]
     RateLimited { retry_after_s: u64 },
+    /// 503: the database had no free connection in time (overload); retry shortly
+    /// (`Retry-After: 1`).
+    #[error("the service is busy; retry shortly")]
+    Busy,
     /// 500: anything else. The client sees only "internal error"; the cause is logged.
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
@@ -70,6 +77,7 @@ impl AppError {
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::Conflict { .. } => StatusCode::CONFLICT,
             AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            AppError::Busy => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -83,6 +91,7 @@ impl AppError {
             | AppError::Conflict { code, .. } => code,
             AppError::NotFound(_) => "not_found",
             AppError::RateLimited { .. } => "rate_limited",
+            AppError::Busy => "busy",
             AppError::Internal(_) => "internal",
         }
     }
@@ -109,8 +118,13 @@ impl IntoResponse for AppError {
             message: self.to_string(),
         };
         let mut resp = (status, Json(body)).into_response();
-        if let AppError::RateLimited { retry_after_s } = self
-            && let Ok(v) = HeaderValue::from_str(&retry_after_s.to_string())
+        let retry_after = match self {
+            AppError::RateLimited { retry_after_s } => Some(retry_after_s),
+            AppError::Busy => Some(1),
+            _ => None,
+        };
+        if let Some(s) = retry_after
+            && let Ok(v) = HeaderValue::from_str(&s.to_string())
         {
             resp.headers_mut().insert(header::RETRY_AFTER, v);
         }
@@ -130,6 +144,10 @@ impl From<DbError> for AppError {
                 code: "invalid_state",
                 message: e.to_string(),
             },
+            e if e.is_pool_timeout() => {
+                tracing::warn!("no database connection free in time: answering 503");
+                AppError::Busy
+            }
             e => AppError::Internal(anyhow::Error::new(e)),
         }
     }

@@ -26,12 +26,31 @@ const CAPACITY: usize = 256;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RunEvent {
-    Status { status: RunStatus },
-    Progress { step: u64, total_steps: u64, phase: String },
-    Metrics { step: u64, values: BTreeMap<String, f64> },
-    Environment { env_id: String, step: u64, skill: String, status: String },
-    Checkpoint { step: u64 },
-    Log { level: String, line: String },
+    Status {
+        status: RunStatus,
+    },
+    Progress {
+        step: u64,
+        total_steps: u64,
+        phase: String,
+    },
+    Metrics {
+        step: u64,
+        values: BTreeMap<String, f64>,
+    },
+    Environment {
+        env_id: String,
+        step: u64,
+        skill: String,
+        status: String,
+    },
+    Checkpoint {
+        step: u64,
+    },
+    Log {
+        level: String,
+        line: String,
+    },
 }
 
 impl RunEvent {
@@ -108,5 +127,6 @@ pub async fn run_events(
             }
         })
     });
-    Ok(Sse::new(snapshot.chain(live)).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+    Ok(Sse::new(snapshot.chain(live))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }

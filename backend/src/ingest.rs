@@ -15,8 +15,7 @@ use axum::response::{IntoResponse, Response};
 use spade::EnvKind;
 use spade::config::RunConfig;
 use spade::report::{
-    EnvStatus, Envelope, FinishStatus, IngestReply, IngestRequest, MAX_ENVELOPES_PER_BATCH,
-    Message,
+    EnvStatus, Envelope, FinishStatus, IngestReply, IngestRequest, MAX_ENVELOPES_PER_BATCH, Message,
 };
 use spade_db::ingest::{self, Batch, NewEnvironment, NewPlay, Scores};
 use spade_db::types;
@@ -31,14 +30,17 @@ pub async fn issue_for_launch(db: &spade_db::Pool, run_id: i64) -> Result<String
 }
 
 async fn worker_scope(state: &AppState, headers: &HeaderMap, run_id: i64) -> ApiResult<RunScope> {
-    let refused = || AppError::unauthenticated("invalid_run_token", "a valid run token is required");
+    let refused =
+        || AppError::unauthenticated("invalid_run_token", "a valid run token is required");
     let token = bearer(headers)?.ok_or_else(refused)?.to_owned();
-    RunScope::for_worker(&state.db, run_id, |stored| tokens::token_matches(&token, stored))
-        .await
-        .map_err(|e| match e {
-            DbError::NotFound(_) => refused(),
-            other => other.into(),
-        })
+    RunScope::for_worker(&state.db, run_id, |stored| {
+        tokens::token_matches(&token, stored)
+    })
+    .await
+    .map_err(|e| match e {
+        DbError::NotFound(_) => refused(),
+        other => other.into(),
+    })
 }
 
 /// `GET /api/v1/ingest/{run_id}/config`: the run configuration as TOML.
@@ -52,7 +54,11 @@ pub async fn config(
     let cfg: RunConfig = serde_json::from_value(run.config).map_err(|e| {
         AppError::Internal(anyhow::Error::new(e).context(format!("stored config of run {run_id}")))
     })?;
-    Ok(([(header::CONTENT_TYPE, "application/toml; charset=utf-8")], cfg.to_toml()).into_response())
+    Ok((
+        [(header::CONTENT_TYPE, "application/toml; charset=utf-8")],
+        cfg.to_toml(),
+    )
+        .into_response())
 }
 
 /// `POST /api/v1/ingest/{run_id}`.
@@ -66,7 +72,10 @@ pub async fn ingest(
     if req.envelopes.len() > MAX_ENVELOPES_PER_BATCH {
         return Err(AppError::invalid(
             "envelopes",
-            format!("at most {MAX_ENVELOPES_PER_BATCH} per request, got {}", req.envelopes.len()),
+            format!(
+                "at most {MAX_ENVELOPES_PER_BATCH} per request, got {}",
+                req.envelopes.len()
+            ),
         ));
     }
     let run_id_text = run_id.to_string();
@@ -105,26 +114,47 @@ pub async fn ingest(
 }
 
 fn to_i64(v: u64, i: usize, field: &str) -> ApiResult<i64> {
-    i64::try_from(v).map_err(|_| AppError::invalid(&format!("envelopes[{i}].{field}"), "must be below 2^63"))
+    i64::try_from(v)
+        .map_err(|_| AppError::invalid(&format!("envelopes[{i}].{field}"), "must be below 2^63"))
 }
 
 fn to_i32(v: u32, i: usize, field: &str) -> ApiResult<i32> {
-    i32::try_from(v).map_err(|_| AppError::invalid(&format!("envelopes[{i}].{field}"), "must be below 2^31"))
+    i32::try_from(v)
+        .map_err(|_| AppError::invalid(&format!("envelopes[{i}].{field}"), "must be below 2^31"))
 }
 
 fn finite(v: f64, i: usize, field: &str) -> ApiResult<f64> {
     if v.is_finite() {
         Ok(v)
     } else {
-        Err(AppError::invalid(&format!("envelopes[{i}].{field}"), "must be a finite number"))
+        Err(AppError::invalid(
+            &format!("envelopes[{i}].{field}"),
+            "must be a finite number",
+        ))
     }
 }
 
-async fn apply(batch: &mut Batch, m: &Message, i: usize, events: &mut Vec<RunEvent>) -> ApiResult<()> {
+async fn apply(
+    batch: &mut Batch,
+    m: &Message,
+    i: usize,
+    events: &mut Vec<RunEvent>,
+) -> ApiResult<()> {
     match m {
-        Message::RunStarted { code_version, total_steps, .. } => {
-            batch.run_started(code_version, to_i64(*total_steps, i, "message.total_steps")?).await?;
-            events.push(RunEvent::Status { status: RunStatus::Running });
+        Message::RunStarted {
+            code_version,
+            total_steps,
+            ..
+        } => {
+            batch
+                .run_started(
+                    code_version,
+                    to_i64(*total_steps, i, "message.total_steps")?,
+                )
+                .await?;
+            events.push(RunEvent::Status {
+                status: RunStatus::Running,
+            });
         }
         Message::Environment { record: r } => {
             let opt = |v: Option<f64>, f: &str| v.map(|x| finite(x, i, f)).transpose();
@@ -150,7 +180,10 @@ async fn apply(batch: &mut Batch, m: &Message, i: usize, events: &mut Vec<RunEve
                     win_rate_hint: opt(r.win_rate_hint, "message.record.win_rate_hint")?,
                     win_rate_no_hint: opt(r.win_rate_no_hint, "message.record.win_rate_no_hint")?,
                     designer_reward: opt(r.designer_reward, "message.record.designer_reward")?,
-                    reward_levels: r.reward_levels.map(|v| to_i32(v, i, "message.record.reward_levels")).transpose()?,
+                    reward_levels: r
+                        .reward_levels
+                        .map(|v| to_i32(v, i, "message.record.reward_levels"))
+                        .transpose()?,
                     attempts: to_i32(r.attempts, i, "message.record.attempts")?,
                 })
                 .await?;
@@ -164,7 +197,15 @@ async fn apply(batch: &mut Batch, m: &Message, i: usize, events: &mut Vec<RunEve
                 },
             });
         }
-        Message::EnvironmentScored { env_id, regret, win_rate_hint, win_rate_no_hint, designer_reward, reward_levels, .. } => {
+        Message::EnvironmentScored {
+            env_id,
+            regret,
+            win_rate_hint,
+            win_rate_no_hint,
+            designer_reward,
+            reward_levels,
+            ..
+        } => {
             let scores = Scores {
                 env_id,
                 regret: Some(finite(*regret, i, "message.regret")?),
@@ -188,7 +229,11 @@ async fn apply(batch: &mut Batch, m: &Message, i: usize, events: &mut Vec<RunEve
                     env_id: &p.env_id,
                     step: to_i64(p.step, i, &format!("message.records[{j}].step"))?,
                     with_hint: p.with_hint,
-                    episode_return: finite(p.episode_return, i, &format!("message.records[{j}].episode_return"))?,
+                    episode_return: finite(
+                        p.episode_return,
+                        i,
+                        &format!("message.records[{j}].episode_return"),
+                    )?,
                     won: p.won,
                     turns: to_i32(p.turns, i, &format!("message.records[{j}].turns"))?,
                     transcript: serde_json::to_value(&p.transcript)
@@ -197,26 +242,63 @@ async fn apply(batch: &mut Batch, m: &Message, i: usize, events: &mut Vec<RunEve
             }
             batch.plays(&plays).await?;
         }
-        Message::Metrics { step, elapsed_s, values } => {
+        Message::Metrics {
+            step,
+            elapsed_s,
+            values,
+        } => {
             let mut names = Vec::with_capacity(values.len());
             let mut vals = Vec::with_capacity(values.len());
             for (name, v) in values {
                 if name.is_empty() || name.len() > 200 {
-                    return Err(AppError::invalid(&format!("envelopes[{i}].message.values"), format!("metric name {name:?} must have 1 to 200 bytes")));
+                    return Err(AppError::invalid(
+                        &format!("envelopes[{i}].message.values"),
+                        format!("metric name {name:?} must have 1 to 200 bytes"),
+                    ));
                 }
                 names.push(name.clone());
                 vals.push(finite(*v, i, &format!("message.values.{name}"))?);
             }
-            batch.metrics(to_i64(*step, i, "message.step")?, finite(*elapsed_s, i, "message.elapsed_s")?, &names, &vals).await?;
-            events.push(RunEvent::Metrics { step: *step, values: values.clone() });
+            batch
+                .metrics(
+                    to_i64(*step, i, "message.step")?,
+                    finite(*elapsed_s, i, "message.elapsed_s")?,
+                    &names,
+                    &vals,
+                )
+                .await?;
+            events.push(RunEvent::Metrics {
+                step: *step,
+                values: values.clone(),
+            });
         }
         Message::Checkpoint { step, path, bytes } => {
-            batch.checkpoint(to_i64(*step, i, "message.step")?, path, to_i64(*bytes, i, "message.bytes")?).await?;
+            batch
+                .checkpoint(
+                    to_i64(*step, i, "message.step")?,
+                    path,
+                    to_i64(*bytes, i, "message.bytes")?,
+                )
+                .await?;
             events.push(RunEvent::Checkpoint { step: *step });
         }
-        Message::Progress { step, total_steps, phase } => {
-            batch.progress(to_i64(*step, i, "message.step")?, to_i64(*total_steps, i, "message.total_steps")?, phase).await?;
-            events.push(RunEvent::Progress { step: *step, total_steps: *total_steps, phase: phase.clone() });
+        Message::Progress {
+            step,
+            total_steps,
+            phase,
+        } => {
+            batch
+                .progress(
+                    to_i64(*step, i, "message.step")?,
+                    to_i64(*total_steps, i, "message.total_steps")?,
+                    phase,
+                )
+                .await?;
+            events.push(RunEvent::Progress {
+                step: *step,
+                total_steps: *total_steps,
+                phase: phase.clone(),
+            });
         }
         Message::Log { level, line } => {
             let level = serde_json::to_value(level)
@@ -224,11 +306,30 @@ async fn apply(batch: &mut Batch, m: &Message, i: usize, events: &mut Vec<RunEve
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_else(|| "info".into());
             batch.log(&level, line).await?;
-            events.push(RunEvent::Log { level, line: line.clone() });
+            events.push(RunEvent::Log {
+                level,
+                line: line.clone(),
+            });
         }
-        Message::BenchmarkResult { checkpoint_step, suite, task, score, n } => {
-            let cs = checkpoint_step.map(|s| to_i64(s, i, "message.checkpoint_step")).transpose()?;
-            batch.benchmark(cs, suite, task, finite(*score, i, "message.score")?, to_i32(*n, i, "message.n")?).await?;
+        Message::BenchmarkResult {
+            checkpoint_step,
+            suite,
+            task,
+            score,
+            n,
+        } => {
+            let cs = checkpoint_step
+                .map(|s| to_i64(s, i, "message.checkpoint_step"))
+                .transpose()?;
+            batch
+                .benchmark(
+                    cs,
+                    suite,
+                    task,
+                    finite(*score, i, "message.score")?,
+                    to_i32(*n, i, "message.n")?,
+                )
+                .await?;
         }
         Message::Finished { status, message } => {
             let status = match status {

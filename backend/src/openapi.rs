@@ -12,7 +12,11 @@ pub fn document(endpoints: &[Endpoint]) -> Value {
             .split('/')
             .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
             .map(|name| {
-                let ty = if name.ends_with("_id") { "integer" } else { "string" };
+                let ty = if name.ends_with("_id") {
+                    "integer"
+                } else {
+                    "string"
+                };
                 json!({ "name": name, "in": "path", "required": true, "schema": { "type": ty } })
             })
             .collect();
@@ -41,8 +45,20 @@ pub fn document(endpoints: &[Endpoint]) -> Value {
             m.insert(method.to_owned(), op);
         }
     };
-    add("get", "/health", "meta", Auth::Public, "Service and database health");
-    add("get", "/openapi.json", "meta", Auth::Public, "This document");
+    add(
+        "get",
+        "/health",
+        "meta",
+        Auth::Public,
+        "Service and database health",
+    );
+    add(
+        "get",
+        "/openapi.json",
+        "meta",
+        Auth::Public,
+        "This document",
+    );
     for e in endpoints {
         add(e.method, e.path, e.tag, e.auth, e.summary);
     }

@@ -18,7 +18,13 @@ pub fn lttb<T: Copy>(points: &[T], n: usize, xy: impl Fn(&T) -> (f64, f64)) -> V
     match n {
         0 => return Vec::new(),
         1 => return points.first().copied().into_iter().collect(),
-        2 => return [points.first(), points.last()].into_iter().flatten().copied().collect(),
+        2 => {
+            return [points.first(), points.last()]
+                .into_iter()
+                .flatten()
+                .copied()
+                .collect();
+        }
         _ => {}
     }
     let mut out = Vec::with_capacity(n);
@@ -31,7 +37,10 @@ pub fn lttb<T: Copy>(points: &[T], n: usize, xy: impl Fn(&T) -> (f64, f64)) -> V
         let (lo, hi) = (start(i), start(i + 1).max(start(i) + 1).min(len - 1));
         // Average of the next bucket (the last point for the final bucket).
         let (nlo, nhi) = if i + 2 < n - 1 {
-            (start(i + 1), start(i + 2).max(start(i + 1) + 1).min(len - 1))
+            (
+                start(i + 1),
+                start(i + 2).max(start(i + 1) + 1).min(len - 1),
+            )
         } else {
             (len - 1, len)
         };
@@ -73,8 +82,9 @@ mod tests {
     #[test]
     fn keeps_endpoints_and_extremes() {
         // A noisy sine with one spike up and one down in the middle of the run.
-        let mut pts: Vec<(f64, f64)> =
-            (0..10_000).map(|i| (i as f64, (i as f64 / 500.0).sin())).collect();
+        let mut pts: Vec<(f64, f64)> = (0..10_000)
+            .map(|i| (i as f64, (i as f64 / 500.0).sin()))
+            .collect();
         pts[3_333].1 = 50.0;
         pts[6_666].1 = -40.0;
         let out = lttb(&pts, 100, xy);
@@ -83,7 +93,10 @@ mod tests {
         assert_eq!(out.last(), pts.last());
         assert!(out.contains(&pts[3_333]), "the maximum must survive");
         assert!(out.contains(&pts[6_666]), "the minimum must survive");
-        assert!(out.windows(2).all(|w| w[0].0 < w[1].0), "x stays strictly increasing");
+        assert!(
+            out.windows(2).all(|w| w[0].0 < w[1].0),
+            "x stays strictly increasing"
+        );
     }
 
     #[test]

@@ -42,11 +42,18 @@ fn parse_cursor(c: &str) -> Option<(i64, i64)> {
 }
 
 /// The list for any scope (members and share links).
-pub async fn list_in(state: &AppState, scope: &RunScope, q: EnvQuery) -> ApiResult<Page<EnvSummary>> {
+pub async fn list_in(
+    state: &AppState,
+    scope: &RunScope,
+    q: EnvQuery,
+) -> ApiResult<Page<EnvSummary>> {
     if let (Some(a), Some(b)) = (q.step_min, q.step_max)
         && a > b
     {
-        return Err(AppError::invalid("step_min", format!("must not exceed step_max ({a} > {b})")));
+        return Err(AppError::invalid(
+            "step_min",
+            format!("must not exceed step_max ({a} > {b})"),
+        ));
     }
     for (field, v) in [("regret_min", q.regret_min), ("regret_max", q.regret_max)] {
         if v.is_some_and(|x| !x.is_finite()) {
@@ -57,7 +64,12 @@ pub async fn list_in(state: &AppState, scope: &RunScope, q: EnvQuery) -> ApiResu
     let after = q
         .cursor
         .as_deref()
-        .map(|c| parse_cursor(c).ok_or(AppError::invalid("cursor", "expected the next_cursor of a previous page")))
+        .map(|c| {
+            parse_cursor(c).ok_or(AppError::invalid(
+                "cursor",
+                "expected the next_cursor of a previous page",
+            ))
+        })
         .transpose()?;
     let items = environments::list(
         &state.db,

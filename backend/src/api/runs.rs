@@ -60,9 +60,8 @@ pub fn parse_config(req: &CreateRun) -> Result<RunConfig, AppError> {
             other => AppError::invalid("config_toml", other),
         })?,
         (None, Some(json)) => {
-            let cfg: RunConfig = serde_path_to_error::deserialize(json).map_err(|e| {
-                AppError::invalid(&format!("config.{}", e.path()), e.inner())
-            })?;
+            let cfg: RunConfig = serde_path_to_error::deserialize(json)
+                .map_err(|e| AppError::invalid(&format!("config.{}", e.path()), e.inner()))?;
             let issues = cfg.validate();
             if !issues.is_empty() {
                 return Err(AppError::Invalid {
@@ -97,7 +96,10 @@ pub async fn create(
         return Err(AppError::invalid("name", "must have 1 to 200 characters"));
     }
     if !EXECUTORS.contains(&req.executor.as_str()) {
-        return Err(AppError::invalid("executor", format!("expected one of {EXECUTORS:?}")));
+        return Err(AppError::invalid(
+            "executor",
+            format!("expected one of {EXECUTORS:?}"),
+        ));
     }
     let cfg = parse_config(&req)?;
     let seed = i64::try_from(cfg.run.seed)
@@ -130,7 +132,11 @@ pub async fn list(
     let before_id = q
         .cursor
         .as_deref()
-        .map(|c| c.parse::<i64>().map_err(|_| AppError::invalid("cursor", "expected the next_cursor of a previous page")))
+        .map(|c| {
+            c.parse::<i64>().map_err(|_| {
+                AppError::invalid("cursor", "expected the next_cursor of a previous page")
+            })
+        })
         .transpose()?;
     let items = runs::list(
         &state.db,
@@ -165,7 +171,9 @@ pub async fn cancel(
 ) -> ApiResult<Json<Run>> {
     let scope = editor_scope(&state, &auth, run_id).await?;
     let run = runs::cancel(&state.db, &scope).await?;
-    state.events.publish(run_id, RunEvent::Status { status: run.status });
+    state
+        .events
+        .publish(run_id, RunEvent::Status { status: run.status });
     record(&state, &auth, scope.team_id(), "run.cancel", run_id).await?;
     Ok(Json(run))
 }
@@ -177,7 +185,9 @@ pub async fn resume(
 ) -> ApiResult<Json<Run>> {
     let scope = editor_scope(&state, &auth, run_id).await?;
     let run = runs::resume(&state.db, &scope).await?;
-    state.events.publish(run_id, RunEvent::Status { status: run.status });
+    state
+        .events
+        .publish(run_id, RunEvent::Status { status: run.status });
     record(&state, &auth, scope.team_id(), "run.resume", run_id).await?;
     Ok(Json(run))
 }
@@ -206,7 +216,13 @@ pub async fn issue_token(
     Ok(Json(TokenReply { token }))
 }
 
-async fn record(state: &AppState, auth: &AuthUser, team_id: i64, action: &str, run_id: i64) -> ApiResult<()> {
+async fn record(
+    state: &AppState,
+    auth: &AuthUser,
+    team_id: i64,
+    action: &str,
+    run_id: i64,
+) -> ApiResult<()> {
     audit::record(
         &state.db,
         &audit::Entry {

@@ -46,7 +46,10 @@ pub async fn create(
     )
     .await?;
     let path = format!("/api/v1/shared/{token}");
-    Ok((StatusCode::CREATED, Json(CreatedShare { link, token, path })))
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedShare { link, token, path }),
+    ))
 }
 
 pub async fn list(
@@ -83,7 +86,10 @@ async fn shared_scope(state: &AppState, token: &str) -> ApiResult<RunScope> {
     Ok(RunScope::for_share_link(&state.db, &tokens::hash_token(token)).await?)
 }
 
-pub async fn shared_run(State(state): State<AppState>, ApiPath(token): ApiPath<String>) -> ApiResult<Json<Run>> {
+pub async fn shared_run(
+    State(state): State<AppState>,
+    ApiPath(token): ApiPath<String>,
+) -> ApiResult<Json<Run>> {
     let scope = shared_scope(&state, &token).await?;
     Ok(Json(runs::get(&state.db, &scope).await?))
 }

@@ -27,12 +27,20 @@ pub struct MemberRequest {
 fn checked_name(name: &str, max: usize) -> Result<&str, AppError> {
     let n = name.trim();
     if n.is_empty() || n.chars().count() > max {
-        return Err(AppError::invalid("name", format!("must have 1 to {max} characters")));
+        return Err(AppError::invalid(
+            "name",
+            format!("must have 1 to {max} characters"),
+        ));
     }
     Ok(n)
 }
 
-async fn scope(state: &AppState, auth: &AuthUser, team_id: i64, need: Role) -> ApiResult<TeamScope> {
+async fn scope(
+    state: &AppState,
+    auth: &AuthUser,
+    team_id: i64,
+    need: Role,
+) -> ApiResult<TeamScope> {
     let scope = TeamScope::for_member(&state.db, auth.user.id, team_id).await?;
     if scope.role() < need {
         return Err(match need {
@@ -46,7 +54,13 @@ async fn scope(state: &AppState, auth: &AuthUser, team_id: i64, need: Role) -> A
     Ok(scope)
 }
 
-async fn log(state: &AppState, auth: &AuthUser, team_id: i64, action: &str, target: String) -> ApiResult<()> {
+async fn log(
+    state: &AppState,
+    auth: &AuthUser,
+    team_id: i64,
+    action: &str,
+    target: String,
+) -> ApiResult<()> {
     audit::record(
         &state.db,
         &audit::Entry {
@@ -71,7 +85,14 @@ pub async fn create(
     ApiJson(req): ApiJson<NameRequest>,
 ) -> ApiResult<(StatusCode, Json<Team>)> {
     let team = teams::create_team(&state.db, auth.user.id, checked_name(&req.name, 100)?).await?;
-    log(&state, &auth, team.id, "team.create", format!("team:{}", team.id)).await?;
+    log(
+        &state,
+        &auth,
+        team.id,
+        "team.create",
+        format!("team:{}", team.id),
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(team)))
 }
 
@@ -94,14 +115,24 @@ pub async fn upsert_member(
 ) -> ApiResult<Json<Member>> {
     let scope = scope(&state, &auth, team_id, Role::Owner).await?;
     let email = req.email.trim().to_lowercase();
-    if req.role != Role::Owner && email == auth.user.email && teams::owner_count(&state.db, &scope).await? <= 1 {
+    if req.role != Role::Owner
+        && email == auth.user.email
+        && teams::owner_count(&state.db, &scope).await? <= 1
+    {
         return Err(AppError::Conflict {
             code: "last_owner",
             message: "the team's last owner cannot step down; make someone else owner first".into(),
         });
     }
     let member = teams::upsert_member(&state.db, &scope, &email, req.role).await?;
-    log(&state, &auth, team_id, "member.upsert", format!("user:{}", member.user_id)).await?;
+    log(
+        &state,
+        &auth,
+        team_id,
+        "member.upsert",
+        format!("user:{}", member.user_id),
+    )
+    .await?;
     Ok(Json(member))
 }
 
@@ -120,7 +151,14 @@ pub async fn remove_member(
         });
     }
     teams::remove_member(&state.db, &scope, user_id).await?;
-    log(&state, &auth, team_id, "member.remove", format!("user:{user_id}")).await?;
+    log(
+        &state,
+        &auth,
+        team_id,
+        "member.remove",
+        format!("user:{user_id}"),
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -141,6 +179,13 @@ pub async fn create_project(
 ) -> ApiResult<(StatusCode, Json<Project>)> {
     let scope = scope(&state, &auth, team_id, Role::Editor).await?;
     let project = teams::create_project(&state.db, &scope, checked_name(&req.name, 100)?).await?;
-    log(&state, &auth, team_id, "project.create", format!("project:{}", project.id)).await?;
+    log(
+        &state,
+        &auth,
+        team_id,
+        "project.create",
+        format!("project:{}", project.id),
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(project)))
 }

@@ -2,8 +2,8 @@
 //! recommended minimum). Hashing runs on the blocking pool so it never stalls the async workers.
 
 use crate::error::AppError;
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use rand::RngCore;
 
 /// Shortest and longest accepted passwords (long ones are refused to bound hashing work).
@@ -58,8 +58,7 @@ pub async fn verify(password: String, stored: Option<String>) -> Result<bool, Ap
 }
 
 /// argon2id hash (default parameters) of a random string nobody knows.
-const DUMMY_HASH: &str =
-    "$argon2id$v=19$m=19456,t=2,p=1$c3BhZGVzdHVkaW9kdW1teQ$0k7dS7kq7b2dOa0Z3ZC7w9Kx1Yb2n2c1o4vJm0cQhQ8";
+const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c3BhZGVzdHVkaW9kdW1teQ$0k7dS7kq7b2dOa0Z3ZC7w9Kx1Yb2n2c1o4vJm0cQhQ8";
 
 #[cfg(test)]
 mod tests {
@@ -78,6 +77,9 @@ mod tests {
     #[test]
     fn policy_names_the_field() {
         let e = check_policy("short").err().map(|e| e.to_string());
-        assert_eq!(e.as_deref(), Some("`password`: must have 8 to 256 characters, got 5"));
+        assert_eq!(
+            e.as_deref(),
+            Some("`password`: must have 8 to 256 characters, got 5")
+        );
     }
 }

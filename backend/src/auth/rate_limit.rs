@@ -1,7 +1,10 @@
-//! Login throttling: at most [`MAX_FAILURES`] failed logins per (client IP, email) in a sliding
-//! window of [`WINDOW`]; further attempts are refused with 429 and `Retry-After` before the
-//! password is even checked, so guessing gets no faster by sending more requests. In memory:
-//! one server process holds the counts (a restart forgets them, which only loosens the limit).
+//! Login throttling: at most [`MAX_FAILURES`] unsuccessful logins per (client IP, email) in a
+//! sliding window of [`WINDOW`]; further attempts are refused with 429 and `Retry-After` before
+//! the password is even checked, so guessing gets no faster by sending more requests. Every
+//! attempt takes a slot *before* the password check and only a success gives it back, so a burst
+//! of parallel guesses cannot slip through between check and count. In memory: one server
+//! process holds the counts (a restart forgets them, which only loosens the limit). Behind a
+//! reverse proxy the IP is the proxy's; the email half of the key still limits per account.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -25,39 +28,34 @@ fn key(ip: &str, email: &str) -> String {
 }
 
 impl LoginLimiter {
-    /// `Err(seconds)` when the key is blocked now; `Ok(())` otherwise.
-    pub fn check(&self, ip: &str, email: &str) -> Result<(), u64> {
-        let now = Instant::now();
-        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(times) = map.get_mut(&key(ip, email)) else {
-            return Ok(());
-        };
-        while times.front().is_some_and(|t| now.duration_since(*t) >= WINDOW) {
-            times.pop_front();
-        }
-        if times.len() < MAX_FAILURES {
-            return Ok(());
-        }
-        let oldest = times.front().copied().unwrap_or(now);
-        let wait = WINDOW.saturating_sub(now.duration_since(oldest));
-        Err(wait.as_secs().max(1))
-    }
-
-    /// Records a failed attempt.
-    pub fn failed(&self, ip: &str, email: &str) {
+    /// Takes a slot for one attempt: `Err(seconds to wait)` when the key has used all of its
+    /// slots in the window, `Ok(())` (slot taken) otherwise.
+    pub fn attempt(&self, ip: &str, email: &str) -> Result<(), u64> {
         let now = Instant::now();
         let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() > PRUNE_ABOVE {
-            map.retain(|_, t| t.back().is_some_and(|last| now.duration_since(*last) < WINDOW));
+            map.retain(|_, t| {
+                t.back()
+                    .is_some_and(|last| now.duration_since(*last) < WINDOW)
+            });
         }
         let times = map.entry(key(ip, email)).or_default();
-        times.push_back(now);
-        while times.len() > MAX_FAILURES {
+        while times
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= WINDOW)
+        {
             times.pop_front();
         }
+        if times.len() >= MAX_FAILURES {
+            let oldest = times.front().copied().unwrap_or(now);
+            let wait = WINDOW.saturating_sub(now.duration_since(oldest));
+            return Err(wait.as_secs().max(1));
+        }
+        times.push_back(now);
+        Ok(())
     }
 
-    /// Forgets the failures of a key after a successful login.
+    /// Forgets the attempts of a key after a successful login.
     pub fn succeeded(&self, ip: &str, email: &str) {
         let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         map.remove(&key(ip, email));
@@ -69,17 +67,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_sixth_failure_in_a_minute_is_blocked_per_ip_and_email() {
+    fn the_sixth_attempt_in_a_minute_is_blocked_per_ip_and_email() {
         let l = LoginLimiter::default();
         for _ in 0..MAX_FAILURES {
-            assert_eq!(l.check("1.2.3.4", "a@x.org"), Ok(()));
-            l.failed("1.2.3.4", "A@x.org");
+            assert_eq!(l.attempt("1.2.3.4", "A@x.org"), Ok(()));
         }
-        let wait = l.check("1.2.3.4", "a@x.org");
+        let wait = l.attempt("1.2.3.4", "a@x.org");
         assert!(matches!(wait, Err(s) if (1..=60).contains(&s)), "{wait:?}");
-        assert_eq!(l.check("5.6.7.8", "a@x.org"), Ok(()), "another IP is not blocked");
-        assert_eq!(l.check("1.2.3.4", "b@x.org"), Ok(()), "another email is not blocked");
+        assert_eq!(
+            l.attempt("5.6.7.8", "a@x.org"),
+            Ok(()),
+            "another IP is not blocked"
+        );
+        assert_eq!(
+            l.attempt("1.2.3.4", "b@x.org"),
+            Ok(()),
+            "another email is not blocked"
+        );
         l.succeeded("1.2.3.4", "a@x.org");
-        assert_eq!(l.check("1.2.3.4", "a@x.org"), Ok(()));
+        assert_eq!(l.attempt("1.2.3.4", "a@x.org"), Ok(()));
     }
 }

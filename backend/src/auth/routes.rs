@@ -84,7 +84,10 @@ fn normalize_email(email: &str) -> Result<String, AppError> {
     if ok {
         Ok(e)
     } else {
-        Err(AppError::invalid("email", "expected an address like name@example.org"))
+        Err(AppError::invalid(
+            "email",
+            "expected an address like name@example.org",
+        ))
     }
 }
 
@@ -97,7 +100,10 @@ pub async fn register(
     let email = normalize_email(&req.email)?;
     let name = req.display_name.trim();
     if !(1..=100).contains(&name.chars().count()) {
-        return Err(AppError::invalid("display_name", "must have 1 to 100 characters"));
+        return Err(AppError::invalid(
+            "display_name",
+            "must have 1 to 100 characters",
+        ));
     }
     password::check_policy(&req.password)?;
     let hash = password::hash(req.password).await?;
@@ -132,23 +138,26 @@ pub async fn login(
     state
         .auth
         .limiter
-        .check(&ip, &email)
+        .attempt(&ip, &email)
         .map_err(|retry_after_s| AppError::RateLimited { retry_after_s })?;
     let creds = users::credentials(&state.db, &email).await?;
     let stored = creds.as_ref().map(|c| c.password_hash.clone());
     if !password::verify(req.password, stored).await? {
-        state.auth.limiter.failed(&ip, &email);
         return Err(AppError::unauthenticated(
             "invalid_credentials",
             "wrong email or password",
         ));
     }
     let Some(creds) = creds else {
-        return Err(AppError::Internal(anyhow::anyhow!("verified without an account")));
+        return Err(AppError::Internal(anyhow::anyhow!(
+            "verified without an account"
+        )));
     };
     state.auth.limiter.succeeded(&ip, &email);
     let refresh = tokens::random_token("sprt_");
-    let user_agent = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let user_agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
     let session_id = users::create_session(
         &state.db,
         creds.user.id,
@@ -189,15 +198,16 @@ pub async fn refresh(
     };
     let from_body = req.refresh_token;
     let api_client = from_body.is_some();
-    let presented = match from_body {
-        Some(t) => t,
-        None => cookie(&headers, REFRESH_COOKIE)
-            .map(str::to_owned)
-            .ok_or(AppError::unauthenticated(
-                "missing_token",
-                "no refresh token (spade_refresh cookie or `refresh_token` in the body)",
-            ))?,
-    };
+    let presented =
+        match from_body {
+            Some(t) => t,
+            None => cookie(&headers, REFRESH_COOKIE).map(str::to_owned).ok_or(
+                AppError::unauthenticated(
+                    "missing_token",
+                    "no refresh token (spade_refresh cookie or `refresh_token` in the body)",
+                ),
+            )?,
+        };
     let presented_hash = tokens::hash_token(&presented);
     let refused = || {
         AppError::unauthenticated(
@@ -253,7 +263,15 @@ pub async fn logout(State(state): State<AppState>, auth: AuthUser) -> ApiResult<
     ] {
         h.append(
             header::SET_COOKIE,
-            set_cookie(name, "", 0, path, name != CSRF_COOKIE, "Lax", state.auth.secure_cookies)?,
+            set_cookie(
+                name,
+                "",
+                0,
+                path,
+                name != CSRF_COOKIE,
+                "Lax",
+                state.auth.secure_cookies,
+            )?,
         );
     }
     Ok(resp)
@@ -287,7 +305,9 @@ fn session_response(
             iat: now,
             exp: now + i64::try_from(ttl).unwrap_or(900),
         })
-        .map_err(|e| AppError::Internal(anyhow::Error::new(e).context("signing an access token")))?;
+        .map_err(|e| {
+            AppError::Internal(anyhow::Error::new(e).context("signing an access token"))
+        })?;
     let csrf = state.auth.signer.csrf_token(session_id);
     let secure = state.auth.secure_cookies;
     let reply = SessionReply {
@@ -300,14 +320,33 @@ fn session_response(
     let mut resp = Json(reply).into_response();
     if !api_client {
         let h = resp.headers_mut();
-        h.append(header::SET_COOKIE, set_cookie(ACCESS_COOKIE, &access, ttl, "/", true, "Lax", secure)?);
         h.append(
             header::SET_COOKIE,
-            set_cookie(REFRESH_COOKIE, &refresh, REFRESH_TTL.as_secs(), "/api/v1/auth", true, "Strict", secure)?,
+            set_cookie(ACCESS_COOKIE, &access, ttl, "/", true, "Lax", secure)?,
         );
         h.append(
             header::SET_COOKIE,
-            set_cookie(CSRF_COOKIE, &csrf, REFRESH_TTL.as_secs(), "/", false, "Lax", secure)?,
+            set_cookie(
+                REFRESH_COOKIE,
+                &refresh,
+                REFRESH_TTL.as_secs(),
+                "/api/v1/auth",
+                true,
+                "Strict",
+                secure,
+            )?,
+        );
+        h.append(
+            header::SET_COOKIE,
+            set_cookie(
+                CSRF_COOKIE,
+                &csrf,
+                REFRESH_TTL.as_secs(),
+                "/",
+                false,
+                "Lax",
+                secure,
+            )?,
         );
     }
     Ok(resp)
@@ -338,9 +377,15 @@ mod tests {
 
     #[test]
     fn emails_are_normalized_or_refused_with_the_field_name() {
-        assert_eq!(normalize_email("  Ada@Example.ORG ").ok().as_deref(), Some("ada@example.org"));
+        assert_eq!(
+            normalize_email("  Ada@Example.ORG ").ok().as_deref(),
+            Some("ada@example.org")
+        );
         for bad in ["", "no-at", "@x", "a@", "a b@x.org", "a@b@c"] {
-            let e = normalize_email(bad).err().map(|e| e.to_string()).unwrap_or_default();
+            let e = normalize_email(bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(e.starts_with("`email`"), "{bad:?}: {e}");
         }
     }

@@ -120,7 +120,10 @@ mod tests {
         let second = JwtSecret::load_or_create(None, &dir)?;
         assert_eq!(first.0, second.0);
         let mode = std::fs::metadata(dir.join("jwt_secret"))?.permissions();
-        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o600);
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+            0o600
+        );
         std::fs::remove_dir_all(&dir)?;
         Ok(())
     }

@@ -13,7 +13,14 @@ async fn missing_token_is_refused(pool: PgPool) -> TestResult {
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     assert_eq!(r.code(), "missing_token");
     assert_eq!(r.json()["status"], 401);
-    let r = app.call(Method::GET, "/api/v1/auth/me", &Cred::Bearer(String::new()), None).await;
+    let r = app
+        .call(
+            Method::GET,
+            "/api/v1/auth/me",
+            &Cred::Bearer(String::new()),
+            None,
+        )
+        .await;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     Ok(())
 }
@@ -27,14 +34,25 @@ async fn expired_token_is_refused(pool: PgPool) -> TestResult {
     let now = chrono::Utc::now().timestamp();
     claims["iat"] = json!(now - 7200);
     claims["exp"] = json!(now - 3600);
-    let expired = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(SECRET))?;
+    let expired = jsonwebtoken::encode(
+        &Header::new(Algorithm::HS256),
+        &claims,
+        &EncodingKey::from_secret(SECRET),
+    )?;
     let r = app.get("/api/v1/auth/me", &Cred::Bearer(expired)).await;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     assert_eq!(r.code(), "token_expired");
     // The same claims with a live expiry pass: the refusal was the expiry, nothing else.
     claims["exp"] = json!(now + 60);
-    let live = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(SECRET))?;
-    assert_eq!(app.get("/api/v1/auth/me", &Cred::Bearer(live)).await.status, StatusCode::OK);
+    let live = jsonwebtoken::encode(
+        &Header::new(Algorithm::HS256),
+        &claims,
+        &EncodingKey::from_secret(SECRET),
+    )?;
+    assert_eq!(
+        app.get("/api/v1/auth/me", &Cred::Bearer(live)).await.status,
+        StatusCode::OK
+    );
     Ok(())
 }
 
@@ -49,18 +67,38 @@ async fn tampered_signature_or_claims_are_refused(pool: PgPool) -> TestResult {
     // Flip one character of the signature.
     let mut sig: Vec<char> = parts[2].chars().collect();
     sig[5] = if sig[5] == 'A' { 'B' } else { 'A' };
-    let bad_sig = format!("{}.{}.{}", parts[0], parts[1], sig.into_iter().collect::<String>());
+    let bad_sig = format!(
+        "{}.{}.{}",
+        parts[0],
+        parts[1],
+        sig.into_iter().collect::<String>()
+    );
     let r = app.get("/api/v1/auth/me", &Cred::Bearer(bad_sig)).await;
-    assert_eq!((r.status, r.code().as_str()), (StatusCode::UNAUTHORIZED, "invalid_token"));
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (StatusCode::UNAUTHORIZED, "invalid_token")
+    );
     // Claim to be user b, keeping a's signature.
     let mut claims = claims_of(&access);
     claims["sub"] = json!("2");
     let forged = format!("{}.{}.{}", parts[0], b64(&claims), parts[2]);
     let r = app.get("/api/v1/auth/me", &Cred::Bearer(forged)).await;
-    assert_eq!((r.status, r.code().as_str()), (StatusCode::UNAUTHORIZED, "invalid_token"));
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (StatusCode::UNAUTHORIZED, "invalid_token")
+    );
     // A token signed with another secret.
-    let other = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims_of(&access), &EncodingKey::from_secret(b"another-secret-another-secret-0123456789"))?;
-    assert_eq!(app.get("/api/v1/auth/me", &Cred::Bearer(other)).await.status, StatusCode::UNAUTHORIZED);
+    let other = jsonwebtoken::encode(
+        &Header::new(Algorithm::HS256),
+        &claims_of(&access),
+        &EncodingKey::from_secret(b"another-secret-another-secret-0123456789"),
+    )?;
+    assert_eq!(
+        app.get("/api/v1/auth/me", &Cred::Bearer(other))
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
     Ok(())
 }
 
@@ -71,12 +109,24 @@ async fn alg_none_and_other_algorithms_are_refused(pool: PgPool) -> TestResult {
     let (access, _) = app.login_api("a@x.org").await;
     let claims = claims_of(&access);
     for alg in ["none", "None", "NONE"] {
-        let unsigned = format!("{}.{}.", b64(&json!({ "alg": alg, "typ": "JWT" })), b64(&claims));
+        let unsigned = format!(
+            "{}.{}.",
+            b64(&json!({ "alg": alg, "typ": "JWT" })),
+            b64(&claims)
+        );
         let r = app.get("/api/v1/auth/me", &Cred::Bearer(unsigned)).await;
-        assert_eq!((r.status, r.code().as_str()), (StatusCode::UNAUTHORIZED, "invalid_token"), "alg {alg}");
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (StatusCode::UNAUTHORIZED, "invalid_token"),
+            "alg {alg}"
+        );
     }
     // HS512 with the right secret is still refused: only HS256 is accepted.
-    let hs512 = jsonwebtoken::encode(&Header::new(Algorithm::HS512), &claims, &EncodingKey::from_secret(SECRET))?;
+    let hs512 = jsonwebtoken::encode(
+        &Header::new(Algorithm::HS512),
+        &claims,
+        &EncodingKey::from_secret(SECRET),
+    )?;
     let r = app.get("/api/v1/auth/me", &Cred::Bearer(hs512)).await;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     Ok(())
@@ -103,11 +153,32 @@ async fn another_teams_run_is_invisible(pool: PgPool) -> TestResult {
         let r = app.get(&path, &mallory).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}: {}", r.text());
     }
-    for path in [format!("/api/v1/runs/{run}/cancel"), format!("/api/v1/runs/{run}/shares"), format!("/api/v1/runs/{run}/token")] {
-        assert_eq!(app.post(&path, &mallory, json!({})).await.status, StatusCode::NOT_FOUND, "{path}");
+    for path in [
+        format!("/api/v1/runs/{run}/cancel"),
+        format!("/api/v1/runs/{run}/shares"),
+        format!("/api/v1/runs/{run}/token"),
+    ] {
+        assert_eq!(
+            app.post(&path, &mallory, json!({})).await.status,
+            StatusCode::NOT_FOUND,
+            "{path}"
+        );
     }
-    assert_eq!(app.call(Method::DELETE, &format!("/api/v1/runs/{run}"), &mallory, None).await.status, StatusCode::NOT_FOUND);
-    assert_eq!(app.get(&format!("/api/v1/runs/{run}"), &alice).await.json()["status"], "queued");
+    assert_eq!(
+        app.call(
+            Method::DELETE,
+            &format!("/api/v1/runs/{run}"),
+            &mallory,
+            None
+        )
+        .await
+        .status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        app.get(&format!("/api/v1/runs/{run}"), &alice).await.json()["status"],
+        "queued"
+    );
     Ok(())
 }
 
@@ -116,32 +187,85 @@ async fn cookie_state_change_without_csrf_token_is_refused(pool: PgPool) -> Test
     let app = TestApp::new(pool);
     app.register("a@x.org").await;
     let login = app
-        .post("/api/v1/auth/login", &Cred::None, json!({ "email": "a@x.org", "password": PASSWORD }))
+        .post(
+            "/api/v1/auth/login",
+            &Cred::None,
+            json!({ "email": "a@x.org", "password": PASSWORD }),
+        )
         .await;
     assert_eq!(login.status, StatusCode::OK);
-    assert!(login.json().get("access_token").is_none(), "browsers get no token in the body");
+    assert!(
+        login.json().get("access_token").is_none(),
+        "browsers get no token in the body"
+    );
     let access = login.cookie("spade_access").unwrap_or_default();
     let csrf = login.cookie("spade_csrf").unwrap_or_default();
     assert_eq!(login.json()["csrf_token"], csrf.as_str());
-    let set: Vec<_> = login.headers.get_all(header::SET_COOKIE).iter().filter_map(|v| v.to_str().ok()).collect();
-    assert!(set.iter().any(|c| c.starts_with("spade_access=") && c.contains("HttpOnly") && c.contains("SameSite=Lax")), "{set:?}");
+    let set: Vec<_> = login
+        .headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    assert!(
+        set.iter().any(|c| c.starts_with("spade_access=")
+            && c.contains("HttpOnly")
+            && c.contains("SameSite=Lax")),
+        "{set:?}"
+    );
 
     // Reading with the cookie alone is fine.
-    let read = Cred::Cookie { access: access.clone(), csrf: None };
+    let read = Cred::Cookie {
+        access: access.clone(),
+        csrf: None,
+    };
     assert_eq!(app.get("/api/v1/teams", &read).await.status, StatusCode::OK);
     // Changing state without the header, or with a token of another session, is refused.
-    let r = app.post("/api/v1/teams", &read, json!({ "name": "t" })).await;
-    assert_eq!((r.status, r.code().as_str()), (StatusCode::FORBIDDEN, "csrf"));
+    let r = app
+        .post("/api/v1/teams", &read, json!({ "name": "t" }))
+        .await;
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (StatusCode::FORBIDDEN, "csrf")
+    );
     let other_session = app
-        .post("/api/v1/auth/login", &Cred::None, json!({ "email": "a@x.org", "password": PASSWORD }))
+        .post(
+            "/api/v1/auth/login",
+            &Cred::None,
+            json!({ "email": "a@x.org", "password": PASSWORD }),
+        )
         .await
         .cookie("spade_csrf");
-    let wrong = Cred::Cookie { access: access.clone(), csrf: other_session };
-    assert_eq!(app.post("/api/v1/teams", &wrong, json!({ "name": "t" })).await.status, StatusCode::FORBIDDEN);
-    assert_eq!(app.get("/api/v1/teams", &read).await.json().as_array().map(Vec::len), Some(0), "nothing was created");
+    let wrong = Cred::Cookie {
+        access: access.clone(),
+        csrf: other_session,
+    };
+    assert_eq!(
+        app.post("/api/v1/teams", &wrong, json!({ "name": "t" }))
+            .await
+            .status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        app.get("/api/v1/teams", &read)
+            .await
+            .json()
+            .as_array()
+            .map(Vec::len),
+        Some(0),
+        "nothing was created"
+    );
     // With the header it works; bearer requests need no header.
-    let ok = Cred::Cookie { access, csrf: Some(csrf) };
-    assert_eq!(app.post("/api/v1/teams", &ok, json!({ "name": "t" })).await.status, StatusCode::CREATED);
+    let ok = Cred::Cookie {
+        access,
+        csrf: Some(csrf),
+    };
+    assert_eq!(
+        app.post("/api/v1/teams", &ok, json!({ "name": "t" }))
+            .await
+            .status,
+        StatusCode::CREATED
+    );
     Ok(())
 }
 
@@ -152,25 +276,76 @@ async fn viewer_cannot_cancel_or_change_anything(pool: PgPool) -> TestResult {
     let viewer = app.user("viewer@x.org").await;
     let (team, project, run) = app.team_project_run(&owner, "t").await;
     let r = app
-        .call(Method::PUT, &format!("/api/v1/teams/{team}/members"), &owner, Some(json!({ "email": "viewer@x.org", "role": "viewer" })))
+        .call(
+            Method::PUT,
+            &format!("/api/v1/teams/{team}/members"),
+            &owner,
+            Some(json!({ "email": "viewer@x.org", "role": "viewer" })),
+        )
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     // The viewer reads...
-    assert_eq!(app.get(&format!("/api/v1/runs/{run}"), &viewer).await.status, StatusCode::OK);
+    assert_eq!(
+        app.get(&format!("/api/v1/runs/{run}"), &viewer)
+            .await
+            .status,
+        StatusCode::OK
+    );
     // ...but changes nothing.
-    let r = app.post(&format!("/api/v1/runs/{run}/cancel"), &viewer, json!({})).await;
-    assert_eq!((r.status, r.code().as_str()), (StatusCode::FORBIDDEN, "insufficient_role"));
-    for path in [format!("/api/v1/runs/{run}/resume"), format!("/api/v1/runs/{run}/shares"), format!("/api/v1/runs/{run}/token")] {
-        assert_eq!(app.post(&path, &viewer, json!({})).await.status, StatusCode::FORBIDDEN, "{path}");
-    }
-    let r = app.post(&format!("/api/v1/projects/{project}/runs"), &viewer, json!({ "name": "x", "config_toml": tiny_toml() })).await;
-    assert_eq!(r.status, StatusCode::FORBIDDEN);
-    assert_eq!(app.call(Method::DELETE, &format!("/api/v1/runs/{run}"), &viewer, None).await.status, StatusCode::FORBIDDEN);
     let r = app
-        .call(Method::PUT, &format!("/api/v1/teams/{team}/members"), &viewer, Some(json!({ "email": "viewer@x.org", "role": "owner" })))
+        .post(&format!("/api/v1/runs/{run}/cancel"), &viewer, json!({}))
         .await;
-    assert_eq!(r.status, StatusCode::FORBIDDEN, "a viewer cannot promote itself");
-    assert_eq!(app.get(&format!("/api/v1/runs/{run}"), &owner).await.json()["status"], "queued");
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (StatusCode::FORBIDDEN, "insufficient_role")
+    );
+    for path in [
+        format!("/api/v1/runs/{run}/resume"),
+        format!("/api/v1/runs/{run}/shares"),
+        format!("/api/v1/runs/{run}/token"),
+    ] {
+        assert_eq!(
+            app.post(&path, &viewer, json!({})).await.status,
+            StatusCode::FORBIDDEN,
+            "{path}"
+        );
+    }
+    let r = app
+        .post(
+            &format!("/api/v1/projects/{project}/runs"),
+            &viewer,
+            json!({ "name": "x", "config_toml": tiny_toml() }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        app.call(
+            Method::DELETE,
+            &format!("/api/v1/runs/{run}"),
+            &viewer,
+            None
+        )
+        .await
+        .status,
+        StatusCode::FORBIDDEN
+    );
+    let r = app
+        .call(
+            Method::PUT,
+            &format!("/api/v1/teams/{team}/members"),
+            &viewer,
+            Some(json!({ "email": "viewer@x.org", "role": "owner" })),
+        )
+        .await;
+    assert_eq!(
+        r.status,
+        StatusCode::FORBIDDEN,
+        "a viewer cannot promote itself"
+    );
+    assert_eq!(
+        app.get(&format!("/api/v1/runs/{run}"), &owner).await.json()["status"],
+        "queued"
+    );
     Ok(())
 }
 
@@ -179,21 +354,51 @@ async fn revoked_share_link_stops_working(pool: PgPool) -> TestResult {
     let app = TestApp::new(pool);
     let owner = app.user("owner@x.org").await;
     let (_, _, run) = app.team_project_run(&owner, "t").await;
-    let created = app.post(&format!("/api/v1/runs/{run}/shares"), &owner, json!({})).await;
+    let created = app
+        .post(&format!("/api/v1/runs/{run}/shares"), &owner, json!({}))
+        .await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.text());
-    let path = created.json()["path"].as_str().unwrap_or_default().to_owned();
+    let path = created.json()["path"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let id = created.json()["id"].as_i64().unwrap_or(-1);
     let r = app.get(&path, &Cred::None).await;
     assert_eq!(r.status, StatusCode::OK, "readable without login");
     assert_eq!(r.json()["id"], run);
-    assert_eq!(app.get(&format!("{path}/environments"), &Cred::None).await.status, StatusCode::OK);
+    assert_eq!(
+        app.get(&format!("{path}/environments"), &Cred::None)
+            .await
+            .status,
+        StatusCode::OK
+    );
     // A made-up token is nothing.
-    assert_eq!(app.get("/api/v1/shared/sps_madeup", &Cred::None).await.status, StatusCode::NOT_FOUND);
-    let r = app.call(Method::DELETE, &format!("/api/v1/runs/{run}/shares/{id}"), &owner, None).await;
+    assert_eq!(
+        app.get("/api/v1/shared/sps_madeup", &Cred::None)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    let r = app
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/runs/{run}/shares/{id}"),
+            &owner,
+            None,
+        )
+        .await;
     assert_eq!(r.status, StatusCode::OK);
     assert!(r.json()["revoked_at"].is_string());
-    for p in [path.clone(), format!("{path}/environments"), format!("{path}/metrics/loss")] {
-        assert_eq!(app.get(&p, &Cred::None).await.status, StatusCode::NOT_FOUND, "{p}");
+    for p in [
+        path.clone(),
+        format!("{path}/environments"),
+        format!("{path}/metrics/loss"),
+    ] {
+        assert_eq!(
+            app.get(&p, &Cred::None).await.status,
+            StatusCode::NOT_FOUND,
+            "{p}"
+        );
     }
     Ok(())
 }
@@ -204,21 +409,45 @@ async fn brute_force_login_is_rate_limited(pool: PgPool) -> TestResult {
     app.register("a@x.org").await;
     for i in 0..5 {
         let r = app
-            .post("/api/v1/auth/login", &Cred::None, json!({ "email": "a@x.org", "password": format!("guess-{i}-wrong") }))
+            .post(
+                "/api/v1/auth/login",
+                &Cred::None,
+                json!({ "email": "a@x.org", "password": format!("guess-{i}-wrong") }),
+            )
             .await;
-        assert_eq!((r.status, r.code().as_str()), (StatusCode::UNAUTHORIZED, "invalid_credentials"), "attempt {i}");
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (StatusCode::UNAUTHORIZED, "invalid_credentials"),
+            "attempt {i}"
+        );
     }
     // The sixth attempt is refused even with the right password.
     let r = app
-        .post("/api/v1/auth/login", &Cred::None, json!({ "email": "a@x.org", "password": PASSWORD }))
+        .post(
+            "/api/v1/auth/login",
+            &Cred::None,
+            json!({ "email": "a@x.org", "password": PASSWORD }),
+        )
         .await;
-    assert_eq!((r.status, r.code().as_str()), (StatusCode::TOO_MANY_REQUESTS, "rate_limited"));
-    let retry: u64 = r.headers.get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()).unwrap_or(0);
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (StatusCode::TOO_MANY_REQUESTS, "rate_limited")
+    );
+    let retry: u64 = r
+        .headers
+        .get(header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     assert!((1..=60).contains(&retry), "Retry-After {retry}");
     // Another account from the same client is not blocked.
     app.register("b@x.org").await;
     let r = app
-        .post("/api/v1/auth/login", &Cred::None, json!({ "email": "b@x.org", "password": PASSWORD }))
+        .post(
+            "/api/v1/auth/login",
+            &Cred::None,
+            json!({ "email": "b@x.org", "password": PASSWORD }),
+        )
         .await;
     assert_eq!(r.status, StatusCode::OK);
     Ok(())
@@ -230,18 +459,47 @@ async fn refresh_token_reuse_after_logout_is_refused(pool: PgPool) -> TestResult
     app.register("a@x.org").await;
     let (access, refresh) = app.login_api("a@x.org").await;
     let bearer = Cred::Bearer(access);
-    assert_eq!(app.call(Method::POST, "/api/v1/auth/logout", &bearer, None).await.status, StatusCode::NO_CONTENT);
-    let r = app.post("/api/v1/auth/refresh", &Cred::None, json!({ "refresh_token": refresh })).await;
-    assert_eq!((r.status, r.code().as_str()), (StatusCode::UNAUTHORIZED, "invalid_refresh_token"));
+    assert_eq!(
+        app.call(Method::POST, "/api/v1/auth/logout", &bearer, None)
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    let r = app
+        .post(
+            "/api/v1/auth/refresh",
+            &Cred::None,
+            json!({ "refresh_token": refresh }),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (StatusCode::UNAUTHORIZED, "invalid_refresh_token")
+    );
     // The access token of the ended session is dead too, before its expiry.
     let r = app.get("/api/v1/auth/me", &bearer).await;
-    assert_eq!((r.status, r.code().as_str()), (StatusCode::UNAUTHORIZED, "session_revoked"));
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (StatusCode::UNAUTHORIZED, "session_revoked")
+    );
 
     // A refresh token that was rotated away is refused as well.
     let (_, first) = app.login_api("a@x.org").await;
-    let rotated = app.post("/api/v1/auth/refresh", &Cred::None, json!({ "refresh_token": first })).await;
+    let rotated = app
+        .post(
+            "/api/v1/auth/refresh",
+            &Cred::None,
+            json!({ "refresh_token": first }),
+        )
+        .await;
     assert_eq!(rotated.status, StatusCode::OK);
-    let r = app.post("/api/v1/auth/refresh", &Cred::None, json!({ "refresh_token": first })).await;
+    let r = app
+        .post(
+            "/api/v1/auth/refresh",
+            &Cred::None,
+            json!({ "refresh_token": first }),
+        )
+        .await;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     Ok(())
 }

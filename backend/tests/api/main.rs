@@ -5,4 +5,5 @@
 mod attacks;
 mod flows;
 mod ingest;
+mod live;
 mod support;

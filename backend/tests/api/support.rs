@@ -22,7 +22,6 @@ pub type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 pub struct TestApp {
     pub router: Router,
-    pub state: AppState,
 }
 
 #[derive(Debug)]
@@ -62,7 +61,10 @@ pub enum Cred {
     None,
     Bearer(String),
     /// Access cookie, plus the CSRF header when `Some`.
-    Cookie { access: String, csrf: Option<String> },
+    Cookie {
+        access: String,
+        csrf: Option<String>,
+    },
 }
 
 impl TestApp {
@@ -77,10 +79,7 @@ impl TestApp {
             .build();
         let secret = JwtSecret::new(SECRET.to_vec()).unwrap_or_else(|_| JwtSecret::random());
         let state = AppState::new(leptos, pool, AuthState::new(secret, reg, false));
-        Self {
-            router: app(state.clone()),
-            state,
-        }
+        Self { router: app(state) }
     }
 
     pub async fn send(&self, req: Request<Body>) -> Resp {
@@ -96,7 +95,11 @@ impl TestApp {
             .await
             .map(|b| b.to_bytes().to_vec())
             .unwrap_or_default();
-        Resp { status, headers, body }
+        Resp {
+            status,
+            headers,
+            body,
+        }
     }
 
     pub async fn call(&self, method: Method, path: &str, cred: &Cred, body: Option<Value>) -> Resp {
@@ -161,11 +164,18 @@ impl TestApp {
 
     /// Creates team + project + run as `cred`; returns (team_id, project_id, run_id).
     pub async fn team_project_run(&self, cred: &Cred, team: &str) -> (i64, i64, i64) {
-        let t = self.post("/api/v1/teams", cred, json!({ "name": team })).await.json()["id"]
+        let t = self
+            .post("/api/v1/teams", cred, json!({ "name": team }))
+            .await
+            .json()["id"]
             .as_i64()
             .unwrap_or(-1);
         let p = self
-            .post(&format!("/api/v1/teams/{t}/projects"), cred, json!({ "name": "p" }))
+            .post(
+                &format!("/api/v1/teams/{t}/projects"),
+                cred,
+                json!({ "name": "p" }),
+            )
             .await
             .json()["id"]
             .as_i64()

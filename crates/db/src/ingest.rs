@@ -83,7 +83,11 @@ impl Batch {
     }
 
     /// The worker started: `queued`/`starting` becomes `running` (a cancelling run stays so).
-    pub async fn run_started(&mut self, code_version: &str, total_steps: i64) -> Result<(), DbError> {
+    pub async fn run_started(
+        &mut self,
+        code_version: &str,
+        total_steps: i64,
+    ) -> Result<(), DbError> {
         sqlx::query!(
             "UPDATE runs SET
                 status = CASE WHEN status IN ('queued', 'starting') THEN 'running'::run_status
@@ -195,12 +199,22 @@ impl Batch {
         names: &[String],
         values: &[f64],
     ) -> Result<(), DbError> {
+        // New points also count into `metric_series`; a re-logged step (xmax <> 0: the row
+        // was updated, not inserted) does not count twice.
         sqlx::query!(
-            "INSERT INTO metrics (run_id, name, step, value, elapsed_s)
-             SELECT $1, n, $2, v, $3 FROM UNNEST($4::text[], $5::float8[]) AS t (n, v)
-             ON CONFLICT (run_id, name, step) DO UPDATE
-                 SET value = EXCLUDED.value, elapsed_s = EXCLUDED.elapsed_s,
-                     logged_at = now()",
+            r#"WITH stored AS (
+                   INSERT INTO metrics (run_id, name, step, value, elapsed_s)
+                   SELECT $1, n, $2, v, $3 FROM UNNEST($4::text[], $5::float8[]) AS t (n, v)
+                   ON CONFLICT (run_id, name, step) DO UPDATE
+                       SET value = EXCLUDED.value, elapsed_s = EXCLUDED.elapsed_s,
+                           logged_at = now()
+                   RETURNING name, (xmax = 0) AS inserted)
+               INSERT INTO metric_series (run_id, name, points, first_step, last_step)
+               SELECT $1, name, count(*) FILTER (WHERE inserted), $2, $2 FROM stored GROUP BY name
+               ON CONFLICT (run_id, name) DO UPDATE SET
+                   points = metric_series.points + EXCLUDED.points,
+                   first_step = least(metric_series.first_step, EXCLUDED.first_step),
+                   last_step = greatest(metric_series.last_step, EXCLUDED.last_step)"#,
             self.run_id,
             step,
             elapsed_s,

@@ -69,6 +69,11 @@ pub enum DbError {
 }
 
 impl DbError {
+    /// The pool had no free connection within its acquire timeout (overload, not a fault).
+    pub fn is_pool_timeout(&self) -> bool {
+        matches!(self, DbError::Query(sqlx::Error::PoolTimedOut))
+    }
+
     /// Maps a unique-violation (SQLSTATE 23505) to [`DbError::Conflict`], anything else unchanged.
     pub(crate) fn unique(e: sqlx::Error, what: &'static str) -> Self {
         match &e {

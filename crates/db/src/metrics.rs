@@ -21,12 +21,13 @@ pub struct SeriesInfo {
     pub last_step: i64,
 }
 
-/// The metrics the scoped run has logged.
+/// The metrics the scoped run has logged (from the per-series summary ingestion maintains, so
+/// this does not scan the points).
 pub async fn names(pool: &PgPool, scope: &RunScope) -> Result<Vec<SeriesInfo>, DbError> {
     let rows = sqlx::query_as!(
         SeriesInfo,
-        r#"SELECT name, count(*) AS "points!", min(step) AS "first_step!", max(step) AS "last_step!"
-           FROM metrics WHERE run_id = $1 GROUP BY name ORDER BY name"#,
+        "SELECT name, points, first_step, last_step FROM metric_series
+         WHERE run_id = $1 ORDER BY name",
         scope.run_id
     )
     .fetch_all(pool)
@@ -85,4 +86,79 @@ pub async fn export(
     .fetch_all(pool)
     .await?;
     Ok(rows)
+}
+
+/// Summary of one series (`None` when the run never logged it).
+pub async fn info(
+    pool: &PgPool,
+    scope: &RunScope,
+    name: &str,
+) -> Result<Option<SeriesInfo>, DbError> {
+    let row = sqlx::query_as!(
+        SeriesInfo,
+        "SELECT name, points, first_step, last_step FROM metric_series
+         WHERE run_id = $1 AND name = $2",
+        scope.run_id,
+        name
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row)
+}
+
+/// One series in the inclusive step range `lo..=hi`, reduced in the database to at most four
+/// points per bucket (`buckets` equal step ranges): each bucket's first, last, lowest and highest
+/// point (the M4 reduction: a line drawn from them looks the same as from all points). One pass
+/// of a hash aggregate over the primary-key range, so a million-point series costs the database
+/// one index range scan and the network a few thousand rows. Returns the points, ordered by step
+/// without duplicates, and how many stored points the range held.
+pub async fn series_reduced(
+    pool: &PgPool,
+    scope: &RunScope,
+    name: &str,
+    lo: i64,
+    hi: i64,
+    buckets: i64,
+) -> Result<(Vec<Point>, i64), DbError> {
+    // Arrays compare element by element: min(ARRAY[step, value]) is the bucket's first point,
+    // min(ARRAY[value, step]) its lowest (earliest on ties).
+    let rows = sqlx::query!(
+        r#"SELECT count(*) AS "n!",
+                  min(ARRAY[step::float8, value]) AS "first!",
+                  max(ARRAY[step::float8, value]) AS "last!",
+                  min(ARRAY[value, step::float8]) AS "low!",
+                  max(ARRAY[value, step::float8]) AS "high!"
+           FROM metrics
+           WHERE run_id = $1 AND name = $2 AND step BETWEEN $3 AND $4
+           GROUP BY (step - $3) * $5 / ($4 - $3 + 1)"#,
+        scope.run_id,
+        name,
+        lo,
+        hi,
+        buckets
+    )
+    .fetch_all(pool)
+    .await?;
+    let mut total = 0;
+    let mut points = Vec::with_capacity(rows.len() * 4);
+    for r in rows {
+        total += r.n;
+        for (pair, step_first) in [
+            (r.first, true),
+            (r.last, true),
+            (r.low, false),
+            (r.high, false),
+        ] {
+            if let [a, b] = pair[..] {
+                let (step, value) = if step_first { (a, b) } else { (b, a) };
+                points.push(Point {
+                    step: step as i64,
+                    value,
+                });
+            }
+        }
+    }
+    points.sort_by_key(|p| p.step);
+    points.dedup_by_key(|p| p.step);
+    Ok((points, total))
 }

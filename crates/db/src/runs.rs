@@ -49,11 +49,7 @@ pub struct RunFilter {
 }
 
 /// Creates a queued run in a project of the scoped team (`NotFound("project")` otherwise).
-pub async fn create(
-    pool: &PgPool,
-    scope: &TeamScope,
-    new: &NewRun<'_>,
-) -> Result<Run, DbError> {
+pub async fn create(pool: &PgPool, scope: &TeamScope, new: &NewRun<'_>) -> Result<Run, DbError> {
     let row = sqlx::query_as!(
         Run,
         r#"INSERT INTO runs (project_id, name, config, executor, seed, code_version, created_by)
@@ -142,7 +138,10 @@ fn state_error(status: RunStatus, hint: &'static str) -> DbError {
 pub async fn cancel(pool: &PgPool, scope: &RunScope) -> Result<Run, DbError> {
     let current = status(pool, scope).await?;
     if current.is_terminal() {
-        return Err(state_error(current, "only queued, starting or running runs can be cancelled"));
+        return Err(state_error(
+            current,
+            "only queued, starting or running runs can be cancelled",
+        ));
     }
     sqlx::query!(
         "UPDATE runs SET
@@ -170,7 +169,10 @@ pub async fn resume(pool: &PgPool, scope: &RunScope) -> Result<Run, DbError> {
     .await?;
     if done.rows_affected() == 0 {
         let current = status(pool, scope).await?;
-        return Err(state_error(current, "only cancelled or failed runs can be resumed"));
+        return Err(state_error(
+            current,
+            "only cancelled or failed runs can be resumed",
+        ));
     }
     get(pool, scope).await
 }

@@ -127,7 +127,11 @@ pub async fn owner_count(pool: &PgPool, scope: &TeamScope) -> Result<i64, DbErro
 }
 
 /// The role of `user_id` in the scoped team, if a member.
-pub async fn role_of(pool: &PgPool, scope: &TeamScope, user_id: i64) -> Result<Option<Role>, DbError> {
+pub async fn role_of(
+    pool: &PgPool,
+    scope: &TeamScope,
+    user_id: i64,
+) -> Result<Option<Role>, DbError> {
     let role = sqlx::query_scalar!(
         r#"SELECT role AS "role: Role" FROM memberships WHERE team_id = $1 AND user_id = $2"#,
         scope.team_id,

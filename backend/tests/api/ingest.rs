@@ -1,0 +1,581 @@
+//! Worker ingestion, metrics downsampling, CSV export and environments.
+
+use crate::support::*;
+use axum::http::{StatusCode, header};
+use serde_json::{Value, json};
+use spade::EnvKind;
+use spade::report::{EnvStatus, Envelope, EnvironmentRecord, Message, PlayRecord, Turn, TurnRole};
+use sqlx::PgPool;
+use std::collections::BTreeMap;
+
+pub struct Fixture {
+    pub app: TestApp,
+    pub owner: Cred,
+    pub run: i64,
+    pub worker: Cred,
+}
+
+pub async fn fixture(pool: PgPool) -> Fixture {
+    let app = TestApp::new(pool);
+    let owner = app.user("owner@x.org").await;
+    let (_, _, run) = app.team_project_run(&owner, "t").await;
+    let token = app
+        .post(&format!("/api/v1/runs/{run}/token"), &owner, json!({}))
+        .await
+        .json()["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    Fixture {
+        app,
+        owner,
+        run,
+        worker: Cred::Bearer(token),
+    }
+}
+
+fn env(id: &str, step: u64, skill: &str, parent: Option<&str>, regret: f64) -> Message {
+    Message::Environment {
+        record: EnvironmentRecord {
+            env_id: id.into(),
+            step,
+            skill: skill.into(),
+            kind: EnvKind::Game,
+            status: EnvStatus::Accepted,
+            rejection_reason: None,
+            rejection_message: None,
+            code: format!("class Env_{id}: pass"),
+            hint: Some("think first".into()),
+            parent_env_id: parent.map(Into::into),
+            regret: Some(regret),
+            win_rate_hint: Some(0.5),
+            win_rate_no_hint: Some(0.25),
+            designer_reward: None,
+            reward_levels: Some(3),
+            attempts: 1,
+        },
+    }
+}
+
+pub fn batch(run: i64, first_seq: u64, messages: Vec<Message>) -> Value {
+    let envelopes: Vec<Envelope> = messages
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| Envelope::at(run.to_string(), first_seq + i as u64, 1_700_000_000_000, m))
+        .collect();
+    json!({ "envelopes": envelopes })
+}
+
+pub fn metrics(step: u64, values: &[(&str, f64)]) -> Message {
+    Message::Metrics {
+        step,
+        elapsed_s: step as f64 * 0.5,
+        values: values
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect::<BTreeMap<_, _>>(),
+    }
+}
+
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn ingestion_is_idempotent_and_reports_cancellation(pool: PgPool) -> TestResult {
+    let f = fixture(pool).await;
+    let (app, run) = (&f.app, f.run);
+    let path = format!("/api/v1/ingest/{run}");
+    let body = batch(
+        run,
+        0,
+        vec![
+            Message::RunStarted {
+                config: json!({}),
+                code_version: "test-1".into(),
+                total_steps: 10,
+            },
+            env("e1", 0, "arithmetic", None, 0.3),
+            Message::Plays {
+                records: vec![PlayRecord {
+                    env_id: "e1".into(),
+                    step: 0,
+                    with_hint: true,
+                    episode_return: 1.0,
+                    won: true,
+                    turns: 2,
+                    transcript: vec![Turn {
+                        role: TurnRole::User,
+                        content: "go".into(),
+                    }],
+                }],
+            },
+            metrics(0, &[("loss", 1.5), ("reward/mean", 0.1)]),
+            Message::Progress {
+                step: 1,
+                total_steps: 10,
+                phase: "play".into(),
+            },
+            Message::Checkpoint {
+                step: 1,
+                path: "/ckpt/1".into(),
+                bytes: 1234,
+            },
+            Message::BenchmarkResult {
+                checkpoint_step: Some(1),
+                suite: "held-out".into(),
+                task: "sudoku".into(),
+                score: 0.75,
+                n: 20,
+            },
+        ],
+    );
+    let first = app.post(&path, &f.worker, body.clone()).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text());
+    assert_eq!(
+        first.json()["acknowledged"].as_array().map(Vec::len),
+        Some(7)
+    );
+    assert_eq!(first.json()["cancel_requested"], false);
+    // Replay: acknowledged again, stored once.
+    let replay = app.post(&path, &f.worker, body).await;
+    assert_eq!(replay.json()["acknowledged"], first.json()["acknowledged"]);
+    let envs = app
+        .get(&format!("/api/v1/runs/{run}/environments"), &f.owner)
+        .await
+        .json();
+    assert_eq!(envs["items"].as_array().map(Vec::len), Some(1));
+    let names = app
+        .get(&format!("/api/v1/runs/{run}/metrics"), &f.owner)
+        .await
+        .json();
+    assert_eq!(names[0]["name"], "loss");
+    assert_eq!(names[0]["points"], 1);
+    let detail = app
+        .get(&format!("/api/v1/runs/{run}/environments/e1"), &f.owner)
+        .await
+        .json();
+    assert_eq!(
+        detail["plays"].as_array().map(Vec::len),
+        Some(1),
+        "the play was stored once"
+    );
+    let r = app
+        .get(&format!("/api/v1/runs/{run}"), &f.owner)
+        .await
+        .json();
+    assert_eq!(
+        (
+            r["status"].as_str(),
+            r["progress_step"].as_i64(),
+            r["code_version"].as_str()
+        ),
+        (Some("running"), Some(1), Some("test-1"))
+    );
+    assert_eq!(
+        app.get(&format!("/api/v1/runs/{run}/checkpoints"), &f.owner)
+            .await
+            .json()[0]["bytes"],
+        1234
+    );
+    assert_eq!(
+        app.get(&format!("/api/v1/runs/{run}/benchmarks"), &f.owner)
+            .await
+            .json()[0]["score"],
+        0.75
+    );
+
+    // A step logged again under a new key (a resumed worker) replaces the value, not the count.
+    let relog = app
+        .post(
+            &path,
+            &f.worker,
+            batch(
+                run,
+                20,
+                vec![metrics(0, &[("loss", 2.5)]), metrics(1, &[("loss", 1.0)])],
+            ),
+        )
+        .await;
+    assert_eq!(relog.status, StatusCode::OK, "{}", relog.text());
+    let names = app
+        .get(&format!("/api/v1/runs/{run}/metrics"), &f.owner)
+        .await
+        .json();
+    assert_eq!(
+        (names[0]["points"].as_i64(), names[0]["last_step"].as_i64()),
+        (Some(2), Some(1))
+    );
+    let series = app
+        .get(&format!("/api/v1/runs/{run}/metrics/loss"), &f.owner)
+        .await
+        .json();
+    assert_eq!(series["points"][0]["value"], 2.5);
+
+    // Cancelling reaches the worker in the next reply.
+    assert_eq!(
+        app.post(&format!("/api/v1/runs/{run}/cancel"), &f.owner, json!({}))
+            .await
+            .json()["status"],
+        "cancelling"
+    );
+    let next = app
+        .post(
+            &path,
+            &f.worker,
+            batch(
+                run,
+                7,
+                vec![Message::Progress {
+                    step: 2,
+                    total_steps: 10,
+                    phase: "train".into(),
+                }],
+            ),
+        )
+        .await;
+    assert_eq!(next.json()["cancel_requested"], true);
+    let done = app
+        .post(
+            &path,
+            &f.worker,
+            batch(
+                run,
+                8,
+                vec![Message::Finished {
+                    status: spade::report::FinishStatus::Cancelled,
+                    message: "stopped".into(),
+                }],
+            ),
+        )
+        .await;
+    assert_eq!(done.status, StatusCode::OK);
+    assert_eq!(
+        app.get(&format!("/api/v1/runs/{run}"), &f.owner)
+            .await
+            .json()["status"],
+        "cancelled"
+    );
+    Ok(())
+}
+
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn ingestion_refuses_bad_tokens_and_bad_envelopes(pool: PgPool) -> TestResult {
+    let f = fixture(pool).await;
+    let (app, run) = (&f.app, f.run);
+    let path = format!("/api/v1/ingest/{run}");
+    let ok = batch(
+        run,
+        0,
+        vec![Message::Progress {
+            step: 0,
+            total_steps: 1,
+            phase: "x".into(),
+        }],
+    );
+    assert_eq!(
+        app.post(&path, &Cred::None, ok.clone()).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        app.post(&path, &Cred::Bearer("spr_wrong".into()), ok.clone())
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        app.post(&path, &f.owner, ok.clone()).await.status,
+        StatusCode::UNAUTHORIZED,
+        "a user token is not a run token"
+    );
+    assert_eq!(
+        app.get(&format!("{path}/config"), &Cred::Bearer("spr_wrong".into()))
+            .await
+            .status,
+        StatusCode::UNAUTHORIZED
+    );
+    // A token for this run does not open another run.
+    let (_, _, other) = app.team_project_run(&f.owner, "t2").await;
+    assert_eq!(
+        app.post(
+            &format!("/api/v1/ingest/{other}"),
+            &f.worker,
+            batch(other, 0, vec![])
+        )
+        .await
+        .status,
+        StatusCode::UNAUTHORIZED
+    );
+    // Envelopes naming another run, or with an inconsistent key, are refused with the field.
+    let wrong_run = batch(
+        other,
+        0,
+        vec![Message::Progress {
+            step: 0,
+            total_steps: 1,
+            phase: "x".into(),
+        }],
+    );
+    let r = app.post(&path, &f.worker, wrong_run).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.text().contains("envelopes[0].run_id"), "{}", r.text());
+    let mut bad_key = ok.clone();
+    bad_key["envelopes"][0]["key"] = json!("other");
+    assert!(
+        app.post(&path, &f.worker, bad_key)
+            .await
+            .text()
+            .contains("envelopes[0].key")
+    );
+    let unknown = batch(
+        run,
+        0,
+        vec![Message::EnvironmentScored {
+            env_id: "ghost".into(),
+            step: 0,
+            regret: 0.1,
+            win_rate_hint: 0.1,
+            win_rate_no_hint: 0.1,
+            designer_reward: 0.1,
+            reward_levels: 1,
+        }],
+    );
+    let r = app.post(&path, &f.worker, unknown).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.text().contains("ghost"), "{}", r.text());
+    // The failed batch stored nothing, not even its key: the valid batch with seq 0 applies.
+    assert_eq!(app.post(&path, &f.worker, ok).await.status, StatusCode::OK);
+    assert_eq!(
+        app.get(&format!("/api/v1/runs/{run}"), &f.owner)
+            .await
+            .json()["phase"],
+        "x"
+    );
+    let too_many = batch(
+        run,
+        100,
+        (0..501)
+            .map(|s| Message::Progress {
+                step: s,
+                total_steps: 600,
+                phase: "x".into(),
+            })
+            .collect(),
+    );
+    assert!(
+        app.post(&path, &f.worker, too_many)
+            .await
+            .text()
+            .contains("at most 500")
+    );
+    // The worker reads its configuration back as TOML.
+    let cfg = app.get(&format!("{path}/config"), &f.worker).await;
+    assert_eq!(cfg.status, StatusCode::OK);
+    let parsed = spade::config::RunConfig::from_toml_str(&cfg.text())?;
+    assert_eq!(parsed, spade::config::RunConfig::tiny_cpu_demo());
+    Ok(())
+}
+
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn metrics_are_downsampled_keeping_endpoints_and_extremes_and_export_as_csv(
+    pool: PgPool,
+) -> TestResult {
+    let f = fixture(pool).await;
+    let (app, run) = (&f.app, f.run);
+    let path = format!("/api/v1/ingest/{run}");
+    let n = 3_000u64;
+    let value = |s: u64| match s {
+        1_000 => 90.0,
+        2_000 => -70.0,
+        _ => (s as f64 / 100.0).sin(),
+    };
+    let msgs: Vec<Message> = (0..n)
+        .map(|s| metrics(s, &[("loss", value(s)), ("odd,name", 1.0)]))
+        .collect();
+    for (i, chunk) in msgs.chunks(500).enumerate() {
+        let r = app
+            .post(
+                &path,
+                &f.worker,
+                batch(run, (i * 500) as u64, chunk.to_vec()),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    }
+    let s = app
+        .get(
+            &format!("/api/v1/runs/{run}/metrics/loss?points=100"),
+            &f.owner,
+        )
+        .await
+        .json();
+    let pts = s["points"].as_array().cloned().unwrap_or_default();
+    assert_eq!(s["total_points"], n);
+    assert_eq!(pts.len(), 100);
+    assert_eq!(pts.first().map(|p| p["step"].clone()), Some(json!(0)));
+    assert_eq!(pts.last().map(|p| p["step"].clone()), Some(json!(n - 1)));
+    assert!(
+        pts.iter().any(|p| p["step"] == 1_000 && p["value"] == 90.0),
+        "the maximum survives"
+    );
+    assert!(
+        pts.iter()
+            .any(|p| p["step"] == 2_000 && p["value"] == -70.0),
+        "the minimum survives"
+    );
+    let ranged = app
+        .get(
+            &format!("/api/v1/runs/{run}/metrics/loss?points=10&step_min=100&step_max=199"),
+            &f.owner,
+        )
+        .await
+        .json();
+    assert_eq!(ranged["total_points"], 100);
+    assert_eq!(ranged["points"][0]["step"], 100);
+    assert_eq!(
+        app.get(
+            &format!("/api/v1/runs/{run}/metrics/loss?points=1"),
+            &f.owner
+        )
+        .await
+        .status,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    assert_eq!(
+        app.get(&format!("/api/v1/runs/{run}/metrics/nothing"), &f.owner)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+
+    let csv = app
+        .get(
+            &format!("/api/v1/runs/{run}/metrics.csv?names=loss"),
+            &f.owner,
+        )
+        .await;
+    assert_eq!(csv.status, StatusCode::OK);
+    assert!(
+        csv.headers[header::CONTENT_TYPE]
+            .to_str()?
+            .starts_with("text/csv")
+    );
+    let text = csv.text();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "run_id,name,step,value,elapsed_s");
+    assert_eq!(lines.len(), n as usize + 1);
+    assert_eq!(lines[1], format!("{run},loss,0,0,0"));
+    assert_eq!(lines[1001], format!("{run},loss,1000,90,500"));
+    let all = app
+        .get(&format!("/api/v1/runs/{run}/metrics.csv"), &f.owner)
+        .await
+        .text();
+    assert_eq!(all.lines().count(), 2 * n as usize + 1);
+    assert!(
+        all.contains(&format!("{run},loss,")) && all.contains(&format!("{run},\"odd,name\",0,1,0")),
+        "names with commas are quoted"
+    );
+    Ok(())
+}
+
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn environments_filter_and_detail(pool: PgPool) -> TestResult {
+    let f = fixture(pool).await;
+    let (app, run) = (&f.app, f.run);
+    let msgs = vec![
+        env("a", 0, "logic", None, 0.1),
+        env("b", 4, "logic", Some("a"), 0.6),
+        env("c", 8, "math", Some("seed-7"), 0.9),
+        env("d", 12, "logic", Some("b"), 0.4),
+        Message::EnvironmentScored {
+            env_id: "a".into(),
+            step: 4,
+            regret: 0.2,
+            win_rate_hint: 0.9,
+            win_rate_no_hint: 0.3,
+            designer_reward: 0.5,
+            reward_levels: 2,
+        },
+    ];
+    assert_eq!(
+        app.post(
+            &format!("/api/v1/ingest/{run}"),
+            &f.worker,
+            batch(run, 0, msgs)
+        )
+        .await
+        .status,
+        StatusCode::OK
+    );
+    let ids = |v: &Value| -> Vec<String> {
+        v["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["env_id"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let base = format!("/api/v1/runs/{run}/environments");
+    assert_eq!(
+        ids(&app
+            .get(&format!("{base}?skill=logic"), &f.owner)
+            .await
+            .json()),
+        ["a", "b", "d"]
+    );
+    assert_eq!(
+        ids(&app
+            .get(&format!("{base}?step_min=4&step_max=8"), &f.owner)
+            .await
+            .json()),
+        ["b", "c"]
+    );
+    assert_eq!(
+        ids(&app
+            .get(&format!("{base}?regret_min=0.3&regret_max=0.7"), &f.owner)
+            .await
+            .json()),
+        ["b", "d"]
+    );
+    assert_eq!(
+        ids(&app
+            .get(&format!("{base}?status=rejected"), &f.owner)
+            .await
+            .json()),
+        Vec::<String>::new()
+    );
+    let p1 = app.get(&format!("{base}?limit=3"), &f.owner).await.json();
+    assert_eq!(ids(&p1), ["a", "b", "c"]);
+    let p2 = app
+        .get(
+            &format!(
+                "{base}?limit=3&cursor={}",
+                p1["next_cursor"].as_str().unwrap_or("")
+            ),
+            &f.owner,
+        )
+        .await
+        .json();
+    assert_eq!(ids(&p2), ["d"]);
+    assert_eq!(
+        app.get(&format!("{base}?step_min=9&step_max=1"), &f.owner)
+            .await
+            .status,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    let a = app.get(&format!("{base}/a"), &f.owner).await.json();
+    assert_eq!(
+        (a["regret"].as_f64(), a["designer_reward"].as_f64()),
+        (Some(0.2), Some(0.5)),
+        "delayed scores applied"
+    );
+    let b = app.get(&format!("{base}/b"), &f.owner).await.json();
+    assert_eq!(b["code"], "class Env_b: pass");
+    assert_eq!(b["hint"], "think first");
+    assert_eq!(b["parent"]["env_id"], "a");
+    assert!(
+        app.get(&format!("{base}/c"), &f.owner).await.json()["parent"].is_null(),
+        "parent outside the run"
+    );
+    assert_eq!(
+        app.get(&format!("{base}/zzz"), &f.owner).await.status,
+        StatusCode::NOT_FOUND
+    );
+    Ok(())
+}
