@@ -3,6 +3,7 @@
 
 mod env_cmd;
 mod model_cmd;
+mod vendi_cmd;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -35,7 +36,7 @@ enum Command {
     /// Run SPADE training standalone into a run directory.
     Train(TrainArgs),
     /// Print the Vendi score of a square similarity matrix given as JSON.
-    Vendi(VendiArgs),
+    Vendi(vendi_cmd::VendiArgs),
     /// Evaluate a checkpoint on a held-out suite.
     Eval(EvalArgs),
 }
@@ -103,13 +104,6 @@ struct TrainArgs {
 }
 
 #[derive(Debug, Args)]
-struct VendiArgs {
-    /// JSON file with a square, symmetric similarity matrix (K_ii = 1).
-    #[arg(long)]
-    kernel: PathBuf,
-}
-
-#[derive(Debug, Args)]
 struct EvalArgs {
     #[arg(long)]
     checkpoint: PathBuf,
@@ -143,6 +137,7 @@ fn main() -> ExitCode {
             json,
         }) => env_cmd::play(&file, seed, &actions, json),
         Command::Model(cmd) => model_cmd::run(cmd),
+        Command::Vendi(args) => vendi_cmd::run(&args),
         other => return not_yet(&other),
     };
     result.unwrap_or_else(|e| {

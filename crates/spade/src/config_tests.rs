@@ -205,6 +205,7 @@ fn out_of_range_values_name_the_path_and_the_allowed_range() {
 fn validate_returns_every_problem_at_once() {
     let mut c = RunConfig::tiny_cpu_demo();
     c.run.steps = 0;
+    c.run.seed = u64::MAX;
     c.designer.regret_weight = 0.5;
     c.hint.temperature = -1.0;
     c.metrics.learnable_low = 0.9;
@@ -214,6 +215,7 @@ fn validate_returns_every_problem_at_once() {
         paths,
         [
             "run.steps",
+            "run.seed",
             "curriculum.kinds[1]",
             "designer.regret_weight",
             "hint.temperature",

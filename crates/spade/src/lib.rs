@@ -1,12 +1,18 @@
 //! The SPADE algorithm as pure functions of their inputs and seeds: no I/O, no libtorch, no
 //! CPython. Every reward and metric can therefore be tested with the numbers of
 //! `shared/spade-spec.md`. The worker composes this crate with the sandbox and the policy.
+//!
+//! Map: [`config`] (the run configuration), [`skills`], [`corpus`], [`memory`] and [`prompt`]
+//! (what the designer reads), [`parse`] (what the policy wrote), [`reward`] (returns,
+//! advantages, designer rewards), [`metrics`] (including the Vendi score), [`report`] (the
+//! messages the worker sends to the service), [`seeded_rng`] (reproducible randomness).
 
 use serde::{Deserialize, Serialize};
 
 pub mod config;
 pub mod corpus;
 pub mod memory;
+pub mod metrics;
 pub mod parse;
 pub mod prompt;
 pub mod report;

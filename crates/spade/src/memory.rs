@@ -230,4 +230,14 @@ mod tests {
         let err = Memory::from_json("{\"capacity\": 3}").expect_err("incomplete");
         assert!(err.to_string().contains("missing field"), "{err}");
     }
+
+    proptest::proptest! {
+        #[test]
+        fn persisted_numbers_read_back_bit_identical(w in 0.0f64..=1.0, r in -1.0f64..=1.0) {
+            let mut m = Memory::new(4, 50);
+            m.push(rec(0, EnvKind::Game, w, r));
+            let back = Memory::from_json(&m.to_json()).expect("round trip");
+            proptest::prop_assert_eq!(back, m);
+        }
+    }
 }

@@ -260,6 +260,59 @@ impl EmaLearningPotential {
     }
 }
 
+/// The designer reward of a run, whichever variant its configuration chose: regret + plateau
+/// (SPADE) or the EMA learning potential (ablation). Serialisable, so the EMA state survives a
+/// resume.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DesignerScorer {
+    pub params: RewardParams,
+    /// `Some` for the EMA learning-potential ablation.
+    pub ema: Option<EmaLearningPotential>,
+}
+
+impl DesignerScorer {
+    pub fn from_config(cfg: &crate::config::RunConfig) -> Self {
+        let ema = &cfg.designer.ema;
+        Self {
+            params: cfg.reward_params(),
+            ema: cfg
+                .ablation
+                .ema_learning_potential
+                .then(|| EmaLearningPotential::new(ema.gamma_fast, ema.gamma_slow)),
+        }
+    }
+
+    /// Scores an environment of `skill` from its window's plays; the reward is the EMA
+    /// learning potential when that variant is on. `None` when an arm has no plays (then use
+    /// [`DesignerScorer::invalid`]).
+    pub fn score(
+        &mut self,
+        skill: &str,
+        hint: &[PlayOutcome],
+        no_hint: &[PlayOutcome],
+    ) -> Option<EnvScore> {
+        let mut s = score_environment(&self.params, hint, no_hint)?;
+        if let Some(ema) = &mut self.ema {
+            s.reward = ema.reward(skill, s.win_rate_no_hint);
+        }
+        Some(s)
+    }
+
+    /// Reward of an invalid environment or a step timeout (spec 7: -0.5).
+    pub fn invalid(&self) -> f64 {
+        self.params.invalid_reward
+    }
+}
+
+impl From<&crate::report::PlayRecord> for PlayOutcome {
+    fn from(p: &crate::report::PlayRecord) -> Self {
+        Self {
+            episode_return: p.episode_return,
+            won: p.won,
+        }
+    }
+}
+
 pub(crate) fn mean(xs: &[f64]) -> Option<f64> {
     (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
 }

@@ -142,6 +142,29 @@ fn ema_learning_potential_measures_change_against_the_slow_average() {
     assert_eq!(ema.reward("logic", 0.5), 0.0, "skills are separate");
 }
 
+#[test]
+fn the_scorer_follows_the_configured_variant() {
+    let mut cfg = crate::config::RunConfig::tiny_cpu_demo();
+    let (hint, no_hint) = (plays(&[1.0, 1.0]), plays(&[1.0, 0.0]));
+    let mut spade = DesignerScorer::from_config(&cfg);
+    let s = spade.score("math", &hint, &no_hint).expect("both arms");
+    assert!(close(s.reward, designer_reward(0.5, 0.5)));
+    assert_eq!(spade.invalid(), -0.5);
+    assert!(spade.score("math", &hint, &[]).is_none());
+    cfg.ablation.ema_learning_potential = true;
+    let mut ema = DesignerScorer::from_config(&cfg);
+    assert_eq!(
+        ema.score("math", &hint, &plays(&[0.0, 0.0]))
+            .map(|s| s.reward),
+        Some(0.0)
+    );
+    let s = ema.score("math", &hint, &no_hint).expect("both arms");
+    assert!(close(s.reward, 0.5), "|0.5 - mu_slow (0)|");
+    let back: DesignerScorer =
+        serde_json::from_str(&serde_json::to_string(&ema).expect("serialises")).expect("parses");
+    assert_eq!(back, ema);
+}
+
 proptest! {
     #[test]
     fn designer_rewards_stay_in_range(regret in -2.0f64..2.0, w in 0.0f64..=1.0) {

@@ -203,6 +203,8 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
 
     k.count("run.steps", c.run.steps, 1, MAX_STEPS);
     k.count("run.checkpoint_every", c.run.checkpoint_every, 1, MAX_STEPS);
+    // TOML integers are signed 64-bit: a larger seed could not be written back.
+    k.count("run.seed", c.run.seed, 0, i64::MAX as u64);
 
     let presets = super::presets::MODEL_PRESETS;
     if !presets.contains(&c.model.preset.as_str()) {
