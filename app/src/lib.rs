@@ -1,26 +1,49 @@
 //! The SPADE Studio dashboard: Leptos components shared by the server (feature `ssr`, renders
 //! HTML) and the browser (feature `hydrate`, compiled to wasm by `frontend/`, attaches event
-//! handlers to that HTML). Nothing here knows HTTP routes, SQL or libtorch; data will arrive
-//! through server functions whose bodies live behind `#[cfg(feature = "ssr")]`.
+//! handlers to that HTML). Nothing here knows SQL or libtorch.
+//!
+//! Map: `layout` (app shell, navigation), `theme` (light/dark), `charts` (plotters SVG line
+//! charts), `code` (Python highlighting, side-by-side diff), `dto` (what pages render),
+//! `pages` (one component per page, over DTOs).
+
+// Deep view types of the larger pages exceed the default limit when rendered for SSR.
+#![recursion_limit = "256"]
+
+pub mod charts;
+pub mod code;
+pub mod data;
+pub mod dto;
+pub mod layout;
+pub mod live;
+pub mod pages;
+pub mod routes;
+pub mod theme;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::{
-    StaticSegment,
+    ParamSegment, StaticSegment,
     components::{Route, Router, Routes},
 };
 
 /// Name of the wasm/JS/CSS bundle under `site/pkg/`; the server and `scripts/build-site` agree on it.
 pub const OUTPUT_NAME: &str = "spade";
 
-/// The HTML document around [`App`]; the server renders it for every page request.
+/// The HTML document around [`App`]; the server renders it for every page request. The theme
+/// attribute comes from the request's cookie, so the first paint has the chosen theme.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    let theme = theme::request_theme().map(theme::Theme::as_str);
+    #[cfg(not(feature = "ssr"))]
+    let theme: Option<&'static str> = None;
     view! {
         <!DOCTYPE html>
-        <html lang="en">
+        <html lang="en" data-theme=theme>
             <head>
                 <meta charset="utf-8" />
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
+                <meta name="color-scheme" content="light dark" />
+                <link rel="icon" href="/favicon.svg" type="image/svg+xml" />
                 <HydrationScripts options />
                 <MetaTags />
             </head>
@@ -31,22 +54,42 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     }
 }
 
-/// Root component: metadata and routes.
+/// Root component: metadata, the app shell and routes.
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    let viewer: routes::ViewerResource = Resource::new(|| (), |_| data::load_viewer());
+    provide_context(viewer);
     view! {
         <Stylesheet id="leptos" href="/pkg/spade.css" />
         <Title text="SPADE Studio" />
         <Router>
-            <header class="topbar">
-                <a class="brand" href="/">"SPADE Studio"</a>
-            </header>
-            <main>
+            <layout::AppShell viewer>
                 <Routes fallback=|| view! { <p class="notfound">"Page not found."</p> }>
                     <Route path=StaticSegment("") view=HomePage />
+                    <Route path=StaticSegment("login") view=routes::LoginPage />
+                    <Route path=StaticSegment("register") view=routes::RegisterPage />
+                    <Route path=StaticSegment("runs") view=routes::RunsPage />
+                    <Route path=(StaticSegment("runs"), ParamSegment("id")) view=routes::RunPage />
+                    <Route
+                        path=(StaticSegment("runs"), ParamSegment("id"), StaticSegment("environments"))
+                        view=routes::EnvironmentsPage
+                    />
+                    <Route
+                        path=(StaticSegment("runs"), ParamSegment("id"), StaticSegment("environments"), ParamSegment("env"))
+                        view=routes::EnvironmentPage
+                    />
+                    <Route path=StaticSegment("compare") view=routes::ComparePage />
+                    <Route
+                        path=StaticSegment("benchmarks")
+                        view=|| view! { <routes::ComingPage title="Benchmarks" what="Benchmark results per checkpoint are stored by the backend; this page does not show them yet." /> }
+                    />
+                    <Route
+                        path=StaticSegment("teams")
+                        view=|| view! { <routes::ComingPage title="Teams" what="Teams and members are managed through the API (/api/v1/teams) for now; this page does not show them yet." /> }
+                    />
                 </Routes>
-            </main>
+            </layout::AppShell>
         </Router>
     }
 }
@@ -60,10 +103,14 @@ fn HomePage() -> impl IntoView {
         <section class="hero">
             <h1>"SPADE Studio"</h1>
             <p>
-                "Self-play training in environments the model writes itself. "
-                "Runs, environments and charts arrive with the next milestones."
+                "Self-play training in environments the model writes itself: launch runs, "
+                "read what the designer wrote, and compare the curves."
             </p>
-            <button id="hydration-check" on:click=move |_| set_clicks.update(|n| *n += 1)>
+            <p class="hero-links">
+                <a class="button" href="/runs">"Open runs"</a>
+                <a href="/compare">"Compare runs"</a>
+            </p>
+            <button id="hydration-check" class="secondary" on:click=move |_| set_clicks.update(|n| *n += 1)>
                 "Clicked " <span id="click-count">{clicks}</span> " times"
             </button>
         </section>

@@ -7,6 +7,7 @@
 pub mod api;
 pub mod auth;
 pub mod config;
+pub mod dashboard;
 pub mod demo;
 pub mod error;
 pub mod events;
@@ -86,12 +87,22 @@ pub fn app(state: AppState) -> Router {
                 .layer(RequestBodyLimitLayer::new(INGEST_BODY_LIMIT)),
         )
         .fallback(|| async { error::AppError::NotFound("endpoint".into()) });
+    // Pages and their server functions read data through the dashboard's data source.
+    let data: spade_app::data::SharedData = Arc::new(dashboard::Dashboard {
+        state: state.clone(),
+    });
     Router::new()
         .nest("/api/v1", api)
-        .leptos_routes(&state, routes, {
-            let options = state.leptos.clone();
-            move || shell(options.clone())
-        })
+        .merge(dashboard::forms::routes())
+        .leptos_routes_with_context(
+            &state,
+            routes,
+            move || leptos::prelude::provide_context(data.clone()),
+            {
+                let options = state.leptos.clone();
+                move || shell(options.clone())
+            },
+        )
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
         .layer(CompressionLayer::new())
         .layer(TimeoutLayer::with_status_code(

@@ -16,6 +16,7 @@ pub mod audit;
 pub mod environments;
 pub mod ingest;
 pub mod jobs;
+pub mod logs;
 pub mod metrics;
 pub mod runs;
 pub mod scope;

@@ -1,0 +1,197 @@
+//! Line charts for training curves (reward, regret, learnable share, Vendi, win rates, ...),
+//! drawn by `plotters` into SVG strings so the same code renders on the server and in the
+//! browser. `line` draws; `smooth` holds the EMA; the [`LineChart`] component shows one chart
+//! with its accessible title, and [`ChartControls`] is the GET form (smoothing, x axis, log
+//! scale) that works without JavaScript and updates every chart live once hydrated.
+
+pub mod line;
+pub mod smooth;
+
+pub use line::{ChartError, render_line_chart};
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// One point of a curve: the training step, seconds since the run started, and the value.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    pub step: f64,
+    pub time_s: f64,
+    pub value: f64,
+}
+
+/// A named curve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<Point>,
+}
+
+/// What the x axis shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum XAxis {
+    #[default]
+    Step,
+    /// Wall-clock time since the run started.
+    Time,
+}
+
+impl XAxis {
+    /// Parses the `x` query parameter; anything but `time` means steps.
+    pub fn from_query(s: &str) -> Self {
+        if s == "time" {
+            XAxis::Time
+        } else {
+            XAxis::Step
+        }
+    }
+
+    pub fn as_query(self) -> &'static str {
+        match self {
+            XAxis::Step => "step",
+            XAxis::Time => "time",
+        }
+    }
+}
+
+/// How to draw a chart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChartOptions {
+    pub title: String,
+    pub y_label: String,
+    pub x_axis: XAxis,
+    pub log_y: bool,
+    /// EMA weight in [0, 1).
+    pub smoothing: f64,
+    pub width: u32,
+    pub height: u32,
+}
+
+impl ChartOptions {
+    pub fn new(title: impl Into<String>, y_label: impl Into<String>) -> Self {
+        Self {
+            title: title.into(),
+            y_label: y_label.into(),
+            x_axis: XAxis::Step,
+            log_y: false,
+            smoothing: 0.0,
+            width: 640,
+            height: 320,
+        }
+    }
+}
+
+/// Chart settings shared by every chart of a page; initialised from the query string.
+#[derive(Debug, Clone, Copy)]
+pub struct ChartSettings {
+    pub smoothing: RwSignal<f64>,
+    pub x_axis: RwSignal<XAxis>,
+    pub log_y: RwSignal<bool>,
+}
+
+impl ChartSettings {
+    /// From the query parameters `smooth` (0..0.99), `x` (`step`|`time`) and `log` (`1`).
+    /// Out-of-range smoothing is clamped rather than refused: it comes from a slider.
+    pub fn from_query(smooth: Option<&str>, x: Option<&str>, log: Option<&str>) -> Self {
+        let smoothing = smooth
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|v| v.is_finite())
+            .map_or(0.0, |v| v.clamp(0.0, MAX_SMOOTHING));
+        Self {
+            smoothing: RwSignal::new(smoothing),
+            x_axis: RwSignal::new(XAxis::from_query(x.unwrap_or("step"))),
+            log_y: RwSignal::new(matches!(log, Some("1" | "true" | "on"))),
+        }
+    }
+}
+
+/// The largest smoothing weight the slider offers; 1.0 would freeze the curve at its start.
+pub const MAX_SMOOTHING: f64 = 0.99;
+
+/// The controls for every chart on the page: a GET form (so it works without JavaScript; the
+/// server renders the charts with the submitted settings) whose inputs also update the charts
+/// immediately once the page is hydrated.
+#[component]
+pub fn ChartControls(settings: ChartSettings) -> impl IntoView {
+    let ChartSettings {
+        smoothing,
+        x_axis,
+        log_y,
+    } = settings;
+    view! {
+        <form class="chart-controls" method="get" aria-label="Chart settings">
+            <label for="chart-smooth">"Smoothing"</label>
+            <input
+                id="chart-smooth"
+                name="smooth"
+                type="range"
+                min="0"
+                max=MAX_SMOOTHING.to_string()
+                step="0.01"
+                value=smoothing.get_untracked().to_string()
+                prop:value=move || smoothing.get().to_string()
+                on:input=move |ev| {
+                    if let Ok(v) = event_target_value(&ev).parse::<f64>() {
+                        smoothing.set(v.clamp(0.0, MAX_SMOOTHING));
+                    }
+                }
+            />
+            <output for="chart-smooth">{move || format!("{:.2}", smoothing.get())}</output>
+            <label for="chart-x">"X axis"</label>
+            <select
+                id="chart-x"
+                name="x"
+                on:change=move |ev| x_axis.set(XAxis::from_query(&event_target_value(&ev)))
+            >
+                <option value="step" selected=move || x_axis.get() == XAxis::Step>"Step"</option>
+                <option value="time" selected=move || x_axis.get() == XAxis::Time>"Time"</option>
+            </select>
+            <label class="check">
+                <input
+                    type="checkbox"
+                    name="log"
+                    value="1"
+                    checked=log_y.get_untracked()
+                    prop:checked=move || log_y.get()
+                    on:change=move |ev| log_y.set(event_target_checked(&ev))
+                />
+                "Log scale"
+            </label>
+            <button type="submit" class="secondary">"Apply"</button>
+        </form>
+    }
+}
+
+/// One chart: an accessible heading, the SVG (re-rendered when the page's [`ChartSettings`]
+/// change) or the reason it cannot be drawn (say, log scale over values that are not positive).
+#[component]
+pub fn LineChart(
+    #[prop(into)] title: String,
+    #[prop(into)] y_label: String,
+    /// The curves; a signal so a live page can extend them.
+    #[prop(into)]
+    series: Signal<Vec<Series>>,
+    settings: ChartSettings,
+) -> impl IntoView {
+    let heading = title.clone();
+    let svg = Memo::new(move |_| {
+        let opts = ChartOptions {
+            x_axis: settings.x_axis.get(),
+            log_y: settings.log_y.get(),
+            smoothing: settings.smoothing.get(),
+            ..ChartOptions::new(title.clone(), y_label.clone())
+        };
+        series
+            .with(|s| render_line_chart(s, &opts))
+            .map_err(|e| e.to_string())
+    });
+    view! {
+        <section class="chart card">
+            <h3>{heading}</h3>
+            {move || match svg.get() {
+                Ok(svg) => view! { <div class="chart-svg" inner_html=svg></div> }.into_any(),
+                Err(msg) => view! { <p class="chart-error" role="status">{msg}</p> }.into_any(),
+            }}
+        </section>
+    }
+}

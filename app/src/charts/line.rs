@@ -1,0 +1,541 @@
+//! Draws line charts with plotters' SVG backend. The SVG is themable: text, axes and grid are
+//! drawn in sentinel colours that become `currentColor`, and every series colour gets a class
+//! (`s0`..`s5`) so the dark theme's stylesheet can swap the palette. Hover values come from an
+//! overlay of invisible circles, each with a `<title>` the browser shows as a tooltip.
+//!
+//! Palette (light on #ffffff / dark on #161b22, WCAG contrast; graphics need 3:1, these reach
+//! text's 4.5:1): #2563EB 5.2 / #60A5FA 6.8, #B45309 5.0 / #FBBF24 10.4, #047857 5.5 / #34D399
+//! 9.0, #BE185D 6.0 / #F472B6 6.5, #7C3AED 5.7 / #A78BFA 6.4, #0E7490 5.4 / #22D3EE 9.6.
+
+use super::smooth::ema;
+use super::{ChartOptions, Series, XAxis};
+use crate::code::python::escape_html;
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::ops::Range;
+
+/// Why a chart could not be drawn. The messages are shown to people in place of the chart.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ChartError {
+    /// A log-scale y axis was asked for, but a value is zero or negative.
+    #[error(
+        "log scale needs values above zero, but \"{series}\" is {value} at {x_label} {x}; switch log scale off to see this chart"
+    )]
+    NonPositiveForLog {
+        series: String,
+        x_label: &'static str,
+        x: f64,
+        value: f64,
+    },
+    /// The smoothing weight is outside [0, 1).
+    #[error("smoothing must be at least 0 and below 1, got {0}")]
+    Smoothing(f64),
+    /// The requested size is too small to hold axes and labels.
+    #[error("a chart needs at least 200x120 pixels, got {width}x{height}")]
+    Size { width: u32, height: u32 },
+    /// plotters reported an error while drawing (a bug here, not bad data).
+    #[error("drawing the chart failed: {0}")]
+    Draw(String),
+}
+
+/// Sentinel colours replaced by `currentColor` after drawing.
+const FG: RGBColor = RGBColor(1, 2, 3);
+const GRID: RGBColor = RGBColor(4, 5, 6);
+/// Light-theme series colours; `style/main.css` maps `.s0`..`.s5` to the dark ones.
+pub const PALETTE: [RGBColor; 6] = [
+    RGBColor(0x25, 0x63, 0xEB),
+    RGBColor(0xB4, 0x53, 0x09),
+    RGBColor(0x04, 0x78, 0x57),
+    RGBColor(0xBE, 0x18, 0x5D),
+    RGBColor(0x7C, 0x3A, 0xED),
+    RGBColor(0x0E, 0x74, 0x90),
+];
+/// At most this many hover targets per series; more would only weigh the page down.
+const MAX_HOVER_POINTS: usize = 200;
+
+/// A series after smoothing and x-axis choice: (x, y, raw y).
+struct Prepared<'a> {
+    name: &'a str,
+    points: Vec<(f64, f64, f64)>,
+}
+
+struct Hover {
+    x: i32,
+    y: i32,
+    class: usize,
+    title: String,
+}
+
+/// Renders `series` as an SVG document string. Non-finite values are skipped (a curve may
+/// start late); an empty chart says "No data yet".
+pub fn render_line_chart(series: &[Series], opts: &ChartOptions) -> Result<String, ChartError> {
+    if !(0.0..1.0).contains(&opts.smoothing) {
+        return Err(ChartError::Smoothing(opts.smoothing));
+    }
+    if opts.width < 200 || opts.height < 120 {
+        return Err(ChartError::Size {
+            width: opts.width,
+            height: opts.height,
+        });
+    }
+    let max_time = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.time_s))
+        .filter(|t| t.is_finite())
+        .fold(0.0, f64::max);
+    let (x_div, x_label) = match opts.x_axis {
+        XAxis::Step => (1.0, "step"),
+        XAxis::Time if max_time > 7200.0 => (3600.0, "time (h)"),
+        XAxis::Time if max_time > 120.0 => (60.0, "time (min)"),
+        XAxis::Time => (1.0, "time (s)"),
+    };
+    let mut prepared = Vec::with_capacity(series.len());
+    for s in series {
+        let raw: Vec<f64> = s.points.iter().map(|p| p.value).collect();
+        let smooth = ema(&raw, opts.smoothing);
+        let mut points = Vec::with_capacity(raw.len());
+        for ((p, &y), &r) in s.points.iter().zip(&smooth).zip(&raw) {
+            let x = match opts.x_axis {
+                XAxis::Step => p.step,
+                XAxis::Time => p.time_s / x_div,
+            };
+            if !(x.is_finite() && y.is_finite()) {
+                continue;
+            }
+            if opts.log_y && r <= 0.0 {
+                return Err(ChartError::NonPositiveForLog {
+                    series: s.name.clone(),
+                    x_label,
+                    x,
+                    value: r,
+                });
+            }
+            points.push((x, y, r));
+        }
+        prepared.push(Prepared {
+            name: &s.name,
+            points,
+        });
+    }
+
+    let mut buf = String::new();
+    let hovers = {
+        let root = SVGBackend::with_string(&mut buf, (opts.width, opts.height)).into_drawing_area();
+        let hovers = draw(&root, &prepared, opts, x_label)?;
+        root.present().map_err(draw_err)?;
+        hovers
+    };
+    Ok(finish_svg(buf, opts, series.len(), &hovers))
+}
+
+fn draw_err<E: std::fmt::Display>(e: E) -> ChartError {
+    ChartError::Draw(e.to_string())
+}
+
+/// Text of `px` CSS pixels (plotters' SVG backend writes `font-size` as the size / 1.24).
+fn font(px: f64) -> TextStyle<'static> {
+    ("sans-serif", px * 1.24).into_font().color(&FG)
+}
+
+fn draw(
+    root: &DrawingArea<SVGBackend<'_>, Shift>,
+    series: &[Prepared<'_>],
+    opts: &ChartOptions,
+    x_label: &str,
+) -> Result<Vec<Hover>, ChartError> {
+    let all = || series.iter().flat_map(|s| s.points.iter());
+    if all().next().is_none() {
+        let (w, h) = root.dim_in_pixel();
+        let style = font(15.0).pos(Pos::new(HPos::Center, VPos::Center));
+        root.draw(&Text::new(
+            "No data yet",
+            (w as i32 / 2, h as i32 / 2),
+            style,
+        ))
+        .map_err(draw_err)?;
+        return Ok(Vec::new());
+    }
+    let legend_h = legend_height(series, opts.width);
+    let (legend, plot) = root.split_vertically(legend_h);
+    draw_legend(&legend, series)?;
+
+    let (xmin, xmax) = min_max(all().map(|p| p.0));
+    let x_range = if xmin < xmax {
+        xmin..xmax
+    } else {
+        xmin - 1.0..xmax + 1.0
+    };
+    let (ymin, ymax) = min_max(all().map(|p| p.1));
+    if opts.log_y {
+        let (lo, hi) = if ymin < ymax {
+            (ymin / 1.1, ymax * 1.1)
+        } else {
+            (ymin / 2.0, ymax * 2.0)
+        };
+        draw_plot(&plot, series, x_range, (lo..hi).log_scale(), opts, x_label)
+    } else {
+        let pad = if ymin < ymax {
+            (ymax - ymin) * 0.05
+        } else {
+            ymin.abs().max(1.0) * 0.1
+        };
+        draw_plot(
+            &plot,
+            series,
+            x_range,
+            ymin - pad..ymax + pad,
+            opts,
+            x_label,
+        )
+    }
+}
+
+fn draw_plot<Y>(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    series: &[Prepared<'_>],
+    x_range: Range<f64>,
+    y_range: Y,
+    opts: &ChartOptions,
+    x_label: &str,
+) -> Result<Vec<Hover>, ChartError>
+where
+    Y: AsRangedCoord<Value = f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    let mut chart = ChartBuilder::on(area)
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x_range, y_range)
+        .map_err(draw_err)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(opts.y_label.as_str())
+        .axis_desc_style(font(13.0))
+        .label_style(font(12.0))
+        .axis_style(FG.mix(0.6))
+        .bold_line_style(GRID.mix(0.15))
+        .light_line_style(TRANSPARENT)
+        .x_labels(6)
+        .y_labels(6)
+        .x_label_formatter(&|v| format_number(*v))
+        .y_label_formatter(&|v| format_number(*v))
+        .draw()
+        .map_err(draw_err)?;
+    let mut hovers = Vec::new();
+    for (i, s) in series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        chart
+            .draw_series(LineSeries::new(
+                s.points.iter().map(|p| (p.0, p.1)),
+                color.stroke_width(2),
+            ))
+            .map_err(draw_err)?;
+        let stride = s.points.len().div_ceil(MAX_HOVER_POINTS).max(1);
+        for p in s.points.iter().step_by(stride) {
+            let (x, y) = chart.backend_coord(&(p.0, p.1));
+            let value = if (p.1 - p.2).abs() > f64::EPSILON * p.2.abs().max(1.0) {
+                format!("{} (smoothed {})", format_number(p.2), format_number(p.1))
+            } else {
+                format_number(p.2)
+            };
+            hovers.push(Hover {
+                x,
+                y,
+                class: i % PALETTE.len(),
+                title: format!("{}: {} at {x_label} {}", s.name, value, format_number(p.0)),
+            });
+        }
+    }
+    Ok(hovers)
+}
+
+/// Legend rows: each entry is a 20 px swatch plus its name; names are estimated at 7 px a
+/// character (the browser lays the text out, so this only decides where rows wrap).
+fn legend_layout(series: &[Prepared<'_>], width: u32) -> Vec<(i32, i32)> {
+    let (mut x, mut y) = (70i32, 0i32);
+    let mut at = Vec::with_capacity(series.len());
+    for s in series {
+        let w = 36 + 7 * s.name.chars().count() as i32;
+        if x + w > width as i32 && x > 70 {
+            x = 70;
+            y += 20;
+        }
+        at.push((x, y + 14));
+        x += w;
+    }
+    at
+}
+
+fn legend_height(series: &[Prepared<'_>], width: u32) -> u32 {
+    legend_layout(series, width)
+        .last()
+        .map_or(0, |&(_, y)| y as u32 + 10)
+}
+
+fn draw_legend(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    series: &[Prepared<'_>],
+) -> Result<(), ChartError> {
+    let (width, _) = area.dim_in_pixel();
+    for (i, (s, (x, y))) in series.iter().zip(legend_layout(series, width)).enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        area.draw(&PathElement::new(
+            vec![(x, y), (x + 20, y)],
+            color.stroke_width(3),
+        ))
+        .map_err(draw_err)?;
+        let style = font(13.0).pos(Pos::new(HPos::Left, VPos::Center));
+        area.draw(&Text::new(s.name.to_owned(), (x + 26, y), style))
+            .map_err(draw_err)?;
+    }
+    Ok(())
+}
+
+fn min_max(it: impl Iterator<Item = f64>) -> (f64, f64) {
+    it.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    })
+}
+
+/// Tick and tooltip numbers: short, no trailing zeros, scientific for very large or small.
+pub fn format_number(v: f64) -> String {
+    let a = v.abs();
+    if v == 0.0 {
+        "0".to_owned()
+    } else if !(1e-3..1e5).contains(&a) {
+        format!("{v:.2e}")
+    } else {
+        let s = format!("{v:.4}");
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        s.to_owned()
+    }
+}
+
+/// Makes the SVG themable and accessible: sentinel colours to `currentColor`, a class per
+/// series colour, a `<title>`, and the hover overlay.
+fn finish_svg(svg: String, opts: &ChartOptions, n_series: usize, hovers: &[Hover]) -> String {
+    let mut svg = svg
+        .replace("#010203", "currentColor")
+        .replace("#040506", "currentColor");
+    for (i, c) in PALETTE.iter().enumerate() {
+        let hex = format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
+        svg = svg.replace(
+            &format!("stroke=\"{hex}\""),
+            &format!("stroke=\"{hex}\" class=\"s{i}\""),
+        );
+    }
+    let label = format!(
+        "{}: {} series of {} against {}{}",
+        opts.title,
+        n_series,
+        opts.y_label,
+        opts.x_axis.as_query(),
+        if opts.log_y { ", log scale" } else { "" }
+    );
+    let mut out = String::with_capacity(svg.len() + hovers.len() * 120 + 200);
+    match svg.find('>') {
+        Some(end) if svg.starts_with("<svg") => {
+            out.push_str(&svg[..end]);
+            out.push_str(" role=\"img\" class=\"chart-plot\">");
+            out.push_str(&format!("<title>{}</title>", escape_html(&label)));
+            svg = svg[end + 1..].to_owned();
+        }
+        _ => {}
+    }
+    let body_end = svg.rfind("</svg>").unwrap_or(svg.len());
+    out.push_str(&svg[..body_end]);
+    if !hovers.is_empty() {
+        out.push_str("<g class=\"chart-hover\">");
+        for h in hovers {
+            out.push_str(&format!(
+                "<circle cx=\"{}\" cy=\"{}\" r=\"5\" class=\"s{}\"><title>{}</title></circle>",
+                h.x,
+                h.y,
+                h.class,
+                escape_html(&h.title)
+            ));
+        }
+        out.push_str("</g>");
+    }
+    out.push_str(&svg[body_end..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Point;
+    use super::*;
+
+    fn series(name: &str, values: &[f64]) -> Series {
+        Series {
+            name: name.to_owned(),
+            points: values
+                .iter()
+                .enumerate()
+                .map(|(i, &value)| Point {
+                    step: i as f64,
+                    time_s: 30.0 * i as f64,
+                    value,
+                })
+                .collect(),
+        }
+    }
+
+    /// The data lines: series-coloured polylines 2 px wide (legend swatches are 3 px, axes
+    /// are `currentColor`).
+    fn data_lines(svg: &str) -> Vec<&str> {
+        svg.split("<polyline")
+            .skip(1)
+            .map(|rest| &rest[..rest.find("/>").unwrap_or(rest.len())])
+            .filter(|l| l.contains("class=\"s") && l.contains("stroke-width=\"2\""))
+            .collect()
+    }
+
+    fn polylines(svg: &str) -> usize {
+        data_lines(svg).len()
+    }
+
+    #[test]
+    fn one_polyline_and_one_legend_entry_per_series() {
+        let s = [
+            series("regret", &[0.1, 0.3, 0.2, 0.4]),
+            series("learnable share", &[0.5, 0.4, 0.45, 0.3]),
+            series("acceptance", &[0.9, 0.8, 0.85, 0.95]),
+        ];
+        let svg = render_line_chart(&s, &ChartOptions::new("Rewards", "value")).expect("draws");
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert_eq!(polylines(&svg), 3, "{svg}");
+        for name in ["regret", "learnable share", "acceptance"] {
+            assert!(
+                svg.contains(&format!(">\n{name}\n</text>")),
+                "legend for {name}"
+            );
+        }
+        assert_eq!(
+            svg.matches("class=\"s2\"").count(),
+            2 + 4,
+            "line + swatch + 4 hovers"
+        );
+        assert!(svg.contains("<title>Rewards: 3 series of value against step</title>"));
+        // Theming: no sentinel colour survives.
+        assert!(!svg.contains("#010203") && !svg.contains("#040506"));
+    }
+
+    #[test]
+    fn hover_titles_carry_the_values_and_are_escaped() {
+        let s = [series("a<b", &[1.0, 2.0])];
+        let svg = render_line_chart(&s, &ChartOptions::new("T", "v")).expect("draws");
+        assert!(svg.contains("<title>a&lt;b: 2 at step 1</title>"), "{svg}");
+        assert!(!svg.contains("a<b"));
+    }
+
+    #[test]
+    fn log_scale_refuses_non_positive_values_with_a_message() {
+        let s = [
+            series("ok", &[1.0, 2.0]),
+            series("regret", &[0.5, 0.0, 0.2]),
+        ];
+        let opts = ChartOptions {
+            log_y: true,
+            ..ChartOptions::new("T", "v")
+        };
+        let err = render_line_chart(&s, &opts).expect_err("0 has no logarithm");
+        assert_eq!(
+            err,
+            ChartError::NonPositiveForLog {
+                series: "regret".into(),
+                x_label: "step",
+                x: 1.0,
+                value: 0.0
+            }
+        );
+        assert!(
+            err.to_string().contains("\"regret\" is 0 at step 1"),
+            "{err}"
+        );
+        // Positive data draws on a log axis.
+        let svg =
+            render_line_chart(&[series("loss", &[100.0, 10.0, 1.0, 0.1])], &opts).expect("draws");
+        assert_eq!(polylines(&svg), 1);
+        assert!(svg.contains("log scale"));
+    }
+
+    #[test]
+    fn smoothing_keeps_every_point_and_changes_the_line() {
+        let raw = [0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0];
+        let s = [series("noisy", &raw)];
+        let plain = render_line_chart(&s, &ChartOptions::new("T", "v")).expect("draws");
+        let opts = ChartOptions {
+            smoothing: 0.8,
+            ..ChartOptions::new("T", "v")
+        };
+        let smooth = render_line_chart(&s, &opts).expect("draws");
+        let nth_points = |svg: &str| -> Vec<String> {
+            let lines = data_lines(svg);
+            assert_eq!(lines.len(), 1);
+            let line = lines[0];
+            let p = line.find("points=\"").map_or(0, |i| i + 8);
+            let end = line[p..].find('"').map_or(line.len(), |i| p + i);
+            line[p..end].split_whitespace().map(str::to_owned).collect()
+        };
+        assert_eq!(nth_points(&plain).len(), raw.len());
+        assert_eq!(nth_points(&smooth).len(), raw.len());
+        assert_ne!(nth_points(&plain), nth_points(&smooth));
+        assert!(
+            smooth.contains("(smoothed "),
+            "tooltips show raw and smoothed values"
+        );
+    }
+
+    #[test]
+    fn time_axis_picks_a_unit_and_bad_options_are_refused() {
+        let s = [series("r", &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])];
+        let opts = ChartOptions {
+            x_axis: XAxis::Time,
+            ..ChartOptions::new("T", "v")
+        };
+        let svg = render_line_chart(&s, &opts).expect("draws");
+        assert!(svg.contains("time (min)"), "150 s spans minutes");
+        let bad = ChartOptions {
+            smoothing: 1.0,
+            ..ChartOptions::new("T", "v")
+        };
+        assert_eq!(render_line_chart(&s, &bad), Err(ChartError::Smoothing(1.0)));
+        let tiny = ChartOptions {
+            width: 50,
+            ..ChartOptions::new("T", "v")
+        };
+        assert!(matches!(
+            render_line_chart(&s, &tiny),
+            Err(ChartError::Size { .. })
+        ));
+    }
+
+    #[test]
+    fn empty_and_non_finite_data_say_so_instead_of_failing() {
+        let svg = render_line_chart(&[], &ChartOptions::new("T", "v")).expect("draws");
+        assert!(svg.contains("No data yet"));
+        let svg = render_line_chart(&[series("nan", &[f64::NAN])], &ChartOptions::new("T", "v"))
+            .expect("draws");
+        assert!(svg.contains("No data yet"));
+        let svg = render_line_chart(
+            &[series("one", &[f64::NAN, 3.0])],
+            &ChartOptions::new("T", "v"),
+        )
+        .expect("draws");
+        assert_eq!(polylines(&svg), 1);
+    }
+
+    #[test]
+    fn numbers_are_short() {
+        assert_eq!(format_number(0.0), "0");
+        assert_eq!(format_number(0.25), "0.25");
+        assert_eq!(format_number(1200.0), "1200");
+        assert_eq!(format_number(1.0e-5), "1.00e-5");
+        assert_eq!(format_number(123456.0), "1.23e5");
+    }
+}

@@ -1,0 +1,203 @@
+//! Where pages get their data: server functions (GET, so a hydrated page can call them without
+//! a CSRF token; they change nothing). Their server half asks a [`DashboardData`] that the
+//! backend provides as Leptos context: the backend alone knows sessions, JWT and SQL, the app
+//! only knows the DTOs it renders. Every loader answers [`Access::LoginRequired`] when the
+//! request carries no valid session, so pages show a log-in prompt instead of an error.
+//!
+//! The trait and helpers are compiled in every build (they are small and dead code in wasm):
+//! the `#[server]` macro emits bodies whenever leptos runs in ssr mode, which the unit tests
+//! enable to render HTML without the app's own `ssr` feature.
+
+use crate::dto::{
+    EnvironmentDetail, EnvironmentSummary, MetricSeries, Page, RunDetail, RunSummary, TeamDto,
+    Viewer,
+};
+use leptos::prelude::*;
+use leptos::server_fn::codec::GetUrl;
+use serde::{Deserialize, Serialize};
+
+/// A loader's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Access<T> {
+    Granted(T),
+    /// No valid session: the page shows a log-in link.
+    LoginRequired,
+}
+
+/// The runs list of one team.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunsData {
+    pub teams: Vec<TeamDto>,
+    /// The team shown (the requested one, or the viewer's first).
+    pub team: Option<i64>,
+    pub runs: Page<RunSummary>,
+}
+
+/// The run page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunData {
+    pub run: RunDetail,
+    pub metrics: Vec<MetricSeries>,
+}
+
+/// The environment list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvironmentsData {
+    pub run_name: String,
+    pub skills: Vec<String>,
+    pub envs: Page<EnvironmentSummary>,
+}
+
+/// What the environment list's server half receives (already parsed by the page).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EnvListQuery {
+    pub skill: Option<String>,
+    /// `accepted` or `rejected`.
+    pub status: Option<String>,
+    pub step_min: Option<u64>,
+    pub step_max: Option<u64>,
+    pub regret_min: Option<f64>,
+    pub cursor: Option<String>,
+}
+
+/// Error of a data source, shown to the user as is (never a cause chain or SQL).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DataError {
+    /// The thing does not exist or the viewer may not see it (the same answer, on purpose).
+    #[error("{0} not found")]
+    NotFound(String),
+    /// A request value is wrong; the message names the field.
+    #[error("{0}")]
+    Invalid(String),
+    /// The database or another dependency failed; details are in the server log.
+    #[error("the server could not load this page; try again shortly")]
+    Unavailable,
+}
+
+pub use source::{DashboardData, DataFuture, SharedData};
+
+mod source {
+    use super::*;
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::Arc;
+
+    /// A boxed, sendable future (the trait is used as a trait object).
+    pub type DataFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, DataError>> + Send + 'a>>;
+
+    /// What the backend implements. Each method gets the request's head, from which the
+    /// backend authenticates the viewer; `Ok(None)` / [`Access::LoginRequired`] when there is
+    /// no valid session.
+    pub trait DashboardData: Send + Sync + 'static {
+        fn viewer<'a>(&'a self, req: &'a http::request::Parts) -> DataFuture<'a, Option<Viewer>>;
+        fn runs<'a>(
+            &'a self,
+            req: &'a http::request::Parts,
+            team: Option<i64>,
+            status: Option<String>,
+            cursor: Option<String>,
+        ) -> DataFuture<'a, Access<RunsData>>;
+        fn run<'a>(
+            &'a self,
+            req: &'a http::request::Parts,
+            run_id: i64,
+        ) -> DataFuture<'a, Access<RunData>>;
+        fn environments<'a>(
+            &'a self,
+            req: &'a http::request::Parts,
+            run_id: i64,
+            q: EnvListQuery,
+        ) -> DataFuture<'a, Access<EnvironmentsData>>;
+        fn environment<'a>(
+            &'a self,
+            req: &'a http::request::Parts,
+            run_id: i64,
+            env_id: String,
+        ) -> DataFuture<'a, Access<EnvironmentDetail>>;
+    }
+
+    /// The context value the backend provides.
+    pub type SharedData = Arc<dyn DashboardData>;
+}
+
+/// The data source and the request head from context (server only).
+#[cfg_attr(feature = "hydrate", allow(dead_code))]
+fn context() -> Result<(SharedData, http::request::Parts), ServerFnError> {
+    let data = use_context::<SharedData>().ok_or_else(|| {
+        ServerFnError::new("the dashboard has no data source (server misconfigured)")
+    })?;
+    let parts = use_context::<http::request::Parts>()
+        .ok_or_else(|| ServerFnError::new("no request in context"))?;
+    Ok((data, parts))
+}
+
+#[cfg_attr(feature = "hydrate", allow(dead_code))]
+fn to_sfn(e: DataError) -> ServerFnError {
+    ServerFnError::new(e.to_string())
+}
+
+/// The signed-in viewer, if any.
+#[server(prefix = "/ui", endpoint = "viewer", input = GetUrl)]
+pub async fn load_viewer() -> Result<Option<Viewer>, ServerFnError> {
+    let (data, parts) = context()?;
+    data.viewer(&parts).await.map_err(to_sfn)
+}
+
+/// One page of a team's runs.
+#[server(prefix = "/ui", endpoint = "runs", input = GetUrl)]
+pub async fn load_runs(
+    team: Option<i64>,
+    status: Option<String>,
+    cursor: Option<String>,
+) -> Result<Access<RunsData>, ServerFnError> {
+    let (data, parts) = context()?;
+    data.runs(&parts, team, status, cursor)
+        .await
+        .map_err(to_sfn)
+}
+
+/// A run with its metrics.
+#[server(prefix = "/ui", endpoint = "run", input = GetUrl)]
+pub async fn load_run(run_id: i64) -> Result<Access<RunData>, ServerFnError> {
+    let (data, parts) = context()?;
+    data.run(&parts, run_id).await.map_err(to_sfn)
+}
+
+/// Several runs with their metrics, for the compare page.
+#[server(prefix = "/ui", endpoint = "compare", input = GetUrl)]
+pub async fn load_compare(run_ids: String) -> Result<Access<Vec<RunData>>, ServerFnError> {
+    let (data, parts) = context()?;
+    let mut out = Vec::new();
+    for id in run_ids.split(',').filter(|s| !s.trim().is_empty()).take(8) {
+        let id: i64 = id.trim().parse().map_err(|_| {
+            ServerFnError::new(format!("run ids must be whole numbers, got {id:?}"))
+        })?;
+        match data.run(&parts, id).await.map_err(to_sfn)? {
+            Access::Granted(r) => out.push(r),
+            Access::LoginRequired => return Ok(Access::LoginRequired),
+        }
+    }
+    Ok(Access::Granted(out))
+}
+
+/// One page of a run's environments.
+#[server(prefix = "/ui", endpoint = "environments", input = GetUrl)]
+pub async fn load_environments(
+    run_id: i64,
+    q: EnvListQuery,
+) -> Result<Access<EnvironmentsData>, ServerFnError> {
+    let (data, parts) = context()?;
+    data.environments(&parts, run_id, q).await.map_err(to_sfn)
+}
+
+/// One environment.
+#[server(prefix = "/ui", endpoint = "environment", input = GetUrl)]
+pub async fn load_environment(
+    run_id: i64,
+    env_id: String,
+) -> Result<Access<EnvironmentDetail>, ServerFnError> {
+    let (data, parts) = context()?;
+    data.environment(&parts, run_id, env_id)
+        .await
+        .map_err(to_sfn)
+}

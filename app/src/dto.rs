@@ -1,0 +1,242 @@
+//! Plain data the pages render, as the backend's API returns it. Pages take these structs and
+//! nothing else, so every page renders the same from a server function, a test, or the JSON
+//! API. Times are RFC 3339 strings (the browser bundle carries no date library).
+
+use crate::charts::{Point, Series};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The signed-in user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserDto {
+    pub id: i64,
+    pub email: String,
+    pub display_name: String,
+}
+
+/// Who is looking at the page: the user and the CSRF token that the page's POST forms carry
+/// (the backend turns the form field into the header its API checks).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Viewer {
+    pub user: UserDto,
+    pub csrf: String,
+}
+
+/// Lifecycle of a run (the database's `run_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Queued,
+    Starting,
+    Running,
+    Cancelling,
+    Cancelled,
+    Succeeded,
+    Failed,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 7] = [
+        RunStatus::Queued,
+        RunStatus::Starting,
+        RunStatus::Running,
+        RunStatus::Cancelling,
+        RunStatus::Cancelled,
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Starting => "starting",
+            RunStatus::Running => "running",
+            RunStatus::Cancelling => "cancelling",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    /// Whether the run can still change (cancel applies).
+    pub fn is_active(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Queued | RunStatus::Starting | RunStatus::Running | RunStatus::Cancelling
+        )
+    }
+
+    /// Whether a resume makes sense (it stopped before finishing).
+    pub fn is_resumable(self) -> bool {
+        matches!(self, RunStatus::Cancelled | RunStatus::Failed)
+    }
+}
+
+/// A row of the runs list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub id: i64,
+    pub name: String,
+    pub project: String,
+    pub status: RunStatus,
+    pub step: u64,
+    pub total_steps: u64,
+    pub created_at: String,
+    /// Latest value of a few headline metrics (e.g. `learnable_share`, `regret_mean`).
+    pub key_metrics: BTreeMap<String, f64>,
+}
+
+impl RunSummary {
+    /// Progress in [0, 1]; 0 when the total is unknown.
+    pub fn progress(&self) -> f64 {
+        if self.total_steps == 0 {
+            0.0
+        } else {
+            (self.step as f64 / self.total_steps as f64).clamp(0.0, 1.0)
+        }
+    }
+}
+
+/// One log line of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogLine {
+    pub level: String,
+    pub line: String,
+}
+
+/// Everything the run page shows besides charts and environments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunDetail {
+    pub summary: RunSummary,
+    pub config: serde_json::Value,
+    pub executor: String,
+    pub seed: i64,
+    pub code_version: String,
+    /// The worker's current phase ("designing", "playing", "training", ...).
+    pub phase: Option<String>,
+    /// The message of a finished run (why it failed, who cancelled it).
+    pub message: Option<String>,
+    pub log_tail: Vec<LogLine>,
+    /// Whether the viewer may cancel or resume (editors and owners).
+    pub can_control: bool,
+}
+
+/// One metric of one run over time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricSeries {
+    pub name: String,
+    pub points: Vec<Point>,
+}
+
+impl MetricSeries {
+    /// The chart series, named `prefix` + metric name.
+    pub fn to_series(&self, prefix: &str) -> Series {
+        Series {
+            name: format!("{prefix}{}", self.name),
+            points: self.points.clone(),
+        }
+    }
+}
+
+/// Game or tool-use environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvKind {
+    Game,
+    ToolUse,
+}
+
+/// Whether validation accepted the environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvStatus {
+    Accepted,
+    Rejected,
+}
+
+/// A row of the environment browser.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvironmentSummary {
+    pub env_id: String,
+    pub run_id: i64,
+    pub step: u64,
+    pub skill: String,
+    pub kind: EnvKind,
+    pub status: EnvStatus,
+    pub rejection_reason: Option<String>,
+    pub regret: Option<f64>,
+    pub win_rate_hint: Option<f64>,
+    pub win_rate_no_hint: Option<f64>,
+}
+
+/// One turn of a played transcript.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnDto {
+    pub role: String,
+    pub content: String,
+}
+
+/// One sampled play of an environment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlayDto {
+    pub with_hint: bool,
+    pub episode_return: f64,
+    pub won: bool,
+    pub turns: u32,
+    pub transcript: Vec<TurnDto>,
+}
+
+/// The memory environment an environment was derived from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParentEnvironment {
+    pub env_id: String,
+    pub code: String,
+}
+
+/// The environment page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvironmentDetail {
+    pub summary: EnvironmentSummary,
+    pub run_name: String,
+    pub code: String,
+    pub hint: Option<String>,
+    pub rejection_message: Option<String>,
+    pub designer_reward: Option<f64>,
+    pub reward_levels: Option<u32>,
+    pub attempts: u32,
+    pub parent: Option<ParentEnvironment>,
+    pub plays: Vec<PlayDto>,
+}
+
+/// A page of a longer list. Lists are paged by keyset cursors (stable while rows are added):
+/// `next_cursor` goes into the next page's `cursor` parameter and is absent on the last page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+/// One benchmark score of a run's checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchmarkRow {
+    pub run_id: i64,
+    pub run_name: String,
+    pub checkpoint_step: Option<u64>,
+    pub suite: String,
+    pub task: String,
+    pub score: f64,
+    pub n: u32,
+}
+
+/// A team the user belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TeamDto {
+    pub id: i64,
+    pub name: String,
+    /// The viewer's role: owner, editor or viewer.
+    pub role: String,
+}

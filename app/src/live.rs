@@ -1,0 +1,215 @@
+//! Live run pages: once hydrated, the run page listens to the server-sent events of
+//! `/api/v1/runs/{id}/events` and updates status, progress, phase, log tail and curves in
+//! place. On the server (and without JavaScript) nothing here runs: the page shows the state
+//! at render time.
+
+use crate::charts::Point;
+use crate::dto::{LogLine, MetricSeries, RunDetail, RunStatus};
+use leptos::prelude::*;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// Lines of log the page keeps.
+pub const LOG_LINES: usize = 200;
+
+/// The parts of a run page that change while it is open.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveRun {
+    pub status: RwSignal<RunStatus>,
+    pub step: RwSignal<u64>,
+    pub total: RwSignal<u64>,
+    pub phase: RwSignal<Option<String>>,
+    pub log: RwSignal<Vec<LogLine>>,
+    pub metrics: RwSignal<Vec<MetricSeries>>,
+}
+
+impl LiveRun {
+    pub fn new(run: &RunDetail, metrics: Vec<MetricSeries>) -> Self {
+        Self {
+            status: RwSignal::new(run.summary.status),
+            step: RwSignal::new(run.summary.step),
+            total: RwSignal::new(run.summary.total_steps),
+            phase: RwSignal::new(run.phase.clone()),
+            log: RwSignal::new(run.log_tail.clone()),
+            metrics: RwSignal::new(metrics),
+        }
+    }
+
+    /// Applies one server-sent event (`name` is the SSE event name, `data` its JSON). Unknown
+    /// or malformed events are ignored: the page stays as it was.
+    pub fn apply(&self, name: &str, data: &str) {
+        match name {
+            "status" => {
+                if let Ok(e) = serde_json::from_str::<StatusEvent>(data) {
+                    self.status.set(e.status);
+                }
+            }
+            "progress" => {
+                if let Ok(e) = serde_json::from_str::<ProgressEvent>(data) {
+                    self.step.set(e.step);
+                    self.total.set(e.total_steps);
+                    self.phase.set(Some(e.phase).filter(|p| !p.is_empty()));
+                }
+            }
+            "log" => {
+                if let Ok(e) = serde_json::from_str::<LogEvent>(data) {
+                    self.log.update(|log| {
+                        log.push(LogLine {
+                            level: e.level,
+                            line: e.line,
+                        });
+                        let extra = log.len().saturating_sub(LOG_LINES);
+                        log.drain(..extra);
+                    });
+                }
+            }
+            "metrics" => {
+                if let Ok(e) = serde_json::from_str::<MetricsEvent>(data) {
+                    self.metrics
+                        .update(|all| append_metrics(all, e.step, &e.values));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Adds one step of values to the series (new names become new series). The event carries no
+/// wall-clock time, so these points have none until the page is reloaded (the time axis skips
+/// them).
+pub fn append_metrics(all: &mut Vec<MetricSeries>, step: u64, values: &BTreeMap<String, f64>) {
+    for (name, &value) in values {
+        let point = Point {
+            step: step as f64,
+            time_s: f64::NAN,
+            value,
+        };
+        match all.iter_mut().find(|m| &m.name == name) {
+            Some(m) => {
+                if m.points.last().is_none_or(|p| p.step < point.step) {
+                    m.points.push(point);
+                }
+            }
+            None => all.push(MetricSeries {
+                name: name.clone(),
+                points: vec![point],
+            }),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct StatusEvent {
+    status: RunStatus,
+}
+
+#[derive(Deserialize)]
+struct ProgressEvent {
+    step: u64,
+    total_steps: u64,
+    phase: String,
+}
+
+#[derive(Deserialize)]
+struct LogEvent {
+    level: String,
+    line: String,
+}
+
+#[derive(Deserialize)]
+struct MetricsEvent {
+    step: u64,
+    values: BTreeMap<String, f64>,
+}
+
+/// Opens the event stream of `run_id` and feeds it into `live` (browser only; closed when the
+/// page's reactive owner is disposed, i.e. on navigation away).
+#[cfg(feature = "hydrate")]
+pub fn subscribe(run_id: i64, live: LiveRun) {
+    use leptos::wasm_bindgen::{JsCast, closure::Closure};
+    let Ok(source) = web_sys::EventSource::new(&format!("/api/v1/runs/{run_id}/events")) else {
+        return;
+    };
+    for name in ["status", "progress", "log", "metrics"] {
+        let handler =
+            Closure::<dyn Fn(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
+                if let Some(data) = ev.data().as_string() {
+                    live.apply(name, &data);
+                }
+            });
+        let _ = source.add_event_listener_with_callback(name, handler.as_ref().unchecked_ref());
+        // The listener lives as long as the page; the source is closed on cleanup.
+        handler.forget();
+    }
+    let source = send_wrapper::SendWrapper::new(source);
+    on_cleanup(move || source.close());
+}
+
+/// Server and tests: no live updates.
+#[cfg(not(feature = "hydrate"))]
+pub fn subscribe(_run_id: i64, _live: LiveRun) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_events_extend_series_and_add_new_ones() {
+        let mut all = vec![MetricSeries {
+            name: "regret_mean".into(),
+            points: vec![Point {
+                step: 1.0,
+                time_s: 3.0,
+                value: 0.1,
+            }],
+        }];
+        let values = BTreeMap::from([("regret_mean".to_owned(), 0.2), ("vendi".to_owned(), 4.0)]);
+        append_metrics(&mut all, 2, &values);
+        // A replayed step (reconnect) is not added twice.
+        append_metrics(&mut all, 2, &values);
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].points.len(), 2);
+        assert_eq!(all[0].points[1].value, 0.2);
+        assert_eq!(all[1].name, "vendi");
+    }
+
+    #[test]
+    fn events_update_status_progress_and_log() {
+        Owner::new().with(|| {
+            let run = crate::dto::RunDetail {
+                summary: crate::dto::RunSummary {
+                    id: 1,
+                    name: "r".into(),
+                    project: "p".into(),
+                    status: RunStatus::Queued,
+                    step: 0,
+                    total_steps: 10,
+                    created_at: String::new(),
+                    key_metrics: BTreeMap::new(),
+                },
+                config: serde_json::json!({}),
+                executor: "local".into(),
+                seed: 1,
+                code_version: "x".into(),
+                phase: None,
+                message: None,
+                log_tail: Vec::new(),
+                can_control: true,
+            };
+            let live = LiveRun::new(&run, Vec::new());
+            live.apply("status", r#"{"type":"status","status":"running"}"#);
+            live.apply(
+                "progress",
+                r#"{"type":"progress","step":3,"total_steps":10,"phase":"playing"}"#,
+            );
+            live.apply("log", r#"{"type":"log","level":"info","line":"hello"}"#);
+            live.apply("status", "not json");
+            assert_eq!(live.status.get_untracked(), RunStatus::Running);
+            assert_eq!(
+                (live.step.get_untracked(), live.phase.get_untracked()),
+                (3, Some("playing".into()))
+            );
+            assert_eq!(live.log.get_untracked().len(), 1);
+        });
+    }
+}

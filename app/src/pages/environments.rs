@@ -1,0 +1,352 @@
+//! The environment browser: every environment a run's designer wrote, filtered by skill, step,
+//! status and regret (a GET form), and the page of one environment: its code, the hint, regret
+//! and win rates with and without the hint, sample plays, the diff against the memory
+//! environment it was derived from, and why validation rejected it if it did.
+
+use super::{Pagination, fmt_opt, fmt_pct, query_string};
+use crate::code::{CodeView, DiffView};
+use crate::dto::{EnvStatus, EnvironmentDetail, EnvironmentSummary, Page, PlayDto};
+use leptos::prelude::*;
+
+/// The browser's query parameters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EnvFilters {
+    pub skill: String,
+    pub status: Option<EnvStatus>,
+    pub step_min: Option<u64>,
+    pub step_max: Option<u64>,
+    pub regret_min: Option<f64>,
+    /// Keyset cursor of the page (absent on the first page).
+    pub cursor: Option<String>,
+}
+
+/// Raw query values, as the GET form submits them.
+#[derive(Debug, Clone, Default)]
+pub struct EnvQuery<'a> {
+    pub skill: Option<&'a str>,
+    pub status: Option<&'a str>,
+    pub step_min: Option<&'a str>,
+    pub step_max: Option<&'a str>,
+    pub regret_min: Option<&'a str>,
+    pub cursor: Option<&'a str>,
+}
+
+impl EnvFilters {
+    /// Parses the query; each bad value is dropped with a message naming the field.
+    pub fn from_query(q: EnvQuery<'_>) -> (Self, Vec<String>) {
+        let mut problems = Vec::new();
+        let nonempty = |v: Option<&str>| {
+            v.map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        let mut whole = |field: &str, v: Option<&str>| {
+            let s = nonempty(v)?;
+            s.parse::<u64>()
+                .map_err(|_| problems.push(format!("{field} must be a whole number, got \"{s}\".")))
+                .ok()
+        };
+        let step_min = whole("Step from", q.step_min);
+        let step_max = whole("Step to", q.step_max);
+        let cursor = nonempty(q.cursor);
+        let regret_min = nonempty(q.regret_min).and_then(|s| match s.parse::<f64>() {
+            Ok(v) if v.is_finite() => Some(v),
+            _ => {
+                problems.push(format!("Minimum regret must be a number, got \"{s}\"."));
+                None
+            }
+        });
+        let status = match nonempty(q.status).as_deref() {
+            None => None,
+            Some("accepted") => Some(EnvStatus::Accepted),
+            Some("rejected") => Some(EnvStatus::Rejected),
+            Some(other) => {
+                problems.push(format!(
+                    "Status must be accepted or rejected, got \"{other}\"."
+                ));
+                None
+            }
+        };
+        if let (Some(a), Some(b)) = (step_min, step_max)
+            && a > b
+        {
+            problems.push(format!(
+                "Step from ({a}) is after step to ({b}); no environment can match."
+            ));
+        }
+        let skill = nonempty(q.skill).unwrap_or_default();
+        (
+            Self {
+                skill,
+                status,
+                step_min,
+                step_max,
+                regret_min,
+                cursor,
+            },
+            problems,
+        )
+    }
+
+    /// The URL of the page at `cursor` with these filters.
+    pub fn href(&self, run_id: i64, cursor: Option<&str>) -> String {
+        let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+        let pairs = [
+            ("skill", self.skill.clone()),
+            (
+                "status",
+                self.status
+                    .map(|s| status_str(s).to_owned())
+                    .unwrap_or_default(),
+            ),
+            ("step_min", opt(self.step_min)),
+            ("step_max", opt(self.step_max)),
+            (
+                "regret_min",
+                self.regret_min.map(|v| v.to_string()).unwrap_or_default(),
+            ),
+            ("cursor", cursor.unwrap_or_default().to_owned()),
+        ];
+        format!("/runs/{run_id}/environments{}", query_string(&pairs))
+    }
+}
+
+fn status_str(s: EnvStatus) -> &'static str {
+    match s {
+        EnvStatus::Accepted => "accepted",
+        EnvStatus::Rejected => "rejected",
+    }
+}
+
+/// The environment list of one run.
+#[component]
+pub fn EnvironmentsView(
+    run_id: i64,
+    run_name: String,
+    /// The skills that occur in this run, for the filter's options.
+    skills: Vec<String>,
+    envs: Page<EnvironmentSummary>,
+    filters: EnvFilters,
+    problems: Vec<String>,
+) -> impl IntoView {
+    let next = envs
+        .next_cursor
+        .as_deref()
+        .map(|c| filters.href(run_id, Some(c)));
+    let first = filters.href(run_id, None);
+    let is_first = filters.cursor.is_none();
+    let none = envs.items.is_empty();
+    let num = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    let rows = envs.items.into_iter().map(env_row).collect_view();
+    view! {
+        <nav class="crumbs" aria-label="Breadcrumb">
+            <a href="/runs">"Runs"</a> " / " <a href=format!("/runs/{run_id}")>{run_name}</a>
+        </nav>
+        <h1>"Environments"</h1>
+        <form class="filters card" method="get" aria-label="Filter environments">
+            <div class="field">
+                <label for="env-skill">"Skill"</label>
+                <select id="env-skill" name="skill">
+                    <option value="" selected=filters.skill.is_empty()>"Any"</option>
+                    {skills.into_iter().map(|s| { let sel = s == filters.skill; let label = s.clone(); view! { <option value=s selected=sel>{label}</option> } }).collect_view()}
+                </select>
+            </div>
+            <div class="field">
+                <label for="env-status">"Status"</label>
+                <select id="env-status" name="status">
+                    <option value="" selected=filters.status.is_none()>"Any"</option>
+                    <option value="accepted" selected=filters.status == Some(EnvStatus::Accepted)>"Accepted"</option>
+                    <option value="rejected" selected=filters.status == Some(EnvStatus::Rejected)>"Rejected"</option>
+                </select>
+            </div>
+            <div class="field small">
+                <label for="env-step-min">"Step from"</label>
+                <input id="env-step-min" name="step_min" inputmode="numeric" value=num(filters.step_min) />
+            </div>
+            <div class="field small">
+                <label for="env-step-max">"Step to"</label>
+                <input id="env-step-max" name="step_max" inputmode="numeric" value=num(filters.step_max) />
+            </div>
+            <div class="field small">
+                <label for="env-regret">"Regret at least"</label>
+                <input id="env-regret" name="regret_min" inputmode="decimal" value=filters.regret_min.map(|v| v.to_string()).unwrap_or_default() />
+            </div>
+            <button type="submit">"Filter"</button>
+        </form>
+        {problems.into_iter().map(|p| view! { <p class="notice" role="status">{p}</p> }).collect_view()}
+        {if none {
+            view! { <p class="empty">"No environments match."</p> }.into_any()
+        } else {
+            view! {
+                <div class="table-scroll" tabindex="0" role="region" aria-label="Environments">
+                    <table class="data envs">
+                        <thead><tr>
+                            <th scope="col">"Environment"</th><th scope="col" class="num">"Step"</th><th scope="col">"Skill"</th>
+                            <th scope="col">"Status"</th><th scope="col" class="num">"Regret"</th>
+                            <th scope="col" class="num">"Win rate, hint"</th><th scope="col" class="num">"Win rate, no hint"</th>
+                        </tr></thead>
+                        <tbody>{rows}</tbody>
+                    </table>
+                </div>
+            }.into_any()
+        }}
+        <Pagination is_first first next />
+    }
+}
+
+fn env_status_badge(status: EnvStatus, reason: Option<&str>) -> impl IntoView + use<> {
+    let text = match (status, reason) {
+        (EnvStatus::Accepted, _) => "accepted".to_owned(),
+        (EnvStatus::Rejected, Some(r)) => format!("rejected: {r}"),
+        (EnvStatus::Rejected, None) => "rejected".to_owned(),
+    };
+    view! { <span class=format!("badge env-{}", status_str(status))>{text}</span> }
+}
+
+fn env_row(e: EnvironmentSummary) -> impl IntoView {
+    view! {
+        <tr>
+            <td><a href=format!("/runs/{}/environments/{}", e.run_id, e.env_id)><code>{e.env_id.clone()}</code></a></td>
+            <td class="num">{e.step}</td>
+            <td>{e.skill.clone()}</td>
+            <td>{env_status_badge(e.status, e.rejection_reason.as_deref())}</td>
+            <td class="num">{fmt_opt(e.regret)}</td>
+            <td class="num">{fmt_pct(e.win_rate_hint)}</td>
+            <td class="num">{fmt_pct(e.win_rate_no_hint)}</td>
+        </tr>
+    }
+}
+
+/// One environment.
+#[component]
+pub fn EnvironmentView(env: EnvironmentDetail) -> impl IntoView {
+    let s = env.summary.clone();
+    let run_href = format!("/runs/{}", s.run_id);
+    let rejected = (s.status == EnvStatus::Rejected).then(|| view! {
+        <section class="card rejected" aria-labelledby="rej-h">
+            <h2 id="rej-h">"Rejected by validation"</h2>
+            <p><strong>{s.rejection_reason.clone().unwrap_or_else(|| "no reason recorded".into())}</strong></p>
+            {env.rejection_message.clone().map(|m| view! { <pre class="log">{m}</pre> })}
+        </section>
+    });
+    let (hint_plays, plain_plays): (Vec<PlayDto>, Vec<PlayDto>) =
+        env.plays.iter().cloned().partition(|p| p.with_hint);
+    let diff = env.parent.clone().map(|p| view! {
+        <section class="card" aria-labelledby="diff-h">
+            <h2 id="diff-h">"Changes from memory environment " <code>{p.env_id.clone()}</code></h2>
+            <DiffView old=p.code new=env.code.clone() old_title=format!("Memory {}", p.env_id) new_title=format!("This environment {}", s.env_id) />
+        </section>
+    });
+    view! {
+        <nav class="crumbs" aria-label="Breadcrumb">
+            <a href="/runs">"Runs"</a> " / " <a href=run_href.clone()>{env.run_name.clone()}</a>
+            " / " <a href=format!("{run_href}/environments")>"Environments"</a>
+        </nav>
+        <div class="page-head">
+            <h1><code>{s.env_id.clone()}</code></h1>
+            {env_status_badge(s.status, s.rejection_reason.as_deref())}
+        </div>
+        <section class="card" aria-label="Scores">
+            <dl class="facts">
+                <div><dt>"Skill"</dt><dd>{s.skill.clone()}</dd></div>
+                <div><dt>"Step"</dt><dd>{s.step}</dd></div>
+                <div><dt>"Regret"</dt><dd>{fmt_opt(s.regret)}</dd></div>
+                <div><dt>"Win rate with hint"</dt><dd>{fmt_pct(s.win_rate_hint)}</dd></div>
+                <div><dt>"Win rate without hint"</dt><dd>{fmt_pct(s.win_rate_no_hint)}</dd></div>
+                <div><dt>"Designer reward"</dt><dd>{fmt_opt(env.designer_reward)}</dd></div>
+                <div><dt>"Reward levels"</dt><dd>{env.reward_levels.map_or("—".into(), |v| v.to_string())}</dd></div>
+                <div><dt>"Attempts"</dt><dd>{env.attempts}</dd></div>
+            </dl>
+        </section>
+        {rejected}
+        <section class="card" aria-labelledby="hint-h">
+            <h2 id="hint-h">"Hint"</h2>
+            {match env.hint.clone() {
+                Some(h) => view! { <p class="hint">{h}</p> }.into_any(),
+                None => view! { <p class="empty">"No hint (hints are written for accepted environments)."</p> }.into_any(),
+            }}
+        </section>
+        <section class="card" aria-labelledby="code-h">
+            <h2 id="code-h">"Code"</h2>
+            <CodeView code=env.code.clone() label="Environment code" />
+        </section>
+        {diff}
+        <section class="card" aria-labelledby="plays-h">
+            <h2 id="plays-h">"Sample plays"</h2>
+            {if env.plays.is_empty() { Some(view! { <p class="empty">"No plays recorded."</p> }) } else { None }}
+            <Plays title="With hint" plays=hint_plays />
+            <Plays title="Without hint" plays=plain_plays />
+        </section>
+    }
+}
+
+/// Transcripts as disclosures, so a page with many plays stays short.
+#[component]
+fn Plays(title: &'static str, plays: Vec<PlayDto>) -> impl IntoView {
+    (!plays.is_empty()).then(|| {
+        let items = plays
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let turns = p.transcript.into_iter().map(|t| view! {
+                    <div class=format!("turn role-{}", t.role.to_lowercase())>
+                        <div class="role">{t.role.clone()}</div>
+                        <pre>{t.content}</pre>
+                    </div>
+                }).collect_view();
+                view! {
+                    <details class="play">
+                        <summary>
+                            {format!("Play {}: {}, return {}, {} turns", i + 1, if p.won { "won" } else { "lost" }, crate::charts::line::format_number(p.episode_return), p.turns)}
+                        </summary>
+                        <div class="transcript">{turns}</div>
+                    </details>
+                }
+            })
+            .collect_view();
+        view! { <h3>{title}</h3> {items} }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_name_the_bad_field() {
+        let (f, p) = EnvFilters::from_query(EnvQuery {
+            skill: Some("Optimization"),
+            status: Some("maybe"),
+            step_min: Some("x"),
+            step_max: Some("40"),
+            regret_min: Some("NaN"),
+            cursor: None,
+        });
+        assert_eq!(f.skill, "Optimization");
+        assert_eq!(
+            (f.status, f.step_min, f.step_max, f.regret_min, f.cursor),
+            (None, None, Some(40), None, None)
+        );
+        assert_eq!(p.len(), 3, "{p:?}");
+        assert!(
+            p.iter()
+                .any(|m| m.starts_with("Step from must be a whole number, got \"x\""))
+        );
+        assert!(p.iter().any(|m| m.starts_with("Minimum regret")));
+        assert!(p.iter().any(|m| m.starts_with("Status must be")));
+    }
+
+    #[test]
+    fn reversed_step_range_is_reported_and_links_round_trip() {
+        let (f, p) = EnvFilters::from_query(EnvQuery {
+            step_min: Some("9"),
+            step_max: Some("3"),
+            ..Default::default()
+        });
+        assert_eq!(p.len(), 1);
+        assert_eq!(
+            f.href(7, Some("4.10")),
+            "/runs/7/environments?step_min=9&step_max=3&cursor=4.10"
+        );
+    }
+}

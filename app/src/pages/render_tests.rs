@@ -1,0 +1,254 @@
+//! Server-rendered HTML of the pages over sample DTOs: what a person without JavaScript gets.
+
+use super::compare::CompareView;
+use super::environments::{EnvFilters, EnvironmentView, EnvironmentsView};
+use super::run::RunView;
+use super::runs::{RunFilters, RunsView};
+use crate::charts::{ChartSettings, Point};
+use crate::dto::*;
+use leptos::prelude::*;
+use std::collections::BTreeMap;
+
+fn render(f: impl FnOnce() -> AnyView + 'static) -> String {
+    Owner::new().with(|| f().to_html())
+}
+
+fn summary(id: i64, status: RunStatus) -> RunSummary {
+    RunSummary {
+        id,
+        name: format!("run-{id}"),
+        project: "demo".into(),
+        status,
+        step: 30,
+        total_steps: 120,
+        created_at: "2026-11-30T01:02:03Z".into(),
+        key_metrics: BTreeMap::from([
+            ("learnable_share".into(), 0.3125),
+            ("regret_mean".into(), 0.12),
+        ]),
+    }
+}
+
+fn detail(id: i64, status: RunStatus, can_control: bool, seed: u64) -> RunDetail {
+    RunDetail {
+        summary: summary(id, status),
+        config: serde_json::json!({"seed": seed, "grpo": {"clip_low": 0.2}}),
+        executor: "local".into(),
+        seed: seed as i64,
+        code_version: "abc123".into(),
+        phase: Some("playing".into()),
+        message: None,
+        log_tail: vec![LogLine {
+            level: "info".into(),
+            line: "step 30 <done>".into(),
+        }],
+        can_control,
+    }
+}
+
+fn metric(name: &str) -> MetricSeries {
+    MetricSeries {
+        name: name.into(),
+        points: (0..10)
+            .map(|i| Point {
+                step: i as f64,
+                time_s: i as f64 * 10.0,
+                value: 0.1 * i as f64 + 0.05,
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn runs_list_has_badges_progress_metrics_and_plain_page_links() {
+    let page = Page {
+        items: vec![
+            summary(1, RunStatus::Running),
+            summary(2, RunStatus::Failed),
+        ],
+        next_cursor: Some("2".into()),
+    };
+    let teams = vec![
+        TeamDto {
+            id: 4,
+            name: "lab".into(),
+            role: "owner".into(),
+        },
+        TeamDto {
+            id: 5,
+            name: "other".into(),
+            role: "viewer".into(),
+        },
+    ];
+    let filters = RunFilters {
+        team: Some(5),
+        status: None,
+        cursor: Some("9".into()),
+    };
+    let html = render(move || {
+        view! { <RunsView runs=page teams filters problems=vec!["Unknown status".into()] /> }
+            .into_any()
+    });
+    assert!(html.contains(r#"class="badge status-running""#), "{html}");
+    assert!(html.contains(r#"class="badge status-failed""#));
+    assert!(html.contains(r#"<progress max="100" value="25.0""#));
+    assert!(html.contains("31%"), "learnable share as a percentage");
+    assert!(
+        html.contains(r#"href="/runs?team=5""#),
+        "first page link keeps the filter: {html}"
+    );
+    assert!(html.contains(r#"href="/runs?team=5&amp;cursor=2""#));
+    assert!(html.contains(r#"<option value="5" selected"#));
+    assert!(html.contains("Unknown status"));
+    assert!(html.contains(r#"<label for="runs-status">"#) && html.contains(r#"id="runs-status""#));
+}
+
+#[test]
+fn run_page_offers_cancel_only_to_those_who_may_and_escapes_the_log() {
+    let settings = || ChartSettings::from_query(None, None, None);
+    let html = render(move || {
+        view! { <RunView run=detail(7, RunStatus::Running, true, 1) metrics=vec![metric("regret_mean"), metric("win_rate/Optimization")] settings=settings() csrf="t0k".into() /> }
+            .into_any()
+    });
+    assert!(
+        html.contains(r#"<form method="post" action="/runs/7/cancel"><input type="hidden" name="csrf" value="t0k">"#),
+        "{html}"
+    );
+    assert!(!html.contains("/runs/7/resume"));
+    assert!(html.contains("step 30 &lt;done&gt;"));
+    assert_eq!(html.matches("<svg").count(), 2, "two charts");
+    assert!(html.contains("grpo.clip_low"));
+    let viewer = render(move || {
+        view! { <RunView run=detail(7, RunStatus::Running, false, 1) metrics=vec![] settings=settings() csrf="t0k".into() /> }.into_any()
+    });
+    assert!(
+        !viewer.contains("/cancel"),
+        "a viewer gets no cancel button"
+    );
+    assert!(viewer.contains("No metrics reported yet."));
+    let failed = render(move || {
+        view! { <RunView run=detail(7, RunStatus::Failed, true, 1) metrics=vec![] settings=settings() csrf="t0k".into() /> }.into_any()
+    });
+    assert!(failed.contains("/runs/7/resume") && !failed.contains("/runs/7/cancel"));
+}
+
+#[test]
+fn log_scale_message_replaces_a_chart_it_cannot_draw() {
+    let html = render(|| {
+        let settings = ChartSettings::from_query(Some("0.5"), Some("time"), Some("1"));
+        let mut m = metric("regret_mean");
+        m.points[0].value = -0.2;
+        view! { <RunView run=detail(7, RunStatus::Running, true, 1) metrics=vec![m] settings csrf=String::new() /> }
+            .into_any()
+    });
+    assert!(html.contains("log scale needs values above zero"), "{html}");
+    assert!(html.contains(r#"<option value="time" selected"#));
+}
+
+#[test]
+fn environment_page_shows_code_diff_plays_and_rejection() {
+    let env = EnvironmentDetail {
+        summary: EnvironmentSummary {
+            env_id: "e-5".into(),
+            run_id: 3,
+            step: 12,
+            skill: "Optimization".into(),
+            kind: EnvKind::Game,
+            status: EnvStatus::Rejected,
+            rejection_reason: Some("not_solvable".into()),
+            regret: None,
+            win_rate_hint: None,
+            win_rate_no_hint: None,
+        },
+        run_name: "tiny".into(),
+        code: "class CoinEnv:\n    def reset(self, seed=None):\n        return 'obs', {}\n".into(),
+        hint: None,
+        rejection_message: Some("solution() did not win in 10 turns".into()),
+        designer_reward: Some(-0.5),
+        reward_levels: None,
+        attempts: 3,
+        parent: Some(ParentEnvironment {
+            env_id: "m-1".into(),
+            code: "class CoinEnv:\n    pass\n".into(),
+        }),
+        plays: vec![PlayDto {
+            with_hint: true,
+            episode_return: 1.0,
+            won: true,
+            turns: 2,
+            transcript: vec![TurnDto {
+                role: "assistant".into(),
+                content: "\\boxed{7}".into(),
+            }],
+        }],
+    };
+    let html = render(move || view! { <EnvironmentView env /> }.into_any());
+    assert!(html.contains("rejected: not_solvable"));
+    assert!(html.contains("solution() did not win in 10 turns"));
+    assert!(
+        html.contains(r#"<span class="tok-kw">class</span>"#),
+        "{html}"
+    );
+    assert!(html.contains("diff-add") && html.contains("Memory m-1"));
+    assert!(html.contains("2 lines: 1 changed, 1 added"), "{html}");
+    assert!(html.contains("Play 1: won, return 1, 2 turns"));
+    assert!(html.contains("With hint") && !html.contains("Without hint"));
+}
+
+#[test]
+fn environment_list_links_rows_and_keeps_filters_in_page_links() {
+    let item = EnvironmentSummary {
+        env_id: "e-1".into(),
+        run_id: 3,
+        step: 4,
+        skill: "Logical Deduction".into(),
+        kind: EnvKind::Game,
+        status: EnvStatus::Accepted,
+        rejection_reason: None,
+        regret: Some(0.35),
+        win_rate_hint: Some(0.65),
+        win_rate_no_hint: Some(0.3),
+    };
+    let envs = Page {
+        items: vec![item],
+        next_cursor: Some("4.1".into()),
+    };
+    let filters = EnvFilters {
+        skill: "Logical Deduction".into(),
+        ..Default::default()
+    };
+    let html = render(move || {
+        view! { <EnvironmentsView run_id=3 run_name="tiny".into() skills=vec!["Logical Deduction".into(), "Optimization".into()] envs filters problems=vec![] /> }
+            .into_any()
+    });
+    assert!(
+        html.contains(r#"href="/runs/3/environments/e-1""#),
+        "{html}"
+    );
+    assert!(html.contains(r#"<option value="Logical Deduction" selected"#));
+    assert!(
+        html.contains(r#"href="/runs/3/environments?skill=Logical%20Deduction&amp;cursor=4.1""#)
+    );
+    assert!(!html.contains("First page"));
+    assert!(html.contains("65%") && html.contains("0.35"));
+}
+
+#[test]
+fn compare_shows_only_differing_keys_and_one_overlay_per_metric() {
+    let html = render(|| {
+        let runs = vec![
+            detail(1, RunStatus::Succeeded, false, 1),
+            detail(2, RunStatus::Succeeded, false, 2),
+        ];
+        let metrics = vec![
+            vec![metric("regret_mean")],
+            vec![metric("regret_mean"), metric("vendi")],
+        ];
+        view! { <CompareView runs metrics settings=ChartSettings::from_query(None, None, None) /> }
+            .into_any()
+    });
+    assert!(html.contains("<code>seed</code>"), "{html}");
+    assert!(!html.contains("grpo.clip_low"), "equal keys are hidden");
+    assert_eq!(html.matches("<svg").count(), 2);
+    assert!(html.contains("run-1 (#1)") && html.contains("run-2 (#2)"));
+}

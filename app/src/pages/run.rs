@@ -1,0 +1,229 @@
+//! The run page: status, progress, cancel/resume (POST forms), configuration, log tail and the
+//! training curves. Once hydrated, `crate::live` keeps status, progress and log current from the
+//! server-sent events of the run.
+
+use super::compare::flatten_config;
+use super::{ProgressBar, StatusBadge, fmt_time};
+use crate::charts::{ChartControls, ChartSettings, LineChart, Series};
+use crate::dto::{MetricSeries, RunDetail};
+use crate::live::{self, LiveRun};
+use leptos::prelude::*;
+
+/// Charts of the run page: (title, y label, metric names). A metric named `win_rate/<skill>`
+/// joins the per-skill chart; metrics in no group get a chart of their own.
+const GROUPS: [(&str, &str, &[&str]); 5] = [
+    (
+        "Reward and regret",
+        "value",
+        &["regret_mean", "r_hint", "r_no_hint", "designer_reward_mean"],
+    ),
+    (
+        "Difficulty",
+        "share of environments",
+        &[
+            "learnable_share",
+            "easy_share",
+            "medium_share",
+            "hard_share",
+        ],
+    ),
+    (
+        "Acceptance",
+        "share",
+        &["acceptance_rate", "zero_std_group_pct"],
+    ),
+    ("Diversity", "Vendi score", &["vendi", "vendi_mean"]),
+    ("Agent", "value", &["agent_reward_mean", "loss"]),
+];
+const PER_SKILL_PREFIX: &str = "win_rate/";
+
+/// Groups a run's metrics into charts (title, y label, series), in a stable order.
+pub fn chart_groups(metrics: &[MetricSeries]) -> Vec<(String, String, Vec<Series>)> {
+    let mut used = vec![false; metrics.len()];
+    let mut out = Vec::new();
+    for (title, y, names) in GROUPS {
+        let series: Vec<Series> = metrics
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| names.contains(&m.name.as_str()))
+            .map(|(i, m)| {
+                used[i] = true;
+                m.to_series("")
+            })
+            .collect();
+        if !series.is_empty() {
+            out.push((title.to_owned(), y.to_owned(), series));
+        }
+    }
+    let per_skill: Vec<Series> = metrics
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| {
+            let skill = m.name.strip_prefix(PER_SKILL_PREFIX)?;
+            used[i] = true;
+            Some(Series {
+                name: skill.to_owned(),
+                points: m.points.clone(),
+            })
+        })
+        .collect();
+    if !per_skill.is_empty() {
+        out.push((
+            "Win rate per skill".to_owned(),
+            "win rate (no hint)".to_owned(),
+            per_skill,
+        ));
+    }
+    for (i, m) in metrics.iter().enumerate() {
+        if !used[i] {
+            out.push((m.name.clone(), m.name.clone(), vec![m.to_series("")]));
+        }
+    }
+    out
+}
+
+/// The run page.
+#[component]
+pub fn RunView(
+    run: RunDetail,
+    metrics: Vec<MetricSeries>,
+    settings: ChartSettings,
+    /// The viewer's CSRF token, carried by the cancel and resume forms.
+    csrf: String,
+) -> impl IntoView {
+    let s = run.summary.clone();
+    let id = s.id;
+    let live = LiveRun::new(&run, metrics.clone());
+    // Effects run only in the browser: the server renders the state at request time.
+    Effect::new(move |_| live::subscribe(id, live));
+    let can_control = run.can_control;
+    let controls = move || {
+        let status = live.status.get();
+        let csrf = csrf.clone();
+        can_control.then(|| {
+            view! {
+                <div class="actions">
+                    {status.is_active().then(|| view! {
+                        <form method="post" action=format!("/runs/{id}/cancel")>
+                            <input type="hidden" name="csrf" value=csrf.clone() />
+                            <button type="submit" class="danger">"Cancel run"</button>
+                        </form>
+                    })}
+                    {status.is_resumable().then(|| view! {
+                        <form method="post" action=format!("/runs/{id}/resume")>
+                            <input type="hidden" name="csrf" value=csrf.clone() />
+                            <button type="submit">"Resume"</button>
+                        </form>
+                    })}
+                </div>
+            }
+        })
+    };
+    let config_rows = flatten_config(&run.config)
+        .into_iter()
+        .map(|(k, v)| view! { <tr><th scope="row"><code>{k}</code></th><td><code>{v}</code></td></tr> })
+        .collect_view();
+    let log = move || {
+        live.log.with(|lines| {
+            if lines.is_empty() {
+                "No log lines yet.".to_owned()
+            } else {
+                lines
+                    .iter()
+                    .map(|l| format!("{:5} {}\n", l.level, l.line))
+                    .collect::<String>()
+            }
+        })
+    };
+    let charts = chart_groups(&metrics)
+        .into_iter()
+        .map(|(title, y, _)| {
+            let key = title.clone();
+            let series = Signal::derive(move || {
+                live.metrics.with(|m| {
+                    chart_groups(m)
+                        .into_iter()
+                        .find(|g| g.0 == key)
+                        .map(|g| g.2)
+                        .unwrap_or_default()
+                })
+            });
+            view! { <LineChart title y_label=y series settings /> }
+        })
+        .collect_view();
+    let no_charts = metrics.is_empty();
+    view! {
+        <nav class="crumbs" aria-label="Breadcrumb"><a href="/runs">"Runs"</a> " / " <span>{s.project.clone()}</span></nav>
+        <div class="page-head">
+            <h1>{s.name.clone()}</h1>
+            <span id="run-status">{move || view! { <StatusBadge status=live.status.get() /> }}</span>
+            {controls}
+        </div>
+        <section class="card run-overview" aria-label="Overview">
+            <dl class="facts">
+                <div><dt>"Progress"</dt><dd id="run-progress">{move || view! { <ProgressBar step=live.step.get() total=live.total.get() label="Training progress" /> }}</dd></div>
+                <div><dt>"Phase"</dt><dd id="run-phase">{move || live.phase.get().unwrap_or_else(|| "—".into())}</dd></div>
+                <div><dt>"Executor"</dt><dd>{run.executor.clone()}</dd></div>
+                <div><dt>"Seed"</dt><dd>{run.seed}</dd></div>
+                <div><dt>"Code"</dt><dd><code>{run.code_version.clone()}</code></dd></div>
+                <div><dt>"Created"</dt><dd>{fmt_time(&s.created_at)}</dd></div>
+            </dl>
+            {run.message.clone().map(|m| view! { <p class="run-message" role="status">{m}</p> })}
+            <p><a href=format!("/runs/{id}/environments")>"Browse environments →"</a></p>
+        </section>
+        <section aria-labelledby="charts-h">
+            <h2 id="charts-h">"Training curves"</h2>
+            <ChartControls settings />
+            {no_charts.then(|| view! { <p class="empty">"No metrics reported yet."</p> })}
+            <div class="chart-grid">{charts}</div>
+        </section>
+        <div class="two-col">
+            <section class="card" aria-labelledby="log-h">
+                <h2 id="log-h">"Log"</h2>
+                <pre id="run-log" class="log" tabindex="0" aria-label="Log tail" aria-live="polite">{log}</pre>
+            </section>
+            <section class="card" aria-labelledby="config-h">
+                <h2 id="config-h">"Configuration"</h2>
+                <div class="table-scroll" tabindex="0" role="region" aria-label="Configuration">
+                    <table class="data kv"><tbody>{config_rows}</tbody></table>
+                </div>
+            </section>
+        </div>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::charts::Point;
+
+    fn m(name: &str) -> MetricSeries {
+        MetricSeries {
+            name: name.into(),
+            points: vec![Point {
+                step: 1.0,
+                time_s: 1.0,
+                value: 0.5,
+            }],
+        }
+    }
+
+    #[test]
+    fn metrics_group_into_charts_and_leftovers_get_their_own() {
+        let g = chart_groups(&[
+            m("r_hint"),
+            m("regret_mean"),
+            m("win_rate/Optimization"),
+            m("win_rate/Spatial Reasoning"),
+            m("custom"),
+        ]);
+        let titles: Vec<&str> = g.iter().map(|(t, _, _)| t.as_str()).collect();
+        assert_eq!(
+            titles,
+            ["Reward and regret", "Win rate per skill", "custom"]
+        );
+        assert_eq!(g[0].2.len(), 2);
+        let skills: Vec<&str> = g[1].2.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(skills, ["Optimization", "Spatial Reasoning"]);
+    }
+}

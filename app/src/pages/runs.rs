@@ -1,0 +1,224 @@
+//! The runs list: status, progress, headline metrics, filters (a GET form) and pagination
+//! (GET links), so reading and paging work without JavaScript.
+
+use super::{Pagination, ProgressBar, StatusBadge, fmt_opt, fmt_pct, fmt_time, query_string};
+use crate::dto::{Page, RunStatus, RunSummary, TeamDto};
+use leptos::prelude::*;
+
+/// The runs list's query parameters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFilters {
+    /// The team whose runs are listed; `None` means the viewer's first team.
+    pub team: Option<i64>,
+    pub status: Option<RunStatus>,
+    /// Keyset cursor of the page (absent on the first page).
+    pub cursor: Option<String>,
+}
+
+impl RunFilters {
+    /// From query parameters; an unknown status or team becomes a message for the user (the
+    /// list then ignores that filter) rather than an error page.
+    pub fn from_query(
+        team: Option<&str>,
+        status: Option<&str>,
+        cursor: Option<&str>,
+    ) -> (Self, Vec<String>) {
+        let mut problems = Vec::new();
+        let status = match status.filter(|s| !s.is_empty()) {
+            None => None,
+            Some(s) => RunStatus::parse(s).or_else(|| {
+                problems.push(format!(
+                    "Unknown status \"{s}\"; showing runs of every status."
+                ));
+                None
+            }),
+        };
+        let team = match team.filter(|s| !s.is_empty()) {
+            None => None,
+            Some(t) => t.parse::<i64>().ok().or_else(|| {
+                problems.push(format!(
+                    "Team must be a team id, got \"{t}\"; showing your first team."
+                ));
+                None
+            }),
+        };
+        let cursor = cursor.filter(|c| !c.is_empty()).map(str::to_owned);
+        (
+            Self {
+                team,
+                status,
+                cursor,
+            },
+            problems,
+        )
+    }
+
+    /// The URL of the page at `cursor` with these filters.
+    pub fn href(&self, cursor: Option<&str>) -> String {
+        let pairs = [
+            ("team", self.team.map(|t| t.to_string()).unwrap_or_default()),
+            (
+                "status",
+                self.status
+                    .map(|s| s.as_str().to_owned())
+                    .unwrap_or_default(),
+            ),
+            ("cursor", cursor.unwrap_or_default().to_owned()),
+        ];
+        format!("/runs{}", query_string(&pairs))
+    }
+}
+
+/// Latest-value columns of the list: (metric name, header, shown as percentage).
+pub const KEY_METRICS: [(&str, &str, bool); 3] = [
+    ("learnable_share", "Learnable", true),
+    ("regret_mean", "Regret", false),
+    ("acceptance_rate", "Accepted", true),
+];
+
+/// The runs list page.
+#[component]
+pub fn RunsView(
+    runs: Page<RunSummary>,
+    /// The viewer's teams, for the team filter.
+    teams: Vec<TeamDto>,
+    filters: RunFilters,
+    problems: Vec<String>,
+) -> impl IntoView {
+    let next = runs.next_cursor.as_deref().map(|c| filters.href(Some(c)));
+    let first = filters.href(None);
+    let is_first = filters.cursor.is_none();
+    let empty = runs
+        .items
+        .is_empty()
+        .then(|| runs_empty_message(is_first, &filters, teams.is_empty()));
+    let rows = runs.items.into_iter().map(run_row).collect_view();
+    let team_options = teams
+        .iter()
+        .map(|t| {
+            let selected = filters.team == Some(t.id);
+            view! { <option value=t.id.to_string() selected=selected>{format!("{} ({})", t.name, t.role)}</option> }
+        })
+        .collect_view();
+    view! {
+        <div class="page-head">
+            <h1>"Runs"</h1>
+        </div>
+        <form class="filters card" method="get" action="/runs" aria-label="Filter runs">
+            <div class="field">
+                <label for="runs-team">"Team"</label>
+                <select id="runs-team" name="team">{team_options}</select>
+            </div>
+            <div class="field">
+                <label for="runs-status">"Status"</label>
+                <select id="runs-status" name="status">
+                    <option value="" selected=filters.status.is_none()>"Any"</option>
+                    {RunStatus::ALL
+                        .into_iter()
+                        .map(|s| view! { <option value=s.as_str() selected=filters.status == Some(s)>{s.as_str()}</option> })
+                        .collect_view()}
+                </select>
+            </div>
+            <button type="submit">"Filter"</button>
+        </form>
+        {problems.into_iter().map(|p| view! { <p class="notice" role="status">{p}</p> }).collect_view()}
+        {match empty {
+            Some(msg) => view! { <p class="empty" id="runs-empty">{msg}</p> }.into_any(),
+            None => view! {
+                <form method="get" action="/compare" aria-label="Compare runs">
+                <div class="table-scroll" tabindex="0" role="region" aria-label="Runs">
+                    <table class="data runs" id="runs-table">
+                        <thead>
+                            <tr>
+                                <th scope="col"><span class="visually-hidden">"Compare"</span></th>
+                                <th scope="col">"Run"</th>
+                                <th scope="col">"Status"</th>
+                                <th scope="col">"Progress"</th>
+                                {KEY_METRICS.iter().map(|(_, h, _)| view! { <th scope="col" class="num">{*h}</th> }).collect_view()}
+                                <th scope="col">"Created"</th>
+                            </tr>
+                        </thead>
+                        <tbody>{rows}</tbody>
+                    </table>
+                </div>
+                <p class="table-actions"><button type="submit" class="secondary">"Compare selected runs"</button></p>
+                </form>
+            }.into_any(),
+        }}
+        <Pagination is_first first next />
+    }
+}
+
+fn runs_empty_message(is_first: bool, filters: &RunFilters, no_teams: bool) -> String {
+    if no_teams {
+        "You are not in a team yet: create one or ask a team owner to add you.".to_owned()
+    } else if !is_first {
+        "No more runs.".to_owned()
+    } else if filters.status.is_some() {
+        "No runs match these filters.".to_owned()
+    } else {
+        "No runs in this team yet.".to_owned()
+    }
+}
+
+fn run_row(r: RunSummary) -> impl IntoView {
+    let metrics = KEY_METRICS
+        .iter()
+        .map(|(key, _, pct)| {
+            let v = r.key_metrics.get(*key).copied();
+            let text = if *pct { fmt_pct(v) } else { fmt_opt(v) };
+            view! { <td class="num">{text}</td> }
+        })
+        .collect_view();
+    view! {
+        <tr>
+            <td class="pick">
+                <input type="checkbox" name="run" value=r.id.to_string() id=format!("pick-{}", r.id) />
+                <label for=format!("pick-{}", r.id) class="visually-hidden">{format!("Compare {}", r.name)}</label>
+            </td>
+            <td>
+                <a class="run-name" href=format!("/runs/{}", r.id)>{r.name.clone()}</a>
+                <span class="sub">{r.project.clone()}</span>
+            </td>
+            <td><StatusBadge status=r.status /></td>
+            <td><ProgressBar step=r.step total=r.total_steps label=format!("Progress of {}", r.name) /></td>
+            {metrics}
+            <td class="nowrap">{fmt_time(&r.created_at)}</td>
+        </tr>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_from_query_report_bad_values() {
+        let (f, p) = RunFilters::from_query(Some("3"), Some("running"), Some("41"));
+        assert_eq!(
+            f,
+            RunFilters {
+                team: Some(3),
+                status: Some(RunStatus::Running),
+                cursor: Some("41".into())
+            }
+        );
+        assert!(p.is_empty());
+        let (f, p) = RunFilters::from_query(Some("x"), Some("sleeping"), Some(""));
+        assert_eq!(f, RunFilters::default());
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[0].contains("sleeping") && p[1].contains("\"x\""));
+    }
+
+    #[test]
+    fn page_links_keep_filters() {
+        let f = RunFilters {
+            team: Some(2),
+            status: Some(RunStatus::Failed),
+            cursor: None,
+        };
+        assert_eq!(f.href(None), "/runs?team=2&status=failed");
+        assert_eq!(f.href(Some("17")), "/runs?team=2&status=failed&cursor=17");
+        assert_eq!(RunFilters::default().href(None), "/runs");
+    }
+}

@@ -1,0 +1,284 @@
+//! Route components: read the URL, load data through `crate::data`'s server functions and hand
+//! the DTOs to the page components of `crate::pages`. A missing session shows a log-in prompt;
+//! a failed load shows its message.
+
+use crate::charts::ChartSettings;
+use crate::data::{self, Access, EnvListQuery};
+use crate::dto::Viewer;
+use crate::pages;
+use crate::pages::environments::{EnvFilters, EnvQuery};
+use crate::pages::runs::RunFilters;
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::{use_params_map, use_query_map};
+
+/// The viewer resource the app provides as context (loaded once per page render).
+pub type ViewerResource = Resource<Result<Option<Viewer>, ServerFnError>>;
+
+/// The viewer from context, once loaded (`None` when logged out or on error).
+async fn viewer() -> Option<Viewer> {
+    let r = use_context::<ViewerResource>()?;
+    r.await.ok().flatten()
+}
+
+/// A query parameter of the current URL, reactively.
+fn query(name: &'static str) -> impl Fn() -> Option<String> + Copy + Send + Sync {
+    let q = use_query_map();
+    move || q.with(|m| m.get(name)).filter(|s| !s.is_empty())
+}
+
+/// A path parameter of the current route.
+fn param(name: &'static str) -> impl Fn() -> Option<String> + Copy + Send + Sync {
+    let p = use_params_map();
+    move || p.with(|m| m.get(name))
+}
+
+/// What a page shows instead of its content when loading did not succeed.
+fn not_shown(r: Result<(), ServerFnError>) -> AnyView {
+    match r {
+        Ok(()) => view! {
+            <div class="card login-prompt">
+                <h1>"Log in to continue"</h1>
+                <p>"This page shows your team's runs; it needs you to be logged in."</p>
+                <p><a class="button" href="/login">"Log in"</a> " or " <a href="/register">"register"</a></p>
+            </div>
+        }
+        .into_any(),
+        Err(e) => view! { <p class="form-error" role="alert">{server_message(&e)}</p> }.into_any(),
+    }
+}
+
+/// The user-facing part of a server function error.
+fn server_message(e: &ServerFnError) -> String {
+    match e {
+        ServerFnError::ServerError(m) => m.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn loading() -> impl IntoView {
+    view! { <p class="empty" aria-live="polite">"Loading…"</p> }
+}
+
+#[component]
+pub fn RunsPage() -> impl IntoView {
+    let (team, status, cursor) = (query("team"), query("status"), query("cursor"));
+    let parsed = Memo::new(move |_| {
+        RunFilters::from_query(team().as_deref(), status().as_deref(), cursor().as_deref())
+    });
+    let data = Resource::new(
+        move || parsed.get().0,
+        |f| data::load_runs(f.team, f.status.map(|s| s.as_str().to_owned()), f.cursor),
+    );
+    view! {
+        <Title text="Runs · SPADE Studio" />
+        <Suspense fallback=loading>
+            {move || Suspend::new(async move {
+                let (mut filters, problems) = parsed.get_untracked();
+                match data.await {
+                    Ok(Access::Granted(d)) => {
+                        filters.team = d.team;
+                        view! { <pages::runs::RunsView runs=d.runs teams=d.teams filters problems /> }.into_any()
+                    }
+                    Ok(Access::LoginRequired) => not_shown(Ok(())),
+                    Err(e) => not_shown(Err(e)),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+fn run_id() -> impl Fn() -> Result<i64, String> + Copy + Send + Sync {
+    let id = param("id");
+    move || {
+        let raw = id().unwrap_or_default();
+        raw.parse::<i64>()
+            .map_err(|_| format!("run id must be a whole number, got \"{raw}\""))
+    }
+}
+
+#[component]
+pub fn RunPage() -> impl IntoView {
+    let id = run_id();
+    let settings = ChartSettings::from_query(
+        query("smooth")().as_deref(),
+        query("x")().as_deref(),
+        query("log")().as_deref(),
+    );
+    let data = Resource::new(id, |id| async move {
+        match id {
+            Ok(id) => data::load_run(id).await,
+            Err(msg) => Err(ServerFnError::new(msg)),
+        }
+    });
+    view! {
+        <Title text="Run · SPADE Studio" />
+        <Suspense fallback=loading>
+            {move || Suspend::new(async move {
+                let csrf = viewer().await.map(|v| v.csrf).unwrap_or_default();
+                match data.await {
+                    Ok(Access::Granted(d)) => view! {
+                        {query("error")().map(|e| view! { <p class="form-error" role="alert">{e}</p> })}
+                        <pages::run::RunView run=d.run metrics=d.metrics settings csrf />
+                    }.into_any(),
+                    Ok(Access::LoginRequired) => not_shown(Ok(())),
+                    Err(e) => not_shown(Err(e)),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+pub fn EnvironmentsPage() -> impl IntoView {
+    let id = run_id();
+    let (skill, status, step_min, step_max, regret_min, cursor) = (
+        query("skill"),
+        query("status"),
+        query("step_min"),
+        query("step_max"),
+        query("regret_min"),
+        query("cursor"),
+    );
+    let parsed = Memo::new(move |_| {
+        EnvFilters::from_query(EnvQuery {
+            skill: skill().as_deref(),
+            status: status().as_deref(),
+            step_min: step_min().as_deref(),
+            step_max: step_max().as_deref(),
+            regret_min: regret_min().as_deref(),
+            cursor: cursor().as_deref(),
+        })
+    });
+    let data = Resource::new(
+        move || (id(), parsed.get().0),
+        |(id, f)| async move {
+            let id = id.map_err(ServerFnError::new)?;
+            let q = EnvListQuery {
+                skill: Some(f.skill).filter(|s| !s.is_empty()),
+                status: f.status.map(|s| match s {
+                    crate::dto::EnvStatus::Accepted => "accepted".to_owned(),
+                    crate::dto::EnvStatus::Rejected => "rejected".to_owned(),
+                }),
+                step_min: f.step_min,
+                step_max: f.step_max,
+                regret_min: f.regret_min,
+                cursor: f.cursor,
+            };
+            data::load_environments(id, q).await
+        },
+    );
+    view! {
+        <Title text="Environments · SPADE Studio" />
+        <Suspense fallback=loading>
+            {move || Suspend::new(async move {
+                let (filters, problems) = parsed.get_untracked();
+                let run_id = id().unwrap_or_default();
+                match data.await {
+                    Ok(Access::Granted(d)) => view! {
+                        <pages::environments::EnvironmentsView run_id run_name=d.run_name skills=d.skills envs=d.envs filters problems />
+                    }.into_any(),
+                    Ok(Access::LoginRequired) => not_shown(Ok(())),
+                    Err(e) => not_shown(Err(e)),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+pub fn EnvironmentPage() -> impl IntoView {
+    let id = run_id();
+    let env = param("env");
+    let data = Resource::new(
+        move || (id(), env()),
+        |(id, env)| async move {
+            let id = id.map_err(ServerFnError::new)?;
+            data::load_environment(id, env.unwrap_or_default()).await
+        },
+    );
+    view! {
+        <Title text="Environment · SPADE Studio" />
+        <Suspense fallback=loading>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(Access::Granted(env)) => view! { <pages::environments::EnvironmentView env /> }.into_any(),
+                    Ok(Access::LoginRequired) => not_shown(Ok(())),
+                    Err(e) => not_shown(Err(e)),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+pub fn ComparePage() -> impl IntoView {
+    let q = use_query_map();
+    // `?run=1&run=2` (the runs list's checkboxes) or `?runs=1,2`.
+    let ids = move || {
+        q.with(|m| {
+            let mut ids: Vec<String> = m.get_all("run").unwrap_or_default();
+            if let Some(list) = m.get("runs") {
+                ids.extend(list.split(',').map(str::to_owned));
+            }
+            ids.join(",")
+        })
+    };
+    let settings = ChartSettings::from_query(
+        query("smooth")().as_deref(),
+        query("x")().as_deref(),
+        query("log")().as_deref(),
+    );
+    let data = Resource::new(ids, data::load_compare);
+    view! {
+        <Title text="Compare · SPADE Studio" />
+        <Suspense fallback=loading>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(Access::Granted(list)) => {
+                        let (runs, metrics): (Vec<_>, Vec<_>) = list.into_iter().map(|d| (d.run, d.metrics)).unzip();
+                        view! { <pages::compare::CompareView runs metrics settings /> }.into_any()
+                    }
+                    Ok(Access::LoginRequired) => not_shown(Ok(())),
+                    Err(e) => not_shown(Err(e)),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+pub fn LoginPage() -> impl IntoView {
+    let (error, email, next) = (query("error"), query("email"), query("next"));
+    view! {
+        <Title text="Log in · SPADE Studio" />
+        {move || view! {
+            <pages::auth::LoginView
+                error=error()
+                email=email().unwrap_or_default()
+                next=next().filter(|n| n.starts_with('/') && !n.starts_with("//")).unwrap_or_else(|| "/runs".into())
+            />
+        }}
+    }
+}
+
+#[component]
+pub fn RegisterPage() -> impl IntoView {
+    let (error, email, name) = (query("error"), query("email"), query("display_name"));
+    view! {
+        <Title text="Register · SPADE Studio" />
+        {move || view! {
+            <pages::auth::RegisterView error=error() email=email().unwrap_or_default() display_name=name().unwrap_or_default() />
+        }}
+    }
+}
+
+/// Sections that are in the navigation but not built yet say so plainly.
+#[component]
+pub fn ComingPage(title: &'static str, what: &'static str) -> impl IntoView {
+    view! {
+        <Title text=format!("{title} · SPADE Studio") />
+        <h1>{title}</h1>
+        <p class="empty">{what}</p>
+    }
+}

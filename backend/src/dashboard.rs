@@ -1,0 +1,441 @@
+//! The dashboard's data source and its HTML forms. [`Dashboard`] implements
+//! `spade_app::data::DashboardData`: it authenticates the request head with the same
+//! extractor as the API (access cookie; GET, so no CSRF) and turns `spade-db` rows into the DTOs
+//! the pages render. `forms` holds the POST routes of the pages' plain HTML forms (log in,
+//! register, log out, cancel, resume), which reuse the API's handlers so the rules (rate
+//! limits, roles, audit, CSRF) are the same for both.
+
+pub mod forms;
+
+use crate::AppState;
+use crate::api::downsample::lttb;
+use crate::auth::AuthUser;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use spade_app::charts::Point;
+use spade_app::data::{
+    Access, DashboardData, DataError, DataFuture, EnvListQuery, EnvironmentsData, RunData, RunsData,
+};
+use spade_app::dto;
+use spade_db::{DbError, RunScope, TeamScope, environments, metrics, runs, teams};
+use std::collections::BTreeMap;
+
+/// Runs per page of the runs list.
+const RUNS_PER_PAGE: i64 = 20;
+/// Environments per page of the browser.
+const ENVS_PER_PAGE: i64 = 50;
+/// Points per chart series (LTTB keeps the shape; a 640 px chart shows no more).
+const POINTS_PER_SERIES: usize = 600;
+/// Sample plays shown on an environment page.
+const PLAYS_SHOWN: i64 = 16;
+/// Latest-value columns of the runs list (see `spade_app::pages::runs::KEY_METRICS`).
+const KEY_METRICS: [&str; 3] = ["learnable_share", "regret_mean", "acceptance_rate"];
+
+/// The backend's [`DashboardData`].
+#[derive(Debug, Clone)]
+pub struct Dashboard {
+    pub state: AppState,
+}
+
+fn db_err(e: DbError) -> DataError {
+    match e {
+        DbError::NotFound(what) => DataError::NotFound(what.to_owned()),
+        other => {
+            tracing::error!(error = %other, "dashboard: database error");
+            DataError::Unavailable
+        }
+    }
+}
+
+impl Dashboard {
+    /// The authenticated caller, or `None` (no cookie, expired, revoked).
+    async fn auth(&self, req: &Parts) -> Option<AuthUser> {
+        let mut parts = req.clone();
+        AuthUser::from_request_parts(&mut parts, &self.state)
+            .await
+            .ok()
+    }
+
+    async fn member(&self, auth: &AuthUser, run_id: i64) -> Result<RunScope, DataError> {
+        RunScope::for_member(&self.state.db, auth.user.id, run_id)
+            .await
+            .map_err(db_err)
+    }
+
+    async fn summary(
+        &self,
+        scope: &RunScope,
+        r: &runs::Run,
+        project: String,
+    ) -> Result<dto::RunSummary, DataError> {
+        let names = metrics::names(&self.state.db, scope)
+            .await
+            .map_err(db_err)?;
+        let mut key_metrics = BTreeMap::new();
+        for info in names
+            .iter()
+            .filter(|n| KEY_METRICS.contains(&n.name.as_str()))
+        {
+            let last = metrics::series(
+                &self.state.db,
+                scope,
+                &info.name,
+                Some(info.last_step),
+                Some(info.last_step),
+            )
+            .await
+            .map_err(db_err)?;
+            if let Some(p) = last.last() {
+                key_metrics.insert(info.name.clone(), p.value);
+            }
+        }
+        Ok(run_summary(r, project, key_metrics))
+    }
+
+    async fn run_data(&self, auth: &AuthUser, run_id: i64) -> Result<RunData, DataError> {
+        let db = &self.state.db;
+        let scope = self.member(auth, run_id).await?;
+        let r = runs::get(db, &scope).await.map_err(db_err)?;
+        let team = TeamScope::for_member(db, auth.user.id, scope.team_id())
+            .await
+            .map_err(db_err)?;
+        let project = teams::projects(db, &team)
+            .await
+            .map_err(db_err)?
+            .into_iter()
+            .find(|p| p.id == r.project_id)
+            .map_or_else(|| format!("project {}", r.project_id), |p| p.name);
+        let summary = self.summary(&scope, &r, project).await?;
+        let rows = metrics::export(db, &scope, &[]).await.map_err(db_err)?;
+        let mut by_name: BTreeMap<String, Vec<Point>> = BTreeMap::new();
+        for row in rows {
+            by_name.entry(row.name).or_default().push(Point {
+                step: row.step as f64,
+                time_s: row.elapsed_s,
+                value: row.value,
+            });
+        }
+        let metrics = by_name
+            .into_iter()
+            .map(|(name, points)| dto::MetricSeries {
+                name,
+                points: lttb(&points, POINTS_PER_SERIES, |p| (p.step, p.value)),
+            })
+            .collect();
+        let log_tail = spade_db::logs::tail(db, &scope, 200)
+            .await
+            .map_err(db_err)?
+            .into_iter()
+            .map(|l| dto::LogLine {
+                level: l.level,
+                line: l.line,
+            })
+            .collect();
+        let run = dto::RunDetail {
+            summary,
+            config: r.config.clone(),
+            executor: r.executor.clone(),
+            seed: r.seed,
+            code_version: r.code_version.clone(),
+            phase: r.phase.clone().filter(|p| !p.is_empty()),
+            message: r.status_message.clone().filter(|m| !m.is_empty()),
+            log_tail,
+            can_control: scope.can_edit(),
+        };
+        Ok(RunData { run, metrics })
+    }
+}
+
+fn run_status(s: spade_db::RunStatus) -> dto::RunStatus {
+    dto::RunStatus::parse(s.as_str()).unwrap_or(dto::RunStatus::Failed)
+}
+
+fn run_summary(
+    r: &runs::Run,
+    project: String,
+    key_metrics: BTreeMap<String, f64>,
+) -> dto::RunSummary {
+    dto::RunSummary {
+        id: r.id,
+        name: r.name.clone(),
+        project,
+        status: run_status(r.status),
+        step: u64::try_from(r.progress_step).unwrap_or(0),
+        total_steps: u64::try_from(r.progress_total).unwrap_or(0),
+        created_at: r
+            .created_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        key_metrics,
+    }
+}
+
+fn env_summary(e: &environments::EnvSummary, run_id: i64) -> dto::EnvironmentSummary {
+    dto::EnvironmentSummary {
+        env_id: e.env_id.clone(),
+        run_id,
+        step: u64::try_from(e.step).unwrap_or(0),
+        skill: e.skill.clone(),
+        kind: match e.kind {
+            spade_db::types::EnvKind::Game => dto::EnvKind::Game,
+            spade_db::types::EnvKind::ToolUse => dto::EnvKind::ToolUse,
+        },
+        status: match e.status {
+            spade_db::types::EnvStatus::Accepted => dto::EnvStatus::Accepted,
+            spade_db::types::EnvStatus::Rejected => dto::EnvStatus::Rejected,
+        },
+        rejection_reason: e.rejection_reason.clone(),
+        regret: e.regret,
+        win_rate_hint: e.win_rate_hint,
+        win_rate_no_hint: e.win_rate_no_hint,
+    }
+}
+
+impl DashboardData for Dashboard {
+    fn viewer<'a>(&'a self, req: &'a Parts) -> DataFuture<'a, Option<dto::Viewer>> {
+        Box::pin(async move {
+            Ok(self.auth(req).await.map(|a| dto::Viewer {
+                csrf: self.state.auth.signer.csrf_token(a.session_id),
+                user: dto::UserDto {
+                    id: a.user.id,
+                    email: a.user.email.clone(),
+                    display_name: a.user.display_name.clone(),
+                },
+            }))
+        })
+    }
+
+    fn runs<'a>(
+        &'a self,
+        req: &'a Parts,
+        team: Option<i64>,
+        status: Option<String>,
+        cursor: Option<String>,
+    ) -> DataFuture<'a, Access<RunsData>> {
+        Box::pin(async move {
+            let Some(auth) = self.auth(req).await else {
+                return Ok(Access::LoginRequired);
+            };
+            let db = &self.state.db;
+            let my_teams = teams::teams_of(db, auth.user.id).await.map_err(db_err)?;
+            let teams_dto: Vec<dto::TeamDto> = my_teams
+                .iter()
+                .map(|t| dto::TeamDto {
+                    id: t.id,
+                    name: t.name.clone(),
+                    role: role_name(t.role).to_owned(),
+                })
+                .collect();
+            let Some(team_id) = team.or_else(|| my_teams.first().map(|t| t.id)) else {
+                let runs = dto::Page {
+                    items: Vec::new(),
+                    next_cursor: None,
+                };
+                return Ok(Access::Granted(RunsData {
+                    teams: teams_dto,
+                    team: None,
+                    runs,
+                }));
+            };
+            let scope = TeamScope::for_member(db, auth.user.id, team_id)
+                .await
+                .map_err(db_err)?;
+            let status = match status.as_deref() {
+                None => None,
+                Some(s) => Some(parse_db_status(s).ok_or_else(|| {
+                    DataError::Invalid(format!("status: unknown run status \"{s}\""))
+                })?),
+            };
+            let before_id = match cursor.as_deref() {
+                None => None,
+                Some(c) => Some(c.parse::<i64>().map_err(|_| {
+                    DataError::Invalid(
+                        "cursor: expected the next-page link of a previous page".into(),
+                    )
+                })?),
+            };
+            let filter = runs::RunFilter {
+                project_id: None,
+                status,
+                before_id,
+                limit: RUNS_PER_PAGE + 1,
+            };
+            let mut rows = runs::list(db, &scope, &filter).await.map_err(db_err)?;
+            let more = rows.len() as i64 > RUNS_PER_PAGE;
+            rows.truncate(RUNS_PER_PAGE as usize);
+            let projects: BTreeMap<i64, String> = teams::projects(db, &scope)
+                .await
+                .map_err(db_err)?
+                .into_iter()
+                .map(|p| (p.id, p.name))
+                .collect();
+            let mut items = Vec::with_capacity(rows.len());
+            for r in &rows {
+                let project = projects.get(&r.project_id).cloned().unwrap_or_default();
+                let run_scope = self.member(&auth, r.id).await?;
+                items.push(self.summary(&run_scope, r, project).await?);
+            }
+            let next_cursor = if more {
+                rows.last().map(|r| r.id.to_string())
+            } else {
+                None
+            };
+            Ok(Access::Granted(RunsData {
+                teams: teams_dto,
+                team: Some(team_id),
+                runs: dto::Page { items, next_cursor },
+            }))
+        })
+    }
+
+    fn run<'a>(&'a self, req: &'a Parts, run_id: i64) -> DataFuture<'a, Access<RunData>> {
+        Box::pin(async move {
+            match self.auth(req).await {
+                None => Ok(Access::LoginRequired),
+                Some(auth) => Ok(Access::Granted(self.run_data(&auth, run_id).await?)),
+            }
+        })
+    }
+
+    fn environments<'a>(
+        &'a self,
+        req: &'a Parts,
+        run_id: i64,
+        q: EnvListQuery,
+    ) -> DataFuture<'a, Access<EnvironmentsData>> {
+        Box::pin(async move {
+            let Some(auth) = self.auth(req).await else {
+                return Ok(Access::LoginRequired);
+            };
+            let db = &self.state.db;
+            let scope = self.member(&auth, run_id).await?;
+            let run = runs::get(db, &scope).await.map_err(db_err)?;
+            let after = match q.cursor.as_deref() {
+                None => None,
+                Some(c) => Some(parse_env_cursor(c).ok_or_else(|| {
+                    DataError::Invalid(
+                        "cursor: expected the next-page link of a previous page".into(),
+                    )
+                })?),
+            };
+            let status = match q.status.as_deref() {
+                None => None,
+                Some("accepted") => Some(spade_db::types::EnvStatus::Accepted),
+                Some("rejected") => Some(spade_db::types::EnvStatus::Rejected),
+                Some(other) => {
+                    return Err(DataError::Invalid(format!(
+                        "status: expected accepted or rejected, got \"{other}\""
+                    )));
+                }
+            };
+            let to_i64 = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
+            let filter = environments::EnvFilter {
+                skill: q.skill.clone(),
+                status,
+                step_min: to_i64(q.step_min),
+                step_max: to_i64(q.step_max),
+                regret_min: q.regret_min,
+                regret_max: None,
+                after,
+                limit: ENVS_PER_PAGE + 1,
+            };
+            let mut rows = environments::list(db, &scope, &filter)
+                .await
+                .map_err(db_err)?;
+            let more = rows.len() as i64 > ENVS_PER_PAGE;
+            rows.truncate(ENVS_PER_PAGE as usize);
+            let next_cursor = if more {
+                rows.last().map(|e| format!("{}:{}", e.step, e.id))
+            } else {
+                None
+            };
+            Ok(Access::Granted(EnvironmentsData {
+                run_name: run.name,
+                skills: spade::skills::SKILLS
+                    .iter()
+                    .map(|s| s.name.to_owned())
+                    .collect(),
+                envs: dto::Page {
+                    items: rows.iter().map(|e| env_summary(e, run_id)).collect(),
+                    next_cursor,
+                },
+            }))
+        })
+    }
+
+    fn environment<'a>(
+        &'a self,
+        req: &'a Parts,
+        run_id: i64,
+        env_id: String,
+    ) -> DataFuture<'a, Access<dto::EnvironmentDetail>> {
+        Box::pin(async move {
+            let Some(auth) = self.auth(req).await else {
+                return Ok(Access::LoginRequired);
+            };
+            let db = &self.state.db;
+            let scope = self.member(&auth, run_id).await?;
+            let run = runs::get(db, &scope).await.map_err(db_err)?;
+            let e = environments::get(db, &scope, &env_id)
+                .await
+                .map_err(db_err)?;
+            let parent = match e.summary.parent_env_id.as_deref() {
+                Some(p) => match environments::get(db, &scope, p).await {
+                    Ok(parent) => Some(dto::ParentEnvironment {
+                        env_id: parent.summary.env_id,
+                        code: parent.code,
+                    }),
+                    Err(DbError::NotFound(_)) => None,
+                    Err(other) => return Err(db_err(other)),
+                },
+                None => None,
+            };
+            let plays = environments::plays(db, &scope, &env_id, PLAYS_SHOWN)
+                .await
+                .map_err(db_err)?
+                .into_iter()
+                .map(|p| dto::PlayDto {
+                    with_hint: p.with_hint,
+                    episode_return: p.episode_return,
+                    won: p.won,
+                    turns: u32::try_from(p.turns).unwrap_or(0),
+                    // Transcripts are stored as the worker sent them: [{role, content}, ...].
+                    transcript: serde_json::from_value(p.transcript).unwrap_or_default(),
+                })
+                .collect();
+            Ok(Access::Granted(dto::EnvironmentDetail {
+                summary: env_summary(&e.summary, run_id),
+                run_name: run.name,
+                code: e.code,
+                hint: e.hint,
+                rejection_message: e.rejection_message,
+                designer_reward: e.summary.designer_reward,
+                reward_levels: e.summary.reward_levels.and_then(|v| u32::try_from(v).ok()),
+                attempts: u32::try_from(e.attempts).unwrap_or(0),
+                parent,
+                plays,
+            }))
+        })
+    }
+}
+
+fn role_name(r: spade_db::Role) -> &'static str {
+    match r {
+        spade_db::Role::Viewer => "viewer",
+        spade_db::Role::Editor => "editor",
+        spade_db::Role::Owner => "owner",
+    }
+}
+
+fn parse_db_status(s: &str) -> Option<spade_db::RunStatus> {
+    use spade_db::RunStatus::*;
+    [
+        Queued, Starting, Running, Cancelling, Cancelled, Succeeded, Failed,
+    ]
+    .into_iter()
+    .find(|v| v.as_str() == s)
+}
+
+fn parse_env_cursor(c: &str) -> Option<(i64, i64)> {
+    let (s, i) = c.split_once(':')?;
+    Some((s.parse().ok()?, i.parse().ok()?))
+}
