@@ -186,7 +186,9 @@ pub fn spawn_with_run_tokens(
 fn local_config(s: &SchedulerSettings, command: Vec<String>) -> LocalConfig {
     LocalConfig {
         command,
-        jobs_dir: s.jobs_dir.clone(),
+        // Absolute, because each job runs with its own directory as the working directory and
+        // its wrapper writes the exit status through this path.
+        jobs_dir: std::path::absolute(&s.jobs_dir).unwrap_or_else(|_| s.jobs_dir.clone()),
         cpu_slots: s.cpu_slots,
         gpu_slots: s.gpu_slots,
         stop_grace: Duration::from_secs(s.stop_grace_secs),

@@ -32,8 +32,10 @@ pub struct TrainArgs {
 /// Settings shared by `spade train` and `spade worker`.
 #[derive(Debug, Args)]
 pub struct CommonArgs {
-    /// The seed environment library (warm start of the tiny model).
-    #[arg(long, default_value = "envs/seed")]
+    /// The seed environment library (warm start of the tiny model). Relative paths are read
+    /// from the working directory, which for a scheduled worker is its job directory: the
+    /// server's environment sets SPADE_SEEDS to an absolute path (scripts/serve does).
+    #[arg(long, env = "SPADE_SEEDS", default_value = "envs/seed")]
     pub seeds: PathBuf,
     /// Environment episodes (sandbox runners) played at once.
     #[arg(long, default_value_t = 8)]
