@@ -5,6 +5,7 @@
 pub mod artifacts;
 pub mod downsample;
 pub mod environments;
+pub mod logs;
 pub mod metrics;
 pub mod runs;
 pub mod shares;
@@ -264,6 +265,14 @@ pub fn endpoints() -> Vec<Endpoint> {
             User,
             "CSV export of metrics (all, or `names=a,b`)",
             get(metrics::export_csv),
+        ),
+        ep(
+            "get",
+            "/runs/{run_id}/logs",
+            "runs",
+            User,
+            "The end of the run's job output (`bytes`, default 64 KiB), read through its executor",
+            get(logs::job_logs),
         ),
         ep(
             "get",

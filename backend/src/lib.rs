@@ -46,6 +46,8 @@ pub struct AppState {
     pub db: spade_db::Pool,
     pub auth: Arc<auth::AuthState>,
     pub events: events::EventHub,
+    /// Where job output is read from (`GET /runs/{id}/logs`); `None` in tests without one.
+    pub scheduler: Option<Arc<config::SchedulerSettings>>,
 }
 
 impl AppState {
@@ -55,7 +57,14 @@ impl AppState {
             db,
             auth: Arc::new(auth),
             events: events::EventHub::default(),
+            scheduler: None,
         }
+    }
+
+    /// Serves job output through the executors these settings describe.
+    pub fn with_scheduler(mut self, settings: config::SchedulerSettings) -> Self {
+        self.scheduler = Some(Arc::new(settings));
+        self
     }
 }
 

@@ -73,8 +73,8 @@ async fn main() -> anyhow::Result<()> {
         scheduler_stopped,
     )?;
     // Connect info gives handlers the client address (login rate limiting is per IP).
-    let service =
-        app(AppState::new(leptos, db, auth)).into_make_service_with_connect_info::<SocketAddr>();
+    let service = app(AppState::new(leptos, db, auth).with_scheduler(cfg.scheduler.clone()))
+        .into_make_service_with_connect_info::<SocketAddr>();
     axum::serve(listener, service)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;

@@ -444,3 +444,71 @@ async fn health_openapi_and_typed_errors(pool: PgPool) -> TestResult {
     assert!(page.text().contains("<html"), "{}", page.text());
     Ok(())
 }
+
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn job_output_is_served_to_members_through_the_executor(pool: PgPool) -> TestResult {
+    use spade_server::scheduling::{IssueFn, spawn};
+    use std::time::{Duration, Instant};
+    let jobs_dir = std::env::temp_dir().join(format!("api-job-logs-{}", std::process::id()));
+    let flags = [
+        "--worker-command",
+        "echo worker output for run {run}",
+        "--jobs-dir",
+        jobs_dir.to_str().ok_or("path")?,
+        "--scheduler-poll-ms",
+        "100",
+    ];
+    let app = TestApp::with_scheduler_flags(pool.clone(), &flags);
+    let ada = app.user("ada@example.org").await;
+    let (_, _, run) = app.team_project_run(&ada, "logs").await;
+    let before = app.get(&format!("/api/v1/runs/{run}/logs"), &ada).await;
+    assert_eq!(before.status, StatusCode::OK, "{}", before.text());
+    assert_eq!(before.json()["logs"], serde_json::Value::Null, "no job yet");
+
+    // The real local scheduler picks the queued run up and runs the configured command.
+    let mut argv = vec!["spade-server"];
+    argv.extend_from_slice(&flags);
+    let settings = <spade_server::config::Config as clap::Parser>::parse_from(argv).scheduler;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let tokens = IssueFn(|run: i64| async move { Ok::<_, String>(format!("tok-{run}")) });
+    let task = spawn(
+        pool.clone(),
+        &settings,
+        "127.0.0.1:3999".parse()?,
+        tokens,
+        stopped,
+    )?
+    .ok_or("a local scheduler")?;
+    let t0 = Instant::now();
+    let logs = loop {
+        let r = app.get(&format!("/api/v1/runs/{run}/logs"), &ada).await;
+        if let Some(text) = r.json()["logs"].as_str().filter(|t| !t.is_empty()) {
+            break text.to_string();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no output: {}",
+            r.text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(logs, format!("worker output for run {run}\n"));
+    let _ = stop.send(true);
+    tokio::time::timeout(Duration::from_secs(5), task).await??;
+
+    // Another team's member sees nothing, not even that the run exists.
+    let eve = app.user("eve@example.org").await;
+    let other = app.get(&format!("/api/v1/runs/{run}/logs"), &eve).await;
+    assert_eq!(other.status, StatusCode::NOT_FOUND);
+    let bad = app
+        .get(&format!("/api/v1/runs/{run}/logs?bytes=0"), &ada)
+        .await;
+    assert_eq!(
+        bad.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        bad.text()
+    );
+    let _ = std::fs::remove_dir_all(&jobs_dir);
+    Ok(())
+}

@@ -82,6 +82,23 @@ impl TestApp {
         Self { router: app(state) }
     }
 
+    /// An app that also serves job output through a scheduler configured by `args`
+    /// (server flags, e.g. `--jobs-dir DIR`).
+    pub fn with_scheduler_flags(pool: PgPool, args: &[&str]) -> Self {
+        use clap::Parser;
+        let mut argv = vec!["spade-server"];
+        argv.extend_from_slice(args);
+        let settings = spade_server::config::Config::parse_from(argv).scheduler;
+        let leptos = leptos::prelude::LeptosOptions::builder()
+            .output_name(spade_server::OUTPUT_NAME)
+            .site_root("site")
+            .build();
+        let secret = JwtSecret::new(SECRET.to_vec()).unwrap_or_else(|_| JwtSecret::random());
+        let auth = AuthState::new(secret, Registration::Open, false);
+        let state = AppState::new(leptos, pool, auth).with_scheduler(settings);
+        Self { router: app(state) }
+    }
+
     pub async fn send(&self, req: Request<Body>) -> Resp {
         let resp = match self.router.clone().oneshot(req).await {
             Ok(r) => r,

@@ -1,0 +1,47 @@
+//! A run's job output (the worker's stdout and stderr), read through the executor that ran it:
+//! the local log file or Ray's log endpoint. This is the raw process output, next to the
+//! structured `Log` lines a worker reports through ingestion.
+
+use crate::AppState;
+use crate::api::member_scope;
+use crate::auth::AuthUser;
+use crate::error::{ApiPath, ApiResult, AppError};
+use axum::Json;
+use axum::extract::{Query, State};
+use serde::{Deserialize, Serialize};
+
+/// At most this much of the end of the output is returned.
+const MAX_BYTES: usize = 1 << 20;
+
+#[derive(Debug, Deserialize)]
+pub struct LogQuery {
+    /// How many bytes of the end of the output (default 64 KiB, at most 1 MiB).
+    pub bytes: Option<usize>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct JobLogs {
+    pub run_id: i64,
+    /// `null` when no job of the run has started yet.
+    pub logs: Option<String>,
+}
+
+pub async fn job_logs(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(run_id): ApiPath<i64>,
+    Query(q): Query<LogQuery>,
+) -> ApiResult<Json<JobLogs>> {
+    member_scope(&state, &auth, run_id).await?;
+    let bytes = q.bytes.unwrap_or(64 * 1024);
+    if bytes == 0 || bytes > MAX_BYTES {
+        return Err(AppError::invalid("bytes", format!("1..={MAX_BYTES}")));
+    }
+    let Some(settings) = state.scheduler.as_deref() else {
+        return Ok(Json(JobLogs { run_id, logs: None }));
+    };
+    let logs = crate::scheduling::run_logs(&state.db, settings, run_id, bytes)
+        .await
+        .map_err(|e| AppError::Internal(anyhow::Error::new(e)))?;
+    Ok(Json(JobLogs { run_id, logs }))
+}
