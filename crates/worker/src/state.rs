@@ -12,9 +12,10 @@
 //! (sinks are idempotent by `seq`/key), then continues with the next step. Sequence numbers are
 //! reserved in blocks persisted in `seq.json` before use, so messages sent outside a step's
 //! commit (progress, logs) never share a `seq` with anything sent after a resume.
-//! Not restored: AdamW's moment estimates (libtorch's optimiser state is not serialisable
-//! through tch); a resumed run restarts them, which at the paper's learning rate is a small
-//! perturbation.
+//! The optimiser's state (AdamW's step count and moment estimates, [`OPTIMIZER`]) is written
+//! into the same directory as the weights and restored with them, so a resumed run continues
+//! the update it was making. A checkpoint written before the optimiser state was saved has no
+//! such file; it resumes with fresh moments (and says so).
 
 use crate::WorkerError;
 use crate::designer::DesignerSample;
@@ -22,6 +23,23 @@ use serde::{Deserialize, Serialize};
 use spade::report::Envelope;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// The optimiser state's file in a checkpoint directory (see `spade_policy::optim`).
+pub const OPTIMIZER: &str = spade_policy::optim::OPTIMIZER_FILE;
+
+/// Restores `trainer`'s optimiser from the checkpoint `dir`; false when the checkpoint predates
+/// optimiser states (no file). A file that does not fit the model is an error.
+pub fn load_optimizer(
+    trainer: &mut spade_policy::grpo::GrpoTrainer,
+    dir: &Path,
+) -> Result<bool, WorkerError> {
+    let path = dir.join(OPTIMIZER);
+    if !path.exists() {
+        return Ok(false);
+    }
+    trainer.load_optimizer(&path)?;
+    Ok(true)
+}
 
 /// Bumped when [`RunState`] changes incompatibly.
 pub const STATE_VERSION: u32 = 1;

@@ -11,7 +11,7 @@ use spade::config::RunConfig;
 use spade::report::{EnvStatus, Message};
 use spade_worker::run::{self, RunOptions};
 use spade_worker::sink::FileSink;
-use spade_worker::state::StateStore;
+use spade_worker::state::{self, StateStore};
 use std::path::{Path, PathBuf};
 
 fn repo() -> PathBuf {
@@ -142,6 +142,21 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
         out.path()
             .join("checkpoints/step-2/model.safetensors")
             .exists()
+    );
+    // The optimiser state is checkpointed with the weights and restores into a fresh trainer.
+    assert!(
+        out.path()
+            .join("checkpoints/step-2")
+            .join(state::OPTIMIZER)
+            .exists()
+    );
+    let latest = store.latest();
+    let policy = spade_policy::Policy::load(&latest, spade_policy::default_device())?;
+    let mut trainer = spade_policy::grpo::GrpoTrainer::new(&policy, Default::default())?;
+    assert!(state::load_optimizer(&mut trainer, &latest)?);
+    assert!(
+        trainer.optimizer().step_count() > 0,
+        "three steps trained the policy"
     );
     Ok(())
 }
