@@ -289,4 +289,72 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         Ok(())
     }
+
+    #[test]
+    fn the_optimizer_state_is_committed_and_restored() -> Result<(), WorkerError> {
+        use spade_policy::grpo::{GrpoConfig, GrpoSample, GrpoTrainer};
+        use spade_policy::train::{MaskedSeq, OptimConfig, token_logprobs};
+        spade_policy::embed::set_threads(1);
+        let dir = std::env::temp_dir().join(format!("spade-state-optim-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = StateStore::new(&dir);
+        let policy = spade_policy::preset::tiny(&[spade_policy::preset::BUILTIN_TEXT], 1, |_| {})?;
+        let cfg = GrpoConfig {
+            optim: OptimConfig {
+                lr: 1e-3,
+                ..OptimConfig::default()
+            },
+            ..GrpoConfig::default()
+        };
+        let mut trainer = GrpoTrainer::new(&policy, cfg.clone())?;
+        let ids: Vec<i64> = (1..12).collect();
+        let old = token_logprobs(policy.model(), std::slice::from_ref(&ids), 1.0)?;
+        let sample = GrpoSample {
+            seq: MaskedSeq::prompt_completion(&ids[..4], &ids[4..]),
+            old_logprobs: old.into_iter().next().unwrap_or_default(),
+            behavior_logprobs: None,
+            advantage: 1.0,
+            weight: 1.0,
+        };
+        for _ in 0..2 {
+            trainer.step(&policy, std::slice::from_ref(&sample))?;
+        }
+        let st = RunState::new("m".into(), &spade::config::RunConfig::default());
+        store.commit(&st, |d| {
+            policy.save(d)?;
+            Ok(trainer.save_optimizer(&d.join(OPTIMIZER))?)
+        })?;
+        let (latest, _) = store
+            .load()?
+            .ok_or(WorkerError::Config("no state".into()))?;
+        let back = spade_policy::Policy::load(&latest, policy.device())?;
+        let mut resumed = GrpoTrainer::new(&back, cfg.clone())?;
+        assert!(load_optimizer(&mut resumed, &latest)?);
+        assert_eq!(resumed.optimizer().step_count(), 2);
+        for name in trainer.optimizer().names() {
+            let (a, b) = (
+                trainer.optimizer().moments(name),
+                resumed.optimizer().moments(name),
+            );
+            let (Some((m1, v1)), Some((m2, v2))) = (a, b) else {
+                panic!("no moments for {name}");
+            };
+            assert!(m1.equal(m2) && v1.equal(v2), "{name}");
+        }
+        // A checkpoint from before optimiser states: fresh moments, no error.
+        std::fs::remove_file(latest.join(OPTIMIZER)).map_err(|e| WorkerError::io(&latest, e))?;
+        let mut fresh = GrpoTrainer::new(&back, cfg.clone())?;
+        assert!(!load_optimizer(&mut fresh, &latest)?);
+        assert_eq!(fresh.optimizer().step_count(), 0);
+        // A corrupt one is an error naming the file.
+        std::fs::write(latest.join(OPTIMIZER), b"not safetensors")
+            .map_err(|e| WorkerError::io(&latest, e))?;
+        let e = load_optimizer(&mut fresh, &latest)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains(OPTIMIZER), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
+    }
 }

@@ -63,6 +63,7 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(seqs, unique, "seq strictly increasing, no duplicates");
 
     let (mut accepted, mut rejected, mut scored, mut plays, mut metrics) = (0, 0, 0, 0, vec![]);
+    let mut updates = 0u64;
     for e in &all {
         match &e.message {
             Message::Environment { record } => match record.status {
@@ -123,6 +124,8 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
                     assert!((0.0..=1.0).contains(l));
                 }
                 metrics.push(*step);
+                updates += u64::from(values.contains_key("agent_loss"))
+                    + u64::from(values.contains_key("designer_loss"));
             }
             _ => {}
         }
@@ -154,9 +157,10 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
     let policy = spade_policy::Policy::load(&latest, spade_policy::default_device())?;
     let mut trainer = spade_policy::grpo::GrpoTrainer::new(&policy, Default::default())?;
     assert!(state::load_optimizer(&mut trainer, &latest)?);
-    assert!(
-        trainer.optimizer().step_count() > 0,
-        "three steps trained the policy"
+    assert_eq!(
+        trainer.optimizer().step_count(),
+        updates,
+        "one AdamW step per reported GRPO update"
     );
     Ok(())
 }
