@@ -40,6 +40,9 @@ pub enum PolicyError {
     /// A safetensors file or its shard index cannot be parsed.
     #[error("bad safetensors {path}: {reason}")]
     Safetensors { path: PathBuf, reason: String },
+    /// An optimiser state file is malformed or does not fit the model (names, shapes, dtype).
+    #[error("bad optimizer state {path}: {reason}")]
+    OptimizerState { path: PathBuf, reason: String },
     /// The checkpoint has no `*.safetensors` weights at all.
     #[error("no weights in {dir}: expected model.safetensors or model.safetensors.index.json")]
     NoWeights { dir: PathBuf },

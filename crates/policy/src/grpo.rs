@@ -25,10 +25,12 @@
 //!   is clipped (1.0) and AdamW takes one step.
 
 use crate::error::{PolicyError, Result};
+use crate::optim::AdamW;
 use crate::policy::Policy;
 use crate::sample::Completion;
 use crate::train::{self, MaskedSeq, OptimConfig};
-use tch::{Kind, Tensor, nn};
+use std::path::Path;
+use tch::{Kind, Tensor};
 
 /// GRPO hyper-parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -169,7 +171,7 @@ pub fn grpo_loss_sum(
 #[derive(Debug)]
 pub struct GrpoTrainer {
     cfg: GrpoConfig,
-    opt: nn::Optimizer,
+    opt: AdamW,
     reference: Option<Policy>,
 }
 
@@ -195,6 +197,21 @@ impl GrpoTrainer {
     /// The settings.
     pub fn config(&self) -> &GrpoConfig {
         &self.cfg
+    }
+
+    /// The optimiser (its step count and moments).
+    pub fn optimizer(&self) -> &AdamW {
+        &self.opt
+    }
+
+    /// Writes the optimiser's state to `path` (see [`AdamW::save`]).
+    pub fn save_optimizer(&self, path: &Path) -> Result<()> {
+        self.opt.save(path)
+    }
+
+    /// Restores the optimiser's state from `path` (see [`AdamW::load`]).
+    pub fn load_optimizer(&mut self, path: &Path) -> Result<()> {
+        self.opt.load(path)
     }
 
     /// One optimiser step over all `samples` (see the module doc).
@@ -268,7 +285,7 @@ impl GrpoTrainer {
             st.mean_tis += parts[3] / n;
         }
         st.grad_norm = train::clip_grad_norm(policy.var_store(), c.optim.max_grad_norm)?;
-        self.opt.step();
+        self.opt.step()?;
         self.opt.zero_grad();
         Ok(st)
     }

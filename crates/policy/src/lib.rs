@@ -5,7 +5,7 @@
 //!   Face layout (safetensors, shards, `tokenizer.json` through [`tokenizer`]).
 //! - [`sample`]: batched sampling with a KV cache; [`chat`]: the three roles' templates.
 //! - [`grpo`]: the GRPO step (its module doc states the exact variant); [`sft`]: supervised
-//!   fine-tuning; [`train`]: what they share.
+//!   fine-tuning; [`train`]: what they share; [`optim`]: AdamW with a saveable state.
 //! - [`embed`]: mean-pooled hidden states (for diversity metrics).
 //! - [`preset`]: the tiny model for tests and the CPU demo.
 //!
@@ -17,6 +17,7 @@ pub mod checkpoint;
 pub mod embed;
 pub mod error;
 pub mod grpo;
+pub mod optim;
 pub mod policy;
 pub mod preset;
 pub mod qwen3;

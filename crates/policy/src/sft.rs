@@ -3,10 +3,12 @@
 //! demo model learns to write environments from the seed library this way before self-play.
 
 use crate::error::{PolicyError, Result};
+use crate::optim::AdamW;
 use crate::policy::Policy;
 use crate::tokenizer::{IM_END, Tokenizer};
 use crate::train::{self, MaskedSeq, OptimConfig};
-use tch::{Kind, nn};
+use std::path::Path;
+use tch::Kind;
 
 /// Settings for [`SftTrainer`].
 #[derive(Debug, Clone, PartialEq)]
@@ -64,7 +66,7 @@ pub fn encode_pairs(
 #[derive(Debug)]
 pub struct SftTrainer {
     cfg: SftConfig,
-    opt: nn::Optimizer,
+    opt: AdamW,
 }
 
 impl SftTrainer {
@@ -76,6 +78,21 @@ impl SftTrainer {
             opt: train::adamw(policy.var_store(), &cfg.optim)?,
             cfg,
         })
+    }
+
+    /// The optimiser (its step count and moments).
+    pub fn optimizer(&self) -> &AdamW {
+        &self.opt
+    }
+
+    /// Writes the optimiser's state to `path` (see [`AdamW::save`]).
+    pub fn save_optimizer(&self, path: &Path) -> Result<()> {
+        self.opt.save(path)
+    }
+
+    /// Restores the optimiser's state from `path` (see [`AdamW::load`]).
+    pub fn load_optimizer(&mut self, path: &Path) -> Result<()> {
+        self.opt.load(path)
     }
 
     /// One optimiser step on `batch`; returns the mean negative log-likelihood per trained token.
@@ -100,7 +117,7 @@ impl SftTrainer {
             total += loss.double_value(&[]);
         }
         train::clip_grad_norm(policy.var_store(), self.cfg.optim.max_grad_norm)?;
-        self.opt.step();
+        self.opt.step()?;
         self.opt.zero_grad();
         Ok(total)
     }

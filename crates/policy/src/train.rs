@@ -2,6 +2,7 @@
 //! log-probabilities, AdamW, and global gradient-norm clipping.
 
 use crate::error::{PolicyError, Result};
+use crate::optim::AdamW;
 use crate::qwen3::Qwen3;
 use tch::{Device, Kind, Tensor, nn};
 
@@ -155,17 +156,9 @@ impl Default for OptimConfig {
     }
 }
 
-/// AdamW over every trainable variable of `vs`.
-pub fn adamw(vs: &nn::VarStore, c: &OptimConfig) -> Result<nn::Optimizer> {
-    use nn::OptimizerConfig;
-    let opt = nn::AdamW {
-        beta1: c.beta1,
-        beta2: c.beta2,
-        wd: c.weight_decay,
-        eps: c.eps,
-        amsgrad: false,
-    };
-    Ok(opt.build(vs, c.lr)?)
+/// AdamW over every trainable variable of `vs` (see [`crate::optim`]).
+pub fn adamw(vs: &nn::VarStore, c: &OptimConfig) -> Result<AdamW> {
+    AdamW::new(vs, c)
 }
 
 /// Scales all gradients together so their global L2 norm is at most `max` (when `max > 0`);

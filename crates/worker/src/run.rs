@@ -22,7 +22,7 @@ mod metrics;
 mod score;
 
 use crate::sink::Sink;
-use crate::state::{RunState, StateStore};
+use crate::state::{self, RunState, StateStore};
 use crate::warmstart::{self, WarmStartOptions};
 use crate::{WorkerError, play, seeds};
 use spade::config::RunConfig;
@@ -161,14 +161,18 @@ pub fn run(
 
     let existing = store.load()?;
     let mut warm_report = None;
-    let (policy, state) = match (existing, opts.resume) {
+    let (policy, state, resumed_from) = match (existing, opts.resume) {
         (Some((dir, st)), true) => {
             (on)(Event::Log(format!(
                 "resuming at step {} from {}",
                 st.step,
                 dir.display()
             )));
-            (Policy::load(&dir, spade_policy::default_device())?, st)
+            (
+                Policy::load(&dir, spade_policy::default_device())?,
+                st,
+                Some(dir),
+            )
         }
         (Some((dir, _)), false) => {
             return Err(WorkerError::Config(format!(
@@ -180,7 +184,7 @@ pub fn run(
             let (dir, report) = base_model(cfg, opts, &pool, &corpus, on)?;
             warm_report = report;
             let p = Policy::load(&dir, spade_policy::default_device())?;
-            (p, RunState::new(dir.display().to_string(), cfg))
+            (p, RunState::new(dir.display().to_string(), cfg), None)
         }
     };
     let grpo = GrpoConfig {
@@ -195,7 +199,20 @@ pub fn run(
             ..OptimConfig::default()
         },
     };
-    let trainer = GrpoTrainer::new(&policy, grpo)?;
+    let mut trainer = GrpoTrainer::new(&policy, grpo)?;
+    if let Some(dir) = resumed_from {
+        match state::load_optimizer(&mut trainer, &dir)? {
+            true => (on)(Event::Log(format!(
+                "restored the optimizer state ({} AdamW steps)",
+                trainer.optimizer().step_count()
+            ))),
+            false => (on)(Event::Log(format!(
+                "{} has no {}: an older checkpoint; AdamW restarts with zero moments",
+                dir.display(),
+                state::OPTIMIZER
+            ))),
+        }
+    }
     let mut lp = Loop {
         cfg,
         opts,
@@ -405,9 +422,11 @@ impl Loop<'_> {
             outbox.push(self.next_envelope(msg)?);
         }
         self.state.outbox = outbox;
-        let policy = &self.policy;
-        self.store
-            .commit(&self.state, |dir| Ok(policy.save(dir)?))?;
+        let (policy, trainer) = (&self.policy, &self.trainer);
+        self.store.commit(&self.state, |dir| {
+            policy.save(dir)?;
+            Ok(trainer.save_optimizer(&dir.join(state::OPTIMIZER))?)
+        })?;
         let outbox = std::mem::take(&mut self.state.outbox);
         self.deliver(&outbox)?;
         if snapshot {

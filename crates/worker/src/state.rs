@@ -12,9 +12,10 @@
 //! (sinks are idempotent by `seq`/key), then continues with the next step. Sequence numbers are
 //! reserved in blocks persisted in `seq.json` before use, so messages sent outside a step's
 //! commit (progress, logs) never share a `seq` with anything sent after a resume.
-//! Not restored: AdamW's moment estimates (libtorch's optimiser state is not serialisable
-//! through tch); a resumed run restarts them, which at the paper's learning rate is a small
-//! perturbation.
+//! The optimiser's state (AdamW's step count and moment estimates, [`OPTIMIZER`]) is written
+//! into the same directory as the weights and restored with them, so a resumed run continues
+//! the update it was making. A checkpoint written before the optimiser state was saved has no
+//! such file; it resumes with fresh moments (and says so).
 
 use crate::WorkerError;
 use crate::designer::DesignerSample;
@@ -22,6 +23,23 @@ use serde::{Deserialize, Serialize};
 use spade::report::Envelope;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// The optimiser state's file in a checkpoint directory (see `spade_policy::optim`).
+pub const OPTIMIZER: &str = spade_policy::optim::OPTIMIZER_FILE;
+
+/// Restores `trainer`'s optimiser from the checkpoint `dir`; false when the checkpoint predates
+/// optimiser states (no file). A file that does not fit the model is an error.
+pub fn load_optimizer(
+    trainer: &mut spade_policy::grpo::GrpoTrainer,
+    dir: &Path,
+) -> Result<bool, WorkerError> {
+    let path = dir.join(OPTIMIZER);
+    if !path.exists() {
+        return Ok(false);
+    }
+    trainer.load_optimizer(&path)?;
+    Ok(true)
+}
 
 /// Bumped when [`RunState`] changes incompatibly.
 pub const STATE_VERSION: u32 = 1;
@@ -268,6 +286,74 @@ mod tests {
         assert!(floor > 5);
         store.reserve(3)?;
         assert_eq!(store.seq_floor(), floor);
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
+    }
+
+    #[test]
+    fn the_optimizer_state_is_committed_and_restored() -> Result<(), WorkerError> {
+        use spade_policy::grpo::{GrpoConfig, GrpoSample, GrpoTrainer};
+        use spade_policy::train::{MaskedSeq, OptimConfig, token_logprobs};
+        spade_policy::embed::set_threads(1);
+        let dir = std::env::temp_dir().join(format!("spade-state-optim-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = StateStore::new(&dir);
+        let policy = spade_policy::preset::tiny(&[spade_policy::preset::BUILTIN_TEXT], 1, |_| {})?;
+        let cfg = GrpoConfig {
+            optim: OptimConfig {
+                lr: 1e-3,
+                ..OptimConfig::default()
+            },
+            ..GrpoConfig::default()
+        };
+        let mut trainer = GrpoTrainer::new(&policy, cfg.clone())?;
+        let ids: Vec<i64> = (1..12).collect();
+        let old = token_logprobs(policy.model(), std::slice::from_ref(&ids), 1.0)?;
+        let sample = GrpoSample {
+            seq: MaskedSeq::prompt_completion(&ids[..4], &ids[4..]),
+            old_logprobs: old.into_iter().next().unwrap_or_default(),
+            behavior_logprobs: None,
+            advantage: 1.0,
+            weight: 1.0,
+        };
+        for _ in 0..2 {
+            trainer.step(&policy, std::slice::from_ref(&sample))?;
+        }
+        let st = RunState::new("m".into(), &spade::config::RunConfig::default());
+        store.commit(&st, |d| {
+            policy.save(d)?;
+            Ok(trainer.save_optimizer(&d.join(OPTIMIZER))?)
+        })?;
+        let (latest, _) = store
+            .load()?
+            .ok_or(WorkerError::Config("no state".into()))?;
+        let back = spade_policy::Policy::load(&latest, policy.device())?;
+        let mut resumed = GrpoTrainer::new(&back, cfg.clone())?;
+        assert!(load_optimizer(&mut resumed, &latest)?);
+        assert_eq!(resumed.optimizer().step_count(), 2);
+        for name in trainer.optimizer().names() {
+            let (a, b) = (
+                trainer.optimizer().moments(name),
+                resumed.optimizer().moments(name),
+            );
+            let (Some((m1, v1)), Some((m2, v2))) = (a, b) else {
+                panic!("no moments for {name}");
+            };
+            assert!(m1.equal(m2) && v1.equal(v2), "{name}");
+        }
+        // A checkpoint from before optimiser states: fresh moments, no error.
+        std::fs::remove_file(latest.join(OPTIMIZER)).map_err(|e| WorkerError::io(&latest, e))?;
+        let mut fresh = GrpoTrainer::new(&back, cfg.clone())?;
+        assert!(!load_optimizer(&mut fresh, &latest)?);
+        assert_eq!(fresh.optimizer().step_count(), 0);
+        // A corrupt one is an error naming the file.
+        std::fs::write(latest.join(OPTIMIZER), b"not safetensors")
+            .map_err(|e| WorkerError::io(&latest, e))?;
+        let e = load_optimizer(&mut fresh, &latest)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains(OPTIMIZER), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
         Ok(())
     }

@@ -11,7 +11,7 @@ use spade::config::RunConfig;
 use spade::report::{EnvStatus, Message};
 use spade_worker::run::{self, RunOptions};
 use spade_worker::sink::FileSink;
-use spade_worker::state::StateStore;
+use spade_worker::state::{self, StateStore};
 use std::path::{Path, PathBuf};
 
 fn repo() -> PathBuf {
@@ -63,6 +63,7 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(seqs, unique, "seq strictly increasing, no duplicates");
 
     let (mut accepted, mut rejected, mut scored, mut plays, mut metrics) = (0, 0, 0, 0, vec![]);
+    let mut updates = 0u64;
     for e in &all {
         match &e.message {
             Message::Environment { record } => match record.status {
@@ -123,6 +124,8 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
                     assert!((0.0..=1.0).contains(l));
                 }
                 metrics.push(*step);
+                updates += u64::from(values.contains_key("agent_loss"))
+                    + u64::from(values.contains_key("designer_loss"));
             }
             _ => {}
         }
@@ -142,6 +145,22 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
         out.path()
             .join("checkpoints/step-2/model.safetensors")
             .exists()
+    );
+    // The optimiser state is checkpointed with the weights and restores into a fresh trainer.
+    assert!(
+        out.path()
+            .join("checkpoints/step-2")
+            .join(state::OPTIMIZER)
+            .exists()
+    );
+    let latest = store.latest();
+    let policy = spade_policy::Policy::load(&latest, spade_policy::default_device())?;
+    let mut trainer = spade_policy::grpo::GrpoTrainer::new(&policy, Default::default())?;
+    assert!(state::load_optimizer(&mut trainer, &latest)?);
+    assert_eq!(
+        trainer.optimizer().step_count(),
+        updates,
+        "one AdamW step per reported GRPO update"
     );
     Ok(())
 }

@@ -1,0 +1,263 @@
+//! AdamW in Rust over tch tensors, with a state that can be saved and restored (libtorch's
+//! optimiser behind tch's `nn::Optimizer` cannot export its moments).
+//!
+//! The update is `torch.optim.AdamW`'s (`amsgrad=False`, `maximize=False`): for every trainable
+//! variable `p` with a gradient `g`, at step `t` (counted from 1)
+//!
+//! ```text
+//! p   <- p * (1 - lr * weight_decay)                 (decoupled weight decay)
+//! m   <- beta1 * m + (1 - beta1) * g
+//! v   <- beta2 * v + (1 - beta2) * g^2
+//! p   <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+//! ```
+//!
+//! One step counter serves all variables (torch keeps one per parameter; they differ only for a
+//! parameter that had no gradient at some step, which this model never has). A variable without
+//! a gradient is left alone (no decay, no moment update), as torch does.
+//!
+//! [`AdamW::save`] writes one safetensors file: `exp_avg.<name>` and `exp_avg_sq.<name>` (float32)
+//! for every trainable variable by its `VarStore` name, and the step count plus the
+//! hyper-parameters in the metadata. [`AdamW::load`] checks the format, the step, that every
+//! variable has both moments with its shape and that the file holds nothing else, and changes
+//! nothing unless all of it checks out.
+
+use crate::error::{PolicyError, Result};
+use crate::train::OptimConfig;
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use tch::{Device, Kind, Tensor, nn::VarStore};
+
+/// Name of the optimiser state file inside a checkpoint directory.
+pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+/// The `format` metadata value of an optimiser state file.
+pub const FORMAT: &str = "spade-adamw-v1";
+
+/// One trainable variable and its moment estimates.
+#[derive(Debug)]
+struct Slot {
+    name: String,
+    var: Tensor,
+    exp_avg: Tensor,
+    exp_avg_sq: Tensor,
+}
+
+/// AdamW over the trainable variables of a `VarStore` (see the module doc).
+#[derive(Debug)]
+pub struct AdamW {
+    cfg: OptimConfig,
+    step: u64,
+    /// In name order.
+    slots: Vec<Slot>,
+}
+
+impl AdamW {
+    /// Zero moments for every trainable variable of `vs` (those requiring gradients).
+    pub fn new(vs: &VarStore, cfg: &OptimConfig) -> Result<Self> {
+        let mut vars: Vec<(String, Tensor)> = vs
+            .variables()
+            .into_iter()
+            .filter(|(_, t)| t.requires_grad())
+            .collect();
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        let slots = vars
+            .into_iter()
+            .map(|(name, var)| {
+                let exp_avg = tch::no_grad(|| var.f_zeros_like())?;
+                let exp_avg_sq = tch::no_grad(|| var.f_zeros_like())?;
+                Ok(Slot {
+                    name,
+                    var,
+                    exp_avg,
+                    exp_avg_sq,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            cfg: cfg.clone(),
+            step: 0,
+            slots,
+        })
+    }
+
+    /// The hyper-parameters.
+    pub fn config(&self) -> &OptimConfig {
+        &self.cfg
+    }
+
+    /// Steps taken so far (restored by [`AdamW::load`]).
+    pub fn step_count(&self) -> u64 {
+        self.step
+    }
+
+    /// Changes the learning rate for the following steps.
+    pub fn set_lr(&mut self, lr: f64) {
+        self.cfg.lr = lr;
+    }
+
+    /// The names of the variables it updates, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.slots.iter().map(|s| s.name.as_str())
+    }
+
+    /// The moments `(exp_avg, exp_avg_sq)` of the variable `name`.
+    pub fn moments(&self, name: &str) -> Option<(&Tensor, &Tensor)> {
+        self.slots
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| (&s.exp_avg, &s.exp_avg_sq))
+    }
+
+    /// Zeroes the gradients of its variables.
+    pub fn zero_grad(&mut self) {
+        for s in &mut self.slots {
+            s.var.zero_grad();
+        }
+    }
+
+    /// One AdamW step with the current gradients.
+    pub fn step(&mut self) -> Result<()> {
+        self.step += 1;
+        let c = &self.cfg;
+        let t = i32::try_from(self.step).unwrap_or(i32::MAX);
+        let bias1 = 1.0 - c.beta1.powi(t);
+        let bias2_sqrt = (1.0 - c.beta2.powi(t)).sqrt();
+        let step_size = c.lr / bias1;
+        tch::no_grad(|| -> Result<()> {
+            for s in &mut self.slots {
+                let g = s.var.grad();
+                if !g.defined() {
+                    continue;
+                }
+                if c.weight_decay != 0.0 {
+                    let _ = s.var.f_mul_scalar_(1.0 - c.lr * c.weight_decay)?;
+                }
+                let _ = s.exp_avg.f_lerp_(&g, 1.0 - c.beta1)?;
+                let _ = s.exp_avg_sq.f_mul_scalar_(c.beta2)?;
+                let _ = s
+                    .exp_avg_sq
+                    .f_addcmul_(&g, &g.f_mul_scalar(1.0 - c.beta2)?)?;
+                let denom = (s.exp_avg_sq.f_sqrt()? / bias2_sqrt).f_add_scalar(c.eps)?;
+                let update = s.exp_avg.f_div(&denom)?.f_mul_scalar(step_size)?;
+                let _ = s.var.f_sub_(&update)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Writes the moments and the step count to `path` (see the module doc).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let mut host: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::with_capacity(2 * self.slots.len());
+        for s in &self.slots {
+            for (prefix, t) in [("exp_avg", &s.exp_avg), ("exp_avg_sq", &s.exp_avg_sq)] {
+                let t = t
+                    .detach()
+                    .to_kind(Kind::Float)
+                    .to_device(Device::Cpu)
+                    .contiguous();
+                let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
+                let numel = t.numel();
+                let mut data = vec![0u8; numel * 4];
+                t.f_copy_data_u8(&mut data, numel)?;
+                host.push((format!("{prefix}.{}", s.name), shape, data));
+            }
+        }
+        let bad = |reason: String| PolicyError::OptimizerState {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let mut views = Vec::with_capacity(host.len());
+        for (name, shape, data) in &host {
+            let view = TensorView::new(Dtype::F32, shape.clone(), data)
+                .map_err(|e| bad(format!("`{name}`: {e:?}")))?;
+            views.push((name.as_str(), view));
+        }
+        let c = &self.cfg;
+        let metadata = HashMap::from([
+            ("format".to_string(), FORMAT.to_string()),
+            ("step".to_string(), self.step.to_string()),
+            ("lr".to_string(), c.lr.to_string()),
+            ("beta1".to_string(), c.beta1.to_string()),
+            ("beta2".to_string(), c.beta2.to_string()),
+            ("eps".to_string(), c.eps.to_string()),
+            ("weight_decay".to_string(), c.weight_decay.to_string()),
+        ]);
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
+        }
+        safetensors::tensor::serialize_to_file(views, &Some(metadata), path)
+            .map_err(|e| bad(format!("{e:?}")))
+    }
+
+    /// Replaces the moments and the step count with those saved in `path`. The hyper-parameters
+    /// stay this optimiser's (a resumed run may change the learning rate). Nothing changes on
+    /// an error.
+    pub fn load(&mut self, path: &Path) -> Result<()> {
+        let bad = |reason: String| PolicyError::OptimizerState {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let bytes = std::fs::read(path).map_err(|e| PolicyError::io(path, e))?;
+        let (_, meta) = SafeTensors::read_metadata(&bytes)
+            .map_err(|e| bad(format!("not a safetensors file: {e:?}")))?;
+        let meta = meta.metadata().clone().unwrap_or_default();
+        match meta.get("format") {
+            Some(f) if f == FORMAT => {}
+            Some(f) => return Err(bad(format!("format `{f}`, expected `{FORMAT}`"))),
+            None => return Err(bad(format!("no `format` metadata (expected `{FORMAT}`)"))),
+        }
+        let step: u64 = meta
+            .get("step")
+            .ok_or_else(|| bad("no `step` metadata".into()))?
+            .parse()
+            .map_err(|e| bad(format!("`step` metadata is not a step count: {e}")))?;
+        let st = SafeTensors::deserialize(&bytes)
+            .map_err(|e| bad(format!("not a safetensors file: {e:?}")))?;
+        let mut unused: BTreeSet<String> = st.names().into_iter().cloned().collect();
+        let mut loaded = Vec::with_capacity(self.slots.len());
+        for s in &self.slots {
+            let mut pair = vec![];
+            for prefix in ["exp_avg", "exp_avg_sq"] {
+                let name = format!("{prefix}.{}", s.name);
+                let view = st.tensor(&name).map_err(|_| PolicyError::MissingTensor {
+                    name: name.clone(),
+                    path: path.to_path_buf(),
+                })?;
+                if view.dtype() != Dtype::F32 {
+                    return Err(bad(format!(
+                        "`{name}` has dtype {:?}, expected F32",
+                        view.dtype()
+                    )));
+                }
+                let found: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+                if found != s.var.size() {
+                    return Err(bad(format!(
+                        "`{name}` has shape {found:?} but variable `{}` has shape {:?}",
+                        s.name,
+                        s.var.size()
+                    )));
+                }
+                let t = Tensor::f_from_data_size(view.data(), &found, Kind::Float)?
+                    .f_to_device(s.var.device())?
+                    .f_to_kind(s.exp_avg.kind())?;
+                pair.push(t);
+                unused.remove(&name);
+            }
+            loaded.push(pair);
+        }
+        if let Some(extra) = unused.into_iter().next() {
+            return Err(bad(format!(
+                "`{extra}` matches no trainable variable of this model"
+            )));
+        }
+        for (s, pair) in self.slots.iter_mut().zip(loaded) {
+            let mut it = pair.into_iter();
+            if let (Some(m), Some(v)) = (it.next(), it.next()) {
+                s.exp_avg = m;
+                s.exp_avg_sq = v;
+            }
+        }
+        self.step = step;
+        Ok(())
+    }
+}
