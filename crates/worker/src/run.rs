@@ -451,6 +451,9 @@ impl Loop<'_> {
         // The end's checkpoint (also of a cancelled run: it resumes from here).
         let step = self.state.step;
         self.commit(step, true)?;
+        // The last progress names the steps completed, so a finished run shows 6/6, not the
+        // index of its last step.
+        self.phase("done")?;
         self.live(Message::Finished {
             status,
             message: format!("{} of {} steps", self.state.step, self.cfg.run.steps),
