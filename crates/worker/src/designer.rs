@@ -7,11 +7,17 @@
 //! environment. Every attempt, accepted or not, is a designer sample: its prompt ids, sampled
 //! tokens and the sampler's log-probs are kept so the delayed update (k steps later) can weight
 //! the tokens by truncated importance sampling against the policy that wrote them.
+//!
+//! With `self_judge` on (spec, "Validation": on for real models, off for the tiny one), code the
+//! sandbox accepted is also shown to the policy together with one played trajectory (its own
+//! `solution()` from seed 42); a `\boxed{no}` rejects it as `judge_rejected`. An unreadable
+//! verdict or a play that fails counts as accept, as the reference implementation does.
 
 use crate::WorkerError;
 use serde::{Deserialize, Serialize};
 use spade::parse;
 use spade::prompt::{self, ChatPrompt};
+use spade::report::{Turn, TurnRole};
 use spade_policy::Policy;
 use spade_policy::chat::Role;
 use spade_policy::sample::{SamplingParams, generate};
@@ -57,6 +63,8 @@ pub struct DesignOptions {
     pub temperature: f64,
     pub max_new_tokens: usize,
     pub validation: ValidationConfig,
+    /// Run the LLM self-judge on code the sandbox accepted.
+    pub self_judge: bool,
 }
 
 /// Samples and validates environments for `slots`. `prompt(slot, attempt)` builds the
@@ -130,10 +138,32 @@ pub fn design(
                         ),
                         None => (None, None),
                     };
+                    let (mut accepted, mut reason, mut message) =
+                        (report.accepted, reason, message);
+                    if accepted && opts.self_judge {
+                        let seed = sample_seed(i, attempt) ^ JUDGE_SEED;
+                        let verdict = judge(
+                            policy,
+                            pool,
+                            &code,
+                            slots[i].kind,
+                            report.max_turns,
+                            seed,
+                            opts,
+                        )?;
+                        if verdict == Some(false) {
+                            accepted = false;
+                            reason = Some("judge_rejected".into());
+                            message = Some(
+                                "self_judge: the policy judged the game broken (\\boxed{no})"
+                                    .into(),
+                            );
+                        }
+                    }
                     Attempt {
                         env_id: sample.env_id.clone(),
                         code,
-                        accepted: report.accepted,
+                        accepted,
                         rejection_reason: reason,
                         rejection_message: message,
                         max_turns: report.max_turns,
@@ -146,6 +176,64 @@ pub fn design(
         }
     }
     Ok(out)
+}
+
+/// Separates the judge's sampling stream from the designer's for the same slot and attempt.
+const JUDGE_SEED: u64 = 0x6a75_6467_6521;
+
+/// Plays the environment's own solution from seed 42 and asks the policy whether the game
+/// works. `None`: no usable verdict (the reply had no `\boxed{yes|no}`, or the play failed).
+fn judge(
+    policy: &Policy,
+    pool: &Pool,
+    code: &str,
+    kind: EnvKind,
+    max_turns: Option<u32>,
+    seed: u64,
+    opts: &DesignOptions,
+) -> Result<Option<bool>, WorkerError> {
+    let trajectory = match pool
+        .load(code, Some(kind), max_turns)
+        .and_then(|mut env| env.play_solution(42, opts.validation.budget))
+    {
+        Ok(t) => t,
+        Err(_) => return Ok(None),
+    };
+    let mut turns = vec![Turn {
+        role: TurnRole::User,
+        content: trajectory.reset.obs,
+    }];
+    for t in trajectory.turns {
+        turns.push(Turn {
+            role: TurnRole::Assistant,
+            content: t.action,
+        });
+        turns.push(Turn {
+            role: TurnRole::User,
+            content: format!(
+                "{} (reward {}, terminated {}, truncated {})",
+                t.result.obs, t.result.reward, t.result.terminated, t.result.truncated
+            ),
+        });
+    }
+    let tok = policy.require_tokenizer()?;
+    let end = tok
+        .token_id(IM_END)
+        .ok_or_else(|| WorkerError::Model("the tokenizer has no <|im_end|> token".into()))?;
+    let ids = tok.encode(&render(&prompt::judge_prompt(code, &turns)))?;
+    let params = SamplingParams {
+        temperature: opts.temperature,
+        top_p: 1.0,
+        // A verdict is short; a model that thinks first gets the designer's budget.
+        max_new_tokens: opts.max_new_tokens,
+        stop_token_ids: vec![end],
+        stop_strings: vec![],
+    };
+    let out = generate(policy.model(), &[ids], &[seed], &params, Some(tok))?;
+    Ok(out
+        .first()
+        .and_then(|c| c.text.as_deref())
+        .and_then(parse::judge_verdict))
 }
 
 /// A serde enum's snake_case name.

@@ -238,15 +238,6 @@ pub fn run(
         code_version: opts.code_version.clone(),
         total_steps: cfg.run.steps,
     })?;
-    if cfg.designer.self_judge && !cfg.is_fixed_env() {
-        // Not implemented yet: say so instead of pretending the judge ran.
-        lp.live(Message::Log {
-            level: spade::report::LogLevel::Warn,
-            line: "designer.self_judge is on, but this worker does not run the LLM self-judge \
-                   yet; environments are accepted on the sandbox's checks alone"
-                .into(),
-        })?;
-    }
     if let Some(r) = &warm_report {
         lp.live(Message::Log {
             level: spade::report::LogLevel::Info,

@@ -455,6 +455,9 @@ fn measure(
         temperature: 0.6,
         max_new_tokens: opts.designer_max_new_tokens,
         validation: ValidationConfig::default(),
+        // The warm-start measurement counts what the sandbox accepts (spec: no judge for the
+        // tiny model).
+        self_judge: false,
     };
     // Fresh variants (index 1000+) so the measurement does not replay a training prompt.
     let attempts = designer::design(

@@ -74,6 +74,7 @@ pub(super) fn regenerate(
             call_timeout: Duration::from_secs_f64(lp.cfg.sandbox.step_timeout_s),
             kind: None,
         },
+        self_judge: lp.cfg.designer.self_judge,
     };
     let run_seed = lp.cfg.run.seed;
     let max_words = lp.cfg.corpus_max_words(kind);
