@@ -183,7 +183,7 @@ const JUDGE_SEED: u64 = 0x6a75_6467_6521;
 
 /// Plays the environment's own solution from seed 42 and asks the policy whether the game
 /// works. `None`: no usable verdict (the reply had no `\boxed{yes|no}`, or the play failed).
-fn judge(
+pub fn judge(
     policy: &Policy,
     pool: &Pool,
     code: &str,
@@ -192,13 +192,42 @@ fn judge(
     seed: u64,
     opts: &DesignOptions,
 ) -> Result<Option<bool>, WorkerError> {
-    let trajectory = match pool
-        .load(code, Some(kind), max_turns)
-        .and_then(|mut env| env.play_solution(42, opts.validation.budget))
-    {
-        Ok(t) => t,
-        Err(_) => return Ok(None),
+    let Some(text) = judge_prompt_text(pool, code, kind, max_turns, opts.validation.budget) else {
+        return Ok(None);
     };
+    let tok = policy.require_tokenizer()?;
+    let end = tok
+        .token_id(IM_END)
+        .ok_or_else(|| WorkerError::Model("the tokenizer has no <|im_end|> token".into()))?;
+    let ids = tok.encode(&text)?;
+    let params = SamplingParams {
+        temperature: opts.temperature,
+        top_p: 1.0,
+        // A verdict is short; a model that thinks first gets the designer's budget.
+        max_new_tokens: opts.max_new_tokens,
+        stop_token_ids: vec![end],
+        stop_strings: vec![],
+    };
+    let out = generate(policy.model(), &[ids], &[seed], &params, Some(tok))?;
+    Ok(out
+        .first()
+        .and_then(|c| c.text.as_deref())
+        .and_then(parse::judge_verdict))
+}
+
+/// The rendered judge prompt for `code`: the code and its own solution played from seed 42.
+/// `None` when the play fails.
+pub fn judge_prompt_text(
+    pool: &Pool,
+    code: &str,
+    kind: EnvKind,
+    max_turns: Option<u32>,
+    budget: std::time::Duration,
+) -> Option<String> {
+    let trajectory = pool
+        .load(code, Some(kind), max_turns)
+        .and_then(|mut env| env.play_solution(42, budget))
+        .ok()?;
     let mut turns = vec![Turn {
         role: TurnRole::User,
         content: trajectory.reset.obs,
@@ -216,24 +245,7 @@ fn judge(
             ),
         });
     }
-    let tok = policy.require_tokenizer()?;
-    let end = tok
-        .token_id(IM_END)
-        .ok_or_else(|| WorkerError::Model("the tokenizer has no <|im_end|> token".into()))?;
-    let ids = tok.encode(&render(&prompt::judge_prompt(code, &turns)))?;
-    let params = SamplingParams {
-        temperature: opts.temperature,
-        top_p: 1.0,
-        // A verdict is short; a model that thinks first gets the designer's budget.
-        max_new_tokens: opts.max_new_tokens,
-        stop_token_ids: vec![end],
-        stop_strings: vec![],
-    };
-    let out = generate(policy.model(), &[ids], &[seed], &params, Some(tok))?;
-    Ok(out
-        .first()
-        .and_then(|c| c.text.as_deref())
-        .and_then(parse::judge_verdict))
+    Some(render(&prompt::judge_prompt(code, &turns)))
 }
 
 /// A serde enum's snake_case name.

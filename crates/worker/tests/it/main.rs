@@ -2,5 +2,6 @@
 //! against a real loopback server, and three steps of the tiny loop with the real sandbox and
 //! the real policy.
 
+mod judge;
 mod loop_tiny;
 mod sink_http;
