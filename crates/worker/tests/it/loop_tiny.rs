@@ -164,3 +164,57 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
     );
     Ok(())
 }
+
+/// Tool use through the whole loop: the fixed-environment baseline over the seed library's
+/// tool-use tasks, so the agent's `<tool_call>` / `<answer>` replies meet real tool-use
+/// environments in the sandbox (the tiny designer cannot write tool-use code yet).
+#[test]
+fn two_steps_of_the_agent_on_a_fixed_tool_use_pool() -> Result<(), Box<dyn std::error::Error>> {
+    spade_policy::embed::set_threads(1);
+    let mut cfg = three_step_config()?;
+    cfg.run.steps = 2;
+    cfg.curriculum.kinds = vec![spade::EnvKind::ToolUse];
+    // The demo's designer ablation does not apply without a designer.
+    cfg.ablation.no_corpus = false;
+    // One task keeps the test short: each play is up to the task's own turn limit of tiny-model
+    // replies (six tasks took 463 s here).
+    cfg.hint.plays = 1;
+    cfg.agent.global_batch = 2;
+    let pool = tempfile::tempdir()?;
+    // The pool has the seed library's layout (`games/`, `tooluse/`).
+    std::fs::create_dir(pool.path().join("tooluse"))?;
+    std::fs::copy(
+        repo().join("envs/seed/tooluse/smart_home.py"),
+        pool.path().join("tooluse/smart_home.py"),
+    )?;
+    cfg.ablation.fixed_env_pool = Some(pool.path().to_string_lossy().into_owned());
+    let out = tempfile::tempdir()?;
+    let mut opts = RunOptions::new("it-tooluse", repo().join("envs/seed"), cache_dir());
+    opts.concurrency = 4;
+    let mut sink = FileSink::open(out.path())?;
+    let store = StateStore::new(out.path());
+    let outcome = run::run(&cfg, &opts, &store, &mut sink, &mut |_| {})?;
+    assert_eq!(outcome.steps, 2);
+    let all = FileSink::read_all(out.path())?;
+    let mut plays = 0;
+    for e in &all {
+        if let Message::Plays { records } = &e.message {
+            for p in records {
+                plays += 1;
+                assert!(
+                    (-1.0..=1.0).contains(&p.episode_return),
+                    "{}",
+                    p.episode_return
+                );
+                assert!(p.turns >= 1 && p.turns <= cfg.agent.max_turns);
+                // The first message is the task's first instruction, then the agent's reply.
+                assert!(p.transcript.len() >= 2, "{:?}", p.transcript);
+            }
+        }
+        if let Message::Environment { record } = &e.message {
+            assert_eq!(record.kind, spade::EnvKind::ToolUse);
+        }
+    }
+    assert!(plays > 0, "the agent played the tool-use pool");
+    Ok(())
+}
