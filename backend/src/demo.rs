@@ -16,7 +16,7 @@ use spade_db::runs::NewRun;
 use spade_db::scope::TeamScope;
 use spade_db::users::Registration;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The run configuration the demo queues (the same file `spade train` takes).
 pub const DEMO_CONFIG: &str = include_str!("../../configs/tiny-demo.toml");
@@ -36,6 +36,11 @@ pub struct DemoLogin {
 /// earlier seeding (if its file is still there). `None`: nothing to show.
 pub async fn ensure(db: &PgPool, data_dir: &Path) -> anyhow::Result<Option<DemoLogin>> {
     let file = data_dir.join(LOGIN_FILE);
+    // After the first start the account exists: skip the argon2 hash below (it only decides
+    // "first user?" again, under the registration lock).
+    if spade_db::users::credentials(db, DEMO_EMAIL).await?.is_some() {
+        return read_login(&file);
+    }
     // 16 URL-safe characters of a 256-bit random token: above the password policy's minimum
     // and short enough to type.
     let secret: String = tokens::random_token("demo-").chars().take(21).collect();
@@ -81,7 +86,7 @@ pub async fn ensure(db: &PgPool, data_dir: &Path) -> anyhow::Result<Option<DemoL
     Ok(Some(login))
 }
 
-fn write_login(file: &PathBuf, login: &DemoLogin) -> anyhow::Result<()> {
+fn write_login(file: &Path, login: &DemoLogin) -> anyhow::Result<()> {
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -99,7 +104,7 @@ fn write_login(file: &PathBuf, login: &DemoLogin) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn read_login(file: &PathBuf) -> anyhow::Result<Option<DemoLogin>> {
+fn read_login(file: &Path) -> anyhow::Result<Option<DemoLogin>> {
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
