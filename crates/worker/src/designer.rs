@@ -82,17 +82,7 @@ pub fn design(
     sample_seed: impl Fn(usize, u32) -> u64,
     mut on_attempt: impl FnMut(usize, &Attempt),
 ) -> Result<Vec<Vec<Attempt>>, WorkerError> {
-    let tok = policy.require_tokenizer()?;
-    let end = tok
-        .token_id(IM_END)
-        .ok_or_else(|| WorkerError::Model("the tokenizer has no <|im_end|> token".into()))?;
-    let params = SamplingParams {
-        temperature: opts.temperature,
-        top_p: 1.0,
-        max_new_tokens: opts.max_new_tokens,
-        stop_token_ids: vec![end],
-        stop_strings: vec![],
-    };
+    let (tok, params) = turn_params(policy, opts.temperature, opts.max_new_tokens)?;
     let mut out: Vec<Vec<Attempt>> = slots.iter().map(|_| Vec::new()).collect();
     for attempt in 0..opts.attempts {
         let open: Vec<usize> = (0..slots.len())
@@ -195,19 +185,9 @@ pub fn judge(
     let Some(text) = judge_prompt_text(pool, code, kind, max_turns, opts.validation.budget) else {
         return Ok(None);
     };
-    let tok = policy.require_tokenizer()?;
-    let end = tok
-        .token_id(IM_END)
-        .ok_or_else(|| WorkerError::Model("the tokenizer has no <|im_end|> token".into()))?;
+    // A verdict is short; a model that thinks first gets the designer's budget.
+    let (tok, params) = turn_params(policy, opts.temperature, opts.max_new_tokens)?;
     let ids = tok.encode(&text)?;
-    let params = SamplingParams {
-        temperature: opts.temperature,
-        top_p: 1.0,
-        // A verdict is short; a model that thinks first gets the designer's budget.
-        max_new_tokens: opts.max_new_tokens,
-        stop_token_ids: vec![end],
-        stop_strings: vec![],
-    };
     let out = generate(policy.model(), &[ids], &[seed], &params, Some(tok))?;
     Ok(out
         .first()
@@ -248,6 +228,27 @@ pub fn judge_prompt_text(
     Some(render(&prompt::judge_prompt(code, &turns)))
 }
 
+/// The tokenizer and sampling settings of one chat turn: full-vocabulary sampling at
+/// `temperature`, ending at `<|im_end|>`.
+fn turn_params(
+    policy: &Policy,
+    temperature: f64,
+    max_new_tokens: usize,
+) -> Result<(&spade_policy::tokenizer::Tokenizer, SamplingParams), WorkerError> {
+    let tok = policy.require_tokenizer()?;
+    let end = tok
+        .token_id(IM_END)
+        .ok_or_else(|| WorkerError::Model("the tokenizer has no <|im_end|> token".into()))?;
+    let params = SamplingParams {
+        temperature,
+        top_p: 1.0,
+        max_new_tokens,
+        stop_token_ids: vec![end],
+        stop_strings: vec![],
+    };
+    Ok((tok, params))
+}
+
 /// A serde enum's snake_case name.
 fn snake<T: Serialize>(v: &T) -> String {
     serde_json::to_value(v)
@@ -281,21 +282,11 @@ pub fn hints(
     if codes.is_empty() {
         return Ok(vec![]);
     }
-    let tok = policy.require_tokenizer()?;
-    let end = tok
-        .token_id(IM_END)
-        .ok_or_else(|| WorkerError::Model("the tokenizer has no <|im_end|> token".into()))?;
+    let (tok, params) = turn_params(policy, temperature, max_new_tokens)?;
     let prompts = codes
         .iter()
         .map(|c| tok.encode(&render(&hint_prompt(c, max_code_chars))))
         .collect::<Result<Vec<_>, _>>()?;
-    let params = SamplingParams {
-        temperature,
-        top_p: 1.0,
-        max_new_tokens,
-        stop_token_ids: vec![end],
-        stop_strings: vec![],
-    };
     let outs = generate(policy.model(), &prompts, seeds, &params, Some(tok))?;
     Ok(outs
         .into_iter()
