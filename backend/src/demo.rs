@@ -38,7 +38,10 @@ pub async fn ensure(db: &PgPool, data_dir: &Path) -> anyhow::Result<Option<DemoL
     let file = data_dir.join(LOGIN_FILE);
     // After the first start the account exists: skip the argon2 hash below (it only decides
     // "first user?" again, under the registration lock).
-    if spade_db::users::credentials(db, DEMO_EMAIL).await?.is_some() {
+    if spade_db::users::credentials(db, DEMO_EMAIL)
+        .await?
+        .is_some()
+    {
         return read_login(&file);
     }
     // 16 URL-safe characters of a 256-bit random token: above the password policy's minimum
