@@ -9,8 +9,8 @@
 //! enable to render HTML without the app's own `ssr` feature.
 
 use crate::dto::{
-    EnvironmentDetail, EnvironmentSummary, MetricSeries, Page, RunDetail, RunSummary, TeamDto,
-    Viewer,
+    BenchmarksDto, EnvironmentDetail, EnvironmentSummary, MetricSeries, Page, RunDetail,
+    RunSummary, TeamDto, Viewer,
 };
 use leptos::prelude::*;
 use leptos::server_fn::codec::GetUrl;
@@ -38,6 +38,9 @@ pub struct RunsData {
 pub struct RunData {
     pub run: RunDetail,
     pub metrics: Vec<MetricSeries>,
+    /// Held-out results and evaluations of the run's checkpoints.
+    #[serde(default)]
+    pub benchmarks: BenchmarksDto,
 }
 
 /// The environment list.

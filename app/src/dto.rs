@@ -232,6 +232,32 @@ pub struct BenchmarkRow {
     pub n: u32,
 }
 
+/// An evaluation of a checkpoint (a `spade eval` job) and where its job is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvaluationDto {
+    pub id: i64,
+    pub checkpoint_step: u64,
+    pub suite: String,
+    /// `manual` or `auto`.
+    pub trigger: String,
+    /// The job's state: queued, claimed, running, cancelling, succeeded, failed, cancelled.
+    pub state: String,
+    pub message: Option<String>,
+    pub created_at: String,
+    pub finished_at: Option<String>,
+}
+
+/// A run's held-out results, its evaluations and what can be evaluated.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BenchmarksDto {
+    pub rows: Vec<BenchmarkRow>,
+    pub evaluations: Vec<EvaluationDto>,
+    /// Steps of the run's checkpoints (0 = the model it started from).
+    pub checkpoints: Vec<u64>,
+    /// Whether the viewer may queue evaluations (editor or owner).
+    pub can_evaluate: bool,
+}
+
 /// A team the user belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TeamDto {

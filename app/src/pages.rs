@@ -4,6 +4,7 @@
 //! number formatting) are here.
 
 pub mod auth;
+pub mod benchmarks;
 pub mod compare;
 pub mod environments;
 pub mod run;

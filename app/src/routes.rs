@@ -119,7 +119,7 @@ pub fn RunPage() -> impl IntoView {
                 match data.await {
                     Ok(Access::Granted(d)) => view! {
                         {query("error")().map(|e| view! { <p class="form-error" role="alert">{e}</p> })}
-                        <pages::run::RunView run=d.run metrics=d.metrics settings csrf />
+                        <pages::run::RunView run=d.run metrics=d.metrics benchmarks=d.benchmarks settings csrf />
                     }.into_any(),
                     Ok(Access::LoginRequired) => not_shown(Ok(())),
                     Err(e) => not_shown(Err(e)),
@@ -236,8 +236,9 @@ pub fn ComparePage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(Access::Granted(list)) => {
+                        let benchmarks: Vec<(String, crate::dto::BenchmarksDto)> = list.iter().map(|d| (format!("{} (#{})", d.run.summary.name, d.run.summary.id), d.benchmarks.clone())).collect();
                         let (runs, metrics): (Vec<_>, Vec<_>) = list.into_iter().map(|d| (d.run, d.metrics)).unzip();
-                        view! { <pages::compare::CompareView runs metrics settings /> }.into_any()
+                        view! { <pages::compare::CompareView runs metrics benchmarks settings /> }.into_any()
                     }
                     Ok(Access::LoginRequired) => not_shown(Ok(())),
                     Err(e) => not_shown(Err(e)),

@@ -310,7 +310,33 @@ async fn main() -> anyhow::Result<()> {
                 mid + steps / 10
             ),
         ),
+        // Server-rendered dashboard pages (HTML, the same session extractor as the API): the
+        // run page draws every metric's chart, the environment list is the largest table.
+        ("page: run (HTML)", format!("/runs/{run}")),
+        (
+            "page: environments (HTML)",
+            format!("/runs/{run}/environments"),
+        ),
+        (
+            "page: environment (HTML)",
+            format!("/runs/{run}/environments/env-{}", args.envs / 2),
+        ),
     ];
+    // A page that rendered a log-in prompt or an error would time the wrong thing.
+    for (name, path) in queries.iter().filter(|(n, _)| n.starts_with("page:")) {
+        let (status, body) = bench.call("GET", path, None).await?;
+        let html = String::from_utf8_lossy(&body);
+        if status != StatusCode::OK
+            || html.contains("Log in to continue")
+            || html.contains("class=\"form-error\"")
+        {
+            bail!(
+                "{name}: {path} did not render the run ({status}): {}",
+                &html[..html.len().min(400)]
+            );
+        }
+        println!("{name}: {} KiB of HTML", body.len() / 1024);
+    }
     println!(
         "{:<30} {:>5} {:>10} {:>10} {:>10}",
         "query", "conc", "p50 ms", "p99 ms", "req/s"

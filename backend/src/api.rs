@@ -5,6 +5,7 @@
 pub mod artifacts;
 pub mod downsample;
 pub mod environments;
+pub mod evaluations;
 pub mod logs;
 pub mod metrics;
 pub mod runs;
@@ -292,6 +293,22 @@ pub fn endpoints() -> Vec<Endpoint> {
         ),
         ep(
             "get",
+            "/runs/{run_id}/evaluations",
+            "artifacts",
+            User,
+            "Evaluations of the run's checkpoints with their jobs' states, newest first",
+            get(evaluations::list),
+        ),
+        ep(
+            "post",
+            "/runs/{run_id}/evaluations",
+            "artifacts",
+            User,
+            "Queue an evaluation: {checkpoint_step, suite, limit?, max_new_tokens?} (editors)",
+            post(evaluations::create),
+        ),
+        ep(
+            "get",
             "/runs/{run_id}/shares",
             "shares",
             User,
@@ -353,6 +370,14 @@ pub fn endpoints() -> Vec<Endpoint> {
             RunToken,
             "Worker: the run configuration as TOML",
             get(ingest::config),
+        ),
+        ep(
+            "post",
+            "/evaluations/{job_id}/results",
+            "ingest",
+            RunToken,
+            "Evaluation job (its own token): replaces the evaluation's results with {messages: [benchmark_result, ...]}",
+            post(evaluations::results),
         ),
     ]
 }

@@ -17,7 +17,9 @@ use spade_app::data::{
     Access, DashboardData, DataError, DataFuture, EnvListQuery, EnvironmentsData, RunData, RunsData,
 };
 use spade_app::dto;
-use spade_db::{DbError, RunScope, TeamScope, environments, metrics, runs, teams};
+use spade_db::{
+    DbError, RunScope, TeamScope, artifacts, environments, evaluations, metrics, runs, teams,
+};
 use std::collections::BTreeMap;
 
 /// Runs per page of the runs list.
@@ -142,7 +144,12 @@ impl Dashboard {
             log_tail,
             can_control: scope.can_edit(),
         };
-        Ok(RunData { run, metrics })
+        let benchmarks = benchmarks(db, &scope, &r.name).await?;
+        Ok(RunData {
+            run,
+            metrics,
+            benchmarks,
+        })
     }
 }
 
@@ -438,4 +445,61 @@ fn parse_db_status(s: &str) -> Option<spade_db::RunStatus> {
 fn parse_env_cursor(c: &str) -> Option<(i64, i64)> {
     let (s, i) = c.split_once(':')?;
     Some((s.parse().ok()?, i.parse().ok()?))
+}
+
+fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// A run's benchmark rows, evaluations and checkpoint steps for its page and the compare view.
+async fn benchmarks(
+    db: &spade_db::Pool,
+    scope: &RunScope,
+    run_name: &str,
+) -> Result<dto::BenchmarksDto, DataError> {
+    let to_u64 = |v: i64| u64::try_from(v).unwrap_or(0);
+    let rows = artifacts::benchmark_results(db, scope)
+        .await
+        .map_err(db_err)?
+        .into_iter()
+        .map(|b| dto::BenchmarkRow {
+            run_id: scope.run_id(),
+            run_name: run_name.to_owned(),
+            checkpoint_step: b.checkpoint_step.map(to_u64),
+            suite: b.suite,
+            task: b.task,
+            score: b.score,
+            n: u32::try_from(b.n).unwrap_or(0),
+        })
+        .collect();
+    let evaluations = evaluations::list(db, scope)
+        .await
+        .map_err(db_err)?
+        .into_iter()
+        .map(|e| dto::EvaluationDto {
+            id: e.id,
+            checkpoint_step: to_u64(e.checkpoint_step),
+            suite: e.suite,
+            trigger: e.trigger,
+            state: serde_json::to_value(e.state)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            message: e.message,
+            created_at: rfc3339(e.created_at),
+            finished_at: e.finished_at.map(rfc3339),
+        })
+        .collect();
+    let checkpoints = artifacts::checkpoints(db, scope)
+        .await
+        .map_err(db_err)?
+        .into_iter()
+        .map(|c| to_u64(c.step))
+        .collect();
+    Ok(dto::BenchmarksDto {
+        rows,
+        evaluations,
+        checkpoints,
+        can_evaluate: scope.can_edit(),
+    })
 }

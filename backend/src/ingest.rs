@@ -105,6 +105,19 @@ pub async fn ingest(
     }
     let status = batch.commit().await?;
     for ev in events {
+        if let RunEvent::Checkpoint { step } = &ev {
+            // After the commit, so a job never reads a checkpoint row that could roll back. A
+            // failure here loses only the automatic evaluation (people can still queue it), not
+            // the acknowledged report.
+            let step = i64::try_from(*step).unwrap_or(i64::MAX);
+            match crate::api::evaluations::auto_for_checkpoint(&state, &scope, step).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(run_id, step, queued = n, "automatic evaluations queued"),
+                Err(e) => {
+                    tracing::warn!(run_id, step, error = %e, "automatic evaluation not queued")
+                }
+            }
+        }
         state.events.publish(run_id, ev);
     }
     Ok(Json(IngestReply {

@@ -5,7 +5,7 @@
 //! run's job output for the API.
 
 use crate::config::{ExecutorSetting, SchedulerSettings};
-use spade_db::jobs::{self, Job, JobExecutor};
+use spade_db::jobs::{self, Job, JobExecutor, JobKind};
 use spade_scheduler::{
     Executor, JobHandle, LocalConfig, LocalExecutor, RayConfig, RayExecutor, Scheduler,
     SchedulerConfig, TokenSource,
@@ -167,19 +167,32 @@ pub fn spawn<T: TokenSource>(
     })
 }
 
-/// [`spawn`] with the run tokens of [`crate::ingest::issue_for_launch`]: each start issues a
-/// fresh token for the run (the previous one stops working) that the ingest routes accept.
+/// The tokens the scheduler hands to jobs: a training job gets a fresh run token
+/// ([`crate::ingest::issue_for_launch`]: the previous one stops working), an evaluation job a
+/// token of its own that can post that evaluation's results and nothing else.
+#[derive(Debug, Clone)]
+pub struct LaunchTokens {
+    pub db: spade_db::Pool,
+}
+
+impl TokenSource for LaunchTokens {
+    async fn token(&self, job: &Job) -> Result<String, String> {
+        match job.kind {
+            JobKind::Train => crate::ingest::issue_for_launch(&self.db, job.run_id).await,
+            JobKind::Eval => crate::api::evaluations::issue_for_launch(&self.db, job.id).await,
+        }
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// [`spawn`] with [`LaunchTokens`].
 pub fn spawn_with_run_tokens(
     db: spade_db::Pool,
     s: &SchedulerSettings,
     listen: SocketAddr,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Option<JoinHandle<()>>, SchedulingError> {
-    let issuer_db = db.clone();
-    let tokens = IssueFn(move |run_id| {
-        let db = issuer_db.clone();
-        async move { crate::ingest::issue_for_launch(&db, run_id).await }
-    });
+    let tokens = LaunchTokens { db: db.clone() };
     spawn(db, s, listen, tokens, shutdown)
 }
 

@@ -2,8 +2,9 @@
 //! shows only the keys whose values differ, since two runs of a study usually differ in one or
 //! two settings among a hundred.
 
+use super::benchmarks::CompareBenchmarks;
 use crate::charts::{ChartControls, ChartSettings, LineChart, Series};
-use crate::dto::{MetricSeries, RunDetail};
+use crate::dto::{BenchmarksDto, MetricSeries, RunDetail};
 use leptos::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -71,6 +72,9 @@ pub fn config_diff(configs: &[&serde_json::Value]) -> Vec<(String, Vec<Option<St
 pub fn CompareView(
     runs: Vec<RunDetail>,
     metrics: Vec<Vec<MetricSeries>>,
+    /// Each run's held-out results, labelled as in the rest of the page.
+    #[prop(default = Vec::new())]
+    benchmarks: Vec<(String, BenchmarksDto)>,
     settings: ChartSettings,
 ) -> impl IntoView {
     if runs.len() < 2 {
@@ -143,6 +147,10 @@ pub fn CompareView(
             <h2 id="overlay-h">"Curves"</h2>
             <ChartControls settings />
             <div class="chart-grid">{charts}</div>
+        </section>
+        <section class="card" aria-labelledby="cmp-bench-h">
+            <h2 id="cmp-bench-h">"Benchmarks"</h2>
+            <CompareBenchmarks runs=benchmarks />
         </section>
     }
     .into_any()

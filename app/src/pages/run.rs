@@ -2,10 +2,11 @@
 //! training curves. Once hydrated, `crate::live` keeps status, progress and log current from the
 //! server-sent events of the run.
 
+use super::benchmarks::BenchmarksSection;
 use super::compare::flatten_config;
 use super::{ProgressBar, StatusBadge, fmt_time};
 use crate::charts::{ChartControls, ChartSettings, LineChart, Series};
-use crate::dto::{MetricSeries, RunDetail};
+use crate::dto::{BenchmarksDto, MetricSeries, RunDetail};
 use crate::live::{self, LiveRun};
 use leptos::prelude::*;
 
@@ -87,8 +88,11 @@ pub fn chart_groups(metrics: &[MetricSeries]) -> Vec<(String, String, Vec<Series
 pub fn RunView(
     run: RunDetail,
     metrics: Vec<MetricSeries>,
+    /// Held-out results and evaluations of the run's checkpoints.
+    #[prop(default = BenchmarksDto::default())]
+    benchmarks: BenchmarksDto,
     settings: ChartSettings,
-    /// The viewer's CSRF token, carried by the cancel and resume forms.
+    /// The viewer's CSRF token, carried by the cancel, resume and evaluate forms.
     csrf: String,
 ) -> impl IntoView {
     let s = run.summary.clone();
@@ -97,6 +101,7 @@ pub fn RunView(
     // Effects run only in the browser: the server renders the state at request time.
     Effect::new(move |_| live::subscribe(id, live));
     let can_control = run.can_control;
+    let bench_csrf = csrf.clone();
     let controls = move || {
         let status = live.status.get();
         let csrf = csrf.clone();
@@ -189,6 +194,7 @@ pub fn RunView(
                 </div>
             </section>
         </div>
+        <BenchmarksSection run_id=id data=benchmarks csrf=bench_csrf />
     }
 }
 

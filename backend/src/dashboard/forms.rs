@@ -26,6 +26,7 @@ pub fn routes() -> Router<AppState> {
         .route("/logout", post(logout))
         .route("/runs/{run_id}/cancel", post(cancel))
         .route("/runs/{run_id}/resume", post(resume))
+        .route("/runs/{run_id}/evaluate", post(evaluate))
 }
 
 #[derive(Debug, Deserialize)]
@@ -184,6 +185,78 @@ async fn run_action(state: AppState, run_id: i64, req: Request, cancel: bool) ->
         Err(e) => {
             Redirect::to(&format!("{page}?error={}", encode_query(&e.to_string()))).into_response()
         }
+    }
+}
+
+/// The run page's "Evaluate a checkpoint" form. Numbers arrive as text so that a bad value
+/// gets a message naming the field instead of a generic form rejection.
+#[derive(Debug, Deserialize)]
+struct EvaluateForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    checkpoint_step: String,
+    #[serde(default)]
+    suite: String,
+    /// `qa:PATH.jsonl` or `envs:DIR`, used when `suite` is `custom`.
+    #[serde(default)]
+    custom_suite: String,
+    #[serde(default)]
+    limit: String,
+}
+
+/// Parses an optional positive number field of a form.
+fn form_number<T: std::str::FromStr>(field: &str, text: &str) -> Result<Option<T>, AppError> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Ok(None);
+    }
+    t.parse()
+        .map(Some)
+        .map_err(|_| AppError::invalid(field, format!("expected a whole number, got {t:?}")))
+}
+
+async fn evaluate(
+    State(state): State<AppState>,
+    Path(run_id): Path<i64>,
+    req: Request,
+) -> Response {
+    let page = format!("/runs/{run_id}");
+    let result = async {
+        let (mut parts, body) = req.into_parts();
+        let Form(f) =
+            Form::<EvaluateForm>::from_request(Request::from_parts(parts.clone(), body), &state)
+                .await
+                .map_err(|e| AppError::invalid("form", e.body_text()))?;
+        if let Ok(v) = HeaderValue::from_str(&f.csrf) {
+            parts.headers.insert(CSRF_HEADER, v);
+        }
+        let user = AuthUser::from_request_parts(&mut parts, &state).await?;
+        let checkpoint_step = form_number("checkpoint_step", &f.checkpoint_step)?
+            .ok_or_else(|| AppError::invalid("checkpoint_step", "choose a checkpoint"))?;
+        let suite = if f.suite == "custom" {
+            f.custom_suite.trim().to_owned()
+        } else {
+            f.suite.clone()
+        };
+        let req = api::evaluations::CreateEvaluation {
+            checkpoint_step,
+            suite,
+            limit: form_number("limit", &f.limit)?,
+            max_new_tokens: None,
+        };
+        api::evaluations::create(State(state.clone()), user, ApiPath(run_id), ApiJson(req))
+            .await
+            .map(|_| ())
+    }
+    .await;
+    match result {
+        Ok(()) => Redirect::to(&format!("{page}#benchmarks")).into_response(),
+        Err(e) => Redirect::to(&format!(
+            "{page}?error={}#benchmarks",
+            encode_query(&e.to_string())
+        ))
+        .into_response(),
     }
 }
 

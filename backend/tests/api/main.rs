@@ -3,6 +3,7 @@
 //! `attacks` holds one test per authentication property, each an attack that must be refused.
 
 mod attacks;
+mod evaluations;
 mod flows;
 mod ingest;
 mod live;

@@ -99,6 +99,22 @@ impl TestApp {
         Self { router: app(state) }
     }
 
+    /// Serves the app on an ephemeral loopback port (for jobs that call back over HTTP); the
+    /// server lives as long as the test's runtime.
+    pub async fn serve(
+        &self,
+    ) -> Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>), std::io::Error> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let router = self.router.clone();
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                eprintln!("test server stopped: {e}");
+            }
+        });
+        Ok((addr, task))
+    }
+
     pub async fn send(&self, req: Request<Body>) -> Resp {
         let resp = match self.router.clone().oneshot(req).await {
             Ok(r) => r,

@@ -58,6 +58,11 @@ pub struct EvalArgs {
     /// Keep every item's score and answer in the JSON.
     #[arg(long)]
     items: bool,
+    /// Post the results to this URL of the service (an evaluation job's
+    /// `/api/v1/evaluations/JOB/results`) with the token in SPADE_WORKER_TOKEN; the scheduler
+    /// starts evaluation jobs this way. Retries with backoff; a refusal fails the command.
+    #[arg(long, value_name = "URL")]
+    report: Option<String>,
 }
 
 /// The JSON document of `--json` and `--out`.
@@ -85,6 +90,10 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     if args.limit == Some(0) {
         bail!("--limit must be at least 1");
     }
+    let report_to = match &args.report {
+        Some(url) => Some(Reporter::new(url)?),
+        None => None,
+    };
     let mut opts = EvalOptions::new(&args.checkpoint);
     opts.limit = args.limit;
     opts.seed = args.seed;
@@ -102,7 +111,9 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     }
     let policy = Policy::load(&args.checkpoint, default_device())
         .with_context(|| format!("cannot load the checkpoint {}", args.checkpoint.display()))?;
-    let mut bar = Bar::new(!args.json && std::io::stderr().is_terminal());
+    let visible = !args.json && std::io::stderr().is_terminal();
+    // A job's log has no terminal: name each task there instead of drawing a bar.
+    let mut bar = Bar::new(visible, !visible && report_to.is_some());
     let mut result = spade_eval::evaluate(&policy, &suite, &opts, &mut bar)?;
     bar.0.finish_and_clear();
     if !args.items {
@@ -123,6 +134,14 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         println!("{json}");
     } else {
         print_table(&result);
+    }
+    if let Some(r) = &report_to {
+        r.post(&doc.messages)?;
+        eprintln!(
+            "spade eval: {} results posted to {}",
+            doc.messages.len(),
+            r.url
+        );
     }
     let failed: Vec<&str> = result
         .tasks
@@ -213,11 +232,78 @@ fn fmt_se(se: Option<f64>) -> String {
     se.map_or_else(|| "-".into(), |s| format!("{s:.4}"))
 }
 
-/// The progress bar on stderr; hidden when asked or when stderr is not a terminal.
-struct Bar(ProgressBar);
+/// Posts results to the service (`--report`).
+struct Reporter {
+    url: String,
+    token: String,
+    client: reqwest::blocking::Client,
+}
+
+impl Reporter {
+    /// Checks the URL and the token before any work, so a misconfigured job fails at once.
+    fn new(url: &str) -> anyhow::Result<Self> {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            bail!("--report {url:?}: expected an http:// or https:// URL");
+        }
+        let token = std::env::var("SPADE_WORKER_TOKEN")
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+            .context("--report needs the job's token in SPADE_WORKER_TOKEN")?;
+        let client = reqwest::blocking::Client::builder()
+            .timeout(std::time::Duration::from_secs(60))
+            .build()?;
+        Ok(Self {
+            url: url.to_owned(),
+            token,
+            client,
+        })
+    }
+
+    /// Five tries, 1 s doubling between them, for network errors and 5xx; a 4xx is final (the
+    /// service said why, and repeating the same body cannot change its mind).
+    fn post(&self, messages: &[spade::report::Message]) -> anyhow::Result<()> {
+        let body = serde_json::json!({ "messages": messages });
+        let mut delay = std::time::Duration::from_secs(1);
+        let mut last = String::new();
+        for attempt in 1..=5 {
+            match self
+                .client
+                .post(&self.url)
+                .bearer_auth(&self.token)
+                .json(&body)
+                .send()
+            {
+                Ok(r) if r.status().is_success() => return Ok(()),
+                Ok(r) if r.status().is_client_error() => {
+                    let status = r.status();
+                    bail!(
+                        "{} refused the results: {status} {}",
+                        self.url,
+                        r.text().unwrap_or_default()
+                    );
+                }
+                Ok(r) => last = r.status().to_string(),
+                Err(e) => last = e.to_string(),
+            }
+            if attempt < 5 {
+                eprintln!("spade eval: posting results failed ({last}); retrying in {delay:?}");
+                std::thread::sleep(delay);
+                delay *= 2;
+            }
+        }
+        bail!(
+            "could not post the results to {} after 5 tries: {last}",
+            self.url
+        )
+    }
+}
+
+/// The progress bar on stderr; hidden when asked or when stderr is not a terminal, and then
+/// optionally one line per task (`log`).
+struct Bar(ProgressBar, bool);
 
 impl Bar {
-    fn new(visible: bool) -> Self {
+    fn new(visible: bool, log: bool) -> Self {
         let bar = ProgressBar::with_draw_target(
             Some(0),
             if visible {
@@ -231,7 +317,7 @@ impl Bar {
         ) {
             bar.set_style(style.progress_chars("=> "));
         }
-        Self(bar)
+        Self(bar, log)
     }
 }
 
@@ -240,6 +326,9 @@ impl Progress for Bar {
         self.0.set_length(total);
     }
     fn task(&mut self, name: &str) {
+        if self.1 {
+            eprintln!("spade eval: task {name}");
+        }
         self.0.set_message(name.to_string());
     }
     fn advance(&mut self, n: u64) {

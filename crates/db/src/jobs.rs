@@ -20,8 +20,9 @@ pub enum JobKind {
 }
 
 /// Where a job is in its life. `Succeeded`, `Failed` and `Cancelled` are final.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type, serde::Serialize)]
 #[sqlx(type_name = "job_state", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum JobState {
     /// Waiting to be claimed.
     Queued,
@@ -130,7 +131,7 @@ pub async fn enqueue(
         Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
             return Err(JobError::NoSuchRun { run_id });
         }
-        // jobs_one_active_per_run, or a concurrent enqueue that took the same attempt number.
+        // jobs_one_active_train_per_run, or a concurrent enqueue that took the same attempt number.
         Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
             return Err(JobError::AlreadyActive { run_id });
         }
@@ -174,7 +175,7 @@ pub async fn claim_next(
     )
     .fetch_optional(&mut *tx)
     .await?;
-    if let Some(job) = &job {
+    if let Some(job) = job.as_ref().filter(|j| j.kind == JobKind::Train) {
         // Only a queued run starts: a cancel that raced the claim is kept (and reconciled).
         sqlx::query!(
             "UPDATE runs SET status = 'starting', updated_at = now()
@@ -204,7 +205,7 @@ pub async fn record_started(
                heartbeat_at = now(), updated_at = now(),
                state = CASE WHEN state = 'claimed' THEN 'running'::job_state ELSE state END
            WHERE id = $1 AND state IN ('claimed', 'running', 'cancelling')
-           RETURNING run_id, state AS "state: JobState""#,
+           RETURNING run_id, kind AS "kind: JobKind", state AS "state: JobState""#,
         job_id,
         external_id,
         log_path,
@@ -212,7 +213,8 @@ pub async fn record_started(
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(JobError::NotActive { job_id })?;
-    if row.state == JobState::Running {
+    // An evaluation runs beside its run's training and leaves the run's status alone.
+    if row.state == JobState::Running && row.kind == JobKind::Train {
         sqlx::query!(
             "UPDATE runs SET status = 'running', updated_at = now()
              WHERE id = $1 AND status IN ('queued', 'starting')",
@@ -225,7 +227,8 @@ pub async fn record_started(
     Ok(row.state)
 }
 
-/// Records a final state with the exit code and a message for people, and mirrors it on the run.
+/// Records a final state with the exit code and a message for people, and mirrors it on the run
+/// (training jobs only: an evaluation's end does not end its run).
 pub async fn finish(
     pool: &PgPool,
     job_id: i64,
@@ -257,14 +260,16 @@ pub async fn finish(
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(JobError::NotActive { job_id })?;
-    sqlx::query!(
-        "UPDATE runs SET status = $2::text::run_status, finished_at = now(), updated_at = now()
-         WHERE id = $1",
-        job.run_id,
-        run_status,
-    )
-    .execute(&mut *tx)
-    .await?;
+    if job.kind == JobKind::Train {
+        sqlx::query!(
+            "UPDATE runs SET status = $2::text::run_status, finished_at = now(), updated_at = now()
+             WHERE id = $1",
+            job.run_id,
+            run_status,
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
     tx.commit().await?;
     Ok(job)
 }
@@ -286,7 +291,8 @@ pub async fn request_cancel_for_run(
                message = CASE WHEN state = 'queued' THEN 'cancelled before it started'
                               ELSE message END,
                updated_at = now()
-           WHERE run_id = $1 AND state IN ('queued', 'claimed', 'running', 'cancelling')
+           WHERE run_id = $1 AND kind = 'train'
+             AND state IN ('queued', 'claimed', 'running', 'cancelling')
            RETURNING state AS "state: JobState""#,
         run_id,
     )
@@ -333,7 +339,7 @@ pub async fn sync_with_runs(pool: &PgPool) -> Result<Synced, JobError> {
            FROM runs r
            WHERE r.status = 'queued' AND r.executor IN ('local', 'ray')
              AND NOT EXISTS (SELECT 1 FROM jobs j
-                             WHERE j.run_id = r.id
+                             WHERE j.run_id = r.id AND j.kind = 'train'
                                AND j.state IN ('queued', 'claimed', 'running', 'cancelling'))
            ON CONFLICT DO NOTHING"#
     )
@@ -350,7 +356,7 @@ pub async fn sync_with_runs(pool: &PgPool) -> Result<Synced, JobError> {
                updated_at = now()
            FROM runs r
            WHERE r.id = j.run_id AND r.status IN ('cancelling', 'cancelled')
-             AND j.state IN ('queued', 'claimed', 'running')
+             AND j.kind = 'train' AND j.state IN ('queued', 'claimed', 'running')
            RETURNING j.run_id, j.state AS "state: JobState""#
     )
     .fetch_all(&mut *tx)
@@ -426,7 +432,7 @@ pub async fn get(pool: &PgPool, job_id: i64) -> Result<Option<Job>, JobError> {
     .await?)
 }
 
-/// The newest job of a run (the one whose logs a run page shows).
+/// The newest training job of a run (the one whose logs a run page shows).
 pub async fn latest_for_run(pool: &PgPool, run_id: i64) -> Result<Option<Job>, JobError> {
     Ok(sqlx::query_as!(
         Job,
@@ -434,7 +440,7 @@ pub async fn latest_for_run(pool: &PgPool, run_id: i64) -> Result<Option<Job>, J
                   executor AS "executor: JobExecutor", attempt, external_id, claimed_by,
                   heartbeat_at, log_path, exit_code, message, created_at, claimed_at,
                   started_at, finished_at, updated_at
-           FROM jobs WHERE run_id = $1 ORDER BY attempt DESC LIMIT 1"#,
+           FROM jobs WHERE run_id = $1 AND kind = 'train' ORDER BY attempt DESC LIMIT 1"#,
         run_id,
     )
     .fetch_optional(pool)

@@ -14,6 +14,7 @@
 pub mod artifacts;
 pub mod audit;
 pub mod environments;
+pub mod evaluations;
 pub mod ingest;
 pub mod jobs;
 pub mod logs;

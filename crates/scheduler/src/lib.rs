@@ -82,6 +82,9 @@ pub struct JobSpec {
     pub token: String,
     /// GPUs the job needs (0: CPU only).
     pub gpus: u32,
+    /// The job's own arguments after the program of the command template (evaluation jobs:
+    /// `eval --checkpoint ...`); `None` runs the template itself (training jobs).
+    pub program_args: Option<Vec<String>>,
 }
 
 // Hand-written so the token never reaches a log line.
@@ -94,6 +97,7 @@ impl std::fmt::Debug for JobSpec {
             .field("server_url", &self.server_url)
             .field("token", &"***")
             .field("gpus", &self.gpus)
+            .field("program_args", &self.program_args)
             .finish()
     }
 }
@@ -115,6 +119,18 @@ impl JobSpec {
             job_id: self.job_id,
             run_id: self.run_id,
             attempt: self.attempt,
+        }
+    }
+
+    /// The job's argv: the template filled in (see [`JobSpec::expand`]), or, for a job with its
+    /// own [`JobSpec::program_args`], the template's program followed by those arguments as
+    /// they are (they carry user-chosen paths and names, which must not be expanded).
+    /// Evaluation jobs reuse the worker's program (`spade`), so one setting names the binary
+    /// for both kinds.
+    pub fn argv(&self, template: &[String]) -> Vec<String> {
+        match &self.program_args {
+            None => self.expand(template),
+            Some(args) => template.iter().take(1).chain(args).cloned().collect(),
         }
     }
 
@@ -328,6 +344,7 @@ mod tests {
             server_url: "http://127.0.0.1:3000".into(),
             token: "s3cret".into(),
             gpus: 0,
+            program_args: None,
         };
         let argv = spec.expand(&[
             "spade".into(),
@@ -349,6 +366,19 @@ mod tests {
             ]
         );
         assert!(!format!("{spec:?}").contains("s3cret"));
+        // An evaluation job keeps the program and takes its own arguments verbatim.
+        let eval = JobSpec {
+            program_args: Some(vec![
+                "eval".into(),
+                "--suite".into(),
+                "qa:{run}.jsonl".into(),
+            ]),
+            ..spec
+        };
+        assert_eq!(
+            eval.argv(&["/opt/spade".into(), "worker".into(), "--run={run}".into()]),
+            ["/opt/spade", "eval", "--suite", "qa:{run}.jsonl"]
+        );
     }
 
     #[test]

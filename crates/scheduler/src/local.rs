@@ -120,7 +120,7 @@ impl LocalExecutor {
     }
 
     fn spawn(&self, spec: &JobSpec, dir: &Path, gpus: &[u32]) -> Result<Started, ExecError> {
-        let argv = spec.expand(&self.cfg.command);
+        let argv = spec.argv(&self.cfg.command);
         let program = argv.first().ok_or(ExecError::EmptyCommand)?;
         if resolve_program(program).is_none() {
             return Err(ExecError::CommandNotFound {

@@ -228,7 +228,7 @@ impl Executor for RayExecutor {
     }
 
     async fn start(&self, spec: &JobSpec) -> Result<Started, ExecError> {
-        let argv = spec.expand(&self.cfg.command);
+        let argv = spec.argv(&self.cfg.command);
         if argv.is_empty() {
             return Err(ExecError::EmptyCommand);
         }

@@ -12,7 +12,8 @@
 
 use crate::{ExecError, Executor, JobHandle, JobSpec, JobStatus};
 use spade_db::Pool;
-use spade_db::jobs::{self, Job, JobError, JobState};
+use spade_db::evaluations::{self, EvalJob};
+use spade_db::jobs::{self, Job, JobError, JobKind, JobState};
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -93,6 +94,36 @@ fn job_ref(job: &Job) -> Result<crate::JobRef, SchedError> {
             attempt: job.attempt,
         })?,
     })
+}
+
+/// The arguments of `spade eval` for an evaluation job (after the program of the worker
+/// command). The job reports its scores to its evaluation's results endpoint with the token in
+/// `SPADE_WORKER_TOKEN`.
+pub fn eval_args(e: &EvalJob, server_url: &str, job_id: i64) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "eval",
+        "--checkpoint",
+        &e.checkpoint_path,
+        "--suite",
+        &e.suite,
+        "--step",
+        &e.checkpoint_step.to_string(),
+        "--max-new-tokens",
+        &e.max_new_tokens.to_string(),
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    if let Some(limit) = e.item_limit {
+        args.extend(["--limit".to_owned(), limit.to_string()]);
+    }
+    args.extend([
+        "--report".to_owned(),
+        format!(
+            "{}/api/v1/evaluations/{job_id}/results",
+            server_url.trim_end_matches('/')
+        ),
+    ]);
+    args
 }
 
 impl<E: Executor, T: TokenSource> Scheduler<E, T> {
@@ -293,6 +324,22 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
                 return Ok(false);
             }
         }
+        // An evaluation's parameters live in its own row; a job without one cannot run.
+        let program_args = match job.kind {
+            JobKind::Train => None,
+            JobKind::Eval => match evaluations::for_job(&self.pool, job.id).await {
+                Ok(Some(e)) => Some(eval_args(&e, &self.cfg.server_url, job.id)),
+                Ok(None) => {
+                    self.finish(job, JobState::Failed, None, "no evaluation for this job")
+                        .await?;
+                    return Ok(false);
+                }
+                Err(e) => {
+                    tracing::warn!(job = job.id, error = %e, "cannot read the evaluation yet");
+                    return Ok(false);
+                }
+            },
+        };
         let token = match self.tokens.token(job).await {
             Ok(t) => t,
             Err(e) => {
@@ -313,6 +360,7 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
             server_url: self.cfg.server_url.clone(),
             token,
             gpus: self.cfg.gpus_per_job,
+            program_args,
         };
         match self.executor.start(&spec).await {
             Ok(started) => self.record(job, &started).await,

@@ -25,6 +25,7 @@ fn spec(job_id: i64, gpus: u32) -> JobSpec {
         server_url: "http://127.0.0.1:9".into(),
         token: format!("token-{job_id}"),
         gpus,
+        program_args: None,
     }
 }
 

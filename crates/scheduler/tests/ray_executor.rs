@@ -43,6 +43,7 @@ fn spec(n: i64) -> JobSpec {
         server_url: "http://127.0.0.1:9".into(),
         token: format!("ray-token-{n}"),
         gpus: 0,
+        program_args: None,
     }
 }
 

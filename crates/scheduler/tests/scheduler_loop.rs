@@ -249,6 +249,7 @@ async fn a_job_started_just_before_a_crash_keeps_its_process_and_token(pool: PgP
         server_url: "http://127.0.0.1:9".into(),
         token: "first-token".into(),
         gpus: 0,
+        program_args: None,
     };
     let first = local(&dir, &cmd).start(&spec).await?;
     let issued = Arc::new(AtomicUsize::new(0));
@@ -284,6 +285,7 @@ async fn a_cancel_during_the_crash_window_still_stops_the_process(pool: PgPool) 
         server_url: "http://127.0.0.1:9".into(),
         token: "t".into(),
         gpus: 0,
+        program_args: None,
     };
     let ex = local(&dir, &cmd);
     let started = ex.start(&spec).await?;

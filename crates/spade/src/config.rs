@@ -33,6 +33,7 @@ pub struct RunConfig {
     pub sandbox: SandboxSection,
     pub metrics: MetricsSection,
     pub ablation: AblationSection,
+    pub eval: EvalSection,
 }
 
 /// Length, seeding and checkpointing of the run.
@@ -252,6 +253,37 @@ pub struct AblationSection {
     pub ema_learning_potential: bool,
 }
 
+/// Held-out evaluation of the run's checkpoints (not part of the spec's loop: the service queues
+/// a `spade eval` job per suite when the worker reports a checkpoint that is due).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvalSection {
+    /// Evaluate the checkpoints whose step is a multiple of this, and the last one; 0 = only
+    /// when someone asks (run page or API). A multiple of `run.checkpoint_every`.
+    pub every_steps: u64,
+    /// With `every_steps`, also evaluate the model the run starts from (checkpoint 0), the
+    /// base-model row of the results.
+    pub base_model: bool,
+    /// Suites, as `spade eval --suite` names them (see [`crate::suites`]).
+    pub suites: Vec<String>,
+    /// Items per task at most (questions per reasoning-gym dataset, QA items, environments).
+    pub limit: u32,
+    /// Tokens per answer (per turn in environments).
+    pub max_new_tokens: u32,
+}
+
+impl Default for EvalSection {
+    fn default() -> Self {
+        Self {
+            every_steps: 0,
+            base_model: true,
+            suites: vec!["rg-hard".into()],
+            limit: 50,
+            max_new_tokens: 1024,
+        }
+    }
+}
+
 impl Default for RunSection {
     fn default() -> Self {
         Self {
@@ -422,6 +454,7 @@ impl Default for RunConfig {
             sandbox: SandboxSection::default(),
             metrics: MetricsSection::default(),
             ablation: AblationSection::default(),
+            eval: EvalSection::default(),
         }
     }
 }
@@ -471,6 +504,17 @@ impl RunConfig {
     }
 
     /// True when the run is fixed-env GRPO (no designer at all).
+    /// Whether the checkpoint of `step` is due for an automatic evaluation (`eval` section).
+    pub fn eval_due(&self, step: u64) -> bool {
+        let every = self.eval.every_steps;
+        every > 0
+            && if step == 0 {
+                self.eval.base_model
+            } else {
+                step.is_multiple_of(every) || step == self.run.steps
+            }
+    }
+
     pub fn is_fixed_env(&self) -> bool {
         self.ablation.fixed_env_pool.is_some()
     }

@@ -18,6 +18,7 @@ pub mod prompt;
 pub mod report;
 pub mod reward;
 pub mod skills;
+pub mod suites;
 
 /// The two families of environments (spec, "Environment contract").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -238,6 +238,14 @@ pub fn run(
         code_version: opts.code_version.clone(),
         total_steps: cfg.run.steps,
     })?;
+    // The starting weights are checkpoint 0, so that evaluations can put the base model beside
+    // the trained ones (the row is replaced on every start: a resume reports the same path).
+    let base = PathBuf::from(&lp.state.base_model);
+    lp.live(Message::Checkpoint {
+        step: 0,
+        path: lp.state.base_model.clone(),
+        bytes: state::dir_bytes(&base),
+    })?;
     if let Some(r) = &warm_report {
         lp.live(Message::Log {
             level: spade::report::LogLevel::Info,

@@ -261,6 +261,21 @@ impl StateStore {
     }
 }
 
+/// Total size of the files directly in `dir` (a checkpoint directory); 0 when unreadable, since
+/// the size is only shown to people.
+pub fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| e.metadata().ok())
+                .filter(std::fs::Metadata::is_file)
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

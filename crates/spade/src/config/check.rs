@@ -492,6 +492,38 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
             }
         }
     }
+    let ev = &c.eval;
+    k.count("eval.every_steps", ev.every_steps, 0, MAX_STEPS);
+    k.count("eval.limit", u64::from(ev.limit), 1, 1_000_000);
+    k.count(
+        "eval.max_new_tokens",
+        u64::from(ev.max_new_tokens),
+        1,
+        131_072,
+    );
+    for (i, suite) in ev.suites.iter().enumerate() {
+        if let Err(expected) = crate::suites::check(suite) {
+            k.not_allowed(&format!("eval.suites[{i}]"), suite, &expected);
+        }
+    }
+    if ev.every_steps > 0 {
+        if ev.suites.is_empty() {
+            k.not_allowed(
+                "eval.suites",
+                "[]",
+                "at least one suite when eval.every_steps > 0",
+            );
+        }
+        let ck = c.run.checkpoint_every.max(1);
+        if !ev.every_steps.is_multiple_of(ck) {
+            k.conflict(
+                "eval.every_steps",
+                "run.checkpoint_every",
+                "evaluations read checkpoints, so every_steps must be a multiple of checkpoint_every",
+            );
+        }
+    }
+
     if ab.two_skill_curriculum && !cu.kinds.contains(&EnvKind::Game) {
         k.conflict(
             "ablation.two_skill_curriculum",

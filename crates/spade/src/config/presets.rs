@@ -1,8 +1,8 @@
 //! Named starting points: the paper's GPU configuration and a CPU demo that finishes in minutes.
 
 use super::{
-    AgentSection, CorpusSection, CurriculumSection, DesignerSection, GrpoSection, HintSection,
-    MemorySection, MetricsSection, ModelSection, RunConfig, RunSection,
+    AgentSection, CorpusSection, CurriculumSection, DesignerSection, EvalSection, GrpoSection,
+    HintSection, MemorySection, MetricsSection, ModelSection, RunConfig, RunSection,
 };
 use crate::EnvKind;
 
@@ -86,6 +86,15 @@ impl RunConfig {
                 vendi_subsample: 6,
                 vendi_draws: 4,
                 ..d.metrics
+            },
+            // The base model and the last checkpoint on the six logic datasets, two questions
+            // each with short answers: seconds, and the base-model row appears on the run page.
+            eval: EvalSection {
+                every_steps: 6,
+                base_model: true,
+                suites: vec!["rg-logic".into()],
+                limit: 2,
+                max_new_tokens: 32,
             },
             ..d
         }
