@@ -127,6 +127,29 @@ async fn seeded_run(
         ];
         b.metrics(step, 12.0 * t, &names, &values).await?;
     }
+    // Held-out results of three checkpoints (0 = the base model both runs start from), as
+    // evaluation jobs report them: per task and the aggregate `all`.
+    for (step, gain) in [(0i64, 0.0), (12, 0.5), (24, 1.0)] {
+        b.checkpoint(step, &format!("/ckpt/{name}/step-{step}"), 1 << 20)
+            .await?;
+        let tasks = [
+            ("aiw", 0.10),
+            ("zebra_puzzles", 0.05),
+            ("propositional_logic", 0.20),
+        ];
+        let mut sum = 0.0;
+        for (task, base) in tasks {
+            let score = if step == 0 {
+                base
+            } else {
+                base + gain * (0.1 + offset)
+            };
+            sum += score;
+            b.benchmark(Some(step), "rg-logic", task, score, 20).await?;
+        }
+        b.benchmark(Some(step), "rg-logic", "all", sum / 3.0, 60)
+            .await?;
+    }
     Ok((run.id, b))
 }
 
@@ -318,6 +341,20 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
         "equal settings are hidden: {diff}"
     );
     browser.screenshot("dashboard-compare").await?;
+    // The compare view's benchmarks: the shared base model, then each run's newest checkpoint.
+    let bench = text_of(&c, "#compare-benchmarks").await?;
+    assert!(
+        bench.contains("base model (step 0)")
+            && bench.contains("tiny-demo-b")
+            && bench.contains("(step 24)"),
+        "{bench}"
+    );
+    c.execute(
+        "document.getElementById('cmp-bench-h').scrollIntoView()",
+        vec![],
+    )
+    .await?;
+    browser.screenshot("dashboard-compare-benchmarks").await?;
     c.goto(&format!("{}/runs", server.url)).await?;
     wait_for(&c, "#runs-table").await?;
 
@@ -340,6 +377,31 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
         "the owner may cancel"
     );
     browser.screenshot("dashboard-run").await?;
+    // Benchmarks: a table per suite by checkpoint (base first), a chart of the suite means,
+    // and the evaluate form for the owner with the run's checkpoints to choose from.
+    // (Column heads are upper-cased by the stylesheet.)
+    let table = text_of(&c, "#benchmarks table.bench").await?.to_lowercase();
+    assert!(
+        table.contains("base") && table.contains("step 24") && table.contains("mean of tasks"),
+        "{table}"
+    );
+    assert!(
+        c.find(Locator::Css("#benchmarks .chart-svg svg"))
+            .await
+            .is_ok(),
+        "a chart of the suite mean over checkpoints"
+    );
+    let options = c
+        .find_all(Locator::Css("#eval-checkpoint option"))
+        .await?
+        .len();
+    assert_eq!(options, 3, "checkpoints 0, 12 and 24");
+    c.execute(
+        "document.getElementById('benchmarks').scrollIntoView()",
+        vec![],
+    )
+    .await?;
+    browser.screenshot("dashboard-run-benchmarks").await?;
 
     // Live: the worker reports progress over the ingest API; the open page follows (its event
     // stream starts with a snapshot, so this holds whether it connected before or after).

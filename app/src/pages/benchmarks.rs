@@ -134,12 +134,14 @@ pub fn BenchmarksSection(run_id: i64, data: BenchmarksDto, csrf: String) -> impl
     let chart = series.iter().any(|s| s.points.len() > 1).then(|| {
         let settings = ChartSettings::from_query(None, None, None);
         view! {
-            <LineChart
-                title="Held-out score by checkpoint"
-                y_label="mean score (suite aggregate)"
-                series=Signal::derive(move || series.clone())
-                settings
-            />
+            <div class="chart-grid">
+                <LineChart
+                    title="Held-out score by checkpoint"
+                    y_label="mean score (suite aggregate)"
+                    series=Signal::derive(move || series.clone())
+                    settings
+                />
+            </div>
         }
     });
     let empty = tables.is_empty();
