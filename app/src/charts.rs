@@ -20,11 +20,25 @@ pub struct Point {
     pub value: f64,
 }
 
-/// A named curve.
+/// A named curve, optionally with a shaded band around it (the spread of several runs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Series {
     pub name: String,
     pub points: Vec<Point>,
+    /// Lower and upper edge per point of `points` (same length, or empty for no band).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub band: Vec<(f64, f64)>,
+}
+
+impl Series {
+    /// A curve without a band.
+    pub fn line(name: impl Into<String>, points: Vec<Point>) -> Self {
+        Self {
+            name: name.into(),
+            points,
+            band: Vec::new(),
+        }
+    }
 }
 
 /// What the x axis shows.

@@ -43,6 +43,16 @@ pub struct RunData {
     pub benchmarks: BenchmarksDto,
 }
 
+/// The team's benchmarks page: the suite aggregates of its runs with results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchmarksPageData {
+    pub teams: Vec<TeamDto>,
+    /// The team shown (the requested one, or the viewer's first).
+    pub team: Option<i64>,
+    /// Runs with results, newest first: (run id, run name, its aggregate rows).
+    pub runs: Vec<(i64, String, BenchmarksDto)>,
+}
+
 /// The environment list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EnvironmentsData {
@@ -117,6 +127,11 @@ mod source {
             run_id: i64,
             env_id: String,
         ) -> DataFuture<'a, Access<EnvironmentDetail>>;
+        fn benchmarks<'a>(
+            &'a self,
+            req: &'a http::request::Parts,
+            team: Option<i64>,
+        ) -> DataFuture<'a, Access<BenchmarksPageData>>;
     }
 
     /// The context value the backend provides.
@@ -181,6 +196,15 @@ pub async fn load_compare(run_ids: String) -> Result<Access<Vec<RunData>>, Serve
         }
     }
     Ok(Access::Granted(out))
+}
+
+/// The suite aggregates of a team's runs.
+#[server(prefix = "/ui", endpoint = "benchmarks", input = GetUrl)]
+pub async fn load_benchmarks(
+    team: Option<i64>,
+) -> Result<Access<BenchmarksPageData>, ServerFnError> {
+    let (data, parts) = context()?;
+    data.benchmarks(&parts, team).await.map_err(to_sfn)
 }
 
 /// One page of a run's environments.

@@ -135,10 +135,7 @@ pub struct MetricSeries {
 impl MetricSeries {
     /// The chart series, named `prefix` + metric name.
     pub fn to_series(&self, prefix: &str) -> Series {
-        Series {
-            name: format!("{prefix}{}", self.name),
-            points: self.points.clone(),
-        }
+        Series::line(format!("{prefix}{}", self.name), self.points.clone())
     }
 }
 

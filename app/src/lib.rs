@@ -80,10 +80,7 @@ pub fn App() -> impl IntoView {
                         view=routes::EnvironmentPage
                     />
                     <Route path=StaticSegment("compare") view=routes::ComparePage />
-                    <Route
-                        path=StaticSegment("benchmarks")
-                        view=|| view! { <routes::ComingPage title="Benchmarks" what="Benchmark results per checkpoint are stored by the backend; this page does not show them yet." /> }
-                    />
+                    <Route path=StaticSegment("benchmarks") view=routes::BenchmarksPage />
                     <Route
                         path=StaticSegment("teams")
                         view=|| view! { <routes::ComingPage title="Teams" what="Teams and members are managed through the API (/api/v1/teams) for now; this page does not show them yet." /> }

@@ -88,6 +88,28 @@ pub fn RunsPage() -> impl IntoView {
     }
 }
 
+/// The team's benchmark results (`?team=ID`).
+#[component]
+pub fn BenchmarksPage() -> impl IntoView {
+    let team = query("team");
+    let parsed = Memo::new(move |_| team().and_then(|t| t.parse::<i64>().ok()));
+    let data = Resource::new(move || parsed.get(), data::load_benchmarks);
+    view! {
+        <Title text="Benchmarks · SPADE Studio" />
+        <Suspense fallback=loading>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(Access::Granted(d)) => view! {
+                        <pages::benchmarks::BenchmarksPageView teams=d.teams team=d.team runs=d.runs />
+                    }.into_any(),
+                    Ok(Access::LoginRequired) => not_shown(Ok(())),
+                    Err(e) => not_shown(Err(e)),
+                }
+            })}
+        </Suspense>
+    }
+}
+
 fn run_id() -> impl Fn() -> Result<i64, String> + Copy + Send + Sync {
     let id = param("id");
     move || {

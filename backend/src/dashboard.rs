@@ -14,7 +14,8 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use spade_app::charts::Point;
 use spade_app::data::{
-    Access, DashboardData, DataError, DataFuture, EnvListQuery, EnvironmentsData, RunData, RunsData,
+    Access, BenchmarksPageData, DashboardData, DataError, DataFuture, EnvListQuery,
+    EnvironmentsData, RunData, RunsData,
 };
 use spade_app::dto;
 use spade_db::{
@@ -24,6 +25,8 @@ use std::collections::BTreeMap;
 
 /// Runs per page of the runs list.
 const RUNS_PER_PAGE: i64 = 20;
+/// Runs with results the team's benchmarks page compares (newest first).
+const BENCHMARK_RUNS: i64 = 50;
 /// Environments per page of the browser.
 const ENVS_PER_PAGE: i64 = 50;
 /// Points per chart series (LTTB keeps the shape; a 640 px chart shows no more).
@@ -108,7 +111,12 @@ impl Dashboard {
             .find(|p| p.id == r.project_id)
             .map_or_else(|| format!("project {}", r.project_id), |p| p.name);
         let summary = self.summary(&scope, &r, project).await?;
-        let rows = metrics::export(db, &scope, &[]).await.map_err(db_err)?;
+        // Reduced in the database (M4 over POINTS_PER_SERIES buckets per series), then LTTB:
+        // reading every point made this page take seconds on a run with a million points.
+        let buckets = i64::try_from(POINTS_PER_SERIES).unwrap_or(600);
+        let rows = metrics::overview(db, &scope, buckets)
+            .await
+            .map_err(db_err)?;
         let mut by_name: BTreeMap<String, Vec<Point>> = BTreeMap::new();
         for row in rows {
             by_name.entry(row.name).or_default().push(Point {
@@ -300,6 +308,63 @@ impl DashboardData for Dashboard {
                 None => Ok(Access::LoginRequired),
                 Some(auth) => Ok(Access::Granted(self.run_data(&auth, run_id).await?)),
             }
+        })
+    }
+
+    fn benchmarks<'a>(
+        &'a self,
+        req: &'a Parts,
+        team: Option<i64>,
+    ) -> DataFuture<'a, Access<BenchmarksPageData>> {
+        Box::pin(async move {
+            let Some(auth) = self.auth(req).await else {
+                return Ok(Access::LoginRequired);
+            };
+            let db = &self.state.db;
+            let my_teams = teams::teams_of(db, auth.user.id).await.map_err(db_err)?;
+            let teams_dto: Vec<dto::TeamDto> = my_teams
+                .iter()
+                .map(|t| dto::TeamDto {
+                    id: t.id,
+                    name: t.name.clone(),
+                    role: role_name(t.role).to_owned(),
+                })
+                .collect();
+            let Some(team_id) = team.or_else(|| my_teams.first().map(|t| t.id)) else {
+                return Ok(Access::Granted(BenchmarksPageData {
+                    teams: teams_dto,
+                    team: None,
+                    runs: Vec::new(),
+                }));
+            };
+            let scope = TeamScope::for_member(db, auth.user.id, team_id)
+                .await
+                .map_err(db_err)?;
+            let rows = artifacts::team_benchmarks(db, &scope, BENCHMARK_RUNS)
+                .await
+                .map_err(db_err)?;
+            let mut runs: Vec<(i64, String, dto::BenchmarksDto)> = Vec::new();
+            for r in rows {
+                if runs.last().is_none_or(|(id, _, _)| *id != r.run_id) {
+                    runs.push((r.run_id, r.run_name.clone(), dto::BenchmarksDto::default()));
+                }
+                if let Some((_, _, b)) = runs.last_mut() {
+                    b.rows.push(dto::BenchmarkRow {
+                        run_id: r.run_id,
+                        run_name: r.run_name,
+                        checkpoint_step: r.checkpoint_step.and_then(|s| u64::try_from(s).ok()),
+                        suite: r.suite,
+                        task: "all".into(),
+                        score: r.score,
+                        n: u32::try_from(r.n).unwrap_or(0),
+                    });
+                }
+            }
+            Ok(Access::Granted(BenchmarksPageData {
+                teams: teams_dto,
+                team: Some(team_id),
+                runs,
+            }))
         })
     }
 

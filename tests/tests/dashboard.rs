@@ -155,8 +155,9 @@ async fn seeded_run(
 
 /// A team and project for `user_id` with two runs that differ in two settings; the newer one
 /// ("tiny-demo") also has progress, logs and two environments (one derived from the other), as
-/// a worker would have reported them. Returns the ids of (tiny-demo, tiny-demo-b).
-async fn seed(db: &spade_db::Pool, user_id: i64, tag: &str) -> anyhow::Result<(i64, i64)> {
+/// a worker would have reported them; a third repeats tiny-demo's setting with another seed.
+/// Returns the ids of (tiny-demo, tiny-demo-b, tiny-demo-seed9).
+async fn seed(db: &spade_db::Pool, user_id: i64, tag: &str) -> anyhow::Result<(i64, i64, i64)> {
     let team = teams::create_team(db, user_id, &format!("lab-{tag}")).await?;
     let team_scope = TeamScope::for_member(db, user_id, team.id).await?;
     let project = teams::create_project(db, &team_scope, "coin games").await?;
@@ -172,6 +173,19 @@ async fn seed(db: &spade_db::Pool, user_id: i64, tag: &str) -> anyhow::Result<(i
     )
     .await?;
     b.commit().await?;
+    // The same setting as "tiny-demo" with another seed: the compare view averages the two.
+    let config_c = serde_json::json!({"preset": "tiny", "seed": 9, "grpo": {"clip_low": 0.2, "clip_high": 0.28}});
+    let (run_c, c) = seeded_run(
+        db,
+        &team_scope,
+        user_id,
+        project.id,
+        "tiny-demo-seed9",
+        &config_c,
+        0.02,
+    )
+    .await?;
+    c.commit().await?;
     let config = serde_json::json!({"preset": "tiny", "seed": 7, "grpo": {"clip_low": 0.2, "clip_high": 0.28}});
     let (run_id, mut b) = seeded_run(
         db,
@@ -227,7 +241,7 @@ async fn seed(db: &spade_db::Pool, user_id: i64, tag: &str) -> anyhow::Result<(i
     }])
     .await?;
     b.commit().await?;
-    Ok((run_id, run_b))
+    Ok((run_id, run_b, run_c))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -305,7 +319,7 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
         .await?
         .ok_or_else(|| anyhow::anyhow!("registered user not found"))?
         .user;
-    let (run_id, run_b) = seed(&db, user.id, &tag).await?;
+    let (run_id, run_b, run_c) = seed(&db, user.id, &tag).await?;
     c.goto(&format!("{}/runs", server.url)).await?;
     wait_for(&c, "#runs-table").await?;
     let row = text_of(&c, "#runs-table tbody tr").await?;
@@ -325,6 +339,10 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
         .await?
         .click()
         .await?;
+    c.find(Locator::Css(&format!("#pick-{run_c}")))
+        .await?
+        .click()
+        .await?;
     c.find(Locator::Css(".table-actions button"))
         .await?
         .click()
@@ -341,6 +359,14 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
         "equal settings are hidden: {diff}"
     );
     browser.screenshot("dashboard-compare").await?;
+    // tiny-demo and tiny-demo-seed9 differ only in the seed: one mean curve with a band.
+    let seeds = c
+        .find_all(Locator::Css("#seed-charts .chart-svg svg polygon"))
+        .await?;
+    assert!(!seeds.is_empty(), "a spread band over the two seeds");
+    c.execute("document.getElementById('seeds-h').scrollIntoView()", vec![])
+        .await?;
+    browser.screenshot("dashboard-compare-seeds").await?;
     // The compare view's benchmarks: the shared base model, then each run's newest checkpoint.
     let bench = text_of(&c, "#compare-benchmarks").await?;
     assert!(
@@ -355,6 +381,17 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
     )
     .await?;
     browser.screenshot("dashboard-compare-benchmarks").await?;
+    // The team's benchmarks page: the same table over every run with results.
+    c.goto(&format!("{}/benchmarks", server.url)).await?;
+    wait_for(&c, "#compare-benchmarks").await?;
+    let team_bench = text_of(&c, "#compare-benchmarks").await?;
+    assert!(
+        team_bench.contains("base model (step 0)")
+            && team_bench.contains("tiny-demo (#")
+            && team_bench.contains("tiny-demo-b (#"),
+        "{team_bench}"
+    );
+    browser.screenshot("dashboard-benchmarks").await?;
     c.goto(&format!("{}/runs", server.url)).await?;
     wait_for(&c, "#runs-table").await?;
 

@@ -55,10 +55,11 @@ pub const PALETTE: [RGBColor; 6] = [
 /// At most this many hover targets per series; more would only weigh the page down.
 const MAX_HOVER_POINTS: usize = 200;
 
-/// A series after smoothing and x-axis choice: (x, y, raw y).
+/// A series after smoothing and x-axis choice: (x, y, raw y), and its band (x, low, high).
 struct Prepared<'a> {
     name: &'a str,
     points: Vec<(f64, f64, f64)>,
+    band: Vec<(f64, f64, f64)>,
 }
 
 struct Hover {
@@ -95,8 +96,17 @@ pub fn render_line_chart(series: &[Series], opts: &ChartOptions) -> Result<Strin
     for s in series {
         let raw: Vec<f64> = s.points.iter().map(|p| p.value).collect();
         let smooth = ema(&raw, opts.smoothing);
+        // The band is smoothed like its line, so the two stay together.
+        let has_band = s.band.len() == s.points.len() && !s.band.is_empty();
+        let (lo, hi): (Vec<f64>, Vec<f64>) = if has_band {
+            let (l, h): (Vec<f64>, Vec<f64>) = s.band.iter().copied().unzip();
+            (ema(&l, opts.smoothing), ema(&h, opts.smoothing))
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let mut band = Vec::new();
         let mut points = Vec::with_capacity(raw.len());
-        for ((p, &y), &r) in s.points.iter().zip(&smooth).zip(&raw) {
+        for (i, ((p, &y), &r)) in s.points.iter().zip(&smooth).zip(&raw).enumerate() {
             let x = match opts.x_axis {
                 XAxis::Step => p.step,
                 XAxis::Time => p.time_s / x_div,
@@ -113,10 +123,17 @@ pub fn render_line_chart(series: &[Series], opts: &ChartOptions) -> Result<Strin
                 });
             }
             points.push((x, y, r));
+            if let (Some(&l), Some(&h)) = (lo.get(i), hi.get(i)) {
+                // A band that cannot sit on a log axis is left out, not the chart.
+                if l.is_finite() && h.is_finite() && !(opts.log_y && l <= 0.0) {
+                    band.push((x, l, h));
+                }
+            }
         }
         prepared.push(Prepared {
             name: &s.name,
             points,
+            band,
         });
     }
 
@@ -167,7 +184,8 @@ fn draw(
     } else {
         xmin - 1.0..xmax + 1.0
     };
-    let (ymin, ymax) = min_max(all().map(|p| p.1));
+    let band = || series.iter().flat_map(|s| s.band.iter());
+    let (ymin, ymax) = min_max(all().map(|p| p.1).chain(band().flat_map(|b| [b.1, b.2])));
     if opts.log_y {
         let (lo, hi) = if ymin < ymax {
             (ymin / 1.1, ymax * 1.1)
@@ -228,6 +246,21 @@ where
     let mut hovers = Vec::new();
     for (i, s) in series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
+        if s.band.len() > 1 {
+            // One polygon: along the upper edge, back along the lower one.
+            let outline: Vec<(f64, f64)> = s
+                .band
+                .iter()
+                .map(|b| (b.0, b.2))
+                .chain(s.band.iter().rev().map(|b| (b.0, b.1)))
+                .collect();
+            chart
+                .draw_series(std::iter::once(Polygon::new(
+                    outline,
+                    color.mix(0.18).filled(),
+                )))
+                .map_err(draw_err)?;
+        }
         chart
             .draw_series(LineSeries::new(
                 s.points.iter().map(|p| (p.0, p.1)),
@@ -323,10 +356,15 @@ fn finish_svg(svg: String, opts: &ChartOptions, n_series: usize, hovers: &[Hover
         .replace("#040506", "currentColor");
     for (i, c) in PALETTE.iter().enumerate() {
         let hex = format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
-        svg = svg.replace(
-            &format!("stroke=\"{hex}\""),
-            &format!("stroke=\"{hex}\" class=\"s{i}\""),
-        );
+        svg = svg
+            .replace(
+                &format!("stroke=\"{hex}\""),
+                &format!("stroke=\"{hex}\" class=\"s{i}\""),
+            )
+            .replace(
+                &format!("fill=\"{hex}\""),
+                &format!("fill=\"{hex}\" class=\"b{i}\""),
+            );
     }
     let label = format!(
         "{}: {} series of {} against {}{}",
@@ -371,9 +409,9 @@ mod tests {
     use super::*;
 
     fn series(name: &str, values: &[f64]) -> Series {
-        Series {
-            name: name.to_owned(),
-            points: values
+        Series::line(
+            name,
+            values
                 .iter()
                 .enumerate()
                 .map(|(i, &value)| Point {
@@ -382,7 +420,7 @@ mod tests {
                     value,
                 })
                 .collect(),
-        }
+        )
     }
 
     /// The data lines: series-coloured polylines 2 px wide (legend swatches are 3 px, axes
@@ -397,6 +435,42 @@ mod tests {
 
     fn polylines(svg: &str) -> usize {
         data_lines(svg).len()
+    }
+
+    #[test]
+    fn a_band_is_one_translucent_polygon_in_its_series_colour_and_widens_the_y_range() {
+        let mut s = series("mean", &[1.0, 2.0, 3.0]);
+        s.band = vec![(0.5, 1.5), (1.0, 9.0), (2.5, 3.5)];
+        let svg = render_line_chart(&[s.clone()], &ChartOptions::new("t", "y"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(svg.matches("<polygon").count(), 1, "{svg}");
+        assert!(svg.contains("class=\"b0\""), "{svg}");
+        // The highest number among the SVG's texts is the top tick of the y axis here.
+        let top_tick = |svg: &str| {
+            svg.split("<text")
+                .skip(1)
+                .filter_map(|t| {
+                    let body = &t[t.find('>')? + 1..t.find("</text>")?];
+                    body.trim().parse::<f64>().ok()
+                })
+                .fold(f64::MIN, f64::max)
+        };
+        let plain = render_line_chart(
+            &[series("mean", &[1.0, 2.0, 3.0])],
+            &ChartOptions::new("t", "y"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            top_tick(&svg) >= 6.0 && top_tick(&plain) < 6.0,
+            "the axis reaches the band's top: {} vs {}",
+            top_tick(&svg),
+            top_tick(&plain)
+        );
+        // A band of another length is ignored rather than misdrawn.
+        s.band.pop();
+        let svg =
+            render_line_chart(&[s], &ChartOptions::new("t", "y")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(svg.matches("<polygon").count(), 0);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! compare view, one row per run (its newest evaluated checkpoint) under a base-model row.
 
 use crate::charts::{ChartSettings, LineChart, Point, Series};
-use crate::dto::{BenchmarkRow, BenchmarksDto};
+use crate::dto::{BenchmarkRow, BenchmarksDto, TeamDto};
 use leptos::prelude::*;
 
 /// The task name `spade eval` gives a suite's aggregate (mean over its tasks).
@@ -117,10 +117,7 @@ fn aggregate_series(tables: &[SuiteTable]) -> Vec<Series> {
                     })
                 })
                 .collect();
-            (!points.is_empty()).then(|| Series {
-                name: t.suite.clone(),
-                points,
-            })
+            (!points.is_empty()).then(|| Series::line(t.suite.clone(), points))
         })
         .collect()
 }
@@ -311,6 +308,58 @@ pub fn CompareBenchmarks(runs: Vec<(String, BenchmarksDto)>) -> impl IntoView {
         </div>
     }
     .into_any()
+}
+
+/// The team's benchmarks page: the compare table over the team's runs with results (each
+/// run's newest evaluated checkpoint under a base-model row) and links to their run pages.
+#[component]
+pub fn BenchmarksPageView(
+    teams: Vec<TeamDto>,
+    team: Option<i64>,
+    runs: Vec<(i64, String, BenchmarksDto)>,
+) -> impl IntoView {
+    let team_picker = (teams.len() > 1).then(|| {
+        let options = teams
+            .iter()
+            .map(|t| view! { <option value=t.id.to_string() selected={Some(t.id) == team}>{t.name.clone()}</option> })
+            .collect_view();
+        view! {
+            <form method="get" class="filters" aria-label="Team">
+                <label for="bench-team">"Team"</label>
+                <select id="bench-team" name="team">{options}</select>
+                <button type="submit" class="secondary">"Show"</button>
+            </form>
+        }
+    });
+    let links = runs
+        .iter()
+        .map(|(id, name, _)| view! { <li><a href=format!("/runs/{id}#benchmarks")>{name.clone()}</a></li> })
+        .collect_view();
+    let empty = runs.is_empty();
+    let table: Vec<(String, BenchmarksDto)> = runs
+        .into_iter()
+        .map(|(id, name, b)| (format!("{name} (#{id})"), b))
+        .collect();
+    view! {
+        <h1>"Benchmarks"</h1>
+        <p class="sub">
+            "Held-out scores (suite means) of the team's runs. Evaluate a checkpoint from its run "
+            "page, or set eval.every_steps in a run's configuration to evaluate as it trains."
+        </p>
+        {team_picker}
+        {if empty {
+            view! { <p class="empty">"No run of this team has benchmark results yet."</p> }.into_any()
+        } else {
+            view! {
+                <section class="card" aria-labelledby="team-bench-h">
+                    <h2 id="team-bench-h">"Suite means by run"</h2>
+                    <CompareBenchmarks runs=table />
+                    <h3>"Runs"</h3>
+                    <ul class="bench-runs">{links}</ul>
+                </section>
+            }.into_any()
+        }}
+    }
 }
 
 /// Rows of the compare table: `(label, is_base_row, one cell per suite)`.

@@ -3,7 +3,7 @@
 //! two settings among a hundred.
 
 use super::benchmarks::CompareBenchmarks;
-use crate::charts::{ChartControls, ChartSettings, LineChart, Series};
+use crate::charts::{ChartControls, ChartSettings, LineChart, Point, Series};
 use crate::dto::{BenchmarksDto, MetricSeries, RunDetail};
 use leptos::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -67,6 +67,79 @@ pub fn config_diff(configs: &[&serde_json::Value]) -> Vec<(String, Vec<Option<St
         .collect()
 }
 
+/// Keys that only choose the seed: runs that differ in nothing else repeat one setting.
+fn is_seed_key(k: &str) -> bool {
+    k == "seed" || k.ends_with(".seed")
+}
+
+/// Groups runs whose configurations are equal except for the seed: member indices, groups in
+/// the order of their first run.
+pub fn seed_groups(configs: &[&serde_json::Value]) -> Vec<Vec<usize>> {
+    let mut keys: Vec<BTreeMap<String, String>> = Vec::new();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, c) in configs.iter().enumerate() {
+        let mut flat = flatten_config(c);
+        flat.retain(|k, _| !is_seed_key(k));
+        match keys.iter().position(|k| *k == flat) {
+            Some(g) => groups[g].push(i),
+            None => {
+                keys.push(flat);
+                groups.push(vec![i]);
+            }
+        }
+    }
+    groups
+}
+
+/// The label of a group of runs: its first run's name and id.
+fn names_of(group: &[usize], runs: &[RunDetail]) -> String {
+    group
+        .first()
+        .and_then(|&i| runs.get(i))
+        .map(|r| format!("{} (#{})", r.summary.name, r.summary.id))
+        .unwrap_or_default()
+}
+
+/// `points`' value at `step`, linear between neighbours; `None` outside its step range.
+fn value_at(points: &[Point], step: f64) -> Option<f64> {
+    let i = points.partition_point(|p| p.step < step);
+    let next = points.get(i)?;
+    if next.step == step {
+        return Some(next.value);
+    }
+    let prev = points.get(i.checked_sub(1)?)?;
+    let t = (step - prev.step) / (next.step - prev.step);
+    Some(prev.value + t * (next.value - prev.value))
+}
+
+/// The mean of several runs' curves with their spread (lowest to highest) as a band, on the
+/// steps of the first run. The runs' curves are downsampled separately, so their steps differ:
+/// the others are interpolated linearly at the first run's steps; a step only some runs reach
+/// averages those.
+pub fn mean_and_spread(name: String, members: &[&[Point]]) -> Series {
+    let Some(first) = members.first() else {
+        return Series::line(name, Vec::new());
+    };
+    let mut points = Vec::with_capacity(first.len());
+    let mut band = Vec::with_capacity(first.len());
+    for p in first.iter() {
+        let vals: Vec<f64> = members
+            .iter()
+            .filter_map(|m| value_at(m, p.step))
+            .filter(|v| v.is_finite())
+            .collect();
+        if vals.is_empty() {
+            continue;
+        }
+        let mean = vals.iter().sum::<f64>() / vals.len() as f64;
+        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        points.push(Point { value: mean, ..*p });
+        band.push((lo, hi));
+    }
+    Series { name, points, band }
+}
+
 /// The compare page for the runs in `runs`, with `metrics[i]` belonging to `runs[i]`.
 #[component]
 pub fn CompareView(
@@ -98,10 +171,9 @@ pub fn CompareView(
                 .iter()
                 .zip(&names)
                 .filter_map(|(ms, run)| {
-                    ms.iter().find(|m| m.name == name).map(|m| Series {
-                        name: run.clone(),
-                        points: m.points.clone(),
-                    })
+                    ms.iter()
+                        .find(|m| m.name == name)
+                        .map(|m| Series::line(run.clone(), m.points.clone()))
                 })
                 .collect();
             view! { <LineChart title=name.to_owned() y_label=name.to_owned() series settings /> }
@@ -111,6 +183,49 @@ pub fn CompareView(
         .iter()
         .map(|n| view! { <th scope="col">{n.clone()}</th> })
         .collect_view();
+    // Runs that repeat a setting with other seeds: one mean curve per setting, shaded from the
+    // lowest to the highest run.
+    let groups = seed_groups(&configs);
+    let seeds_view = groups.iter().any(|g| g.len() > 1).then(|| {
+        let names: BTreeSet<&str> = metrics.iter().flatten().map(|m| m.name.as_str()).collect();
+        let charts = names
+            .into_iter()
+            .map(|name| {
+                let series: Vec<Series> = groups
+                    .iter()
+                    .filter_map(|g| {
+                        let members: Vec<&[Point]> = g
+                            .iter()
+                            .filter_map(|&i| metrics[i].iter().find(|m| m.name == name))
+                            .map(|m| m.points.as_slice())
+                            .collect();
+                        let label = if g.len() > 1 {
+                            format!(
+                                "{} and {} more seed{} (mean, range)",
+                                names_of(g, &runs),
+                                g.len() - 1,
+                                if g.len() > 2 { "s" } else { "" }
+                            )
+                        } else {
+                            names_of(g, &runs)
+                        };
+                        (!members.is_empty()).then(|| mean_and_spread(label, &members))
+                    })
+                    .collect();
+                view! { <LineChart title=name.to_owned() y_label=name.to_owned() series settings /> }
+            })
+            .collect_view();
+        view! {
+            <section aria-labelledby="seeds-h">
+                <h2 id="seeds-h">"Mean and spread over seeds"</h2>
+                <p class="sub">
+                    "Runs whose configurations differ only in the seed are one setting: its mean "
+                    "curve, shaded from the lowest to the highest run."
+                </p>
+                <div class="chart-grid" id="seed-charts">{charts}</div>
+            </section>
+        }
+    });
     let diff_empty = diff.is_empty();
     let rows = diff
         .into_iter()
@@ -148,6 +263,7 @@ pub fn CompareView(
             <ChartControls settings />
             <div class="chart-grid">{charts}</div>
         </section>
+        {seeds_view}
         <section class="card" aria-labelledby="cmp-bench-h">
             <h2 id="cmp-bench-h">"Benchmarks"</h2>
             <CompareBenchmarks runs=benchmarks />
@@ -160,6 +276,40 @@ pub fn CompareView(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn pts(steps_values: &[(f64, f64)]) -> Vec<Point> {
+        steps_values
+            .iter()
+            .map(|&(step, value)| Point {
+                step,
+                time_s: step,
+                value,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn runs_differing_only_in_the_seed_form_one_group() {
+        let a = json!({"run": {"seed": 0, "steps": 6}, "grpo": {"lr": 1e-4}});
+        let b = json!({"run": {"seed": 1, "steps": 6}, "grpo": {"lr": 1e-4}});
+        let c = json!({"run": {"seed": 0, "steps": 6}, "grpo": {"lr": 1e-3}});
+        let d = json!({"run": {"seed": 2, "steps": 6}, "grpo": {"lr": 1e-4}, "seed": 9});
+        assert_eq!(seed_groups(&[&a, &b, &c, &d]), vec![vec![0, 1, 3], vec![2]]);
+    }
+
+    #[test]
+    fn the_mean_interpolates_other_runs_and_the_band_spans_them() {
+        let a = pts(&[(0.0, 0.0), (2.0, 2.0), (4.0, 4.0)]);
+        let b = pts(&[(0.0, 2.0), (4.0, 6.0)]); // 4.0 at step 2 by interpolation
+        let c = pts(&[(0.0, 1.0), (2.0, 1.0)]); // ends before step 4
+        let s = mean_and_spread("x".into(), &[&a, &b, &c]);
+        let means: Vec<(f64, f64)> = s.points.iter().map(|p| (p.step, p.value)).collect();
+        assert_eq!(means, [(0.0, 1.0), (2.0, 7.0 / 3.0), (4.0, 5.0)]);
+        assert_eq!(s.band, [(0.0, 2.0), (1.0, 4.0), (4.0, 6.0)]);
+        assert_eq!(value_at(&a, -1.0), None);
+        assert_eq!(value_at(&a, 3.0), Some(3.0));
+        assert!(mean_and_spread("none".into(), &[]).points.is_empty());
+    }
 
     #[test]
     fn flattening_names_nested_keys() {

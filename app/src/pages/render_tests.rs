@@ -249,6 +249,12 @@ fn compare_shows_only_differing_keys_and_one_overlay_per_metric() {
     });
     assert!(html.contains("<code>seed</code>"), "{html}");
     assert!(!html.contains("grpo.clip_low"), "equal keys are hidden");
-    assert_eq!(html.matches("<svg").count(), 2);
+    // Two overlays, and (the runs differ only in the seed) two mean-and-spread charts.
+    assert_eq!(html.matches("<svg").count(), 4);
     assert!(html.contains("run-1 (#1)") && html.contains("run-2 (#2)"));
+    assert!(html.contains("Mean and spread over seeds"), "{html}");
+    assert!(
+        html.contains("run-1 (#1) and 1 more seed (mean, range)"),
+        "{html}"
+    );
 }

@@ -62,10 +62,7 @@ pub fn chart_groups(metrics: &[MetricSeries]) -> Vec<(String, String, Vec<Series
         .filter_map(|(i, m)| {
             let skill = m.name.strip_prefix(PER_SKILL_PREFIX)?;
             used[i] = true;
-            Some(Series {
-                name: skill.to_owned(),
-                points: m.points.clone(),
-            })
+            Some(Series::line(skill, m.points.clone()))
         })
         .collect();
     if !per_skill.is_empty() {
