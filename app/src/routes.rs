@@ -123,7 +123,7 @@ pub fn RunPage() -> impl IntoView {
                             <pages::share::ShareSection run_id shares csrf=csrf.clone() new_token=query("share")() />
                         });
                         view! {
-                            {query("error")().map(|e| view! { <p class="form-error" role="alert">{e}</p> })}
+                            {query("error")().map(|e| view! { <p class="form-error" role="alert">{pages::auth::sentence(e)}</p> })}
                             <pages::run::RunView run=d.run metrics=d.metrics settings csrf=csrf.clone() />
                             {share}
                         }.into_any()

@@ -274,8 +274,8 @@ fn field_view(f: ConfigField) -> impl IntoView {
     view! {
         <div class="field cfg-field" class:invalid=invalid>
             {control}
-            {help}
             {errors_view(&id, f.errors)}
+            {help}
         </div>
     }
 }

@@ -6,7 +6,7 @@
 use super::run::chart_groups;
 use super::{ProgressBar, StatusBadge, fmt_opt, fmt_pct, fmt_time};
 use crate::charts::{ChartControls, ChartSettings, LineChart};
-use crate::dto::{EnvironmentSummary, MetricSeries, RunDetail, SharesDto};
+use crate::dto::{EnvStatus, EnvironmentSummary, MetricSeries, RunDetail, SharesDto};
 use leptos::prelude::*;
 
 /// The path a share token opens.
@@ -100,17 +100,17 @@ pub fn SharedRunView(
     let env_rows = environments
         .iter()
         .map(|e| {
-            let status = match (e.status, e.rejection_reason.as_deref()) {
-                (crate::dto::EnvStatus::Accepted, _) => "accepted".to_owned(),
-                (crate::dto::EnvStatus::Rejected, Some(r)) => format!("rejected: {r}"),
-                (crate::dto::EnvStatus::Rejected, None) => "rejected".to_owned(),
+            let (class, status) = match (e.status, e.rejection_reason.as_deref()) {
+                (EnvStatus::Accepted, _) => ("badge env-accepted", "accepted".to_owned()),
+                (EnvStatus::Rejected, Some(r)) => ("badge env-rejected", format!("rejected: {r}")),
+                (EnvStatus::Rejected, None) => ("badge env-rejected", "rejected".to_owned()),
             };
             view! {
                 <tr>
                     <td><code>{e.env_id.clone()}</code></td>
                     <td class="num">{e.step}</td>
                     <td>{e.skill.clone()}</td>
-                    <td>{status}</td>
+                    <td><span class=class>{status}</span></td>
                     <td class="num">{fmt_opt(e.regret)}</td>
                     <td class="num">{fmt_pct(e.win_rate_hint)}</td>
                     <td class="num">{fmt_pct(e.win_rate_no_hint)}</td>

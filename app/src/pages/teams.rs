@@ -105,7 +105,7 @@ fn team_view(t: TeamDetail, viewer_id: i64, csrf: String) -> impl IntoView {
                 <h2 id=format!("team-{id}-h")>{t.team.name.clone()}</h2>
                 <span class="badge role">{format!("you: {}", t.team.role)}</span>
             </div>
-            <div class="two-col">
+            <div class="team-grid">
                 <div>
                     <h3>"Members"</h3>
                     <div class="table-scroll" tabindex="0" role="region" aria-label=format!("Members of {}", t.team.name)>

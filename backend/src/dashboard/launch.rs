@@ -52,6 +52,16 @@ pub fn presets() -> Vec<Preset> {
             build: RunConfig::tiny_cpu_demo,
         },
         Preset {
+            key: "tiny_serve_demo",
+            label: "Tiny CPU demo, as scripts/serve runs it",
+            description: "configs/tiny-demo.toml: the tiny demo without corpus documents or memory examples in the designer's prompt, which the tiny model needs to write valid environments.",
+            // The file is compiled in and parsed by a test below; the fallback never shows.
+            build: || {
+                RunConfig::from_toml_str(crate::demo::DEMO_CONFIG)
+                    .unwrap_or_else(|_| RunConfig::tiny_cpu_demo())
+            },
+        },
+        Preset {
             key: "gpu_qwen3",
             label: "GPU Qwen3 (SPADE)",
             description: "The paper's configuration: every spec default, a local Qwen3 checkpoint, both kinds of environments.",
@@ -468,7 +478,17 @@ fn display(v: &Value) -> String {
 
 fn label_of(path: &str) -> String {
     let rest = path.split_once('.').map_or(path, |(_, r)| r);
-    let words = rest.replace(['_', '.'], " ");
+    let words = rest
+        .split(['_', '.'])
+        .map(|w| match w {
+            "ema" => "EMA",
+            "kl" => "KL",
+            "tis" => "TIS",
+            "lr" => "learning rate",
+            other => other,
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
     let mut c = words.chars();
     match c.next() {
         Some(f) => f.to_uppercase().chain(c).collect(),
@@ -704,7 +724,8 @@ pub fn check_fields(pairs: &[(String, String)]) -> Checked {
     }
     let mut general = Vec::new();
     for issue in issues {
-        let msg = issue.to_string();
+        // The backticks around key paths read as noise in a form.
+        let msg = issue.to_string().replace('`', "");
         let mut placed = false;
         let mut paths = vec![field_path(issue.path()).to_owned()];
         if let spade::config::ConfigIssue::Conflict { other, .. } = &issue {
@@ -825,7 +846,8 @@ pub async fn submit(
                 executor: h.executor.clone(),
             }),
             Err(ConfigError::Invalid(issues)) => {
-                form.errors.extend(issues.iter().map(ToString::to_string));
+                form.errors
+                    .extend(issues.iter().map(|i| i.to_string().replace('`', "")));
                 None
             }
             Err(other) => {
@@ -903,6 +925,12 @@ mod tests {
     }
 
     #[test]
+    fn the_serve_demo_preset_is_the_demo_file() {
+        let file = RunConfig::from_toml_str(crate::demo::DEMO_CONFIG);
+        assert_eq!(file.ok(), Some((preset("tiny_serve_demo").build)()));
+    }
+
+    #[test]
     fn every_preset_round_trips_through_the_form() {
         for p in presets() {
             let cfg = (p.build)();
@@ -956,5 +984,6 @@ mod tests {
             "game,tool_use"
         );
         assert_eq!(label_of("designer.plateau.low"), "Plateau low");
+        assert_eq!(label_of("designer.ema.gamma_fast"), "EMA gamma fast");
     }
 }
