@@ -153,7 +153,7 @@ fn member_row(
                 <input type="hidden" name="email" value=m.email.clone() />
                 <label for=sel.clone() class="visually-hidden">{format!("Role of {}", m.display_name)}</label>
                 <select id=sel name="role">{role_options(&m.role)}</select>
-                <button type="submit" class="secondary">"Change"</button>
+                <button type="submit" class="secondary" aria-label=format!("Change the role of {}", m.display_name)>"Change"</button>
             </form>
         }
         .into_any()
