@@ -332,3 +332,19 @@ pub async fn scroll_to(c: &Client, id: &str) -> anyhow::Result<()> {
     .await?;
     Ok(())
 }
+
+/// Sets the theme cookie the server reads (`Some("dark")`, `Some("light")`, or `None` to follow
+/// the system) and reloads the page, for screenshots of both themes.
+pub async fn set_theme(c: &Client, theme: Option<&str>) -> anyhow::Result<()> {
+    let cookie = match theme {
+        Some(t) => format!("spade_theme={t}; path=/"),
+        None => "spade_theme=; path=/; max-age=0".to_owned(),
+    };
+    c.execute(
+        "document.cookie = arguments[0]; return null;",
+        vec![serde_json::json!(cookie)],
+    )
+    .await?;
+    c.refresh().await?;
+    Ok(())
+}

@@ -11,8 +11,8 @@
 use fantoccini::Locator;
 use spade_db::{Pool, RunScope, RunStatus, runs, users};
 use spade_e2e::{
-    Browser, ServerOptions, TestServer, click, fill, register, scroll_to, text_of, wait_for,
-    wait_for_path,
+    Browser, ServerOptions, TestServer, click, fill, register, scroll_to, set_theme, text_of,
+    wait_for, wait_for_path,
 };
 use std::time::{Duration, Instant};
 
@@ -72,6 +72,11 @@ async fn a_run_launched_from_the_form_progresses_live_and_cancels(
         .await?;
     assert_eq!(steps.as_deref(), Some("6"), "the tiny preset's step count");
     browser.screenshot("launch-form").await?;
+    set_theme(&c, Some("dark")).await?;
+    wait_for(&c, "#cfg-designer-plateau-low").await?;
+    browser.screenshot("launch-form-dark").await?;
+    set_theme(&c, None).await?;
+    wait_for(&c, "#cfg-designer-plateau-low").await?;
 
     // A plateau whose low end is above its high end is refused, beside the field.
     fill(&c, "cfg-designer-plateau-low", "0.9").await?;

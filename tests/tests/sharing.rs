@@ -10,8 +10,8 @@ use spade_db::ingest::NewEnvironment;
 use spade_db::types::{EnvKind, EnvStatus};
 use spade_db::{Pool, RunScope, RunStatus, TeamScope, ingest, runs, teams, users};
 use spade_e2e::{
-    Browser, ServerOptions, TestServer, click, fill, register, scroll_to, text_of, wait_for,
-    wait_for_path,
+    Browser, ServerOptions, TestServer, click, fill, register, scroll_to, set_theme, text_of,
+    wait_for, wait_for_path,
 };
 
 const PASSWORD: &str = "correct horse battery";
@@ -198,6 +198,10 @@ async fn a_viewer_sees_no_cancel_button_and_a_forged_cancel_is_refused(
     let members = text_of(&c, &format!("#team-{team_id} table.members tbody")).await?;
     assert!(members.contains("vera@example.org"), "{members}");
     owner.screenshot("teams-owner").await?;
+    set_theme(&c, Some("dark")).await?;
+    wait_for(&c, &format!("#invite-{team_id}")).await?;
+    owner.screenshot("teams-owner-dark").await?;
+    set_theme(&c, None).await?;
     // The owner may cancel the (running, so active) run.
     c.goto(&format!("{}/runs/{run_id}", server.url)).await?;
     wait_for(&c, "form[action$='/cancel'] button").await?;
