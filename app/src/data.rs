@@ -9,8 +9,8 @@
 //! enable to render HTML without the app's own `ssr` feature.
 
 use crate::dto::{
-    BenchmarksDto, EnvironmentDetail, EnvironmentSummary, MetricSeries, Page, RunDetail,
-    RunSummary, TeamDto, Viewer,
+    BenchmarksDto, EnvironmentDetail, EnvironmentSummary, LaunchForm, MetricSeries, Page,
+    RunDetail, RunSummary, SharesDto, TeamDetail, TeamDto, Viewer,
 };
 use leptos::prelude::*;
 use leptos::server_fn::codec::GetUrl;
@@ -41,6 +41,8 @@ pub struct RunData {
     /// Held-out results and evaluations of the run's checkpoints.
     #[serde(default)]
     pub benchmarks: BenchmarksDto,
+    /// Share links, for viewers who may change the run (`None` for the others).
+    pub shares: Option<SharesDto>,
 }
 
 /// The team's benchmarks page: the suite aggregates of its runs with results.
@@ -51,6 +53,23 @@ pub struct BenchmarksPageData {
     pub team: Option<i64>,
     /// Runs with results, newest first: (run id, run name, its aggregate rows).
     pub runs: Vec<(i64, String, BenchmarksDto)>,
+}
+
+/// The teams page: the viewer's teams with members and projects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TeamsData {
+    /// The viewer's user id (their own row gets no "remove" button).
+    pub viewer_id: i64,
+    pub teams: Vec<TeamDetail>,
+}
+
+/// The read-only page of a shared run: no session, no actions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SharedRunData {
+    pub run: RunDetail,
+    pub metrics: Vec<MetricSeries>,
+    /// The newest environments (one page).
+    pub environments: Vec<EnvironmentSummary>,
 }
 
 /// The environment list.
@@ -132,6 +151,22 @@ mod source {
             req: &'a http::request::Parts,
             team: Option<i64>,
         ) -> DataFuture<'a, Access<BenchmarksPageData>>;
+        /// The launch form for `preset` (default: the tiny CPU demo) and `project`. After a
+        /// refused submission the backend answers with what was submitted and its messages.
+        fn launch<'a>(
+            &'a self,
+            req: &'a http::request::Parts,
+            preset: Option<String>,
+            project: Option<i64>,
+        ) -> DataFuture<'a, Access<LaunchForm>>;
+        fn teams<'a>(&'a self, req: &'a http::request::Parts) -> DataFuture<'a, Access<TeamsData>>;
+        /// A run through a share link; no session needed. Unknown or revoked links are
+        /// [`DataError::NotFound`].
+        fn shared<'a>(
+            &'a self,
+            req: &'a http::request::Parts,
+            token: String,
+        ) -> DataFuture<'a, SharedRunData>;
     }
 
     /// The context value the backend provides.
@@ -227,4 +262,28 @@ pub async fn load_environment(
     data.environment(&parts, run_id, env_id)
         .await
         .map_err(to_sfn)
+}
+
+/// The launch form.
+#[server(prefix = "/ui", endpoint = "launch", input = GetUrl)]
+pub async fn load_launch(
+    preset: Option<String>,
+    project: Option<i64>,
+) -> Result<Access<LaunchForm>, ServerFnError> {
+    let (data, parts) = context()?;
+    data.launch(&parts, preset, project).await.map_err(to_sfn)
+}
+
+/// The viewer's teams.
+#[server(prefix = "/ui", endpoint = "teams", input = GetUrl)]
+pub async fn load_teams() -> Result<Access<TeamsData>, ServerFnError> {
+    let (data, parts) = context()?;
+    data.teams(&parts).await.map_err(to_sfn)
+}
+
+/// A shared run (no log-in).
+#[server(prefix = "/ui", endpoint = "shared", input = GetUrl)]
+pub async fn load_shared(token: String) -> Result<SharedRunData, ServerFnError> {
+    let (data, parts) = context()?;
+    data.shared(&parts, token).await.map_err(to_sfn)
 }

@@ -263,3 +263,130 @@ pub struct TeamDto {
     /// The viewer's role: owner, editor or viewer.
     pub role: String,
 }
+
+/// A member of a team, with their role.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberDto {
+    pub user_id: i64,
+    pub email: String,
+    pub display_name: String,
+    /// owner, editor or viewer.
+    pub role: String,
+}
+
+/// A project of a team (a folder of runs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectDto {
+    pub id: i64,
+    pub name: String,
+}
+
+/// A team as the teams page shows it: the viewer's role, its members and projects.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TeamDetail {
+    pub team: TeamDto,
+    pub members: Vec<MemberDto>,
+    pub projects: Vec<ProjectDto>,
+}
+
+/// The roles a member can have, lowest first (the API's `role` values).
+pub const ROLES: [&str; 3] = ["viewer", "editor", "owner"];
+
+/// A read-only share link of a run (its token is shown once, at creation, and never stored).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareDto {
+    pub id: i64,
+    pub created_at: String,
+    /// When it was revoked; a revoked link answers 404.
+    pub revoked_at: Option<String>,
+}
+
+/// The run page's sharing section (only for viewers who may change the run).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharesDto {
+    /// Scheme and host the links start with (`http://host:port`), from the request.
+    pub origin: String,
+    pub links: Vec<ShareDto>,
+}
+
+/// How a configuration field is edited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FieldKind {
+    /// A whole number (`<input type=number step=1>`).
+    Integer,
+    /// A real number.
+    Number,
+    /// Free text; empty means "not set" for optional paths.
+    Text { optional: bool },
+    /// A checkbox.
+    Bool,
+    /// One of these values (a `<select>`).
+    Choice(Vec<String>),
+    /// Any of these values (checkboxes sharing the field's name).
+    Multi(Vec<String>),
+}
+
+/// One field of the launch form, named by its configuration key path (`designer.plateau.low`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigField {
+    pub path: String,
+    /// The last part of the path, in words.
+    pub label: String,
+    /// What the setting does (from the configuration's documentation).
+    pub help: String,
+    pub kind: FieldKind,
+    /// The value shown: as typed by the user, or the preset's. `true`/`false` for checkboxes,
+    /// comma-separated for [`FieldKind::Multi`].
+    pub value: String,
+    /// The chosen preset's value, shown beside the field.
+    pub default: String,
+    /// Validation messages about this field (empty when it is fine).
+    pub errors: Vec<String>,
+}
+
+/// A section of the configuration (`[designer]`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigSection {
+    pub key: String,
+    pub title: String,
+    pub fields: Vec<ConfigField>,
+}
+
+/// A named starting point of the launch form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresetDto {
+    pub key: String,
+    pub label: String,
+    pub description: String,
+}
+
+/// A project the viewer may launch runs in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectOption {
+    pub id: i64,
+    pub team: String,
+    pub name: String,
+}
+
+/// The launch form: what it offers, what is filled in and what was wrong with the last try.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchForm {
+    /// Projects of teams where the viewer is an editor or owner.
+    pub projects: Vec<ProjectOption>,
+    pub project: Option<i64>,
+    pub presets: Vec<PresetDto>,
+    pub preset: String,
+    pub name: String,
+    pub executors: Vec<String>,
+    pub executor: String,
+    pub sections: Vec<ConfigSection>,
+    /// The preset's configuration as TOML (the advanced form's starting text), or the text the
+    /// user submitted.
+    pub toml: String,
+    /// Messages about the name, project or executor, keyed `name`, `project`, `executor`.
+    pub field_errors: Vec<(String, String)>,
+    /// Messages that belong to no single field (the server's answer, TOML syntax errors).
+    pub errors: Vec<String>,
+    /// Whether the last try was the TOML form (its errors are shown there).
+    pub toml_submitted: bool,
+}

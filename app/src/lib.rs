@@ -70,6 +70,7 @@ pub fn App() -> impl IntoView {
                     <Route path=StaticSegment("login") view=routes::LoginPage />
                     <Route path=StaticSegment("register") view=routes::RegisterPage />
                     <Route path=StaticSegment("runs") view=routes::RunsPage />
+                    <Route path=(StaticSegment("runs"), StaticSegment("new")) view=routes::LaunchPage />
                     <Route path=(StaticSegment("runs"), ParamSegment("id")) view=routes::RunPage />
                     <Route
                         path=(StaticSegment("runs"), ParamSegment("id"), StaticSegment("environments"))
@@ -81,10 +82,8 @@ pub fn App() -> impl IntoView {
                     />
                     <Route path=StaticSegment("compare") view=routes::ComparePage />
                     <Route path=StaticSegment("benchmarks") view=routes::BenchmarksPage />
-                    <Route
-                        path=StaticSegment("teams")
-                        view=|| view! { <routes::ComingPage title="Teams" what="Teams and members are managed through the API (/api/v1/teams) for now; this page does not show them yet." /> }
-                    />
+                    <Route path=StaticSegment("teams") view=routes::TeamsPage />
+                    <Route path=(StaticSegment("share"), ParamSegment("token")) view=routes::SharedPage />
                 </Routes>
             </layout::AppShell>
         </Router>

@@ -1,17 +1,23 @@
 //! Pages of the dashboard. Each page is a component over DTOs (`crate::dto`), so it renders the
 //! same whether the data came from the database on the server or from a test; routes and data
 //! loading live in `crate::routes`. Shared widgets (status badge, progress bar, pagination,
-//! number formatting) are here.
+//! number formatting) are here. `launch`, `teams` and `share` hold the launch form, the teams
+//! page and the share section / shared-run page.
 
 pub mod auth;
 pub mod benchmarks;
 pub mod compare;
 pub mod environments;
+pub mod launch;
 pub mod run;
 pub mod runs;
+pub mod share;
+pub mod teams;
 
 #[cfg(test)]
 mod render_tests;
+#[cfg(test)]
+mod render_tests_forms;
 
 use crate::dto::RunStatus;
 use leptos::prelude::*;

@@ -139,10 +139,17 @@ pub fn RunPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 let csrf = viewer().await.map(|v| v.csrf).unwrap_or_default();
                 match data.await {
-                    Ok(Access::Granted(d)) => view! {
-                        {query("error")().map(|e| view! { <p class="form-error" role="alert">{e}</p> })}
-                        <pages::run::RunView run=d.run metrics=d.metrics benchmarks=d.benchmarks settings csrf />
-                    }.into_any(),
+                    Ok(Access::Granted(d)) => {
+                        let run_id = d.run.summary.id;
+                        let share = d.shares.map(|shares| view! {
+                            <pages::share::ShareSection run_id shares csrf=csrf.clone() new_token=query("share")() />
+                        });
+                        view! {
+                            {query("error")().map(|e| view! { <p class="form-error" role="alert">{pages::auth::sentence(e)}</p> })}
+                            <pages::run::RunView run=d.run metrics=d.metrics benchmarks=d.benchmarks settings csrf=csrf.clone() />
+                            {share}
+                        }.into_any()
+                    }
                     Ok(Access::LoginRequired) => not_shown(Ok(())),
                     Err(e) => not_shown(Err(e)),
                 }
@@ -293,6 +300,81 @@ pub fn RegisterPage() -> impl IntoView {
         {move || view! {
             <pages::auth::RegisterView error=error() email=email().unwrap_or_default() display_name=name().unwrap_or_default() />
         }}
+    }
+}
+
+/// The launch form (`/runs/new?preset=..&project=..`).
+#[component]
+pub fn LaunchPage() -> impl IntoView {
+    let (preset, project) = (query("preset"), query("project"));
+    let data = Resource::new(
+        move || (preset(), project().and_then(|p| p.parse::<i64>().ok())),
+        |(preset, project)| data::load_launch(preset, project),
+    );
+    view! {
+        <Title text="New run · SPADE Studio" />
+        <Suspense fallback=loading>
+            {move || Suspend::new(async move {
+                let csrf = viewer().await.map(|v| v.csrf).unwrap_or_default();
+                match data.await {
+                    Ok(Access::Granted(form)) => view! { <pages::launch::LaunchView form csrf /> }.into_any(),
+                    Ok(Access::LoginRequired) => not_shown(Ok(())),
+                    Err(e) => not_shown(Err(e)),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+/// The teams page; `?error=` and `?notice=` carry the outcome of the last form.
+#[component]
+pub fn TeamsPage() -> impl IntoView {
+    let data = Resource::new(|| (), |_| data::load_teams());
+    let (error, notice) = (query("error"), query("notice"));
+    view! {
+        <Title text="Teams · SPADE Studio" />
+        <Suspense fallback=loading>
+            {move || Suspend::new(async move {
+                let csrf = viewer().await.map(|v| v.csrf).unwrap_or_default();
+                match data.await {
+                    Ok(Access::Granted(data)) => view! {
+                        <pages::teams::TeamsView data csrf error=error() notice=notice() />
+                    }.into_any(),
+                    Ok(Access::LoginRequired) => not_shown(Ok(())),
+                    Err(e) => not_shown(Err(e)),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+/// A run opened through a share link: no session needed, nothing to act on.
+#[component]
+pub fn SharedPage() -> impl IntoView {
+    let token = param("token");
+    let settings = ChartSettings::from_query(
+        query("smooth")().as_deref(),
+        query("x")().as_deref(),
+        query("log")().as_deref(),
+    );
+    let data = Resource::new(token, |t| data::load_shared(t.unwrap_or_default()));
+    view! {
+        <Title text="Shared run · SPADE Studio" />
+        <Suspense fallback=loading>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(d) => view! {
+                        <pages::share::SharedRunView run=d.run metrics=d.metrics environments=d.environments settings />
+                    }.into_any(),
+                    Err(e) => view! {
+                        <h1>"Shared run"</h1>
+                        <p class="form-error" role="alert" id="shared-error">
+                            {server_message(&e)} ": the link may have been revoked, or mistyped."
+                        </p>
+                    }.into_any(),
+                }
+            })}
+        </Suspense>
     }
 }
 

@@ -2,10 +2,13 @@
 //! `spade_app::data::DashboardData`: it authenticates the request head with the same
 //! extractor as the API (access cookie; GET, so no CSRF) and turns `spade-db` rows into the DTOs
 //! the pages render. `forms` holds the POST routes of the pages' plain HTML forms (log in,
-//! register, log out, cancel, resume), which reuse the API's handlers so the rules (rate
-//! limits, roles, audit, CSRF) are the same for both.
+//! register, log out, cancel, resume, launch, teams, share links), which reuse the API's
+//! handlers so the rules (rate limits, roles, audit, CSRF) are the same for both. `launch`
+//! builds and checks the launch form; `shared` reads a run through a share link.
 
 pub mod forms;
+pub mod launch;
+pub mod shared;
 
 use crate::AppState;
 use crate::api::downsample::lttb;
@@ -15,7 +18,7 @@ use axum::http::request::Parts;
 use spade_app::charts::Point;
 use spade_app::data::{
     Access, BenchmarksPageData, DashboardData, DataError, DataFuture, EnvListQuery,
-    EnvironmentsData, RunData, RunsData,
+    EnvironmentsData, RunData, RunsData, SharedRunData, TeamsData,
 };
 use spade_app::dto;
 use spade_db::{
@@ -42,7 +45,7 @@ pub struct Dashboard {
     pub state: AppState,
 }
 
-fn db_err(e: DbError) -> DataError {
+pub(crate) fn db_err(e: DbError) -> DataError {
     match e {
         DbError::NotFound(what) => DataError::NotFound(what.to_owned()),
         other => {
@@ -97,7 +100,12 @@ impl Dashboard {
         Ok(run_summary(r, project, key_metrics))
     }
 
-    async fn run_data(&self, auth: &AuthUser, run_id: i64) -> Result<RunData, DataError> {
+    async fn run_data(
+        &self,
+        auth: &AuthUser,
+        run_id: i64,
+        origin: &str,
+    ) -> Result<RunData, DataError> {
         let db = &self.state.db;
         let scope = self.member(auth, run_id).await?;
         let r = runs::get(db, &scope).await.map_err(db_err)?;
@@ -111,27 +119,7 @@ impl Dashboard {
             .find(|p| p.id == r.project_id)
             .map_or_else(|| format!("project {}", r.project_id), |p| p.name);
         let summary = self.summary(&scope, &r, project).await?;
-        // Reduced in the database (M4 over POINTS_PER_SERIES buckets per series), then LTTB:
-        // reading every point made this page take seconds on a run with a million points.
-        let buckets = i64::try_from(POINTS_PER_SERIES).unwrap_or(600);
-        let rows = metrics::overview(db, &scope, buckets)
-            .await
-            .map_err(db_err)?;
-        let mut by_name: BTreeMap<String, Vec<Point>> = BTreeMap::new();
-        for row in rows {
-            by_name.entry(row.name).or_default().push(Point {
-                step: row.step as f64,
-                time_s: row.elapsed_s,
-                value: row.value,
-            });
-        }
-        let metrics = by_name
-            .into_iter()
-            .map(|(name, points)| dto::MetricSeries {
-                name,
-                points: lttb(&points, POINTS_PER_SERIES, |p| (p.step, p.value)),
-            })
-            .collect();
+        let metrics = self.metric_series(&scope).await?;
         let log_tail = spade_db::logs::tail(db, &scope, 200)
             .await
             .map_err(db_err)?
@@ -153,12 +141,81 @@ impl Dashboard {
             can_control: scope.can_edit(),
         };
         let benchmarks = benchmarks(db, &scope, &r.name).await?;
+        let shares = if scope.can_edit() {
+            let links = spade_db::shares::list(db, &scope)
+                .await
+                .map_err(db_err)?
+                .into_iter()
+                .map(|l| dto::ShareDto {
+                    id: l.id,
+                    created_at: rfc3339(&l.created_at),
+                    revoked_at: l.revoked_at.as_ref().map(rfc3339),
+                })
+                .collect();
+            Some(dto::SharesDto {
+                origin: origin.to_owned(),
+                links,
+            })
+        } else {
+            None
+        };
         Ok(RunData {
             run,
             metrics,
             benchmarks,
+            shares,
         })
     }
+
+    /// Every metric of a run, each downsampled for a chart.
+    async fn metric_series(&self, scope: &RunScope) -> Result<Vec<dto::MetricSeries>, DataError> {
+        // Reduced in the database (M4 over POINTS_PER_SERIES buckets per series), then LTTB:
+        // reading every point made the run page take seconds on a run with a million points.
+        let buckets = i64::try_from(POINTS_PER_SERIES).unwrap_or(600);
+        let rows = metrics::overview(&self.state.db, scope, buckets)
+            .await
+            .map_err(db_err)?;
+        let mut by_name: BTreeMap<String, Vec<Point>> = BTreeMap::new();
+        for row in rows {
+            by_name.entry(row.name).or_default().push(Point {
+                step: row.step as f64,
+                time_s: row.elapsed_s,
+                value: row.value,
+            });
+        }
+        Ok(by_name
+            .into_iter()
+            .map(|(name, points)| dto::MetricSeries {
+                name,
+                points: lttb(&points, POINTS_PER_SERIES, |p| (p.step, p.value)),
+            })
+            .collect())
+    }
+}
+
+fn rfc3339(t: &chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// `scheme://host` of the request, for links people copy (share links). The scheme follows a
+/// proxy's `X-Forwarded-Proto`, else the cookie setting (secure cookies mean HTTPS).
+fn origin(req: &Parts, secure: bool) -> String {
+    let host = req
+        .headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost");
+    let forwarded = req
+        .headers
+        .get("x-forwarded-proto")
+        .and_then(|h| h.to_str().ok());
+    let scheme = match forwarded {
+        Some("https") => "https",
+        Some("http") => "http",
+        _ if secure => "https",
+        _ => "http",
+    };
+    format!("{scheme}://{host}")
 }
 
 fn run_status(s: spade_db::RunStatus) -> dto::RunStatus {
@@ -177,9 +234,7 @@ fn run_summary(
         status: run_status(r.status),
         step: u64::try_from(r.progress_step).unwrap_or(0),
         total_steps: u64::try_from(r.progress_total).unwrap_or(0),
-        created_at: r
-            .created_at
-            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        created_at: rfc3339(&r.created_at),
         key_metrics,
     }
 }
@@ -306,7 +361,12 @@ impl DashboardData for Dashboard {
         Box::pin(async move {
             match self.auth(req).await {
                 None => Ok(Access::LoginRequired),
-                Some(auth) => Ok(Access::Granted(self.run_data(&auth, run_id).await?)),
+                Some(auth) => {
+                    let origin = origin(req, self.state.auth.secure_cookies);
+                    Ok(Access::Granted(
+                        self.run_data(&auth, run_id, &origin).await?,
+                    ))
+                }
             }
         })
     }
@@ -488,6 +548,79 @@ impl DashboardData for Dashboard {
             }))
         })
     }
+
+    fn launch<'a>(
+        &'a self,
+        req: &'a Parts,
+        preset: Option<String>,
+        project: Option<i64>,
+    ) -> DataFuture<'a, Access<dto::LaunchForm>> {
+        Box::pin(async move {
+            let Some(auth) = self.auth(req).await else {
+                return Ok(Access::LoginRequired);
+            };
+            // A refused submission renders the page again with what was typed.
+            if let Some(draft) = req.extensions.get::<launch::LaunchDraft>() {
+                return Ok(Access::Granted(draft.0.clone()));
+            }
+            let form = launch::fresh_form(&self.state, &auth, preset.as_deref(), project)
+                .await
+                .map_err(db_err)?;
+            Ok(Access::Granted(form))
+        })
+    }
+
+    fn teams<'a>(&'a self, req: &'a Parts) -> DataFuture<'a, Access<TeamsData>> {
+        Box::pin(async move {
+            let Some(auth) = self.auth(req).await else {
+                return Ok(Access::LoginRequired);
+            };
+            let db = &self.state.db;
+            let mut out = Vec::new();
+            for t in teams::teams_of(db, auth.user.id).await.map_err(db_err)? {
+                let scope = TeamScope::for_member(db, auth.user.id, t.id)
+                    .await
+                    .map_err(db_err)?;
+                let members = teams::members(db, &scope)
+                    .await
+                    .map_err(db_err)?
+                    .into_iter()
+                    .map(|m| dto::MemberDto {
+                        user_id: m.user_id,
+                        email: m.email,
+                        display_name: m.display_name,
+                        role: role_name(m.role).to_owned(),
+                    })
+                    .collect();
+                let projects = teams::projects(db, &scope)
+                    .await
+                    .map_err(db_err)?
+                    .into_iter()
+                    .map(|p| dto::ProjectDto {
+                        id: p.id,
+                        name: p.name,
+                    })
+                    .collect();
+                out.push(dto::TeamDetail {
+                    team: dto::TeamDto {
+                        id: t.id,
+                        name: t.name,
+                        role: role_name(t.role).to_owned(),
+                    },
+                    members,
+                    projects,
+                });
+            }
+            Ok(Access::Granted(TeamsData {
+                viewer_id: auth.user.id,
+                teams: out,
+            }))
+        })
+    }
+
+    fn shared<'a>(&'a self, _req: &'a Parts, token: String) -> DataFuture<'a, SharedRunData> {
+        Box::pin(async move { shared::shared_run(self, &token).await })
+    }
 }
 
 fn role_name(r: spade_db::Role) -> &'static str {
@@ -510,10 +643,6 @@ fn parse_db_status(s: &str) -> Option<spade_db::RunStatus> {
 fn parse_env_cursor(c: &str) -> Option<(i64, i64)> {
     let (s, i) = c.split_once(':')?;
     Some((s.parse().ok()?, i.parse().ok()?))
-}
-
-fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// A run's benchmark rows, evaluations and checkpoint steps for its page and the compare view.
@@ -551,8 +680,8 @@ async fn benchmarks(
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default(),
             message: e.message,
-            created_at: rfc3339(e.created_at),
-            finished_at: e.finished_at.map(rfc3339),
+            created_at: rfc3339(&e.created_at),
+            finished_at: e.finished_at.as_ref().map(rfc3339),
         })
         .collect();
     let checkpoints = artifacts::checkpoints(db, scope)

@@ -26,19 +26,86 @@ pub fn screenshot_dir() -> PathBuf {
 #[derive(Debug)]
 pub struct TestServer {
     pub url: String,
+    /// The database it serves.
+    pub db: spade_db::Pool,
     task: tokio::task::JoinHandle<()>,
+    /// The scheduler task and its stop signal, with [`ServerOptions::workers`].
+    scheduler: Option<(
+        tokio::sync::watch::Sender<bool>,
+        tokio::task::JoinHandle<()>,
+    )>,
 }
 
 impl Drop for TestServer {
     fn drop(&mut self) {
         self.task.abort();
+        if let Some((stop, task)) = &self.scheduler {
+            let _ = stop.send(true);
+            task.abort();
+        }
     }
+}
+
+/// How [`TestServer::start_with`] sets the server up.
+#[derive(Debug, Default)]
+pub struct ServerOptions {
+    /// The database to serve, already migrated (say, the fresh one `#[sqlx::test]` hands a
+    /// test, so a scheduler sees no other test's queued runs). Default: `DATABASE_URL` (or the
+    /// local default), migrated at start.
+    pub db: Option<spade_db::Pool>,
+    /// Start the job scheduler with the local executor, running queued runs as real
+    /// `target/debug/spade worker` processes (build `spade-cli` and `spade-sandbox-runner`
+    /// first). Default: no scheduler; runs stay queued.
+    pub workers: bool,
+}
+
+/// The scheduler settings of a test server: one CPU slot, a quick poll, a short stop grace,
+/// jobs in a temporary directory and the worker built next to this test.
+fn worker_settings(port: u16) -> anyhow::Result<spade_server::config::SchedulerSettings> {
+    let root = workspace_root();
+    let bin = root.join("target").join("debug");
+    for exe in ["spade", "spade-sandbox-runner"] {
+        if !bin.join(exe).exists() {
+            bail!(
+                "{} is missing: cargo build -p spade-cli -p spade-sandbox-runner",
+                bin.join(exe).display()
+            );
+        }
+    }
+    // The job runs in its own directory, so paths are absolute; `env` sets what
+    // scripts/serve exports (one BLAS thread per worker, the seed library).
+    let worker_command = format!(
+        "/usr/bin/env OMP_NUM_THREADS=1 SPADE_SEEDS={} {} worker --run {{run}} --server {{server}}",
+        root.join("envs").join("seed").display(),
+        bin.join("spade").display()
+    );
+    Ok(spade_server::config::SchedulerSettings {
+        executor: spade_server::config::ExecutorSetting::Local,
+        node: Some(format!("e2e-{port}")),
+        worker_command,
+        public_url: None,
+        cpu_slots: 1,
+        gpu_slots: 0,
+        gpus_per_job: 0,
+        jobs_dir: std::env::temp_dir().join(format!("spade-e2e-jobs-{port}")),
+        stop_grace_secs: 5,
+        ray_address: "http://127.0.0.1:8265".into(),
+        ray_max_jobs: 1,
+        ray_num_cpus: 1.0,
+        ray_submission_prefix: format!("e2e-{port}"),
+        poll_ms: 250,
+    })
 }
 
 impl TestServer {
     /// Starts the app against `DATABASE_URL` (or the default local database), migrating it, and
     /// serving the site built by `scripts/build-site`.
     pub async fn start() -> anyhow::Result<Self> {
+        Self::start_with(ServerOptions::default()).await
+    }
+
+    /// Starts the app as [`ServerOptions`] say.
+    pub async fn start_with(opts: ServerOptions) -> anyhow::Result<Self> {
         let site_root = workspace_root().join("site");
         let wasm = site_root
             .join("pkg")
@@ -49,10 +116,16 @@ impl TestServer {
                 wasm.display()
             );
         }
-        let url = std::env::var("DATABASE_URL")
-            .unwrap_or_else(|_| spade_server::config::DEFAULT_DATABASE_URL.to_owned());
-        let db = spade_db::connect(&url).await?;
-        spade_db::migrate(&db).await?;
+        let db = match opts.db {
+            Some(db) => db,
+            None => {
+                let url = std::env::var("DATABASE_URL")
+                    .unwrap_or_else(|_| spade_server::config::DEFAULT_DATABASE_URL.to_owned());
+                let db = spade_db::connect(&url).await?;
+                spade_db::migrate(&db).await?;
+                db
+            }
+        };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let leptos = LeptosOptions::builder()
@@ -66,7 +139,22 @@ impl TestServer {
             spade_db::users::Registration::Open,
             false,
         );
-        let app = spade_server::app(spade_server::AppState::new(leptos, db, auth));
+        let mut state = spade_server::AppState::new(leptos, db.clone(), auth);
+        let mut scheduler = None;
+        if opts.workers {
+            let settings = worker_settings(addr.port())?;
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let task = spade_server::scheduling::spawn_with_run_tokens(
+                db.clone(),
+                &settings,
+                addr,
+                stopped,
+            )?
+            .context("the local executor always starts a scheduler")?;
+            state = state.with_scheduler(settings);
+            scheduler = Some((stop, task));
+        }
+        let app = spade_server::app(state);
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 eprintln!("test server stopped: {e}");
@@ -74,7 +162,9 @@ impl TestServer {
         });
         Ok(Self {
             url: format!("http://{addr}"),
+            db,
             task,
+            scheduler,
         })
     }
 }
@@ -164,4 +254,97 @@ async fn connect(port: u16) -> anyhow::Result<Client> {
 fn free_port() -> anyhow::Result<u16> {
     let l = StdListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
     Ok(l.local_addr()?.port())
+}
+
+/// Waits until the browser's path (and query) starts with `prefix`; returns it.
+pub async fn wait_for_path(c: &Client, prefix: &str) -> anyhow::Result<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let url = c.current_url().await?;
+        let path = match url.query() {
+            Some(q) => format!("{}?{q}", url.path()),
+            None => url.path().to_owned(),
+        };
+        if path.starts_with(prefix) {
+            return Ok(path);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "never reached {prefix}; at {url}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until `css` matches (pages may load their data after a client-side navigation).
+pub async fn wait_for(c: &Client, css: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while c.find(fantoccini::Locator::Css(css)).await.is_err() {
+        anyhow::ensure!(Instant::now() < deadline, "{css} never appeared");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// Replaces the text of the input with id `id`.
+pub async fn fill(c: &Client, id: &str, text: &str) -> anyhow::Result<()> {
+    let el = c.find(fantoccini::Locator::Id(id)).await?;
+    el.clear().await?;
+    el.send_keys(text).await?;
+    Ok(())
+}
+
+/// The text of the first element matching `css`.
+pub async fn text_of(c: &Client, css: &str) -> anyhow::Result<String> {
+    Ok(c.find(fantoccini::Locator::Css(css)).await?.text().await?)
+}
+
+/// Clicks the first element matching `css`.
+pub async fn click(c: &Client, css: &str) -> anyhow::Result<()> {
+    c.find(fantoccini::Locator::Css(css)).await?.click().await?;
+    Ok(())
+}
+
+/// Registers an account through the HTML form (which logs it in) and waits for the runs list.
+pub async fn register(
+    c: &Client,
+    server: &TestServer,
+    name: &str,
+    email: &str,
+    password: &str,
+) -> anyhow::Result<()> {
+    c.goto(&format!("{}/register", server.url)).await?;
+    fill(c, "reg-name", name).await?;
+    fill(c, "reg-email", email).await?;
+    fill(c, "reg-password", password).await?;
+    click(c, "form.stack button[type=submit]").await?;
+    wait_for_path(c, "/runs").await?;
+    wait_for(c, "#runs-empty, #runs-table").await?;
+    Ok(())
+}
+
+/// Scrolls the element with id `id` to the middle of the window (before a screenshot).
+pub async fn scroll_to(c: &Client, id: &str) -> anyhow::Result<()> {
+    c.execute(
+        "const e = document.getElementById(arguments[0]); if (e) { e.scrollIntoView({block: 'center'}); } return null;",
+        vec![serde_json::json!(id)],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Sets the theme cookie the server reads (`Some("dark")`, `Some("light")`, or `None` to follow
+/// the system) and reloads the page, for screenshots of both themes.
+pub async fn set_theme(c: &Client, theme: Option<&str>) -> anyhow::Result<()> {
+    let cookie = match theme {
+        Some(t) => format!("spade_theme={t}; path=/"),
+        None => "spade_theme=; path=/; max-age=0".to_owned(),
+    };
+    c.execute(
+        "document.cookie = arguments[0]; return null;",
+        vec![serde_json::json!(cookie)],
+    )
+    .await?;
+    c.refresh().await?;
+    Ok(())
 }

@@ -364,8 +364,11 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
         .find_all(Locator::Css("#seed-charts .chart-svg svg polygon"))
         .await?;
     assert!(!seeds.is_empty(), "a spread band over the two seeds");
-    c.execute("document.getElementById('seeds-h').scrollIntoView()", vec![])
-        .await?;
+    c.execute(
+        "document.getElementById('seeds-h').scrollIntoView()",
+        vec![],
+    )
+    .await?;
     browser.screenshot("dashboard-compare-seeds").await?;
     // The compare view's benchmarks: the shared base model, then each run's newest checkpoint.
     let bench = text_of(&c, "#compare-benchmarks").await?;

@@ -267,6 +267,16 @@ where
                 color.stroke_width(2),
             ))
             .map_err(draw_err)?;
+        // A line needs two points; a series of one (a run's first step) is a dot instead.
+        if let [only] = s.points[..] {
+            chart
+                .draw_series(std::iter::once(Circle::new(
+                    (only.0, only.1),
+                    4,
+                    color.stroke_width(2),
+                )))
+                .map_err(draw_err)?;
+        }
         let stride = s.points.len().div_ceil(MAX_HOVER_POINTS).max(1);
         for p in s.points.iter().step_by(stride) {
             let (x, y) = chart.backend_coord(&(p.0, p.1));
@@ -471,6 +481,17 @@ mod tests {
         let svg =
             render_line_chart(&[s], &ChartOptions::new("t", "y")).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(svg.matches("<polygon").count(), 0);
+    }
+
+    #[test]
+    fn a_single_point_is_drawn_as_a_dot() {
+        let svg = render_line_chart(
+            &[series("first step", &[0.25])],
+            &ChartOptions::new("t", "y"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let plot = &svg[..svg.find("chart-hover").unwrap_or(svg.len())];
+        assert_eq!(plot.matches("<circle").count(), 1, "{svg}");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 
 /// The message with its first letter capitalised (API messages start in lower case).
-fn sentence(msg: String) -> String {
+pub(crate) fn sentence(msg: String) -> String {
     let mut c = msg.chars();
     match c.next() {
         Some(f) => f.to_uppercase().chain(c).collect(),

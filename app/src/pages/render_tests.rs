@@ -9,7 +9,7 @@ use crate::dto::*;
 use leptos::prelude::*;
 use std::collections::BTreeMap;
 
-fn render(f: impl FnOnce() -> AnyView + 'static) -> String {
+pub(super) fn render(f: impl FnOnce() -> AnyView + 'static) -> String {
     Owner::new().with(|| f().to_html())
 }
 
@@ -29,7 +29,7 @@ fn summary(id: i64, status: RunStatus) -> RunSummary {
     }
 }
 
-fn detail(id: i64, status: RunStatus, can_control: bool, seed: u64) -> RunDetail {
+pub(super) fn detail(id: i64, status: RunStatus, can_control: bool, seed: u64) -> RunDetail {
     RunDetail {
         summary: summary(id, status),
         config: serde_json::json!({"seed": seed, "grpo": {"clip_low": 0.2}}),
@@ -46,7 +46,7 @@ fn detail(id: i64, status: RunStatus, can_control: bool, seed: u64) -> RunDetail
     }
 }
 
-fn metric(name: &str) -> MetricSeries {
+pub(super) fn metric(name: &str) -> MetricSeries {
     MetricSeries {
         name: name.into(),
         points: (0..10)

@@ -103,6 +103,7 @@ pub fn RunsView(
     view! {
         <div class="page-head">
             <h1>"Runs"</h1>
+            <a class="button" href="/runs/new" id="new-run">"New run"</a>
         </div>
         <form class="filters card" method="get" action="/runs" aria-label="Filter runs">
             <div class="field">

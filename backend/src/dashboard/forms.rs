@@ -1,22 +1,31 @@
 //! POST routes of the dashboard's HTML forms, so logging in, registering, logging out,
-//! cancelling and resuming work without JavaScript. Each one calls the API handler that does
-//! the same thing (same validation, rate limit, roles, audit) and answers with a 303 redirect:
-//! to the next page on success, back to the form with `?error=...` on failure. Forms that act
-//! on a session carry the CSRF token as a `csrf` field; it is moved into the header the API
-//! checks, so the form route is exactly as protected as the API.
+//! cancelling and resuming, launching a run, managing teams and share links work without
+//! JavaScript. Each one calls the API handler that does the same thing (same validation, rate
+//! limit, roles, audit) and answers with a 303 redirect: to the next page on success, back to
+//! the form with `?error=...` on failure. The launch form is the exception on failure: it has
+//! too many fields for a URL, so the page is rendered in the POST's response with what was
+//! typed and the messages beside the fields (see `super::launch`). Forms that act on a session
+//! carry the CSRF token as a `csrf` field; it is moved into the header the API checks, so the
+//! form route is exactly as protected as the API.
 
+use super::Dashboard;
+use super::launch::{self, LaunchDraft};
 use crate::AppState;
 use crate::api;
+use crate::api::teams::{MemberRequest, NameRequest};
 use crate::auth::routes::{self as auth_routes, ClientIp, LoginRequest, RegisterRequest};
 use crate::auth::{AuthUser, CSRF_HEADER};
 use crate::error::{ApiJson, ApiPath, AppError};
-use axum::Form;
+use axum::body::Body;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
-use axum::http::{HeaderMap, HeaderValue, header, request::Parts};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{Router, post};
+use axum::{Form, Json};
 use serde::Deserialize;
 use spade_app::pages::encode_query;
+use spade_db::Role;
+use std::sync::Arc;
 
 /// The form routes, merged into the app's router.
 pub fn routes() -> Router<AppState> {
@@ -27,6 +36,19 @@ pub fn routes() -> Router<AppState> {
         .route("/runs/{run_id}/cancel", post(cancel))
         .route("/runs/{run_id}/resume", post(resume))
         .route("/runs/{run_id}/evaluate", post(evaluate))
+        .route("/runs/new", post(launch_run))
+        .route("/runs/{run_id}/shares", post(create_share))
+        .route(
+            "/runs/{run_id}/shares/{share_id}/revoke",
+            post(revoke_share),
+        )
+        .route("/teams", post(create_team))
+        .route("/teams/{team_id}/members", post(upsert_member))
+        .route(
+            "/teams/{team_id}/members/{user_id}/remove",
+            post(remove_member),
+        )
+        .route("/teams/{team_id}/projects", post(create_project))
 }
 
 #[derive(Debug, Deserialize)]
@@ -42,12 +64,6 @@ pub struct RegisterForm {
     email: String,
     display_name: String,
     password: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct CsrfForm {
-    #[serde(default)]
-    csrf: String,
 }
 
 /// `next` if it is a path on this site, else the runs list (no open redirects).
@@ -136,23 +152,36 @@ async fn register(
     }
 }
 
-/// Authenticates a form POST: the `csrf` field becomes the CSRF header, then the API's
-/// extractor decides (session live, token matches).
-async fn form_user(state: &AppState, req: Request) -> Result<(AuthUser, Parts), AppError> {
+/// The fields of a form, in order (a checkbox group repeats its name).
+type Pairs = Vec<(String, String)>;
+
+/// Reads a form POST and authenticates it: the `csrf` field becomes the CSRF header, then the
+/// API's extractor decides (session live, token matches).
+async fn form_user(state: &AppState, req: Request) -> Result<(AuthUser, Pairs, Parts), AppError> {
     let (mut parts, body) = req.into_parts();
-    let Form(f) = Form::<CsrfForm>::from_request(Request::from_parts(parts.clone(), body), state)
+    let Form(pairs) = Form::<Pairs>::from_request(Request::from_parts(parts.clone(), body), state)
         .await
-        .map_err(|_| AppError::invalid("csrf", "the form must carry its csrf field"))?;
-    if let Ok(v) = HeaderValue::from_str(&f.csrf) {
+        .map_err(|_| AppError::invalid("form", "expected an HTML form (urlencoded)"))?;
+    let csrf = field(&pairs, "csrf");
+    if let Ok(v) = HeaderValue::from_str(&csrf) {
         parts.headers.insert(CSRF_HEADER, v);
     }
     let user = AuthUser::from_request_parts(&mut parts, state).await?;
-    Ok((user, parts))
+    Ok((user, pairs, parts))
+}
+
+/// The first value of `name` in a form (empty when absent).
+fn field(pairs: &Pairs, name: &str) -> String {
+    pairs
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default()
 }
 
 async fn logout(State(state): State<AppState>, req: Request) -> Response {
     match form_user(&state, req).await {
-        Ok((user, _)) => match auth_routes::logout(State(state), user).await {
+        Ok((user, _, _)) => match auth_routes::logout(State(state), user).await {
             Ok(resp) => redirect_with_cookies("/login", &resp),
             Err(e) => back_to_login(&e.to_string(), "", "/runs"),
         },
@@ -172,10 +201,10 @@ async fn resume(State(state): State<AppState>, Path(run_id): Path<i64>, req: Req
 async fn run_action(state: AppState, run_id: i64, req: Request, cancel: bool) -> Response {
     let page = format!("/runs/{run_id}");
     let result = match form_user(&state, req).await {
-        Ok((user, _)) if cancel => api::runs::cancel(State(state), user, ApiPath(run_id))
+        Ok((user, _, _)) if cancel => api::runs::cancel(State(state), user, ApiPath(run_id))
             .await
             .map(|_| ()),
-        Ok((user, _)) => api::runs::resume(State(state), user, ApiPath(run_id))
+        Ok((user, _, _)) => api::runs::resume(State(state), user, ApiPath(run_id))
             .await
             .map(|_| ()),
         Err(e) => Err(e),
@@ -188,34 +217,205 @@ async fn run_action(state: AppState, run_id: i64, req: Request, cancel: bool) ->
     }
 }
 
-/// The run page's "Evaluate a checkpoint" form. Numbers arrive as text so that a bad value
-/// gets a message naming the field instead of a generic form rejection.
-#[derive(Debug, Deserialize)]
-struct EvaluateForm {
-    #[serde(default)]
-    csrf: String,
-    #[serde(default)]
-    checkpoint_step: String,
-    #[serde(default)]
-    suite: String,
-    /// `qa:PATH.jsonl` or `envs:DIR`, used when `suite` is `custom`.
-    #[serde(default)]
-    custom_suite: String,
-    #[serde(default)]
-    limit: String,
+/// `POST /runs/new`: a valid form creates the run and opens its page; a refused one renders
+/// the form again (422) with what was typed and each message beside its field.
+async fn launch_run(State(state): State<AppState>, req: Request) -> Response {
+    let (user, pairs, parts) = match form_user(&state, req).await {
+        Ok(v) => v,
+        Err(e) => return back_to_login(&e.to_string(), "", "/runs/new"),
+    };
+    match launch::submit(&state, user, &pairs).await {
+        Ok(run_id) => Redirect::to(&format!("/runs/{run_id}")).into_response(),
+        Err(form) => {
+            let mut resp = render_page(&state, parts, LaunchDraft(form)).await;
+            *resp.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
+            resp
+        }
+    }
 }
 
-/// Parses an optional positive number field of a form.
-fn form_number<T: std::str::FromStr>(field: &str, text: &str) -> Result<Option<T>, AppError> {
+/// Renders the page at the request's path, as a GET would, with `ext` in the request's
+/// extensions for the data source to find.
+async fn render_page<T: Clone + Send + Sync + 'static>(
+    state: &AppState,
+    mut parts: Parts,
+    ext: T,
+) -> Response {
+    parts.extensions.insert(ext);
+    let data: spade_app::data::SharedData = Arc::new(Dashboard {
+        state: state.clone(),
+    });
+    let context_state = state.clone();
+    let options = state.leptos.clone();
+    let handler = leptos_axum::render_app_to_stream_with_context(
+        move || {
+            leptos::prelude::provide_context(data.clone());
+            leptos::prelude::provide_context(context_state.clone());
+        },
+        move || spade_app::shell(options.clone()),
+    );
+    handler(Request::from_parts(parts, Body::empty())).await
+}
+
+/// Back to the teams page with the outcome of a change.
+fn back_to_teams(result: Result<String, AppError>, team: Option<i64>) -> Response {
+    let anchor = team.map(|t| format!("#team-{t}")).unwrap_or_default();
+    let to = match result {
+        Ok(notice) => format!("/teams?notice={}{anchor}", encode_query(&notice)),
+        Err(e) => format!("/teams?error={}{anchor}", encode_query(&e.to_string())),
+    };
+    Redirect::to(&to).into_response()
+}
+
+fn role(s: &str) -> Result<Role, AppError> {
+    match s {
+        "viewer" => Ok(Role::Viewer),
+        "editor" => Ok(Role::Editor),
+        "owner" => Ok(Role::Owner),
+        other => Err(AppError::invalid(
+            "role",
+            format!("expected viewer, editor or owner, got \"{other}\""),
+        )),
+    }
+}
+
+async fn create_team(State(state): State<AppState>, req: Request) -> Response {
+    let result = async {
+        let (user, pairs, _) = form_user(&state, req).await?;
+        let name = field(&pairs, "name");
+        let (_, Json(team)) =
+            api::teams::create(State(state.clone()), user, ApiJson(NameRequest { name })).await?;
+        Ok((
+            format!("Team \"{}\" created; you are its owner.", team.name),
+            team.id,
+        ))
+    }
+    .await;
+    match result {
+        Ok((notice, id)) => back_to_teams(Ok(notice), Some(id)),
+        Err(e) => back_to_teams(Err(e), None),
+    }
+}
+
+async fn upsert_member(
+    State(state): State<AppState>,
+    Path(team_id): Path<i64>,
+    req: Request,
+) -> Response {
+    let result = async {
+        let (user, pairs, _) = form_user(&state, req).await?;
+        let req = MemberRequest {
+            email: field(&pairs, "email"),
+            role: role(&field(&pairs, "role"))?,
+        };
+        let Json(m) =
+            api::teams::upsert_member(State(state.clone()), user, ApiPath(team_id), ApiJson(req))
+                .await?;
+        Ok(format!(
+            "{} ({}) is now {}.",
+            m.display_name,
+            m.email,
+            super::role_name(m.role)
+        ))
+    }
+    .await;
+    back_to_teams(result, Some(team_id))
+}
+
+async fn remove_member(
+    State(state): State<AppState>,
+    Path((team_id, user_id)): Path<(i64, i64)>,
+    req: Request,
+) -> Response {
+    let result = async {
+        let (user, _, _) = form_user(&state, req).await?;
+        api::teams::remove_member(State(state.clone()), user, ApiPath((team_id, user_id))).await?;
+        Ok("Member removed.".to_owned())
+    }
+    .await;
+    back_to_teams(result, Some(team_id))
+}
+
+async fn create_project(
+    State(state): State<AppState>,
+    Path(team_id): Path<i64>,
+    req: Request,
+) -> Response {
+    let result = async {
+        let (user, pairs, _) = form_user(&state, req).await?;
+        let name = field(&pairs, "name");
+        let (_, Json(p)) = api::teams::create_project(
+            State(state.clone()),
+            user,
+            ApiPath(team_id),
+            ApiJson(NameRequest { name }),
+        )
+        .await?;
+        Ok(format!("Project \"{}\" created.", p.name))
+    }
+    .await;
+    back_to_teams(result, Some(team_id))
+}
+
+/// `POST /runs/{id}/shares`: creates a link and shows it once on the run page (the token is in
+/// the redirect's address, as it will be in the link people pass around).
+async fn create_share(
+    State(state): State<AppState>,
+    Path(run_id): Path<i64>,
+    req: Request,
+) -> Response {
+    let result = async {
+        let (user, _, _) = form_user(&state, req).await?;
+        let (_, Json(created)) =
+            api::shares::create(State(state.clone()), user, ApiPath(run_id)).await?;
+        Ok::<_, AppError>(created.token)
+    }
+    .await;
+    let to = match result {
+        Ok(token) => format!("/runs/{run_id}?share={}#sharing", encode_query(&token)),
+        Err(e) => format!(
+            "/runs/{run_id}?error={}#sharing",
+            encode_query(&e.to_string())
+        ),
+    };
+    Redirect::to(&to).into_response()
+}
+
+async fn revoke_share(
+    State(state): State<AppState>,
+    Path((run_id, share_id)): Path<(i64, i64)>,
+    req: Request,
+) -> Response {
+    let result = async {
+        let (user, _, _) = form_user(&state, req).await?;
+        let Json(_revoked) =
+            api::shares::revoke(State(state.clone()), user, ApiPath((run_id, share_id))).await?;
+        Ok::<_, AppError>(())
+    }
+    .await;
+    let to = match result {
+        Ok(()) => format!("/runs/{run_id}#sharing"),
+        Err(e) => format!(
+            "/runs/{run_id}?error={}#sharing",
+            encode_query(&e.to_string())
+        ),
+    };
+    Redirect::to(&to).into_response()
+}
+
+/// Parses an optional whole-number field of a form, naming the field when it is not one.
+fn form_number<T: std::str::FromStr>(name: &str, text: &str) -> Result<Option<T>, AppError> {
     let t = text.trim();
     if t.is_empty() {
         return Ok(None);
     }
     t.parse()
         .map(Some)
-        .map_err(|_| AppError::invalid(field, format!("expected a whole number, got {t:?}")))
+        .map_err(|_| AppError::invalid(name, format!("expected a whole number, got {t:?}")))
 }
 
+/// The run page's "Evaluate a checkpoint" form: checkpoint, suite (a named one, or `custom`
+/// with `custom_suite` = `qa:PATH.jsonl` / `envs:DIR`) and items per task.
 async fn evaluate(
     State(state): State<AppState>,
     Path(run_id): Path<i64>,
@@ -223,26 +423,17 @@ async fn evaluate(
 ) -> Response {
     let page = format!("/runs/{run_id}");
     let result = async {
-        let (mut parts, body) = req.into_parts();
-        let Form(f) =
-            Form::<EvaluateForm>::from_request(Request::from_parts(parts.clone(), body), &state)
-                .await
-                .map_err(|e| AppError::invalid("form", e.body_text()))?;
-        if let Ok(v) = HeaderValue::from_str(&f.csrf) {
-            parts.headers.insert(CSRF_HEADER, v);
-        }
-        let user = AuthUser::from_request_parts(&mut parts, &state).await?;
-        let checkpoint_step = form_number("checkpoint_step", &f.checkpoint_step)?
+        let (user, pairs, _) = form_user(&state, req).await?;
+        let checkpoint_step = form_number("checkpoint_step", &field(&pairs, "checkpoint_step"))?
             .ok_or_else(|| AppError::invalid("checkpoint_step", "choose a checkpoint"))?;
-        let suite = if f.suite == "custom" {
-            f.custom_suite.trim().to_owned()
-        } else {
-            f.suite.clone()
+        let suite = match field(&pairs, "suite").as_str() {
+            "custom" => field(&pairs, "custom_suite").trim().to_owned(),
+            named => named.to_owned(),
         };
         let req = api::evaluations::CreateEvaluation {
             checkpoint_step,
             suite,
-            limit: form_number("limit", &f.limit)?,
+            limit: form_number("limit", &field(&pairs, "limit"))?,
             max_new_tokens: None,
         };
         api::evaluations::create(State(state.clone()), user, ApiPath(run_id), ApiJson(req))
@@ -250,14 +441,11 @@ async fn evaluate(
             .map(|_| ())
     }
     .await;
-    match result {
-        Ok(()) => Redirect::to(&format!("{page}#benchmarks")).into_response(),
-        Err(e) => Redirect::to(&format!(
-            "{page}?error={}#benchmarks",
-            encode_query(&e.to_string())
-        ))
-        .into_response(),
-    }
+    let to = match result {
+        Ok(()) => format!("{page}#benchmarks"),
+        Err(e) => format!("{page}?error={}#benchmarks", encode_query(&e.to_string())),
+    };
+    Redirect::to(&to).into_response()
 }
 
 #[cfg(test)]

@@ -1,0 +1,215 @@
+//! Server-rendered HTML of the pages that change things (launch form, teams, sharing) and of
+//! the read-only shared page: labels, messages beside fields, and who gets which form.
+
+use super::launch::{LaunchView, field_id};
+use super::render_tests::{detail, metric, render};
+use super::share::{ShareSection, SharedRunView};
+use super::teams::TeamsView;
+use crate::charts::ChartSettings;
+use crate::data::TeamsData;
+use crate::dto::*;
+use leptos::prelude::*;
+
+fn field(path: &str, kind: FieldKind, value: &str, errors: &[&str]) -> ConfigField {
+    ConfigField {
+        path: path.into(),
+        label: path.into(),
+        help: format!("help of {path}"),
+        kind,
+        value: value.into(),
+        default: "0.4".into(),
+        errors: errors.iter().map(|e| (*e).to_owned()).collect(),
+    }
+}
+
+fn form() -> LaunchForm {
+    LaunchForm {
+        projects: vec![ProjectOption {
+            id: 3,
+            team: "lab".into(),
+            name: "games".into(),
+        }],
+        project: Some(3),
+        presets: vec![PresetDto {
+            key: "tiny_cpu_demo".into(),
+            label: "Tiny CPU demo".into(),
+            description: "Minutes on a CPU.".into(),
+        }],
+        preset: "tiny_cpu_demo".into(),
+        name: "tiny".into(),
+        executors: vec!["local".into(), "ray".into()],
+        executor: "local".into(),
+        sections: vec![ConfigSection {
+            key: "designer".into(),
+            title: "Designer".into(),
+            fields: vec![
+                field(
+                    "designer.plateau.low",
+                    FieldKind::Number,
+                    "0.9",
+                    &["`designer.plateau.low` = 0.9 must not exceed `designer.plateau.high`"],
+                ),
+                field("designer.self_judge", FieldKind::Bool, "true", &[]),
+                field(
+                    "curriculum.kinds",
+                    FieldKind::Multi(vec!["game".into(), "tool_use".into()]),
+                    "game",
+                    &[],
+                ),
+                field("model.path", FieldKind::Text { optional: true }, "", &[]),
+            ],
+        }],
+        toml: "[run]\nsteps = 6\n".into(),
+        field_errors: vec![("name".into(), "give the run a name".into())],
+        errors: Vec::new(),
+        toml_submitted: false,
+    }
+}
+
+#[test]
+fn launch_form_puts_each_message_beside_its_labelled_field() {
+    let html = render(|| view! { <LaunchView form=form() csrf="t0k".into() /> }.into_any());
+    let id = field_id("designer.plateau.low");
+    assert_eq!(id, "cfg-designer-plateau-low");
+    assert!(html.contains(&format!(r#"<label for="{id}">"#)), "{html}");
+    assert!(html.contains(r#"name="designer.plateau.low""#));
+    assert!(html.contains(r#"value="0.9""#), "what was typed stays");
+    assert!(html.contains(&format!(r#"aria-describedby="{id}-help {id}-err""#)));
+    let err_at = html.find(&format!(r#"id="{id}-err""#)).unwrap_or(0);
+    let next_field = html.find(r#"id="cfg-designer-self-judge""#).unwrap_or(0);
+    assert!(
+        err_at > 0 && err_at < next_field,
+        "the message follows its own field"
+    );
+    assert!(html.contains("must not exceed"));
+    assert!(
+        html.contains(r##"href="#cfg-designer-plateau-low""##),
+        "summary links"
+    );
+    assert!(
+        html.contains(r#"id="launch-name-err""#),
+        "the name's message"
+    );
+    assert!(html.contains(r#"type="checkbox" value="true" checked"#));
+    assert!(html.contains(r#"id="cfg-curriculum-kinds-game""#));
+    assert!(html.contains(r#"<label for="cfg-curriculum-kinds-tool_use">"#));
+    assert!(html.contains(r#"placeholder="not set""#));
+    assert!(html.contains(r#"<input type="hidden" name="csrf" value="t0k">"#));
+    assert!(
+        html.contains(r#"<form method="get" action="/runs/new""#),
+        "presets without JS"
+    );
+    assert!(html.contains(r#"<option value="3" selected"#));
+    assert!(html.contains("[run]\nsteps = 6"), "the TOML alternative");
+}
+
+#[test]
+fn teams_page_gives_owner_controls_to_owners_only() {
+    let member = |id: i64, role: &str| MemberDto {
+        user_id: id,
+        email: format!("u{id}@example.org"),
+        display_name: format!("User {id}"),
+        role: role.into(),
+    };
+    let team = |id: i64, role: &str| TeamDetail {
+        team: TeamDto {
+            id,
+            name: format!("team {id}"),
+            role: role.into(),
+        },
+        members: vec![member(1, role), member(2, "viewer")],
+        projects: vec![ProjectDto {
+            id: 9,
+            name: "games".into(),
+        }],
+    };
+    let data = TeamsData {
+        viewer_id: 1,
+        teams: vec![team(10, "owner"), team(11, "viewer")],
+    };
+    let html = render(move || {
+        view! { <TeamsView data csrf="t0k".into() error=Some("only an owner can do this".into()) notice=None /> }.into_any()
+    });
+    assert!(html.contains(r#"action="/teams/10/members""#), "{html}");
+    assert!(html.contains(r#"action="/teams/10/members/2/remove""#));
+    assert!(
+        !html.contains(r#"action="/teams/10/members/1/remove""#),
+        "no removing yourself from the row"
+    );
+    assert!(
+        !html.contains("/teams/11/members"),
+        "a viewer manages nobody"
+    );
+    assert!(!html.contains("/teams/11/projects"));
+    assert!(html.contains(r#"action="/teams/10/projects""#));
+    assert!(html.contains(r#"<label for="invite-email-10">"#));
+    assert!(html.contains(r#"<label for="role-10-2" class="visually-hidden">"#));
+    assert!(
+        html.contains("Only an owner can do this"),
+        "error as a sentence"
+    );
+    assert!(html.contains(r#"action="/teams""#));
+}
+
+#[test]
+fn share_section_shows_a_new_link_once_and_revoke_for_live_links() {
+    let shares = SharesDto {
+        origin: "http://studio.example".into(),
+        links: vec![
+            ShareDto {
+                id: 5,
+                created_at: "2026-11-30T01:02:03Z".into(),
+                revoked_at: None,
+            },
+            ShareDto {
+                id: 4,
+                created_at: "2026-11-29T01:02:03Z".into(),
+                revoked_at: Some("2026-11-29T02:00:00Z".into()),
+            },
+        ],
+    };
+    let html = render(move || {
+        view! { <ShareSection run_id=7 shares csrf="t0k".into() new_token=Some("sps_abc".into()) /> }.into_any()
+    });
+    assert!(
+        html.contains(r#"value="http://studio.example/share/sps_abc""#),
+        "{html}"
+    );
+    assert!(html.contains(r#"action="/runs/7/shares/5/revoke""#));
+    assert!(
+        !html.contains("/runs/7/shares/4/revoke"),
+        "revoked stays revoked"
+    );
+    assert!(html.contains(r#"action="/runs/7/shares""#));
+}
+
+#[test]
+fn shared_page_has_no_forms_that_change_anything() {
+    let env = EnvironmentSummary {
+        env_id: "e-1".into(),
+        run_id: 7,
+        step: 3,
+        skill: "Optimization".into(),
+        kind: EnvKind::Game,
+        status: EnvStatus::Rejected,
+        rejection_reason: Some("not_solvable".into()),
+        regret: Some(0.2),
+        win_rate_hint: Some(0.5),
+        win_rate_no_hint: None,
+    };
+    let html = render(move || {
+        let settings = ChartSettings::from_query(None, None, None);
+        view! {
+            <SharedRunView run=detail(7, RunStatus::Running, true, 1) metrics=vec![metric("regret_mean")] environments=vec![env] settings />
+        }
+        .into_any()
+    });
+    assert!(!html.contains(r#"method="post""#), "{html}");
+    assert!(
+        !html.contains("/environments"),
+        "no links into members' pages"
+    );
+    assert!(html.contains("rejected: not_solvable"));
+    assert_eq!(html.matches("<svg").count(), 1);
+    assert!(!html.contains("step 30"), "no log");
+}

@@ -1,0 +1,164 @@
+//! Sharing a run: the run page's "Share" section (editors and owners create read-only links and
+//! revoke them, through POST forms) and the page a link opens (`/share/TOKEN`): status,
+//! progress, curves and environments of the run, for someone who is not logged in, with no
+//! action of any kind.
+
+use super::run::chart_groups;
+use super::{ProgressBar, StatusBadge, fmt_opt, fmt_pct, fmt_time};
+use crate::charts::{ChartControls, ChartSettings, LineChart};
+use crate::dto::{EnvStatus, EnvironmentSummary, MetricSeries, RunDetail, SharesDto};
+use leptos::prelude::*;
+
+/// The path a share token opens.
+pub fn share_path(token: &str) -> String {
+    format!("/share/{token}")
+}
+
+/// The run page's sharing section.
+#[component]
+pub fn ShareSection(
+    run_id: i64,
+    shares: SharesDto,
+    csrf: String,
+    /// The token of a link created just now (shown once; only its hash is stored).
+    new_token: Option<String>,
+) -> impl IntoView {
+    let new_url = new_token.map(|t| format!("{}{}", shares.origin, share_path(&t)));
+    let has_links = !shares.links.is_empty();
+    let rows = shares
+        .links
+        .into_iter()
+        .map(|l| {
+            let revoked = l.revoked_at.clone();
+            let csrf = csrf.clone();
+            view! {
+                <tr>
+                    <td class="nowrap">{fmt_time(&l.created_at)}</td>
+                    <td>{match revoked {
+                        Some(at) => view! { <span class="badge status-cancelled">{format!("revoked {}", fmt_time(&at))}</span> }.into_any(),
+                        None => view! { <span class="badge status-succeeded">"active"</span> }.into_any(),
+                    }}</td>
+                    <td>{l.revoked_at.is_none().then(|| view! {
+                        <form method="post" action=format!("/runs/{run_id}/shares/{}/revoke", l.id)>
+                            <input type="hidden" name="csrf" value=csrf />
+                            <button type="submit" class="danger" aria-label=format!("Revoke the link created {}", fmt_time(&l.created_at))>"Revoke"</button>
+                        </form>
+                    })}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <section class="card share" id="sharing" aria-labelledby="share-h">
+            <h2 id="share-h">"Share"</h2>
+            <p class="help">
+                "A share link shows this run (status, curves, environments) read-only to anyone who has it, "
+                "without logging in. Revoke it to end that."
+            </p>
+            {new_url.map(|url| view! {
+                <div class="notice share-new" role="status">
+                    <label for="share-url">"New link: copy it now, it is shown only once"</label>
+                    <div class="share-url-row">
+                        <input id="share-url" type="text" readonly value=url.clone() />
+                        <a href=url target="_blank" rel="noopener">"Open"</a>
+                    </div>
+                </div>
+            })}
+            <form method="post" action=format!("/runs/{run_id}/shares")>
+                <input type="hidden" name="csrf" value=csrf.clone() />
+                <button type="submit" id="share-create" class="secondary">"Create share link"</button>
+            </form>
+            {has_links.then(|| view! {
+                <table class="data shares">
+                    <thead><tr>
+                        <th scope="col">"Created"</th><th scope="col">"Status"</th>
+                        <th scope="col"><span class="visually-hidden">"Revoke"</span></th>
+                    </tr></thead>
+                    <tbody>{rows}</tbody>
+                </table>
+            })}
+        </section>
+    }
+}
+
+/// The page of a shared run.
+#[component]
+pub fn SharedRunView(
+    run: RunDetail,
+    metrics: Vec<MetricSeries>,
+    environments: Vec<EnvironmentSummary>,
+    settings: ChartSettings,
+) -> impl IntoView {
+    let s = run.summary.clone();
+    let charts = chart_groups(&metrics)
+        .into_iter()
+        .map(|(title, y, series)| {
+            view! { <LineChart title y_label=y series=Signal::stored(series) settings /> }
+        })
+        .collect_view();
+    let no_charts = metrics.is_empty();
+    let env_rows = environments
+        .iter()
+        .map(|e| {
+            let (class, status) = match (e.status, e.rejection_reason.as_deref()) {
+                (EnvStatus::Accepted, _) => ("badge env-accepted", "accepted".to_owned()),
+                (EnvStatus::Rejected, Some(r)) => ("badge env-rejected", format!("rejected: {r}")),
+                (EnvStatus::Rejected, None) => ("badge env-rejected", "rejected".to_owned()),
+            };
+            view! {
+                <tr>
+                    <td><code>{e.env_id.clone()}</code></td>
+                    <td class="num">{e.step}</td>
+                    <td>{e.skill.clone()}</td>
+                    <td><span class=class>{status}</span></td>
+                    <td class="num">{fmt_opt(e.regret)}</td>
+                    <td class="num">{fmt_pct(e.win_rate_hint)}</td>
+                    <td class="num">{fmt_pct(e.win_rate_no_hint)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let no_envs = environments.is_empty();
+    view! {
+        <p class="notice" role="note" id="shared-note">"A read-only view of a run, shared by its team."</p>
+        <div class="page-head">
+            <h1>{s.name.clone()}</h1>
+            <span id="run-status"><StatusBadge status=s.status /></span>
+        </div>
+        <section class="card run-overview" aria-label="Overview">
+            <dl class="facts">
+                {(!s.project.is_empty()).then(|| view! { <div><dt>"Project"</dt><dd>{s.project.clone()}</dd></div> })}
+                <div><dt>"Progress"</dt><dd id="run-progress"><ProgressBar step=s.step total=s.total_steps label="Training progress" /></dd></div>
+                <div><dt>"Phase"</dt><dd>{run.phase.clone().unwrap_or_else(|| "—".into())}</dd></div>
+                <div><dt>"Seed"</dt><dd>{run.seed}</dd></div>
+                <div><dt>"Created"</dt><dd>{fmt_time(&s.created_at)}</dd></div>
+            </dl>
+            {run.message.clone().map(|m| view! { <p class="run-message" role="status">{m}</p> })}
+        </section>
+        <section aria-labelledby="charts-h">
+            <h2 id="charts-h">"Training curves"</h2>
+            <ChartControls settings />
+            {no_charts.then(|| view! { <p class="empty">"No metrics reported yet."</p> })}
+            <div class="chart-grid">{charts}</div>
+        </section>
+        <section class="card" aria-labelledby="envs-h">
+            <h2 id="envs-h">"Environments"</h2>
+            {if no_envs {
+                view! { <p class="empty">"No environments yet."</p> }.into_any()
+            } else {
+                view! {
+                    <div class="table-scroll" tabindex="0" role="region" aria-label="Environments">
+                        <table class="data envs" id="shared-envs">
+                            <thead><tr>
+                                <th scope="col">"Environment"</th><th scope="col" class="num">"Step"</th><th scope="col">"Skill"</th>
+                                <th scope="col">"Status"</th><th scope="col" class="num">"Regret"</th>
+                                <th scope="col" class="num">"Win rate, hint"</th><th scope="col" class="num">"Win rate, no hint"</th>
+                            </tr></thead>
+                            <tbody>{env_rows}</tbody>
+                        </table>
+                    </div>
+                }.into_any()
+            }}
+        </section>
+    }
+}

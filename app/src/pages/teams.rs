@@ -1,0 +1,184 @@
+//! The teams page (`/teams`): the viewer's teams with their members, roles and projects.
+//! Owners invite registered users by email, change roles and remove members; editors add
+//! projects; anyone creates a team. Every change is a POST form the backend routes to the API
+//! handler that does the same thing, so roles and the last-owner rule are the API's.
+
+use super::auth::sentence as pages_sentence;
+use crate::data::TeamsData;
+use crate::dto::{MemberDto, ROLES, TeamDetail};
+use leptos::prelude::*;
+
+/// The teams page.
+#[component]
+pub fn TeamsView(
+    data: TeamsData,
+    /// The viewer's CSRF token, carried by every form.
+    csrf: String,
+    /// The message of a refused change.
+    error: Option<String>,
+    /// What the last change did.
+    notice: Option<String>,
+) -> impl IntoView {
+    let viewer_id = data.viewer_id;
+    let empty = data.teams.is_empty();
+    let teams = data
+        .teams
+        .into_iter()
+        .map(|t| team_view(t, viewer_id, csrf.clone()))
+        .collect_view();
+    view! {
+        <div class="page-head"><h1>"Teams"</h1></div>
+        {error.map(|e| view! { <p class="form-error" role="alert" id="teams-error">{pages_sentence(e)}</p> })}
+        {notice.map(|n| view! { <p class="notice ok" role="status" id="teams-notice">{n}</p> })}
+        {empty.then(|| view! { <p class="empty">"You are not in a team yet. Create one, or ask a team owner to add you."</p> })}
+        {teams}
+        <form method="post" action="/teams" class="card filters" aria-label="Create a team">
+            <input type="hidden" name="csrf" value=csrf.clone() />
+            <div class="field">
+                <label for="team-new-name">"New team"</label>
+                <input id="team-new-name" name="name" type="text" maxlength="100" required placeholder="Team name" />
+            </div>
+            <button type="submit" id="team-create">"Create team"</button>
+            <p class="help">"You become its owner."</p>
+        </form>
+    }
+}
+
+fn team_view(t: TeamDetail, viewer_id: i64, csrf: String) -> impl IntoView {
+    let id = t.team.id;
+    let is_owner = t.team.role == "owner";
+    let can_edit = is_owner || t.team.role == "editor";
+    let members = t
+        .members
+        .into_iter()
+        .map(|m| member_row(id, m, is_owner, viewer_id, csrf.clone()))
+        .collect_view();
+    let projects = if t.projects.is_empty() {
+        view! { <p class="empty">"No projects yet."</p> }.into_any()
+    } else {
+        view! {
+            <ul class="project-list">
+                {t.projects.into_iter().map(|p| view! {
+                    <li>
+                        <span class="project-name">{p.name.clone()}</span>
+                        <a href=format!("/runs?team={id}")>"Runs"</a>
+                        {can_edit.then(|| view! { <a href=format!("/runs/new?project={}", p.id)>"New run"</a> })}
+                    </li>
+                }).collect_view()}
+            </ul>
+        }
+        .into_any()
+    };
+    let invite = is_owner.then(|| {
+        let csrf = csrf.clone();
+        view! {
+            <form method="post" action=format!("/teams/{id}/members") class="filters inline-form" id=format!("invite-{id}") aria-label="Add a member">
+                <input type="hidden" name="csrf" value=csrf />
+                <div class="field">
+                    <label for=format!("invite-email-{id}")>"Email"</label>
+                    <input id=format!("invite-email-{id}") name="email" type="email" required placeholder="name@example.org" />
+                </div>
+                <div class="field">
+                    <label for=format!("invite-role-{id}")>"Role"</label>
+                    <select id=format!("invite-role-{id}") name="role">{role_options("viewer")}</select>
+                </div>
+                <button type="submit" class="secondary">"Add member"</button>
+                <p class="help">"The person needs an account already (they register at /register)."</p>
+            </form>
+        }
+    });
+    let new_project = can_edit.then(|| {
+        view! {
+            <form method="post" action=format!("/teams/{id}/projects") class="filters inline-form" aria-label="Create a project">
+                <input type="hidden" name="csrf" value=csrf.clone() />
+                <div class="field">
+                    <label for=format!("project-name-{id}")>"New project"</label>
+                    <input id=format!("project-name-{id}") name="name" type="text" maxlength="100" required placeholder="Project name" />
+                </div>
+                <button type="submit" class="secondary">"Create project"</button>
+            </form>
+        }
+    });
+    view! {
+        <section class="card team" id=format!("team-{id}") aria-labelledby=format!("team-{id}-h")>
+            <div class="page-head">
+                <h2 id=format!("team-{id}-h")>{t.team.name.clone()}</h2>
+                <span class="badge role">{format!("you: {}", t.team.role)}</span>
+            </div>
+            <div class="team-grid">
+                <div>
+                    <h3>"Members"</h3>
+                    <div class="table-scroll" tabindex="0" role="region" aria-label=format!("Members of {}", t.team.name)>
+                        <table class="data members">
+                            <thead><tr>
+                                <th scope="col">"Name"</th><th scope="col">"Email"</th><th scope="col">"Role"</th>
+                                {is_owner.then(|| view! { <th scope="col"><span class="visually-hidden">"Remove"</span></th> })}
+                            </tr></thead>
+                            <tbody>{members}</tbody>
+                        </table>
+                    </div>
+                    {invite}
+                </div>
+                <div>
+                    <h3>"Projects"</h3>
+                    {projects}
+                    {new_project}
+                </div>
+            </div>
+        </section>
+    }
+}
+
+fn role_options(selected: &str) -> impl IntoView + use<> {
+    let selected = selected.to_owned();
+    ROLES
+        .into_iter()
+        .map(|r| view! { <option value=r selected=r == selected>{r}</option> })
+        .collect_view()
+}
+
+fn member_row(
+    team: i64,
+    m: MemberDto,
+    is_owner: bool,
+    viewer_id: i64,
+    csrf: String,
+) -> impl IntoView {
+    let uid = m.user_id;
+    let role_cell = if is_owner {
+        let sel = format!("role-{team}-{uid}");
+        view! {
+            <form method="post" action=format!("/teams/{team}/members") class="role-form">
+                <input type="hidden" name="csrf" value=csrf.clone() />
+                <input type="hidden" name="email" value=m.email.clone() />
+                <label for=sel.clone() class="visually-hidden">{format!("Role of {}", m.display_name)}</label>
+                <select id=sel name="role">{role_options(&m.role)}</select>
+                <button type="submit" class="secondary" aria-label=format!("Change the role of {}", m.display_name)>"Change"</button>
+            </form>
+        }
+        .into_any()
+    } else {
+        view! { <span class="badge role">{m.role.clone()}</span> }.into_any()
+    };
+    let remove = is_owner.then(|| {
+        let me = uid == viewer_id;
+        view! {
+            <td>
+                {(!me).then(|| view! {
+                    <form method="post" action=format!("/teams/{team}/members/{uid}/remove")>
+                        <input type="hidden" name="csrf" value=csrf.clone() />
+                        <button type="submit" class="danger" aria-label=format!("Remove {}", m.display_name)>"Remove"</button>
+                    </form>
+                })}
+            </td>
+        }
+    });
+    view! {
+        <tr>
+            <td>{m.display_name.clone()}{(uid == viewer_id).then(|| view! { <span class="sub">"you"</span> })}</td>
+            <td>{m.email.clone()}</td>
+            <td>{role_cell}</td>
+            {remove}
+        </tr>
+    }
+}

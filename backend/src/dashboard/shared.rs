@@ -1,0 +1,55 @@
+//! The page a share link opens: the run, its curves and its first page of environments, read
+//! through the link's read-only `RunScope` (the same one the API's `/shared/{token}` routes
+//! use). No session is consulted; an unknown or revoked link is "not found". The log tail is
+//! left out: it is the team's working output, not part of what a link shares.
+
+use super::{Dashboard, db_err, env_summary};
+use crate::auth::tokens;
+use spade_app::data::{DataError, SharedRunData};
+use spade_app::dto;
+use spade_db::{DbError, RunScope, environments, runs};
+
+/// Environments listed on the shared page.
+const SHARED_ENVS: i64 = 50;
+
+pub(super) async fn shared_run(d: &Dashboard, token: &str) -> Result<SharedRunData, DataError> {
+    let db = &d.state.db;
+    let scope = match RunScope::for_share_link(db, &tokens::hash_token(token)).await {
+        Ok(s) => s,
+        Err(DbError::NotFound(_)) => return Err(DataError::NotFound("share link".into())),
+        Err(e) => return Err(db_err(e)),
+    };
+    let r = runs::get(db, &scope).await.map_err(db_err)?;
+    // The project's name is the team's business; a link shows the run alone.
+    let summary = d.summary(&scope, &r, String::new()).await?;
+    let metrics = d.metric_series(&scope).await?;
+    let filter = environments::EnvFilter {
+        skill: None,
+        status: None,
+        step_min: None,
+        step_max: None,
+        regret_min: None,
+        regret_max: None,
+        after: None,
+        limit: SHARED_ENVS,
+    };
+    let envs = environments::list(db, &scope, &filter)
+        .await
+        .map_err(db_err)?;
+    let run = dto::RunDetail {
+        summary,
+        config: r.config.clone(),
+        executor: r.executor.clone(),
+        seed: r.seed,
+        code_version: r.code_version.clone(),
+        phase: r.phase.clone().filter(|p| !p.is_empty()),
+        message: r.status_message.clone().filter(|m| !m.is_empty()),
+        log_tail: Vec::new(),
+        can_control: false,
+    };
+    Ok(SharedRunData {
+        run,
+        metrics,
+        environments: envs.iter().map(|e| env_summary(e, r.id)).collect(),
+    })
+}
