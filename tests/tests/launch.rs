@@ -147,6 +147,16 @@ async fn a_run_launched_from_the_form_progresses_live_and_cancels(
         "progress arrived without a reload"
     );
     assert!(text_of(&c, "#run-status").await?.contains("running"));
+    // The page opened before any metrics; the charts come with the first step's, live too.
+    wait_for(&c, ".chart-svg svg").await?;
+    let marker = c
+        .execute("return window.__spadeMarker || null;", vec![])
+        .await?;
+    assert_eq!(
+        marker,
+        serde_json::json!("same-document"),
+        "charts without a reload"
+    );
     browser.screenshot("launch-run-progress").await?;
 
     // Cancel through the page; the scheduler stops the worker and the run ends cancelled.

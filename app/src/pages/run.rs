@@ -94,7 +94,7 @@ pub fn RunView(
 ) -> impl IntoView {
     let s = run.summary.clone();
     let id = s.id;
-    let live = LiveRun::new(&run, metrics.clone());
+    let live = LiveRun::new(&run, metrics);
     // Effects run only in the browser: the server renders the state at request time.
     Effect::new(move |_| live::subscribe(id, live));
     let can_control = run.can_control;
@@ -137,23 +137,37 @@ pub fn RunView(
             }
         })
     };
-    let charts = chart_groups(&metrics)
-        .into_iter()
-        .map(|(title, y, _)| {
-            let key = title.clone();
-            let series = Signal::derive(move || {
-                live.metrics.with(|m| {
-                    chart_groups(m)
-                        .into_iter()
-                        .find(|g| g.0 == key)
-                        .map(|g| g.2)
-                        .unwrap_or_default()
-                })
-            });
-            view! { <LineChart title y_label=y series settings /> }
+    // The chart list follows the live metrics: a run opened before its first step gets its
+    // charts when the first metrics arrive, without a reload. Keyed by title, so a chart is
+    // created once and then only its series change.
+    let groups = Memo::new(move |_| {
+        live.metrics.with(|m| {
+            chart_groups(m)
+                .into_iter()
+                .map(|(title, y, _)| (title, y))
+                .collect::<Vec<_>>()
         })
-        .collect_view();
-    let no_charts = metrics.is_empty();
+    });
+    let charts = view! {
+        <For
+            each=move || groups.get()
+            key=|(title, _)| title.clone()
+            children=move |(title, y)| {
+                let key = title.clone();
+                let series = Signal::derive(move || {
+                    live.metrics.with(|m| {
+                        chart_groups(m)
+                            .into_iter()
+                            .find(|g| g.0 == key)
+                            .map(|g| g.2)
+                            .unwrap_or_default()
+                    })
+                });
+                view! { <LineChart title y_label=y series settings /> }
+            }
+        />
+    };
+    let no_charts = move || groups.with(Vec::is_empty);
     view! {
         <nav class="crumbs" aria-label="Breadcrumb"><a href="/runs">"Runs"</a> " / " <span>{s.project.clone()}</span></nav>
         <div class="page-head">
@@ -176,7 +190,7 @@ pub fn RunView(
         <section aria-labelledby="charts-h">
             <h2 id="charts-h">"Training curves"</h2>
             <ChartControls settings />
-            {no_charts.then(|| view! { <p class="empty">"No metrics reported yet."</p> })}
+            {move || no_charts().then(|| view! { <p class="empty">"No metrics reported yet."</p> })}
             <div class="chart-grid">{charts}</div>
         </section>
         <div class="two-col">
