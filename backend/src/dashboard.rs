@@ -129,17 +129,7 @@ impl Dashboard {
                 line: l.line,
             })
             .collect();
-        let run = dto::RunDetail {
-            summary,
-            config: r.config.clone(),
-            executor: r.executor.clone(),
-            seed: r.seed,
-            code_version: r.code_version.clone(),
-            phase: r.phase.clone().filter(|p| !p.is_empty()),
-            message: r.status_message.clone().filter(|m| !m.is_empty()),
-            log_tail,
-            can_control: scope.can_edit(),
-        };
+        let run = run_detail(&r, summary, log_tail, scope.can_edit());
         let benchmarks = benchmarks(db, &scope, &r.name).await?;
         let shares = if scope.can_edit() {
             let links = spade_db::shares::list(db, &scope)
@@ -168,6 +158,32 @@ impl Dashboard {
     }
 
     /// Every metric of a run, each downsampled for a chart.
+    /// The viewer's teams, and the scope of the one a team page shows: `team`, else the
+    /// viewer's first (`None` when the viewer is in no team).
+    async fn chosen_team(
+        &self,
+        auth: &AuthUser,
+        team: Option<i64>,
+    ) -> Result<(Vec<dto::TeamDto>, Option<TeamScope>), DataError> {
+        let db = &self.state.db;
+        let mine = teams::teams_of(db, auth.user.id).await.map_err(db_err)?;
+        let dtos = mine
+            .iter()
+            .map(|t| dto::TeamDto {
+                id: t.id,
+                name: t.name.clone(),
+                role: role_name(t.role).to_owned(),
+            })
+            .collect();
+        let Some(team_id) = team.or_else(|| mine.first().map(|t| t.id)) else {
+            return Ok((dtos, None));
+        };
+        let scope = TeamScope::for_member(db, auth.user.id, team_id)
+            .await
+            .map_err(db_err)?;
+        Ok((dtos, Some(scope)))
+    }
+
     async fn metric_series(&self, scope: &RunScope) -> Result<Vec<dto::MetricSeries>, DataError> {
         // Reduced in the database (M4 over POINTS_PER_SERIES buckets per series), then LTTB:
         // reading every point made the run page take seconds on a run with a million points.
@@ -190,6 +206,26 @@ impl Dashboard {
                 points: lttb(&points, POINTS_PER_SERIES, |p| (p.step, p.value)),
             })
             .collect())
+    }
+}
+
+/// A run's row as its page shows it.
+pub(crate) fn run_detail(
+    r: &runs::Run,
+    summary: dto::RunSummary,
+    log_tail: Vec<dto::LogLine>,
+    can_control: bool,
+) -> dto::RunDetail {
+    dto::RunDetail {
+        summary,
+        config: r.config.clone(),
+        executor: r.executor.clone(),
+        seed: r.seed,
+        code_version: r.code_version.clone(),
+        phase: r.phase.clone().filter(|p| !p.is_empty()),
+        message: r.status_message.clone().filter(|m| !m.is_empty()),
+        log_tail,
+        can_control,
     }
 }
 
@@ -286,16 +322,8 @@ impl DashboardData for Dashboard {
                 return Ok(Access::LoginRequired);
             };
             let db = &self.state.db;
-            let my_teams = teams::teams_of(db, auth.user.id).await.map_err(db_err)?;
-            let teams_dto: Vec<dto::TeamDto> = my_teams
-                .iter()
-                .map(|t| dto::TeamDto {
-                    id: t.id,
-                    name: t.name.clone(),
-                    role: role_name(t.role).to_owned(),
-                })
-                .collect();
-            let Some(team_id) = team.or_else(|| my_teams.first().map(|t| t.id)) else {
+            let (teams_dto, chosen) = self.chosen_team(&auth, team).await?;
+            let Some(scope) = chosen else {
                 let runs = dto::Page {
                     items: Vec::new(),
                     next_cursor: None,
@@ -306,9 +334,7 @@ impl DashboardData for Dashboard {
                     runs,
                 }));
             };
-            let scope = TeamScope::for_member(db, auth.user.id, team_id)
-                .await
-                .map_err(db_err)?;
+            let team_id = scope.team_id();
             let status = match status.as_deref() {
                 None => None,
                 Some(s) => Some(parse_db_status(s).ok_or_else(|| {
@@ -381,25 +407,15 @@ impl DashboardData for Dashboard {
                 return Ok(Access::LoginRequired);
             };
             let db = &self.state.db;
-            let my_teams = teams::teams_of(db, auth.user.id).await.map_err(db_err)?;
-            let teams_dto: Vec<dto::TeamDto> = my_teams
-                .iter()
-                .map(|t| dto::TeamDto {
-                    id: t.id,
-                    name: t.name.clone(),
-                    role: role_name(t.role).to_owned(),
-                })
-                .collect();
-            let Some(team_id) = team.or_else(|| my_teams.first().map(|t| t.id)) else {
+            let (teams_dto, chosen) = self.chosen_team(&auth, team).await?;
+            let Some(scope) = chosen else {
                 return Ok(Access::Granted(BenchmarksPageData {
                     teams: teams_dto,
                     team: None,
                     runs: Vec::new(),
                 }));
             };
-            let scope = TeamScope::for_member(db, auth.user.id, team_id)
-                .await
-                .map_err(db_err)?;
+            let team_id = scope.team_id();
             let rows = artifacts::team_benchmarks(db, &scope, BENCHMARK_RUNS)
                 .await
                 .map_err(db_err)?;

@@ -4,56 +4,15 @@
 //! (the worker's ingestion path) for a team the new user owns. Each step saves a screenshot
 //! under `artifacts/screenshots/` for people to look at.
 
-use fantoccini::{Client, Locator};
+use fantoccini::Locator;
 use spade_db::ingest::{NewEnvironment, NewPlay};
 use spade_db::types::{EnvKind, EnvStatus};
 use spade_db::{RunScope, TeamScope, ingest, runs, teams, users};
-use spade_e2e::{Browser, TestServer};
+use spade_e2e::{Browser, TestServer, fill, text_of, wait_for, wait_for_path};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const PARENT_CODE: &str = "class CoinEnv:\n    \"\"\"Pay an amount with the fewest coins.\"\"\"\n\n    def reset(self, seed=None):\n        self.amount = 7\n        return f\"Pay {self.amount}\", {}\n";
 const CHILD_CODE: &str = "class CoinEnv:\n    \"\"\"Pay an amount with the fewest coins.\"\"\"\n\n    def reset(self, seed=None):\n        self.amount = 11  # harder than its parent\n        return f\"Pay {self.amount} with coins 1, 5, 7\", {}\n";
-
-/// Waits until the browser's path (and query) starts with `prefix`.
-async fn wait_for_path(c: &Client, prefix: &str) -> anyhow::Result<String> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let url = c.current_url().await?;
-        let path = match url.query() {
-            Some(q) => format!("{}?{q}", url.path()),
-            None => url.path().to_owned(),
-        };
-        if path.starts_with(prefix) {
-            return Ok(path);
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "never reached {prefix}; at {url}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Waits until `css` matches (pages may load their data after a client-side navigation).
-async fn wait_for(c: &Client, css: &str) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while c.find(Locator::Css(css)).await.is_err() {
-        anyhow::ensure!(Instant::now() < deadline, "{css} never appeared");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Ok(())
-}
-
-async fn fill(c: &Client, id: &str, text: &str) -> anyhow::Result<()> {
-    let el = c.find(Locator::Id(id)).await?;
-    el.clear().await?;
-    el.send_keys(text).await?;
-    Ok(())
-}
-
-async fn text_of(c: &Client, css: &str) -> anyhow::Result<String> {
-    Ok(c.find(Locator::Css(css)).await?.text().await?)
-}
 
 /// POSTs JSON with a bearer token over a plain HTTP/1.1 connection; fails unless 200.
 async fn http_post_json(

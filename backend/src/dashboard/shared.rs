@@ -6,7 +6,6 @@
 use super::{Dashboard, db_err, env_summary};
 use crate::auth::tokens;
 use spade_app::data::{DataError, SharedRunData};
-use spade_app::dto;
 use spade_db::{DbError, RunScope, environments, runs};
 
 /// Environments listed on the shared page.
@@ -36,17 +35,8 @@ pub(super) async fn shared_run(d: &Dashboard, token: &str) -> Result<SharedRunDa
     let envs = environments::list(db, &scope, &filter)
         .await
         .map_err(db_err)?;
-    let run = dto::RunDetail {
-        summary,
-        config: r.config.clone(),
-        executor: r.executor.clone(),
-        seed: r.seed,
-        code_version: r.code_version.clone(),
-        phase: r.phase.clone().filter(|p| !p.is_empty()),
-        message: r.status_message.clone().filter(|m| !m.is_empty()),
-        log_tail: Vec::new(),
-        can_control: false,
-    };
+    // A shared page has no log and no actions.
+    let run = super::run_detail(&r, summary, Vec::new(), false);
     Ok(SharedRunData {
         run,
         metrics,
