@@ -243,7 +243,7 @@ pub fn run(
     let base = PathBuf::from(&lp.state.base_model);
     lp.live(Message::Checkpoint {
         step: 0,
-        path: lp.state.base_model.clone(),
+        path: reported_path(&base),
         bytes: state::dir_bytes(&base),
     })?;
     if let Some(r) = &warm_report {
@@ -271,6 +271,15 @@ pub fn run(
         last_metrics: last,
         warm_start: warm_report,
     })
+}
+
+/// A checkpoint's path as reported: absolute, because whoever reads it (an evaluation job)
+/// runs in another working directory than this worker.
+fn reported_path(path: &std::path::Path) -> String {
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
 }
 
 /// The checkpoint a new run starts from: the configured model, or the warm-started tiny one.
@@ -432,7 +441,7 @@ impl Loop<'_> {
             let (path, bytes) = self.store.snapshot(next_step)?;
             self.live(Message::Checkpoint {
                 step: next_step,
-                path: path.display().to_string(),
+                path: reported_path(&path),
                 bytes,
             })?;
         }

@@ -64,6 +64,7 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
 
     let (mut accepted, mut rejected, mut scored, mut plays, mut metrics) = (0, 0, 0, 0, vec![]);
     let mut updates = 0u64;
+    let mut checkpoints = vec![];
     for e in &all {
         match &e.message {
             Message::Environment { record } => match record.status {
@@ -127,10 +128,25 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
                 updates += u64::from(values.contains_key("agent_loss"))
                     + u64::from(values.contains_key("designer_loss"));
             }
+            // Evaluation jobs read reported checkpoints from another working directory.
+            Message::Checkpoint { step, path, .. } => {
+                let p = std::path::Path::new(path);
+                assert!(
+                    p.is_absolute(),
+                    "checkpoint {step} at a relative path {path}"
+                );
+                assert!(p.join("config.json").is_file(), "checkpoint {step}: {path}");
+                checkpoints.push(*step);
+            }
             _ => {}
         }
     }
     assert_eq!(metrics, vec![0, 1, 2], "one metrics record per step");
+    assert_eq!(
+        checkpoints.first(),
+        Some(&0),
+        "the starting model is checkpoint 0: {checkpoints:?}"
+    );
     assert!(accepted + rejected >= 4, "two regenerations of two slots");
     assert!(
         accepted > 0,
