@@ -118,6 +118,10 @@ fn run_page_offers_cancel_only_to_those_who_may_and_escapes_the_log() {
     assert!(html.contains("step 30 &lt;done&gt;"));
     assert_eq!(html.matches("<svg").count(), 2, "two charts");
     assert!(html.contains("grpo.clip_low"));
+    assert!(
+        html.contains(r#"href="/api/v1/runs/7/metrics.csv""#),
+        "the CSV export is one link away"
+    );
     let viewer = render(move || {
         view! { <RunView run=detail(7, RunStatus::Running, false, 1) metrics=vec![] settings=settings() csrf="t0k".into() /> }.into_any()
     });

@@ -190,6 +190,11 @@ pub fn RunView(
         <section aria-labelledby="charts-h">
             <h2 id="charts-h">"Training curves"</h2>
             <ChartControls settings />
+            <p class="table-actions">
+                <a href=format!("/api/v1/runs/{id}/metrics.csv") download=format!("run-{id}-metrics.csv")>
+                    "Download all metrics (CSV)"
+                </a>
+            </p>
             {move || no_charts().then(|| view! { <p class="empty">"No metrics reported yet."</p> })}
             <div class="chart-grid">{charts}</div>
         </section>
