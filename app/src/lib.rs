@@ -17,6 +17,7 @@ pub mod layout;
 pub mod live;
 pub mod pages;
 pub mod routes;
+pub mod session;
 pub mod theme;
 
 use leptos::prelude::*;
@@ -60,6 +61,9 @@ pub fn App() -> impl IntoView {
     provide_meta_context();
     let viewer: routes::ViewerResource = Resource::new(|| (), |_| data::load_viewer());
     provide_context(viewer);
+    // In the browser only (effects do not run on the server): keep the session alive.
+    #[cfg(feature = "hydrate")]
+    Effect::new(|_| session::keep_alive());
     view! {
         <Stylesheet id="leptos" href="/pkg/spade.css" />
         <Title text="SPADE Studio" />

@@ -36,14 +36,19 @@ fn param(name: &'static str) -> impl Fn() -> Option<String> + Copy + Send + Sync
 /// What a page shows instead of its content when loading did not succeed.
 fn not_shown(r: Result<(), ServerFnError>) -> AnyView {
     match r {
-        Ok(()) => view! {
-            <div class="card login-prompt">
-                <h1>"Log in to continue"</h1>
-                <p>"This page shows your team's runs; it needs you to be logged in."</p>
-                <p><a class="button" href="/login">"Log in"</a> " or " <a href="/register">"register"</a></p>
-            </div>
+        Ok(()) => {
+            // The access cookie may only have expired: a refresh cookie brings the page back.
+            #[cfg(feature = "hydrate")]
+            Effect::new(|_| crate::session::resume_or_stay());
+            view! {
+                <div class="card login-prompt">
+                    <h1>"Log in to continue"</h1>
+                    <p>"This page shows your team's runs; it needs you to be logged in."</p>
+                    <p><a class="button" href="/login">"Log in"</a> " or " <a href="/register">"register"</a></p>
+                </div>
+            }
+            .into_any()
         }
-        .into_any(),
         Err(e) => view! { <p class="form-error" role="alert">{server_message(&e)}</p> }.into_any(),
     }
 }
