@@ -199,22 +199,16 @@ async fn resume(State(state): State<AppState>, Path(run_id): Path<i64>, req: Req
 }
 
 async fn run_action(state: AppState, run_id: i64, req: Request, cancel: bool) -> Response {
-    let page = format!("/runs/{run_id}");
     let result = match form_user(&state, req).await {
         Ok((user, _, _)) if cancel => api::runs::cancel(State(state), user, ApiPath(run_id))
             .await
-            .map(|_| ()),
+            .map(|_| String::new()),
         Ok((user, _, _)) => api::runs::resume(State(state), user, ApiPath(run_id))
             .await
-            .map(|_| ()),
+            .map(|_| String::new()),
         Err(e) => Err(e),
     };
-    match result {
-        Ok(()) => Redirect::to(&page).into_response(),
-        Err(e) => {
-            Redirect::to(&format!("{page}?error={}", encode_query(&e.to_string()))).into_response()
-        }
-    }
+    back_to_run(run_id, "", result)
 }
 
 /// `POST /runs/new`: a valid form creates the run and opens its page; a refused one renders
@@ -255,6 +249,20 @@ async fn render_page<T: Clone + Send + Sync + 'static>(
         move || spade_app::shell(options.clone()),
     );
     handler(Request::from_parts(parts, Body::empty())).await
+}
+
+/// Back to run `run_id`'s page at `anchor` (`""` or `#section`) with the outcome of a change:
+/// on success an extra query (`""`, or `key=value` already encoded), on failure the error.
+fn back_to_run(run_id: i64, anchor: &str, result: Result<String, AppError>) -> Response {
+    let to = match result {
+        Ok(q) if q.is_empty() => format!("/runs/{run_id}{anchor}"),
+        Ok(q) => format!("/runs/{run_id}?{q}{anchor}"),
+        Err(e) => format!(
+            "/runs/{run_id}?error={}{anchor}",
+            encode_query(&e.to_string())
+        ),
+    };
+    Redirect::to(&to).into_response()
 }
 
 /// Back to the teams page with the outcome of a change.
@@ -368,17 +376,10 @@ async fn create_share(
         let (user, _, _) = form_user(&state, req).await?;
         let (_, Json(created)) =
             api::shares::create(State(state.clone()), user, ApiPath(run_id)).await?;
-        Ok::<_, AppError>(created.token)
+        Ok::<_, AppError>(format!("share={}", encode_query(&created.token)))
     }
     .await;
-    let to = match result {
-        Ok(token) => format!("/runs/{run_id}?share={}#sharing", encode_query(&token)),
-        Err(e) => format!(
-            "/runs/{run_id}?error={}#sharing",
-            encode_query(&e.to_string())
-        ),
-    };
-    Redirect::to(&to).into_response()
+    back_to_run(run_id, "#sharing", result)
 }
 
 async fn revoke_share(
@@ -390,17 +391,10 @@ async fn revoke_share(
         let (user, _, _) = form_user(&state, req).await?;
         let Json(_revoked) =
             api::shares::revoke(State(state.clone()), user, ApiPath((run_id, share_id))).await?;
-        Ok::<_, AppError>(())
+        Ok::<_, AppError>(String::new())
     }
     .await;
-    let to = match result {
-        Ok(()) => format!("/runs/{run_id}#sharing"),
-        Err(e) => format!(
-            "/runs/{run_id}?error={}#sharing",
-            encode_query(&e.to_string())
-        ),
-    };
-    Redirect::to(&to).into_response()
+    back_to_run(run_id, "#sharing", result)
 }
 
 /// Parses an optional whole-number field of a form, naming the field when it is not one.
@@ -421,7 +415,6 @@ async fn evaluate(
     Path(run_id): Path<i64>,
     req: Request,
 ) -> Response {
-    let page = format!("/runs/{run_id}");
     let result = async {
         let (user, pairs, _) = form_user(&state, req).await?;
         let checkpoint_step = form_number("checkpoint_step", &field(&pairs, "checkpoint_step"))?
@@ -438,14 +431,10 @@ async fn evaluate(
         };
         api::evaluations::create(State(state.clone()), user, ApiPath(run_id), ApiJson(req))
             .await
-            .map(|_| ())
+            .map(|_| String::new())
     }
     .await;
-    let to = match result {
-        Ok(()) => format!("{page}#benchmarks"),
-        Err(e) => format!("{page}?error={}#benchmarks", encode_query(&e.to_string())),
-    };
-    Redirect::to(&to).into_response()
+    back_to_run(run_id, "#benchmarks", result)
 }
 
 #[cfg(test)]
