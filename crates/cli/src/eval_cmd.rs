@@ -82,7 +82,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         Suite::Qa { path } => {
             spade_eval::qa::load(path)?;
         }
-        Suite::Envs { dir } => {
+        Suite::Envs { dir, .. } => {
             spade_eval::envs::discover(dir)?;
         }
         Suite::ReasoningGym { .. } => {}

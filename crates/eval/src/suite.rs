@@ -25,8 +25,9 @@ pub enum Suite {
     },
     /// `qa:PATH.jsonl`: boxed-answer questions.
     Qa { path: PathBuf },
-    /// `envs` or `envs:DIR`: win rate on the environment files under DIR.
-    Envs { dir: PathBuf },
+    /// `envs` or `envs:DIR`: win rate on the environment files under DIR. `name` is the name
+    /// given, which results carry (so a job asked for `envs` reports `envs`).
+    Envs { name: String, dir: PathBuf },
 }
 
 impl Suite {
@@ -43,6 +44,7 @@ impl Suite {
             "rg-logic" => rg(vec![Category::Logic]),
             "rg-hard" => rg(Category::ALL.to_vec()),
             "envs" => Suite::Envs {
+                name: name.to_string(),
                 dir: PathBuf::from(DEFAULT_ENV_DIR),
             },
             _ => {
@@ -52,6 +54,7 @@ impl Suite {
                     }
                 } else if let Some(dir) = name.strip_prefix("envs:").filter(|p| !p.is_empty()) {
                     Suite::Envs {
+                        name: name.to_string(),
                         dir: PathBuf::from(dir),
                     }
                 } else {
@@ -68,7 +71,7 @@ impl Suite {
         match self {
             Suite::ReasoningGym { name, .. } => name.clone(),
             Suite::Qa { path } => format!("qa:{}", path.display()),
-            Suite::Envs { dir } => format!("envs:{}", dir.display()),
+            Suite::Envs { name, .. } => name.clone(),
         }
     }
 }
@@ -187,7 +190,7 @@ pub fn evaluate(
                 progress,
             )?
         }
-        Suite::Envs { dir } => {
+        Suite::Envs { dir, .. } => {
             if opts.episodes == 0 || opts.max_turns == 0 {
                 return Err(EvalError::InvalidOption {
                     option: "episodes/max_turns",
@@ -427,8 +430,19 @@ mod tests {
         assert_eq!(
             Suite::parse("envs")?,
             Suite::Envs {
+                name: "envs".into(),
                 dir: DEFAULT_ENV_DIR.into()
             }
+        );
+        // Results carry the suite as it was named, which is what an evaluation job was asked
+        // for (the service refuses results of another suite); the names the service accepts
+        // without an evaluator (`spade::suites`) all parse here.
+        for named in spade::suites::NAMED {
+            assert_eq!(Suite::parse(named)?.name(), *named);
+        }
+        assert_eq!(
+            Suite::parse("qa:sets/aime.jsonl")?.name(),
+            "qa:sets/aime.jsonl"
         );
         assert_eq!(Suite::parse("envs:pool")?.name(), "envs:pool");
         for bad in ["qa:", "envs:", "rg-easy", ""] {
