@@ -130,7 +130,7 @@ impl Dashboard {
             })
             .collect();
         let run = run_detail(&r, summary, log_tail, scope.can_edit());
-        let benchmarks = benchmarks(db, &scope, &r.name).await?;
+        let benchmarks = run_benchmarks(db, &scope, &r.name).await?;
         let shares = if scope.can_edit() {
             let links = spade_db::shares::list(db, &scope)
                 .await
@@ -662,7 +662,7 @@ fn parse_env_cursor(c: &str) -> Option<(i64, i64)> {
 }
 
 /// A run's benchmark rows, evaluations and checkpoint steps for its page and the compare view.
-async fn benchmarks(
+async fn run_benchmarks(
     db: &spade_db::Pool,
     scope: &RunScope,
     run_name: &str,

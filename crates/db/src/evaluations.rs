@@ -137,11 +137,11 @@ pub async fn create(
     )
     .fetch_one(&mut *tx)
     .await?;
-    let inserted = sqlx::query_scalar!(
+    let inserted = sqlx::query!(
         "INSERT INTO evaluations (run_id, job_id, checkpoint_step, checkpoint_path, suite,
                                   item_limit, max_new_tokens, trigger, requested_by)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-         RETURNING id",
+         RETURNING id, created_at",
         run_id,
         job_id,
         new.checkpoint_step,
@@ -154,14 +154,29 @@ pub async fn create(
     )
     .fetch_one(&mut *tx)
     .await;
-    let id = match inserted {
-        Ok(id) => id,
+    let row = match inserted {
+        Ok(row) => row,
         // evaluations_auto_once: a concurrent replay of the same checkpoint report won.
         Err(sqlx::Error::Database(e)) if e.is_unique_violation() => return Ok(None),
         Err(e) => return Err(e.into()),
     };
     tx.commit().await?;
-    Ok(list(pool, scope).await?.into_iter().find(|e| e.id == id))
+    // Just queued: its job has neither started nor ended.
+    Ok(Some(Evaluation {
+        id: row.id,
+        run_id,
+        job_id,
+        checkpoint_step: new.checkpoint_step,
+        suite: new.suite.to_owned(),
+        item_limit: new.item_limit,
+        max_new_tokens: new.max_new_tokens,
+        trigger: new.trigger.as_str().to_owned(),
+        state: JobState::Queued,
+        message: None,
+        created_at: row.created_at,
+        started_at: None,
+        finished_at: None,
+    }))
 }
 
 /// The scoped run's evaluations, newest first.
@@ -183,15 +198,33 @@ pub async fn list(pool: &PgPool, scope: &RunScope) -> Result<Vec<Evaluation>, Db
 /// The parameters of evaluation job `job_id` (the scheduler acts for the system here, as it
 /// does when it claims jobs).
 pub async fn for_job(pool: &PgPool, job_id: i64) -> Result<Option<EvalJob>, DbError> {
-    Ok(sqlx::query_as!(
-        EvalJob,
-        r#"SELECT id AS evaluation_id, checkpoint_step, checkpoint_path, suite, item_limit,
-                  max_new_tokens
+    Ok(with_token_hash(pool, job_id).await?.map(|(job, _)| job))
+}
+
+/// Evaluation job `job_id`'s parameters and the hash of its token, if it has one yet.
+async fn with_token_hash(
+    pool: &PgPool,
+    job_id: i64,
+) -> Result<Option<(EvalJob, Option<Vec<u8>>)>, DbError> {
+    let row = sqlx::query!(
+        r#"SELECT id, checkpoint_step, checkpoint_path, suite, item_limit, max_new_tokens,
+                  token_hash
            FROM evaluations WHERE job_id = $1"#,
         job_id
     )
     .fetch_optional(pool)
-    .await?)
+    .await?;
+    Ok(row.map(|r| {
+        let job = EvalJob {
+            evaluation_id: r.id,
+            checkpoint_step: r.checkpoint_step,
+            checkpoint_path: r.checkpoint_path,
+            suite: r.suite,
+            item_limit: r.item_limit,
+            max_new_tokens: r.max_new_tokens,
+        };
+        (job, r.token_hash)
+    }))
 }
 
 /// The parameters of evaluation job `job_id` if `verify` accepts the presented token against
@@ -202,24 +235,8 @@ pub async fn authorize(
     job_id: i64,
     verify: impl FnOnce(&[u8]) -> bool,
 ) -> Result<EvalJob, DbError> {
-    let row = sqlx::query!(
-        r#"SELECT id, checkpoint_step, checkpoint_path, suite, item_limit, max_new_tokens,
-                  token_hash
-           FROM evaluations WHERE job_id = $1"#,
-        job_id
-    )
-    .fetch_optional(pool)
-    .await?
-    .ok_or(DbError::NotFound("evaluation"))?;
-    match row.token_hash.as_deref() {
-        Some(hash) if verify(hash) => Ok(EvalJob {
-            evaluation_id: row.id,
-            checkpoint_step: row.checkpoint_step,
-            checkpoint_path: row.checkpoint_path,
-            suite: row.suite,
-            item_limit: row.item_limit,
-            max_new_tokens: row.max_new_tokens,
-        }),
+    match with_token_hash(pool, job_id).await? {
+        Some((job, Some(hash))) if verify(&hash) => Ok(job),
         _ => Err(DbError::NotFound("evaluation")),
     }
 }
