@@ -184,8 +184,19 @@ fn context() -> Result<(SharedData, http::request::Parts), ServerFnError> {
     Ok((data, parts))
 }
 
+/// The server-function error of a data error. The HTTP status of the `/ui/*` answer follows the
+/// kind (404 for a run the viewer cannot see, as the API answers, 422 for a bad value, 503 when
+/// the database is down), not a blanket 500.
 #[cfg_attr(feature = "hydrate", allow(dead_code))]
 fn to_sfn(e: DataError) -> ServerFnError {
+    #[cfg(feature = "ssr")]
+    if let Some(opts) = use_context::<leptos_axum::ResponseOptions>() {
+        opts.set_status(match &e {
+            DataError::NotFound(_) => http::StatusCode::NOT_FOUND,
+            DataError::Invalid(_) => http::StatusCode::UNPROCESSABLE_ENTITY,
+            DataError::Unavailable => http::StatusCode::SERVICE_UNAVAILABLE,
+        });
+    }
     ServerFnError::new(e.to_string())
 }
 
@@ -246,7 +257,9 @@ pub async fn load_benchmarks(
 #[server(prefix = "/ui", endpoint = "environments", input = GetUrl)]
 pub async fn load_environments(
     run_id: i64,
-    q: EnvListQuery,
+    // With every filter empty the URL encoding has no `q` at all; without the default, in-app
+    // navigation to an unfiltered list failed with "missing field q".
+    #[server(default)] q: EnvListQuery,
 ) -> Result<Access<EnvironmentsData>, ServerFnError> {
     let (data, parts) = context()?;
     data.environments(&parts, run_id, q).await.map_err(to_sfn)

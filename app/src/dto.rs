@@ -147,12 +147,14 @@ pub enum EnvKind {
     ToolUse,
 }
 
-/// Whether validation accepted the environment.
+/// Whether validation accepted the environment, and whether it kept to the contract in play.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EnvStatus {
     Accepted,
     Rejected,
+    /// Accepted, then broke the contract while played; played no more.
+    BrokenInPlay,
 }
 
 /// A row of the environment browser.

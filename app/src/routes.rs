@@ -193,6 +193,7 @@ pub fn EnvironmentsPage() -> impl IntoView {
                 status: f.status.map(|s| match s {
                     crate::dto::EnvStatus::Accepted => "accepted".to_owned(),
                     crate::dto::EnvStatus::Rejected => "rejected".to_owned(),
+                    crate::dto::EnvStatus::BrokenInPlay => "broken_in_play".to_owned(),
                 }),
                 step_min: f.step_min,
                 step_max: f.step_max,

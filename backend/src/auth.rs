@@ -12,6 +12,7 @@
 //!   logout ends the session's access tokens at once, not when they expire.
 //! - Workers use per-run tokens (see `ingest`), share links their own tokens (see `api::shares`).
 
+pub mod origin;
 pub mod password;
 pub mod rate_limit;
 pub mod routes;
@@ -43,7 +44,8 @@ pub struct AuthState {
     pub registration: Registration,
     /// Adds `Secure` to cookies (set when served over HTTPS).
     pub secure_cookies: bool,
-    pub limiter: rate_limit::LoginLimiter,
+    /// Throttles of login, registration and refresh.
+    pub limits: rate_limit::Limits,
 }
 
 impl AuthState {
@@ -56,7 +58,7 @@ impl AuthState {
             signer: Signer::new(secret),
             registration,
             secure_cookies,
-            limiter: rate_limit::LoginLimiter::default(),
+            limits: rate_limit::Limits::default(),
         }
     }
 }

@@ -151,6 +151,36 @@ pub struct Config {
     #[arg(long, env = "SPADE_REGISTRATION", value_enum, default_value_t = RegistrationMode::Open)]
     pub registration: RegistrationMode,
 
+    /// Directories run configurations may name checkpoints in (`model.path`); repeat the flag
+    /// or separate with `:` in the variable. Anything outside every root is refused.
+    #[arg(
+        long = "model-root",
+        env = "SPADE_MODEL_ROOTS",
+        value_delimiter = ':',
+        default_value = "data/models"
+    )]
+    pub model_roots: Vec<PathBuf>,
+
+    /// Directories run configurations may name corpora and question files in (`corpus.path`,
+    /// `qa:PATH` suites).
+    #[arg(
+        long = "corpus-root",
+        env = "SPADE_CORPUS_ROOTS",
+        value_delimiter = ':',
+        default_value = "data/corpora:corpus"
+    )]
+    pub corpus_roots: Vec<PathBuf>,
+
+    /// Directories run configurations may name environment pools in (`ablation.fixed_env_pool`,
+    /// `envs:DIR` suites).
+    #[arg(
+        long = "pool-root",
+        env = "SPADE_POOL_ROOTS",
+        value_delimiter = ':',
+        default_value = "data/pools:envs"
+    )]
+    pub pool_roots: Vec<PathBuf>,
+
     /// Mark cookies `Secure` (set this when the server is reached over HTTPS).
     #[arg(long, env = "SPADE_SECURE_COOKIES", default_value_t = false, action = clap::ArgAction::Set)]
     pub secure_cookies: bool,
@@ -192,6 +222,9 @@ impl std::fmt::Debug for Config {
             )
             .field("registration", &self.registration)
             .field("secure_cookies", &self.secure_cookies)
+            .field("model_roots", &self.model_roots)
+            .field("corpus_roots", &self.corpus_roots)
+            .field("pool_roots", &self.pool_roots)
             .finish()
     }
 }

@@ -57,6 +57,33 @@ pub(crate) fn db_err(e: DbError) -> DataError {
 
 impl Dashboard {
     /// The authenticated caller, or `None` (no cookie, expired, revoked).
+    /// The last lines of the run's job output (the worker's stdout and stderr: warm-start
+    /// epochs, every step), which say far more than the few lines a worker reports; `None`
+    /// without a scheduler, a job or any output (then the reported lines are shown).
+    async fn job_output_tail(&self, run_id: i64) -> Option<Vec<dto::LogLine>> {
+        let settings = self.state.scheduler.as_deref()?;
+        let text = crate::scheduling::run_logs(&self.state.db, settings, run_id, LOG_TAIL_BYTES)
+            .await
+            .map_err(|e| tracing::warn!(run_id, error = %e, "job output unreadable"))
+            .ok()??;
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        if lines.is_empty() {
+            return None;
+        }
+        // The first line may be cut mid-way by the byte window.
+        let cut = usize::from(text.len() >= LOG_TAIL_BYTES);
+        let start = lines.len().saturating_sub(LOG_TAIL_LINES as usize).max(cut);
+        Some(
+            lines[start..]
+                .iter()
+                .map(|l| dto::LogLine {
+                    level: "out".into(),
+                    line: (*l).to_owned(),
+                })
+                .collect(),
+        )
+    }
+
     async fn auth(&self, req: &Parts) -> Option<AuthUser> {
         let mut parts = req.clone();
         AuthUser::from_request_parts(&mut parts, &self.state)
@@ -120,15 +147,18 @@ impl Dashboard {
             .map_or_else(|| format!("project {}", r.project_id), |p| p.name);
         let summary = self.summary(&scope, &r, project).await?;
         let metrics = self.metric_series(&scope).await?;
-        let log_tail = spade_db::logs::tail(db, &scope, 200)
-            .await
-            .map_err(db_err)?
-            .into_iter()
-            .map(|l| dto::LogLine {
-                level: l.level,
-                line: l.line,
-            })
-            .collect();
+        let log_tail = match self.job_output_tail(run_id).await {
+            Some(lines) => lines,
+            None => spade_db::logs::tail(db, &scope, LOG_TAIL_LINES)
+                .await
+                .map_err(db_err)?
+                .into_iter()
+                .map(|l| dto::LogLine {
+                    level: l.level,
+                    line: l.line,
+                })
+                .collect(),
+        };
         let run = run_detail(&r, summary, log_tail, scope.can_edit());
         let benchmarks = run_benchmarks(db, &scope, &r.name).await?;
         let shares = if scope.can_edit() {
@@ -229,29 +259,13 @@ pub(crate) fn run_detail(
     }
 }
 
+/// Lines of log the run page shows at most.
+const LOG_TAIL_LINES: i64 = 200;
+/// Bytes of the end of the job output read for them.
+const LOG_TAIL_BYTES: usize = 64 * 1024;
+
 fn rfc3339(t: &chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-/// `scheme://host` of the request, for links people copy (share links). The scheme follows a
-/// proxy's `X-Forwarded-Proto`, else the cookie setting (secure cookies mean HTTPS).
-fn origin(req: &Parts, secure: bool) -> String {
-    let host = req
-        .headers
-        .get(axum::http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("localhost");
-    let forwarded = req
-        .headers
-        .get("x-forwarded-proto")
-        .and_then(|h| h.to_str().ok());
-    let scheme = match forwarded {
-        Some("https") => "https",
-        Some("http") => "http",
-        _ if secure => "https",
-        _ => "http",
-    };
-    format!("{scheme}://{host}")
 }
 
 fn run_status(s: spade_db::RunStatus) -> dto::RunStatus {
@@ -288,6 +302,7 @@ fn env_summary(e: &environments::EnvSummary, run_id: i64) -> dto::EnvironmentSum
         status: match e.status {
             spade_db::types::EnvStatus::Accepted => dto::EnvStatus::Accepted,
             spade_db::types::EnvStatus::Rejected => dto::EnvStatus::Rejected,
+            spade_db::types::EnvStatus::BrokenInPlay => dto::EnvStatus::BrokenInPlay,
         },
         rejection_reason: e.rejection_reason.clone(),
         regret: e.regret,
@@ -388,7 +403,9 @@ impl DashboardData for Dashboard {
             match self.auth(req).await {
                 None => Ok(Access::LoginRequired),
                 Some(auth) => {
-                    let origin = origin(req, self.state.auth.secure_cookies);
+                    // Links people copy name the configured address: a request's `Host` header
+                    // is whatever the client put there.
+                    let origin = self.state.public_url.clone().unwrap_or_default();
                     Ok(Access::Granted(
                         self.run_data(&auth, run_id, &origin).await?,
                     ))
@@ -469,6 +486,7 @@ impl DashboardData for Dashboard {
                 None => None,
                 Some("accepted") => Some(spade_db::types::EnvStatus::Accepted),
                 Some("rejected") => Some(spade_db::types::EnvStatus::Rejected),
+                Some("broken_in_play") => Some(spade_db::types::EnvStatus::BrokenInPlay),
                 Some(other) => {
                     return Err(DataError::Invalid(format!(
                         "status: expected accepted or rejected, got \"{other}\""

@@ -33,6 +33,9 @@ pub enum AppError {
     /// 409: the object exists already, or its state forbids the operation.
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
+    /// 413: the body is larger than the route allows.
+    #[error("the request body is larger than this route allows ({limit} bytes)")]
+    TooLarge { limit: usize },
     /// 429: too many attempts; retry after this many seconds (sent as `Retry-After`).
     #[error("too many attempts; retry in {retry_after_s} s")]
     RateLimited { retry_after_s: u64 },
@@ -76,6 +79,7 @@ impl AppError {
             AppError::Forbidden { .. } => StatusCode::FORBIDDEN,
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::Conflict { .. } => StatusCode::CONFLICT,
+            AppError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::Busy => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -90,6 +94,7 @@ impl AppError {
             | AppError::Forbidden { code, .. }
             | AppError::Conflict { code, .. } => code,
             AppError::NotFound(_) => "not_found",
+            AppError::TooLarge { .. } => "body_too_large",
             AppError::RateLimited { .. } => "rate_limited",
             AppError::Busy => "busy",
             AppError::Internal(_) => "internal",

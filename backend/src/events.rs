@@ -1,6 +1,13 @@
 //! Live run updates: one tokio broadcast channel per run with open pages, fed by ingestion and
 //! by the API's status changes, read by `GET /api/v1/runs/{id}/events` as server-sent events.
 //! A page that falls behind gets a `lagged` event and should reload; nothing blocks a writer.
+//!
+//! A stream is only as good as the access it was opened with: it checks the caller's session and
+//! team membership again whenever an access change is announced ([`EventHub::access_changed`]:
+//! logout, member removed or re-roled, refresh-token reuse) and every [`ACCESS_RECHECK`] in any
+//! case (sessions also end by expiry), and ends with an `access_ended` event when either is gone.
+//! The same tick reads the run's status, so changes nobody published (the scheduler finishing a
+//! job) still reach an open page within [`ACCESS_RECHECK`].
 
 use crate::AppState;
 use crate::api::member_scope;
@@ -8,19 +15,21 @@ use crate::auth::AuthUser;
 use crate::error::{ApiPath, ApiResult};
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use futures_util::stream::{self, Stream, StreamExt};
+use futures_util::stream::{Stream, StreamExt};
 use serde::Serialize;
-use spade_db::{RunStatus, runs};
+use spade_db::{RunStatus, runs, users};
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::broadcast;
-use tokio_stream::wrappers::BroadcastStream;
-use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
 
 /// Events buffered per run for slow readers.
 const CAPACITY: usize = 256;
+/// Longest time an open stream goes without checking that its caller may still read the run,
+/// and without reading the run's status (see [`run_events`]).
+pub const ACCESS_RECHECK: Duration = Duration::from_secs(5);
 
 /// One update of a run page; the SSE event name is the `type`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -66,13 +75,31 @@ impl RunEvent {
     }
 }
 
-/// The channels of runs that have listeners.
-#[derive(Debug, Clone, Default)]
+/// The channels of runs that have listeners, and the announcements of access changes.
+#[derive(Debug, Clone)]
 pub struct EventHub {
     channels: Arc<Mutex<HashMap<i64, broadcast::Sender<RunEvent>>>>,
+    access: broadcast::Sender<()>,
+}
+
+impl Default for EventHub {
+    fn default() -> Self {
+        Self {
+            channels: Arc::default(),
+            // Announcements carry nothing: every open stream re-checks its own caller, so a
+            // lagging receiver loses nothing by skipping some.
+            access: broadcast::channel(16).0,
+        }
+    }
 }
 
 impl EventHub {
+    /// Announces that some session ended or some membership changed: open streams re-check
+    /// their caller's access now.
+    pub fn access_changed(&self) {
+        let _ = self.access.send(());
+    }
+
     /// Listens to one run.
     pub fn subscribe(&self, run_id: i64) -> broadcast::Receiver<RunEvent> {
         let mut map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
@@ -100,7 +127,8 @@ fn to_sse(e: &RunEvent) -> Event {
 }
 
 /// `GET /api/v1/runs/{run_id}/events`: a `status` event with the current state first, then
-/// every update as it happens.
+/// every update as it happens, until the caller's access ends (`access_ended`, see the module
+/// doc) or the client goes away.
 pub async fn run_events(
     State(state): State<AppState>,
     auth: AuthUser,
@@ -108,7 +136,8 @@ pub async fn run_events(
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let scope = member_scope(&state, &auth, run_id).await?;
     // Subscribe before reading the snapshot, so nothing between the two is lost.
-    let rx = state.events.subscribe(run_id);
+    let mut live = state.events.subscribe(run_id);
+    let mut access = state.events.access.subscribe();
     let run = runs::get(&state.db, &scope).await?;
     let first = [
         RunEvent::Status { status: run.status },
@@ -118,15 +147,71 @@ pub async fn run_events(
             phase: run.phase.unwrap_or_default(),
         },
     ];
-    let snapshot = stream::iter(first.iter().map(to_sse).map(Ok).collect::<Vec<_>>());
-    let live = BroadcastStream::new(rx).map(|item| {
-        Ok(match item {
-            Ok(e) => to_sse(&e),
-            Err(BroadcastStreamRecvError::Lagged(n)) => {
-                Event::default().event("lagged").data(n.to_string())
+    let (tx, rx) = mpsc::channel::<Event>(CAPACITY);
+    for e in &first {
+        let _ = tx.try_send(to_sse(e));
+    }
+    let mut last_status = run.status;
+    tokio::spawn(async move {
+        let mut recheck = tokio::time::interval(ACCESS_RECHECK);
+        recheck.tick().await;
+        loop {
+            // (event to send, whether it is the last one)
+            let (event, last) = tokio::select! {
+                item = live.recv() => match item {
+                    Ok(e) => {
+                        if let RunEvent::Status { status } = &e {
+                            last_status = *status;
+                        }
+                        (to_sse(&e), false)
+                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        (Event::default().event("lagged").data(n.to_string()), false)
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break,
+                },
+                _ = access.recv() => match still_allowed(&state, &auth, run_id).await {
+                    true => continue,
+                    false => (access_ended(), true),
+                },
+                _ = recheck.tick() => {
+                    if !still_allowed(&state, &auth, run_id).await {
+                        (access_ended(), true)
+                    } else {
+                        // Some status changes are made where no event is published (the
+                        // scheduler finishing a job, another server): read it, and tell the
+                        // page when it moved, so an open page never stays "cancelling".
+                        match runs::get(&state.db, &scope).await {
+                            Ok(r) if r.status != last_status => {
+                                last_status = r.status;
+                                (to_sse(&RunEvent::Status { status: r.status }), false)
+                            }
+                            _ => continue,
+                        }
+                    }
+                }
+                () = tx.closed() => break,
+            };
+            if tx.send(event).await.is_err() || last {
+                break;
             }
-        })
+        }
     });
-    Ok(Sse::new(snapshot.chain(live))
+    Ok(Sse::new(ReceiverStream::new(rx).map(Ok))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// The last event of a stream whose caller lost access.
+fn access_ended() -> Event {
+    Event::default()
+        .event("access_ended")
+        .data("your session ended or you are no longer a member of this run's team")
+}
+
+/// Whether the caller of a stream may still read the run: the session is live and the user is
+/// still a member of the run's team. A database error counts as "no" (the page reconnects and
+/// is checked from scratch).
+async fn still_allowed(state: &AppState, auth: &AuthUser, run_id: i64) -> bool {
+    let session = users::session_user(&state.db, auth.session_id, auth.user.id).await;
+    matches!(session, Ok(Some(_))) && member_scope(state, auth, run_id).await.is_ok()
 }

@@ -183,6 +183,7 @@ async fn apply(
                     status: match r.status {
                         EnvStatus::Accepted => types::EnvStatus::Accepted,
                         EnvStatus::Rejected => types::EnvStatus::Rejected,
+                        EnvStatus::BrokenInPlay => types::EnvStatus::BrokenInPlay,
                     },
                     rejection_reason: r.rejection_reason.as_deref(),
                     rejection_message: r.rejection_message.as_deref(),
@@ -207,8 +208,32 @@ async fn apply(
                 status: match r.status {
                     EnvStatus::Accepted => "accepted".into(),
                     EnvStatus::Rejected => "rejected".into(),
+                    EnvStatus::BrokenInPlay => "broken_in_play".into(),
                 },
             });
+        }
+        Message::EnvironmentBroken {
+            env_id,
+            reason,
+            message,
+            ..
+        } => {
+            if reason.is_empty() || reason.len() > 200 {
+                return Err(AppError::invalid(
+                    &format!("envelopes[{i}].message.reason"),
+                    "the reason must have 1 to 200 bytes".to_owned(),
+                ));
+            }
+            batch
+                .broken_in_play(env_id, reason, message)
+                .await
+                .map_err(|e| match e {
+                    DbError::NotFound(_) => AppError::invalid(
+                        &format!("envelopes[{i}].message.env_id"),
+                        format!("{env_id:?} was never reported in this run as accepted"),
+                    ),
+                    other => other.into(),
+                })?;
         }
         Message::EnvironmentScored {
             env_id,

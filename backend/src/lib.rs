@@ -11,9 +11,12 @@ pub mod dashboard;
 pub mod demo;
 pub mod error;
 pub mod events;
+pub mod guard;
 pub mod ingest;
 pub mod openapi;
+pub mod paths;
 pub mod scheduling;
+pub mod serve;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Request, StatusCode};
@@ -27,7 +30,6 @@ use std::sync::Arc;
 pub use spade_app::OUTPUT_NAME;
 use std::time::Duration;
 use tower_http::compression::CompressionLayer;
-use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::{timeout::TimeoutLayer, trace::TraceLayer};
 
@@ -48,6 +50,12 @@ pub struct AppState {
     pub events: events::EventHub,
     /// Where job output is read from (`GET /runs/{id}/logs`); `None` in tests without one.
     pub scheduler: Option<Arc<config::SchedulerSettings>>,
+    /// The server's address as people reach it (`--public-url`, else `http://<listen address>`):
+    /// share links are built from it, never from a request's `Host` header. `None` (tests):
+    /// links are site-relative.
+    pub public_url: Option<String>,
+    /// Where run configurations may point on this machine (see `paths`); none by default.
+    pub paths: Arc<paths::PathRoots>,
 }
 
 impl AppState {
@@ -58,7 +66,21 @@ impl AppState {
             auth: Arc::new(auth),
             events: events::EventHub::default(),
             scheduler: None,
+            public_url: None,
+            paths: Arc::default(),
         }
+    }
+
+    /// Allows run configurations to name paths inside these roots.
+    pub fn with_paths(mut self, roots: paths::PathRoots) -> Self {
+        self.paths = Arc::new(roots);
+        self
+    }
+
+    /// Sets the address share links and origin checks use (see [`AppState::public_url`]).
+    pub fn with_public_url(mut self, url: impl Into<String>) -> Self {
+        self.public_url = Some(url.into().trim_end_matches('/').to_owned());
+        self
     }
 
     /// Serves job output through the executors these settings describe.
@@ -88,13 +110,10 @@ pub fn app(state: AppState) -> Router {
             api = api.route(e.path, e.handler);
         }
     }
+    // Body sizes are bounded per route by `guard`, before any handler; the ingestion routes
+    // only lift the extractors' own default limit, which is below theirs.
     let api = api
-        .layer(RequestBodyLimitLayer::new(API_BODY_LIMIT))
-        .merge(
-            ingest
-                .layer(DefaultBodyLimit::disable())
-                .layer(RequestBodyLimitLayer::new(INGEST_BODY_LIMIT)),
-        )
+        .merge(ingest.layer(DefaultBodyLimit::disable()))
         .fallback(|| async { error::AppError::NotFound("endpoint".into()) });
     // Pages and their server functions read data through the dashboard's data source.
     let data: spade_app::data::SharedData = Arc::new(dashboard::Dashboard {
@@ -113,6 +132,7 @@ pub fn app(state: AppState) -> Router {
             },
         )
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .layer(axum::middleware::from_fn(guard::check_request))
         .layer(CompressionLayer::new())
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,

@@ -5,7 +5,6 @@ use clap::Parser;
 use leptos::prelude::LeptosOptions;
 use spade_server::auth::{AuthState, secret::JwtSecret};
 use spade_server::{AppState, app, config::Config};
-use std::net::SocketAddr;
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
@@ -73,13 +72,26 @@ async fn main() -> anyhow::Result<()> {
         scheduler_stopped,
     )?;
     // Connect info gives handlers the client address (login rate limiting is per IP).
-    let service = app(AppState::new(leptos, db, auth).with_scheduler(cfg.scheduler.clone()))
-        .into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, service)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    let public_url = cfg
+        .scheduler
+        .public_url
+        .clone()
+        .unwrap_or_else(|| url.clone());
+    let state = AppState::new(leptos, db, auth)
+        .with_scheduler(cfg.scheduler.clone())
+        .with_public_url(public_url)
+        .with_paths(spade_server::paths::PathRoots::new(
+            &cfg.model_roots,
+            &cfg.corpus_roots,
+            &cfg.pool_roots,
+        ));
+    spade_server::serve::serve(
+        listener,
+        app(state),
+        spade_server::serve::HEADER_READ_TIMEOUT,
+        spade_server::serve::shutdown_signal(),
+    )
+    .await?;
     let _ = stop_scheduler.send(true);
     if let Some(task) = scheduler {
         task.await.context("the scheduler task panicked")?;

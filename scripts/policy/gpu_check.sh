@@ -3,16 +3,22 @@
 # under /opt/torch/.venv, no Rust) from binaries built here by scripts/policy/gpu_build.sh.
 # Builds nothing. Run from the repository root with target/gpu-bundle carried along:
 #
-#   scripts/policy/gpu_check.sh            # ~3 min: tests on CPU + CUDA, then the bench on CUDA
+#   scripts/policy/gpu_check.sh            # ~7 min: tests on CPU + CUDA (mixed precision, packed /
+#                                          # chunked / recomputed gradients included), the
+#                                          # inference bench, then one 16k-token training step
+#                                          # at the 0.6B and 4B shapes, ours and PyTorch's
+#                                          # (bench_train_torch.py: bf16 autocast, float32 AdamW,
+#                                          # checkpointing) side by side
 #
-# Writes tests.log and bench-*.log under $OUT (or /tmp/spade-gpu-check). Exit status: the
-# tests' (the bench reports, it does not fail).
+# Writes tests.log, bench-*.log and train-*.json under $OUT (or /tmp/spade-gpu-check). Exit
+# status: the tests' (the benches report, they do not fail). SKIP_TRAIN=1 skips the training
+# benches; TRAIN_SHAPES (default "qwen3-0.6b qwen3-4b") and TRAIN_TOKENS (16384) change them.
 set -uo pipefail
 BUNDLE="${BUNDLE:-target/gpu-bundle}"
 PY="${TORCH_PYTHON:-/opt/torch/.venv/bin/python}"
 OUT="${OUT:-/tmp/spade-gpu-check}"
 mkdir -p "$OUT"
-for f in "$BUNDLE/it" "$BUNDLE/policy-bench" "$PY"; do
+for f in "$BUNDLE/it" "$BUNDLE/policy-bench" "$BUNDLE/train-bench" "$PY"; do
     [ -x "$f" ] || { echo "gpu_check: missing $f" >&2; exit 2; }
 done
 # The binaries were linked against this project's libtorch 2.11.0; load the machine's own
@@ -33,15 +39,28 @@ else
 fi
 
 echo "== tests (CPU and CUDA)"
-"$BUNDLE/it" --test-threads 1 2>&1 | tee "$OUT/tests.log"
+timeout 240 "$BUNDLE/it" --test-threads 1 2>&1 | tee "$OUT/tests.log"
 status=${PIPESTATUS[0]}
 
 for size in tiny small; do
     echo "== bench $size on CUDA (bf16)"
-    args=(--device cuda --threads 4 --repeats 5 --rounds 2 --size "$size" --dir "/tmp/spade-bench-$size"
+    args=(--device cuda --threads 4 --repeats 3 --rounds 1 --size "$size" --dir "/tmp/spade-bench-$size"
           --script scripts/policy/bench_torch.py)
     if [ "$HAVE_HF" = 1 ]; then args+=(--python "$PY"); else args+=(--python /nonexistent); fi
-    timeout 240 "$BUNDLE/policy-bench" "${args[@]}" 2>&1 | tee "$OUT/bench-$size.log"
+    timeout 90 "$BUNDLE/policy-bench" "${args[@]}" 2>&1 | tee "$OUT/bench-$size.log"
 done
+if [ "${SKIP_TRAIN:-0}" != 1 ]; then
+    for shape in ${TRAIN_SHAPES:-qwen3-0.6b qwen3-4b}; do
+        tokens="${TRAIN_TOKENS:-16384}"
+        echo "== training step $shape, $tokens tokens: spade (bf16 + float32 masters, recompute)"
+        timeout 90 "$BUNDLE/train-bench" "$shape" "$tokens" cuda 4 2048 3 \
+            > "$OUT/train-$shape-spade.json" 2> "$OUT/train-$shape-spade.log"
+        tail -n 3 "$OUT/train-$shape-spade.log"; cat "$OUT/train-$shape-spade.json"
+        echo "== training step $shape, $tokens tokens: PyTorch (same recipe)"
+        timeout 90 "$PY" scripts/policy/bench_train_torch.py --shape "$shape" --tokens "$tokens" \
+            --device cuda --threads 4 --steps 3 > "$OUT/train-$shape-torch.json" 2> "$OUT/train-$shape-torch.log"
+        tail -n 3 "$OUT/train-$shape-torch.log"; cat "$OUT/train-$shape-torch.json"
+    done
+fi
 echo "gpu_check: tests exit status $status; logs in $OUT"
 exit "$status"

@@ -139,7 +139,9 @@ impl TestServer {
             spade_db::users::Registration::Open,
             false,
         );
-        let mut state = spade_server::AppState::new(leptos, db.clone(), auth);
+        // As `spade-server` does: links people copy name the address it serves on.
+        let mut state = spade_server::AppState::new(leptos, db.clone(), auth)
+            .with_public_url(format!("http://{addr}"));
         let mut scheduler = None;
         if opts.workers {
             let settings = worker_settings(addr.port())?;

@@ -447,6 +447,29 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
     );
     browser.screenshot("dashboard-run-live").await?;
 
+    // In-app navigation (the page is hydrated: the marker above survived) to the environment
+    // list: the route change calls the list's server function with every filter empty, which
+    // once failed with "missing field q" until a full reload.
+    c.find(Locator::Css(&format!(
+        "main a[href='/runs/{run_id}/environments']"
+    )))
+    .await?
+    .click()
+    .await?;
+    wait_for_path(&c, &format!("/runs/{run_id}/environments")).await?;
+    wait_for(&c, "table.envs").await?;
+    let page = text_of(&c, "main").await?;
+    assert!(!page.contains("error deserializing"), "{page}");
+    let marker = c
+        .execute("return window.__spadeMarker || null;", vec![])
+        .await?;
+    assert_eq!(
+        marker,
+        serde_json::json!("same-document"),
+        "navigated without a reload"
+    );
+    browser.screenshot("dashboard-environments-in-app").await?;
+
     // The environment that was derived from a memory environment shows the diff.
     c.goto(&format!("{}/runs/{run_id}/environments/e-24", server.url))
         .await?;

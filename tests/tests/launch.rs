@@ -164,6 +164,24 @@ async fn a_run_launched_from_the_form_progresses_live_and_cancels(
     // Cancel through the page; the scheduler stops the worker and the run ends cancelled.
     click(&c, "form[action$='/cancel'] button").await?;
     wait_for_path(&c, &format!("/runs/{run_id}")).await?;
+    // The cancel form's answer is a new page (still "cancelling" while the worker stops): wait
+    // for it (the old document's marker is gone); from there the page must not reload to
+    // learn the end.
+    // (If a script handled the form there is no new page; after 10 s go on either way.)
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline
+        && c.execute("return window.__spadeMarker || null;", vec![])
+            .await?
+            .is_string()
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    wait_for(&c, "#run-status").await?;
+    c.execute(
+        "window.__spadeMarker = 'after-cancel'; return null;",
+        vec![],
+    )
+    .await?;
     let user = users::credentials(&pool, "lin@example.org")
         .await?
         .ok_or_else(|| anyhow::anyhow!("the user is gone"))?
@@ -181,8 +199,34 @@ async fn a_run_launched_from_the_form_progresses_live_and_cancels(
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    // The open page learns the final status too (the scheduler finishes the job without an
+    // event; the stream reads the status on its tick), without a reload.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while c
+        .find(Locator::Css("#run-status .status-cancelled"))
+        .await
+        .is_err()
+    {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the open page still says {}",
+            text_of(&c, "#run-status").await?
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let marker = c
+        .execute("return window.__spadeMarker || null;", vec![])
+        .await?;
+    assert_eq!(
+        marker,
+        serde_json::json!("after-cancel"),
+        "cancelled without a reload"
+    );
     c.refresh().await?;
     wait_for(&c, "#run-status .status-cancelled").await?;
+    // The log tail is the worker's output (warm start, steps), not only the reported lines.
+    let log = text_of(&c, "#run-log").await?;
+    assert!(log.contains("warm start"), "{log}");
     assert!(
         c.find_all(Locator::Css("form[action$='/cancel']"))
             .await?

@@ -60,9 +60,10 @@ impl EnvFilters {
             None => None,
             Some("accepted") => Some(EnvStatus::Accepted),
             Some("rejected") => Some(EnvStatus::Rejected),
+            Some("broken_in_play") => Some(EnvStatus::BrokenInPlay),
             Some(other) => {
                 problems.push(format!(
-                    "Status must be accepted or rejected, got \"{other}\"."
+                    "Status must be accepted, rejected or broken_in_play, got \"{other}\"."
                 ));
                 None
             }
@@ -115,6 +116,7 @@ fn status_str(s: EnvStatus) -> &'static str {
     match s {
         EnvStatus::Accepted => "accepted",
         EnvStatus::Rejected => "rejected",
+        EnvStatus::BrokenInPlay => "broken_in_play",
     }
 }
 
@@ -157,6 +159,7 @@ pub fn EnvironmentsView(
                     <option value="" selected=filters.status.is_none()>"Any"</option>
                     <option value="accepted" selected=filters.status == Some(EnvStatus::Accepted)>"Accepted"</option>
                     <option value="rejected" selected=filters.status == Some(EnvStatus::Rejected)>"Rejected"</option>
+                    <option value="broken_in_play" selected=filters.status == Some(EnvStatus::BrokenInPlay)>"Broken in play"</option>
                 </select>
             </div>
             <div class="field small">
@@ -199,6 +202,8 @@ fn env_status_badge(status: EnvStatus, reason: Option<&str>) -> impl IntoView + 
         (EnvStatus::Accepted, _) => "accepted".to_owned(),
         (EnvStatus::Rejected, Some(r)) => format!("rejected: {r}"),
         (EnvStatus::Rejected, None) => "rejected".to_owned(),
+        (EnvStatus::BrokenInPlay, Some(r)) => format!("broken in play: {r}"),
+        (EnvStatus::BrokenInPlay, None) => "broken in play".to_owned(),
     };
     view! { <span class=format!("badge env-{}", status_str(status))>{text}</span> }
 }
@@ -222,9 +227,13 @@ fn env_row(e: EnvironmentSummary) -> impl IntoView {
 pub fn EnvironmentView(env: EnvironmentDetail) -> impl IntoView {
     let s = env.summary.clone();
     let run_href = format!("/runs/{}", s.run_id);
-    let rejected = (s.status == EnvStatus::Rejected).then(|| view! {
+    let rejected = (s.status != EnvStatus::Accepted).then(|| view! {
         <section class="card rejected" aria-labelledby="rej-h">
-            <h2 id="rej-h">"Rejected by validation"</h2>
+            <h2 id="rej-h">{if s.status == EnvStatus::BrokenInPlay {
+                "Broken in play: stopped at its first contract violation, its plays not trained on"
+            } else {
+                "Rejected by validation"
+            }}</h2>
             <p><strong>{s.rejection_reason.clone().unwrap_or_else(|| "no reason recorded".into())}</strong></p>
             {env.rejection_message.clone().map(|m| view! { <pre class="log">{m}</pre> })}
         </section>

@@ -200,6 +200,43 @@ fn environment_page_shows_code_diff_plays_and_rejection() {
 }
 
 #[test]
+fn a_broken_environment_shows_its_reason_and_seed() {
+    let env = EnvironmentDetail {
+        summary: EnvironmentSummary {
+            env_id: "e-9".into(),
+            run_id: 3,
+            step: 4,
+            skill: "Optimization".into(),
+            kind: EnvKind::Game,
+            status: EnvStatus::BrokenInPlay,
+            rejection_reason: Some("reward_out_of_range".into()),
+            regret: None,
+            win_rate_hint: None,
+            win_rate_no_hint: None,
+        },
+        run_name: "tiny".into(),
+        code: "class CoinEnv:\n    pass\n".into(),
+        hint: None,
+        rejection_message: Some("with seed 1234567: reward 1000000 is outside [-10, 10]".into()),
+        designer_reward: Some(-0.5),
+        reward_levels: None,
+        attempts: 1,
+        parent: None,
+        plays: vec![],
+    };
+    let html = render(move || view! { <EnvironmentView env /> }.into_any());
+    assert!(
+        html.contains("broken in play: reward_out_of_range"),
+        "{html}"
+    );
+    assert!(
+        html.contains("Broken in play: stopped at its first contract violation"),
+        "{html}"
+    );
+    assert!(html.contains("with seed 1234567"), "{html}");
+}
+
+#[test]
 fn environment_list_links_rows_and_keeps_filters_in_page_links() {
     let item = EnvironmentSummary {
         env_id: "e-1".into(),

@@ -104,6 +104,10 @@ pub fn SharedRunView(
                 (EnvStatus::Accepted, _) => ("badge env-accepted", "accepted".to_owned()),
                 (EnvStatus::Rejected, Some(r)) => ("badge env-rejected", format!("rejected: {r}")),
                 (EnvStatus::Rejected, None) => ("badge env-rejected", "rejected".to_owned()),
+                (EnvStatus::BrokenInPlay, r) => (
+                    "badge env-broken_in_play",
+                    format!("broken in play: {}", r.unwrap_or("?")),
+                ),
             };
             view! {
                 <tr>

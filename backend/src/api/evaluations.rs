@@ -51,6 +51,7 @@ pub async fn create(
 ) -> ApiResult<(StatusCode, Json<Evaluation>)> {
     let scope = editor_scope(&state, &auth, run_id).await?;
     spade::suites::check(&req.suite).map_err(|e| AppError::invalid("suite", e))?;
+    let suite = state.paths.suite("suite", &req.suite)?;
     if req.checkpoint_step < 0 {
         return Err(AppError::invalid("checkpoint_step", "must be 0 or more"));
     }
@@ -63,7 +64,7 @@ pub async fn create(
     )?;
     let new = NewEvaluation {
         checkpoint_step: req.checkpoint_step,
-        suite: &req.suite,
+        suite: &suite,
         item_limit: Some(limit),
         max_new_tokens,
         trigger: Trigger::Manual,

@@ -5,9 +5,9 @@
 use crate::AppState;
 use crate::api::member_scope;
 use crate::auth::AuthUser;
-use crate::error::{ApiPath, ApiResult, AppError};
+use crate::error::{ApiPath, ApiQuery, ApiResult, AppError};
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 
 /// At most this much of the end of the output is returned.
@@ -30,7 +30,7 @@ pub async fn job_logs(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
-    Query(q): Query<LogQuery>,
+    ApiQuery(q): ApiQuery<LogQuery>,
 ) -> ApiResult<Json<JobLogs>> {
     member_scope(&state, &auth, run_id).await?;
     let bytes = q.bytes.unwrap_or(64 * 1024);

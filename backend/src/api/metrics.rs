@@ -151,12 +151,21 @@ pub async fn export_csv(
         .into_response())
 }
 
-/// RFC 4180 quoting: fields with a comma, quote or line break are quoted, quotes doubled.
+/// RFC 4180 quoting: fields with a comma, quote or line break are quoted, quotes doubled. A
+/// field starting with `=`, `+`, `-`, `@`, TAB or CR would be run as a formula by spreadsheets
+/// (a metric named `=HYPERLINK(...)` is a link in the victim's sheet), so it gets a leading `'`,
+/// as OWASP's CSV-injection advice says. Metric names are written by workers, i.e. by whatever
+/// code a run executes.
 pub fn csv_field(s: &str) -> String {
+    let s = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{s}")
+    } else {
+        s.to_owned()
+    };
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
-        s.to_owned()
+        s
     }
 }
 
@@ -169,5 +178,15 @@ mod tests {
         assert_eq!(csv_field("reward/mean"), "reward/mean");
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(
+            csv_field("=HYPERLINK(\"http://evil\",\"x\")"),
+            "\"'=HYPERLINK(\"\"http://evil\"\",\"\"x\"\")\""
+        );
+        for f in ["+1", "-1+2", "@SUM(A1)", "\tx"] {
+            assert!(
+                csv_field(f).trim_start_matches('"').starts_with('\''),
+                "{f}"
+            );
+        }
     }
 }

@@ -101,7 +101,8 @@ pub async fn create(
             format!("expected one of {EXECUTORS:?}"),
         ));
     }
-    let cfg = parse_config(&req)?;
+    let mut cfg = parse_config(&req)?;
+    state.paths.check_config(&mut cfg)?;
     let seed = i64::try_from(cfg.run.seed)
         .map_err(|_| AppError::invalid("config.run.seed", "must be at most 2^63 - 1"))?;
     let run = runs::create(

@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use spade_db::teams::{self, Member, Project, Team};
+use spade_db::teams::{self, Member, MemberChange, MemberChanged, Project, Team};
 use spade_db::{Role, TeamScope, audit};
 
 #[derive(Debug, Deserialize)]
@@ -105,8 +105,9 @@ pub async fn members(
     Ok(Json(teams::members(&state.db, &scope).await?))
 }
 
-/// Invites (adds) a registered user by email, or changes a member's role. An owner cannot
-/// demote the team's last owner.
+/// Invites (adds) a registered user by email, or changes a member's role. A change that would
+/// leave the team without an owner is refused (409 `last_owner`), also when two owners act at
+/// the same moment (see `spade_db::teams::change_member`).
 pub async fn upsert_member(
     State(state): State<AppState>,
     auth: AuthUser,
@@ -115,16 +116,15 @@ pub async fn upsert_member(
 ) -> ApiResult<Json<Member>> {
     let scope = scope(&state, &auth, team_id, Role::Owner).await?;
     let email = req.email.trim().to_lowercase();
-    if req.role != Role::Owner
-        && email == auth.user.email
-        && teams::owner_count(&state.db, &scope).await? <= 1
-    {
-        return Err(AppError::Conflict {
-            code: "last_owner",
-            message: "the team's last owner cannot step down; make someone else owner first".into(),
-        });
-    }
-    let member = teams::upsert_member(&state.db, &scope, &email, req.role).await?;
+    let change = MemberChange::Upsert {
+        email: &email,
+        role: req.role,
+    };
+    let member = match teams::change_member(&state.db, &scope, change).await? {
+        MemberChanged::Upserted(m) => m,
+        other => return Err(refused(other, "step down")),
+    };
+    state.events.access_changed();
     log(
         &state,
         &auth,
@@ -142,15 +142,12 @@ pub async fn remove_member(
     ApiPath((team_id, user_id)): ApiPath<(i64, i64)>,
 ) -> ApiResult<StatusCode> {
     let scope = scope(&state, &auth, team_id, Role::Owner).await?;
-    if teams::role_of(&state.db, &scope, user_id).await? == Some(Role::Owner)
-        && teams::owner_count(&state.db, &scope).await? <= 1
-    {
-        return Err(AppError::Conflict {
-            code: "last_owner",
-            message: "cannot remove the team's last owner".into(),
-        });
+    match teams::change_member(&state.db, &scope, MemberChange::Remove { user_id }).await? {
+        MemberChanged::Removed => {}
+        other => return Err(refused(other, "be removed")),
     }
-    teams::remove_member(&state.db, &scope, user_id).await?;
+    // Open event streams of the removed member end now, not when they next reconnect.
+    state.events.access_changed();
     log(
         &state,
         &auth,
@@ -160,6 +157,20 @@ pub async fn remove_member(
     )
     .await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The error of a membership change the database refused.
+fn refused(outcome: MemberChanged, what: &str) -> AppError {
+    match outcome {
+        MemberChanged::NotOwner => AppError::Forbidden {
+            code: "insufficient_role",
+            message: "you are no longer an owner of this team".into(),
+        },
+        _ => AppError::Conflict {
+            code: "last_owner",
+            message: format!("the team's last owner cannot {what}; make someone else owner first"),
+        },
+    }
 }
 
 pub async fn projects(

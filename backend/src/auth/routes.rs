@@ -95,8 +95,15 @@ fn normalize_email(email: &str) -> Result<String, AppError> {
 /// open or closed by configuration.
 pub async fn register(
     State(state): State<AppState>,
+    ClientIp(ip): ClientIp,
     ApiJson(req): ApiJson<RegisterRequest>,
 ) -> ApiResult<Response> {
+    state
+        .auth
+        .limits
+        .register
+        .take(&ip)
+        .map_err(|retry_after_s| AppError::RateLimited { retry_after_s })?;
     let email = normalize_email(&req.email)?;
     let name = req.display_name.trim();
     if !(1..=100).contains(&name.chars().count()) {
@@ -127,7 +134,7 @@ pub async fn register(
     Ok((StatusCode::CREATED, Json(user)).into_response())
 }
 
-/// `POST /api/v1/auth/login`: rate-limited per client IP and email.
+/// `POST /api/v1/auth/login`: rate-limited per client IP and email, and per email.
 pub async fn login(
     State(state): State<AppState>,
     ClientIp(ip): ClientIp,
@@ -137,7 +144,8 @@ pub async fn login(
     let email = req.email.trim().to_lowercase();
     state
         .auth
-        .limiter
+        .limits
+        .login
         .attempt(&ip, &email)
         .map_err(|retry_after_s| AppError::RateLimited { retry_after_s })?;
     let creds = users::credentials(&state.db, &email).await?;
@@ -153,7 +161,7 @@ pub async fn login(
             "verified without an account"
         )));
     };
-    state.auth.limiter.succeeded(&ip, &email);
+    state.auth.limits.login.succeeded(&ip, &email);
     let refresh = tokens::random_token("sprt_");
     let user_agent = headers
         .get(header::USER_AGENT)
@@ -184,9 +192,16 @@ pub async fn login(
 /// Browsers send the refresh cookie plus `X-CSRF-Token`; API clients send the token in the body.
 pub async fn refresh(
     State(state): State<AppState>,
+    ClientIp(ip): ClientIp,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> ApiResult<Response> {
+    state
+        .auth
+        .limits
+        .refresh
+        .take(&ip)
+        .map_err(|retry_after_s| AppError::RateLimited { retry_after_s })?;
     // The body is optional (browsers send none), so it is parsed here rather than extracted.
     let req: RefreshRequest = if body.iter().all(u8::is_ascii_whitespace) {
         RefreshRequest::default()
@@ -246,6 +261,27 @@ pub async fn refresh(
             let user = users::get(&state.db, user_id).await?;
             session_response(&state, user, session_id, next, api_client)
         }
+        Refresh::Reused {
+            session_id,
+            user_id,
+        } => {
+            // A rotated token came back: it was copied. The session is revoked (done by the
+            // query); its open pages and streams end too.
+            state.events.access_changed();
+            audit::record(
+                &state.db,
+                &audit::Entry {
+                    actor_id: Some(user_id),
+                    team_id: None,
+                    action: "session.refresh_reuse",
+                    target: format!("session:{session_id}"),
+                    detail: serde_json::json!({}),
+                },
+            )
+            .await?;
+            tracing::warn!(session_id, user_id, "refresh token reuse: session revoked");
+            Err(refused())
+        }
         Refresh::Refused => Err(refused()),
     }
 }
@@ -254,6 +290,7 @@ pub async fn refresh(
 /// now) and clears the cookies.
 pub async fn logout(State(state): State<AppState>, auth: AuthUser) -> ApiResult<Response> {
     users::revoke_session(&state.db, auth.session_id, auth.user.id).await?;
+    state.events.access_changed();
     let mut resp = StatusCode::NO_CONTENT.into_response();
     let h = resp.headers_mut();
     for (name, path) in [

@@ -14,7 +14,7 @@ use crate::AppState;
 use crate::api;
 use crate::api::teams::{MemberRequest, NameRequest};
 use crate::auth::routes::{self as auth_routes, ClientIp, LoginRequest, RegisterRequest};
-use crate::auth::{AuthUser, CSRF_HEADER};
+use crate::auth::{AuthUser, CSRF_HEADER, origin};
 use crate::error::{ApiJson, ApiPath, AppError};
 use axum::body::Body;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
@@ -66,12 +66,32 @@ pub struct RegisterForm {
     password: String,
 }
 
-/// `next` if it is a path on this site, else the runs list (no open redirects).
-fn local_path(next: &str) -> &str {
-    if next.starts_with('/') && !next.starts_with("//") && !next.contains('\\') {
+/// `next` if it is a path on this site, else the runs list (no open redirects). Browsers drop
+/// TAB, CR and LF anywhere in a URL and treat `\\` as `/`, so `/\t/evil.example` and `/\\evil`
+/// mean `//evil.example`: anything but printable ASCII (controls, whitespace, raw non-ASCII, which
+/// a `Location` header cannot carry either) or a backslash makes `next` foreign, as does a second
+/// leading slash. Pages this site links to are percent-encoded, so nothing of ours is lost.
+pub(crate) fn local_path(next: &str) -> &str {
+    let plain = next.chars().all(|c| c.is_ascii_graphic() && c != '\\');
+    if plain && next.starts_with('/') && !next.starts_with("//") {
         next
     } else {
         "/runs"
+    }
+}
+
+/// Refuses a login or registration form posted by another site's page (login CSRF; see
+/// `auth::origin`). The other forms need the session's CSRF token instead.
+fn from_our_pages(state: &AppState, headers: &HeaderMap) -> Result<(), AppError> {
+    if origin::from_our_pages(headers, state.public_url.as_deref()) {
+        Ok(())
+    } else {
+        Err(AppError::Forbidden {
+            code: "cross_site_form",
+            message: "this form was posted from another site's page; log in from this site's \
+                      own login page"
+                .into(),
+        })
     }
 }
 
@@ -90,6 +110,9 @@ async fn login(
     headers: HeaderMap,
     Form(f): Form<LoginForm>,
 ) -> Response {
+    if let Err(e) = from_our_pages(&state, &headers) {
+        return e.into_response();
+    }
     let next = local_path(&f.next).to_owned();
     let req = LoginRequest {
         email: f.email.clone(),
@@ -123,6 +146,9 @@ async fn register(
     headers: HeaderMap,
     Form(f): Form<RegisterForm>,
 ) -> Response {
+    if let Err(e) = from_our_pages(&state, &headers) {
+        return e.into_response();
+    }
     let back = |error: &str| {
         Redirect::to(&format!(
             "/register?error={}&email={}&display_name={}",
@@ -137,7 +163,7 @@ async fn register(
         display_name: f.display_name.clone(),
         password: f.password.clone(),
     };
-    if let Err(e) = auth_routes::register(State(state.clone()), ApiJson(req)).await {
+    if let Err(e) = auth_routes::register(State(state.clone()), ip.clone(), ApiJson(req)).await {
         return back(&e.to_string());
     }
     // Registered: log the new account in, as people expect.
@@ -448,6 +474,12 @@ mod tests {
             "https://evil.example",
             "//evil.example",
             "/\\evil",
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/\r\nSet-Cookie: x=1",
+            "/ /evil.example",
+            "/\u{0}/evil",
+            "/caf\u{e9}",
             "runs",
             "",
         ] {

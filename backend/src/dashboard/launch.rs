@@ -147,7 +147,15 @@ const HELP: &[(&str, &str)] = &[
     ),
     (
         "run.checkpoint_every",
-        "Write a checkpoint every this many steps (and always at the end).",
+        "Keep the weights as a checkpoint (checkpoints/step-N) every this many steps (and always at the end).",
+    ),
+    (
+        "run.optimizer_every",
+        "Write the optimiser state (AdamW's moments, and the float32 masters of bf16 weights: 8 to 12 bytes per parameter) every this many steps (and at the end); the resume point carries the last one between. A resume between two writes continues with the moments of the last one (and, for bf16 weights, from the weights of its own step).",
+    ),
+    (
+        "run.checkpoint_keep",
+        "Checkpoints kept: the last this many (0 = all of them).",
     ),
     (
         "model.path",
@@ -165,6 +173,10 @@ const HELP: &[(&str, &str)] = &[
     (
         "model.agent_max_new_tokens",
         "Most tokens of one agent turn.",
+    ),
+    (
+        "model.max_context",
+        "Longest token sequence the policy is given (prompt and everything generated): an agent episode whose next turn would pass it ends truncated (the reference's context: 32,768).",
     ),
     (
         "curriculum.kinds",
@@ -287,6 +299,14 @@ const HELP: &[(&str, &str)] = &[
         "Ask the policy whether a validated game works (spec, \"Validation\": on for real models, off for the tiny one).",
     ),
     (
+        "designer.judge_temperature",
+        "Sampling temperature of the self-judge's verdict (default: the roles' 0.6, spec 5).",
+    ),
+    (
+        "designer.judge_max_new_tokens",
+        "Most tokens of the self-judge's reply (a model that thinks first needs room).",
+    ),
+    (
         "designer.ema.gamma_fast",
         "Per-skill fast average decay (spec: 0.98).",
     ),
@@ -302,6 +322,10 @@ const HELP: &[(&str, &str)] = &[
         "hint.plays",
         "Plays with the hint per environment, once at generation (spec 5: 16).",
     ),
+    (
+        "hint.code_chars",
+        "Characters of the environment's code the hint call reads; 0 = the whole program (the spec's hint writer reads the accepted code).",
+    ),
     ("agent.temperature", "Sampling temperature (spec 5: 0.6)."),
     ("agent.max_turns", "Turn limit of one play (spec 5: 25)."),
     (
@@ -311,6 +335,14 @@ const HELP: &[(&str, &str)] = &[
     (
         "agent.format_penalty",
         "Reward of a malformed agent turn (spec, tool-use contract: -0.1).",
+    ),
+    (
+        "agent.max_episode_tokens",
+        "Tokens the agent may write over a whole episode, all turns together (the reference's agent budget: 8,192); the episode ends truncated when its next turn would pass it.",
+    ),
+    (
+        "agent.concurrency",
+        "Episodes played at once: sandbox runners, and rows of one sampling batch.",
     ),
     ("grpo.lr", "Learning rate (spec 8: 1e-6 for 4B-30B models)."),
     (
@@ -328,6 +360,18 @@ const HELP: &[(&str, &str)] = &[
     (
         "grpo.tis_cap",
         "Cap of the truncated importance-sampling ratio of delayed designer samples (spec 8: 2).",
+    ),
+    (
+        "grpo.micro_batch_tokens",
+        "Tokens per forward/backward pass: samples are packed into micro-batches of at most this many tokens (a longer sample gets a micro-batch of its own); gradients accumulate.",
+    ),
+    (
+        "grpo.logprob_chunk_tokens",
+        "Positions per chunk of the language-model head when log-probs are computed, so the logits of a whole micro-batch never exist at once.",
+    ),
+    (
+        "grpo.activation_recompute",
+        "Recompute each layer's activations in the backward pass (less memory, about a third more compute).",
     ),
     (
         "sandbox.step_timeout_s",

@@ -465,13 +465,7 @@ async fn refresh_token_reuse_after_logout_is_refused(pool: PgPool) -> TestResult
             .status,
         StatusCode::NO_CONTENT
     );
-    let r = app
-        .post(
-            "/api/v1/auth/refresh",
-            &Cred::None,
-            json!({ "refresh_token": refresh }),
-        )
-        .await;
+    let r = app.refresh_api(&refresh).await;
     assert_eq!(
         (r.status, r.code().as_str()),
         (StatusCode::UNAUTHORIZED, "invalid_refresh_token")
@@ -485,21 +479,9 @@ async fn refresh_token_reuse_after_logout_is_refused(pool: PgPool) -> TestResult
 
     // A refresh token that was rotated away is refused as well.
     let (_, first) = app.login_api("a@x.org").await;
-    let rotated = app
-        .post(
-            "/api/v1/auth/refresh",
-            &Cred::None,
-            json!({ "refresh_token": first }),
-        )
-        .await;
+    let rotated = app.refresh_api(&first).await;
     assert_eq!(rotated.status, StatusCode::OK);
-    let r = app
-        .post(
-            "/api/v1/auth/refresh",
-            &Cred::None,
-            json!({ "refresh_token": first }),
-        )
-        .await;
+    let r = app.refresh_api(&first).await;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     Ok(())
 }

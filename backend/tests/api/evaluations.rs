@@ -278,7 +278,7 @@ async fn evaluations_are_queued_by_editors_and_results_need_the_jobs_own_token(
 }
 
 /// `target/debug` of the running test binary (`target/debug/deps/api-*`).
-fn bin_dir() -> Result<PathBuf, Box<dyn std::error::Error>> {
+pub fn bin_dir() -> Result<PathBuf, Box<dyn std::error::Error>> {
     let exe = std::env::current_exe()?;
     Ok(exe
         .parent()

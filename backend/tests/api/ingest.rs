@@ -579,3 +579,86 @@ async fn environments_filter_and_detail(pool: PgPool) -> TestResult {
     );
     Ok(())
 }
+
+/// An environment that broke the contract in play is stored as `broken_in_play` with its
+/// reason and the failing play's seed; its plays stay; the status filter finds it.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn an_environment_broken_in_play_keeps_its_plays_and_shows_reason_and_seed(
+    pool: PgPool,
+) -> TestResult {
+    let f = fixture(pool).await;
+    let (app, run) = (&f.app, f.run);
+    let path = format!("/api/v1/ingest/{run}");
+    let play = PlayRecord {
+        env_id: "e1".into(),
+        step: 2,
+        with_hint: false,
+        episode_return: 0.0,
+        won: false,
+        turns: 4,
+        transcript: vec![],
+    };
+    let body = batch(
+        run,
+        0,
+        vec![
+            env("e1", 0, "arithmetic", None, 0.3),
+            env("e2", 0, "arithmetic", None, 0.3),
+            Message::Plays {
+                records: vec![play],
+            },
+            Message::EnvironmentBroken {
+                env_id: "e1".into(),
+                step: 2,
+                seed: 1_234_567,
+                reason: "reward_out_of_range".into(),
+                message: "with seed 1234567: reward 1000000 is outside [-10, 10]".into(),
+            },
+        ],
+    );
+    assert_eq!(
+        app.post(&path, &f.worker, body).await.status,
+        StatusCode::OK
+    );
+    let e = app
+        .get(&format!("/api/v1/runs/{run}/environments/e1"), &f.owner)
+        .await
+        .json();
+    assert_eq!(e["status"], "broken_in_play", "{e}");
+    assert_eq!(e["rejection_reason"], "reward_out_of_range", "{e}");
+    assert!(
+        e["rejection_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("seed 1234567")),
+        "{e}"
+    );
+    assert_eq!(e["plays"].as_array().map(Vec::len), Some(1), "{e}");
+    let broken = app
+        .get(
+            &format!("/api/v1/runs/{run}/environments?status=broken_in_play"),
+            &f.owner,
+        )
+        .await
+        .json();
+    let ids: Vec<&str> = broken["items"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x["env_id"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(ids, ["e1"], "{broken}");
+    // An environment never reported cannot break.
+    let ghost = batch(
+        run,
+        10,
+        vec![Message::EnvironmentBroken {
+            env_id: "ghost".into(),
+            step: 2,
+            seed: 1,
+            reason: "exception".into(),
+            message: "x".into(),
+        }],
+    );
+    let r = app.post(&path, &f.worker, ghost).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.text().contains("ghost"), "{}", r.text());
+    Ok(())
+}

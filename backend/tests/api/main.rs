@@ -5,6 +5,7 @@
 mod attacks;
 mod evaluations;
 mod flows;
+mod holes;
 mod ingest;
 mod live;
 mod support;

@@ -38,6 +38,20 @@ impl Resp {
     pub fn code(&self) -> String {
         self.json()["code"].as_str().unwrap_or("").to_owned()
     }
+    pub fn message(&self) -> String {
+        self.json()["message"].as_str().unwrap_or("").to_owned()
+    }
+    /// Asserts a 422 whose message names `field` and says `says`; `what` labels the failure.
+    pub fn assert_refused(&self, field: &str, says: &str, what: &str) {
+        assert_eq!(
+            self.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{what}: {}",
+            self.text()
+        );
+        let msg = self.message();
+        assert!(msg.contains(field) && msg.contains(says), "{what}: {msg}");
+    }
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
@@ -73,13 +87,12 @@ impl TestApp {
     }
 
     pub fn with_registration(pool: PgPool, reg: Registration) -> Self {
-        let leptos = leptos::prelude::LeptosOptions::builder()
-            .output_name(spade_server::OUTPUT_NAME)
-            .site_root("site")
-            .build();
-        let secret = JwtSecret::new(SECRET.to_vec()).unwrap_or_else(|_| JwtSecret::random());
-        let state = AppState::new(leptos, pool, AuthState::new(secret, reg, false));
-        Self { router: app(state) }
+        Self::built(pool, reg, |s| s)
+    }
+
+    /// An app whose state `f` adjusts (public URL, path roots, ...).
+    pub fn with_state(pool: PgPool, f: impl FnOnce(AppState) -> AppState) -> Self {
+        Self::built(pool, Registration::Open, f)
     }
 
     /// An app that also serves job output through a scheduler configured by `args`
@@ -89,14 +102,20 @@ impl TestApp {
         let mut argv = vec!["spade-server"];
         argv.extend_from_slice(args);
         let settings = spade_server::config::Config::parse_from(argv).scheduler;
+        Self::with_state(pool, |s| s.with_scheduler(settings))
+    }
+
+    /// The app as the tests' common settings make it, then adjusted by `f`.
+    fn built(pool: PgPool, reg: Registration, f: impl FnOnce(AppState) -> AppState) -> Self {
         let leptos = leptos::prelude::LeptosOptions::builder()
             .output_name(spade_server::OUTPUT_NAME)
             .site_root("site")
             .build();
         let secret = JwtSecret::new(SECRET.to_vec()).unwrap_or_else(|_| JwtSecret::random());
-        let auth = AuthState::new(secret, Registration::Open, false);
-        let state = AppState::new(leptos, pool, auth).with_scheduler(settings);
-        Self { router: app(state) }
+        let state = AppState::new(leptos, pool, AuthState::new(secret, reg, false));
+        Self {
+            router: app(f(state)),
+        }
     }
 
     /// Serves the app on an ephemeral loopback port (for jobs that call back over HTTP); the
@@ -187,6 +206,16 @@ impl TestApp {
             j["access_token"].as_str().unwrap_or_default().to_owned(),
             j["refresh_token"].as_str().unwrap_or_default().to_owned(),
         )
+    }
+
+    /// Presents a refresh token as an API client.
+    pub async fn refresh_api(&self, refresh: &str) -> Resp {
+        self.post(
+            "/api/v1/auth/refresh",
+            &Cred::None,
+            json!({ "refresh_token": refresh }),
+        )
+        .await
     }
 
     /// Registers and logs in as an API client; returns a bearer credential.

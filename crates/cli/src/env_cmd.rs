@@ -3,7 +3,7 @@
 use anyhow::Context;
 use spade_sandbox::protocol::EnvKind;
 use spade_sandbox::{Pool, PoolConfig, Report, RunnerConfig, ValidationConfig};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -27,16 +27,49 @@ fn read_source(file: &Path) -> anyhow::Result<String> {
     })
 }
 
+/// Where `check` takes its extra seeds from.
+pub enum Seeds {
+    /// Draw this many from the operating system's randomness.
+    Draw(usize),
+    /// Replay these.
+    Given(Vec<i64>),
+    /// Replay the `seeds` of a JSON report.
+    FromReport(PathBuf),
+}
+
+fn seeds_of_report(path: &Path) -> anyhow::Result<Vec<i64>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the report {}", path.display()))?;
+    let report: Report = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a `spade env check --json` report",
+            path.display()
+        )
+    })?;
+    Ok(report.seeds)
+}
+
 pub fn check(
     file: &Path,
     json: bool,
     kind: Option<EnvKind>,
     budget_secs: u64,
+    seeds: Seeds,
 ) -> anyhow::Result<ExitCode> {
     let source = read_source(file)?;
+    let (drawn_seeds, seeds) = match seeds {
+        Seeds::Draw(n) => (n, None),
+        Seeds::Given(s) => (s.len(), Some(s)),
+        Seeds::FromReport(p) => {
+            let s = seeds_of_report(&p)?;
+            (s.len(), Some(s))
+        }
+    };
     let cfg = ValidationConfig {
         budget: Duration::from_secs(budget_secs),
         kind,
+        drawn_seeds,
+        seeds,
         ..ValidationConfig::default()
     };
     let report = spade_sandbox::validate(&pool(), &source, &cfg);
@@ -70,14 +103,21 @@ fn print_report(file: &Path, r: &Report) {
         println!("  {mark} {:?}", c.check);
     }
     if let Some(rej) = &r.rejection {
-        println!(
-            "reason: {}",
-            serde_json::to_value(rej.reason)
-                .map(|v| v.to_string())
-                .unwrap_or_default()
-                .trim_matches('"')
-        );
+        println!("reason: {}", rej.reason.as_str());
+        if let Some(seed) = rej.seed {
+            println!("seed: {seed}");
+        }
         println!("{}", rej.message);
+    }
+    let seeds: Vec<String> = r.seeds.iter().map(i64::to_string).collect();
+    if seeds.is_empty() {
+        println!("drawn seeds: none");
+    } else {
+        println!(
+            "drawn seeds: {} (replay with --seeds {})",
+            seeds.join(", "),
+            seeds.join(",")
+        );
     }
     if !r.solution_turns.is_empty() {
         println!("solution turns (seeds 0, 1, 2): {:?}", r.solution_turns);

@@ -2,6 +2,7 @@
 
 mod env_cmd;
 mod eval_cmd;
+mod model_bench;
 mod model_cmd;
 mod train_cmd;
 mod vendi_cmd;
@@ -30,7 +31,8 @@ enum Command {
     /// Validate and play environment files (Python source) in the sandbox.
     #[command(subcommand)]
     Env(EnvCommand),
-    /// Create, inspect and sample from policy checkpoints (Hugging Face layout).
+    /// Create, inspect and sample from policy checkpoints (Hugging Face layout); time a
+    /// training step of a Qwen3 shape.
     #[command(subcommand)]
     Model(model_cmd::ModelCommand),
     /// Run a training worker for a run scheduled by the service (reports over HTTP, resumes
@@ -59,6 +61,16 @@ enum EnvCommand {
         /// Time budget for the whole validation, in seconds.
         #[arg(long, default_value_t = 60)]
         budget: u64,
+        /// How many extra seeds to draw from the operating system's randomness (besides the
+        /// spec's fixed 0, 1, 2, 42, 123); the report lists them.
+        #[arg(long, default_value_t = spade_sandbox::validate::DRAWN_SEEDS)]
+        drawn_seeds: usize,
+        /// Replay: use these seeds instead of drawing (comma-separated, as a report lists them).
+        #[arg(long, value_delimiter = ',', conflicts_with = "replay")]
+        seeds: Option<Vec<i64>>,
+        /// Replay: use the seeds of a JSON report written by `spade env check --json`.
+        #[arg(long, value_name = "REPORT.json")]
+        replay: Option<PathBuf>,
     },
     /// Play FILE.py with the given actions (or its own solution() each turn) and print the
     /// trajectory.
@@ -88,12 +100,20 @@ fn main() -> ExitCode {
             json,
             kind,
             budget,
+            drawn_seeds,
+            seeds,
+            replay,
         }) => {
             let kind = kind.map(|k| match k {
                 KindArg::Game => spade_sandbox::EnvKind::Game,
                 KindArg::ToolUse => spade_sandbox::EnvKind::ToolUse,
             });
-            env_cmd::check(&file, json, kind, budget)
+            let seeds = match (seeds, replay) {
+                (Some(s), _) => env_cmd::Seeds::Given(s),
+                (None, Some(report)) => env_cmd::Seeds::FromReport(report),
+                (None, None) => env_cmd::Seeds::Draw(drawn_seeds),
+            };
+            env_cmd::check(&file, json, kind, budget, seeds)
         }
         Command::Env(EnvCommand::Play {
             file,

@@ -1,5 +1,6 @@
-//! `spade model init | forward | generate`: create, inspect and sample from policy checkpoints
-//! (Hugging Face layout). Errors are usage errors (exit 2) with the library's precise message.
+//! `spade model init | forward | generate | bench`: create, inspect and sample from policy
+//! checkpoints (Hugging Face layout), and time a training step of a random-init Qwen3 shape
+//! (`model_bench`). Errors are usage errors (exit 2) with the library's precise message.
 
 use anyhow::{Context, bail};
 use clap::{Subcommand, ValueEnum};
@@ -62,6 +63,9 @@ pub enum ModelCommand {
         #[arg(long, value_enum)]
         role: Option<RoleArg>,
     },
+    /// Time one training step (GRPO, packed, mixed precision on CUDA) of a random-init Qwen3
+    /// shape and print tokens trained per second and peak memory (a benchmark, not a test).
+    Bench(crate::model_bench::BenchArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -102,6 +106,7 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<ExitCode> {
             };
             sample(&checkpoint, &prompt, params, seed, role)
         }
+        ModelCommand::Bench(args) => crate::model_bench::run(&args),
     }?;
     Ok(ExitCode::SUCCESS)
 }

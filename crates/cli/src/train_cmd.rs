@@ -37,9 +37,10 @@ pub struct CommonArgs {
     /// server's environment sets SPADE_SEEDS to an absolute path (scripts/serve does).
     #[arg(long, env = "SPADE_SEEDS", default_value = "envs/seed")]
     pub seeds: PathBuf,
-    /// Environment episodes (sandbox runners) played at once.
-    #[arg(long, default_value_t = 8)]
-    pub concurrency: usize,
+    /// Environment episodes (sandbox runners) played at once; overrides the run
+    /// configuration's `agent.concurrency`.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
     /// libtorch threads (1 is fastest for the tiny model on a small machine).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -70,7 +71,7 @@ impl CommonArgs {
             );
         }
         let mut o = RunOptions::new(run_id, self.seeds.clone(), cache_dir());
-        o.concurrency = self.concurrency.max(1);
+        o.concurrency = self.concurrency.map(|n| n.max(1));
         o.warm_epochs = self.warm_epochs;
         o.warm_measure = self.warm_measure;
         o.resume = resume;

@@ -26,8 +26,10 @@ pub struct WorkerArgs {
     #[arg(long, env = "SPADE_WORKER_TOKEN", hide_env_values = true)]
     pub token: String,
     /// Checkpoints, the report spool and the sequence reservation (default:
-    /// ./spade-worker/<run>). A restarted worker resumes from what it finds here.
-    #[arg(long)]
+    /// ./spade-worker/<run>). A restarted worker resumes from what it finds here. The local
+    /// executor sets SPADE_WORKER_DATA_DIR to one directory per run, shared by its attempts, so a
+    /// resumed run continues from its last checkpoint.
+    #[arg(long, env = "SPADE_WORKER_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     #[command(flatten)]
     pub common: CommonArgs,

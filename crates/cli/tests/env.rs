@@ -106,3 +106,42 @@ fn play_without_actions_follows_the_solution_to_a_win() -> Result<(), serde_json
     assert!(text(&out).contains("50 is too"), "{}", text(&out));
     Ok(())
 }
+
+/// A rejection at a drawn seed names the seed, and `--seeds` (or `--replay REPORT.json`)
+/// replays it.
+#[test]
+fn a_rejection_at_a_drawn_seed_replays_from_its_seeds_or_its_report() -> anyhow::Result<()> {
+    let evasive = fixture("evasive/wrong_solution_elsewhere.py");
+    let file = evasive.to_str().unwrap_or_default();
+    let out = spade(&["env", "check", "--json", file]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["rejection"]["reason"], "unsolvable");
+    let seed = report["rejection"]["seed"].clone();
+    let seeds: Vec<String> = report["seeds"]
+        .as_array()
+        .map(|a| a.iter().map(|s| s.to_string()).collect())
+        .unwrap_or_default();
+    assert_eq!(seeds.len(), 3, "{report}");
+    let replay = spade(&["env", "check", "--json", "--seeds", &seeds.join(","), file]);
+    let again: serde_json::Value = serde_json::from_slice(&replay.stdout)?;
+    assert_eq!(again["rejection"], report["rejection"]);
+    assert_eq!(again["seeds"], report["seeds"]);
+    let dir = tempfile::tempdir()?;
+    let saved = dir.path().join("report.json");
+    std::fs::write(&saved, &out.stdout)?;
+    let replay = spade(&[
+        "env",
+        "check",
+        "--replay",
+        saved.to_str().unwrap_or_default(),
+        file,
+    ]);
+    assert_eq!(replay.status.code(), Some(1), "{}", text(&replay));
+    let t = text(&replay);
+    assert!(t.contains(&format!("seed: {seed}")), "{t}");
+    // The spec's fixed seeds alone do not catch it.
+    let fixed = spade(&["env", "check", "--drawn-seeds", "0", file]);
+    assert_eq!(fixed.status.code(), Some(0), "{}", text(&fixed));
+    Ok(())
+}

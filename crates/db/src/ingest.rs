@@ -168,6 +168,32 @@ impl Batch {
         Ok(())
     }
 
+    /// Marks an accepted environment `broken_in_play` with the reason and message of its first
+    /// violation in play (the message names the play's seed); `NotFound("environment")` when
+    /// the env_id was never reported. A rejected environment stays rejected.
+    pub async fn broken_in_play(
+        &mut self,
+        env_id: &str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), DbError> {
+        let done = sqlx::query!(
+            "UPDATE environments SET status = 'broken_in_play', rejection_reason = $3,
+                rejection_message = $4
+             WHERE run_id = $1 AND env_id = $2 AND status <> 'rejected'",
+            self.run_id,
+            env_id,
+            reason,
+            message
+        )
+        .execute(&mut *self.tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(DbError::NotFound("environment"));
+        }
+        Ok(())
+    }
+
     /// Stores plays.
     pub async fn plays(&mut self, plays: &[NewPlay<'_>]) -> Result<(), DbError> {
         for p in plays {

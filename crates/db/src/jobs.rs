@@ -261,11 +261,18 @@ pub async fn finish(
     .await?
     .ok_or(JobError::NotActive { job_id })?;
     if job.kind == JobKind::Train {
+        // A worker that died without reporting (killed, out of memory) left no status message:
+        // the job's own account of its end is the best there is.
         sqlx::query!(
-            "UPDATE runs SET status = $2::text::run_status, finished_at = now(), updated_at = now()
+            "UPDATE runs SET status = $2::text::run_status, finished_at = now(), updated_at = now(),
+                 status_message = CASE
+                     WHEN $2 = 'failed' AND coalesce(status_message, '') = ''
+                     THEN 'the worker ended without reporting why: ' || $3
+                     ELSE status_message END
              WHERE id = $1",
             job.run_id,
             run_status,
+            message,
         )
         .execute(&mut *tx)
         .await?;

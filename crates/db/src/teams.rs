@@ -87,74 +87,104 @@ pub async fn members(pool: &PgPool, scope: &TeamScope) -> Result<Vec<Member>, Db
     Ok(rows)
 }
 
-/// Adds the registered user with `email` to the team, or changes their role if already a member.
-/// `NotFound("user")` when no account has that email.
-pub async fn upsert_member(
-    pool: &PgPool,
-    scope: &TeamScope,
-    email: &str,
-    role: Role,
-) -> Result<Member, DbError> {
-    let row = sqlx::query_as!(
-        Member,
-        r#"WITH u AS (SELECT id, email, display_name FROM users WHERE lower(email) = lower($2)),
-                m AS (INSERT INTO memberships (team_id, user_id, role)
-                      SELECT $1, u.id, $3 FROM u
-                      ON CONFLICT (team_id, user_id) DO UPDATE SET role = EXCLUDED.role
-                      RETURNING user_id, role)
-           SELECT u.id AS "user_id!", u.email AS "email!", u.display_name AS "display_name!",
-                  m.role AS "role!: Role"
-           FROM u JOIN m ON m.user_id = u.id"#,
-        scope.team_id,
-        email,
-        role as Role
-    )
-    .fetch_optional(pool)
-    .await?
-    .ok_or(DbError::NotFound("user"))?;
-    Ok(row)
+/// A change of one membership. Both kinds go through [`change_member`], which keeps the team's
+/// last owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberChange<'a> {
+    /// Adds the registered user with this email, or changes their role if already a member.
+    Upsert { email: &'a str, role: Role },
+    /// Removes this user from the team.
+    Remove { user_id: i64 },
 }
 
-/// Number of owners of the scoped team (a team never loses its last owner).
-pub async fn owner_count(pool: &PgPool, scope: &TeamScope) -> Result<i64, DbError> {
-    let n = sqlx::query_scalar!(
+/// What [`change_member`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberChanged {
+    Upserted(Member),
+    Removed,
+    /// Refused: the change would leave the team without an owner. Nothing changed.
+    LastOwner,
+    /// Refused: the caller is no longer an owner (a concurrent change demoted or removed them
+    /// after their request was authorised). Nothing changed.
+    NotOwner,
+}
+
+/// Applies one membership change for an owner, atomically with the rule that a team always has
+/// an owner. The team row is locked first (`FOR UPDATE`), so concurrent changes of one team's
+/// memberships run one after another; inside that lock the caller's ownership is checked again,
+/// the change is made and the owners counted, and a change that leaves none is rolled back. (Two
+/// owners removing each other at the same moment: the second sees it is no longer an owner.)
+/// Errors: `NotFound("user")` for an unknown email, `NotFound("member")` for a non-member.
+pub async fn change_member(
+    pool: &PgPool,
+    scope: &TeamScope,
+    change: MemberChange<'_>,
+) -> Result<MemberChanged, DbError> {
+    let mut tx = pool.begin().await?;
+    sqlx::query_scalar!(
+        "SELECT id FROM teams WHERE id = $1 FOR UPDATE",
+        scope.team_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(DbError::NotFound("team"))?;
+    let caller = sqlx::query_scalar!(
+        r#"SELECT role AS "role: Role" FROM memberships WHERE team_id = $1 AND user_id = $2"#,
+        scope.team_id,
+        scope.user_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if caller != Some(Role::Owner) {
+        return Ok(MemberChanged::NotOwner);
+    }
+    let done = match change {
+        MemberChange::Upsert { email, role } => {
+            let row = sqlx::query_as!(
+                Member,
+                r#"WITH u AS (SELECT id, email, display_name FROM users WHERE lower(email) = lower($2)),
+                        m AS (INSERT INTO memberships (team_id, user_id, role)
+                              SELECT $1, u.id, $3 FROM u
+                              ON CONFLICT (team_id, user_id) DO UPDATE SET role = EXCLUDED.role
+                              RETURNING user_id, role)
+                   SELECT u.id AS "user_id!", u.email AS "email!", u.display_name AS "display_name!",
+                          m.role AS "role!: Role"
+                   FROM u JOIN m ON m.user_id = u.id"#,
+                scope.team_id,
+                email,
+                role as Role
+            )
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(DbError::NotFound("user"))?;
+            MemberChanged::Upserted(row)
+        }
+        MemberChange::Remove { user_id } => {
+            let gone = sqlx::query!(
+                "DELETE FROM memberships WHERE team_id = $1 AND user_id = $2",
+                scope.team_id,
+                user_id
+            )
+            .execute(&mut *tx)
+            .await?;
+            if gone.rows_affected() == 0 {
+                return Err(DbError::NotFound("member"));
+            }
+            MemberChanged::Removed
+        }
+    };
+    let owners = sqlx::query_scalar!(
         r#"SELECT count(*) AS "n!" FROM memberships WHERE team_id = $1 AND role = 'owner'"#,
         scope.team_id
     )
-    .fetch_one(pool)
+    .fetch_one(&mut *tx)
     .await?;
-    Ok(n)
-}
-
-/// The role of `user_id` in the scoped team, if a member.
-pub async fn role_of(
-    pool: &PgPool,
-    scope: &TeamScope,
-    user_id: i64,
-) -> Result<Option<Role>, DbError> {
-    let role = sqlx::query_scalar!(
-        r#"SELECT role AS "role: Role" FROM memberships WHERE team_id = $1 AND user_id = $2"#,
-        scope.team_id,
-        user_id
-    )
-    .fetch_optional(pool)
-    .await?;
-    Ok(role)
-}
-
-/// Removes `user_id` from the scoped team. `NotFound("member")` when not a member.
-pub async fn remove_member(pool: &PgPool, scope: &TeamScope, user_id: i64) -> Result<(), DbError> {
-    let done = sqlx::query!(
-        "DELETE FROM memberships WHERE team_id = $1 AND user_id = $2",
-        scope.team_id,
-        user_id
-    )
-    .execute(pool)
-    .await?;
-    if done.rows_affected() == 0 {
-        return Err(DbError::NotFound("member"));
+    if owners == 0 {
+        tx.rollback().await?;
+        return Ok(MemberChanged::LastOwner);
     }
-    Ok(())
+    tx.commit().await?;
+    Ok(done)
 }
 
 /// Creates a project in the scoped team.

@@ -80,7 +80,8 @@ pub enum EnvKind {
     ToolUse,
 }
 
-/// Whether validation accepted an environment (`env_status`).
+/// Whether validation accepted an environment, and whether it kept to the contract in play
+/// (`env_status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
 #[sqlx(type_name = "env_status", rename_all = "lowercase")]
 #[serde(rename_all = "lowercase")]
@@ -89,4 +90,9 @@ pub enum EnvStatus {
     Accepted,
     /// Failed a check; kept for inspection with its reason.
     Rejected,
+    /// Accepted, then broke the contract while played (the reason and the failing play's seed
+    /// are in `rejection_reason` / `rejection_message`); played no more.
+    #[sqlx(rename = "broken_in_play")]
+    #[serde(rename = "broken_in_play")]
+    BrokenInPlay,
 }

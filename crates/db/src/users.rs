@@ -138,19 +138,26 @@ pub async fn session_user(
 pub enum Refresh {
     /// The token was current: it is replaced by the new hash. Carries (session id, user id).
     Rotated { session_id: i64, user_id: i64 },
-    /// The token is unknown, was rotated away, or belongs to a revoked or expired session
-    /// (e.g. after logout): refused.
+    /// The token had been rotated away already: someone replayed it, so the whole session
+    /// (every token of its family, the current one included) has been revoked. Carries
+    /// (session id, user id).
+    Reused { session_id: i64, user_id: i64 },
+    /// The token is unknown or belongs to a revoked or expired session (e.g. after logout):
+    /// refused.
     Refused,
 }
 
-/// Rotates a refresh token: the presented hash must be the current one of a live session.
-/// Rotated hashes are overwritten, so an old token no longer matches any row and is refused.
+/// Rotates a refresh token: the presented hash must be the current one of a live session. The
+/// old hash is kept as retired, so presenting it again is recognised as reuse and revokes the
+/// session (see [`Refresh::Reused`]). One transaction: the current hash is locked while it is
+/// replaced, so two concurrent rotations of one token cannot both succeed.
 pub async fn rotate_refresh(
     pool: &PgPool,
     presented_hash: &[u8],
     new_hash: &[u8],
     expires_at: DateTime<Utc>,
 ) -> Result<Refresh, DbError> {
+    let mut tx = pool.begin().await?;
     let row = sqlx::query!(
         "UPDATE sessions SET refresh_token_hash = $2, expires_at = $3
          WHERE refresh_token_hash = $1 AND revoked_at IS NULL AND expires_at > now()
@@ -159,10 +166,35 @@ pub async fn rotate_refresh(
         new_hash,
         expires_at
     )
-    .fetch_optional(pool)
+    .fetch_optional(&mut *tx)
     .await?;
-    Ok(match row {
-        Some(r) => Refresh::Rotated {
+    if let Some(r) = row {
+        sqlx::query!(
+            "INSERT INTO retired_refresh_tokens (refresh_token_hash, session_id) VALUES ($1, $2)
+             ON CONFLICT DO NOTHING",
+            presented_hash,
+            r.id
+        )
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        return Ok(Refresh::Rotated {
+            session_id: r.id,
+            user_id: r.user_id,
+        });
+    }
+    let reused = sqlx::query!(
+        "UPDATE sessions s SET revoked_at = now()
+         FROM retired_refresh_tokens r
+         WHERE r.refresh_token_hash = $1 AND s.id = r.session_id AND s.revoked_at IS NULL
+         RETURNING s.id, s.user_id",
+        presented_hash
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(match reused {
+        Some(r) => Refresh::Reused {
             session_id: r.id,
             user_id: r.user_id,
         },

@@ -72,7 +72,8 @@ struct Episode {
 
 /// Plays `episodes` episodes of `env` at once (one runner each) and returns its win rate.
 /// An environment that fails to load or reset makes a failed task; one that fails mid-episode
-/// loses that episode, with the error recorded.
+/// or breaks the contract (a reward outside [-10, 10]; types and observation length are the
+/// runner's checks) loses that episode, with the error recorded.
 pub fn play(
     pool: &Pool,
     generator: &Generator<'_>,
@@ -146,6 +147,16 @@ pub fn play(
                 EnvKind::ToolUse => spade::parse::strip_think(&action),
             };
             match ep.session.step(&action) {
+                // The contract holds in evaluation as in training: a reward that is not finite
+                // or outside [-10, 10] loses the episode (and never counts as a win).
+                Ok(r) if spade_sandbox::validate::step_violation(&r).is_some() => {
+                    let why = spade_sandbox::validate::step_violation(&r).unwrap_or_default();
+                    ep.done = Some(lost(
+                        i,
+                        Some(&action),
+                        Some(format!("step broke the contract: {why}")),
+                    ));
+                }
                 Ok(r) if r.terminated => {
                     // A win gives reward 1.0 and terminates (spec, "Environment contract").
                     let won = r.reward >= 1.0;

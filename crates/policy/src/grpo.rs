@@ -22,11 +22,19 @@
 //! - **Token-level mean** over the whole step: `L = sum_it m_it l_it / sum_it m_it`, the
 //!   denominator counting every trainable token of every sample of the step (not weighted).
 //! - Micro-batches accumulate gradients of their share of `L`; then the global gradient L2 norm
-//!   is clipped (1.0) and AdamW takes one step.
+//!   is clipped (1.0) and AdamW takes one step (float32 masters and moments, see
+//!   [`crate::optim`]).
+//!
+//! How it computes (equal results up to float rounding, see the tests): samples are packed
+//! into micro-batches of at most `micro_batch_tokens` predicted tokens (one row each, a
+//! block-diagonal causal mask, no padding), log-probs come a `logprob_chunk_tokens` chunk at a
+//! time with the backward pass split at the head, and `recompute` recomputes each layer's
+//! activations in the backward pass ([`crate::qwen3::PassOptions`]).
 
 use crate::error::{PolicyError, Result};
 use crate::optim::AdamW;
 use crate::policy::Policy;
+use crate::qwen3::PassOptions;
 use crate::sample::Completion;
 use crate::train::{self, MaskedSeq, OptimConfig};
 use std::path::Path;
@@ -45,8 +53,13 @@ pub struct GrpoConfig {
     pub tis_cap: f64,
     /// Temperature the samples were drawn at; log-probs are taken at the same temperature.
     pub temperature: f64,
-    /// Samples per forward/backward pass (gradients accumulate across them).
-    pub micro_batch: usize,
+    /// Predicted tokens per forward/backward pass: consecutive samples are packed up to this
+    /// many (a longer sample gets a pass of its own); gradients accumulate across passes.
+    pub micro_batch_tokens: usize,
+    /// Positions per chunk of the language-model head.
+    pub logprob_chunk_tokens: usize,
+    /// Per-layer activation recompute (less memory, one more forward pass).
+    pub recompute: bool,
     pub optim: OptimConfig,
 }
 
@@ -59,7 +72,9 @@ impl Default for GrpoConfig {
             tis_cap: 2.0,
             // Both roles sample at 0.6 (spade-spec.md, "Play").
             temperature: 0.6,
-            micro_batch: 8,
+            micro_batch_tokens: 16_384,
+            logprob_chunk_tokens: crate::train::DEFAULT_CHUNK_TOKENS,
+            recompute: false,
             optim: OptimConfig::default(),
         }
     }
@@ -179,8 +194,10 @@ impl GrpoTrainer {
     /// AdamW over `policy`'s variables; a frozen copy of it as the KL reference when
     /// `kl_coef > 0`.
     pub fn new(policy: &Policy, cfg: GrpoConfig) -> Result<Self> {
-        if cfg.micro_batch == 0 {
-            return Err(PolicyError::InvalidInput("micro_batch must be >= 1".into()));
+        if cfg.micro_batch_tokens == 0 || cfg.logprob_chunk_tokens == 0 {
+            return Err(PolicyError::InvalidInput(
+                "micro_batch_tokens and logprob_chunk_tokens must be >= 1".into(),
+            ));
         }
         let reference = if cfg.kl_coef > 0.0 {
             Some(policy.frozen_copy()?)
@@ -214,8 +231,25 @@ impl GrpoTrainer {
         self.opt.load(path)
     }
 
+    /// [`AdamW::load_with`]: `masters` false keeps the current weights as the masters.
+    pub fn load_optimizer_with(&mut self, path: &Path, masters: bool) -> Result<()> {
+        self.opt.load_with(path, masters)
+    }
+
     /// One optimiser step over all `samples` (see the module doc).
     pub fn step(&mut self, policy: &Policy, samples: &[GrpoSample]) -> Result<GrpoStats> {
+        self.opt.zero_grad();
+        let mut st = self.backward(policy, samples)?;
+        st.grad_norm = train::clip_grad_norm(policy.var_store(), self.cfg.optim.max_grad_norm)?;
+        self.opt.step()?;
+        self.opt.zero_grad();
+        Ok(st)
+    }
+
+    /// Accumulates the gradient of the step's loss `L` over `samples` into the policy's
+    /// variables (without zeroing them first, clipping or stepping): [`GrpoTrainer::step`]
+    /// without the update. `grad_norm` is left 0.
+    pub fn backward(&mut self, policy: &Policy, samples: &[GrpoSample]) -> Result<GrpoStats> {
         for s in samples {
             s.check()?;
         }
@@ -234,59 +268,58 @@ impl GrpoTrainer {
             tokens,
             ..Default::default()
         };
-        self.opt.zero_grad();
-        for chunk in samples.chunks(c.micro_batch) {
+        let pass = PassOptions {
+            temperature: c.temperature,
+            chunk_tokens: c.logprob_chunk_tokens,
+            recompute: c.recompute,
+        };
+        let lens: Vec<usize> = samples.iter().map(|s| s.seq.ids.len()).collect();
+        for range in train::micro_batches(&lens, c.micro_batch_tokens) {
+            let chunk = &samples[range];
             let seqs: Vec<&MaskedSeq> = chunk.iter().map(|s| &s.seq).collect();
-            let batch = train::pad_right(&seqs, dev)?;
-            let width = batch.mask.size()[1] as usize;
-            let shifted = |v: &[f32]| {
-                let mut row = v[1..].to_vec();
-                row.resize(width, 0.0);
-                row
-            };
-            let rows = |f: &dyn Fn(&GrpoSample) -> Vec<f32>| -> Tensor {
+            let packed = train::pack(&seqs, dev)?;
+            // Per predicted token, [N] (the loss broadcasts [N, 1] against them).
+            let per_token = |f: &dyn Fn(&GrpoSample) -> Vec<f32>| -> Tensor {
                 let flat: Vec<f32> = chunk.iter().flat_map(f).collect();
-                Tensor::from_slice(&flat)
-                    .view([chunk.len() as i64, width as i64])
-                    .to_device(dev)
+                Tensor::from_slice(&flat).to_device(dev)
             };
-            let old = rows(&|s| shifted(&s.old_logprobs));
-            let behavior =
-                rows(&|s| shifted(s.behavior_logprobs.as_ref().unwrap_or(&s.old_logprobs)));
-            let per_sample = |f: &dyn Fn(&GrpoSample) -> f32| {
-                let v: Vec<f32> = chunk.iter().map(f).collect();
-                Tensor::from_slice(&v).to_device(dev)
-            };
-            let adv = per_sample(&|s| s.advantage);
-            let weight = per_sample(&|s| s.weight);
+            let repeat = |s: &GrpoSample, v: f32| vec![v; s.seq.ids.len() - 1];
+            let old = per_token(&|s| s.old_logprobs[1..].to_vec()).unsqueeze(1);
+            let behavior = per_token(&|s| {
+                s.behavior_logprobs.as_ref().unwrap_or(&s.old_logprobs)[1..].to_vec()
+            })
+            .unsqueeze(1);
+            let adv = per_token(&|s| repeat(s, s.advantage));
+            let weight = per_token(&|s| repeat(s, s.weight));
+            let mask = packed.mask.unsqueeze(1);
             let reference = match &self.reference {
-                Some(r) => Some(tch::no_grad(|| {
-                    train::shifted_logprobs(r.model(), &batch.ids, c.temperature)
-                })?),
+                Some(r) => Some(r.model().packed_logprobs(&packed.ids, &pass)?.unsqueeze(1)),
                 None => None,
             };
-            let logp = train::shifted_logprobs(policy.model(), &batch.ids, c.temperature)?;
-            let (sum, parts) = grpo_loss_sum(
-                &logp,
-                &old,
-                &behavior,
-                reference.as_ref(),
-                &adv,
-                &weight,
-                &batch.mask,
-                c,
-            );
-            let loss = sum / n;
-            loss.backward();
-            st.loss += loss.double_value(&[]);
-            st.clip_frac += parts[0] / n;
-            st.mean_ratio += parts[1] / n;
-            st.mean_kl += parts[2] / n;
-            st.mean_tis += parts[3] / n;
+            policy
+                .model()
+                .backward_packed(&packed.ids, &pass, |logp, start| {
+                    let len = logp.size()[0];
+                    let at = |t: &Tensor| t.narrow(0, start, len);
+                    let (sum, parts) = grpo_loss_sum(
+                        logp,
+                        &at(&old),
+                        &at(&behavior),
+                        reference.as_ref().map(at).as_ref(),
+                        &at(&adv),
+                        &at(&weight),
+                        &at(&mask),
+                        c,
+                    );
+                    let loss = sum / n;
+                    st.loss += loss.double_value(&[]);
+                    st.clip_frac += parts[0] / n;
+                    st.mean_ratio += parts[1] / n;
+                    st.mean_kl += parts[2] / n;
+                    st.mean_tis += parts[3] / n;
+                    Ok(loss)
+                })?;
         }
-        st.grad_norm = train::clip_grad_norm(policy.var_store(), c.optim.max_grad_norm)?;
-        self.opt.step()?;
-        self.opt.zero_grad();
         Ok(st)
     }
 }

@@ -7,11 +7,17 @@
 //! - [`grpo`]: the GRPO step (its module doc states the exact variant); [`sft`]: supervised
 //!   fine-tuning; [`train`]: what they share; [`optim`]: AdamW with a saveable state.
 //! - [`embed`]: mean-pooled hidden states (for diversity metrics).
-//! - [`preset`]: the tiny model for tests and the CPU demo.
+//! - [`preset`]: the tiny model for tests and the CPU demo, and random-init Qwen3 shapes;
+//!   [`bench`]: one timed training step of such a shape (`spade model bench`).
 //!
-//! CPU runs in float32; on CUDA, weights default to bf16 for sampling ([`default_kind`]) and
-//! training keeps a float32 copy ([`Policy::copy_to`]).
+//! Precision: CPU runs in float32. On CUDA a policy's weights default to bf16
+//! ([`default_kind`]) and training is mixed precision: forward and backward run in the bf16
+//! weights, while [`optim::AdamW`] keeps float32 master weights and float32 moments, applies
+//! the update to the masters and rounds them into the bf16 weights after every step, so the
+//! sampler (which reads the same weights) samples from the updated policy (the recipe of
+//! PyTorch AMP with bf16 plus a float32-master AdamW, as Megatron trains).
 
+pub mod bench;
 pub mod chat;
 pub mod checkpoint;
 pub mod embed;
@@ -33,4 +39,29 @@ use tch::Device;
 /// CUDA when libtorch sees a GPU, else CPU.
 pub fn default_device() -> Device {
     Device::cuda_if_available()
+}
+
+/// A device by name: `auto` ([`default_device`]), `cpu`, `cuda` (the first GPU) or `cuda:N`.
+pub fn device_named(name: &str) -> Result<Device> {
+    let gpu = |i: usize| {
+        if tch::Cuda::is_available() && (i as i64) < tch::Cuda::device_count() {
+            Ok(Device::Cuda(i))
+        } else {
+            Err(PolicyError::InvalidInput(format!(
+                "device `{name}`: libtorch sees {} GPU(s)",
+                tch::Cuda::device_count()
+            )))
+        }
+    };
+    match name {
+        "auto" => Ok(default_device()),
+        "cpu" => Ok(Device::Cpu),
+        "cuda" => gpu(0),
+        other => match other.strip_prefix("cuda:").map(str::parse::<usize>) {
+            Some(Ok(i)) => gpu(i),
+            _ => Err(PolicyError::InvalidInput(format!(
+                "unknown device `{other}`: expected auto, cpu, cuda or cuda:N"
+            ))),
+        },
+    }
 }

@@ -11,15 +11,26 @@
 //! p   <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 //! ```
 //!
+//! **Mixed precision** (the recipe of PyTorch AMP with bf16 and of Megatron's distributed
+//! optimiser): a variable of a half kind (bf16 or f16, the compute weights a CUDA policy runs
+//! in) gets a float32 *master* copy; `p`, `m` and `v` above are float32 whatever the
+//! variable's kind, the gradient is cast to float32 before it is used, and after the update the
+//! master is rounded into the compute variable, so the sampler and the next forward pass use the
+//! updated weights. A float32 variable is its own master (no copy). Why: at the paper's
+//! learning rate (1e-6) one update is far below half a bf16 ulp of a typical weight (2^-9
+//! relative), so updating bf16 weights in place would leave almost all of them unchanged.
+//!
 //! One step counter serves all variables (torch keeps one per parameter; they differ only for a
 //! parameter that had no gradient at some step, which this model never has). A variable without
 //! a gradient is left alone (no decay, no moment update), as torch does.
 //!
 //! [`AdamW::save`] writes one safetensors file: `exp_avg.<name>` and `exp_avg_sq.<name>` (float32)
-//! for every trainable variable by its `VarStore` name, and the step count plus the
-//! hyper-parameters in the metadata. [`AdamW::load`] checks the format, the step, that every
-//! variable has both moments with its shape and that the file holds nothing else, and changes
-//! nothing unless all of it checks out.
+//! for every trainable variable by its `VarStore` name, `master.<name>` (float32) for every
+//! variable with a master copy, and the step count plus the hyper-parameters in the metadata.
+//! [`AdamW::load`] checks the format, the step, that every variable has both moments with its
+//! shape and that the file holds nothing else, and changes nothing unless all of it checks out;
+//! saved masters become the masters (and, rounded, the compute weights); a mixed-precision
+//! variable without a saved master starts from its compute weights.
 
 use crate::error::{PolicyError, Result};
 use crate::train::OptimConfig;
@@ -37,9 +48,24 @@ pub const FORMAT: &str = "spade-adamw-v1";
 #[derive(Debug)]
 struct Slot {
     name: String,
+    /// The variable the model computes with.
     var: Tensor,
+    /// Float32 weights the update is applied to, when `var` is of a half kind.
+    master: Option<Tensor>,
     exp_avg: Tensor,
     exp_avg_sq: Tensor,
+}
+
+impl Slot {
+    /// The float32 weights the update is applied to.
+    fn weights(&self) -> &Tensor {
+        self.master.as_ref().unwrap_or(&self.var)
+    }
+}
+
+/// Kinds whose variables get a float32 master copy.
+fn is_half(kind: Kind) -> bool {
+    matches!(kind, Kind::BFloat16 | Kind::Half)
 }
 
 /// AdamW over the trainable variables of a `VarStore` (see the module doc).
@@ -52,7 +78,8 @@ pub struct AdamW {
 }
 
 impl AdamW {
-    /// Zero moments for every trainable variable of `vs` (those requiring gradients).
+    /// Zero float32 moments for every trainable variable of `vs` (those requiring gradients),
+    /// and a float32 master copy of each one of a half kind (see the module doc).
     pub fn new(vs: &VarStore, cfg: &OptimConfig) -> Result<Self> {
         let mut vars: Vec<(String, Tensor)> = vs
             .variables()
@@ -63,13 +90,22 @@ impl AdamW {
         let slots = vars
             .into_iter()
             .map(|(name, var)| {
-                let exp_avg = tch::no_grad(|| var.f_zeros_like())?;
-                let exp_avg_sq = tch::no_grad(|| var.f_zeros_like())?;
-                Ok(Slot {
-                    name,
-                    var,
-                    exp_avg,
-                    exp_avg_sq,
+                tch::no_grad(|| -> Result<Slot> {
+                    let master = if is_half(var.kind()) {
+                        Some(var.f_detach()?.f_to_kind(Kind::Float)?)
+                    } else {
+                        None
+                    };
+                    let opts = (Kind::Float, var.device());
+                    let exp_avg = Tensor::f_zeros(var.size(), opts)?;
+                    let exp_avg_sq = Tensor::f_zeros(var.size(), opts)?;
+                    Ok(Slot {
+                        name,
+                        var,
+                        master,
+                        exp_avg,
+                        exp_avg_sq,
+                    })
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -108,6 +144,20 @@ impl AdamW {
             .map(|s| (&s.exp_avg, &s.exp_avg_sq))
     }
 
+    /// The float32 weights the update is applied to for the variable `name`: its master copy
+    /// when the variable is of a half kind, else the variable itself.
+    pub fn master(&self, name: &str) -> Option<&Tensor> {
+        self.slots
+            .iter()
+            .find(|s| s.name == name)
+            .map(Slot::weights)
+    }
+
+    /// True when some variable trains through a float32 master copy.
+    pub fn is_mixed(&self) -> bool {
+        self.slots.iter().any(|s| s.master.is_some())
+    }
+
     /// Zeroes the gradients of its variables.
     pub fn zero_grad(&mut self) {
         for s in &mut self.slots {
@@ -129,8 +179,14 @@ impl AdamW {
                 if !g.defined() {
                     continue;
                 }
+                let g = if g.kind() == Kind::Float {
+                    g
+                } else {
+                    g.f_to_kind(Kind::Float)?
+                };
+                let mut p = s.weights().shallow_clone();
                 if c.weight_decay != 0.0 {
-                    let _ = s.var.f_mul_scalar_(1.0 - c.lr * c.weight_decay)?;
+                    let _ = p.f_mul_scalar_(1.0 - c.lr * c.weight_decay)?;
                 }
                 let _ = s.exp_avg.f_lerp_(&g, 1.0 - c.beta1)?;
                 let _ = s.exp_avg_sq.f_mul_scalar_(c.beta2)?;
@@ -139,7 +195,11 @@ impl AdamW {
                     .f_addcmul_(&g, &g.f_mul_scalar(1.0 - c.beta2)?)?;
                 let denom = (s.exp_avg_sq.f_sqrt()? / bias2_sqrt).f_add_scalar(c.eps)?;
                 let update = s.exp_avg.f_div(&denom)?.f_mul_scalar(step_size)?;
-                let _ = s.var.f_sub_(&update)?;
+                let _ = p.f_sub_(&update)?;
+                if s.master.is_some() {
+                    // Round the float32 masters into the compute weights.
+                    s.var.f_copy_(&p)?;
+                }
             }
             Ok(())
         })
@@ -149,7 +209,11 @@ impl AdamW {
     pub fn save(&self, path: &Path) -> Result<()> {
         let mut host: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::with_capacity(2 * self.slots.len());
         for s in &self.slots {
-            for (prefix, t) in [("exp_avg", &s.exp_avg), ("exp_avg_sq", &s.exp_avg_sq)] {
+            let mut parts = vec![("exp_avg", &s.exp_avg), ("exp_avg_sq", &s.exp_avg_sq)];
+            if let Some(m) = &s.master {
+                parts.push(("master", m));
+            }
+            for (prefix, t) in parts {
                 let t = t
                     .detach()
                     .to_kind(Kind::Float)
@@ -189,10 +253,17 @@ impl AdamW {
             .map_err(|e| bad(format!("{e:?}")))
     }
 
-    /// Replaces the moments and the step count with those saved in `path`. The hyper-parameters
-    /// stay this optimiser's (a resumed run may change the learning rate). Nothing changes on
-    /// an error.
+    /// Replaces the moments and the step count with those saved in `path`, and the masters
+    /// with saved ones (see the module doc). The hyper-parameters stay this optimiser's (a
+    /// resumed run may change the learning rate). Nothing changes on an error.
     pub fn load(&mut self, path: &Path) -> Result<()> {
+        self.load_with(path, true)
+    }
+
+    /// [`AdamW::load`]; with `masters` false, saved masters are checked but not used (they are
+    /// older than the weights, e.g. an optimiser state written fewer times than the weights),
+    /// so the masters stay the current weights.
+    pub fn load_with(&mut self, path: &Path, masters: bool) -> Result<()> {
         let bad = |reason: String| PolicyError::OptimizerState {
             path: path.to_path_buf(),
             reason,
@@ -214,49 +285,71 @@ impl AdamW {
         let st = SafeTensors::deserialize(&bytes)
             .map_err(|e| bad(format!("not a safetensors file: {e:?}")))?;
         let mut unused: BTreeSet<String> = st.names().into_iter().cloned().collect();
+        let read = |name: &str, var: &Tensor| -> Result<Tensor> {
+            let view = st.tensor(name).map_err(|_| PolicyError::MissingTensor {
+                name: name.to_string(),
+                path: path.to_path_buf(),
+            })?;
+            if view.dtype() != Dtype::F32 {
+                return Err(bad(format!(
+                    "`{name}` has dtype {:?}, expected F32",
+                    view.dtype()
+                )));
+            }
+            let found: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+            if found != var.size() {
+                return Err(bad(format!(
+                    "`{name}` has shape {found:?} but variable `{}` has shape {:?}",
+                    name.split_once('.').map_or(name, |(_, v)| v),
+                    var.size()
+                )));
+            }
+            Ok(Tensor::f_from_data_size(view.data(), &found, Kind::Float)?
+                .f_to_device(var.device())?)
+        };
+        // (exp_avg, exp_avg_sq, saved master) per slot, all checked before anything changes.
         let mut loaded = Vec::with_capacity(self.slots.len());
         for s in &self.slots {
             let mut pair = vec![];
             for prefix in ["exp_avg", "exp_avg_sq"] {
                 let name = format!("{prefix}.{}", s.name);
-                let view = st.tensor(&name).map_err(|_| PolicyError::MissingTensor {
-                    name: name.clone(),
-                    path: path.to_path_buf(),
-                })?;
-                if view.dtype() != Dtype::F32 {
-                    return Err(bad(format!(
-                        "`{name}` has dtype {:?}, expected F32",
-                        view.dtype()
-                    )));
-                }
-                let found: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
-                if found != s.var.size() {
-                    return Err(bad(format!(
-                        "`{name}` has shape {found:?} but variable `{}` has shape {:?}",
-                        s.name,
-                        s.var.size()
-                    )));
-                }
-                let t = Tensor::f_from_data_size(view.data(), &found, Kind::Float)?
-                    .f_to_device(s.var.device())?
-                    .f_to_kind(s.exp_avg.kind())?;
-                pair.push(t);
+                pair.push(read(&name, &s.var)?);
                 unused.remove(&name);
             }
-            loaded.push(pair);
+            let name = format!("master.{}", s.name);
+            let master = if unused.remove(&name) && masters {
+                Some(read(&name, &s.var)?)
+            } else {
+                None
+            };
+            loaded.push((pair, master));
         }
         if let Some(extra) = unused.into_iter().next() {
             return Err(bad(format!(
                 "`{extra}` matches no trainable variable of this model"
             )));
         }
-        for (s, pair) in self.slots.iter_mut().zip(loaded) {
-            let mut it = pair.into_iter();
-            if let (Some(m), Some(v)) = (it.next(), it.next()) {
-                s.exp_avg = m;
-                s.exp_avg_sq = v;
+        tch::no_grad(|| -> Result<()> {
+            for (s, (pair, master)) in self.slots.iter_mut().zip(loaded) {
+                let mut it = pair.into_iter();
+                if let (Some(m), Some(v)) = (it.next(), it.next()) {
+                    s.exp_avg = m;
+                    s.exp_avg_sq = v;
+                }
+                match (master, &mut s.master) {
+                    // Saved masters are the weights; the compute copy is their rounding.
+                    (Some(saved), Some(own)) => {
+                        *own = saved;
+                        s.var.f_copy_(own)?;
+                    }
+                    (Some(saved), None) => s.var.f_copy_(&saved)?,
+                    // Without saved masters, the masters start from the compute weights
+                    // (as set by `new`).
+                    (None, _) => {}
+                }
             }
-        }
+            Ok(())
+        })?;
         self.step = step;
         Ok(())
     }

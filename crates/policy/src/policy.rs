@@ -10,7 +10,8 @@ use std::path::Path;
 use tch::{Device, Kind, Tensor, nn::VarStore};
 
 /// The weights' kind for a device: bfloat16 on CUDA (what Qwen3 checkpoints are trained and
-/// shipped in), float32 on CPU (bf16 matmuls are slow there and the reference tests are fp32).
+/// shipped in; training keeps float32 masters, see [`crate::optim`]), float32 on CPU (bf16
+/// matmuls are slow there and the reference tests are fp32).
 pub fn default_kind(device: Device) -> Kind {
     if device.is_cuda() {
         Kind::BFloat16
@@ -47,7 +48,10 @@ impl Policy {
         }
         let mut vs = VarStore::new(device);
         vs.set_kind(kind);
-        let model = Qwen3::new(&vs.root(), cfg, init)?;
+        let mut model = Qwen3::new(&vs.root(), cfg, init)?;
+        if let Some(t) = &tokenizer {
+            model.set_usable_vocab(t.vocab_size() as i64);
+        }
         Ok(Self {
             vs,
             model,
@@ -170,9 +174,9 @@ impl Policy {
         Ok(p)
     }
 
-    /// A copy on `device` with weights of `kind`. Training keeps float32 weights (AdamW steps of
-    /// 1e-6 vanish in bf16's 8-bit mantissa); a bf16 copy samples fast on a GPU and is
-    /// refreshed with [`Policy::copy_weights_from`] after each optimiser step.
+    /// A copy on `device` with weights of `kind` (e.g. a float32 copy for a reference, a bf16
+    /// copy to sample with, refreshed by [`Policy::copy_weights_from`]). Training bf16 weights
+    /// needs no copy: the optimiser keeps float32 masters itself ([`crate::optim`]).
     pub fn copy_to(&self, device: Device, kind: Kind) -> Result<Self> {
         let mut p = Self::new(
             self.config(),

@@ -1,6 +1,9 @@
 //! Presets. `tiny`: a Qwen3-architecture model of about 4 M parameters with a byte-level BPE
 //! vocabulary of up to 4,096 tokens trained on the texts given (e.g. the seed environments),
 //! for tests and the CPU demo. Everything is determined by the texts and the seed.
+//!
+//! Shapes ([`SHAPES`], [`shape`]): the architectures of Qwen3 0.6B, 1.7B, 4B and 8B (their
+//! `config.json` values), for random-init benchmarks and GPU checks; no weights, no tokenizer.
 
 use crate::error::{PolicyError, Result};
 use crate::policy::Policy;
@@ -11,6 +14,38 @@ use tch::{Device, Kind};
 
 /// Presets by name.
 pub const PRESETS: &[&str] = &["tiny"];
+
+/// Random-init shapes by name (see [`shape`]).
+pub const SHAPES: &[&str] = &["qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"];
+
+/// The architecture of a released Qwen3 model (the values of its `config.json`): vocabulary
+/// 151,936, head_dim 128, 8 key/value heads, RoPE theta 1e6, RMSNorm eps 1e-6, context 40,960.
+pub fn shape(name: &str) -> Result<Config> {
+    // (hidden, intermediate, layers, query heads, tied embeddings)
+    let (hidden, inter, layers, heads, tied) = match name {
+        "qwen3-0.6b" => (1024, 3072, 28, 16, true),
+        "qwen3-1.7b" => (2048, 6144, 28, 16, true),
+        "qwen3-4b" => (2560, 9728, 36, 32, true),
+        "qwen3-8b" => (4096, 12288, 36, 32, false),
+        other => {
+            return Err(PolicyError::InvalidInput(format!(
+                "unknown shape `{other}`: expected one of {}",
+                SHAPES.join(", ")
+            )));
+        }
+    };
+    let mut c = tiny_config(151_936, Some(151_645), Some(151_643));
+    c.hidden_size = hidden;
+    c.intermediate_size = inter;
+    c.num_hidden_layers = layers;
+    c.num_attention_heads = heads;
+    c.num_key_value_heads = 8;
+    c.head_dim = 128;
+    c.max_position_embeddings = 40_960;
+    c.tie_word_embeddings = tied;
+    c.bos_token_id = None;
+    Ok(c)
+}
 
 /// Target vocabulary of the tiny preset (fewer tokens when the texts have fewer merges).
 pub const TINY_VOCAB: usize = 4096;
@@ -139,6 +174,22 @@ mod tests {
         let mut v: Vec<_> = p.var_store().variables().into_iter().collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
+    }
+
+    #[test]
+    fn shapes_have_the_parameter_counts_qwen_reports() -> Result<()> {
+        // Qwen3's model cards: 0.6B, 1.7B, 4.0B, 8.2B parameters (embeddings included).
+        for (name, billions) in [
+            ("qwen3-0.6b", 0.60),
+            ("qwen3-1.7b", 1.72),
+            ("qwen3-4b", 4.02),
+            ("qwen3-8b", 8.19),
+        ] {
+            let n = shape(name)?.num_parameters() as f64 / 1e9;
+            assert!((n - billions).abs() < 0.03 * billions, "{name}: {n:.3}B");
+        }
+        assert!(shape("qwen3-3b").is_err());
+        Ok(())
     }
 
     #[test]

@@ -8,14 +8,18 @@
 //! SwiGLU `down(silu(gate(x)) * up(x))`. Variables carry the Hugging Face names
 //! (`model.layers.3.self_attn.q_norm.weight`), so checkpoints load by name.
 //!
-//! Two ways to run it: [`Qwen3::forward`] over whole right-padded sequences (training; causal
-//! attention only), and [`Qwen3::forward_cached`] over a [`KvCache`] (sampling; left padding
-//! with an explicit mask, positions counted from each row's first real token as transformers'
-//! `generate` does).
+//! Three ways to run it: [`Qwen3::forward`] over whole right-padded sequences (causal attention
+//! only); [`Qwen3::forward_cached`] over a [`KvCache`] (sampling; left padding with an explicit
+//! mask, positions counted from each row's first real token as transformers' `generate` does);
+//! and, for training, packed micro-batches (`packed`: several sequences in one row with a
+//! block-diagonal causal mask, log-probs a chunk of tokens at a time, optional per-layer
+//! activation recompute).
 
 pub mod config;
+mod packed;
 
 pub use config::Config;
+pub use packed::{PackedIds, PassOptions};
 
 use crate::error::{PolicyError, Result};
 use tch::{Kind, Tensor, nn, nn::Init};
@@ -116,18 +120,17 @@ impl Attention {
         })
     }
 
-    /// `x`: [B, T, hidden]; `rope`: cos and sin [B, T, head_dim]; `mask`: [B, 1, T, S] booleans
-    /// (true = attend) or None for plain causal attention over T keys.
-    fn forward(
+    /// Queries [B, H, T, hd], keys and values [B, kv, T, hd] of `x` [B, T, hidden], normed and
+    /// rotated (`rope`: cos and sin [B, 1, T, head_dim]).
+    fn qkv(
         &self,
         x: &Tensor,
         rope: &(Tensor, Tensor),
-        mask: Option<&Tensor>,
-        cache: Option<(&mut LayerCache, i64)>,
-    ) -> Tensor {
+        fused: Option<&Linear>,
+    ) -> (Tensor, Tensor, Tensor) {
         let (b, t, _) = x.size3().unwrap_or((0, 0, 0));
         let (nq, nkv) = (self.n_heads * self.head_dim, self.n_kv * self.head_dim);
-        let (q, k, v) = match cache.as_ref().and_then(|(c, _)| c.fused_qkv.as_ref()) {
+        let (q, k, v) = match fused {
             Some(qkv) => {
                 let y = qkv.forward(x);
                 (
@@ -147,26 +150,69 @@ impl Attention {
         let k = self.k_norm.forward(&heads(k, self.n_kv));
         let v = heads(v, self.n_kv).transpose(1, 2);
         let (q, k) = apply_rope(&q.transpose(1, 2), &k.transpose(1, 2), rope);
-        let (k, v) = match cache {
-            Some((c, start)) => c.append(&k, &v, start),
-            None => (k, v),
-        };
+        (q, k, v)
+    }
+
+    fn attend(&self, q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>) -> Tensor {
         let scale = (self.head_dim as f64).powf(-0.5);
-        let y = Tensor::scaled_dot_product_attention(
-            &q,
-            &k,
-            &v,
+        Tensor::scaled_dot_product_attention(
+            q,
+            k,
+            v,
             mask,
             0.0,
             mask.is_none(),
             scale,
             self.n_kv != self.n_heads,
-        );
-        // [B, H, T, hd] -> [B, T, H * hd]
+        )
+    }
+
+    /// [B, H, T, hd] -> [B, T, hidden]
+    fn output(&self, y: &Tensor) -> Tensor {
+        let (b, _, t, _) = y.size4().unwrap_or((0, 0, 0, 0));
         self.o_proj.forward(
             &y.transpose(1, 2)
                 .reshape([b, t, self.n_heads * self.head_dim]),
         )
+    }
+
+    /// `x`: [B, T, hidden]; `rope`: cos and sin [B, 1, T, head_dim]; `mask`: [B, 1, T, S]
+    /// booleans (true = attend) or None for plain causal attention over T keys.
+    fn forward(
+        &self,
+        x: &Tensor,
+        rope: &(Tensor, Tensor),
+        mask: Option<&Tensor>,
+        cache: Option<(&mut LayerCache, i64)>,
+    ) -> Tensor {
+        let fused = cache.as_ref().and_then(|(c, _)| c.fused_qkv.as_ref());
+        let (q, k, v) = self.qkv(x, rope, fused);
+        let (k, v) = match cache {
+            Some((c, start)) => c.append(&k, &v, start),
+            None => (k, v),
+        };
+        self.output(&self.attend(&q, &k, &v, mask))
+    }
+
+    /// Packed sequences in one row (`x` [1, N, hidden], segments of `lens` tokens back to
+    /// back): causal attention within each segment, one fused attention call per segment (the
+    /// result of a block-diagonal causal mask, without an [N, N] mask or its wasted work).
+    fn forward_segments(&self, x: &Tensor, rope: &(Tensor, Tensor), lens: &[i64]) -> Tensor {
+        let (q, k, v) = self.qkv(x, rope, None);
+        if lens.len() <= 1 {
+            return self.output(&self.attend(&q, &k, &v, None));
+        }
+        let mut start = 0;
+        let parts: Vec<Tensor> = lens
+            .iter()
+            .map(|&n| {
+                let seg = |t: &Tensor| t.narrow(2, start, n);
+                let y = self.attend(&seg(&q), &seg(&k), &seg(&v), None);
+                start += n;
+                y
+            })
+            .collect();
+        self.output(&Tensor::cat(&parts, 2))
     }
 }
 
@@ -295,6 +341,9 @@ pub struct Qwen3 {
     norm: RmsNorm,
     lm_head: Tensor,
     inv_freq: Tensor,
+    /// Vocabulary rows a tokenizer can produce; rows past it (padding of the embedding matrix)
+    /// get no probability mass, in sampling and in training alike.
+    usable_vocab: i64,
 }
 
 impl Qwen3 {
@@ -328,7 +377,29 @@ impl Qwen3 {
             layers,
             lm_head,
             inv_freq,
+            usable_vocab: cfg.vocab_size,
         })
+    }
+
+    /// Marks the vocabulary rows from `n` on as padding (see [`Qwen3::mask_padded_vocab`]).
+    pub fn set_usable_vocab(&mut self, n: i64) {
+        self.usable_vocab = n.clamp(1, self.cfg.vocab_size);
+    }
+
+    /// Rows of the vocabulary a tokenizer can produce.
+    pub fn usable_vocab(&self) -> i64 {
+        self.usable_vocab
+    }
+
+    /// `logits` [.., vocab] with the padding rows at -inf, so log-probabilities are over the
+    /// tokens the sampler may pick, as the sampler computes them.
+    pub fn mask_padded_vocab(&self, logits: Tensor) -> Tensor {
+        let n = logits.size().last().copied().unwrap_or(0);
+        if self.usable_vocab >= n {
+            return logits;
+        }
+        let pad = Tensor::arange(n, (Kind::Int64, logits.device())).ge(self.usable_vocab);
+        logits.masked_fill(&pad, f64::NEG_INFINITY)
     }
 
     /// The configuration the model was built from.

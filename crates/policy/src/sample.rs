@@ -182,7 +182,12 @@ pub fn generate(
     // the tiny preset rounds up to a multiple of 64). Those rows decode to nothing, so they must
     // never be sampled: their logits are masked to -inf, which also removes them from the
     // log-probabilities reported for GRPO.
-    let usable = tokenizer.map(|t| t.vocab_size() as i64);
+    // Training masks the same rows (`Qwen3::mask_padded_vocab`), so its log-probs agree.
+    let usable = Some(
+        tokenizer
+            .map_or(model.usable_vocab(), |t| t.vocab_size() as i64)
+            .min(model.usable_vocab()),
+    );
     let mask_padding = |logits: Tensor| -> Tensor {
         let n = logits.size().last().copied().unwrap_or(0);
         match usable {

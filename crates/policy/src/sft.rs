@@ -95,6 +95,11 @@ impl SftTrainer {
         self.opt.load(path)
     }
 
+    /// [`AdamW::load_with`]: `masters` false keeps the current weights as the masters.
+    pub fn load_optimizer_with(&mut self, path: &Path, masters: bool) -> Result<()> {
+        self.opt.load_with(path, masters)
+    }
+
     /// One optimiser step on `batch`; returns the mean negative log-likelihood per trained token.
     pub fn step(&mut self, policy: &Policy, batch: &[MaskedSeq]) -> Result<f64> {
         let tokens: usize = batch

@@ -1,10 +1,16 @@
-//! What GRPO and supervised fine-tuning share: right-padded batches with loss masks, per-token
-//! log-probabilities, AdamW, and global gradient-norm clipping.
+//! What GRPO and supervised fine-tuning share: right-padded and packed batches with loss masks,
+//! per-token log-probabilities (padding rows of the vocabulary masked as the sampler masks
+//! them), micro-batches by token budget, AdamW, and global gradient-norm clipping.
 
 use crate::error::{PolicyError, Result};
 use crate::optim::AdamW;
-use crate::qwen3::Qwen3;
+use crate::qwen3::{PackedIds, PassOptions, Qwen3};
+use std::ops::Range;
 use tch::{Device, Kind, Tensor, nn};
+
+/// Positions per language-model-head chunk when a caller does not choose (4,096 positions of a
+/// 151,936-row vocabulary: 2.5 GB of float32 logits).
+pub const DEFAULT_CHUNK_TOKENS: usize = 4096;
 
 /// A token sequence and which of its tokens train.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,11 +91,75 @@ pub fn pad_right(seqs: &[&MaskedSeq], device: Device) -> Result<Batch> {
     })
 }
 
-/// `log softmax(logits / temperature)` of each next token: [B, T-1] for `ids` [B, T].
+/// Groups consecutive sequences of `lens` tokens into micro-batches of at most `budget`
+/// predicted tokens (a sequence of `n` tokens predicts `n - 1`); a longer sequence gets one of
+/// its own.
+pub fn micro_batches(lens: &[usize], budget: usize) -> Vec<Range<usize>> {
+    let mut out = vec![];
+    let (mut start, mut used) = (0, 0);
+    for (i, &n) in lens.iter().enumerate() {
+        let n = n.saturating_sub(1);
+        if i > start && used + n > budget {
+            out.push(start..i);
+            (start, used) = (i, 0);
+        }
+        used += n;
+    }
+    if start < lens.len() {
+        out.push(start..lens.len());
+    }
+    out
+}
+
+/// A packed micro-batch ([`PackedIds`]) and its loss mask [N] (float 0/1) over the predicted
+/// tokens.
+#[derive(Debug)]
+pub struct Packed {
+    pub ids: PackedIds,
+    pub mask: Tensor,
+}
+
+/// Packs `seqs` into one row on `device` (see [`crate::qwen3::PackedIds`]).
+pub fn pack(seqs: &[&MaskedSeq], device: Device) -> Result<Packed> {
+    if seqs.is_empty() {
+        return Err(PolicyError::InvalidInput("an empty batch".into()));
+    }
+    let n: usize = seqs.iter().map(|s| s.ids.len().saturating_sub(1)).sum();
+    let (mut ids, mut pos, mut targets, mut mask) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let mut lens = Vec::with_capacity(seqs.len());
+    for s in seqs {
+        s.check()?;
+        let l = s.ids.len() - 1;
+        ids.extend_from_slice(&s.ids[..l]);
+        pos.extend(0..l as i64);
+        targets.extend_from_slice(&s.ids[1..]);
+        mask.extend(s.loss_mask[1..].iter().map(|&m| if m { 1f32 } else { 0.0 }));
+        lens.push(l as i64);
+    }
+    let n = n as i64;
+    Ok(Packed {
+        ids: PackedIds {
+            ids: Tensor::from_slice(&ids).view([1, n]).to_device(device),
+            pos: Tensor::from_slice(&pos).view([1, n]).to_device(device),
+            targets: Tensor::from_slice(&targets).to_device(device),
+            lens,
+        },
+        mask: Tensor::from_slice(&mask).to_device(device),
+    })
+}
+
+/// `log softmax(logits / temperature)` of each next token: [B, T-1] for `ids` [B, T]; padding
+/// rows of the vocabulary are masked. The whole `[B, T-1, vocab]` logits exist at once: the
+/// reference the packed, chunked path is tested against.
 pub fn shifted_logprobs(model: &Qwen3, ids: &Tensor, temperature: f64) -> Result<Tensor> {
     let t = ids.size()[1];
     let hidden = model.forward(&ids.narrow(1, 0, t - 1))?;
-    let logits = model.logits(&hidden);
+    let logits = model.mask_padded_vocab(model.logits(&hidden));
     let logits = if temperature == 1.0 {
         logits
     } else {
@@ -103,26 +173,23 @@ pub fn shifted_logprobs(model: &Qwen3, ids: &Tensor, temperature: f64) -> Result
 }
 
 /// Per-token log-probabilities of whole sequences without gradients, aligned with the ids
-/// (entry 0 is 0.0): what a delayed sample's `old_logprobs` are recomputed with.
+/// (entry 0 is 0.0): what a delayed sample's `old_logprobs` are recomputed with. One sequence
+/// at a time, the head [`DEFAULT_CHUNK_TOKENS`] positions at a time.
 pub fn token_logprobs(model: &Qwen3, seqs: &[Vec<i64>], temperature: f64) -> Result<Vec<Vec<f32>>> {
-    if seqs.is_empty() {
-        return Ok(vec![]);
-    }
-    let masked: Vec<MaskedSeq> = seqs
-        .iter()
-        .map(|s| MaskedSeq {
-            ids: s.clone(),
-            loss_mask: vec![true; s.len()],
-        })
-        .collect();
-    let refs: Vec<&MaskedSeq> = masked.iter().collect();
-    let batch = pad_right(&refs, model.device())?;
-    let lp = tch::no_grad(|| shifted_logprobs(model, &batch.ids, temperature))?;
-    let lp = lp.to_device(Device::Cpu);
+    let o = PassOptions {
+        temperature,
+        chunk_tokens: DEFAULT_CHUNK_TOKENS,
+        recompute: false,
+    };
     seqs.iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let row = Vec::<f32>::try_from(lp.get(i as i64).narrow(0, 0, s.len() as i64 - 1))?;
+        .map(|s| {
+            let seq = MaskedSeq {
+                ids: s.clone(),
+                loss_mask: vec![true; s.len()],
+            };
+            let p = pack(&[&seq], model.device())?;
+            let lp = model.packed_logprobs(&p.ids, &o)?.to_device(Device::Cpu);
+            let row = Vec::<f32>::try_from(lp)?;
             Ok(std::iter::once(0.0).chain(row).collect())
         })
         .collect()
@@ -176,7 +243,8 @@ pub fn clip_grad_norm(vs: &nn::VarStore, max: f64) -> Result<f64> {
         }
         let norms: Vec<Tensor> = grads
             .iter()
-            .map(|g| g.norm().to_kind(Kind::Float))
+            // In float32: a bf16 gradient's norm would lose bits in the sum of squares.
+            .map(|g| g.to_kind(Kind::Float).norm())
             .collect();
         let total = Tensor::stack(&norms, 0).norm().double_value(&[]);
         if max > 0.0 && total > max {

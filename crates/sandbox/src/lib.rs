@@ -46,6 +46,37 @@
 //!   address raw memory) could learn the current request id and forge a reply; such a reply can
 //!   only carry values its own methods could have returned, since every check runs here.
 //! - Timing side channels and the kernel's own attack surface through allowed syscalls.
+//! - The scratch directory's total size and number of files are measured by the parent after
+//!   each call ([`ScratchLimits`]); during one call it can grow past them (bounded by the call's
+//!   time limit and RLIMIT_FSIZE per file) before the runner is killed and the directory removed.
+//!
+//! # What validation can catch, and what it cannot
+//! Validation ([`validate`]) plays a program at the spec's fixed seeds *and* at seeds drawn
+//! from the operating system's randomness in this process, anew for every validation (recorded
+//! in the report, replayable), with probe actions that vary with the seed, and once more in a
+//! fresh runner that sees exactly the calls play makes. It catches, with certainty or with
+//! high probability per drawn seed:
+//! - programs that behave only at the fixed seeds 0, 1, 2, 42, 123 (win for any answer, have a
+//!   wrong `solution()`, raise, give rewards outside [-10, 10] or wrong types, answer
+//!   nondeterministically, return huge observations, hang, crash or flood their scratch
+//!   elsewhere): every drawn seed is such an "elsewhere";
+//! - programs that recognise the fixed probe actions (`\boxed{1}`, `\boxed{test}`,
+//!   `\boxed{42}`) and let any other first answer win;
+//! - programs that tell a validation runner from a play runner by its calls (several resets,
+//!   `solution()` calls, seed 42 first), when that changes the drawn probe's episode.
+//!
+//! It cannot catch, and play's checks ([`validate::step_violation`] on every reset and step
+//! return, the call time limit, the runner's type checks) have to:
+//! - behaviour that changes only after many turns or calls (validation plays at most
+//!   `max_turns` per episode and a handful of episodes), or only on actions no probe and no
+//!   solution episode takes;
+//! - behaviour on rare seeds: with k drawn seeds, a program that misbehaves on a fraction p of
+//!   seeds passes with probability (1 - p)^k (k = 3: a 1% program passes 97% of the time);
+//! - behaviour keyed on something validation and play share but tests never vary: the wall
+//!   clock, the date, the amount of memory, or the text of the agent's answers;
+//! - games that are wrong but consistent: a `solution()` that wins a game whose rules are not
+//!   the ones its observation states, or a game that is trivially easy. The LLM self-judge
+//!   and the play statistics (win rates, regret) are the only checks of meaning.
 
 pub mod pool;
 pub mod protocol;
@@ -54,7 +85,7 @@ pub mod validate;
 
 pub use pool::{EnvSession, Leased, Pool, PoolConfig};
 pub use protocol::{EnvKind, Layer, Limits, PROTOCOL_VERSION};
-pub use runner::{Runner, RunnerConfig, SandboxError};
+pub use runner::{Runner, RunnerConfig, SandboxError, ScratchLimits};
 pub use validate::{Check, Reason, Report, ValidationConfig, validate};
 
 /// Where to find the runner binary: `SPADE_SANDBOX_RUNNER`, else `spade-sandbox-runner` next

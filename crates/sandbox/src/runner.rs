@@ -52,6 +52,12 @@ pub enum SandboxError {
     /// written by environment code); the runner was killed.
     #[error("protocol violation during {call}: {detail}; the runner was killed")]
     Protocol { call: &'static str, detail: String },
+    /// The scratch directory passed its bounds (total bytes or number of entries) by the end of
+    /// a call; the runner was killed.
+    #[error(
+        "during {call}, the scratch directory grew past its bounds: {detail}; the runner was killed"
+    )]
+    Scratch { call: &'static str, detail: String },
     /// The environment (or its source) failed: an exception, a contract violation, a limit.
     #[error("{:?}: {}", .0.kind, .0.message)]
     Env(EnvError),
@@ -74,6 +80,55 @@ pub struct RunnerConfig {
     pub limits: Limits,
     /// Parent directory of the per-runner scratch directories.
     pub scratch_root: PathBuf,
+    /// Bounds on the scratch directory as a whole, checked by the parent after every call.
+    pub scratch: ScratchLimits,
+}
+
+/// Bounds on everything an environment keeps in its scratch directory (RLIMIT_FSIZE bounds
+/// only one file). The parent measures the directory after every call, without following
+/// links; within one call the directory can grow past them until the call ends (at most the
+/// call's time limit), then the runner is killed and the directory removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScratchLimits {
+    /// Total size of the regular files, in bytes.
+    pub max_bytes: u64,
+    /// Number of entries (files, directories, links) beneath the scratch directory.
+    pub max_files: u64,
+}
+
+impl Default for ScratchLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: 64 << 20,
+            max_files: 256,
+        }
+    }
+}
+
+/// Bytes of regular files and number of entries beneath `dir`; stops counting once either
+/// passes its bound (so a directory of a million files costs only `max_files` look-ups).
+pub fn scratch_usage(dir: &Path, limits: ScratchLimits) -> (u64, u64) {
+    let (mut bytes, mut entries) = (0u64, 0u64);
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in rd.flatten() {
+            entries += 1;
+            if let Ok(meta) = entry.path().symlink_metadata() {
+                if meta.is_dir() {
+                    stack.push(entry.path());
+                } else if meta.is_file() {
+                    bytes = bytes.saturating_add(meta.len());
+                }
+            }
+            if entries > limits.max_files || bytes > limits.max_bytes {
+                return (bytes, entries);
+            }
+        }
+    }
+    (bytes, entries)
 }
 
 impl RunnerConfig {
@@ -82,6 +137,7 @@ impl RunnerConfig {
             runner_path: runner_path.into(),
             limits: Limits::default(),
             scratch_root: std::env::temp_dir(),
+            scratch: ScratchLimits::default(),
         }
     }
 }
@@ -100,6 +156,7 @@ pub struct Runner {
     python: String,
     layers: Vec<Layer>,
     scratch: Option<tempfile::TempDir>,
+    scratch_limits: ScratchLimits,
     dead: bool,
 }
 
@@ -168,6 +225,7 @@ impl Runner {
             python: String::new(),
             layers: Vec::new(),
             scratch: Some(scratch),
+            scratch_limits: cfg.scratch,
             dead: false,
         };
         match runner.receive(0, "start-up", START_TIMEOUT)? {
@@ -235,7 +293,31 @@ impl Runner {
         if let Err(e) = protocol::write_frame(&mut self.to, &Request { id, op }) {
             return Err(self.died(call, &e.to_string()));
         }
-        self.receive(id, call, limit)
+        let reply = self.receive(id, call, limit)?;
+        self.check_scratch(call)?;
+        Ok(reply)
+    }
+
+    /// Kills the runner if its scratch directory passed its bounds.
+    fn check_scratch(&mut self, call: &'static str) -> Result<(), SandboxError> {
+        let Some(dir) = self.scratch.as_ref().map(|d| d.path().to_path_buf()) else {
+            return Ok(());
+        };
+        let lim = self.scratch_limits;
+        let (bytes, entries) = scratch_usage(&dir, lim);
+        if bytes <= lim.max_bytes && entries <= lim.max_files {
+            return Ok(());
+        }
+        self.kill();
+        let detail = if entries > lim.max_files {
+            format!("more than {} files and directories", lim.max_files)
+        } else {
+            format!(
+                "at least {bytes} bytes in its files (limit {})",
+                lim.max_bytes
+            )
+        };
+        Err(SandboxError::Scratch { call, detail })
     }
 
     fn receive(

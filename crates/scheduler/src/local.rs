@@ -1,5 +1,9 @@
 //! The local executor: a job is a child process of the server's machine, in its own process
 //! group, with stdout and stderr appended to `<jobs dir>/spade-run-<run>-a<attempt>/output.log`.
+//! Every attempt of a run gets the same state directory, `<jobs dir>/spade-run-<run>-state`
+//! (absolute, in `SPADE_WORKER_DATA_DIR`), where the worker keeps its checkpoints and report
+//! spool: attempt 2 after a killed attempt 1 resumes from the last checkpoint instead of
+//! starting over in an empty directory.
 //!
 //! A server restart must neither lose nor duplicate a job, so everything needed to find the
 //! process again lives on disk, not in memory: `job.json` records the pid, the process's start
@@ -75,6 +79,19 @@ impl LocalExecutor {
         Self {
             cfg,
             jobs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `<jobs_dir>/spade-run-<run>-state`, absolute (the job runs in its own directory): what
+    /// every attempt of the run shares (see the module doc).
+    pub fn state_dir(&self, run_id: i64) -> PathBuf {
+        let dir = self.cfg.jobs_dir.join(format!("spade-run-{run_id}-state"));
+        if dir.is_absolute() {
+            dir
+        } else {
+            std::env::current_dir()
+                .map(|cwd| cwd.join(&dir))
+                .unwrap_or(dir)
         }
     }
 
@@ -154,6 +171,7 @@ impl LocalExecutor {
             .env("SPADE_WORKER_TOKEN", &spec.token)
             .env("SPADE_RUN_ID", spec.run_id.to_string())
             .env("SPADE_JOB_ID", spec.job_id.to_string())
+            .env("SPADE_WORKER_DATA_DIR", self.state_dir(spec.run_id))
             .env("CUDA_VISIBLE_DEVICES", devices.join(","))
             .process_group(0)
             .spawn()

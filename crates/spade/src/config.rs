@@ -44,8 +44,16 @@ pub struct RunSection {
     pub steps: u64,
     /// Seed of every random choice of the run (corpus, memory, sampling).
     pub seed: u64,
-    /// Write a checkpoint every this many steps (and always at the end).
+    /// Keep the weights as a checkpoint (`checkpoints/step-N`) every this many steps (and
+    /// always at the end).
     pub checkpoint_every: u64,
+    /// Write the optimiser state (AdamW's moments, and the float32 masters of bf16 weights:
+    /// 8 to 12 bytes per parameter) every this many steps (and at the end); the resume point
+    /// carries the last one between. A resume between two writes continues with the moments of
+    /// the last one (and, for bf16 weights, from the weights of its own step).
+    pub optimizer_every: u64,
+    /// Checkpoints kept: the last this many (0 = all of them).
+    pub checkpoint_keep: u64,
 }
 
 /// Which model the policy loads.
@@ -63,6 +71,9 @@ pub struct ModelSection {
     pub hint_max_new_tokens: u32,
     /// Most tokens of one agent turn.
     pub agent_max_new_tokens: u32,
+    /// Longest token sequence the policy is given (prompt and everything generated): an agent
+    /// episode whose next turn would pass it ends truncated (the reference's context: 32,768).
+    pub max_context: u32,
 }
 
 /// Skills, their rotation and the regeneration schedule (spec, step 1).
@@ -161,6 +172,10 @@ pub struct DesignerSection {
     /// Ask the policy whether a validated game works (spec, "Validation": on for real models,
     /// off for the tiny one).
     pub self_judge: bool,
+    /// Sampling temperature of the self-judge's verdict (default: the roles' 0.6, spec 5).
+    pub judge_temperature: f64,
+    /// Most tokens of the self-judge's reply (a model that thinks first needs room).
+    pub judge_max_new_tokens: u32,
     pub ema: EmaSection,
 }
 
@@ -172,6 +187,9 @@ pub struct HintSection {
     pub temperature: f64,
     /// Plays with the hint per environment, once at generation (spec 5: 16).
     pub plays: u32,
+    /// Characters of the environment's code the hint call reads; 0 = the whole program (the
+    /// spec's hint writer reads the accepted code).
+    pub code_chars: usize,
 }
 
 /// The agent role (spec, steps 5 and 6, and the tool-use contract).
@@ -187,6 +205,11 @@ pub struct AgentSection {
     pub global_batch: u32,
     /// Reward of a malformed agent turn (spec, tool-use contract: -0.1).
     pub format_penalty: f64,
+    /// Tokens the agent may write over a whole episode, all turns together (the reference's
+    /// agent budget: 8,192); the episode ends truncated when its next turn would pass it.
+    pub max_episode_tokens: u32,
+    /// Episodes played at once: sandbox runners, and rows of one sampling batch.
+    pub concurrency: u32,
 }
 
 /// GRPO for both roles (spec, step 8).
@@ -202,6 +225,15 @@ pub struct GrpoSection {
     pub kl_coef: f64,
     /// Cap of the truncated importance-sampling ratio of delayed designer samples (spec 8: 2).
     pub tis_cap: f64,
+    /// Tokens per forward/backward pass: samples are packed into micro-batches of at most this
+    /// many tokens (a longer sample gets a micro-batch of its own); gradients accumulate.
+    pub micro_batch_tokens: u32,
+    /// Positions per chunk of the language-model head when log-probs are computed, so the
+    /// logits of a whole micro-batch never exist at once.
+    pub logprob_chunk_tokens: u32,
+    /// Recompute each layer's activations in the backward pass (less memory, about a third
+    /// more compute).
+    pub activation_recompute: bool,
 }
 
 /// Limits of generated code (spec, "Validation").
@@ -290,6 +322,8 @@ impl Default for RunSection {
             steps: 400, // spec, headline results: 400 rollout steps
             seed: 0,
             checkpoint_every: 50,
+            optimizer_every: 50,
+            checkpoint_keep: 0,
         }
     }
 }
@@ -299,9 +333,12 @@ impl Default for ModelSection {
         Self {
             path: None,
             preset: "qwen3".into(),
-            designer_max_new_tokens: 4096,
+            // The reference's per-role budgets: designer 16,384 tokens, agent 8,192
+            // (`agent.max_episode_tokens`) within a 32,768-token context.
+            designer_max_new_tokens: 16_384,
             hint_max_new_tokens: 1024,
             agent_max_new_tokens: 1024,
+            max_context: 32_768,
         }
     }
 }
@@ -374,9 +411,11 @@ impl Default for DesignerSection {
             regret_weight: 0.4, // spec 7
             plateau_weight: 0.6,
             plateau: PlateauSection::default(),
-            invalid_reward: -0.5,  // spec 7
-            loss_weight_cap: 50.0, // spec 7
-            self_judge: true,      // spec, Validation: on for real models
+            invalid_reward: -0.5,   // spec 7
+            loss_weight_cap: 50.0,  // spec 7
+            self_judge: true,       // spec, Validation: on for real models
+            judge_temperature: 0.6, // spec 5: both roles sample at 0.6
+            judge_max_new_tokens: 4096,
             ema: EmaSection::default(),
         }
     }
@@ -387,6 +426,7 @@ impl Default for HintSection {
         Self {
             temperature: 0.3, // spec 4
             plays: 16,        // spec 5
+            code_chars: 0,    // spec 4: the hint call reads the whole accepted code
         }
     }
 }
@@ -394,10 +434,12 @@ impl Default for HintSection {
 impl Default for AgentSection {
     fn default() -> Self {
         Self {
-            temperature: 0.6,     // spec 5
-            max_turns: 25,        // spec 5
-            global_batch: 192,    // spec 5
-            format_penalty: -0.1, // spec, tool-use contract
+            temperature: 0.6,         // spec 5
+            max_turns: 25,            // spec 5
+            global_batch: 192,        // spec 5
+            format_penalty: -0.1,     // spec, tool-use contract
+            max_episode_tokens: 8192, // the reference's agent budget
+            concurrency: 32,
         }
     }
 }
@@ -410,6 +452,10 @@ impl Default for GrpoSection {
             clip_high: 0.28,
             kl_coef: 0.0, // spec 8 (0.005 option)
             tis_cap: 2.0, // spec 8
+            // One 16k-token packed step (issue 12's memory target on one GPU).
+            micro_batch_tokens: 16_384,
+            logprob_chunk_tokens: 4096,
+            activation_recompute: true,
         }
     }
 }
@@ -503,7 +549,15 @@ impl RunConfig {
         }
     }
 
-    /// True when the run is fixed-env GRPO (no designer at all).
+    /// Characters of an environment's code the hint call reads (`hint.code_chars`, where 0
+    /// means the whole program).
+    pub fn hint_code_limit(&self) -> usize {
+        match self.hint.code_chars {
+            0 => usize::MAX,
+            n => n,
+        }
+    }
+
     /// Whether the checkpoint of `step` is due for an automatic evaluation (`eval` section).
     pub fn eval_due(&self, step: u64) -> bool {
         let every = self.eval.every_steps;
@@ -515,6 +569,7 @@ impl RunConfig {
             }
     }
 
+    /// True when the run is fixed-env GRPO (no designer at all).
     pub fn is_fixed_env(&self) -> bool {
         self.ablation.fixed_env_pool.is_some()
     }

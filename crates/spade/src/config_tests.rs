@@ -246,3 +246,107 @@ fn conflicting_switches_and_choices_are_refused() {
     );
     assert_eq!(v[0].path(), "ablation.two_skill_curriculum");
 }
+
+#[test]
+fn training_limits_default_to_the_reference_numbers() {
+    let c = RunConfig::gpu_qwen3();
+    assert_eq!(c.model.max_context, 32_768);
+    assert_eq!(c.model.designer_max_new_tokens, 16_384);
+    assert_eq!(c.agent.max_episode_tokens, 8192);
+    // The hint call reads the whole program.
+    assert_eq!(c.hint.code_chars, 0);
+    assert_eq!(c.grpo.micro_batch_tokens, 16_384);
+    assert_eq!(
+        (
+            c.designer.judge_temperature,
+            c.designer.judge_max_new_tokens
+        ),
+        (0.6, 4096)
+    );
+    let demo = RunConfig::tiny_cpu_demo();
+    assert_eq!(demo.model.max_context, 4096);
+    assert_eq!(demo.hint.code_chars, 400);
+}
+
+#[test]
+fn each_training_limit_out_of_range_names_its_path_and_range() {
+    // The tiny preset needs no model path, so only the key under test is wrong.
+    let tiny = "[model]\npreset = \"tiny\"\n";
+    let cases = [
+        (
+            "[model]\npreset = \"tiny\"\nmax_context = 100\n",
+            "model.max_context",
+            "256 to 1048576",
+        ),
+        (
+            "[run]\noptimizer_every = 0\n",
+            "run.optimizer_every",
+            "1 to 1000000",
+        ),
+        (
+            "[run]\ncheckpoint_keep = 2000000\n",
+            "run.checkpoint_keep",
+            "0 to 1000000",
+        ),
+        (
+            "[designer]\njudge_temperature = 0.0\n",
+            "designer.judge_temperature",
+            "(0, 2]",
+        ),
+        (
+            "[designer]\njudge_max_new_tokens = 0\n",
+            "designer.judge_max_new_tokens",
+            "1 to 131072",
+        ),
+        (
+            "[hint]\ncode_chars = 20000000\n",
+            "hint.code_chars",
+            "0 to 10000000",
+        ),
+        (
+            "[agent]\nmax_episode_tokens = 0\n",
+            "agent.max_episode_tokens",
+            "1 to 1048576",
+        ),
+        (
+            "[agent]\nconcurrency = 0\n",
+            "agent.concurrency",
+            "1 to 4096",
+        ),
+        (
+            "[grpo]\nmicro_batch_tokens = 10\n",
+            "grpo.micro_batch_tokens",
+            "64 to 16777216",
+        ),
+        (
+            "[grpo]\nlogprob_chunk_tokens = 0\n",
+            "grpo.logprob_chunk_tokens",
+            "1 to 1048576",
+        ),
+    ];
+    for (text, path, range) in cases {
+        let file = if text.starts_with("[model]") {
+            text.to_string()
+        } else {
+            format!("{tiny}{text}")
+        };
+        let v = issues(&file);
+        let hit = v
+            .iter()
+            .find(|i| i.path() == path)
+            .unwrap_or_else(|| panic!("{path}: not reported in {v:?}"));
+        let msg = hit.to_string();
+        assert!(
+            matches!(hit, ConfigIssue::OutOfRange { .. }) && msg.contains(range),
+            "{path}: {msg}"
+        );
+    }
+    // Budgets that cannot fit their context are a conflict naming both keys.
+    let v = issues("[model]\npreset = \"tiny\"\nmax_context = 1024\nagent_max_new_tokens = 1024\n");
+    assert!(
+        v.iter()
+            .any(|i| matches!(i, ConfigIssue::Conflict { path, other, .. }
+            if path == "model.agent_max_new_tokens" && other == "model.max_context")),
+        "{v:?}"
+    );
+}

@@ -51,7 +51,8 @@ impl Envelope {
         Self::at(run_id, seq, now_ms, message)
     }
 
-    /// Like [`Envelope::new`] with an explicit timestamp.
+    /// Like [`Envelope::new`] with an explicit timestamp. The message is made storable on the
+    /// way in (see [`storable`]).
     pub fn at(run_id: impl Into<String>, seq: u64, sent_at_ms: i64, message: Message) -> Self {
         let run_id = run_id.into();
         let key = Self::key_for(&run_id, seq);
@@ -60,7 +61,7 @@ impl Envelope {
             seq,
             key,
             sent_at_ms,
-            message,
+            message: storable(message),
         }
     }
 
@@ -74,6 +75,46 @@ impl Envelope {
     pub fn key_is_consistent(&self) -> bool {
         self.key == Self::key_for(&self.run_id, self.seq)
     }
+}
+
+/// Stands in for U+0000 in reported text.
+pub const NUL_REPLACEMENT: char = '\u{FFFD}';
+
+/// `message` with every U+0000 in its strings replaced by [`NUL_REPLACEMENT`].
+///
+/// The one rule for NUL in this project: PostgreSQL `text` cannot hold U+0000, so the service
+/// refuses it in any request (422 naming the field), ingestion included. Generated programs and
+/// model output do contain it, and nobody typed it, so reports replace it where they are made:
+/// a report is always storable and a NUL never poisons a batch. (CPython refuses source with a
+/// NUL byte, so environment code that had one was not runnable anyway.)
+pub fn storable(message: Message) -> Message {
+    fn has_nul(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::String(s) => s.contains('\0'),
+            serde_json::Value::Array(a) => a.iter().any(has_nul),
+            serde_json::Value::Object(o) => o.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+            _ => false,
+        }
+    }
+    fn scrub(v: serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        let fix = |s: String| s.replace('\0', &NUL_REPLACEMENT.to_string());
+        match v {
+            Value::String(s) => Value::String(fix(s)),
+            Value::Array(a) => Value::Array(a.into_iter().map(scrub).collect()),
+            Value::Object(o) => {
+                Value::Object(o.into_iter().map(|(k, v)| (fix(k), scrub(v))).collect())
+            }
+            other => other,
+        }
+    }
+    let Ok(value) = serde_json::to_value(&message) else {
+        return message;
+    };
+    if !has_nul(&value) {
+        return message;
+    }
+    serde_json::from_value(scrub(value)).unwrap_or(message)
 }
 
 /// Body of `POST /api/v1/ingest/{run_id}`.
@@ -118,6 +159,17 @@ pub enum Message {
         designer_reward: f64,
         reward_levels: u32,
     },
+    /// An accepted environment broke the contract while played (its first violation): its
+    /// status becomes `broken_in_play`, it is not played again, and its plays stay stored but
+    /// do not train the agent. `reason` is a validation reason (e.g. `reward_out_of_range`).
+    EnvironmentBroken {
+        env_id: String,
+        step: u64,
+        /// The seed of the episode that broke.
+        seed: i64,
+        reason: String,
+        message: String,
+    },
     /// A batch of sampled plays. (A struct variant: serde cannot put a tag next to a list.)
     Plays { records: Vec<PlayRecord> },
     /// Scalar metrics of one step (names as in `spade::metrics`).
@@ -151,12 +203,14 @@ pub enum Message {
     },
 }
 
-/// Whether the sandbox accepted an environment.
+/// Whether the sandbox accepted an environment, and whether it kept to the contract in play.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EnvStatus {
     Accepted,
     Rejected,
+    /// Accepted, then broke the contract while played ([`Message::EnvironmentBroken`]).
+    BrokenInPlay,
 }
 
 /// One generated environment as reported (and stored by the backend).

@@ -41,6 +41,13 @@ fn every_message() -> Vec<Message> {
             designer_reward: 0.73,
             reward_levels: 2,
         },
+        Message::EnvironmentBroken {
+            env_id: "r1-e7".into(),
+            step: 9,
+            seed: 1_234_567,
+            reason: "reward_out_of_range".into(),
+            message: "with seed 1234567: reward 1000000 is outside [-10, 10]".into(),
+        },
         Message::Plays {
             records: vec![PlayRecord {
                 env_id: "r1-e7".into(),
@@ -192,4 +199,29 @@ fn unknown_kinds_and_fields_are_rejected() {
     assert!(serde_json::from_value::<Envelope>(extra).is_err());
     let bad_level = json!({"kind": "log", "level": "loud", "line": ""});
     assert!(serde_json::from_value::<Message>(bad_level).is_err());
+}
+
+#[test]
+fn reports_replace_nul_where_they_are_made_and_keep_everything_else() {
+    let line = "print('\\u0000') wrote \u{0} then more";
+    let env = Envelope::at(
+        "7",
+        3,
+        0,
+        Message::Log {
+            level: LogLevel::Info,
+            line: line.into(),
+        },
+    );
+    let Message::Log { line: stored, .. } = &env.message else {
+        panic!("a log message: {env:?}");
+    };
+    // The literal backslash-u text stays; only the real NUL becomes U+FFFD.
+    assert_eq!(stored, "print('\\u0000') wrote \u{FFFD} then more");
+    // Messages without a NUL are untouched (same value, no rewrite).
+    let clean = Message::Log {
+        level: LogLevel::Warn,
+        line: "plain".into(),
+    };
+    assert_eq!(storable(clean.clone()), clean);
 }

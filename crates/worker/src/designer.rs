@@ -65,6 +65,9 @@ pub struct DesignOptions {
     pub validation: ValidationConfig,
     /// Run the LLM self-judge on code the sandbox accepted.
     pub self_judge: bool,
+    /// The self-judge's sampling temperature and reply budget.
+    pub judge_temperature: f64,
+    pub judge_max_new_tokens: usize,
 }
 
 /// Samples and validates environments for `slots`. `prompt(slot, attempt)` builds the
@@ -185,8 +188,7 @@ pub fn judge(
     let Some(text) = judge_prompt_text(pool, code, kind, max_turns, opts.validation.budget) else {
         return Ok(None);
     };
-    // A verdict is short; a model that thinks first gets the designer's budget.
-    let (tok, params) = turn_params(policy, opts.temperature, opts.max_new_tokens)?;
+    let (tok, params) = turn_params(policy, opts.judge_temperature, opts.judge_max_new_tokens)?;
     let ids = tok.encode(&text)?;
     let out = generate(policy.model(), &[ids], &[seed], &params, Some(tok))?;
     Ok(out
@@ -262,8 +264,8 @@ pub fn render(p: &ChatPrompt) -> String {
     Role::Designer.prompt(Some(&p.system), &p.user)
 }
 
-/// The hint prompt for `code`, cut to `max_code_chars` characters (the tiny model's context is
-/// short; real models get the whole code).
+/// The hint prompt for `code`, cut to `max_code_chars` characters (`hint.code_chars`: the tiny
+/// model's context is short; real models get the whole code).
 pub fn hint_prompt(code: &str, max_code_chars: usize) -> ChatPrompt {
     let cut: String = code.chars().take(max_code_chars).collect();
     prompt::hint_prompt(&cut)

@@ -7,9 +7,15 @@
 //! stored log-probs line up with it.
 //!
 //! Episode return (spec 6): the last reward clamped to [-1, 1] if the episode terminated, else 0
-//! (truncated, out of turns, out of context, or stopped by a sandbox failure). A step that times
-//! out, or an environment that fails while being played, marks the play `failure`; the designer
-//! reward of such an environment is the spec's -0.5 ("invalid environment or a step timeout").
+//! (truncated, out of turns, out of context, or stopped by a sandbox failure).
+//!
+//! Checks during play: every reset and step return is held to the environment contract, as
+//! validation holds it (types and observation length in the runner, a finite reward in
+//! [-10, 10] here through [`spade_sandbox::validate::step_violation`], the per-call time limit
+//! in the pool). The first violation marks the play `failure` with the reason and the seed and
+//! stops every episode of that environment still running; the caller then retires the
+//! environment (`broken_in_play`: the designer's -0.5, "invalid environment or a step
+//! timeout", no further plays, its plays kept but not trained on).
 
 use crate::WorkerError;
 use spade::parse::{self, FormatError, ToolAction};
@@ -19,6 +25,7 @@ use spade_policy::Policy;
 use spade_policy::chat::Role;
 use spade_policy::sample::{Finish, SamplingParams, generate};
 use spade_policy::tokenizer::{IM_END, Tokenizer};
+use spade_sandbox::validate::{Reason, reason_of, step_violation};
 use spade_sandbox::{EnvKind, EnvSession, Pool, SandboxError};
 
 /// spec "Play": at most 25 turns per episode.
@@ -35,6 +42,9 @@ pub struct PlayOptions {
     pub temperature: f64,
     /// Longest token sequence of an episode; an episode that would pass it ends truncated.
     pub max_context: usize,
+    /// Tokens the agent may write over the whole episode; an episode whose next turn could
+    /// pass it ends truncated.
+    pub max_episode_tokens: usize,
     /// Characters of a hint shown to the agent (longer hints are cut).
     pub max_hint_chars: usize,
 }
@@ -46,18 +56,26 @@ impl Default for PlayOptions {
             max_new_tokens: 512,
             temperature: 0.6,
             max_context: 4096,
+            max_episode_tokens: 4096,
             max_hint_chars: 2000,
         }
     }
 }
 
-/// Why an episode stopped early through the environment's (not the agent's) fault.
+/// Why an episode stopped early through the environment's (not the agent's) fault: a call that
+/// exceeded its time limit, raised, returned something the contract does not allow, or killed
+/// its runner. Reasons are validation's, so play and validation name a violation alike.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PlayFailure {
-    /// A call exceeded its time limit (spec: counts as an invalid environment).
-    Timeout(String),
-    /// The environment raised, broke its contract, or its runner died.
-    Environment(String),
+pub struct PlayFailure {
+    pub reason: Reason,
+    pub message: String,
+}
+
+impl PlayFailure {
+    /// `reason: message`, as stored with the environment.
+    pub fn describe(&self) -> String {
+        format!("{}: {}", self.reason.as_str(), self.message)
+    }
 }
 
 /// One played episode.
@@ -80,6 +98,8 @@ pub struct Episode {
     pub format_errors: u32,
     /// Every reward the environment gave, in order (for the distinct-reward-levels metric).
     pub rewards: Vec<f64>,
+    /// Environment calls (reset and step) whose returns were checked against the contract.
+    pub env_calls: u32,
     pub failure: Option<PlayFailure>,
 }
 
@@ -141,6 +161,11 @@ impl TokenTrace {
         self.logprobs.extend_from_slice(logprobs);
     }
 
+    /// Tokens the agent has written so far (the trained ones).
+    pub fn generated(&self) -> usize {
+        self.loss_mask.iter().filter(|&&m| m).count()
+    }
+
     /// Appends tokens that are context only (observations, a missing end token).
     pub fn push_context(&mut self, tokens: &[i64]) {
         self.ids.extend_from_slice(tokens);
@@ -192,14 +217,22 @@ pub fn play_env(
             logprobs: vec![],
             format_errors: 0,
             rewards: vec![],
+            env_calls: 0,
             failure: None,
         })
         .collect();
     let idxs: Vec<usize> = (0..seeds.len()).collect();
+    let mut started_eps = 0;
     for chunk in idxs.chunks(concurrency.max(1)) {
+        // The first violation ends the environment's life: no further episodes start.
+        if episodes.iter().any(|e| e.failure.is_some()) {
+            break;
+        }
+        started_eps += chunk.len();
         let mut live = Vec::new();
         for &i in chunk {
             let ep = &mut episodes[i];
+            ep.env_calls += 1;
             let started = pool
                 .load(code, Some(kind), None)
                 .and_then(|mut s| s.reset(Some(ep.seed)).map(|obs| (s, obs)));
@@ -221,7 +254,7 @@ pub fn play_env(
                         last_obs: obs.obs,
                     });
                 }
-                Err(e) => ep.failure = Some(failure_of(e)),
+                Err(e) => ep.failure = Some(failure_of(&e, ep.seed)),
             }
         }
         play_batch(
@@ -235,6 +268,8 @@ pub fn play_env(
             sample_seed,
         )?;
     }
+    // Episodes that never started (the environment broke first) are not plays.
+    episodes.truncate(started_eps);
     Ok(episodes)
 }
 
@@ -258,10 +293,17 @@ fn play_batch(
     };
     let mut finished: Vec<Live> = Vec::new();
     while !live.is_empty() {
-        // Episodes whose next turn would not fit the context end truncated (return 0).
-        let (fit, over): (Vec<Live>, Vec<Live>) = live
-            .drain(..)
-            .partition(|l| l.trace.ids.len() + opts.max_new_tokens <= opts.max_context);
+        // A violation stops the environment's other episodes where they are.
+        if episodes.iter().any(|e| e.failure.is_some()) {
+            finished.append(live);
+            break;
+        }
+        // Episodes whose next turn would not fit the context or the agent's episode budget end
+        // truncated (return 0).
+        let (fit, over): (Vec<Live>, Vec<Live>) = live.drain(..).partition(|l| {
+            l.trace.ids.len() + opts.max_new_tokens <= opts.max_context
+                && l.trace.generated() + opts.max_new_tokens <= opts.max_episode_tokens
+        });
         finished.extend(over);
         *live = fit;
         if live.is_empty() {
@@ -311,7 +353,18 @@ fn play_batch(
                     continue;
                 }
             };
-            match l.session.step(&action) {
+            ep.env_calls += 1;
+            let stepped = match l.session.step(&action) {
+                Ok(r) => match step_violation(&r) {
+                    None => Ok(r),
+                    Some(message) => Err(PlayFailure {
+                        reason: Reason::RewardOutOfRange,
+                        message: format!("with seed {}: {message}", ep.seed),
+                    }),
+                },
+                Err(e) => Err(failure_of(&e, ep.seed)),
+            };
+            match stepped {
                 Ok(r) => {
                     ep.rewards.push(r.reward);
                     ep.transcript.push(Turn {
@@ -333,8 +386,8 @@ fn play_batch(
                         keep.push(l);
                     }
                 }
-                Err(e) => {
-                    ep.failure = Some(failure_of(e));
+                Err(f) => {
+                    ep.failure = Some(f);
                     finished.push(l);
                 }
             }
@@ -350,10 +403,14 @@ fn play_batch(
     Ok(())
 }
 
-fn failure_of(e: SandboxError) -> PlayFailure {
-    match e {
-        SandboxError::Timeout { .. } => PlayFailure::Timeout(e.to_string()),
-        other => PlayFailure::Environment(other.to_string()),
+fn failure_of(e: &SandboxError, seed: i64) -> PlayFailure {
+    let message = match e {
+        SandboxError::Env(env) => env.message.clone(),
+        other => other.to_string(),
+    };
+    PlayFailure {
+        reason: reason_of(e, false),
+        message: format!("with seed {seed}: {message}"),
     }
 }
 

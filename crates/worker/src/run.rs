@@ -45,12 +45,9 @@ pub struct RunOptions {
     pub seed_dir: PathBuf,
     /// Where warm-started checkpoints are cached.
     pub cache_dir: PathBuf,
-    /// Episodes (runner processes) played at once.
-    pub concurrency: usize,
-    /// Longest token sequence of an agent episode.
-    pub max_context: usize,
-    /// Characters of code shown to the hint call.
-    pub hint_code_chars: usize,
+    /// Episodes (runner processes) played at once, overriding the run configuration's
+    /// `agent.concurrency` (`--concurrency`); None = the configuration's.
+    pub concurrency: Option<usize>,
     pub warm_epochs: usize,
     pub warm_lr: f64,
     pub warm_measure: usize,
@@ -71,9 +68,7 @@ impl RunOptions {
             code_version: env!("CARGO_PKG_VERSION").to_string(),
             seed_dir,
             cache_dir,
-            concurrency: 8,
-            max_context: 4096,
-            hint_code_chars: 400,
+            concurrency: None,
             warm_epochs: DEFAULT_WARM_EPOCHS,
             warm_lr: 3e-3,
             warm_measure: DEFAULT_WARM_MEASURE,
@@ -152,7 +147,7 @@ pub fn run(
         )));
     }
     let mut pool_cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
-    pool_cfg.max_runners = opts.concurrency.max(1);
+    pool_cfg.max_runners = concurrency(cfg, opts);
     pool_cfg.warm = 1;
     pool_cfg.call_timeout = Duration::from_secs_f64(cfg.sandbox.step_timeout_s);
     pool_cfg.runner.limits.max_observation_chars = cfg.sandbox.max_observation_chars;
@@ -193,18 +188,31 @@ pub fn run(
         kl_coef: cfg.grpo.kl_coef,
         tis_cap: cfg.grpo.tis_cap,
         temperature: cfg.agent.temperature,
-        micro_batch: 4,
+        micro_batch_tokens: cfg.grpo.micro_batch_tokens as usize,
+        logprob_chunk_tokens: cfg.grpo.logprob_chunk_tokens as usize,
+        recompute: cfg.grpo.activation_recompute,
         optim: OptimConfig {
             lr: cfg.grpo.lr,
             ..OptimConfig::default()
         },
     };
     let mut trainer = GrpoTrainer::new(&policy, grpo)?;
+    check_checkpoint_disk(cfg, &policy, trainer.optimizer().is_mixed(), store, on)?;
     if let Some(dir) = resumed_from {
-        match state::load_optimizer(&mut trainer, &dir)? {
-            true => (on)(Event::Log(format!(
+        // An optimiser state older than the weights (written every `run.optimizer_every`
+        // steps) gives its moments, not its masters: those would undo the steps since.
+        let own_step = state.optimizer_step.is_none_or(|s| s == state.step);
+        match state::load_optimizer(&mut trainer, &dir, own_step)? {
+            true if own_step => (on)(Event::Log(format!(
                 "restored the optimizer state ({} AdamW steps)",
                 trainer.optimizer().step_count()
+            ))),
+            true => (on)(Event::Log(format!(
+                "restored the optimizer state of step {} (written every {} steps) for weights \
+                 of step {}",
+                state.optimizer_step.unwrap_or_default(),
+                cfg.run.optimizer_every,
+                state.step
             ))),
             false => (on)(Event::Log(format!(
                 "{} has no {}: an older checkpoint; AdamW restarts with zero moments",
@@ -273,6 +281,44 @@ pub fn run(
     })
 }
 
+/// Episodes played at once: `--concurrency` when given, else `agent.concurrency`.
+pub(crate) fn concurrency(cfg: &RunConfig, opts: &RunOptions) -> usize {
+    opts.concurrency
+        .unwrap_or(cfg.agent.concurrency as usize)
+        .max(1)
+}
+
+/// Says how much disk the run's checkpoints need and refuses to start when the checkpoint
+/// directory's file system has less free (see [`state::checkpoint_need`]).
+fn check_checkpoint_disk(
+    cfg: &RunConfig,
+    policy: &Policy,
+    mixed: bool,
+    store: &StateStore,
+    on: &mut dyn FnMut(Event),
+) -> Result<(), WorkerError> {
+    let params = policy.config().num_parameters().max(0) as u64;
+    let weights = params * policy.kind().elt_size_in_bytes() as u64;
+    // AdamW's two float32 moments, and float32 masters for half-kind weights.
+    let optimizer = params * if mixed { 12 } else { 8 };
+    let need = state::checkpoint_need(&cfg.run, weights, optimizer);
+    let dir = store.checkpoints();
+    let used = state::tree_bytes(&dir);
+    let free = state::free_bytes(&dir)?;
+    (on)(Event::Log(format!(
+        "checkpoints need about {} in all ({} snapshots of {} weights, {} with a {} optimizer \
+         state, two resume points); {} free in {}",
+        state::gib(need.total),
+        need.snapshots,
+        state::gib(need.weights),
+        need.snapshots_with_optimizer,
+        state::gib(need.optimizer),
+        state::gib(free),
+        dir.display()
+    )));
+    state::check_disk(&need, used, free, &dir)
+}
+
 /// A checkpoint's path as reported: absolute, because whoever reads it (an evaluation job)
 /// runs in another working directory than this worker.
 fn reported_path(path: &std::path::Path) -> String {
@@ -314,7 +360,7 @@ fn base_model(
         designer_variants: 4,
         designer_files: 1,
         agent_episodes: 2,
-        hint_code_chars: opts.hint_code_chars,
+        hint_code_chars: cfg.hint_code_limit(),
         memory_positives: if cfg.ablation.no_memory {
             0
         } else {
@@ -409,7 +455,7 @@ impl Loop<'_> {
         let every = self.cfg.run.checkpoint_every.max(1);
         // The last step's snapshot is taken by `finish`, after the last window is scored.
         let snapshot = (step + 1).is_multiple_of(every) && step + 1 < self.cfg.run.steps;
-        self.commit(step + 1, snapshot)?;
+        self.commit(step + 1, snapshot, false)?;
         let total = self.cfg.run.steps;
         (self.on)(Event::Step {
             step,
@@ -420,7 +466,9 @@ impl Loop<'_> {
     }
 
     /// Makes the step durable, then delivers its messages.
-    fn commit(&mut self, next_step: u64, snapshot: bool) -> Result<(), WorkerError> {
+    /// `end`: the run's last commit (also of a cancelled run), which always writes the
+    /// optimiser state.
+    fn commit(&mut self, next_step: u64, snapshot: bool, end: bool) -> Result<(), WorkerError> {
         self.state.elapsed_s += self.step_started.elapsed().as_secs_f64();
         self.step_started = Instant::now();
         self.state.step = next_step;
@@ -430,15 +478,37 @@ impl Loop<'_> {
             outbox.push(self.next_envelope(msg)?);
         }
         self.state.outbox = outbox;
+        // The optimiser state every `optimizer_every` steps and at the end; in between the
+        // previous one is linked into the new directory.
+        let previous = self.store.latest().join(state::OPTIMIZER);
+        let write_optimizer = next_step.is_multiple_of(self.cfg.run.optimizer_every.max(1))
+            || end
+            || !previous.exists();
+        if write_optimizer {
+            self.state.optimizer_step = Some(next_step);
+        }
         let (policy, trainer) = (&self.policy, &self.trainer);
         self.store.commit(&self.state, |dir| {
             policy.save(dir)?;
-            Ok(trainer.save_optimizer(&dir.join(state::OPTIMIZER))?)
+            let path = dir.join(state::OPTIMIZER);
+            if write_optimizer {
+                trainer.save_optimizer(&path)?;
+            } else {
+                state::link_or_copy(&previous, &path)?;
+            }
+            Ok(())
         })?;
         let outbox = std::mem::take(&mut self.state.outbox);
         self.deliver(&outbox)?;
         if snapshot {
-            let (path, bytes) = self.store.snapshot(next_step)?;
+            let with_optimizer = self.state.optimizer_step == Some(next_step);
+            let (path, bytes) = self.store.snapshot(next_step, with_optimizer)?;
+            for gone in self.store.prune(self.cfg.run.checkpoint_keep)? {
+                (self.on)(Event::Log(format!(
+                    "removed checkpoint step-{gone} (run.checkpoint_keep = {})",
+                    self.cfg.run.checkpoint_keep
+                )));
+            }
             self.live(Message::Checkpoint {
                 step: next_step,
                 path: reported_path(&path),
@@ -458,7 +528,7 @@ impl Loop<'_> {
         }
         // The end's checkpoint (also of a cancelled run: it resumes from here).
         let step = self.state.step;
-        self.commit(step, true)?;
+        self.commit(step, true, true)?;
         // The last progress names the steps completed, so a finished run shows 6/6, not the
         // index of its last step.
         self.phase("done")?;
@@ -490,6 +560,10 @@ impl Loop<'_> {
             let n = self.state.windows[&key].envs.len();
             for e in 0..n {
                 let env = self.state.windows[&key].envs[e].clone();
+                // A broken environment is never played again (its window still scores it).
+                if env.broken_seed.is_some() {
+                    continue;
+                }
                 let env_seeds: Vec<i64> = (0..per_env)
                     .map(|i| env_seed(self.cfg.run.seed, step, &env.env_id, i))
                     .collect();
@@ -501,12 +575,27 @@ impl Loop<'_> {
                     None,
                     &env_seeds,
                     &popts,
-                    self.opts.concurrency,
+                    concurrency(self.cfg, self.opts),
                     seeds::derive(
                         self.cfg.run.seed,
                         &[seeds::tag::PLAY, step, fnv(&env.env_id)],
                     ),
                 )?;
+                self.obs.note_plays(&eps);
+                let w = self
+                    .state
+                    .windows
+                    .get_mut(&key)
+                    .and_then(|w| w.envs.get_mut(e))
+                    .ok_or_else(|| WorkerError::Config("window changed during play".into()))?;
+                score::tally(w, &eps, false);
+                records.extend(eps.iter().map(|ep| play_record(&env.env_id, step, ep)));
+                // Plays of an environment that broke the contract are kept (reported) but do
+                // not train the agent.
+                if let Some(msg) = score::broken_in_play(w, &eps, step) {
+                    self.pending.push(msg);
+                    continue;
+                }
                 let returns: Vec<f64> = eps.iter().map(|x| x.episode_return).collect();
                 let g = spade::reward::group_advantages(&returns);
                 self.obs.zero_std.push(g.zero_std);
@@ -525,14 +614,6 @@ impl Loop<'_> {
                         });
                     }
                 }
-                let w = self
-                    .state
-                    .windows
-                    .get_mut(&key)
-                    .and_then(|w| w.envs.get_mut(e))
-                    .ok_or_else(|| WorkerError::Config("window changed during play".into()))?;
-                score::tally(w, &eps, false);
-                records.extend(eps.iter().map(|ep| play_record(&env.env_id, step, ep)));
             }
         }
         m.insert("plays_no_hint".into(), records.len() as f64);
@@ -556,7 +637,8 @@ impl Loop<'_> {
             max_turns: self.cfg.agent.max_turns,
             max_new_tokens: self.cfg.model.agent_max_new_tokens as usize,
             temperature: self.cfg.agent.temperature,
-            max_context: self.opts.max_context,
+            max_context: self.cfg.model.max_context as usize,
+            max_episode_tokens: self.cfg.agent.max_episode_tokens as usize,
             max_hint_chars: 2000,
         }
     }

@@ -5,17 +5,25 @@
 //! `checkpoints/latest/` = the policy's weights (Hugging Face layout, `Policy::save`) plus
 //! `state.json` ([`RunState`]), replaced atomically after every step (written to a temporary
 //! directory, then renamed); `checkpoints/step-N/` = retained snapshots every `checkpoint_every`
-//! steps and at the end; `seq.json` = the sequence-number reservation.
+//! steps and at the end, the last `checkpoint_keep` of them (0 = all); `seq.json` = the
+//! sequence-number reservation. A snapshot hard-links the files of `latest` (they are never
+//! changed in place: each commit writes a new directory), so it costs no space until `latest`
+//! moves on.
 //!
 //! Resume invariant: a step's messages live in [`RunState::outbox`] and are delivered only after
 //! the state that includes the step is on disk; a resumed worker first re-delivers that outbox
 //! (sinks are idempotent by `seq`/key), then continues with the next step. Sequence numbers are
 //! reserved in blocks persisted in `seq.json` before use, so messages sent outside a step's
 //! commit (progress, logs) never share a `seq` with anything sent after a resume.
-//! The optimiser's state (AdamW's step count and moment estimates, [`OPTIMIZER`]) is written
-//! into the same directory as the weights and restored with them, so a resumed run continues
-//! the update it was making. A checkpoint written before the optimiser state was saved has no
-//! such file; it resumes with fresh moments (and says so).
+//! The optimiser's state (AdamW's step count and moment estimates, and the float32 masters of
+//! bf16 weights, [`OPTIMIZER`]) is written every `optimizer_every` steps and at the end; the
+//! commits between hard-link the last one into the new directory, and [`RunState`] records the
+//! step that wrote it, so a resume knows whether the moments (and masters) are those of its
+//! step. A checkpoint written before the optimiser state was saved has no such file; it
+//! resumes with fresh moments (and says so).
+//!
+//! Before a run starts, [`checkpoint_need`] estimates the disk its checkpoints take and
+//! [`check_disk`] refuses to start when the file system has less free.
 
 use crate::WorkerError;
 use crate::designer::DesignerSample;
@@ -28,17 +36,138 @@ use std::path::{Path, PathBuf};
 pub const OPTIMIZER: &str = spade_policy::optim::OPTIMIZER_FILE;
 
 /// Restores `trainer`'s optimiser from the checkpoint `dir`; false when the checkpoint predates
-/// optimiser states (no file). A file that does not fit the model is an error.
+/// optimiser states (no file). `masters`: also take its float32 masters (only when they are of
+/// the checkpoint's own step; older masters would undo the steps since). A file that does not
+/// fit the model is an error.
 pub fn load_optimizer(
     trainer: &mut spade_policy::grpo::GrpoTrainer,
     dir: &Path,
+    masters: bool,
 ) -> Result<bool, WorkerError> {
     let path = dir.join(OPTIMIZER);
     if !path.exists() {
         return Ok(false);
     }
-    trainer.load_optimizer(&path)?;
+    trainer.load_optimizer_with(&path, masters)?;
     Ok(true)
+}
+
+/// Hard-links `from` to `to`, or copies it where links are not possible; returns the bytes.
+pub fn link_or_copy(from: &Path, to: &Path) -> Result<u64, WorkerError> {
+    let bytes = std::fs::metadata(from)
+        .map_err(|e| WorkerError::io(from, e))?
+        .len();
+    if std::fs::hard_link(from, to).is_err() {
+        std::fs::copy(from, to).map_err(|e| WorkerError::io(to, e))?;
+    }
+    Ok(bytes)
+}
+
+/// What a run's checkpoints take on disk, estimated before it starts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DiskNeed {
+    /// Weights of one checkpoint (parameters x bytes of their kind).
+    pub weights: u64,
+    /// One optimiser state.
+    pub optimizer: u64,
+    /// Snapshots kept, and how many of them hold an optimiser state.
+    pub snapshots: u64,
+    pub snapshots_with_optimizer: u64,
+    /// All of it: the snapshots, plus `latest` and the new directory a commit writes beside it.
+    pub total: u64,
+}
+
+/// The disk a run's checkpoints need: the kept snapshots (`run.checkpoint_every`,
+/// `run.checkpoint_keep`, the optimiser in those at multiples of `run.optimizer_every` and the
+/// last), plus two resume points at once (a commit writes the new one before it drops the old).
+/// `weight_bytes` and `optimizer_bytes` are one checkpoint's.
+pub fn checkpoint_need(
+    run: &spade::config::RunSection,
+    weight_bytes: u64,
+    optimizer_bytes: u64,
+) -> DiskNeed {
+    let every = run.checkpoint_every.max(1);
+    let mut steps: Vec<u64> = (1..)
+        .map(|k| k * every)
+        .take_while(|&s| s < run.steps)
+        .collect();
+    steps.push(run.steps);
+    if run.checkpoint_keep > 0 {
+        let keep = run.checkpoint_keep as usize;
+        steps = steps.split_off(steps.len().saturating_sub(keep));
+    }
+    let opt_every = run.optimizer_every.max(1);
+    let with_opt = steps
+        .iter()
+        .filter(|&&s| s.is_multiple_of(opt_every) || s == run.steps)
+        .count() as u64;
+    let n = steps.len() as u64;
+    DiskNeed {
+        weights: weight_bytes,
+        optimizer: optimizer_bytes,
+        snapshots: n,
+        snapshots_with_optimizer: with_opt,
+        total: (n + 2) * weight_bytes + (with_opt + 2) * optimizer_bytes,
+    }
+}
+
+/// Gibibytes, for messages.
+pub fn gib(bytes: u64) -> String {
+    format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// Refuses a run whose checkpoints need more than `free` bytes (`used`: what its checkpoints
+/// already take, for a resumed run).
+pub fn check_disk(need: &DiskNeed, used: u64, free: u64, dir: &Path) -> Result<(), WorkerError> {
+    let more = need.total.saturating_sub(used);
+    if more <= free {
+        return Ok(());
+    }
+    Err(WorkerError::Config(format!(
+        "the checkpoints of this run need about {} more ({} snapshots of {} weights, {} of them \
+         with a {} optimizer state, plus two resume points), but the file system of {} has {} \
+         free; free space, or lower run.checkpoint_keep, or raise run.checkpoint_every / \
+         run.optimizer_every",
+        gib(more),
+        need.snapshots,
+        gib(need.weights),
+        need.snapshots_with_optimizer,
+        gib(need.optimizer),
+        dir.display(),
+        gib(free)
+    )))
+}
+
+/// Free bytes for an unprivileged user on the file system of `dir` (or of its nearest existing
+/// ancestor).
+pub fn free_bytes(dir: &Path) -> Result<u64, WorkerError> {
+    let mut at = dir;
+    while !at.exists() {
+        match at.parent() {
+            Some(p) if !p.as_os_str().is_empty() => at = p,
+            _ => {
+                at = Path::new(".");
+                break;
+            }
+        }
+    }
+    let st = rustix::fs::statvfs(at).map_err(|e| WorkerError::io(at, e.into()))?;
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// Bytes of all files under `dir`, recursively (0 when it does not exist).
+pub fn tree_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => tree_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// Bumped when [`RunState`] changes incompatibly.
@@ -64,6 +193,10 @@ pub struct LiveEnv {
     pub reward_levels: Vec<String>,
     /// A step timed out or the environment failed while played (spec 7: reward -0.5).
     pub failed: Option<String>,
+    /// The seed of the play that failed: the environment is `broken_in_play` and is not
+    /// played again.
+    #[serde(default)]
+    pub broken_seed: Option<i64>,
     /// The first observation states the solution (formula-reveal check).
     pub reveals_solution: bool,
 }
@@ -123,6 +256,10 @@ pub struct RunState {
     pub outbox: Vec<Envelope>,
     /// The policy checkpoint the run started from (for the record).
     pub base_model: String,
+    /// The step whose commit wrote the optimiser state the resume point holds (None before
+    /// the first, or in a checkpoint of a version that wrote it every step).
+    #[serde(default)]
+    pub optimizer_step: Option<u64>,
 }
 
 impl RunState {
@@ -140,6 +277,7 @@ impl RunState {
             accepted_total: 0,
             outbox: vec![],
             base_model,
+            optimizer_step: None,
         }
     }
 }
@@ -220,8 +358,9 @@ impl StateStore {
         Ok(latest)
     }
 
-    /// Copies the latest checkpoint to `checkpoints/step-N`; returns its path and size.
-    pub fn snapshot(&self, step: u64) -> Result<(PathBuf, u64), WorkerError> {
+    /// Links the latest checkpoint's files into `checkpoints/step-N` (without the optimiser
+    /// state unless `with_optimizer`); returns its path and size.
+    pub fn snapshot(&self, step: u64, with_optimizer: bool) -> Result<(PathBuf, u64), WorkerError> {
         let from = self.latest();
         let to = self.checkpoints().join(format!("step-{step}"));
         let _ = std::fs::remove_dir_all(&to);
@@ -230,12 +369,37 @@ impl StateStore {
         let entries = std::fs::read_dir(&from).map_err(|e| WorkerError::io(&from, e))?;
         for e in entries {
             let p = e.map_err(|e| WorkerError::io(&from, e))?.path();
-            if p.is_file() {
-                let dst = to.join(p.file_name().unwrap_or_default());
-                bytes += std::fs::copy(&p, &dst).map_err(|e| WorkerError::io(&dst, e))?;
+            let name = p.file_name().unwrap_or_default();
+            if p.is_file() && (with_optimizer || name != OPTIMIZER) {
+                bytes += link_or_copy(&p, &to.join(name))?;
             }
         }
         Ok((to, bytes))
+    }
+
+    /// Removes all but the last `keep` snapshots (`keep` = 0 keeps all); returns the steps
+    /// removed.
+    pub fn prune(&self, keep: u64) -> Result<Vec<u64>, WorkerError> {
+        if keep == 0 {
+            return Ok(vec![]);
+        }
+        let cp = self.checkpoints();
+        let mut steps: Vec<u64> = std::fs::read_dir(&cp)
+            .map_err(|e| WorkerError::io(&cp, e))?
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                name.strip_prefix("step-")?.parse().ok()
+            })
+            .collect();
+        steps.sort_unstable();
+        let drop = steps.len().saturating_sub(keep as usize);
+        let gone: Vec<u64> = steps.into_iter().take(drop).collect();
+        for s in &gone {
+            let dir = cp.join(format!("step-{s}"));
+            std::fs::remove_dir_all(&dir).map_err(|e| WorkerError::io(&dir, e))?;
+        }
+        Ok(gone)
     }
 
     /// The first sequence number that is safe to use after a restart: nothing at or above it
@@ -344,7 +508,7 @@ mod tests {
             .ok_or(WorkerError::Config("no state".into()))?;
         let back = spade_policy::Policy::load(&latest, policy.device())?;
         let mut resumed = GrpoTrainer::new(&back, cfg.clone())?;
-        assert!(load_optimizer(&mut resumed, &latest)?);
+        assert!(load_optimizer(&mut resumed, &latest, true)?);
         assert_eq!(resumed.optimizer().step_count(), 2);
         for name in trainer.optimizer().names() {
             let (a, b) = (
@@ -359,17 +523,104 @@ mod tests {
         // A checkpoint from before optimiser states: fresh moments, no error.
         std::fs::remove_file(latest.join(OPTIMIZER)).map_err(|e| WorkerError::io(&latest, e))?;
         let mut fresh = GrpoTrainer::new(&back, cfg.clone())?;
-        assert!(!load_optimizer(&mut fresh, &latest)?);
+        assert!(!load_optimizer(&mut fresh, &latest, true)?);
         assert_eq!(fresh.optimizer().step_count(), 0);
         // A corrupt one is an error naming the file.
         std::fs::write(latest.join(OPTIMIZER), b"not safetensors")
             .map_err(|e| WorkerError::io(&latest, e))?;
-        let e = load_optimizer(&mut fresh, &latest)
+        let e = load_optimizer(&mut fresh, &latest, true)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(e.contains(OPTIMIZER), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
         Ok(())
+    }
+
+    #[test]
+    fn the_disk_estimate_counts_kept_snapshots_and_two_resume_points() {
+        let mut run = spade::config::RunSection {
+            steps: 400,
+            seed: 0,
+            checkpoint_every: 50,
+            optimizer_every: 100,
+            checkpoint_keep: 0,
+        };
+        // 4B parameters in bf16 (8 GB), optimizer 12 bytes per parameter.
+        let (w, o) = (8_000_000_000, 48_000_000_000);
+        let n = checkpoint_need(&run, w, o);
+        // Snapshots at 50, 100, ..., 400: 8, of which 100, 200, 300, 400 hold the optimizer.
+        assert_eq!((n.snapshots, n.snapshots_with_optimizer), (8, 4));
+        assert_eq!(n.total, 10 * w + 6 * o);
+        run.checkpoint_keep = 3; // 300, 350, 400
+        let n = checkpoint_need(&run, w, o);
+        assert_eq!((n.snapshots, n.snapshots_with_optimizer), (3, 2));
+        assert_eq!(n.total, 5 * w + 4 * o);
+        // A run shorter than the cadence still keeps its end.
+        run.steps = 7;
+        assert_eq!(checkpoint_need(&run, w, o).snapshots, 1);
+    }
+
+    #[test]
+    fn too_little_disk_is_refused_before_the_run_with_the_numbers() {
+        let run = spade::config::RunConfig::default().run;
+        let need = checkpoint_need(&run, 1 << 30, 3 << 30);
+        let dir = Path::new("/data/ckpt");
+        assert!(check_disk(&need, 0, need.total, dir).is_ok());
+        // What a resumed run already wrote counts as available.
+        assert!(check_disk(&need, 1 << 30, need.total - (1 << 30), dir).is_ok());
+        let e = check_disk(&need, 0, 2 << 30, dir)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.contains("/data/ckpt")
+                && e.contains("2.00 GiB free")
+                && e.contains("run.checkpoint_keep"),
+            "{e}"
+        );
+        assert!(free_bytes(&std::env::temp_dir().join("not/there/yet")).is_ok_and(|b| b > 0));
+    }
+
+    #[test]
+    fn snapshots_link_the_latest_files_and_only_the_last_k_are_kept() -> Result<(), WorkerError> {
+        let dir = std::env::temp_dir().join(format!("spade-state-keep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = StateStore::new(&dir);
+        let mut st = RunState::new("m".into(), &spade::config::RunConfig::default());
+        for step in 1..=4 {
+            st.step = step;
+            store.commit(&st, |d| {
+                std::fs::create_dir_all(d).map_err(|e| WorkerError::io(d, e))?;
+                std::fs::write(d.join("model.safetensors"), vec![step as u8; 100])
+                    .map_err(|e| WorkerError::io(d, e))?;
+                std::fs::write(d.join(OPTIMIZER), [0u8; 10]).map_err(|e| WorkerError::io(d, e))
+            })?;
+            let (path, bytes) = store.snapshot(step, step % 2 == 0)?;
+            assert_eq!(
+                bytes,
+                if step % 2 == 0 { 100 + 10 } else { 100 } + st_len(&path)
+            );
+            assert_eq!(path.join(OPTIMIZER).exists(), step % 2 == 0);
+            store.prune(2)?;
+        }
+        let mut left: Vec<String> = std::fs::read_dir(store.checkpoints())
+            .map_err(|e| WorkerError::io(&dir, e))?
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| n.starts_with("step-"))
+            .collect();
+        left.sort();
+        assert_eq!(left, ["step-3", "step-4"]);
+        // The snapshot kept the weights of its own step after latest moved on.
+        let w = std::fs::read(store.checkpoints().join("step-3/model.safetensors"))
+            .map_err(|e| WorkerError::io(&dir, e))?;
+        assert_eq!(w, vec![3u8; 100]);
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
+    }
+
+    fn st_len(snapshot: &Path) -> u64 {
+        std::fs::metadata(snapshot.join("state.json")).map_or(0, |m| m.len())
     }
 }

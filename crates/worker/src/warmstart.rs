@@ -458,6 +458,8 @@ fn measure(
         // The warm-start measurement counts what the sandbox accepts (spec: no judge for the
         // tiny model).
         self_judge: false,
+        judge_temperature: 0.6,
+        judge_max_new_tokens: opts.designer_max_new_tokens,
     };
     // Fresh variants (index 1000+) so the measurement does not replay a training prompt.
     let attempts = designer::design(

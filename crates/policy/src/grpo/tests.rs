@@ -255,3 +255,136 @@ fn a_sample_without_trainable_tokens_changes_no_gradient() -> Result<()> {
     );
     Ok(())
 }
+
+/// Samples of different lengths, advantages and weights, with `old` log-probs moved away from
+/// the policy's so that ratios differ from 1 and some tokens clip.
+fn varied_samples(p: &Policy) -> Result<Vec<GrpoSample>> {
+    let specs: [(&[i64], &[i64], f32, f32); 4] = [
+        (&[1, 2, 3], &[7, 8, 9, 10], 1.0, 1.0),
+        (&[4, 5], &[11, 12], -0.5, 2.0),
+        (&[6, 7, 8, 9, 10, 11], &[13, 14, 15, 16, 17], 0.8, 1.0),
+        (&[2], &[20, 21, 22], -1.2, 32.0),
+    ];
+    specs
+        .iter()
+        .enumerate()
+        .map(|(k, (prompt, completion, adv, w))| {
+            let mut s = sample(prompt, completion, p, *adv)?;
+            s.weight = *w;
+            for (i, l) in s.old_logprobs.iter_mut().enumerate() {
+                *l += 0.3 * (((i + k) % 3) as f32 - 1.0);
+            }
+            s.behavior_logprobs = Some(s.old_logprobs.iter().map(|l| l - 0.2).collect());
+            Ok(s)
+        })
+        .collect()
+}
+
+fn zero_grads(p: &Policy) {
+    for mut v in p.var_store().trainable_variables() {
+        v.zero_grad();
+    }
+}
+
+fn all_grads(p: &Policy) -> Vec<Tensor> {
+    p.var_store()
+        .trainable_variables()
+        .iter()
+        .map(|v| v.grad().copy())
+        .collect()
+}
+
+/// The loss and gradients of one step by the plain path: all samples right-padded into one
+/// batch, the whole `[B, T, vocab]` logits at once.
+fn padded_reference(
+    p: &Policy,
+    samples: &[GrpoSample],
+    c: &GrpoConfig,
+) -> Result<(f64, Vec<Tensor>)> {
+    let seqs: Vec<&MaskedSeq> = samples.iter().map(|s| &s.seq).collect();
+    let b = train::pad_right(&seqs, Device::Cpu)?;
+    let w = b.mask.size()[1] as usize;
+    let rows = |f: &dyn Fn(&GrpoSample) -> &[f32]| {
+        let flat: Vec<f32> = samples
+            .iter()
+            .flat_map(|s| {
+                let mut r = f(s)[1..].to_vec();
+                r.resize(w, 0.0);
+                r
+            })
+            .collect();
+        Tensor::from_slice(&flat).view([samples.len() as i64, w as i64])
+    };
+    let old = rows(&|s| &s.old_logprobs);
+    let behavior = rows(&|s| s.behavior_logprobs.as_deref().unwrap_or(&s.old_logprobs));
+    let adv = Tensor::from_slice(&samples.iter().map(|s| s.advantage).collect::<Vec<_>>());
+    let weight = Tensor::from_slice(&samples.iter().map(|s| s.weight).collect::<Vec<_>>());
+    let n = b.mask.sum(Kind::Float).double_value(&[]);
+    zero_grads(p);
+    let logp = train::shifted_logprobs(p.model(), &b.ids, c.temperature)?;
+    let (sum, _) = grpo_loss_sum(&logp, &old, &behavior, None, &adv, &weight, &b.mask, c);
+    let loss = sum / n;
+    loss.backward();
+    Ok((loss.double_value(&[]), all_grads(p)))
+}
+
+#[test]
+fn packed_chunked_and_recomputed_gradients_equal_the_padded_reference() -> Result<()> {
+    let p = tiny_policy(2)?;
+    let samples = varied_samples(&p)?;
+    let base = GrpoConfig {
+        temperature: 0.6,
+        ..Default::default()
+    };
+    let (want_loss, want) = padded_reference(&p, &samples, &base)?;
+    assert!(want.iter().any(|g| g.abs().max().double_value(&[]) > 1e-4));
+    // (micro-batch tokens, chunk positions, recompute): one packed row in one chunk; chunks of 3
+    // (not dividing the row); recompute; one sample per micro-batch; mixed groupings.
+    for (mbt, chunk, recompute) in [
+        (10_000, 10_000, false),
+        (10_000, 3, false),
+        (10_000, 5, true),
+        (1, 7, true),
+        (12, 4, false),
+    ] {
+        let cfg = GrpoConfig {
+            micro_batch_tokens: mbt,
+            logprob_chunk_tokens: chunk,
+            recompute,
+            ..base.clone()
+        };
+        let mut tr = GrpoTrainer::new(&p, cfg)?;
+        zero_grads(&p);
+        let st = tr.backward(&p, &samples)?;
+        let got = all_grads(&p);
+        let what = format!("micro_batch_tokens {mbt}, chunk {chunk}, recompute {recompute}");
+        assert!(
+            (st.loss - want_loss).abs() < 1e-5,
+            "{what}: loss {} vs {want_loss}",
+            st.loss
+        );
+        for (g, w) in got.iter().zip(&want) {
+            let d = (g - w).abs().max().double_value(&[]);
+            let scale = w.abs().max().double_value(&[]);
+            assert!(
+                d <= 1e-5 * scale.max(1.0),
+                "{what}: max gradient difference {d}"
+            );
+        }
+    }
+    zero_grads(&p);
+    Ok(())
+}
+
+#[test]
+fn micro_batches_pack_consecutive_samples_up_to_the_budget() {
+    // Predicted tokens: 3, 4, 9, 1, 1.
+    let lens = [4, 5, 10, 2, 2];
+    assert_eq!(train::micro_batches(&lens, 7), vec![0..2, 2..3, 3..5]);
+    assert_eq!(train::micro_batches(&lens, 100), vec![0..5]);
+    assert_eq!(
+        train::micro_batches(&lens, 1),
+        vec![0..1, 1..2, 2..3, 3..4, 4..5]
+    );
+    assert!(train::micro_batches(&[], 8).is_empty());
+}

@@ -5,6 +5,7 @@
 
 mod checkpoints;
 mod hf_reference;
+mod mixed;
 mod optim;
 mod sampling;
 mod training;

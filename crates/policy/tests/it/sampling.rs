@@ -118,3 +118,41 @@ fn rows_past_the_tokenizer_are_never_sampled() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn training_logprobs_equal_the_samplers_with_a_padded_vocabulary() -> Result<()> {
+    // A model with 37 more vocabulary rows than its tokenizer has tokens, as Qwen3 pads its
+    // embedding: the sampler never picks them, so training must not count their mass.
+    let tiny = tiny()?;
+    let tok = tiny.require_tokenizer()?.clone();
+    let mut cfg = tiny.config().clone();
+    cfg.vocab_size = tok.vocab_size() as i64 + 37;
+    for dev in devices() {
+        tch::manual_seed(11);
+        let p = Policy::new(
+            &cfg,
+            dev,
+            tch::Kind::Float,
+            spade_policy::qwen3::WeightInit::Normal { std: 0.05 },
+            Some(tok.clone()),
+        )?;
+        let prompts = vec![
+            tok.encode("class GuessNumberEnv:")?,
+            tok.encode("def step")?,
+        ];
+        let out = generate(p.model(), &prompts, &[3, 4], &params(0.6, 12), Some(&tok))?;
+        for (prompt, c) in prompts.iter().zip(&out) {
+            let mut seq = prompt.clone();
+            seq.extend(&c.tokens);
+            let lp = token_logprobs(p.model(), &[seq], 0.6)?.remove(0);
+            for (i, l) in c.logprobs.iter().enumerate() {
+                let trained = lp[prompt.len() + i];
+                assert!(
+                    (l - trained).abs() < 1e-5,
+                    "{dev:?} token {i}: sampler {l} vs training {trained}"
+                );
+            }
+        }
+    }
+    Ok(())
+}

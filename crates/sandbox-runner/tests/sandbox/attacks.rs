@@ -82,6 +82,57 @@ fn writing_or_deleting_host_files_is_refused() -> Result<(), Box<dyn std::error:
     Ok(())
 }
 
+/// RLIMIT_FSIZE bounds one file; the scratch directory as a whole is bounded too, in bytes and
+/// in files: past either bound the call fails and the runner is killed.
+#[test]
+fn the_scratch_directory_is_bounded_in_total_bytes_and_in_files() -> Result<(), SandboxError> {
+    use spade_sandbox::{Pool, PoolConfig, RunnerConfig, ScratchLimits};
+    let small = |max_bytes, max_files| {
+        let mut rc = RunnerConfig::new(super::RUNNER);
+        rc.scratch = ScratchLimits {
+            max_bytes,
+            max_files,
+        };
+        let mut cfg = PoolConfig::new(rc);
+        cfg.max_runners = 1;
+        cfg.warm = 0;
+        Pool::new(cfg)
+    };
+    // Four files of 300 KB: each is far below RLIMIT_FSIZE, together they pass 1 MB.
+    let pool = small(1 << 20, 100);
+    let mut leased = pool.checkout()?;
+    let within = leased.runner.exec(
+        "for i in range(3):\n    open(f'part{i}', 'w').write('x' * 300_000)\n",
+        "'ok'",
+        Duration::from_secs(20),
+    )?;
+    assert_eq!(within, "ok");
+    match leased.runner.exec(
+        "open('part3', 'w').write('x' * 300_000)",
+        "'ok'",
+        Duration::from_secs(20),
+    ) {
+        Err(SandboxError::Scratch { detail, .. }) => assert!(detail.contains("bytes"), "{detail}"),
+        other => panic!("a fourth 300 KB file passed the 1 MB bound: {other:?}"),
+    }
+    assert!(
+        !leased.runner.is_alive(),
+        "the runner outlived its scratch bound"
+    );
+    drop(leased);
+    // Many empty files: no bytes to speak of, but past the bound on their number.
+    let mut leased = small(1 << 20, 100).checkout()?;
+    match leased.runner.exec(
+        "import os\nos.mkdir('d')\nfor i in range(150):\n    open(f'd/{i}', 'w').close()\n",
+        "'ok'",
+        Duration::from_secs(20),
+    ) {
+        Err(SandboxError::Scratch { detail, .. }) => assert!(detail.contains("files"), "{detail}"),
+        other => panic!("150 files passed the bound of 100: {other:?}"),
+    }
+    Ok(())
+}
+
 #[test]
 fn sockets_of_every_kind_are_refused() {
     for stmt in [

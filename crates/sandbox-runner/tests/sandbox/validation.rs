@@ -1,5 +1,7 @@
-//! Validation end to end: the seed library is accepted, and each broken fixture is rejected
-//! with the reason its file name states.
+//! Validation end to end: the seed library is accepted, each broken fixture is rejected with
+//! the reason its file name states, and each evasive fixture (one that behaves only where the
+//! spec's fixed checks look) passes the fixed checks but is rejected at the drawn seeds, for its
+//! own reason, reproducibly from the report's seeds.
 
 use super::{pool_with, python_files, workspace_root};
 use spade_sandbox::validate::{Check, Reason, ValidationConfig};
@@ -19,7 +21,7 @@ fn quick() -> ValidationConfig {
     ValidationConfig {
         budget: Duration::from_secs(30),
         call_timeout: Duration::from_secs(3),
-        kind: None,
+        ..ValidationConfig::default()
     }
 }
 
@@ -44,9 +46,23 @@ fn a_good_game_is_accepted_with_every_check_passed() {
             Check::NotPreSatisfied,
             Check::Solvable,
             Check::Deterministic,
+            Check::FreshRunner,
             Check::Limits
         ]
     );
+    assert_eq!(
+        r.seeds.len(),
+        3,
+        "three seeds drawn by default: {:?}",
+        r.seeds
+    );
+    let again = validate(
+        &pool,
+        &read(&fixtures().join("good/guess_number.py")),
+        &quick(),
+    );
+    assert!(again.accepted, "{again:#?}");
+    assert_ne!(r.seeds, again.seeds, "two validations drew the same seeds");
     assert_eq!(r.solution_turns.len(), 3);
     assert!(
         r.solution_turns.iter().all(|t| (1..=7).contains(t)),
@@ -90,6 +106,140 @@ fn each_broken_fixture_is_rejected_for_the_reason_it_is_named_after() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(pool.live() <= 2);
+}
+
+/// Each evasive fixture, what catches it and why.
+const EVASIONS: [(&str, Check, Reason); 13] = [
+    (
+        "wins_any_answer_elsewhere",
+        Check::NotPreSatisfied,
+        Reason::PreSatisfied,
+    ),
+    (
+        "wins_unless_probe_action",
+        Check::NotPreSatisfied,
+        Reason::PreSatisfied,
+    ),
+    (
+        "wrong_solution_elsewhere",
+        Check::Solvable,
+        Reason::Unsolvable,
+    ),
+    ("raises_elsewhere", Check::Probe, Reason::Exception),
+    (
+        "reward_out_of_range_elsewhere",
+        Check::Probe,
+        Reason::RewardOutOfRange,
+    ),
+    (
+        "nondeterministic_elsewhere",
+        Check::Deterministic,
+        Reason::Nondeterministic,
+    ),
+    (
+        "huge_observation_elsewhere",
+        Check::Probe,
+        Reason::ObservationTooLong,
+    ),
+    ("bad_type_elsewhere", Check::Probe, Reason::BadReturnType),
+    ("hangs_elsewhere", Check::Probe, Reason::Timeout),
+    ("crashes_elsewhere", Check::Probe, Reason::RunnerCrashed),
+    (
+        "floods_scratch_elsewhere",
+        Check::Probe,
+        Reason::ScratchLimit,
+    ),
+    (
+        "plays_differently_from_validation",
+        Check::FreshRunner,
+        Reason::Nondeterministic,
+    ),
+    (
+        "criteria_pre_satisfied_elsewhere",
+        Check::NotPreSatisfied,
+        Reason::CriteriaPreSatisfied,
+    ),
+];
+
+#[test]
+fn each_evasion_passes_the_fixed_checks_and_is_rejected_at_drawn_seeds_reproducibly() {
+    let pool = pool_with(2, 1, Duration::from_secs(20));
+    let files = python_files(&fixtures().join("evasive"));
+    assert_eq!(
+        files.len(),
+        EVASIONS.len(),
+        "one table row per evasive fixture"
+    );
+    let mut failures = Vec::new();
+    for (name, check, reason) in EVASIONS {
+        let source = read(&fixtures().join(format!("evasive/{name}.py")));
+        // The spec's fixed seeds and actions alone (what validation did before) accept it.
+        let fixed_only = ValidationConfig {
+            drawn_seeds: 0,
+            ..quick()
+        };
+        let r = validate(&pool, &source, &fixed_only);
+        if !r.accepted {
+            failures.push(format!(
+                "{name}: the fixed checks already reject it: {:?}",
+                r.rejection
+            ));
+            continue;
+        }
+        let r = validate(&pool, &source, &quick());
+        let Some(rej) = r.rejection.clone() else {
+            failures.push(format!("{name}: accepted with drawn seeds {:?}", r.seeds));
+            continue;
+        };
+        if (rej.check, rej.reason) != (check, reason) {
+            failures.push(format!("{name}: want {check:?}/{reason:?}, got {rej:?}"));
+            continue;
+        }
+        if !rej.seed.is_some_and(|s| r.seeds.contains(&s)) {
+            failures.push(format!(
+                "{name}: rejected at {:?}, not a drawn seed of {:?}",
+                rej.seed, r.seeds
+            ));
+        }
+        if !rej
+            .message
+            .contains(&format!("seed {}", rej.seed.unwrap_or(-1)))
+        {
+            failures.push(format!(
+                "{name}: the message does not name the seed: {}",
+                rej.message
+            ));
+        }
+        // Replaying the report's seeds reproduces the rejection.
+        let replay = ValidationConfig {
+            seeds: Some(r.seeds.clone()),
+            ..quick()
+        };
+        let again = validate(&pool, &source, &replay);
+        let got = again.rejection.map(|x| (x.check, x.reason, x.seed));
+        if got != Some((rej.check, rej.reason, rej.seed)) || again.seeds != r.seeds {
+            failures.push(format!("{name}: replay gave {got:?}, first {rej:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A rejection read back from a report's JSON replays with the seeds it names.
+#[test]
+fn a_rejection_replays_from_the_report_json() -> Result<(), serde_json::Error> {
+    let pool = pool_with(2, 1, Duration::from_secs(20));
+    let source = read(&fixtures().join("evasive/wrong_solution_elsewhere.py"));
+    let first = validate(&pool, &source, &quick());
+    let json = serde_json::to_string(&first)?;
+    let stored: spade_sandbox::Report = serde_json::from_str(&json)?;
+    let replay = ValidationConfig {
+        seeds: Some(stored.seeds.clone()),
+        ..quick()
+    };
+    let again = validate(&pool, &source, &replay);
+    assert_eq!(again.rejection, first.rejection, "{again:#?}");
+    assert!(first.rejection.is_some());
+    Ok(())
 }
 
 #[test]

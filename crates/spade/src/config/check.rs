@@ -196,6 +196,8 @@ impl fmt::Display for Interval {
 /// Upper bounds on counts: generous, but they catch a typo of a few zeros.
 const MAX_STEPS: u64 = 1_000_000;
 const MAX_TOKENS: u64 = 131_072;
+/// Longest context a run may ask for (Qwen3 with YaRN reaches 131,072; this leaves room).
+const MAX_CONTEXT: u64 = 1_048_576;
 
 pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
     use Bound::{Excl, Incl, Open};
@@ -203,6 +205,8 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
 
     k.count("run.steps", c.run.steps, 1, MAX_STEPS);
     k.count("run.checkpoint_every", c.run.checkpoint_every, 1, MAX_STEPS);
+    k.count("run.optimizer_every", c.run.optimizer_every, 1, MAX_STEPS);
+    k.count("run.checkpoint_keep", c.run.checkpoint_keep, 0, MAX_STEPS);
     // TOML integers are signed 64-bit: a larger seed could not be written back.
     k.count("run.seed", c.run.seed, 0, i64::MAX as u64);
 
@@ -243,6 +247,24 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
         1,
         MAX_TOKENS,
     );
+
+    k.count("model.max_context", mo.max_context.into(), 256, MAX_CONTEXT);
+    for (path, budget) in [
+        ("model.designer_max_new_tokens", mo.designer_max_new_tokens),
+        ("model.hint_max_new_tokens", mo.hint_max_new_tokens),
+        ("model.agent_max_new_tokens", mo.agent_max_new_tokens),
+    ] {
+        if budget >= mo.max_context {
+            k.conflict(
+                path,
+                "model.max_context",
+                &format!(
+                    "{budget} new tokens leave no room for a prompt in a {}-token context",
+                    mo.max_context
+                ),
+            );
+        }
+    }
 
     let cu = &c.curriculum;
     if cu.kinds.is_empty() {
@@ -387,6 +409,18 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
         Incl(1000.0),
     );
     k.range(
+        "designer.judge_temperature",
+        d.judge_temperature,
+        Excl(0.0),
+        Incl(2.0),
+    );
+    k.count(
+        "designer.judge_max_new_tokens",
+        d.judge_max_new_tokens.into(),
+        1,
+        MAX_TOKENS,
+    );
+    k.range(
         "designer.ema.gamma_fast",
         d.ema.gamma_fast,
         Excl(0.0),
@@ -401,6 +435,7 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
 
     k.range("hint.temperature", c.hint.temperature, Excl(0.0), Incl(2.0));
     k.count("hint.plays", c.hint.plays.into(), 1, 1024);
+    k.count("hint.code_chars", c.hint.code_chars as u64, 0, 10_000_000);
 
     let a = &c.agent;
     k.range("agent.temperature", a.temperature, Excl(0.0), Incl(2.0));
@@ -412,6 +447,20 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
         Incl(-1.0),
         Incl(0.0),
     );
+    k.count(
+        "agent.max_episode_tokens",
+        a.max_episode_tokens.into(),
+        1,
+        MAX_CONTEXT,
+    );
+    if a.max_episode_tokens < mo.agent_max_new_tokens {
+        k.conflict(
+            "agent.max_episode_tokens",
+            "model.agent_max_new_tokens",
+            "an episode's budget must hold at least one whole turn",
+        );
+    }
+    k.count("agent.concurrency", a.concurrency.into(), 1, 4096);
 
     let g = &c.grpo;
     k.range("grpo.lr", g.lr, Excl(0.0), Incl(1.0));
@@ -419,6 +468,18 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
     k.range("grpo.clip_high", g.clip_high, Excl(0.0), Open);
     k.range("grpo.kl_coef", g.kl_coef, Incl(0.0), Incl(10.0));
     k.range("grpo.tis_cap", g.tis_cap, Incl(1.0), Open);
+    k.count(
+        "grpo.micro_batch_tokens",
+        g.micro_batch_tokens.into(),
+        64,
+        MAX_CONTEXT * 16,
+    );
+    k.count(
+        "grpo.logprob_chunk_tokens",
+        g.logprob_chunk_tokens.into(),
+        1,
+        MAX_CONTEXT,
+    );
 
     let s = &c.sandbox;
     k.range(

@@ -29,7 +29,9 @@ impl RunConfig {
     /// Small numbers that finish in minutes on 2 CPU cores with the tiny model: games only,
     /// 3 active skills x 2 environments regenerated every 2 steps, 4 hint plays and 2 no-hint
     /// plays per environment and step, 6 turns, 6 steps, 48-word documents and one
-    /// 600-character memory example (the tiny model reads 4,096 tokens). The model path is left out: the
+    /// 600-character memory example (the tiny model reads 4,096 tokens: context, episode budget
+    /// and micro-batches of 4,096 tokens, 400 characters of code for the hint call, 8 plays
+    /// at once). The model path is left out: the
     /// worker warm-starts the tiny model itself. The self-judge is off (spec, "Validation":
     /// off for the tiny model).
     pub fn tiny_cpu_demo() -> Self {
@@ -39,6 +41,9 @@ impl RunConfig {
                 steps: 6,
                 seed: 0,
                 checkpoint_every: 3,
+                // The tiny model's optimiser state is small: every step, so a resume is exact.
+                optimizer_every: 1,
+                checkpoint_keep: 0,
             },
             model: ModelSection {
                 path: None,
@@ -46,6 +51,8 @@ impl RunConfig {
                 designer_max_new_tokens: 1536,
                 hint_max_new_tokens: 96,
                 agent_max_new_tokens: 48,
+                // The tiny model's position table has 4,096 rows.
+                max_context: 4096,
             },
             curriculum: CurriculumSection {
                 kinds: vec![EnvKind::Game],
@@ -69,16 +76,28 @@ impl RunConfig {
                 self_judge: false,
                 ..d.designer
             },
-            hint: HintSection { plays: 4, ..d.hint },
+            // The tiny model reads 4,096 tokens: the hint call sees the code's first 400
+            // characters.
+            hint: HintSection {
+                plays: 4,
+                code_chars: 400,
+                ..d.hint
+            },
             agent: AgentSection {
                 max_turns: 6,
                 // 6 environments -> ceil(12 / 6) = 2 no-hint plays each per step.
                 global_batch: 12,
+                max_episode_tokens: 4096,
+                // Two CPU cores: a few runner processes at a time.
+                concurrency: 8,
                 ..d.agent
             },
             grpo: GrpoSection {
                 // The tiny model moves visibly in 6 steps only with a larger step than 1e-6.
                 lr: 1e-4,
+                micro_batch_tokens: 4096,
+                // Small enough to keep every activation.
+                activation_recompute: false,
                 ..d.grpo
             },
             metrics: MetricsSection {

@@ -73,8 +73,13 @@ pub(super) fn regenerate(
             budget: Duration::from_secs_f64(lp.cfg.sandbox.validation_timeout_s),
             call_timeout: Duration::from_secs_f64(lp.cfg.sandbox.step_timeout_s),
             kind: None,
+            // Drawn from OS randomness on purpose, not from the run seed: the designer must
+            // not be able to learn them (the report's seeds replay a rejection).
+            ..ValidationConfig::default()
         },
         self_judge: lp.cfg.designer.self_judge,
+        judge_temperature: lp.cfg.designer.judge_temperature,
+        judge_max_new_tokens: lp.cfg.designer.judge_max_new_tokens as usize,
     };
     let run_seed = lp.cfg.run.seed;
     let max_words = lp.cfg.corpus_max_words(kind);
@@ -162,7 +167,7 @@ pub(super) fn regenerate(
         &codes,
         lp.cfg.hint.temperature,
         lp.cfg.model.hint_max_new_tokens as usize,
-        lp.opts.hint_code_chars,
+        lp.cfg.hint_code_limit(),
         &hint_seeds,
     )?;
     let mut hints_by_id = BTreeMap::new();
@@ -184,6 +189,7 @@ pub(super) fn regenerate(
             no_hint_wins: 0,
             reward_levels: vec![],
             failed: None,
+            broken_seed: None,
             reveals_solution: reveals,
         });
     }
@@ -232,10 +238,14 @@ pub(super) fn regenerate(
             Some(&env.hint),
             &env_seeds,
             &popts,
-            lp.opts.concurrency,
+            super::concurrency(lp.cfg, lp.opts),
             seeds::derive(run_seed, &[seeds::tag::HINT_PLAY, step, fnv(&env.env_id)]),
         )?;
         super::score::tally(env, &eps, true);
+        lp.obs.note_plays(&eps);
+        if let Some(msg) = super::score::broken_in_play(env, &eps, step) {
+            lp.pending.push(msg);
+        }
         records.extend(eps.iter().map(|ep| play_record(&env.env_id, step, ep)));
     }
     lp.pending.push(Message::Plays { records });
@@ -322,6 +332,7 @@ pub(super) fn load_fixed_pool(lp: &mut Loop<'_>) -> Result<(), WorkerError> {
             no_hint_wins: 0,
             reward_levels: vec![],
             failed: None,
+            broken_seed: None,
             reveals_solution: false,
         });
     }

@@ -3,7 +3,10 @@
 //! share, easy/medium/hard, regret and both arm means, per-skill win rates, reward levels), this
 //! step's play groups (zero-std share), this step's designer attempts (acceptance, rejection
 //! reasons, formula reveals), and the Vendi score of the window's environments on the policy's
-//! own embeddings. Worker extras: `envs`, `acceptance_rate_run`, `failed_env_share`.
+//! own embeddings. Worker extras: `envs`, `acceptance_rate_run`, `failed_env_share`, and the
+//! checks during play: `play_env_calls` (reset and step returns checked this step),
+//! `play_violations` (plays that broke the contract) and `play_violation_rate` (violations per
+//! checked call), `broken_in_play_envs` (live environments retired for a violation).
 
 use super::Loop;
 use super::score::score_env;
@@ -17,6 +20,20 @@ pub struct StepObservations {
     pub zero_std: Vec<bool>,
     pub acceptance: metrics::Acceptance,
     pub formula_reveals: Vec<bool>,
+    /// Reset and step returns checked against the contract this step (hint and no-hint plays).
+    pub env_calls: u64,
+    /// Plays of this step that broke the contract.
+    pub violations: u64,
+}
+
+impl StepObservations {
+    /// Counts the checked calls and the violations of played episodes.
+    pub fn note_plays(&mut self, eps: &[crate::play::Episode]) {
+        for ep in eps {
+            self.env_calls += u64::from(ep.env_calls);
+            self.violations += u64::from(ep.failure.is_some());
+        }
+    }
 }
 
 pub(super) fn step_metrics(
@@ -55,6 +72,18 @@ pub(super) fn step_metrics(
         .iter()
         .map(|e| e.vector.iter().map(|&x| f64::from(x)).collect())
         .collect();
+    m.insert("play_env_calls".into(), obs.env_calls as f64);
+    m.insert("play_violations".into(), obs.violations as f64);
+    if obs.env_calls > 0 {
+        m.insert(
+            "play_violation_rate".into(),
+            obs.violations as f64 / obs.env_calls as f64,
+        );
+    }
+    m.insert(
+        "broken_in_play_envs".into(),
+        envs.iter().filter(|e| e.broken_seed.is_some()).count() as f64,
+    );
     let c = &lp.cfg.metrics;
     let mut rng = spade::seeded_rng(lp.cfg.run.seed, &[seeds::tag::VENDI, lp.state.step]);
     let facts = StepFacts {

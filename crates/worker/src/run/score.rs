@@ -31,13 +31,29 @@ pub fn tally(env: &mut LiveEnv, eps: &[Episode], with_hint: bool) {
                 env.reward_levels.push(t);
             }
         }
-        if env.failed.is_none() {
-            env.failed = ep.failure.as_ref().map(|f| match f {
-                PlayFailure::Timeout(m) => format!("timeout: {m}"),
-                PlayFailure::Environment(m) => format!("environment: {m}"),
-            });
-        }
     }
+}
+
+/// The first contract violation among `eps` (played at `step`) retires `env`: it is marked
+/// broken with the failing play's seed (so it is not played again and its designer reward is
+/// the invalid one), and the report of its new status is returned. `None` when it was already
+/// broken or nothing broke.
+pub fn broken_in_play(env: &mut LiveEnv, eps: &[Episode], step: u64) -> Option<Message> {
+    if env.broken_seed.is_some() {
+        return None;
+    }
+    let (ep, f): (&Episode, &PlayFailure) = eps
+        .iter()
+        .find_map(|ep| ep.failure.as_ref().map(|f| (ep, f)))?;
+    env.failed = Some(f.describe());
+    env.broken_seed = Some(ep.seed);
+    Some(Message::EnvironmentBroken {
+        env_id: env.env_id.clone(),
+        step,
+        seed: ep.seed,
+        reason: f.reason.as_str(),
+        message: f.message.clone(),
+    })
 }
 
 fn mean(xs: &[f64]) -> Option<f64> {
@@ -246,4 +262,81 @@ fn designer_update(
     m.insert("designer_tis_mean".into(), st.mean_tis);
     m.insert("designer_clip_frac".into(), st.clip_frac);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spade_sandbox::validate::Reason;
+
+    fn live() -> LiveEnv {
+        LiveEnv {
+            env_id: "e1".into(),
+            skill: "s".into(),
+            kind: EnvKind::Game,
+            code: String::new(),
+            hint: String::new(),
+            generated_step: 0,
+            parent_env_id: None,
+            hint_returns: vec![],
+            hint_wins: 0,
+            no_hint_returns: vec![],
+            no_hint_wins: 0,
+            reward_levels: vec![],
+            failed: None,
+            broken_seed: None,
+            reveals_solution: false,
+        }
+    }
+
+    fn episode(seed: i64, failure: Option<PlayFailure>) -> Episode {
+        Episode {
+            seed,
+            with_hint: false,
+            transcript: vec![],
+            episode_return: 0.0,
+            won: false,
+            turns: 1,
+            terminated: false,
+            ids: vec![],
+            loss_mask: vec![],
+            logprobs: vec![],
+            format_errors: 0,
+            rewards: vec![],
+            env_calls: 2,
+            failure,
+        }
+    }
+
+    #[test]
+    fn the_first_violation_marks_the_environment_broken_once_with_reason_and_seed() {
+        let mut env = live();
+        let ok = [episode(3, None), episode(4, None)];
+        assert!(broken_in_play(&mut env, &ok, 1).is_none());
+        assert!(env.failed.is_none() && env.broken_seed.is_none());
+        let f = PlayFailure {
+            reason: Reason::RewardOutOfRange,
+            message: "with seed 5: reward 1000000 is outside [-10, 10]".into(),
+        };
+        let eps = [
+            episode(4, None),
+            episode(5, Some(f.clone())),
+            episode(6, None),
+        ];
+        let msg = broken_in_play(&mut env, &eps, 2);
+        assert_eq!(
+            msg,
+            Some(Message::EnvironmentBroken {
+                env_id: "e1".into(),
+                step: 2,
+                seed: 5,
+                reason: "reward_out_of_range".into(),
+                message: f.message.clone(),
+            })
+        );
+        assert_eq!(env.broken_seed, Some(5));
+        assert_eq!(env.failed.as_deref(), Some(f.describe().as_str()));
+        // Reported once: a later failure changes nothing.
+        assert!(broken_in_play(&mut env, &eps, 3).is_none());
+    }
 }

@@ -27,6 +27,8 @@ fn options() -> DesignOptions {
             ..ValidationConfig::default()
         },
         self_judge: true,
+        judge_temperature: 0.6,
+        judge_max_new_tokens: 12,
     }
 }
 

@@ -47,7 +47,7 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
     let cfg = three_step_config()?;
     let out = tempfile::tempdir()?;
     let mut opts = RunOptions::new("it-loop", repo().join("envs/seed"), cache_dir());
-    opts.concurrency = 4;
+    opts.concurrency = Some(4);
     let mut sink = FileSink::open(out.path())?;
     let store = StateStore::new(out.path());
     let mut log = Vec::new();
@@ -79,6 +79,9 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
                     assert!(!reason.is_empty(), "a rejection names its reason");
                     assert!(record.rejection_message.is_some());
                     assert!((1..=cfg.designer.attempts).contains(&record.attempts));
+                }
+                EnvStatus::BrokenInPlay => {
+                    panic!("a new environment is never reported broken: {record:?}")
                 }
             },
             Message::EnvironmentScored {
@@ -172,7 +175,7 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
     let latest = store.latest();
     let policy = spade_policy::Policy::load(&latest, spade_policy::default_device())?;
     let mut trainer = spade_policy::grpo::GrpoTrainer::new(&policy, Default::default())?;
-    assert!(state::load_optimizer(&mut trainer, &latest)?);
+    assert!(state::load_optimizer(&mut trainer, &latest, true)?);
     assert_eq!(
         trainer.optimizer().step_count(),
         updates,
@@ -206,7 +209,7 @@ fn two_steps_of_the_agent_on_a_fixed_tool_use_pool() -> Result<(), Box<dyn std::
     cfg.ablation.fixed_env_pool = Some(pool.path().to_string_lossy().into_owned());
     let out = tempfile::tempdir()?;
     let mut opts = RunOptions::new("it-tooluse", repo().join("envs/seed"), cache_dir());
-    opts.concurrency = 4;
+    opts.concurrency = Some(4);
     let mut sink = FileSink::open(out.path())?;
     let store = StateStore::new(out.path());
     let outcome = run::run(&cfg, &opts, &store, &mut sink, &mut |_| {})?;

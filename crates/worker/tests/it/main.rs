@@ -2,6 +2,7 @@
 //! against a real loopback server, and three steps of the tiny loop with the real sandbox and
 //! the real policy.
 
+mod broken_in_play;
 mod judge;
 mod loop_tiny;
 mod sink_http;

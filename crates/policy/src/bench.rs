@@ -1,0 +1,224 @@
+//! One training step of a random-init model of a given shape, timed: what `spade model bench`
+//! runs to tell how fast a GPU (or CPU) trains, and whether a step fits in its memory.
+//!
+//! The step is the worker's: GRPO over `tokens` predicted tokens in sequences of `seq_len`,
+//! packed into one micro-batch, log-probs in chunks, optional activation recompute, gradient
+//! clipping and a mixed-precision AdamW step (bf16 compute weights and float32 masters and
+//! moments on CUDA; float32 on CPU). The first `warmup` steps are not timed.
+//!
+//! Peak memory ([`measure`]): on CPU the process's peak resident set (`VmHWM`); on CUDA the
+//! most `nvidia-smi` reported for this process while the steps ran, polled every 200 ms
+//! (libtorch's caching allocator and the CUDA context included, so an upper bound of what the
+//! step needs; tch exposes no allocator statistics).
+
+use crate::error::{PolicyError, Result};
+use crate::grpo::{GrpoConfig, GrpoSample, GrpoTrainer};
+use crate::policy::{Policy, default_kind};
+use crate::preset;
+use crate::qwen3::WeightInit;
+use crate::sample::SplitMix64;
+use crate::train::{MaskedSeq, OptimConfig};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tch::Device;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// A name of [`preset::SHAPES`].
+    pub shape: String,
+    /// Predicted tokens per step.
+    pub tokens: usize,
+    /// Tokens per sequence (the step holds `tokens / (seq_len - 1)` of them, at least one).
+    pub seq_len: usize,
+    pub warmup: usize,
+    pub steps: usize,
+    pub recompute: bool,
+    pub chunk_tokens: usize,
+    pub device: Device,
+}
+
+/// What was measured.
+#[derive(Debug, Clone)]
+pub struct BenchReport {
+    pub parameters: i64,
+    /// The weights' kind (`BFloat16` on CUDA, `Float` on CPU).
+    pub kind: String,
+    /// Predicted tokens per step, as run.
+    pub tokens: usize,
+    pub sequences: usize,
+    /// Seconds of each timed step.
+    pub step_s: Vec<f64>,
+}
+
+impl BenchReport {
+    /// Median seconds per step.
+    pub fn median_s(&self) -> f64 {
+        let mut v = self.step_s.clone();
+        v.sort_by(f64::total_cmp);
+        match v.len() {
+            0 => f64::NAN,
+            n if n % 2 == 1 => v[n / 2],
+            n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
+        }
+    }
+
+    /// Predicted tokens trained per second at the median step.
+    pub fn tokens_per_s(&self) -> f64 {
+        self.tokens as f64 / self.median_s()
+    }
+}
+
+fn sync(device: Device) {
+    if let Device::Cuda(i) = device {
+        tch::Cuda::synchronize(i as i64);
+    }
+}
+
+/// Builds the model and runs the steps; `on_step(i, seconds)` after each timed one.
+pub fn train_step(o: &BenchOptions, mut on_step: impl FnMut(usize, f64)) -> Result<BenchReport> {
+    if o.seq_len < 2 || o.tokens == 0 || o.steps == 0 {
+        return Err(PolicyError::InvalidInput(
+            "the bench needs seq_len >= 2, tokens >= 1 and steps >= 1".into(),
+        ));
+    }
+    let cfg = preset::shape(&o.shape)?;
+    tch::manual_seed(0);
+    let kind = default_kind(o.device);
+    let policy = Policy::new(&cfg, o.device, kind, WeightInit::Normal { std: 0.02 }, None)?;
+    let n_seq = (o.tokens / (o.seq_len - 1)).max(1);
+    let mut rng = SplitMix64::new(7);
+    let vocab = cfg.vocab_size as u64;
+    // Uniform old log-probs: a random-init model is close to uniform, so ratios are near 1.
+    let old = -(cfg.vocab_size as f32).ln();
+    let samples: Vec<GrpoSample> = (0..n_seq)
+        .map(|i| {
+            let ids: Vec<i64> = (0..o.seq_len)
+                .map(|_| (rng.next_u64() % vocab) as i64)
+                .collect();
+            let prompt = o.seq_len / 4;
+            GrpoSample {
+                seq: MaskedSeq::prompt_completion(&ids[..prompt.max(1)], &ids[prompt.max(1)..]),
+                old_logprobs: vec![old; o.seq_len],
+                behavior_logprobs: None,
+                advantage: if i % 2 == 0 { 1.0 } else { -1.0 },
+                weight: 1.0,
+            }
+        })
+        .collect();
+    let mut trainer = GrpoTrainer::new(
+        &policy,
+        GrpoConfig {
+            micro_batch_tokens: n_seq * (o.seq_len - 1),
+            logprob_chunk_tokens: o.chunk_tokens,
+            recompute: o.recompute,
+            optim: OptimConfig::default(),
+            ..GrpoConfig::default()
+        },
+    )?;
+    let mut step_s = Vec::with_capacity(o.steps);
+    for i in 0..o.warmup + o.steps {
+        sync(o.device);
+        let t = Instant::now();
+        trainer.step(&policy, &samples)?;
+        sync(o.device);
+        let s = t.elapsed().as_secs_f64();
+        if i >= o.warmup {
+            step_s.push(s);
+            on_step(i - o.warmup, s);
+        }
+    }
+    Ok(BenchReport {
+        parameters: cfg.num_parameters(),
+        kind: format!("{kind:?}"),
+        tokens: n_seq * (o.seq_len - 1),
+        sequences: n_seq,
+        step_s,
+    })
+}
+
+/// A report with the peak memory of the run.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub report: BenchReport,
+    pub peak_bytes: u64,
+    /// How `peak_bytes` was measured.
+    pub peak_source: &'static str,
+}
+
+/// Peak resident memory of this process (Linux `VmHWM`), in bytes.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// GPU memory `nvidia-smi` reports for this process, in bytes.
+fn gpu_used() -> Option<u64> {
+    let out = std::process::Command::new("nvidia-smi")
+        .args([
+            "--query-compute-apps=pid,used_memory",
+            "--format=csv,noheader,nounits",
+        ])
+        .output()
+        .ok()?;
+    let me = std::process::id().to_string();
+    String::from_utf8_lossy(&out.stdout).lines().find_map(|l| {
+        let mut f = l.split(',').map(str::trim);
+        (f.next()? == me).then_some(())?;
+        Some(f.next()?.parse::<u64>().ok()? * 1024 * 1024)
+    })
+}
+
+/// [`train_step`] with the peak memory (see the module doc).
+pub fn measure(o: &BenchOptions, on_step: impl FnMut(usize, f64)) -> Result<Measured> {
+    let cuda = o.device.is_cuda();
+    let peak = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let poller = cuda.then(|| {
+        let (peak, done) = (peak.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                if let Some(b) = gpu_used() {
+                    peak.fetch_max(b, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    });
+    let report = train_step(o, on_step);
+    done.store(true, Ordering::Relaxed);
+    if let Some(p) = poller {
+        let _ = p.join();
+    }
+    let report = report?;
+    Ok(if cuda {
+        Measured {
+            report,
+            peak_bytes: peak.load(Ordering::Relaxed),
+            peak_source: "nvidia-smi, process total",
+        }
+    } else {
+        Measured {
+            report,
+            peak_bytes: peak_rss().unwrap_or(0),
+            peak_source: "peak resident set",
+        }
+    })
+}
+
+impl Measured {
+    /// One JSON object with everything measured.
+    pub fn to_json(&self, o: &BenchOptions, threads: usize) -> serde_json::Value {
+        let r = &self.report;
+        serde_json::json!({
+            "side": "spade", "shape": o.shape, "parameters": r.parameters, "kind": r.kind,
+            "device": format!("{:?}", o.device), "threads": threads, "tokens": r.tokens,
+            "sequences": r.sequences, "recompute": o.recompute, "chunk_tokens": o.chunk_tokens,
+            "step_s": r.step_s, "median_s": r.median_s(), "tokens_per_s": r.tokens_per_s(),
+            "peak_bytes": self.peak_bytes, "peak_source": self.peak_source,
+        })
+    }
+}

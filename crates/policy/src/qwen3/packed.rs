@@ -1,0 +1,205 @@
+//! The training side of [`Qwen3`]: memory that scales with the tokens of a micro-batch, not with
+//! `batch x longest x vocab`.
+//!
+//! - **Packing**: a micro-batch is one row of sequences back to back ([`PackedIds`]), each with
+//!   positions from 0, so no padding is computed. Attention is causal within each sequence:
+//!   the projections, norms and MLP run on the whole row, and attention runs once per sequence
+//!   (fused scaled-dot-product attention, causal, on that sequence's slice). That is what a
+//!   block-diagonal causal mask computes, without the `[N, N]` mask or the work on its
+//!   masked-out blocks; libtorch's variable-length flash attention is not exposed by tch, and
+//!   the per-sequence calls are the same on CPU and CUDA.
+//! - **Chunked log-probs**: the language-model head runs on `chunk_tokens` positions at a time;
+//!   each chunk's loss is backpropagated to the final hidden states at once and its logits
+//!   freed, so no `[N, vocab]` tensor of the whole micro-batch exists (the backward pass is split
+//!   at the head: the body gets the summed gradient of the hidden states afterwards).
+//! - **Activation recompute** (a switch): the forward pass keeps only each layer's input; the
+//!   backward pass runs the layers from the last to the first, recomputing each one with
+//!   autograd on and backpropagating the gradient of its output, as
+//!   `torch.utils.checkpoint` does per layer.
+//!
+//! Gradients accumulate into the variables' `.grad`, as `loss.backward()` would.
+
+use super::{Layer, Qwen3};
+use crate::error::{PolicyError, Result};
+use tch::{Kind, Tensor};
+
+/// A packed micro-batch: the inputs and next-token targets of several sequences in one row.
+#[derive(Debug)]
+pub struct PackedIds {
+    /// [1, N]: each sequence's tokens but its last, back to back.
+    pub ids: Tensor,
+    /// [1, N]: position ids, counted from 0 in each sequence.
+    pub pos: Tensor,
+    /// [N]: the token each position predicts.
+    pub targets: Tensor,
+    /// Inputs per sequence (its length - 1), in order; they sum to N.
+    pub lens: Vec<i64>,
+}
+
+impl PackedIds {
+    /// Positions (predicted tokens) in the row.
+    pub fn len(&self) -> i64 {
+        self.lens.iter().sum()
+    }
+
+    /// True when nothing is packed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// How a training pass computes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PassOptions {
+    /// Log-probs are `log softmax(logits / temperature)`.
+    pub temperature: f64,
+    /// Positions per language-model-head chunk.
+    pub chunk_tokens: usize,
+    /// Recompute each layer's activations in the backward pass instead of keeping them.
+    pub recompute: bool,
+}
+
+impl Qwen3 {
+    fn check_packed(&self, p: &PackedIds) -> Result<i64> {
+        let n = p.len();
+        let ok = n > 0
+            && p.ids.size() == [1, n]
+            && p.pos.size() == [1, n]
+            && p.targets.size() == [n]
+            && p.lens.iter().all(|&l| l > 0);
+        if !ok {
+            return Err(PolicyError::InvalidInput(format!(
+                "a packed batch of {n} positions needs ids and pos [1, {n}] and targets [{n}]"
+            )));
+        }
+        self.check_ids(&p.ids)?;
+        self.check_ids(&p.targets.view([1, n]))?;
+        Ok(n)
+    }
+
+    fn layer_forward(l: &Layer, x: &Tensor, rope: &(Tensor, Tensor), lens: &[i64]) -> Tensor {
+        let x = x + l
+            .self_attn
+            .forward_segments(&l.input_layernorm.forward(x), rope, lens);
+        &x + l.mlp.forward(&l.post_attention_layernorm.forward(&x), None)
+    }
+
+    /// Final hidden states [1, N, hidden] of a packed batch, with autograd as usual.
+    pub fn forward_packed(&self, p: &PackedIds) -> Result<Tensor> {
+        self.check_packed(p)?;
+        let mut x = Tensor::embedding(&self.embed_tokens, &p.ids, -1, false, false);
+        let rope = self.rope(&p.pos, x.kind());
+        for l in &self.layers {
+            x = Self::layer_forward(l, &x, &rope, &p.lens);
+        }
+        Ok(self.norm.forward(&x))
+    }
+
+    /// Log-probs [n, 1] (float32) of `targets` [n] from hidden states [n, hidden]: the head in
+    /// float32, padding rows masked, at `temperature`.
+    fn head_logprobs(&self, hidden: &Tensor, targets: &Tensor, temperature: f64) -> Tensor {
+        let logits = self.mask_padded_vocab(self.logits(hidden));
+        let logits = if temperature == 1.0 {
+            logits
+        } else {
+            logits / temperature
+        };
+        logits
+            .log_softmax(-1, Kind::Float)
+            .gather(1, &targets.unsqueeze(1), false)
+    }
+
+    /// Log-probs [N] of a packed batch's targets without gradients, the head a chunk at a
+    /// time.
+    pub fn packed_logprobs(&self, p: &PackedIds, o: &PassOptions) -> Result<Tensor> {
+        tch::no_grad(|| {
+            let n = self.check_packed(p)?;
+            let h = self.forward_packed(p)?.view([n, -1]);
+            let step = o.chunk_tokens.max(1) as i64;
+            let parts: Vec<Tensor> = (0..n)
+                .step_by(step as usize)
+                .map(|start| {
+                    let len = step.min(n - start);
+                    self.head_logprobs(
+                        &h.narrow(0, start, len),
+                        &p.targets.narrow(0, start, len),
+                        o.temperature,
+                    )
+                })
+                .collect();
+            Ok(Tensor::cat(&parts, 0).view([n]))
+        })
+    }
+
+    /// Forward and backward of a packed batch. `loss(logp, start)` receives the log-probs
+    /// [n, 1] (float32, with gradient) of positions `start..start + n` (one chunk) and returns
+    /// the scalar whose gradient to accumulate; chunks come in order and cover every position.
+    pub fn backward_packed(
+        &self,
+        p: &PackedIds,
+        o: &PassOptions,
+        mut loss: impl FnMut(&Tensor, i64) -> Result<Tensor>,
+    ) -> Result<()> {
+        let n = self.check_packed(p)?;
+        let embed = || Tensor::embedding(&self.embed_tokens, &p.ids, -1, false, false);
+        // Forward: with recompute, only each layer's input is kept (no graph).
+        let (body_out, inputs, rope) = if o.recompute {
+            tch::no_grad(|| {
+                let mut x = embed();
+                let rope = self.rope(&p.pos, x.kind());
+                let mut inputs = Vec::with_capacity(self.layers.len());
+                for l in &self.layers {
+                    let next = Self::layer_forward(l, &x, &rope, &p.lens);
+                    inputs.push(x);
+                    x = next;
+                }
+                (x, inputs, rope)
+            })
+        } else {
+            let mut x = embed();
+            let rope = self.rope(&p.pos, x.kind());
+            for l in &self.layers {
+                x = Self::layer_forward(l, &x, &rope, &p.lens);
+            }
+            (x, vec![], rope)
+        };
+        // With recompute the body's output is a leaf, so the final norm's backward stops there.
+        let top = if o.recompute {
+            body_out.detach().set_requires_grad(true)
+        } else {
+            body_out.shallow_clone()
+        };
+        let hidden = self.norm.forward(&top);
+        // The head, a chunk at a time, backpropagated to a detached copy of the hidden states.
+        let h = hidden.detach().set_requires_grad(true);
+        let flat = h.view([n, -1]);
+        let step = o.chunk_tokens.max(1) as i64;
+        for start in (0..n).step_by(step as usize) {
+            let len = step.min(n - start);
+            let lp = self.head_logprobs(
+                &flat.narrow(0, start, len),
+                &p.targets.narrow(0, start, len),
+                o.temperature,
+            );
+            loss(&lp, start)?.backward();
+        }
+        let g = h.grad();
+        if !g.defined() {
+            return Ok(());
+        }
+        // The rest of the graph: the final norm (and, without recompute, the whole body).
+        (hidden * g).sum(Kind::Float).backward();
+        if !o.recompute {
+            return Ok(());
+        }
+        let mut g = top.grad();
+        for (l, x_in) in self.layers.iter().zip(inputs).rev() {
+            let x = x_in.detach().set_requires_grad(true);
+            let y = Self::layer_forward(l, &x, &rope, &p.lens);
+            (y * &g).sum(Kind::Float).backward();
+            g = x.grad();
+        }
+        (embed() * g).sum(Kind::Float).backward();
+        Ok(())
+    }
+}
