@@ -4,5 +4,6 @@
 
 mod broken_in_play;
 mod judge;
+mod learning;
 mod loop_tiny;
 mod sink_http;
