@@ -21,7 +21,7 @@ pub mod session;
 pub mod theme;
 
 use leptos::prelude::*;
-use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_meta::{MetaTags, Title, provide_meta_context};
 use leptos_router::{
     ParamSegment, StaticSegment,
     components::{Route, Router, Routes},
@@ -37,6 +37,9 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     let theme = theme::request_theme().map(theme::Theme::as_str);
     #[cfg(not(feature = "ssr"))]
     let theme: Option<&'static str> = None;
+    // In the shell (rendered by the server only), so the versioned bundle directory the server
+    // was configured with names the stylesheet too.
+    let css = format!("/{}/{OUTPUT_NAME}.css", options.site_pkg_dir);
     view! {
         <!DOCTYPE html>
         <html lang="en" data-theme=theme>
@@ -45,6 +48,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
                 <meta name="color-scheme" content="light dark" />
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml" />
+                <link rel="stylesheet" id="leptos" href=css />
                 <HydrationScripts options />
                 <MetaTags />
             </head>
@@ -65,7 +69,6 @@ pub fn App() -> impl IntoView {
     #[cfg(feature = "hydrate")]
     Effect::new(|_| session::keep_alive());
     view! {
-        <Stylesheet id="leptos" href="/pkg/spade.css" />
         <Title text="SPADE Studio" />
         <Router>
             <layout::AppShell viewer>

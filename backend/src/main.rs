@@ -18,9 +18,10 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(?cfg, "starting");
 
     let site_root = cfg.site_root.to_string_lossy().into_owned();
+    let pkg_dir = spade_server::site::pkg_dir(&cfg.site_root);
     let wasm = cfg
         .site_root
-        .join("pkg")
+        .join(&pkg_dir)
         .join(format!("{}_bg.wasm", spade_server::OUTPUT_NAME));
     if !wasm.exists() {
         tracing::warn!(
@@ -42,7 +43,7 @@ async fn main() -> anyhow::Result<()> {
     let leptos = LeptosOptions::builder()
         .output_name(spade_server::OUTPUT_NAME)
         .site_root(site_root)
-        .site_pkg_dir("pkg")
+        .site_pkg_dir(pkg_dir)
         .site_addr(cfg.addr)
         .build();
     let listener = tokio::net::TcpListener::bind(cfg.addr)

@@ -131,7 +131,7 @@ impl TestServer {
         let leptos = LeptosOptions::builder()
             .output_name(spade_server::OUTPUT_NAME)
             .site_root(site_root.to_string_lossy().into_owned())
-            .site_pkg_dir("pkg")
+            .site_pkg_dir(spade_server::site::pkg_dir(&site_root))
             .site_addr(addr)
             .build();
         let auth = spade_server::auth::AuthState::new(

@@ -62,6 +62,132 @@ async fn the_home_page_hydrates_and_reacts_to_clicks_without_reloading() -> anyh
     Ok(())
 }
 
+/// Clicks the hydration canary until it counts (the page is interactive); returns how long that
+/// took from `since`.
+async fn until_hydrated(c: &fantoccini::Client, since: Instant) -> anyhow::Result<Duration> {
+    let deadline = since + Duration::from_secs(60);
+    loop {
+        c.find(Locator::Id("hydration-check"))
+            .await?
+            .click()
+            .await?;
+        let text = c.find(Locator::Id("click-count")).await?.text().await?;
+        if text != "0" {
+            return Ok(since.elapsed());
+        }
+        anyhow::ensure!(Instant::now() < deadline, "never hydrated in 60 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// What the browser fetched for the wasm module: (URL, bytes over the wire, bytes decoded).
+async fn wasm_entry(c: &fantoccini::Client) -> anyhow::Result<(String, f64, f64)> {
+    let v = c
+        .execute(
+            "const e = performance.getEntriesByType('resource').find(r => r.name.endsWith('.wasm'));\
+             return e ? [e.name, e.transferSize, e.decodedBodySize] : null;",
+            vec![],
+        )
+        .await?;
+    let name = v[0].as_str().unwrap_or_default().to_owned();
+    anyhow::ensure!(!name.is_empty(), "no wasm fetched: {v}");
+    Ok((
+        name,
+        v[1].as_f64().unwrap_or(-1.0),
+        v[2].as_f64().unwrap_or(-1.0),
+    ))
+}
+
+/// Issue 20, item 2: the bundle is served from a content-hashed directory, precompressed (no
+/// compression at request time) and marked immutable, so a reload takes it from the cache.
+/// Prints the time to interactive with a cold and a warm cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bundle_is_precompressed_cached_and_not_fetched_again_on_reload() -> anyhow::Result<()>
+{
+    let server = TestServer::start().await?;
+    let browser = Browser::start().await?;
+    let c = browser.client.clone();
+    let t0 = Instant::now();
+    c.goto(&server.url).await?;
+    let cold = until_hydrated(&c, t0).await?;
+    let (url, sent, decoded) = wasm_entry(&c).await?;
+    let dir = url
+        .split("/pkg/")
+        .nth(1)
+        .and_then(|rest| rest.split_once('/'))
+        .map(|(d, _)| d.to_owned())
+        .unwrap_or_default();
+    assert!(
+        dir.len() == 16 && dir.bytes().all(|b| b.is_ascii_hexdigit()),
+        "the page names an unversioned bundle: {url}"
+    );
+    assert!(
+        sent > 0.0 && sent < decoded / 2.0,
+        "the wasm came uncompressed: {sent} bytes sent for {decoded}"
+    );
+    let t1 = Instant::now();
+    c.refresh().await?;
+    let warm = until_hydrated(&c, t1).await?;
+    let (again, sent_again, _) = wasm_entry(&c).await?;
+    assert_eq!(again, url);
+    assert_eq!(sent_again, 0.0, "a reload fetched the wasm again");
+    eprintln!(
+        "time to interactive: cold {:.0} ms ({:.0} KB sent for {:.0} KB of wasm), warm {:.0} ms \
+         (wasm from the cache)",
+        cold.as_secs_f64() * 1e3,
+        sent / 1e3,
+        decoded / 1e3,
+        warm.as_secs_f64() * 1e3
+    );
+    browser.close().await?;
+
+    // The headers as any client sees them.
+    let path = url.split_once(&server.url).map_or(url.as_str(), |(_, p)| p);
+    for (encoding, ext) in [("br", ".br"), ("gzip", ".gz")] {
+        let head = http_head(&server.url, path, encoding).await?;
+        assert!(
+            head.contains(&format!("content-encoding: {encoding}")),
+            "{encoding}: {head}"
+        );
+        assert!(head.contains("max-age=31536000, immutable"), "{head}");
+        let file = spade_e2e::workspace_root()
+            .join("site")
+            .join(path.trim_start_matches('/'));
+        let size = std::fs::metadata(format!("{}{ext}", file.display()))?.len();
+        assert!(
+            head.contains(&format!("content-length: {size}")),
+            "{encoding}: not the precompressed file ({size} bytes): {head}"
+        );
+    }
+    let page = http_head(&server.url, "/", "gzip").await?;
+    assert!(!page.contains("immutable"), "{page}");
+    Ok(())
+}
+
+/// The response head of a GET with the given `Accept-Encoding`, header names lowercased.
+async fn http_head(base: &str, path: &str, encoding: &str) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = base.strip_prefix("http://").unwrap_or(base);
+    let mut s = tokio::net::TcpStream::connect(host).await?;
+    s.write_all(
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept-Encoding: {encoding}\r\n\
+             Connection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await?;
+    let text = String::from_utf8_lossy(&out);
+    let head = text.split("\r\n\r\n").next().unwrap_or("").to_lowercase();
+    anyhow::ensure!(
+        head.starts_with("http/1.1 200"),
+        "unexpected response: {head}"
+    );
+    Ok(head)
+}
+
 #[tokio::test]
 async fn the_health_endpoint_reports_the_migrated_schema() -> anyhow::Result<()> {
     let server = TestServer::start().await?;

@@ -8,4 +8,5 @@ mod flows;
 mod holes;
 mod ingest;
 mod live;
+mod shutdown;
 mod support;
