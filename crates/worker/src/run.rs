@@ -462,7 +462,7 @@ impl Loop<'_> {
                 if step.is_multiple_of(k) {
                     if step > 0 {
                         self.phase("designer rewards")?;
-                        score::close_window(self, kind, true, &mut m)?;
+                        score::close_window(self, kind, &mut m)?;
                     }
                     self.phase("generate")?;
                     generate::regenerate(self, kind, &mut m)?;
@@ -475,7 +475,7 @@ impl Loop<'_> {
             // The last step trains what is left of the windows (scored with this step's plays).
             self.phase("designer rewards")?;
             for kind in self.cfg.curriculum.kinds.clone() {
-                score::close_window(self, kind, true, &mut m)?;
+                score::close_window(self, kind, &mut m)?;
             }
         }
         self.train(played, &mut m)?;

@@ -212,11 +212,10 @@ pub struct PendingDesigner {
 }
 
 /// Closes the window of `kind`: scores and reports its environments, updates the memory, and
-/// (when `train` and the designer trains) queues its designer samples for this step's update.
+/// (when the designer trains) queues its designer samples for this step's update.
 pub(super) fn close_window(
     lp: &mut Loop<'_>,
     kind: EnvKind,
-    train: bool,
     m: &mut BTreeMap<String, f64>,
 ) -> Result<(), WorkerError> {
     let key = window_key(kind);
@@ -282,7 +281,7 @@ pub(super) fn close_window(
     if let Some(r) = mean(&regrets) {
         m.insert(format!("{}/window_regret", kind.as_str()), r);
     }
-    if train && cfg.trains_designer() && !window.buffer.is_empty() {
+    if cfg.trains_designer() && !window.buffer.is_empty() {
         let samples = designer_samples(lp, &window.buffer, &by_env, m)?;
         if !samples.is_empty() {
             lp.designer_pending.push(PendingDesigner {
