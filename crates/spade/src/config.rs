@@ -229,7 +229,9 @@ pub struct DesignerSection {
     /// (`spade/core/orchestrator.py`, `_generate_single_game`: only an accepted game returns a
     /// trajectory).
     pub train_rejected: bool,
-    /// Cap of the designer loss weight `min(n_agent_samples / n_envs * k, cap)` (spec 7: 50).
+    /// Cap of the designer loss weight `min(n_agent_samples / n_designer_samples * k, cap)`
+    /// (spec 7: 50; the reference's `compute_env_reward_scale` counts the designer samples
+    /// trained, one per accepted environment).
     pub loss_weight_cap: f64,
     /// Ask the policy whether a validated game works (spec, "Validation": on for real models,
     /// off for the tiny one).
