@@ -16,7 +16,13 @@ const GROUPS: [(&str, &str, &[&str]); 5] = [
     (
         "Reward and regret",
         "value",
-        &["regret_mean", "r_hint", "r_no_hint", "designer_reward_mean"],
+        &[
+            "regret_mean",
+            "r_hint",
+            "r_no_hint",
+            "designer_reward_mean",
+            "designer_reward_trained_mean",
+        ],
     ),
     (
         "Difficulty",
@@ -30,10 +36,21 @@ const GROUPS: [(&str, &str, &[&str]); 5] = [
     ),
     (
         "Acceptance",
-        "share",
+        "share (0-1)",
         &["acceptance_rate", "zero_std_group_pct"],
     ),
-    ("Diversity", "Vendi score", &["vendi", "vendi_mean"]),
+    // The series name says which kernel produced the score (`metrics.vendi_kernel`);
+    // `vendi_mean` is the unnamed one of older runs (the policy's hidden states).
+    (
+        "Diversity",
+        "Vendi score (kernel in the series name)",
+        &[
+            "vendi",
+            "vendi_mean",
+            "vendi_ngram_mean",
+            "vendi_policy_mean",
+        ],
+    ),
     ("Agent", "value", &["agent_reward_mean", "loss"]),
 ];
 const PER_SKILL_PREFIX: &str = "win_rate/";
@@ -228,6 +245,15 @@ mod tests {
                 value: 0.5,
             }],
         }
+    }
+
+    #[test]
+    fn the_vendi_chart_names_its_kernel_and_shares_are_fractions() {
+        let g = chart_groups(&[m("vendi_ngram_mean"), m("zero_std_group_pct")]);
+        let titles: Vec<&str> = g.iter().map(|(t, _, _)| t.as_str()).collect();
+        assert_eq!(titles, ["Acceptance", "Diversity"]);
+        assert_eq!(g[0].1, "share (0-1)");
+        assert_eq!(g[1].2[0].name, "vendi_ngram_mean");
     }
 
     #[test]

@@ -36,11 +36,12 @@ pub const DEFAULT_PRESET: &str = "tiny_cpu_demo";
 /// to the worker's working directory, so people usually change it).
 const SEED_POOL: &str = "envs/seed";
 
-/// The presets: the tiny CPU demo, the paper's GPU configuration, and the GPU configuration
-/// with each baseline or ablation of the spec ("Baselines and ablations a run can choose").
+/// The presets: the tiny CPU demo, the paper's two GPU runs (games, tool use: separate runs, as
+/// the reference's `cmd/games/` and `cmd/tool_use/`), and the games run with each baseline or
+/// ablation of the spec ("Baselines and ablations a run can choose").
 pub fn presets() -> Vec<Preset> {
     fn gpu_with(f: fn(&mut RunConfig)) -> RunConfig {
-        let mut c = RunConfig::gpu_qwen3();
+        let mut c = RunConfig::gpu_qwen3_games();
         f(&mut c);
         c
     }
@@ -62,15 +63,21 @@ pub fn presets() -> Vec<Preset> {
             },
         },
         Preset {
-            key: "gpu_qwen3",
-            label: "GPU Qwen3 (SPADE)",
-            description: "The paper's configuration: every spec default, a local Qwen3 checkpoint, both kinds of environments.",
-            build: RunConfig::gpu_qwen3,
+            key: "gpu_qwen3_games",
+            label: "GPU Qwen3 (SPADE, games)",
+            description: "The paper's games run: a local Qwen3 checkpoint, 3 of 6 game skills x 8 = 24 environments every 4 steps, 8 no-hint plays each per step, designer loss weight 32, 5 attempts per slot.",
+            build: RunConfig::gpu_qwen3_games,
+        },
+        Preset {
+            key: "gpu_qwen3_tool_use",
+            label: "GPU Qwen3 (SPADE, tool use)",
+            description: "The paper's tool-use run: a local Qwen3 checkpoint, all 6 tool-use skills x 4 = 24 environments every 8 steps, 8 no-hint plays each per step, designer loss weight 50, 5 attempts per slot.",
+            build: RunConfig::gpu_qwen3_tool_use,
         },
         Preset {
             key: "baseline_fixed_env",
             label: "Baseline: fixed-env GRPO",
-            description: "GPU Qwen3 playing a frozen pool of environments (the seed library); only the agent trains.",
+            description: "GPU Qwen3 playing a frozen pool of environments (the seed library), 24 drawn per step without replacement; only the agent trains.",
             build: || gpu_with(|c| c.ablation.fixed_env_pool = Some(SEED_POOL.into())),
         },
         Preset {
@@ -94,7 +101,7 @@ pub fn presets() -> Vec<Preset> {
         Preset {
             key: "ablation_two_skill",
             label: "Ablation: two-skill curriculum",
-            description: "GPU Qwen3 with only two game skills, always the same two.",
+            description: "GPU Qwen3 with only two game skills, Mathematical Reasoning and Pattern Recognition, 12 environments each.",
             build: || gpu_with(|c| c.ablation.two_skill_curriculum = true),
         },
         Preset {
@@ -180,7 +187,7 @@ const HELP: &[(&str, &str)] = &[
     ),
     (
         "curriculum.kinds",
-        "Environment kinds the run generates: [\"game\"], [\"tool_use\"] or both.",
+        "Environment kinds the run generates: [\"game\"], [\"tool_use\"] or both (default games: the paper trains games and tool use as separate runs).",
     ),
     (
         "curriculum.game_regenerate_every",
@@ -255,8 +262,12 @@ const HELP: &[(&str, &str)] = &[
         "Negatives have a win rate below negative_below or above negative_above (spec 2: < 0.1 or > 0.9).",
     ),
     (
+        "memory.match_by",
+        "Which records a designer prompt's examples come from: \"skill\" (the slot's skill, as the reference's env_memory.py) or \"kind\" (every record of the same kind).",
+    ),
+    (
         "designer.attempts",
-        "Attempts per environment slot (spec 2: 8).",
+        "Attempts per environment slot (spec 2: 8; the reference's rollout and the paper presets: 5).",
     ),
     (
         "designer.temperature",
@@ -291,8 +302,16 @@ const HELP: &[(&str, &str)] = &[
         "Reward of an invalid environment or a step timeout (spec 7: -0.5).",
     ),
     (
+        "designer.regret_timing",
+        "Which no-hint plays the regret compares with the hint plays: \"matched\" (those of the regeneration step, the reference's default) or \"window\" (all of the window).",
+    ),
+    (
+        "designer.train_rejected",
+        "Train rejected attempts too, at invalid_reward (off: in the reference a failed attempt yields no designer sample).",
+    ),
+    (
         "designer.loss_weight_cap",
-        "Cap of the designer loss weight min(n_agent_samples / n_envs * k, cap) (spec 7: 50).",
+        "Cap of the designer loss weight min(n_agent_samples / n_designer_samples * k, cap) (spec 7: 50).",
     ),
     (
         "designer.self_judge",
@@ -300,11 +319,11 @@ const HELP: &[(&str, &str)] = &[
     ),
     (
         "designer.judge_temperature",
-        "Sampling temperature of the self-judge's verdict (default: the roles' 0.6, spec 5).",
+        "Sampling temperature of the self-judge's verdict (the reference's 0.3).",
     ),
     (
         "designer.judge_max_new_tokens",
-        "Most tokens of the self-judge's reply (a model that thinks first needs room).",
+        "Most tokens of the self-judge's reply (the reference's 2,048).",
     ),
     (
         "designer.ema.gamma_fast",
@@ -331,10 +350,6 @@ const HELP: &[(&str, &str)] = &[
     (
         "agent.global_batch",
         "No-hint plays per step over all environments: ceil(global_batch / n_envs) per environment (spec 5: 192, so 8 for 24 environments).",
-    ),
-    (
-        "agent.format_penalty",
-        "Reward of a malformed agent turn (spec, tool-use contract: -0.1).",
     ),
     (
         "agent.max_episode_tokens",
@@ -398,6 +413,10 @@ const HELP: &[(&str, &str)] = &[
         "Subsamples drawn; mean and s.d. are reported (spec: 12).",
     ),
     (
+        "metrics.vendi_kernel",
+        "The Vendi score's similarity: \"ngram\" (word unigram and bigram counts of the code, the Vendi authors' text kernel) or \"policy\" (the policy's mean-pooled hidden states); named in the metric (vendi_ngram_mean).",
+    ),
+    (
         "metrics.learnable_low",
         "Learnable: agent win rate in [low, high] (spec: [0.2, 0.8]).",
     ),
@@ -418,6 +437,10 @@ const HELP: &[(&str, &str)] = &[
         "Fixed-env GRPO: play the environments of this pool directory, train only the agent. Absent = off.",
     ),
     (
+        "ablation.fixed_env_envs_per_step",
+        "Fixed-env GRPO: environments drawn from the pool per step, without replacement until the pool is exhausted (the reference's 24); 0 = every pool environment every step.",
+    ),
+    (
         "ablation.frozen_designer",
         "Online generation without designer updates.",
     ),
@@ -431,7 +454,7 @@ const HELP: &[(&str, &str)] = &[
     ),
     (
         "ablation.two_skill_curriculum",
-        "Only two game skills, always the same two.",
+        "Only two game skills, always the same two: Mathematical Reasoning and Pattern Recognition, sharing the regeneration's environments (24 = 2 x 12, the reference's ablation).",
     ),
     (
         "ablation.ema_learning_potential",
@@ -523,6 +546,15 @@ fn kind_of(path: &str, template: &Value) -> FieldKind {
         ),
         Value::String(_) if path == "model.preset" => {
             FieldKind::Choice(MODEL_PRESETS.map(str::to_owned).to_vec())
+        }
+        Value::String(_) if path == "designer.regret_timing" => {
+            FieldKind::Choice(vec!["matched".to_owned(), "window".to_owned()])
+        }
+        Value::String(_) if path == "metrics.vendi_kernel" => {
+            FieldKind::Choice(vec!["ngram".to_owned(), "policy".to_owned()])
+        }
+        Value::String(_) if path == "memory.match_by" => {
+            FieldKind::Choice(vec!["skill".to_owned(), "kind".to_owned()])
         }
         _ => FieldKind::Text { optional: false },
     }
@@ -992,6 +1024,19 @@ mod tests {
         for (h, _) in HELP {
             assert!(paths.contains_key(*h), "{h} is not a configuration key");
         }
+    }
+
+    #[test]
+    fn the_form_offers_the_papers_games_and_tool_use_runs() {
+        let g = (preset("gpu_qwen3_games").build)();
+        let t = (preset("gpu_qwen3_tool_use").build)();
+        assert_eq!(g.curriculum.kinds, vec![spade::EnvKind::Game]);
+        assert_eq!(t.curriculum.kinds, vec![spade::EnvKind::ToolUse]);
+        assert_eq!(t.curriculum.envs_per_skill, 4, "6 skills x 4 = 24");
+        assert!(
+            presets().iter().all(|p| p.key != "gpu_qwen3"),
+            "no preset mixes the two kinds"
+        );
     }
 
     #[test]

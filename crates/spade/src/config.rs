@@ -80,7 +80,9 @@ pub struct ModelSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CurriculumSection {
-    /// Environment kinds the run generates: `["game"]`, `["tool_use"]` or both.
+    /// Environment kinds the run generates: `["game"]`, `["tool_use"]` or both (default
+    /// games: the paper trains games and tool use as separate runs, `cmd/games/` and
+    /// `cmd/tool_use/` of the reference).
     pub kinds: Vec<EnvKind>,
     /// Regenerate games every k steps (spec 1: k = 4).
     pub game_regenerate_every: u64,
@@ -129,6 +131,56 @@ pub struct MemorySection {
     /// (spec 2: < 0.1 or > 0.9).
     pub negative_below: f64,
     pub negative_above: f64,
+    /// Which records a designer prompt's examples come from: `"skill"` (records of the slot's
+    /// skill, as the reference's `EnvironmentMemory.high_regret_seeds(skill=...)` and
+    /// `low_quality_examples(skill=...)` in `spade/core/env_memory.py`) or `"kind"` (every
+    /// record of the same kind, games or tool use: this project's earlier behaviour).
+    pub match_by: MemoryMatch,
+}
+
+/// The records a designer prompt draws its memory examples from (`memory.match_by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryMatch {
+    /// Records of the slot's skill (the reference's default).
+    #[default]
+    Skill,
+    /// Records of the slot's kind (games or tool use), any skill.
+    Kind,
+}
+
+/// The similarity kernel of the Vendi score (`metrics.vendi_kernel`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VendiKernel {
+    /// Word unigram and bigram counts of the code, cosine similarity.
+    #[default]
+    Ngram,
+    /// The policy's mean-pooled final hidden states over the code's first 512 tokens.
+    Policy,
+}
+
+impl VendiKernel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VendiKernel::Ngram => "ngram",
+            VendiKernel::Policy => "policy",
+        }
+    }
+}
+
+/// Which no-hint plays the regret's no-hint arm uses (`designer.regret_timing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RegretTiming {
+    /// The no-hint plays of the regeneration step, the step of the hint plays (the reference's
+    /// "matched timing", `spade/core/utils/delayed_env_rewards.py`,
+    /// `recompute_delayed_env_rewards_blend`); the plateau still uses the whole window.
+    #[default]
+    Matched,
+    /// Every no-hint play of the window, for the regret and the plateau alike (spec 7 read
+    /// literally: "computed k steps later from all plays in the window").
+    Window,
 }
 
 /// The designer's plateau: 1 on [low, high], linear to 0 over `ramp` on each side (spec 7).
@@ -154,7 +206,9 @@ pub struct EmaSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DesignerSection {
-    /// Attempts per environment slot (spec 2: 8).
+    /// Attempts per environment slot (spec 2: 8; the reference's rollout passes 5,
+    /// `spade/slime/spade_rollout.py`, `collect_trajectories(max_attempts=5)`, which the paper
+    /// presets use).
     pub attempts: u32,
     /// Sampling temperature (spec 5: 0.6 for both roles).
     pub temperature: f64,
@@ -167,14 +221,26 @@ pub struct DesignerSection {
     pub plateau: PlateauSection,
     /// Reward of an invalid environment or a step timeout (spec 7: -0.5).
     pub invalid_reward: f64,
-    /// Cap of the designer loss weight `min(n_agent_samples / n_envs * k, cap)` (spec 7: 50).
+    /// Which no-hint plays the regret compares with the hint plays: `"matched"` (those of the
+    /// regeneration step, the reference's default) or `"window"` (all of the window).
+    pub regret_timing: RegretTiming,
+    /// Train rejected attempts too, at `invalid_reward`, centred with the skill's accepted
+    /// ones. Off by default: in the reference a failed attempt yields no designer sample
+    /// (`spade/core/orchestrator.py`, `_generate_single_game`: only an accepted game returns a
+    /// trajectory).
+    pub train_rejected: bool,
+    /// Cap of the designer loss weight `min(n_agent_samples / n_designer_samples * k, cap)`
+    /// (spec 7: 50; the reference's `compute_env_reward_scale` counts the designer samples
+    /// trained, one per accepted environment).
     pub loss_weight_cap: f64,
     /// Ask the policy whether a validated game works (spec, "Validation": on for real models,
     /// off for the tiny one).
     pub self_judge: bool,
-    /// Sampling temperature of the self-judge's verdict (default: the roles' 0.6, spec 5).
+    /// Sampling temperature of the self-judge's verdict (the reference's 0.3,
+    /// `spade/slime/arguments.py`, `--spade-self-judge-temperature`).
     pub judge_temperature: f64,
-    /// Most tokens of the self-judge's reply (a model that thinks first needs room).
+    /// Most tokens of the self-judge's reply (the reference's 2,048,
+    /// `--spade-self-judge-max-tokens`).
     pub judge_max_new_tokens: u32,
     pub ema: EmaSection,
 }
@@ -203,8 +269,6 @@ pub struct AgentSection {
     /// No-hint plays per step over all environments: ceil(global_batch / n_envs) per
     /// environment (spec 5: 192, so 8 for 24 environments).
     pub global_batch: u32,
-    /// Reward of a malformed agent turn (spec, tool-use contract: -0.1).
-    pub format_penalty: f64,
     /// Tokens the agent may write over a whole episode, all turns together (the reference's
     /// agent budget: 8,192); the episode ends truncated when its next turn would pass it.
     pub max_episode_tokens: u32,
@@ -258,6 +322,12 @@ pub struct MetricsSection {
     pub vendi_subsample: usize,
     /// Subsamples drawn; mean and s.d. are reported (spec: 12).
     pub vendi_draws: usize,
+    /// The similarity the Vendi score uses: `"ngram"` (cosine of word unigram and bigram
+    /// counts of the code, like the Vendi authors' text kernel, `vendi_score.text_utils.
+    /// ngram_vendi_score(ns=[1, 2])`) or `"policy"` (cosine of the policy's mean-pooled final
+    /// hidden states: anisotropic, so scores lean toward 1). The metric names carry it
+    /// (`vendi_ngram_mean`, `vendi_policy_mean`).
+    pub vendi_kernel: VendiKernel,
     /// Learnable: agent win rate in [low, high] (spec: [0.2, 0.8]).
     pub learnable_low: f64,
     pub learnable_high: f64,
@@ -267,19 +337,27 @@ pub struct MetricsSection {
 }
 
 /// Baselines and ablations (spec, "Baselines and ablations a run can choose"). All off = SPADE.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AblationSection {
     /// Fixed-env GRPO: play the environments of this pool directory, train only the agent.
     /// Absent = off.
     pub fixed_env_pool: Option<String>,
+    /// Fixed-env GRPO: environments drawn from the pool per step, without replacement until
+    /// the pool is exhausted (the reference's 24: `cmd/games/_train_fixed_gpt55.sh`,
+    /// `--rollout-batch-size 24`, and `spade/slime/spade_rollout.py`,
+    /// `_select_static_games_without_replacement`); 0 = every pool environment every step.
+    pub fixed_env_envs_per_step: usize,
     /// Online generation without designer updates.
     pub frozen_designer: bool,
     /// No memory examples in designer prompts.
     pub no_memory: bool,
     /// No corpus document in designer prompts.
     pub no_corpus: bool,
-    /// Only two game skills, always the same two.
+    /// Only two game skills, always the same two: Mathematical Reasoning and Pattern
+    /// Recognition, sharing the regeneration's environments (24 = 2 x 12), as the reference's
+    /// ablation (`cmd/ablations/train_two_skill_30b.sh`: `SPADE_SKILLS="Mathematical_Reasoning
+    /// Pattern_Recognition"`, `SKILLS_PER_REGEN=2`, 24 games per rollout).
     pub two_skill_curriculum: bool,
     /// Designer reward = EMA learning potential instead of regret + plateau.
     pub ema_learning_potential: bool,
@@ -302,6 +380,21 @@ pub struct EvalSection {
     pub limit: u32,
     /// Tokens per answer (per turn in environments).
     pub max_new_tokens: u32,
+}
+
+impl Default for AblationSection {
+    fn default() -> Self {
+        Self {
+            fixed_env_pool: None,
+            // Reference: _train_fixed_gpt55.sh, 24 games per rollout.
+            fixed_env_envs_per_step: 24,
+            frozen_designer: false,
+            no_memory: false,
+            no_corpus: false,
+            two_skill_curriculum: false,
+            ema_learning_potential: false,
+        }
+    }
 }
 
 impl Default for EvalSection {
@@ -346,7 +439,8 @@ impl Default for ModelSection {
 impl Default for CurriculumSection {
     fn default() -> Self {
         Self {
-            kinds: vec![EnvKind::Game, EnvKind::ToolUse],
+            // Reference: cmd/games/train_spade_*.sh and cmd/tool_use/ are separate runs.
+            kinds: vec![EnvKind::Game],
             game_regenerate_every: 4,     // spec 1
             tool_use_regenerate_every: 8, // spec 1
             active_game_skills: 3,        // spec 1: 3 of 6
@@ -379,6 +473,8 @@ impl Default for MemorySection {
             positive_win_rate_high: 0.85,
             negative_below: 0.1, // spec 2: < 0.1 or > 0.9
             negative_above: 0.9,
+            // Reference: spade/core/env_memory.py filters by skill.
+            match_by: MemoryMatch::Skill,
         }
     }
 }
@@ -405,17 +501,23 @@ impl Default for EmaSection {
 impl Default for DesignerSection {
     fn default() -> Self {
         Self {
-            attempts: 8,        // spec 2
+            attempts: 8,        // spec 2 (the paper presets: 5, the reference's rollout)
             temperature: 0.6,   // spec 5
             regret_scale: 0.15, // spec 7
             regret_weight: 0.4, // spec 7
             plateau_weight: 0.6,
             plateau: PlateauSection::default(),
-            invalid_reward: -0.5,   // spec 7
-            loss_weight_cap: 50.0,  // spec 7
-            self_judge: true,       // spec, Validation: on for real models
-            judge_temperature: 0.6, // spec 5: both roles sample at 0.6
-            judge_max_new_tokens: 4096,
+            invalid_reward: -0.5, // spec 7
+            // Reference: delayed_env_rewards.py, recompute_delayed_env_rewards_blend.
+            regret_timing: RegretTiming::Matched,
+            // Reference: orchestrator.py, a failed attempt yields no sample.
+            train_rejected: false,
+            loss_weight_cap: 50.0, // spec 7
+            self_judge: true,      // spec, Validation: on for real models
+            // Reference: spade/slime/arguments.py (--spade-self-judge-temperature 0.3,
+            // --spade-self-judge-max-tokens 2048).
+            judge_temperature: 0.3,
+            judge_max_new_tokens: 2048,
             ema: EmaSection::default(),
         }
     }
@@ -437,7 +539,6 @@ impl Default for AgentSection {
             temperature: 0.6,         // spec 5
             max_turns: 25,            // spec 5
             global_batch: 192,        // spec 5
-            format_penalty: -0.1,     // spec, tool-use contract
             max_episode_tokens: 8192, // the reference's agent budget
             concurrency: 32,
         }
@@ -476,6 +577,8 @@ impl Default for MetricsSection {
             vendi_window_steps: 40, // spec, Metrics
             vendi_subsample: 24,
             vendi_draws: 12,
+            // The Vendi authors' n-gram text kernel; the policy's hidden states are anisotropic.
+            vendi_kernel: VendiKernel::Ngram,
             learnable_low: 0.2, // spec, Metrics
             learnable_high: 0.8,
             easy_above: 0.8,
@@ -485,7 +588,8 @@ impl Default for MetricsSection {
 }
 
 impl Default for RunConfig {
-    /// The paper's configuration (`gpu_qwen3` without a model path).
+    /// The paper's games configuration (`gpu_qwen3_games` without a model path and with the
+    /// spec's 8 attempts per slot).
     fn default() -> Self {
         Self {
             run: RunSection::default(),

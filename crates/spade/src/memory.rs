@@ -6,12 +6,14 @@
 //! edge of the agent's ability" looks like; the negative shows what to avoid. The memory is
 //! what gives difficulty continuity between regenerations.
 //!
-//! Examples are drawn from records of the same kind (games or tool use), since the two output
-//! contracts differ. The memory persists with the run as JSON ([`Memory::to_json`] /
+//! Examples are drawn from records of the slot's skill, as the reference does
+//! (`spade/core/env_memory.py`: `high_regret_seeds(skill=...)`, `low_quality_examples(skill=...)`);
+//! `memory.match_by = "kind"` draws from every record of the same kind (games or tool use)
+//! instead. The memory persists with the run as JSON ([`Memory::to_json`] /
 //! [`Memory::from_json`]); the caller writes and reads the file.
 
 use crate::EnvKind;
-use crate::config::MemorySection;
+use crate::config::{MemoryMatch, MemorySection};
 use rand::Rng;
 use rand::seq::IndexedRandom;
 use serde::{Deserialize, Serialize};
@@ -103,16 +105,23 @@ impl Memory {
         self.records.iter()
     }
 
-    /// Draws the examples for one designer prompt of `kind`, by the spec's rule with the
-    /// thresholds of `cfg`. Fewer are returned when the memory has too few eligible records
-    /// (none at the start of a run).
+    /// Draws the examples for one designer prompt of `kind` and `skill`, by the spec's rule
+    /// with the thresholds of `cfg`, from the records of that skill (or, with
+    /// `match_by = "kind"`, of that kind). Fewer are returned when the memory has too few
+    /// eligible records (none at the start of a run).
     pub fn examples<R: Rng + ?Sized>(
         &self,
         cfg: &MemorySection,
         kind: EnvKind,
+        skill: &str,
         rng: &mut R,
     ) -> Examples<'_> {
-        let same_kind = || self.records.iter().filter(move |r| r.kind == kind);
+        let by_skill = cfg.match_by == MemoryMatch::Skill;
+        let same_kind = || {
+            self.records
+                .iter()
+                .filter(move |r| r.kind == kind && (!by_skill || r.skill == skill))
+        };
         let mut eligible: Vec<&MemoryRecord> = same_kind()
             .filter(|r| {
                 r.win_rate >= cfg.positive_win_rate_low && r.win_rate <= cfg.positive_win_rate_high
@@ -157,6 +166,8 @@ impl Memory {
 mod tests {
     use super::*;
 
+    const OPT: &str = "Optimization";
+
     fn rec(i: u64, kind: EnvKind, win_rate: f64, regret: f64) -> MemoryRecord {
         MemoryRecord {
             env_id: format!("e{i}"),
@@ -197,7 +208,7 @@ mod tests {
         m.push(rec(101, EnvKind::Game, 0.05, 0.9)); // too hard: a negative
         m.push(rec(102, EnvKind::ToolUse, 0.5, 0.99)); // other kind
         for seed in 0..200 {
-            let ex = m.examples(&cfg, EnvKind::Game, &mut crate::seeded_rng(seed, &[]));
+            let ex = m.examples(&cfg, EnvKind::Game, OPT, &mut crate::seeded_rng(seed, &[]));
             assert_eq!(ex.positives.len(), 2);
             assert_ne!(ex.positives[0].env_id, ex.positives[1].env_id);
             for p in &ex.positives {
@@ -210,13 +221,58 @@ mod tests {
             assert_eq!(ex.negatives.len(), 1);
             assert!(["e100", "e101"].contains(&ex.negatives[0].env_id.as_str()));
         }
-        let ex = m.examples(&cfg, EnvKind::ToolUse, &mut crate::seeded_rng(0, &[]));
+        let ex = m.examples(&cfg, EnvKind::ToolUse, OPT, &mut crate::seeded_rng(0, &[]));
         assert_eq!(ex.parent_env_id(), Some("e102"));
         assert!(ex.negatives.is_empty());
         assert_eq!(
-            Memory::new(5, 5).examples(&cfg, EnvKind::Game, &mut crate::seeded_rng(0, &[])),
+            Memory::new(5, 5).examples(&cfg, EnvKind::Game, OPT, &mut crate::seeded_rng(0, &[])),
             Examples::default()
         );
+    }
+
+    #[test]
+    fn examples_come_from_the_slots_skill_unless_matched_by_kind() {
+        // env_memory.py: high_regret_seeds(skill=...) and low_quality_examples(skill=...).
+        let mut m = Memory::new(200, 2000);
+        let with_skill = |r: MemoryRecord, skill: &str| MemoryRecord {
+            skill: skill.into(),
+            ..r
+        };
+        // One learnable and one too-easy record of each of two skills; the logic ones have the
+        // higher regret, so a kind-wide draw of the single positive could pick either.
+        m.push(with_skill(rec(1, EnvKind::Game, 0.5, 0.1), OPT));
+        m.push(with_skill(rec(2, EnvKind::Game, 0.95, 0.0), OPT));
+        m.push(with_skill(
+            rec(3, EnvKind::Game, 0.5, 0.9),
+            "Logical Deduction",
+        ));
+        m.push(with_skill(
+            rec(4, EnvKind::Game, 0.05, 0.0),
+            "Logical Deduction",
+        ));
+        let cfg = MemorySection {
+            positives: 1,
+            ..MemorySection::default()
+        };
+        for seed in 0..50 {
+            let ex = m.examples(&cfg, EnvKind::Game, OPT, &mut crate::seeded_rng(seed, &[]));
+            assert_eq!(ex.parent_env_id(), Some("e1"), "only Optimization records");
+            assert_eq!(ex.negatives.len(), 1);
+            assert_eq!(ex.negatives[0].env_id, "e2");
+        }
+        let kind = MemorySection {
+            match_by: MemoryMatch::Kind,
+            ..cfg
+        };
+        let mut seen: Vec<&str> = (0..50)
+            .flat_map(|seed| {
+                let ex = m.examples(&kind, EnvKind::Game, OPT, &mut crate::seeded_rng(seed, &[]));
+                ex.negatives.into_iter().map(|r| r.env_id.as_str())
+            })
+            .collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen, ["e2", "e4"], "by kind: negatives of both skills");
     }
 
     #[test]

@@ -36,10 +36,13 @@ pub fn difficulty(win_rates: &[f64], easy_above: f64, hard_below: f64) -> Option
     })
 }
 
-/// Percentage (0-100) of play groups whose returns did not vary (spec 6: `zero_std_group_pct`).
+/// Share (0-1, despite the name) of play groups whose returns did not vary (spec 6:
+/// `zero_std_group_pct`). The reference logs the same name as a fraction
+/// (`spade/slime/spade_rollout.py`: `num_zero_std_groups / num_groups_total`), so the two
+/// curves compare directly; the dashboard plots it with the other shares.
 pub fn zero_std_group_pct(zero_std: &[bool]) -> Option<f64> {
     let n = zero_std.len();
-    (n > 0).then(|| 100.0 * zero_std.iter().filter(|z| **z).count() as f64 / n as f64)
+    (n > 0).then(|| zero_std.iter().filter(|z| **z).count() as f64 / n as f64)
 }
 
 /// Mean win rate per skill, from (skill, win rate) pairs.
@@ -169,13 +172,17 @@ pub struct StepFacts {
     /// One flag per environment generated this step: does its first observation reveal it.
     pub formula_reveals: Vec<bool>,
     pub vendi: Option<vendi::VendiSummary>,
+    /// The kernel that produced `vendi` (`metrics.vendi_kernel`: `ngram`, `policy`), named in
+    /// its metrics; empty = the unnamed `vendi_mean` of older runs.
+    pub vendi_kernel: &'static str,
 }
 
 /// The flat metrics of one step. Names: `learnable_share`, `easy_share`, `medium_share`,
 /// `hard_share`, `zero_std_group_pct`, `regret_mean`, `r_hint`, `r_no_hint` (mean returns of
 /// the two arms), `designer_reward_mean`,
 /// `win_rate/<skill>`, `acceptance_rate`, `accepted`, `rejected`, `rejections/<reason>`,
-/// `reward_levels_mean`, `formula_reveal_rate`, `vendi_mean`, `vendi_sd`, `vendi_per_n`.
+/// `reward_levels_mean`, `formula_reveal_rate`, and `vendi_<kernel>_mean`, `vendi_<kernel>_sd`,
+/// `vendi_<kernel>_per_n` with the kernel that produced them (`vendi_mean`... when unnamed).
 /// A metric without data this step is left out rather than reported as 0.
 pub fn step_metrics(f: &StepFacts, cfg: &MetricsSection) -> BTreeMap<String, f64> {
     let mut m = BTreeMap::new();
@@ -219,9 +226,13 @@ pub fn step_metrics(f: &StepFacts, cfg: &MetricsSection) -> BTreeMap<String, f64
     }
     put("formula_reveal_rate", share_of_flags(&f.formula_reveals));
     if let Some(v) = f.vendi {
-        put("vendi_mean", Some(v.mean));
-        put("vendi_sd", Some(v.sd));
-        put("vendi_per_n", Some(v.per_n()));
+        let name = |stat: &str| match f.vendi_kernel {
+            "" => format!("vendi_{stat}"),
+            k => format!("vendi_{k}_{stat}"),
+        };
+        put(&name("mean"), Some(v.mean));
+        put(&name("sd"), Some(v.sd));
+        put(&name("per_n"), Some(v.per_n()));
     }
     m
 }

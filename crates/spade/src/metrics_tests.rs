@@ -10,7 +10,8 @@ fn learnable_and_difficulty_shares_use_the_spec_thresholds() {
     assert_eq!((d.easy, d.hard), (0.25, 0.25));
     assert!((d.medium - 0.5).abs() < 1e-12);
     assert_eq!(learnable_share(&[], 0.2, 0.8), None);
-    assert_eq!(zero_std_group_pct(&[true, false, false, false]), Some(25.0));
+    // A fraction, as the reference logs it: 1 of 4 groups -> 0.25 (was 25.0).
+    assert_eq!(zero_std_group_pct(&[true, false, false, false]), Some(0.25));
 }
 
 #[test]
@@ -81,11 +82,12 @@ fn step_metrics_are_named_and_skip_missing_data() {
         acceptance,
         formula_reveals: vec![false, false, true, false],
         vendi: None,
+        vendi_kernel: "ngram",
     };
     let m = step_metrics(&facts, &MetricsSection::default());
     assert_eq!(m["learnable_share"], 0.5);
     assert_eq!(m["easy_share"], 0.5);
-    assert_eq!(m["zero_std_group_pct"], 50.0);
+    assert_eq!(m["zero_std_group_pct"], 0.5);
     assert!((m["regret_mean"] - 0.2).abs() < 1e-12);
     assert!((m["r_hint"] - 0.9).abs() < 1e-12);
     assert!((m["designer_reward_mean"] - 0.2).abs() < 1e-12);
@@ -93,7 +95,25 @@ fn step_metrics_are_named_and_skip_missing_data() {
     assert_eq!(m["acceptance_rate"], 0.5);
     assert_eq!(m["rejections/nondeterministic"], 1.0);
     assert_eq!(m["formula_reveal_rate"], 0.25);
-    assert!(!m.contains_key("vendi_mean"));
+    assert!(!m.contains_key("vendi_ngram_mean"));
+    // The kernel is in the name, so a chart shows which similarity produced the score.
+    let v = vendi::VendiSummary {
+        mean: 6.0,
+        sd: 0.5,
+        n_envs: 30,
+        subsample: 24,
+        draws: 12,
+    };
+    let named = step_metrics(
+        &StepFacts {
+            vendi: Some(v),
+            ..facts.clone()
+        },
+        &MetricsSection::default(),
+    );
+    assert_eq!(named["vendi_ngram_mean"], 6.0);
+    assert_eq!(named["vendi_ngram_per_n"], 0.25, "6 / 24");
+    assert!(!named.contains_key("vendi_mean"));
     let empty = step_metrics(&StepFacts::default(), &MetricsSection::default());
     assert!(empty.is_empty(), "{empty:?}");
 }

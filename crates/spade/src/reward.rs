@@ -164,23 +164,43 @@ pub struct EnvScore {
     pub reward: f64,
 }
 
-/// Scores an environment from all its plays in the window; `None` when either arm is empty
-/// (the caller then treats the environment as invalid: [`RewardParams::invalid_reward`]).
+/// Scores an environment from all its plays in the window (regret and plateau from the same
+/// plays: the `window` regret timing); `None` when either arm is empty (the caller then treats
+/// the environment as invalid: [`RewardParams::invalid_reward`]).
 pub fn score_environment(
     p: &RewardParams,
     hint: &[PlayOutcome],
     no_hint: &[PlayOutcome],
 ) -> Option<EnvScore> {
+    score_environment_timed(p, hint, no_hint, no_hint)
+}
+
+/// Scores an environment with the regret's no-hint arm and the plateau's window apart: regret =
+/// mean(hint returns) - mean(`regret_no_hint` returns), the plateau's `w` = the win rate of
+/// `window_no_hint`. The reference's "matched timing" (`spade/core/utils/delayed_env_rewards.py`,
+/// `recompute_delayed_env_rewards_blend`) passes the no-hint plays of the regeneration step as
+/// `regret_no_hint` (the hint plays see the same policy) and all plays of the window as
+/// `window_no_hint`. `None` when an arm is empty.
+pub fn score_environment_timed(
+    p: &RewardParams,
+    hint: &[PlayOutcome],
+    regret_no_hint: &[PlayOutcome],
+    window_no_hint: &[PlayOutcome],
+) -> Option<EnvScore> {
     let returns = |ps: &[PlayOutcome]| ps.iter().map(|o| o.episode_return).collect::<Vec<_>>();
-    let (rh, rn) = (returns(hint), returns(no_hint));
-    let regret = regret(&rh, &rn)?;
-    let win_rate_no_hint = win_rate(no_hint)?;
+    let (rh, rr, rw) = (
+        returns(hint),
+        returns(regret_no_hint),
+        returns(window_no_hint),
+    );
+    let regret = regret(&rh, &rr)?;
+    let win_rate_no_hint = win_rate(window_no_hint)?;
     Some(EnvScore {
         regret,
         win_rate_hint: win_rate(hint)?,
         win_rate_no_hint,
         mean_return_hint: mean(&rh)?,
-        mean_return_no_hint: mean(&rn)?,
+        mean_return_no_hint: mean(&rw)?,
         reward: designer_reward_with(p, regret, win_rate_no_hint),
     })
 }
@@ -209,13 +229,20 @@ pub fn designer_advantages<S: AsRef<str>>(samples: &[(S, f64)]) -> Vec<f64> {
         .collect()
 }
 
-/// Designer loss weight (spec 7): `min(n_agent_samples / n_envs * k, cap)`; 32 for the paper's
-/// games (192 / 24 * 4). 0 when there are no environments.
-pub fn designer_loss_weight(n_agent_samples: u64, n_envs: u64, k: u64, cap: f64) -> f64 {
-    if n_envs == 0 {
-        return 0.0;
+/// Designer loss weight (spec 7): `min(n_agent_samples / n_designer_samples * k, cap)`; 32 for
+/// the paper's games (192 / 24 * 4). The reference (`spade/core/utils/rewards.py`,
+/// `compute_env_reward_scale`) counts the agent samples of the step that trains the designer
+/// samples and the designer samples trained; like it, 1 when either count is 0.
+pub fn designer_loss_weight(
+    n_agent_samples: u64,
+    n_designer_samples: u64,
+    k: u64,
+    cap: f64,
+) -> f64 {
+    if n_designer_samples == 0 || n_agent_samples == 0 {
+        return 1.0;
     }
-    (n_agent_samples as f64 / n_envs as f64 * k as f64).min(cap)
+    (n_agent_samples as f64 / n_designer_samples as f64 * k as f64).min(cap)
 }
 
 /// No-hint plays per environment per step (spec 5): `ceil(global_batch / n_envs)`, 192 / 24 = 8.
@@ -228,9 +255,13 @@ pub fn no_hint_plays_per_env(global_batch: u64, n_envs: u64) -> u64 {
 }
 
 /// Per-skill moving averages of the EMA learning-potential reward (spec, "Baselines and
-/// ablations": `mu_fast` with gamma 0.98, `mu_slow` with gamma 0.85, raw = |w - mu_slow|).
-/// `mu <- gamma * mu + (1 - gamma) * w`; a skill's first environment initialises both averages
-/// to its win rate (so its raw reward is 0).
+/// ablations": `mu_fast` with gamma 0.98, `mu_slow` with gamma 0.85, raw = |w - mu_slow|), as the
+/// reference computes them (`spade/core/learning_potential.py`, `LearningPotential.update`, and
+/// `spade/core/utils/delayed_env_rewards.py`, `recompute_delayed_env_rewards` with `update_lp`):
+/// gamma weighs the *new* value, `mu <- (1 - gamma) * mu + gamma * r`; a skill's first value
+/// initialises both averages. When a window closes, each skill is updated once, with the win rate
+/// of all its environments' no-hint plays of the window ([`Self::update`]), and only then are its
+/// environments scored against the updated `mu_slow` ([`Self::raw`]).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct EmaLearningPotential {
     pub gamma_fast: f64,
@@ -248,59 +279,29 @@ impl EmaLearningPotential {
         }
     }
 
-    /// The raw reward of an environment of `skill` with no-hint win rate `w` (measured against
-    /// the averages before `w`), then folds `w` into the averages.
-    pub fn reward(&mut self, skill: &str, w: f64) -> f64 {
+    /// Folds the window's win rate `r` of `skill` into its averages (gamma on the new value);
+    /// returns the learning potential `|mu_fast - mu_slow|` after the update.
+    pub fn update(&mut self, skill: &str, r: f64) -> f64 {
         let (gf, gs) = (self.gamma_fast, self.gamma_slow);
-        let entry = self.per_skill.entry(skill.to_string()).or_insert((w, w));
-        let raw = (w - entry.1).abs();
-        entry.0 = gf * entry.0 + (1.0 - gf) * w;
-        entry.1 = gs * entry.1 + (1.0 - gs) * w;
-        raw
-    }
-}
-
-/// The designer reward of a run, whichever variant its configuration chose: regret + plateau
-/// (SPADE) or the EMA learning potential (ablation). Serialisable, so the EMA state survives a
-/// resume.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DesignerScorer {
-    pub params: RewardParams,
-    /// `Some` for the EMA learning-potential ablation.
-    pub ema: Option<EmaLearningPotential>,
-}
-
-impl DesignerScorer {
-    pub fn from_config(cfg: &crate::config::RunConfig) -> Self {
-        let ema = &cfg.designer.ema;
-        Self {
-            params: cfg.reward_params(),
-            ema: cfg
-                .ablation
-                .ema_learning_potential
-                .then(|| EmaLearningPotential::new(ema.gamma_fast, ema.gamma_slow)),
-        }
+        let e = self
+            .per_skill
+            .entry(skill.to_string())
+            .and_modify(|(fast, slow)| {
+                *fast = (1.0 - gf) * *fast + gf * r;
+                *slow = (1.0 - gs) * *slow + gs * r;
+            })
+            .or_insert((r, r));
+        (e.0 - e.1).abs()
     }
 
-    /// Scores an environment of `skill` from its window's plays; the reward is the EMA
-    /// learning potential when that variant is on. `None` when an arm has no plays (then use
-    /// [`DesignerScorer::invalid`]).
-    pub fn score(
-        &mut self,
-        skill: &str,
-        hint: &[PlayOutcome],
-        no_hint: &[PlayOutcome],
-    ) -> Option<EnvScore> {
-        let mut s = score_environment(&self.params, hint, no_hint)?;
-        if let Some(ema) = &mut self.ema {
-            s.reward = ema.reward(skill, s.win_rate_no_hint);
-        }
-        Some(s)
+    /// The skill's baseline: `mu_slow` (0 before its first update).
+    pub fn baseline(&self, skill: &str) -> f64 {
+        self.per_skill.get(skill).map_or(0.0, |e| e.1)
     }
 
-    /// Reward of an invalid environment or a step timeout (spec 7: -0.5).
-    pub fn invalid(&self) -> f64 {
-        self.params.invalid_reward
+    /// The raw reward of an environment of `skill` with no-hint win rate `w`: `|w - mu_slow|`.
+    pub fn raw(&self, skill: &str, w: f64) -> f64 {
+        (w - self.baseline(skill)).abs()
     }
 }
 

@@ -113,54 +113,69 @@ fn designer_advantages_centre_per_skill_without_std() {
 
 #[test]
 fn loss_weight_and_plays_per_env_follow_the_spec() {
+    // rewards.py compute_env_reward_scale: 192 agent samples / 24 designer samples * k 4 = 32.
     assert!(
         close(designer_loss_weight(192, 24, 4, 50.0), 32.0),
         "spec: 32 for games"
     );
+    // Tool use: 192 / 24 * 8 = 64, capped at 50.
     assert!(
-        close(designer_loss_weight(192, 8, 8, 50.0), 50.0),
+        close(designer_loss_weight(192, 24, 8, 50.0), 50.0),
         "capped at 50"
     );
-    assert_eq!(designer_loss_weight(192, 0, 4, 50.0), 0.0);
+    // 10 of 24 slots accepted (rejected attempts train nothing): 192 / 10 * 4 = 76.8 -> 50.
+    assert!(close(designer_loss_weight(192, 10, 4, 50.0), 50.0));
+    assert!(close(designer_loss_weight(96, 24, 4, 50.0), 16.0));
+    // rewards.py: 1.0 when either count is 0.
+    assert_eq!(designer_loss_weight(192, 0, 4, 50.0), 1.0);
+    assert_eq!(designer_loss_weight(0, 24, 4, 50.0), 1.0);
     assert_eq!(no_hint_plays_per_env(192, 24), 8);
     assert_eq!(no_hint_plays_per_env(12, 5), 3);
 }
 
 #[test]
-fn ema_learning_potential_measures_change_against_the_slow_average() {
-    let mut ema = EmaLearningPotential::new(0.98, 0.85);
-    assert_eq!(
-        ema.reward("math", 0.2),
-        0.0,
-        "first environment initialises"
-    );
-    let r = ema.reward("math", 0.8);
-    assert!(close(r, 0.6));
-    let (fast, slow) = ema.per_skill["math"];
-    assert!(close(slow, 0.85 * 0.2 + 0.15 * 0.8));
-    assert!(close(fast, 0.98 * 0.2 + 0.02 * 0.8));
-    assert_eq!(ema.reward("logic", 0.5), 0.0, "skills are separate");
+fn matched_timing_takes_regret_from_the_regeneration_step_and_w_from_the_window() {
+    // delayed_env_rewards.py, recompute_delayed_env_rewards_blend: regret = R_hint - R_no_hint
+    // at the regeneration step (offset 0); the plateau's w over the whole window.
+    let p = RewardParams::default();
+    let hint = plays(&[1.0, 1.0, 0.0, 0.0]); // mean 0.5
+    let regen = plays(&[0.0, 0.0]); // regeneration step: mean 0
+    let window = plays(&[0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]); // 6 of 8 won, mean 0.75
+    let m = score_environment_timed(&p, &hint, &regen, &window).expect("both arms");
+    // regret 0.5 - 0 = 0.5 -> norm 1; plateau(0.75) = 1 - 0.15 / 0.25 = 0.4;
+    // r = 0.4 * 1 + 0.6 * 0.4 = 0.64.
+    assert!(close(m.regret, 0.5));
+    assert!(close(m.win_rate_no_hint, 0.75));
+    assert!(close(m.mean_return_no_hint, 0.75));
+    assert!(close(m.reward, 0.64), "{}", m.reward);
+    // The window variant: regret 0.5 - 0.75 = -0.25 -> norm 0; r = 0.6 * 0.4 = 0.24.
+    let w = score_environment(&p, &hint, &window).expect("both arms");
+    assert!(close(w.regret, -0.25));
+    assert!(close(w.reward, 0.24), "{}", w.reward);
+    assert!(score_environment_timed(&p, &hint, &[], &window).is_none());
 }
 
 #[test]
-fn the_scorer_follows_the_configured_variant() {
-    let mut cfg = crate::config::RunConfig::tiny_cpu_demo();
-    let (hint, no_hint) = (plays(&[1.0, 1.0]), plays(&[1.0, 0.0]));
-    let mut spade = DesignerScorer::from_config(&cfg);
-    let s = spade.score("math", &hint, &no_hint).expect("both arms");
-    assert!(close(s.reward, designer_reward(0.5, 0.5)));
-    assert_eq!(spade.invalid(), -0.5);
-    assert!(spade.score("math", &hint, &[]).is_none());
-    cfg.ablation.ema_learning_potential = true;
-    let mut ema = DesignerScorer::from_config(&cfg);
-    assert_eq!(
-        ema.score("math", &hint, &plays(&[0.0, 0.0]))
-            .map(|s| s.reward),
-        Some(0.0)
-    );
-    let s = ema.score("math", &hint, &no_hint).expect("both arms");
-    assert!(close(s.reward, 0.5), "|0.5 - mu_slow (0)|");
-    let back: DesignerScorer =
+fn ema_learning_potential_puts_gamma_on_the_new_value_and_scores_after_the_update() {
+    // learning_potential.py: mu <- (1 - gamma) * mu + gamma * r; baseline = mu_slow.
+    let mut ema = EmaLearningPotential::new(0.98, 0.85);
+    assert_eq!(ema.baseline("math"), 0.0, "no average yet");
+    // Window 1: the skill's plays won 4 of 8 -> both averages start at 0.5.
+    assert_eq!(ema.update("math", 0.5), 0.0);
+    // Environments at 0.75 and 0.25 are scored after the update: |0.75 - 0.5| = 0.25.
+    assert!(close(ema.raw("math", 0.75), 0.25));
+    assert!(close(ema.raw("math", 0.25), 0.25));
+    // Window 2: 6 of 8 -> mu_slow = 0.15 * 0.5 + 0.85 * 0.75 = 0.7125,
+    // mu_fast = 0.02 * 0.5 + 0.98 * 0.75 = 0.745; potential |0.745 - 0.7125| = 0.0325.
+    assert!(close(ema.update("math", 0.75), 0.0325));
+    let (fast, slow) = ema.per_skill["math"];
+    assert!(close(slow, 0.7125), "{slow}");
+    assert!(close(fast, 0.745), "{fast}");
+    // Environments at 1.0 and 0.5: |1 - 0.7125| = 0.2875, |0.5 - 0.7125| = 0.2125.
+    assert!(close(ema.raw("math", 1.0), 0.2875));
+    assert!(close(ema.raw("math", 0.5), 0.2125));
+    assert_eq!(ema.update("logic", 0.3), 0.0, "skills are separate");
+    let back: EmaLearningPotential =
         serde_json::from_str(&serde_json::to_string(&ema).expect("serialises")).expect("parses");
     assert_eq!(back, ema);
 }

@@ -4,8 +4,9 @@
 //! Why a rotation: the designer writes 8 environments for each of 3 active game skills per
 //! regeneration (spec, "One training step", step 1), so the six game skills alternate in halves;
 //! all six tool-use skills are active every time. The two-skill curriculum ablation keeps the
-//! same two game skills throughout (which two the paper used is not stated; we take the first
-//! two, mathematical reasoning and logical deduction).
+//! same two game skills throughout, Mathematical Reasoning and Pattern Recognition, which share
+//! the regeneration's environments (24 = 2 x 12), as the reference's ablation does
+//! (`cmd/ablations/train_two_skill_30b.sh`).
 
 use crate::EnvKind;
 use crate::config::RunConfig;
@@ -140,8 +141,10 @@ pub fn find(name: &str) -> Option<&'static Skill> {
         .find(|s| s.name.eq_ignore_ascii_case(name) || s.slug.eq_ignore_ascii_case(name))
 }
 
-/// The game skills of the two-skill curriculum ablation.
-pub const TWO_SKILL_CURRICULUM: [&str; 2] = ["mathematical_reasoning", "logical_deduction"];
+/// The game skills of the two-skill curriculum ablation (reference:
+/// `cmd/ablations/train_two_skill_30b.sh`, `SPADE_SKILLS="Mathematical_Reasoning
+/// Pattern_Recognition"`).
+pub const TWO_SKILL_CURRICULUM: [&str; 2] = ["mathematical_reasoning", "pattern_recognition"];
 
 /// The skills active at regeneration number `regeneration` (0, 1, 2, ...): `active` of the
 /// kind's skills, rotating by `active` each time, wrapping around. With 3 of 6 game skills
@@ -167,7 +170,9 @@ pub fn active_skills(
 }
 
 /// When `step` starts a regeneration of `kind` under `cfg`: its index and the designer slots
-/// (each active skill repeated `envs_per_skill` times, skill-major). `None` between
+/// (each active skill repeated `envs_per_skill` times, skill-major; with the two-skill
+/// curriculum the run's `active_game_skills x envs_per_skill` environments are split between
+/// the two skills, 24 = 2 x 12 as in the reference). `None` between
 /// regenerations, when the kind is not in `curriculum.kinds`, or for fixed-env runs.
 pub fn regeneration_at(
     cfg: &RunConfig,
@@ -192,9 +197,15 @@ pub fn regeneration_at(
         active,
         cfg.ablation.two_skill_curriculum,
     );
+    let per_skill = if cfg.ablation.two_skill_curriculum && kind == EnvKind::Game {
+        // Reference: 24 games per rollout over SKILLS_PER_REGEN=2 skills.
+        (active * cfg.curriculum.envs_per_skill).div_ceil(TWO_SKILL_CURRICULUM.len())
+    } else {
+        cfg.curriculum.envs_per_skill
+    };
     let slots = skills
         .into_iter()
-        .flat_map(|s| std::iter::repeat_n(s, cfg.curriculum.envs_per_skill))
+        .flat_map(|s| std::iter::repeat_n(s, per_skill))
         .collect();
     Some((regeneration, slots))
 }
@@ -262,7 +273,22 @@ mod tests {
             let s = active_skills(EnvKind::Game, r, 3, true);
             assert_eq!(s.len(), 2);
             assert_eq!(s[0].slug, "mathematical_reasoning");
+            assert_eq!(s[1].slug, "pattern_recognition");
         }
+        // 3 x 8 = 24 environments, 12 per skill (train_two_skill_30b.sh: 24 games, 2 skills).
+        let mut cfg = RunConfig::default();
+        cfg.ablation.two_skill_curriculum = true;
+        let (_, slots) = regeneration_at(&cfg, EnvKind::Game, 4).expect("k = 4");
+        assert_eq!(slots.len(), 24);
+        let math = slots
+            .iter()
+            .filter(|s| s.name == "Mathematical Reasoning")
+            .count();
+        let pattern = slots
+            .iter()
+            .filter(|s| s.name == "Pattern Recognition")
+            .count();
+        assert_eq!((math, pattern), (12, 12));
     }
 
     #[test]
@@ -273,12 +299,18 @@ mod tests {
         assert_eq!(slots.len(), 24, "spec: 3 skills x 8 environments");
         assert!(regeneration_at(&cfg, EnvKind::Game, 6).is_none());
         assert!(
-            regeneration_at(&cfg, EnvKind::ToolUse, 4).is_none(),
+            regeneration_at(&cfg, EnvKind::ToolUse, 8).is_none(),
+            "the default run is games only"
+        );
+        let tools = RunConfig::gpu_qwen3_tool_use();
+        assert!(
+            regeneration_at(&tools, EnvKind::ToolUse, 4).is_none(),
             "k = 8 for tool use"
         );
         assert_eq!(
-            regeneration_at(&cfg, EnvKind::ToolUse, 8).map(|(_, s)| s.len()),
-            Some(48)
+            regeneration_at(&tools, EnvKind::ToolUse, 8).map(|(_, s)| s.len()),
+            Some(24),
+            "6 skills x 4"
         );
         let demo = RunConfig::tiny_cpu_demo();
         assert!(

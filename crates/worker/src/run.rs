@@ -2,12 +2,17 @@
 //!
 //! 1. for each environment kind whose window ends now (every k steps: 4 games, 8 tool use):
 //!    score the closing window's environments (regret, plateau, blend, penalties), report them,
-//!    update the memory, and train the designer on the window's buffered samples (k steps after
-//!    they were sampled: truncated importance sampling against the stored log-probs); then
-//!    regenerate: rotate the active skills, sample up to N attempts per slot, validate, write a
-//!    hint per accepted environment (temperature 0.3, not trained) and play the hint plays once;
-//! 2. play ceil(global_batch / n_envs) no-hint episodes per live environment, add them to the
-//!    window's tallies, and take one agent GRPO step (z-score advantages per environment group);
+//!    update the memory, and set the window's designer samples aside for this step's batch (k
+//!    steps after they were sampled: truncated importance sampling against the stored
+//!    log-probs); then regenerate: rotate the active skills, sample up to N attempts per slot,
+//!    validate, write a hint per accepted environment (temperature 0.3, not trained) and play
+//!    the hint plays once;
+//! 2. play ceil(global_batch / n_envs) no-hint episodes per live environment and add them to the
+//!    window's tallies; in the run's last step, close the open windows too (the reference
+//!    flushes its buffer at the final rollout, `spade/slime/spade_rollout.py`); then take one
+//!    GRPO step on the agent samples (z-score advantages per environment group) together with
+//!    the designer samples of the windows closed this step (one batch, one optimizer update, as
+//!    the reference mixes them);
 //! 3. compute the step's metrics;
 //! 4. commit: the step's messages go into the state's outbox, the weights and state are written
 //!    atomically, then the outbox is delivered to the sink (see [`crate::state`]).
@@ -124,6 +129,11 @@ pub(crate) struct Loop<'a> {
     pub cancel: bool,
     /// What the step in flight observed, for its metrics.
     pub obs: metrics::StepObservations,
+    /// Designer samples of the windows closed in the step in flight, trained with its agent
+    /// samples.
+    pub designer_pending: Vec<score::PendingDesigner>,
+    /// Fixed-env GRPO: the pool environments the step in flight plays (None: all live ones).
+    pub fixed_selection: Option<std::collections::BTreeSet<String>>,
 }
 
 /// Runs (or resumes) a run to its last step.
@@ -236,6 +246,8 @@ pub fn run(
         step_started: Instant::now(),
         cancel: false,
         obs: metrics::StepObservations::default(),
+        designer_pending: vec![],
+        fixed_selection: None,
     };
     lp.state.next_seq = lp.state.next_seq.max(store.seq_floor());
     // Whatever the last commit did not get to deliver goes first.
@@ -345,19 +357,36 @@ fn base_model(
             cfg.model.preset
         )));
     }
+    let w = warm_start_options(cfg, opts, corpus);
+    let (dir, report) = warmstart::warm_start(&opts.seed_dir, &opts.cache_dir, pool, &w, |l| {
+        on(Event::Log(l.to_string()))
+    })?;
+    Ok((dir, Some(report)))
+}
+
+/// What the tiny model's warm start trains. A fixed-env run trains no designer pairs and
+/// measures no designer: it never generates an environment (the reference's fixed-env baseline
+/// loads its checkpoint and plays the pool).
+pub(crate) fn warm_start_options(
+    cfg: &RunConfig,
+    opts: &RunOptions,
+    corpus: &Option<spade::corpus::Corpus>,
+) -> WarmStartOptions {
+    let fixed = cfg.is_fixed_env();
     let kinds = cfg
         .curriculum
         .kinds
         .iter()
         .map(|k| generate::sandbox_kind(*k))
         .collect();
-    let w = WarmStartOptions {
+    WarmStartOptions {
         kinds,
         seed: cfg.run.seed,
         epochs: opts.warm_epochs,
         batch_size: 1,
         lr: opts.warm_lr,
-        designer_variants: 4,
+        // Fixed-env GRPO never uses a designer: no designer pairs, no acceptance measurement.
+        designer_variants: if fixed { 0 } else { 4 },
         designer_files: 1,
         agent_episodes: 2,
         hint_code_chars: cfg.hint_code_limit(),
@@ -377,14 +406,10 @@ fn base_model(
             .flat_map(|c| c.documents().iter().take(16))
             .map(|d| spade::corpus::truncate_words(&d.text, cfg.corpus.game_max_words))
             .collect(),
-        measure_samples: opts.warm_measure,
+        measure_samples: if fixed { 0 } else { opts.warm_measure },
         designer_max_new_tokens: cfg.model.designer_max_new_tokens as usize,
         max_turns: cfg.agent.max_turns,
-    };
-    let (dir, report) = warmstart::warm_start(&opts.seed_dir, &opts.cache_dir, pool, &w, |l| {
-        on(Event::Log(l.to_string()))
-    })?;
-    Ok((dir, Some(report)))
+    }
 }
 
 impl Loop<'_> {
@@ -430,13 +455,14 @@ impl Loop<'_> {
                 self.phase("load fixed pool")?;
                 generate::load_fixed_pool(self)?;
             }
+            self.select_fixed();
         } else {
             for kind in self.cfg.curriculum.kinds.clone() {
                 let k = self.cfg.regenerate_every(kind);
                 if step.is_multiple_of(k) {
                     if step > 0 {
                         self.phase("designer rewards")?;
-                        score::close_window(self, kind, true, &mut m)?;
+                        score::close_window(self, kind, &mut m)?;
                     }
                     self.phase("generate")?;
                     generate::regenerate(self, kind, &mut m)?;
@@ -444,7 +470,15 @@ impl Loop<'_> {
             }
         }
         self.phase("play")?;
-        self.play_and_train(&mut m)?;
+        let played = self.play(&mut m)?;
+        if flushes_at(step, self.cfg.run.steps) && !self.cfg.is_fixed_env() {
+            // The last step trains what is left of the windows (scored with this step's plays).
+            self.phase("designer rewards")?;
+            for kind in self.cfg.curriculum.kinds.clone() {
+                score::close_window(self, kind, &mut m)?;
+            }
+        }
+        self.train(played, &mut m)?;
         let obs = std::mem::take(&mut self.obs);
         metrics::step_metrics(self, obs, &mut m)?;
         self.pending.push(Message::Metrics {
@@ -518,14 +552,8 @@ impl Loop<'_> {
         Ok(())
     }
 
-    /// Scores what is left of the windows (reported, not trained), reports the end.
+    /// Reports the end (the last step already scored and trained the open windows).
     fn finish(&mut self, status: FinishStatus) -> Result<(), WorkerError> {
-        if status == FinishStatus::Succeeded && !self.cfg.is_fixed_env() {
-            let mut m = BTreeMap::new();
-            for kind in self.cfg.curriculum.kinds.clone() {
-                score::close_window(self, kind, false, &mut m)?;
-            }
-        }
         // The end's checkpoint (also of a cancelled run: it resumes from here).
         let step = self.state.step;
         self.commit(step, true, true)?;
@@ -540,12 +568,54 @@ impl Loop<'_> {
         Ok(())
     }
 
-    /// No-hint plays of every live environment, then one agent GRPO step.
-    fn play_and_train(&mut self, m: &mut BTreeMap<String, f64>) -> Result<(), WorkerError> {
+    /// Fixed-env GRPO: restarts the pool's tallies where a SPADE run's window would close (every
+    /// k steps of the first configured kind), so the metrics cover the same windows, and draws
+    /// the environments of this step (`ablation.fixed_env_envs_per_step`, the reference's 24).
+    fn select_fixed(&mut self) {
         let step = self.state.step;
-        let n_envs: usize = self.state.windows.values().map(|w| w.envs.len()).sum();
+        let k = self
+            .cfg
+            .curriculum
+            .kinds
+            .first()
+            .map_or(1, |kind| self.cfg.regenerate_every(*kind))
+            .max(1);
+        let seed = self.cfg.run.seed;
+        let n = self.cfg.ablation.fixed_env_envs_per_step;
+        let st = &mut self.state;
+        let Some(window) = st.windows.get_mut("fixed") else {
+            self.fixed_selection = None;
+            return;
+        };
+        if step > 0 && step.is_multiple_of(k) {
+            window.envs.iter_mut().for_each(generate::restart_tallies);
+        }
+        let picks = generate::draw_fixed(
+            &mut st.fixed_remaining,
+            &mut st.fixed_passes,
+            window.envs.len(),
+            n,
+            seed,
+        );
+        self.fixed_selection = Some(
+            picks
+                .into_iter()
+                .filter_map(|i| window.envs.get(i).map(|e| e.env_id.clone()))
+                .collect(),
+        );
+    }
+
+    /// No-hint plays of every live environment (of the step's draw, for fixed-env GRPO): the
+    /// agent samples of the step.
+    fn play(&mut self, m: &mut BTreeMap<String, f64>) -> Result<Played, WorkerError> {
+        let step = self.state.step;
+        let n_envs: usize = match &self.fixed_selection {
+            Some(sel) => sel.len(),
+            None => self.state.windows.values().map(|w| w.envs.len()).sum(),
+        };
+        let mut played = Played::default();
         if n_envs == 0 {
-            return Ok(());
+            return Ok(played);
         }
         // spec 5: ceil(global_batch / n_envs) no-hint plays per environment per step.
         let per_env = spade::reward::no_hint_plays_per_env(
@@ -562,6 +632,13 @@ impl Loop<'_> {
                 let env = self.state.windows[&key].envs[e].clone();
                 // A broken environment is never played again (its window still scores it).
                 if env.broken_seed.is_some() {
+                    continue;
+                }
+                if self
+                    .fixed_selection
+                    .as_ref()
+                    .is_some_and(|sel| !sel.contains(&env.env_id))
+                {
                     continue;
                 }
                 let env_seeds: Vec<i64> = (0..per_env)
@@ -588,7 +665,8 @@ impl Loop<'_> {
                     .get_mut(&key)
                     .and_then(|w| w.envs.get_mut(e))
                     .ok_or_else(|| WorkerError::Config("window changed during play".into()))?;
-                score::tally(w, &eps, false);
+                score::tally(w, &eps, false, step);
+                *played.plays.entry(env.kind).or_default() += eps.len() as u64;
                 records.extend(eps.iter().map(|ep| play_record(&env.env_id, step, ep)));
                 // Plays of an environment that broke the contract are kept (reported) but do
                 // not train the agent.
@@ -619,16 +697,40 @@ impl Loop<'_> {
         m.insert("plays_no_hint".into(), records.len() as f64);
         m.insert("plays_per_env".into(), per_env as f64);
         self.pending.push(Message::Plays { records });
-        if !samples.is_empty() {
-            self.phase("agent update")?;
-            let st = self.trainer.step(&self.policy, &samples)?;
-            m.insert("agent_loss".into(), st.loss);
-            m.insert("agent_clip_frac".into(), st.clip_frac);
-            m.insert("agent_grad_norm".into(), st.grad_norm);
-            m.insert("agent_samples".into(), samples.len() as f64);
-        } else {
-            m.insert("agent_samples".into(), 0.0);
+        played.samples = samples;
+        Ok(played)
+    }
+
+    /// One GRPO step on the step's agent samples and the designer samples of the windows closed
+    /// in it: one batch, one optimizer update (the reference, `spade_rollout.py`, puts the
+    /// delayed designer samples first in the step's batch). Reports `loss`, `clip_frac`,
+    /// `grad_norm`, `tis_mean` of that update, `agent_samples`, `designer_samples` and
+    /// `designer_loss_weight`.
+    fn train(&mut self, played: Played, m: &mut BTreeMap<String, f64>) -> Result<(), WorkerError> {
+        let pending = std::mem::take(&mut self.designer_pending);
+        let (designer, weights) =
+            score::weigh_designer(pending, &played.plays, self.cfg.designer.loss_weight_cap);
+        m.insert("agent_samples".into(), played.samples.len() as f64);
+        if !weights.is_empty() {
+            m.insert("designer_samples".into(), designer.len() as f64);
+            for (kind, w) in &weights {
+                m.insert("designer_loss_weight".into(), *w);
+                if weights.len() > 1 {
+                    m.insert(format!("{}/designer_loss_weight", kind.as_str()), *w);
+                }
+            }
         }
+        let mut batch = designer;
+        batch.extend(played.samples);
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.phase("update")?;
+        let st = self.trainer.step(&self.policy, &batch)?;
+        m.insert("loss".into(), st.loss);
+        m.insert("clip_frac".into(), st.clip_frac);
+        m.insert("grad_norm".into(), st.grad_norm);
+        m.insert("tis_mean".into(), st.mean_tis);
         Ok(())
     }
 
@@ -642,6 +744,23 @@ impl Loop<'_> {
             max_hint_chars: 2000,
         }
     }
+}
+
+/// What a step's no-hint plays gave the update.
+#[derive(Default)]
+struct Played {
+    /// Agent samples with a non-zero advantage.
+    samples: Vec<GrpoSample>,
+    /// No-hint plays of the step per environment kind (the designer loss weight's agent
+    /// samples).
+    plays: BTreeMap<spade::EnvKind, u64>,
+}
+
+/// Whether `step` (0-based) is the last of a run of `total` steps, which also closes and trains
+/// the open windows (the reference flushes its designer buffer at the final rollout,
+/// `spade_rollout.py`: `rollout_id == args.num_rollout - 1`).
+pub(crate) fn flushes_at(step: u64, total: u64) -> bool {
+    step + 1 == total
 }
 
 /// The play record of an episode as reported.
@@ -670,4 +789,36 @@ pub(crate) fn env_seed(run_seed: u64, step: u64, env_id: &str, i: usize) -> i64 
         run_seed,
         &[seeds::tag::ENV_SEED, step, fnv(env_id), i as u64],
     ) >> 33) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fixed_env_run_warm_starts_no_designer() {
+        let opts = RunOptions::new("t", PathBuf::from("envs/seed"), PathBuf::from("cache"));
+        let mut cfg = RunConfig::tiny_cpu_demo();
+        let spade = warm_start_options(&cfg, &opts, &None);
+        assert_eq!(spade.designer_variants, 4);
+        assert_eq!(spade.measure_samples, DEFAULT_WARM_MEASURE);
+        cfg.ablation.fixed_env_pool = Some("envs/seed".into());
+        let fixed = warm_start_options(&cfg, &opts, &None);
+        assert_eq!((fixed.designer_variants, fixed.measure_samples), (0, 0));
+        assert_eq!(
+            fixed.agent_episodes, spade.agent_episodes,
+            "the agent still learns"
+        );
+    }
+
+    #[test]
+    fn the_last_step_flushes_the_open_windows() {
+        // A 6-step games run with k = 4: the window of step 0 closes at step 4 (before the
+        // regeneration); the window of step 4 is flushed in step 5, the last, instead of being
+        // scored after the run and never trained.
+        let flushed: Vec<u64> = (0..6).filter(|&s| flushes_at(s, 6)).collect();
+        assert_eq!(flushed, vec![5]);
+        assert!(flushes_at(0, 1), "a one-step run trains its only window");
+        assert!(!flushes_at(6, 6));
+    }
 }

@@ -23,6 +23,7 @@ pub mod tag {
     pub const MEMORY: u64 = 6;
     pub const ENV_SEED: u64 = 7;
     pub const VENDI: u64 = 8;
+    pub const FIXED_POOL: u64 = 9;
 }
 
 #[cfg(test)]

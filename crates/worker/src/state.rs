@@ -189,6 +189,15 @@ pub struct LiveEnv {
     pub hint_wins: u32,
     pub no_hint_returns: Vec<f64>,
     pub no_hint_wins: u32,
+    /// The first step the environment was played without the hint (its regeneration step,
+    /// unless it was not played then), and that step's no-hint returns and wins: the no-hint
+    /// arm of the matched-timing regret (`designer.regret_timing = "matched"`).
+    #[serde(default)]
+    pub first_no_hint_step: Option<u64>,
+    #[serde(default)]
+    pub first_step_returns: Vec<f64>,
+    #[serde(default)]
+    pub first_step_wins: u32,
     /// Distinct rewards seen in plays (as text, for exact comparison).
     pub reward_levels: Vec<String>,
     /// A step timed out or the environment failed while played (spec 7: reward -0.5).
@@ -232,6 +241,14 @@ pub struct Window {
 pub struct Embedded {
     pub step: u64,
     pub vector: Vec<f32>,
+    /// The Vendi kernel the vector is for (states written before the kernel was chosen hold
+    /// the policy's hidden states).
+    #[serde(default = "policy_kernel")]
+    pub kernel: spade::config::VendiKernel,
+}
+
+fn policy_kernel() -> spade::config::VendiKernel {
+    spade::config::VendiKernel::Policy
 }
 
 /// Everything but the weights that a resumed run needs.
@@ -256,6 +273,13 @@ pub struct RunState {
     pub outbox: Vec<Envelope>,
     /// The policy checkpoint the run started from (for the record).
     pub base_model: String,
+    /// Fixed-env GRPO: pool indices not yet drawn in the current pass over the pool, and the
+    /// number of passes shuffled so far (0 = none yet), so a resumed run draws what the
+    /// uninterrupted one would.
+    #[serde(default)]
+    pub fixed_remaining: Vec<usize>,
+    #[serde(default)]
+    pub fixed_passes: u64,
     /// The step whose commit wrote the optimiser state the resume point holds (None before
     /// the first, or in a checkpoint of a version that wrote it every step).
     #[serde(default)]
@@ -278,6 +302,8 @@ impl RunState {
             outbox: vec![],
             base_model,
             optimizer_step: None,
+            fixed_remaining: vec![],
+            fixed_passes: 0,
         }
     }
 }

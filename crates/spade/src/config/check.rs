@@ -441,12 +441,6 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
     k.range("agent.temperature", a.temperature, Excl(0.0), Incl(2.0));
     k.count("agent.max_turns", a.max_turns.into(), 1, 1000);
     k.count("agent.global_batch", a.global_batch.into(), 1, 1_000_000);
-    k.range(
-        "agent.format_penalty",
-        a.format_penalty,
-        Incl(-1.0),
-        Incl(0.0),
-    );
     k.count(
         "agent.max_episode_tokens",
         a.max_episode_tokens.into(),
@@ -536,6 +530,12 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
             "a pool directory (or leave the key out)",
         );
     }
+    k.count(
+        "ablation.fixed_env_envs_per_step",
+        ab.fixed_env_envs_per_step as u64,
+        0,
+        1_000_000,
+    );
     if ab.fixed_env_pool.is_some() {
         for (flag, on) in [
             ("ablation.frozen_designer", ab.frozen_designer),

@@ -13,17 +13,55 @@ pub const MODEL_PRESETS: &[&str] = &["tiny", "qwen3"];
 /// weights never come from a hub at run time).
 pub const DEFAULT_QWEN3_PATH: &str = "models/Qwen3-4B";
 
+/// Attempts per slot of the paper presets: the reference's rollout passes 5
+/// (`spade/slime/spade_rollout.py`, `collect_trajectories(max_attempts=5)`); the spec (step 2)
+/// says up to 8, the default of `designer.attempts`.
+pub const REFERENCE_ATTEMPTS: u32 = 5;
+
 impl RunConfig {
-    /// The paper's configuration for a Qwen3 checkpoint on a GPU: every spec default, the
-    /// LLM self-judge on, both kinds of environments.
-    pub fn gpu_qwen3() -> Self {
+    /// The paper's games run for a Qwen3 checkpoint on a GPU (reference:
+    /// `cmd/games/train_spade_4b.sh`): games only, 3 of 6 skills x 8 = 24 environments
+    /// regenerated every 4 steps, 192 no-hint plays per step (8 per environment), designer loss
+    /// weight 192 / 24 * 4 = 32, 5 attempts per slot (the reference's rollout,
+    /// `spade/slime/spade_rollout.py`; the spec says 8), the LLM self-judge on.
+    pub fn gpu_qwen3_games() -> Self {
+        let d = Self::default();
         Self {
             model: ModelSection {
                 path: Some(DEFAULT_QWEN3_PATH.into()),
                 ..ModelSection::default()
             },
-            ..Self::default()
+            curriculum: CurriculumSection {
+                kinds: vec![EnvKind::Game],
+                ..d.curriculum
+            },
+            designer: DesignerSection {
+                attempts: REFERENCE_ATTEMPTS,
+                ..d.designer
+            },
+            ..d
         }
+    }
+
+    /// The paper's tool-use run (reference: `cmd/tool_use/_train_spade_blend.sh`): tool use
+    /// only, all 6 skills x 4 = 24 environments regenerated every 8 steps, 192 no-hint plays
+    /// per step (8 per environment), designer loss weight min(192 / 24 * 8, 50) = 50, 5 attempts
+    /// per slot, the self-judge on.
+    pub fn gpu_qwen3_tool_use() -> Self {
+        let d = Self::gpu_qwen3_games();
+        Self {
+            curriculum: CurriculumSection {
+                kinds: vec![EnvKind::ToolUse],
+                envs_per_skill: 4,
+                ..d.curriculum
+            },
+            ..d
+        }
+    }
+
+    /// The games preset ([`RunConfig::gpu_qwen3_games`]), the paper's headline runs.
+    pub fn gpu_qwen3() -> Self {
+        Self::gpu_qwen3_games()
     }
 
     /// Small numbers that finish in minutes on 2 CPU cores with the tiny model: games only,

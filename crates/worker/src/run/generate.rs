@@ -7,7 +7,7 @@ use crate::designer::{self, DesignOptions, Slot};
 use crate::state::{Buffered, Embedded, LiveEnv, Window};
 use crate::{WorkerError, play, seeds};
 use spade::EnvKind;
-use spade::config::RunConfig;
+use spade::config::{RunConfig, VendiKernel};
 use spade::corpus::Corpus;
 use spade::memory::Examples;
 use spade::report::{EnvStatus, EnvironmentRecord, Message};
@@ -40,6 +40,24 @@ pub fn load_corpus(cfg: &RunConfig) -> Result<Option<Corpus>, WorkerError> {
             path: path.display().to_string(),
             message: e.to_string(),
         })
+}
+
+/// The seed coordinates of attempt `attempt` at designer slot `slot` of the regeneration of
+/// `kind` at `step` (for hints: `slot` = the accepted environment's index, `attempt` 0), under
+/// the purpose `tag`. The kind is a coordinate, so games and tool use regenerating at the same
+/// step draw different documents, memory examples, designer and hint samples.
+pub(crate) fn attempt_coords(
+    tag: u64,
+    kind: EnvKind,
+    step: u64,
+    slot: usize,
+    attempt: u32,
+) -> [u64; 5] {
+    let kind = match kind {
+        EnvKind::Game => 0,
+        EnvKind::ToolUse => 1,
+    };
+    [tag, kind, step, slot as u64, u64::from(attempt)]
 }
 
 /// The kind's window key in the state.
@@ -93,18 +111,22 @@ pub(super) fn regenerate(
         &slots,
         &d,
         |slot, attempt| {
-            let at = [step, slot as u64, u64::from(attempt)];
             // spec 2: a fresh corpus document per attempt, uniform with a seed, truncated.
             let doc = corpus.as_ref().map(|c| {
-                let d = c.pick(run_seed, &[seeds::tag::CORPUS, at[0], at[1], at[2]]);
+                let d = c.pick(
+                    run_seed,
+                    &attempt_coords(seeds::tag::CORPUS, kind, step, slot, attempt),
+                );
                 spade::corpus::truncate_words(&d.text, max_words)
             });
             let examples = if cfg.ablation.no_memory {
                 Examples::default()
             } else {
-                let mut rng =
-                    spade::seeded_rng(run_seed, &[seeds::tag::MEMORY, at[0], at[1], at[2]]);
-                memory.examples(&cfg.memory, kind, &mut rng)
+                let mut rng = spade::seeded_rng(
+                    run_seed,
+                    &attempt_coords(seeds::tag::MEMORY, kind, step, slot, attempt),
+                );
+                memory.examples(&cfg.memory, kind, skills[slot].name, &mut rng)
             };
             if let Some(p) = examples.parent_env_id() {
                 parents.insert(slot, p.to_string());
@@ -120,7 +142,7 @@ pub(super) fn regenerate(
         |slot, attempt| {
             seeds::derive(
                 run_seed,
-                &[seeds::tag::DESIGNER, step, slot as u64, u64::from(attempt)],
+                &attempt_coords(seeds::tag::DESIGNER, kind, step, slot, attempt),
             )
         },
         |_, _| {},
@@ -160,7 +182,12 @@ pub(super) fn regenerate(
     lp.phase("hint")?;
     let codes: Vec<&str> = accepted.iter().map(|(_, a)| a.code.as_str()).collect();
     let hint_seeds: Vec<u64> = (0..codes.len())
-        .map(|i| seeds::derive(run_seed, &[seeds::tag::HINT, step, i as u64]))
+        .map(|i| {
+            seeds::derive(
+                run_seed,
+                &attempt_coords(seeds::tag::HINT, kind, step, i, 0),
+            )
+        })
         .collect();
     let hints = designer::hints(
         &lp.policy,
@@ -187,6 +214,9 @@ pub(super) fn regenerate(
             hint_wins: 0,
             no_hint_returns: vec![],
             no_hint_wins: 0,
+            first_no_hint_step: None,
+            first_step_returns: vec![],
+            first_step_wins: 0,
             reward_levels: vec![],
             failed: None,
             broken_seed: None,
@@ -241,7 +271,7 @@ pub(super) fn regenerate(
             super::concurrency(lp.cfg, lp.opts),
             seeds::derive(run_seed, &[seeds::tag::HINT_PLAY, step, fnv(&env.env_id)]),
         )?;
-        super::score::tally(env, &eps, true);
+        super::score::tally(env, &eps, true, step);
         lp.obs.note_plays(&eps);
         if let Some(msg) = super::score::broken_in_play(env, &eps, step) {
             lp.pending.push(msg);
@@ -268,38 +298,103 @@ fn reveals_solution(lp: &Loop<'_>, code: &str, kind: spade_sandbox::EnvKind) -> 
     }
 }
 
-/// Embeddings of new environments for the Vendi window: the policy's mean-pooled hidden states
-/// over the first 512 tokens of the code; the n-gram embedding when the policy cannot embed.
+/// Embeddings of new environments for the Vendi window, by `metrics.vendi_kernel`: word
+/// unigram and bigram counts of the code (`ngram`, the default), or the policy's mean-pooled
+/// hidden states over its first 512 tokens (`policy`; when the policy cannot embed them the
+/// environments of this regeneration are left out rather than mixed with n-gram vectors).
 fn embed(lp: &mut Loop<'_>, envs: &[LiveEnv]) -> Result<(), WorkerError> {
-    let tok = lp.policy.require_tokenizer()?;
-    let mut seqs = Vec::new();
-    for e in envs {
-        let mut ids = tok.encode(&e.code)?;
-        ids.truncate(512);
-        seqs.push(ids);
-    }
-    let vectors = if seqs.iter().all(|s| s.len() >= 2) && !seqs.is_empty() {
-        spade_policy::embed::mean_hidden(&lp.policy, &seqs).ok()
-    } else {
-        None
+    let kernel = lp.cfg.metrics.vendi_kernel;
+    let vectors = match kernel {
+        VendiKernel::Ngram => ngram_vectors(envs),
+        VendiKernel::Policy => {
+            let tok = lp.policy.require_tokenizer()?;
+            let mut seqs = Vec::new();
+            for e in envs {
+                let mut ids = tok.encode(&e.code)?;
+                ids.truncate(512);
+                seqs.push(ids);
+            }
+            if seqs.iter().all(|s| s.len() >= 2) && !seqs.is_empty() {
+                spade_policy::embed::mean_hidden(&lp.policy, &seqs).unwrap_or_default()
+            } else {
+                vec![]
+            }
+        }
     };
-    let vectors = vectors.unwrap_or_else(|| {
-        envs.iter()
-            .map(|e| {
-                spade::metrics::vendi::ngram_embedding(&e.code, 256)
-                    .iter()
-                    .map(|&x| x as f32)
-                    .collect()
-            })
-            .collect()
-    });
     let step = lp.state.step;
     lp.state
         .embeddings
-        .extend(vectors.into_iter().map(|vector| Embedded { step, vector }));
+        .extend(vectors.into_iter().map(|vector| Embedded {
+            step,
+            vector,
+            kernel,
+        }));
     let keep_from = step.saturating_sub(lp.cfg.metrics.vendi_window_steps);
     lp.state.embeddings.retain(|e| e.step >= keep_from);
     Ok(())
+}
+
+/// The n-gram kernel's vectors of `envs`' code (`spade::metrics::vendi::ngram_embedding`).
+pub(crate) fn ngram_vectors(envs: &[LiveEnv]) -> Vec<Vec<f32>> {
+    envs.iter()
+        .map(|e| {
+            spade::metrics::vendi::ngram_embedding(&e.code, spade::metrics::vendi::NGRAM_DIM)
+                .iter()
+                .map(|&x| x as f32)
+                .collect()
+        })
+        .collect()
+}
+
+/// Fixed-env GRPO: the pool indices a step plays, `n` of `pool`, drawn without replacement
+/// until the pool is exhausted, then from a fresh shuffle that leaves out what this draw already
+/// took (the reference, `spade/slime/spade_rollout.py`, `_select_static_games_without_replacement`).
+/// `remaining` and `passes` carry the order between steps (`passes` = 0: nothing drawn yet).
+/// `n` = 0 or `n >= pool` plays the whole pool.
+pub(crate) fn draw_fixed(
+    remaining: &mut Vec<usize>,
+    passes: &mut u64,
+    pool: usize,
+    n: usize,
+    seed: u64,
+) -> Vec<usize> {
+    if n == 0 || n >= pool {
+        return (0..pool).collect();
+    }
+    let shuffled = |pass: u64| {
+        let mut v: Vec<usize> = (0..pool).collect();
+        v.sort_by_key(|&i| seeds::derive(seed, &[seeds::tag::FIXED_POOL, pass, i as u64]));
+        v
+    };
+    if *passes == 0 {
+        *remaining = shuffled(0);
+        *passes = 1;
+    }
+    let take = n.min(remaining.len());
+    let mut selected: Vec<usize> = remaining.drain(..take).collect();
+    if selected.len() < n {
+        let mut refill = shuffled(*passes);
+        *passes += 1;
+        refill.retain(|i| !selected.contains(i));
+        let needed = n - selected.len();
+        selected.extend(refill.drain(..needed));
+        *remaining = refill;
+    }
+    selected
+}
+
+/// Starts a new window of a fixed-env environment: its tallies restart, so a fixed-env run's
+/// metrics cover the same k-step windows as a SPADE run's instead of the whole run. A broken
+/// environment stays retired.
+pub(crate) fn restart_tallies(env: &mut LiveEnv) {
+    env.hint_returns.clear();
+    env.hint_wins = 0;
+    env.no_hint_returns.clear();
+    env.no_hint_wins = 0;
+    env.first_no_hint_step = None;
+    env.first_step_returns.clear();
+    env.first_step_wins = 0;
+    env.reward_levels.clear();
 }
 
 /// Fixed-env GRPO: every `*.py` of the pool directory (recursively) becomes a live environment
@@ -330,6 +425,9 @@ pub(super) fn load_fixed_pool(lp: &mut Loop<'_>) -> Result<(), WorkerError> {
             hint_wins: 0,
             no_hint_returns: vec![],
             no_hint_wins: 0,
+            first_no_hint_step: None,
+            first_step_returns: vec![],
+            first_step_wins: 0,
             reward_levels: vec![],
             failed: None,
             broken_seed: None,
@@ -343,4 +441,155 @@ pub(super) fn load_fixed_pool(lp: &mut Loop<'_>) -> Result<(), WorkerError> {
     }
     lp.state.windows.insert("fixed".into(), window);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn games_and_tool_use_regenerating_at_one_step_draw_different_seeds() {
+        // Step 8 regenerates both kinds (k = 4 and 8): slot 0, attempt 0 of each used the same
+        // (tag, step, slot, attempt) before the kind became a coordinate.
+        for tag in [
+            seeds::tag::CORPUS,
+            seeds::tag::MEMORY,
+            seeds::tag::DESIGNER,
+            seeds::tag::HINT,
+        ] {
+            let g = attempt_coords(tag, EnvKind::Game, 8, 0, 0);
+            let t = attempt_coords(tag, EnvKind::ToolUse, 8, 0, 0);
+            assert_ne!(g, t);
+            assert_ne!(seeds::derive(7, &g), seeds::derive(7, &t));
+        }
+        let corpus = Corpus::bundled();
+        let docs: Vec<&str> = (0..8)
+            .map(|slot| {
+                let g = corpus.pick(
+                    0,
+                    &attempt_coords(seeds::tag::CORPUS, EnvKind::Game, 8, slot, 0),
+                );
+                let t = corpus.pick(
+                    0,
+                    &attempt_coords(seeds::tag::CORPUS, EnvKind::ToolUse, 8, slot, 0),
+                );
+                if g.text == t.text {
+                    "same"
+                } else {
+                    "different"
+                }
+            })
+            .collect();
+        assert!(docs.contains(&"different"), "{docs:?}");
+    }
+
+    #[test]
+    fn a_fixed_pool_is_drawn_without_replacement_until_exhausted() {
+        // Pool of 5, 2 per step (the reference: 24 of 7,872). Steps 1 and 2 take four distinct
+        // environments; step 3 takes the fifth and one of a fresh shuffle, never the fifth
+        // twice: the pool is exhausted before any environment comes back.
+        let (mut remaining, mut passes) = (vec![], 0);
+        let draws: Vec<Vec<usize>> = (0..5)
+            .map(|_| draw_fixed(&mut remaining, &mut passes, 5, 2, 42))
+            .collect();
+        let first_four: Vec<usize> = draws[..2].concat();
+        let mut sorted = first_four.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 4, "{draws:?}");
+        let fifth = (0..5).find(|i| !first_four.contains(i)).unwrap_or(99);
+        assert_eq!(
+            draws[2][0], fifth,
+            "the pass ends with the one left: {draws:?}"
+        );
+        assert_ne!(draws[2][1], fifth, "no environment twice in one draw");
+        let mut counts = [0; 5];
+        for d in &draws[..3] {
+            for &i in d {
+                counts[i] += 1;
+            }
+        }
+        assert!(counts.iter().all(|&c| c >= 1), "{counts:?}");
+        // Reproducible: the same seed draws the same.
+        let (mut r2, mut p2) = (vec![], 0);
+        assert_eq!(draw_fixed(&mut r2, &mut p2, 5, 2, 42), draws[0]);
+        // 0 (or a pool no larger than n) plays the whole pool each step.
+        assert_eq!(draw_fixed(&mut vec![], &mut 0, 3, 0, 1), vec![0, 1, 2]);
+        assert_eq!(draw_fixed(&mut vec![], &mut 0, 3, 24, 1), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn the_default_vendi_kernel_counts_ngrams_of_the_code() {
+        let env = |id: &str, code: &str| LiveEnv {
+            env_id: id.into(),
+            skill: "Optimization".into(),
+            kind: EnvKind::Game,
+            code: code.into(),
+            hint: String::new(),
+            generated_step: 0,
+            parent_env_id: None,
+            hint_returns: vec![],
+            hint_wins: 0,
+            no_hint_returns: vec![],
+            no_hint_wins: 0,
+            first_no_hint_step: None,
+            first_step_returns: vec![],
+            first_step_wins: 0,
+            reward_levels: vec![],
+            failed: None,
+            broken_seed: None,
+            reveals_solution: false,
+        };
+        // Two copies of one maze and a coin-change game: the copies have cosine 1 and share no
+        // word with the other, so the kernel is [[1, 1, 0], [1, 1, 0], [0, 0, 1]], whose
+        // eigenvalues / 3 are 2/3, 1/3, 0: VS = exp(-(2/3 ln 2/3 + 1/3 ln 1/3)) = 1.8899.
+        let envs = [
+            env("a", "class MazeEnv: walls grid"),
+            env("b", "class MazeEnv: walls grid"),
+            env("c", "coins change amount"),
+        ];
+        let v: Vec<Vec<f64>> = ngram_vectors(&envs)
+            .into_iter()
+            .map(|v| v.into_iter().map(f64::from).collect())
+            .collect();
+        let vs =
+            spade::metrics::vendi::vendi_score_unchecked(&spade::metrics::vendi::cosine_kernel(&v));
+        let want = (-(2.0f64 / 3.0 * (2.0f64 / 3.0).ln() + 1.0 / 3.0 * (1.0f64 / 3.0).ln())).exp();
+        assert!((vs - want).abs() < 1e-6, "{vs} != {want}");
+        assert_eq!(
+            RunConfig::default().metrics.vendi_kernel,
+            VendiKernel::Ngram
+        );
+    }
+
+    #[test]
+    fn a_fixed_env_window_restarts_its_tallies_and_keeps_broken_environments_retired() {
+        let mut e = LiveEnv {
+            env_id: "fixed-0".into(),
+            skill: "Optimization".into(),
+            kind: EnvKind::Game,
+            code: String::new(),
+            hint: String::new(),
+            generated_step: 0,
+            parent_env_id: None,
+            hint_returns: vec![],
+            hint_wins: 0,
+            // Four steps of plays: 3 of 8 won.
+            no_hint_returns: vec![1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0],
+            no_hint_wins: 3,
+            first_no_hint_step: Some(0),
+            first_step_returns: vec![1.0, 0.0],
+            first_step_wins: 1,
+            reward_levels: vec!["0".into(), "1".into()],
+            failed: Some("timeout".into()),
+            broken_seed: Some(7),
+            reveals_solution: false,
+        };
+        restart_tallies(&mut e);
+        assert!(e.no_hint_returns.is_empty() && e.no_hint_wins == 0);
+        assert!(e.first_no_hint_step.is_none() && e.first_step_returns.is_empty());
+        assert!(e.reward_levels.is_empty());
+        assert_eq!(e.broken_seed, Some(7), "still retired");
+        assert!(e.failed.is_some());
+    }
 }

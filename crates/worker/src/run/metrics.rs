@@ -2,9 +2,9 @@
 //! facts the loop gathered: the live environments with their window tallies so far (learnable
 //! share, easy/medium/hard, regret and both arm means, per-skill win rates, reward levels), this
 //! step's play groups (zero-std share), this step's designer attempts (acceptance, rejection
-//! reasons, formula reveals), and the Vendi score of the window's environments on the policy's
-//! own embeddings. Worker extras: `envs`, `acceptance_rate_run`, `failed_env_share`, and the
-//! checks during play: `play_env_calls` (reset and step returns checked this step),
+//! reasons, formula reveals), and the Vendi score of the window's environments with the kernel
+//! of `metrics.vendi_kernel` (n-gram counts by default), named in its metrics. Worker extras:
+//! `envs`, `acceptance_rate_run`, `failed_env_share`, and the checks during play: `play_env_calls` (reset and step returns checked this step),
 //! `play_violations` (plays that broke the contract) and `play_violation_rate` (violations per
 //! checked call), `broken_in_play_envs` (live environments retired for a violation).
 
@@ -36,6 +36,14 @@ impl StepObservations {
     }
 }
 
+/// Adds the live-window metrics to the step's, keeping what the step already reported under
+/// the same name (a closing window's numbers are not overwritten by the live window's).
+pub fn merge_live(m: &mut BTreeMap<String, f64>, live: BTreeMap<String, f64>) {
+    for (k, v) in live {
+        m.entry(k).or_insert(v);
+    }
+}
+
 pub(super) fn step_metrics(
     lp: &Loop<'_>,
     obs: StepObservations,
@@ -47,7 +55,12 @@ pub(super) fn step_metrics(
         .iter()
         .filter(|e| !e.no_hint_returns.is_empty())
         .map(|e| {
-            let s = score_env(lp, e, None);
+            let ema = lp
+                .state
+                .ema
+                .as_ref()
+                .filter(|_| lp.cfg.ablation.ema_learning_potential);
+            let s = score_env(lp.cfg, e, ema);
             let mean = |x: &[f64]| {
                 if x.is_empty() {
                     0.0
@@ -66,10 +79,12 @@ pub(super) fn step_metrics(
             }
         })
         .collect();
+    let kernel = lp.cfg.metrics.vendi_kernel;
     let vectors: Vec<Vec<f64>> = lp
         .state
         .embeddings
         .iter()
+        .filter(|e| e.kernel == kernel)
         .map(|e| e.vector.iter().map(|&x| f64::from(x)).collect())
         .collect();
     m.insert("play_env_calls".into(), obs.env_calls as f64);
@@ -92,8 +107,9 @@ pub(super) fn step_metrics(
         acceptance: obs.acceptance,
         formula_reveals: obs.formula_reveals,
         vendi: metrics::vendi::windowed_vendi(&vectors, c.vendi_subsample, c.vendi_draws, &mut rng),
+        vendi_kernel: kernel.as_str(),
     };
-    m.extend(metrics::step_metrics(&facts, c));
+    merge_live(m, metrics::step_metrics(&facts, c));
     m.insert("envs".into(), envs.len() as f64);
     if lp.state.attempts_total > 0 {
         m.insert(
@@ -108,4 +124,27 @@ pub(super) fn step_metrics(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_live_window_never_overwrites_what_the_step_reported() {
+        // A closing window reported its trained designer rewards (mean 0.25 of 0.5 and 0.0);
+        // the live window's blend of the new environments (0.8) comes after.
+        let mut m = BTreeMap::from([
+            ("designer_reward_trained_mean".to_string(), 0.25),
+            ("regret_mean".to_string(), 0.1),
+        ]);
+        let live = BTreeMap::from([
+            ("designer_reward_mean".to_string(), 0.8),
+            ("regret_mean".to_string(), 0.4),
+        ]);
+        merge_live(&mut m, live);
+        assert_eq!(m["designer_reward_trained_mean"], 0.25);
+        assert_eq!(m["designer_reward_mean"], 0.8);
+        assert_eq!(m["regret_mean"], 0.1, "the step's own value stays");
+    }
 }

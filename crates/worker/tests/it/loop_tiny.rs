@@ -64,6 +64,7 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
 
     let (mut accepted, mut rejected, mut scored, mut plays, mut metrics) = (0, 0, 0, 0, vec![]);
     let mut updates = 0u64;
+    let mut designer_steps = vec![];
     let mut checkpoints = vec![];
     for e in &all {
         match &e.message {
@@ -101,8 +102,8 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
                     "reward {designer_reward}"
                 );
                 assert!(
-                    *step == 2 || *step == 3,
-                    "scored when a window closes: {step}"
+                    *step == 2,
+                    "scored when a window closes (step 2) or is flushed (step 2, the last): {step}"
                 );
             }
             Message::Plays { records } => {
@@ -128,8 +129,14 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
                     assert!((0.0..=1.0).contains(l));
                 }
                 metrics.push(*step);
-                updates += u64::from(values.contains_key("agent_loss"))
-                    + u64::from(values.contains_key("designer_loss"));
+                // One batch, one optimizer update per step: the designer samples of a closing
+                // window join the step's agent samples (spade_rollout.py), no second step.
+                assert!(!values.contains_key("designer_loss"), "{values:?}");
+                updates += u64::from(values.contains_key("loss"));
+                if values.get("designer_samples").is_some_and(|n| *n > 0.0) {
+                    designer_steps.push(*step);
+                    assert!(values.contains_key("loss"), "trained in the step's update");
+                }
             }
             // Evaluation jobs read reported checkpoints from another working directory.
             Message::Checkpoint { step, path, .. } => {
@@ -180,6 +187,11 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
         trainer.optimizer().step_count(),
         updates,
         "one AdamW step per reported GRPO update"
+    );
+    assert!(updates <= 3, "at most one update per step: {updates}");
+    assert!(
+        designer_steps.iter().all(|s| *s == 2),
+        "designer samples train when a window closes and in the last step: {designer_steps:?}"
     );
     Ok(())
 }
