@@ -120,6 +120,8 @@ pub fn app(state: AppState) -> Router {
         state: state.clone(),
     });
     Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .nest("/api/v1", api)
         .merge(dashboard::forms::routes())
         .leptos_routes_with_context(
@@ -153,6 +155,64 @@ pub fn app(state: AppState) -> Router {
 
 async fn openapi_json() -> Json<serde_json::Value> {
     Json(openapi::document(&api::endpoints()))
+}
+
+/// `GET /healthz`: the process is up and serving (a container's liveness probe); it touches
+/// nothing else, so a database outage does not get the server restarted.
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+#[derive(Debug, Serialize)]
+struct Ready {
+    ready: bool,
+    /// Why not, in a sentence (no connection strings: the cause is logged).
+    reason: Option<String>,
+    schema_version: Option<i64>,
+}
+
+/// `GET /readyz`: 200 once the database answers and every migration this build knows is
+/// applied, else 503 with the reason (compose health checks and load balancers wait on it).
+async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    let not_ready = |reason: String| {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(Ready {
+                ready: false,
+                reason: Some(reason),
+                schema_version: None,
+            }),
+        )
+    };
+    let status = match spade_db::status(&state.db).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "readiness: database unavailable");
+            return not_ready("the database does not answer".into());
+        }
+    };
+    match spade_db::pending_migrations(&state.db).await {
+        Ok(p) if p.is_empty() => (
+            StatusCode::OK,
+            Json(Ready {
+                ready: true,
+                reason: None,
+                schema_version: status.schema_version,
+            }),
+        ),
+        Ok(p) => {
+            let list: Vec<String> = p.iter().map(ToString::to_string).collect();
+            not_ready(format!(
+                "{} migration(s) not applied: {}",
+                p.len(),
+                list.join(", ")
+            ))
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "readiness: cannot read the migrations table");
+            not_ready("the migrations table cannot be read".into())
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]

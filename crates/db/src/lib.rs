@@ -129,6 +129,22 @@ pub async fn status(pool: &PgPool) -> Result<DbStatus, DbError> {
     })
 }
 
+/// Migrations this build knows that the database has not applied successfully (empty = the
+/// schema is the one this build expects). Readiness, not liveness: a server started with
+/// `--migrate false` against an old database answers requests it cannot serve.
+pub async fn pending_migrations(pool: &PgPool) -> Result<Vec<i64>, DbError> {
+    let applied: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+            .fetch_all(pool)
+            .await?;
+    Ok(MIGRATOR
+        .iter()
+        .filter(|m| !m.migration_type.is_down_migration())
+        .map(|m| m.version)
+        .filter(|v| !applied.contains(v))
+        .collect())
+}
+
 /// `postgres://user:secret@host/db` -> `postgres://user:***@host/db`, for error messages.
 pub fn redact_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
