@@ -12,6 +12,7 @@
 //! Negative control: the same run with the learning rate at 1e-12 (the configuration requires
 //! lr > 0), which takes the same code path with an update too small to change any sample.
 
+use crate::loop_tiny::cache_root;
 use spade::config::RunConfig;
 use spade::report::Message;
 use spade_policy::sft::{SftConfig, SftTrainer};
@@ -90,13 +91,6 @@ fn write(dir: &Path, file: &str, code: &str) -> Res<()> {
 
 /// Bumped whenever the fixture's training changes (its texts are hashed anyway).
 const FIXTURE_VERSION: u32 = 1;
-
-fn cache_root() -> PathBuf {
-    std::env::var_os("SPADE_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/spade-studio")))
-        .unwrap_or_else(|| std::env::temp_dir().join("spade-studio"))
-}
 
 struct Fixture {
     _dir: tempfile::TempDir,

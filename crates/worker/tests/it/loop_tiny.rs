@@ -18,12 +18,17 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn cache_dir() -> PathBuf {
-    let root = std::env::var_os("SPADE_CACHE")
+/// The machine cache the tests share with `spade train` and the demo (`$SPADE_CACHE`, default
+/// `~/.cache/spade-studio`).
+pub fn cache_root() -> PathBuf {
+    std::env::var_os("SPADE_CACHE")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/spade-studio")))
-        .unwrap_or_else(|| std::env::temp_dir().join("spade-studio"));
-    root.join("warmstart")
+        .unwrap_or_else(|| std::env::temp_dir().join("spade-studio"))
+}
+
+fn cache_dir() -> PathBuf {
+    cache_root().join("warmstart")
 }
 
 /// The demo configuration, cut to three steps and fewer environments (the warm start depends
