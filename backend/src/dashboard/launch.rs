@@ -186,6 +186,18 @@ const HELP: &[(&str, &str)] = &[
         "Longest token sequence the policy is given (prompt and everything generated): an agent episode whose next turn would pass it ends truncated (the reference's context: 32,768).",
     ),
     (
+        "model.rollout",
+        "What serves generation: \"engine\" (continuous batching; every episode of a step at once, each keeping its KV cache between turns) or \"sampler\" (one environment at a time, each turn prefilled again).",
+    ),
+    (
+        "model.kv_cache_tokens",
+        "KV-cache slots the engine may allocate (rows x slots per row, at least one context); Qwen3-4B takes 144 KiB a slot in bf16.",
+    ),
+    (
+        "model.max_batch",
+        "Most sequences the engine decodes at once.",
+    ),
+    (
         "curriculum.kinds",
         "Environment kinds the run generates: [\"game\"], [\"tool_use\"] or both (default games: the paper trains games and tool use as separate runs).",
     ),
@@ -552,6 +564,9 @@ fn kind_of(path: &str, template: &Value) -> FieldKind {
         }
         Value::String(_) if path == "metrics.vendi_kernel" => {
             FieldKind::Choice(vec!["ngram".to_owned(), "policy".to_owned()])
+        }
+        Value::String(_) if path == "model.rollout" => {
+            FieldKind::Choice(vec!["engine".to_owned(), "sampler".to_owned()])
         }
         Value::String(_) if path == "memory.match_by" => {
             FieldKind::Choice(vec!["skill".to_owned(), "kind".to_owned()])

@@ -3,7 +3,9 @@
 //! - [`qwen3`]: a transformer matching Hugging Face's `Qwen3ForCausalLM`, built from its
 //!   `config.json`; [`checkpoint`] and [`policy::Policy`] load and save checkpoints in the Hugging
 //!   Face layout (safetensors, shards, `tokenizer.json` through [`tokenizer`]).
-//! - [`sample`]: batched sampling with a KV cache; [`chat`]: the three roles' templates.
+//! - [`sample`]: batched sampling with a KV cache; [`engine`]: continuous batching over a
+//!   slotted KV cache that keeps sequences between turns (the rollout engine the worker
+//!   drives); [`chat`]: the three roles' templates.
 //! - [`grpo`]: the GRPO step (its module doc states the exact variant); [`sft`]: supervised
 //!   fine-tuning; [`train`]: what they share; [`optim`]: AdamW with a saveable state.
 //! - [`embed`]: mean-pooled hidden states (for diversity metrics).
@@ -21,6 +23,7 @@ pub mod bench;
 pub mod chat;
 pub mod checkpoint;
 pub mod embed;
+pub mod engine;
 pub mod error;
 pub mod grpo;
 pub mod optim;

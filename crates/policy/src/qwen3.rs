@@ -17,9 +17,11 @@
 
 pub mod config;
 mod packed;
+mod slots;
 
 pub use config::Config;
 pub use packed::{PackedIds, PassOptions};
+pub use slots::SlotCache;
 
 use crate::error::{PolicyError, Result};
 use tch::{Kind, Tensor, nn, nn::Init};
@@ -405,6 +407,11 @@ impl Qwen3 {
     /// The configuration the model was built from.
     pub fn config(&self) -> &Config {
         &self.cfg
+    }
+
+    /// The weights' kind (the KV cache's too).
+    pub fn weight_kind(&self) -> Kind {
+        self.embed_tokens.kind()
     }
 
     /// Where the weights live.

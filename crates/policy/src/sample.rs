@@ -91,7 +91,11 @@ impl SplitMix64 {
 }
 
 /// Picks one token per row of `logits` [B, V]; returns ids [B] and their log-probs [B].
-fn choose(logits: &Tensor, p: &SamplingParams, rngs: &mut [SplitMix64]) -> (Tensor, Tensor) {
+pub(crate) fn choose(
+    logits: &Tensor,
+    p: &SamplingParams,
+    rngs: &mut [SplitMix64],
+) -> (Tensor, Tensor) {
     if p.temperature <= 0.0 {
         let next = logits.argmax(-1, true);
         let lp = logits.log_softmax(-1, Kind::Float).gather(1, &next, false);
@@ -263,7 +267,7 @@ struct Row {
 }
 
 /// The text up to and including the earliest stop string in it.
-fn cut_at_stop(text: String, stops: &[String]) -> String {
+pub(crate) fn cut_at_stop(text: String, stops: &[String]) -> String {
     let end = stops
         .iter()
         .filter_map(|s| text.find(s.as_str()).map(|i| i + s.len()))

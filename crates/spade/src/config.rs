@@ -74,6 +74,35 @@ pub struct ModelSection {
     /// Longest token sequence the policy is given (prompt and everything generated): an agent
     /// episode whose next turn would pass it ends truncated (the reference's context: 32,768).
     pub max_context: u32,
+    /// What serves generation: `"engine"` (continuous batching over a KV cache that keeps each
+    /// episode between turns; every episode of a step at once) or `"sampler"` (the batch
+    /// sampler: one environment at a time, each turn prefilled again).
+    pub rollout: RolloutBackend,
+    /// KV-cache slots the engine may allocate (rows x slots per row; at least one context).
+    /// Qwen3-4B takes 144 KiB a slot in bf16, so the default 262,144 is 36 GiB.
+    pub kv_cache_tokens: u32,
+    /// Most sequences the engine decodes at once.
+    pub max_batch: u32,
+}
+
+/// The generation backend of rollouts (`model.rollout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RolloutBackend {
+    /// `spade_policy::engine`: continuous batching, KV kept across turns, shared prefixes.
+    #[default]
+    Engine,
+    /// `spade_policy::sample::generate`: one batch per environment and turn.
+    Sampler,
+}
+
+impl RolloutBackend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RolloutBackend::Engine => "engine",
+            RolloutBackend::Sampler => "sampler",
+        }
+    }
 }
 
 /// Skills, their rotation and the regeneration schedule (spec, step 1).
@@ -432,6 +461,9 @@ impl Default for ModelSection {
             hint_max_new_tokens: 1024,
             agent_max_new_tokens: 1024,
             max_context: 32_768,
+            rollout: RolloutBackend::Engine,
+            kv_cache_tokens: 262_144,
+            max_batch: 256,
         }
     }
 }

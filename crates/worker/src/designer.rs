@@ -14,13 +14,14 @@
 //! verdict or a play that fails counts as accept, as the reference implementation does.
 
 use crate::WorkerError;
+use crate::play::{Backend, sample_all};
 use serde::{Deserialize, Serialize};
 use spade::parse;
 use spade::prompt::{self, ChatPrompt};
 use spade::report::{Turn, TurnRole};
 use spade_policy::Policy;
 use spade_policy::chat::Role;
-use spade_policy::sample::{SamplingParams, generate};
+use spade_policy::sample::SamplingParams;
 use spade_policy::tokenizer::IM_END;
 use spade_sandbox::{EnvKind, Pool, ValidationConfig, validate};
 
@@ -68,6 +69,8 @@ pub struct DesignOptions {
     /// The self-judge's sampling temperature and reply budget.
     pub judge_temperature: f64,
     pub judge_max_new_tokens: usize,
+    /// What serves the designer's attempts and the judge's calls.
+    pub backend: Backend,
 }
 
 /// Samples and validates environments for `slots`. `prompt(slot, attempt)` builds the
@@ -100,7 +103,7 @@ pub fn design(
             prompts.push(tok.encode(&render(&p))?);
         }
         let seeds: Vec<u64> = open.iter().map(|&i| sample_seed(i, attempt)).collect();
-        let completions = generate(policy.model(), &prompts, &seeds, &params, Some(tok))?;
+        let completions = sample_all(policy, &prompts, &seeds, &params, opts.backend)?;
         for ((&i, prompt_ids), c) in open.iter().zip(prompts).zip(completions) {
             let reply = c.text.clone().unwrap_or_default();
             let sample = DesignerSample {
@@ -190,7 +193,7 @@ pub fn judge(
     };
     let (tok, params) = turn_params(policy, opts.judge_temperature, opts.judge_max_new_tokens)?;
     let ids = tok.encode(&text)?;
-    let out = generate(policy.model(), &[ids], &[seed], &params, Some(tok))?;
+    let out = sample_all(policy, &[ids], &[seed], &params, opts.backend)?;
     Ok(out
         .first()
         .and_then(|c| c.text.as_deref())
@@ -280,6 +283,7 @@ pub fn hints(
     max_new_tokens: usize,
     max_code_chars: usize,
     seeds: &[u64],
+    backend: Backend,
 ) -> Result<Vec<String>, WorkerError> {
     if codes.is_empty() {
         return Ok(vec![]);
@@ -289,7 +293,7 @@ pub fn hints(
         .iter()
         .map(|c| tok.encode(&render(&hint_prompt(c, max_code_chars))))
         .collect::<Result<Vec<_>, _>>()?;
-    let outs = generate(policy.model(), &prompts, seeds, &params, Some(tok))?;
+    let outs = sample_all(policy, &prompts, seeds, &params, backend)?;
     Ok(outs
         .into_iter()
         .map(|c| c.text.unwrap_or_default().trim().to_string())

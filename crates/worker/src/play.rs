@@ -23,10 +23,12 @@ use spade::prompt;
 use spade::report::{Turn, TurnRole};
 use spade_policy::Policy;
 use spade_policy::chat::Role;
-use spade_policy::sample::{Finish, SamplingParams, generate};
+use spade_policy::engine::{Engine, EngineConfig, Request, Rollout, SeqId, generate_all};
+use spade_policy::sample::{Completion, Finish, SamplingParams, generate};
 use spade_policy::tokenizer::{IM_END, Tokenizer};
 use spade_sandbox::validate::{Reason, reason_of, step_violation};
 use spade_sandbox::{EnvKind, EnvSession, Pool, SandboxError};
+use std::collections::{BTreeMap, VecDeque};
 
 /// spec "Play": at most 25 turns per episode.
 pub const MAX_TURNS: u32 = 25;
@@ -47,6 +49,66 @@ pub struct PlayOptions {
     pub max_episode_tokens: usize,
     /// Characters of a hint shown to the agent (longer hints are cut).
     pub max_hint_chars: usize,
+    /// What serves the agent's turns.
+    pub backend: Backend,
+}
+
+/// What serves generation (`model.rollout` with its limits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `spade_policy::sample::generate`: one batch per environment and turn, each turn
+    /// prefilled again (the path before the engine; kept as the reference and for comparison).
+    Sampler,
+    /// `spade_policy::engine`: every episode handed to [`play_envs`] at once, each keeping its
+    /// KV cache between turns.
+    Engine { kv_tokens: usize, max_batch: usize },
+}
+
+impl Default for Backend {
+    fn default() -> Self {
+        Backend::Engine {
+            kv_tokens: 1 << 17,
+            max_batch: 256,
+        }
+    }
+}
+
+/// Samples one completion per prompt through `backend` (designer attempts, hints, the
+/// self-judge): the contract of `sample::generate`.
+pub fn sample_all(
+    policy: &Policy,
+    prompts: &[Vec<i64>],
+    seeds: &[u64],
+    params: &SamplingParams,
+    backend: Backend,
+) -> Result<Vec<Completion>, WorkerError> {
+    if prompts.is_empty() {
+        return Ok(vec![]);
+    }
+    match backend {
+        Backend::Sampler => Ok(generate(
+            policy.model(),
+            prompts,
+            seeds,
+            params,
+            policy.tokenizer(),
+        )?),
+        Backend::Engine {
+            kv_tokens,
+            max_batch,
+        } => {
+            // One-shot calls have no episode context: the longest request bounds it.
+            let context =
+                prompts.iter().map(Vec::len).max().unwrap_or(0) + params.max_new_tokens + 1;
+            let cfg = EngineConfig {
+                context,
+                kv_tokens: kv_tokens.max(context),
+                max_batch,
+            };
+            let mut e = Engine::new(policy.model(), policy.tokenizer(), cfg)?;
+            Ok(generate_all(&mut e, prompts, seeds, params)?)
+        }
+    }
 }
 
 impl Default for PlayOptions {
@@ -58,6 +120,7 @@ impl Default for PlayOptions {
             max_context: 4096,
             max_episode_tokens: 4096,
             max_hint_chars: 2000,
+            backend: Backend::default(),
         }
     }
 }
@@ -101,6 +164,9 @@ pub struct Episode {
     /// Environment calls (reset and step) whose returns were checked against the contract.
     pub env_calls: u32,
     pub failure: Option<PlayFailure>,
+    /// Why generation could not serve a turn (the episode ended there, not the environment's
+    /// fault; the other episodes went on).
+    pub error: Option<String>,
 }
 
 /// The environment action of a reply (spec: the last `\boxed{}` for games, the last
@@ -183,8 +249,55 @@ struct Live {
     last_obs: String,
 }
 
-/// Plays one episode per seed of `code` (hint plays when `hint` is set). Episodes run in
-/// batches of at most `concurrency` (one runner each); `sample_seed` derives every row's seed.
+impl Live {
+    /// Whether the next turn fits the context and the agent's episode budget; an episode whose
+    /// next turn does not ends truncated (return 0).
+    fn fits(&self, opts: &PlayOptions) -> bool {
+        self.trace.ids.len() + opts.max_new_tokens <= opts.max_context
+            && self.trace.generated() + opts.max_new_tokens <= opts.max_episode_tokens
+    }
+
+    /// The episode's final token trace.
+    fn finalize(self, ep: &mut Episode) {
+        ep.ids = self.trace.ids;
+        ep.loss_mask = self.trace.loss_mask;
+        ep.logprobs = self.trace.logprobs;
+    }
+}
+
+/// One environment's episodes to play: one per seed (hint plays when `hint` is set);
+/// `sample_seed` derives every turn's sampling seed.
+#[derive(Debug, Clone)]
+pub struct PlayJob<'a> {
+    pub code: &'a str,
+    pub kind: EnvKind,
+    pub hint: Option<&'a str>,
+    pub seeds: Vec<i64>,
+    pub sample_seed: u64,
+}
+
+fn new_episode(seed: i64, with_hint: bool) -> Episode {
+    Episode {
+        seed,
+        with_hint,
+        transcript: vec![],
+        episode_return: 0.0,
+        won: false,
+        turns: 0,
+        terminated: false,
+        ids: vec![],
+        loss_mask: vec![],
+        logprobs: vec![],
+        format_errors: 0,
+        rewards: vec![],
+        env_calls: 0,
+        failure: None,
+        error: None,
+    }
+}
+
+/// Plays one episode per seed of `code` (hint plays when `hint` is set), at most
+/// `concurrency` at once (one runner each); `sample_seed` derives every row's seed.
 /// (Many arguments: each is one independent knob of a play batch.)
 #[allow(clippy::too_many_arguments)]
 pub fn play_env(
@@ -198,32 +311,335 @@ pub fn play_env(
     concurrency: usize,
     sample_seed: u64,
 ) -> Result<Vec<Episode>, WorkerError> {
+    let job = PlayJob {
+        code,
+        kind,
+        hint,
+        seeds: seeds.to_vec(),
+        sample_seed,
+    };
+    let mut out = play_envs(policy, pool, &[job], opts, concurrency)?;
+    Ok(out.pop().unwrap_or_default())
+}
+
+/// Plays every job's episodes; returns them per job, in the jobs' order. With the engine,
+/// episodes of all jobs run at once (up to `concurrency`, one runner each) and each keeps its
+/// KV cache between turns; with the sampler, one job after another in batches of
+/// `concurrency`. Either way an episode samples its turns with the same seeds
+/// (`seeds::derive(sample_seed, [episode, turn])`), so the traces agree up to float rounding.
+///
+/// The first contract violation of a job's environment marks that play `failure` and stops
+/// the job's other episodes where they are; its episodes not started yet are not played.
+pub fn play_envs(
+    policy: &Policy,
+    pool: &Pool,
+    jobs: &[PlayJob<'_>],
+    opts: &PlayOptions,
+    concurrency: usize,
+) -> Result<Vec<Vec<Episode>>, WorkerError> {
     let tok = policy.require_tokenizer()?;
     let end = tok
         .token_id(IM_END)
         .ok_or_else(|| WorkerError::Model("the tokenizer has no <|im_end|> token".into()))?;
-    let mut episodes: Vec<Episode> = seeds
+    // A session holds a runner until its episode ends: never wait on the pool for a runner
+    // this call itself holds.
+    let concurrency = concurrency.clamp(1, pool.config().max_runners.max(1));
+    let turns = Turns {
+        tok,
+        end,
+        opts,
+        params: SamplingParams {
+            temperature: opts.temperature,
+            top_p: 1.0,
+            max_new_tokens: opts.max_new_tokens,
+            stop_token_ids: vec![end],
+            stop_strings: vec![],
+        },
+    };
+    match opts.backend {
+        Backend::Sampler => jobs
+            .iter()
+            .map(|job| play_batched(policy, pool, &turns, job, concurrency))
+            .collect(),
+        Backend::Engine {
+            kv_tokens,
+            max_batch,
+        } => {
+            let cfg = EngineConfig {
+                context: opts.max_context,
+                kv_tokens: kv_tokens.max(opts.max_context),
+                max_batch,
+            };
+            let mut engine = Engine::new(policy.model(), Some(tok), cfg)?;
+            play_concurrently(&mut engine, pool, &turns, jobs, concurrency)
+        }
+    }
+}
+
+/// What every turn of a play call shares.
+struct Turns<'a> {
+    tok: &'a Tokenizer,
+    end: i64,
+    opts: &'a PlayOptions,
+    params: SamplingParams,
+}
+
+impl Turns<'_> {
+    /// Loads the environment and resets it for episode `idx` of `job`.
+    fn start(
+        &self,
+        pool: &Pool,
+        job: &PlayJob<'_>,
+        ep: &mut Episode,
+        idx: usize,
+    ) -> Result<Option<Live>, WorkerError> {
+        ep.env_calls += 1;
+        let started = pool
+            .load(job.code, Some(job.kind), None)
+            .and_then(|mut s| s.reset(Some(ep.seed)).map(|obs| (s, obs)));
+        match started {
+            Ok((session, obs)) => {
+                let hint: Option<String> = job
+                    .hint
+                    .map(|h| h.chars().take(self.opts.max_hint_chars).collect());
+                let first = prompt::agent_first_message(&obs.obs, hint.as_deref());
+                ep.transcript.push(Turn {
+                    role: TurnRole::User,
+                    content: first.clone(),
+                });
+                let turn_cap = session.max_turns.min(self.opts.max_turns).max(1);
+                Ok(Some(Live {
+                    idx,
+                    session,
+                    trace: TokenTrace::start(self.tok, job.kind, &first)?,
+                    turn_cap,
+                    last_obs: obs.obs,
+                }))
+            }
+            Err(e) => {
+                ep.failure = Some(failure_of(&e, ep.seed));
+                Ok(None)
+            }
+        }
+    }
+
+    /// The sampling seed of the next turn of episode `l` of a job.
+    fn seed(&self, sample_seed: u64, l: &Live, ep: &Episode) -> u64 {
+        crate::seeds::derive(sample_seed, &[l.idx as u64, u64::from(ep.turns)])
+    }
+
+    /// Applies one sampled turn: records it, steps the environment (or tells the agent what
+    /// was malformed) and says whether the episode goes on.
+    fn after(
+        &self,
+        kind: EnvKind,
+        l: &mut Live,
+        ep: &mut Episode,
+        out: Completion,
+    ) -> Result<bool, WorkerError> {
+        l.trace.push_action(&out.tokens, &out.logprobs);
+        if out.finish != Finish::StopToken {
+            l.trace.push_context(&[self.end]);
+        }
+        let reply = out.text.unwrap_or_default();
+        ep.transcript.push(Turn {
+            role: TurnRole::Assistant,
+            content: reply.clone(),
+        });
+        ep.turns += 1;
+        let action = match env_action(kind, &reply) {
+            Ok(a) => a,
+            Err(e) => {
+                // A malformed turn: the environment is not stepped; the agent is told what was
+                // wrong and sees the same observation (spec: a format error costs -0.1, which
+                // only matters if it is the last reward of a terminated episode, and a format
+                // error never terminates).
+                ep.format_errors += 1;
+                let obs = prompt::format_error_message(&e, &l.last_obs);
+                ep.transcript.push(Turn {
+                    role: TurnRole::User,
+                    content: obs.clone(),
+                });
+                if ep.turns >= l.turn_cap {
+                    return Ok(false);
+                }
+                l.trace
+                    .push_context(&self.tok.encode(&observation_frame(&obs))?);
+                return Ok(true);
+            }
+        };
+        ep.env_calls += 1;
+        let stepped = match l.session.step(&action) {
+            Ok(r) => match step_violation(&r) {
+                None => Ok(r),
+                Some(message) => Err(PlayFailure {
+                    reason: Reason::RewardOutOfRange,
+                    message: format!("with seed {}: {message}", ep.seed),
+                }),
+            },
+            Err(e) => Err(failure_of(&e, ep.seed)),
+        };
+        match stepped {
+            Ok(r) => {
+                ep.rewards.push(r.reward);
+                ep.transcript.push(Turn {
+                    role: TurnRole::User,
+                    content: r.obs.clone(),
+                });
+                if r.terminated {
+                    ep.terminated = true;
+                    ep.episode_return = spade::reward::episode_return(r.reward, true);
+                    // A win gives reward 1.0 and terminates (spec "Environment contract").
+                    ep.won = (r.reward - 1.0).abs() < 1e-9;
+                    Ok(false)
+                } else if r.truncated || ep.turns >= l.turn_cap {
+                    Ok(false)
+                } else {
+                    let frame = self.tok.encode(&observation_frame(&r.obs))?;
+                    l.trace.push_context(&frame);
+                    l.last_obs = r.obs;
+                    Ok(true)
+                }
+            }
+            Err(f) => {
+                ep.failure = Some(f);
+                Ok(false)
+            }
+        }
+    }
+}
+
+/// The engine path of [`play_envs`]: episodes are state machines advanced whenever their turn
+/// comes back from the engine, so sandbox steps of some episodes happen while others decode.
+fn play_concurrently(
+    engine: &mut Engine<'_>,
+    pool: &Pool,
+    turns: &Turns<'_>,
+    jobs: &[PlayJob<'_>],
+    concurrency: usize,
+) -> Result<Vec<Vec<Episode>>, WorkerError> {
+    let mut episodes: Vec<Vec<Episode>> = jobs
         .iter()
-        .map(|&seed| Episode {
-            seed,
-            with_hint: hint.is_some(),
-            transcript: vec![],
-            episode_return: 0.0,
-            won: false,
-            turns: 0,
-            terminated: false,
-            ids: vec![],
-            loss_mask: vec![],
-            logprobs: vec![],
-            format_errors: 0,
-            rewards: vec![],
-            env_calls: 0,
-            failure: None,
+        .map(|j| {
+            j.seeds
+                .iter()
+                .map(|&s| new_episode(s, j.hint.is_some()))
+                .collect()
         })
         .collect();
-    let idxs: Vec<usize> = (0..seeds.len()).collect();
+    let mut started = vec![0usize; jobs.len()];
+    let mut queue: VecDeque<(usize, usize)> = jobs
+        .iter()
+        .enumerate()
+        .flat_map(|(j, job)| (0..job.seeds.len()).map(move |i| (j, i)))
+        .collect();
+    let mut running: BTreeMap<SeqId, (usize, Live)> = BTreeMap::new();
+    let broken = |eps: &[Episode]| eps.iter().any(|e| e.failure.is_some());
+    loop {
+        // Start episodes while runners are free; a broken environment starts none.
+        while running.len() < concurrency
+            && let Some((j, i)) = queue.pop_front()
+        {
+            if broken(&episodes[j]) {
+                continue;
+            }
+            started[j] = started[j].max(i + 1);
+            let ep = &mut episodes[j][i];
+            let Some(l) = turns.start(pool, &jobs[j], ep, i)? else {
+                continue;
+            };
+            if !l.fits(turns.opts) {
+                l.finalize(ep);
+                continue;
+            }
+            let seq = engine.open();
+            engine.submit(
+                seq,
+                Request {
+                    tokens: l.trace.ids.clone(),
+                    params: turns.params.clone(),
+                    seed: turns.seed(jobs[j].sample_seed, &l, ep),
+                },
+            )?;
+            running.insert(seq, (j, l));
+        }
+        if running.is_empty() {
+            if queue.is_empty() {
+                break;
+            }
+            continue;
+        }
+        for f in engine.step()? {
+            let Some((j, mut l)) = running.remove(&f.seq) else {
+                continue;
+            };
+            let was_broken = broken(&episodes[j]);
+            let idx = l.idx;
+            let ep = &mut episodes[j][idx];
+            let go_on = match f.result {
+                Ok(out) if !was_broken => {
+                    turns.after(jobs[j].kind, &mut l, ep, out)? && l.fits(turns.opts)
+                }
+                Ok(_) => false,
+                Err(e) => {
+                    ep.error = Some(e.to_string());
+                    false
+                }
+            };
+            let ep = &mut episodes[j][l.idx];
+            if go_on {
+                engine.submit(
+                    f.seq,
+                    Request {
+                        tokens: l.trace.ids.clone(),
+                        params: turns.params.clone(),
+                        seed: turns.seed(jobs[j].sample_seed, &l, ep),
+                    },
+                )?;
+                running.insert(f.seq, (j, l));
+            } else {
+                engine.close(f.seq);
+                l.finalize(ep);
+            }
+        }
+        // A violation stops the environment's other episodes where they are.
+        let stop: Vec<SeqId> = running
+            .iter()
+            .filter(|(_, (j, _))| broken(&episodes[*j]))
+            .map(|(s, _)| *s)
+            .collect();
+        for seq in stop {
+            if let Some((j, l)) = running.remove(&seq) {
+                engine.close(seq);
+                let idx = l.idx;
+                l.finalize(&mut episodes[j][idx]);
+            }
+        }
+    }
+    // Episodes that never started (their environment broke first) are not plays.
+    for (eps, n) in episodes.iter_mut().zip(started) {
+        eps.truncate(n);
+    }
+    Ok(episodes)
+}
+
+/// The sampler path of [`play_envs`] for one job: batches of `concurrency` episodes, each turn
+/// of a batch one `generate` call over the whole transcripts.
+fn play_batched(
+    policy: &Policy,
+    pool: &Pool,
+    turns: &Turns<'_>,
+    job: &PlayJob<'_>,
+    concurrency: usize,
+) -> Result<Vec<Episode>, WorkerError> {
+    let mut episodes: Vec<Episode> = job
+        .seeds
+        .iter()
+        .map(|&s| new_episode(s, job.hint.is_some()))
+        .collect();
+    let idxs: Vec<usize> = (0..job.seeds.len()).collect();
     let mut started_eps = 0;
-    for chunk in idxs.chunks(concurrency.max(1)) {
+    for chunk in idxs.chunks(concurrency) {
         // The first violation ends the environment's life: no further episodes start.
         if episodes.iter().any(|e| e.failure.is_some()) {
             break;
@@ -231,176 +647,55 @@ pub fn play_env(
         started_eps += chunk.len();
         let mut live = Vec::new();
         for &i in chunk {
-            let ep = &mut episodes[i];
-            ep.env_calls += 1;
-            let started = pool
-                .load(code, Some(kind), None)
-                .and_then(|mut s| s.reset(Some(ep.seed)).map(|obs| (s, obs)));
-            match started {
-                Ok((session, obs)) => {
-                    let hint: Option<String> =
-                        hint.map(|h| h.chars().take(opts.max_hint_chars).collect());
-                    let first = prompt::agent_first_message(&obs.obs, hint.as_deref());
-                    ep.transcript.push(Turn {
-                        role: TurnRole::User,
-                        content: first.clone(),
-                    });
-                    let turn_cap = session.max_turns.min(opts.max_turns).max(1);
-                    live.push(Live {
-                        idx: i,
-                        session,
-                        trace: TokenTrace::start(tok, kind, &first)?,
-                        turn_cap,
-                        last_obs: obs.obs,
-                    });
-                }
-                Err(e) => ep.failure = Some(failure_of(&e, ep.seed)),
+            if let Some(l) = turns.start(pool, job, &mut episodes[i], i)? {
+                live.push(l);
             }
         }
-        play_batch(
-            policy,
-            tok,
-            end,
-            kind,
-            &mut live,
-            &mut episodes,
-            opts,
-            sample_seed,
-        )?;
+        let mut finished: Vec<Live> = Vec::new();
+        while !live.is_empty() {
+            // A violation stops the environment's other episodes where they are.
+            if episodes.iter().any(|e| e.failure.is_some()) {
+                finished.append(&mut live);
+                break;
+            }
+            let (fit, over): (Vec<Live>, Vec<Live>) =
+                live.drain(..).partition(|l| l.fits(turns.opts));
+            finished.extend(over);
+            live = fit;
+            if live.is_empty() {
+                break;
+            }
+            let prompts: Vec<Vec<i64>> = live.iter().map(|l| l.trace.ids.clone()).collect();
+            let row_seeds: Vec<u64> = live
+                .iter()
+                .map(|l| turns.seed(job.sample_seed, l, &episodes[l.idx]))
+                .collect();
+            let outs = generate(
+                policy.model(),
+                &prompts,
+                &row_seeds,
+                &turns.params,
+                Some(turns.tok),
+            )?;
+            let mut keep = Vec::new();
+            for (mut l, out) in live.drain(..).zip(outs) {
+                let idx = l.idx;
+                if turns.after(job.kind, &mut l, &mut episodes[idx], out)? {
+                    keep.push(l);
+                } else {
+                    finished.push(l);
+                }
+            }
+            live = keep;
+        }
+        for l in finished {
+            let idx = l.idx;
+            l.finalize(&mut episodes[idx]);
+        }
     }
     // Episodes that never started (the environment broke first) are not plays.
     episodes.truncate(started_eps);
     Ok(episodes)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn play_batch(
-    policy: &Policy,
-    tok: &Tokenizer,
-    end: i64,
-    kind: EnvKind,
-    live: &mut Vec<Live>,
-    episodes: &mut [Episode],
-    opts: &PlayOptions,
-    sample_seed: u64,
-) -> Result<(), WorkerError> {
-    let params = SamplingParams {
-        temperature: opts.temperature,
-        top_p: 1.0,
-        max_new_tokens: opts.max_new_tokens,
-        stop_token_ids: vec![end],
-        stop_strings: vec![],
-    };
-    let mut finished: Vec<Live> = Vec::new();
-    while !live.is_empty() {
-        // A violation stops the environment's other episodes where they are.
-        if episodes.iter().any(|e| e.failure.is_some()) {
-            finished.append(live);
-            break;
-        }
-        // Episodes whose next turn would not fit the context or the agent's episode budget end
-        // truncated (return 0).
-        let (fit, over): (Vec<Live>, Vec<Live>) = live.drain(..).partition(|l| {
-            l.trace.ids.len() + opts.max_new_tokens <= opts.max_context
-                && l.trace.generated() + opts.max_new_tokens <= opts.max_episode_tokens
-        });
-        finished.extend(over);
-        *live = fit;
-        if live.is_empty() {
-            break;
-        }
-        let prompts: Vec<Vec<i64>> = live.iter().map(|l| l.trace.ids.clone()).collect();
-        let row_seeds: Vec<u64> = live
-            .iter()
-            .map(|l| {
-                let ep = &episodes[l.idx];
-                crate::seeds::derive(sample_seed, &[l.idx as u64, u64::from(ep.turns)])
-            })
-            .collect();
-        let outs = generate(policy.model(), &prompts, &row_seeds, &params, Some(tok))?;
-        let mut keep = Vec::new();
-        for (mut l, out) in live.drain(..).zip(outs) {
-            let ep = &mut episodes[l.idx];
-            l.trace.push_action(&out.tokens, &out.logprobs);
-            if out.finish != Finish::StopToken {
-                l.trace.push_context(&[end]);
-            }
-            let reply = out.text.unwrap_or_default();
-            ep.transcript.push(Turn {
-                role: TurnRole::Assistant,
-                content: reply.clone(),
-            });
-            ep.turns += 1;
-            let action = match env_action(kind, &reply) {
-                Ok(a) => a,
-                Err(e) => {
-                    // A malformed turn: the environment is not stepped; the agent is told what
-                    // was wrong and sees the same observation (spec: a format error costs -0.1,
-                    // which only matters if it is the last reward of a terminated episode, and
-                    // a format error never terminates).
-                    ep.format_errors += 1;
-                    let obs = prompt::format_error_message(&e, &l.last_obs);
-                    ep.transcript.push(Turn {
-                        role: TurnRole::User,
-                        content: obs.clone(),
-                    });
-                    if ep.turns >= l.turn_cap {
-                        finished.push(l);
-                    } else {
-                        l.trace.push_context(&tok.encode(&observation_frame(&obs))?);
-                        keep.push(l);
-                    }
-                    continue;
-                }
-            };
-            ep.env_calls += 1;
-            let stepped = match l.session.step(&action) {
-                Ok(r) => match step_violation(&r) {
-                    None => Ok(r),
-                    Some(message) => Err(PlayFailure {
-                        reason: Reason::RewardOutOfRange,
-                        message: format!("with seed {}: {message}", ep.seed),
-                    }),
-                },
-                Err(e) => Err(failure_of(&e, ep.seed)),
-            };
-            match stepped {
-                Ok(r) => {
-                    ep.rewards.push(r.reward);
-                    ep.transcript.push(Turn {
-                        role: TurnRole::User,
-                        content: r.obs.clone(),
-                    });
-                    if r.terminated {
-                        ep.terminated = true;
-                        ep.episode_return = spade::reward::episode_return(r.reward, true);
-                        // A win gives reward 1.0 and terminates (spec "Environment contract").
-                        ep.won = (r.reward - 1.0).abs() < 1e-9;
-                        finished.push(l);
-                    } else if r.truncated || ep.turns >= l.turn_cap {
-                        finished.push(l);
-                    } else {
-                        let frame = tok.encode(&observation_frame(&r.obs))?;
-                        l.trace.push_context(&frame);
-                        l.last_obs = r.obs;
-                        keep.push(l);
-                    }
-                }
-                Err(f) => {
-                    ep.failure = Some(f);
-                    finished.push(l);
-                }
-            }
-        }
-        *live = keep;
-    }
-    for l in finished {
-        let ep = &mut episodes[l.idx];
-        ep.ids = l.trace.ids;
-        ep.loss_mask = l.trace.loss_mask;
-        ep.logprobs = l.trace.logprobs;
-    }
-    Ok(())
 }
 
 fn failure_of(e: &SandboxError, seed: i64) -> PlayFailure {

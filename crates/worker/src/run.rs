@@ -293,6 +293,17 @@ pub fn run(
     })
 }
 
+/// The generation backend `model.rollout` names, with its limits.
+pub(crate) fn backend(cfg: &RunConfig) -> play::Backend {
+    match cfg.model.rollout {
+        spade::config::RolloutBackend::Sampler => play::Backend::Sampler,
+        spade::config::RolloutBackend::Engine => play::Backend::Engine {
+            kv_tokens: cfg.model.kv_cache_tokens as usize,
+            max_batch: cfg.model.max_batch as usize,
+        },
+    }
+}
+
 /// Episodes played at once: `--concurrency` when given, else `agent.concurrency`.
 pub(crate) fn concurrency(cfg: &RunConfig, opts: &RunOptions) -> usize {
     opts.concurrency
@@ -625,11 +636,11 @@ impl Loop<'_> {
         let popts = self.play_options();
         let mut samples = Vec::new();
         let mut records = Vec::new();
-        let keys: Vec<String> = self.state.windows.keys().cloned().collect();
-        for key in keys {
-            let n = self.state.windows[&key].envs.len();
-            for e in 0..n {
-                let env = self.state.windows[&key].envs[e].clone();
+        // Every live environment's plays go to the rollout backend at once; their results are
+        // scored below in the windows' order.
+        let mut picked: Vec<(String, usize, crate::state::LiveEnv, Vec<i64>)> = vec![];
+        for (key, window) in &self.state.windows {
+            for (e, env) in window.envs.iter().enumerate() {
                 // A broken environment is never played again (its window still scores it).
                 if env.broken_seed.is_some() {
                     continue;
@@ -644,53 +655,63 @@ impl Loop<'_> {
                 let env_seeds: Vec<i64> = (0..per_env)
                     .map(|i| env_seed(self.cfg.run.seed, step, &env.env_id, i))
                     .collect();
-                let eps = play::play_env(
-                    &self.policy,
-                    &self.pool,
-                    &env.code,
-                    generate::sandbox_kind(env.kind),
-                    None,
-                    &env_seeds,
-                    &popts,
-                    concurrency(self.cfg, self.opts),
-                    seeds::derive(
-                        self.cfg.run.seed,
-                        &[seeds::tag::PLAY, step, fnv(&env.env_id)],
-                    ),
-                )?;
-                self.obs.note_plays(&eps);
-                let w = self
-                    .state
-                    .windows
-                    .get_mut(&key)
-                    .and_then(|w| w.envs.get_mut(e))
-                    .ok_or_else(|| WorkerError::Config("window changed during play".into()))?;
-                score::tally(w, &eps, false, step);
-                *played.plays.entry(env.kind).or_default() += eps.len() as u64;
-                records.extend(eps.iter().map(|ep| play_record(&env.env_id, step, ep)));
-                // Plays of an environment that broke the contract are kept (reported) but do
-                // not train the agent.
-                if let Some(msg) = score::broken_in_play(w, &eps, step) {
-                    self.pending.push(msg);
-                    continue;
-                }
-                let returns: Vec<f64> = eps.iter().map(|x| x.episode_return).collect();
-                let g = spade::reward::group_advantages(&returns);
-                self.obs.zero_std.push(g.zero_std);
-                let adv = g.advantages;
-                for (ep, a) in eps.iter().zip(&adv) {
-                    if *a != 0.0 && ep.loss_mask.iter().skip(1).any(|&x| x) {
-                        samples.push(GrpoSample {
-                            seq: MaskedSeq {
-                                ids: ep.ids.clone(),
-                                loss_mask: ep.loss_mask.clone(),
-                            },
-                            old_logprobs: ep.logprobs.clone(),
-                            behavior_logprobs: None,
-                            advantage: *a as f32,
-                            weight: 1.0,
-                        });
-                    }
+                picked.push((key.clone(), e, env.clone(), env_seeds));
+            }
+        }
+        let jobs: Vec<play::PlayJob<'_>> = picked
+            .iter()
+            .map(|(_, _, env, env_seeds)| play::PlayJob {
+                code: &env.code,
+                kind: generate::sandbox_kind(env.kind),
+                hint: None,
+                seeds: env_seeds.clone(),
+                sample_seed: seeds::derive(
+                    self.cfg.run.seed,
+                    &[seeds::tag::PLAY, step, fnv(&env.env_id)],
+                ),
+            })
+            .collect();
+        let all = play::play_envs(
+            &self.policy,
+            &self.pool,
+            &jobs,
+            &popts,
+            concurrency(self.cfg, self.opts),
+        )?;
+        drop(jobs);
+        for ((key, e, env, _), eps) in picked.into_iter().zip(all) {
+            self.obs.note_plays(&eps);
+            let w = self
+                .state
+                .windows
+                .get_mut(&key)
+                .and_then(|w| w.envs.get_mut(e))
+                .ok_or_else(|| WorkerError::Config("window changed during play".into()))?;
+            score::tally(w, &eps, false, step);
+            *played.plays.entry(env.kind).or_default() += eps.len() as u64;
+            records.extend(eps.iter().map(|ep| play_record(&env.env_id, step, ep)));
+            // Plays of an environment that broke the contract are kept (reported) but do
+            // not train the agent.
+            if let Some(msg) = score::broken_in_play(w, &eps, step) {
+                self.pending.push(msg);
+                continue;
+            }
+            let returns: Vec<f64> = eps.iter().map(|x| x.episode_return).collect();
+            let g = spade::reward::group_advantages(&returns);
+            self.obs.zero_std.push(g.zero_std);
+            let adv = g.advantages;
+            for (ep, a) in eps.iter().zip(&adv) {
+                if *a != 0.0 && ep.loss_mask.iter().skip(1).any(|&x| x) {
+                    samples.push(GrpoSample {
+                        seq: MaskedSeq {
+                            ids: ep.ids.clone(),
+                            loss_mask: ep.loss_mask.clone(),
+                        },
+                        old_logprobs: ep.logprobs.clone(),
+                        behavior_logprobs: None,
+                        advantage: *a as f32,
+                        weight: 1.0,
+                    });
                 }
             }
         }
@@ -742,6 +763,7 @@ impl Loop<'_> {
             max_context: self.cfg.model.max_context as usize,
             max_episode_tokens: self.cfg.agent.max_episode_tokens as usize,
             max_hint_chars: 2000,
+            backend: backend(self.cfg),
         }
     }
 }

@@ -460,6 +460,7 @@ fn measure(
         self_judge: false,
         judge_temperature: 0.6,
         judge_max_new_tokens: opts.designer_max_new_tokens,
+        backend: crate::play::Backend::default(),
     };
     // Fresh variants (index 1000+) so the measurement does not replay a training prompt.
     let attempts = designer::design(

@@ -91,6 +91,9 @@ impl RunConfig {
                 agent_max_new_tokens: 48,
                 // The tiny model's position table has 4,096 rows.
                 max_context: 4096,
+                // 4 KiB a slot for the tiny model: at most 256 MiB (the cache grows as used).
+                kv_cache_tokens: 65_536,
+                ..d.model.clone()
             },
             curriculum: CurriculumSection {
                 kinds: vec![EnvKind::Game],

@@ -98,6 +98,7 @@ pub(super) fn regenerate(
         self_judge: lp.cfg.designer.self_judge,
         judge_temperature: lp.cfg.designer.judge_temperature,
         judge_max_new_tokens: lp.cfg.designer.judge_max_new_tokens as usize,
+        backend: super::backend(lp.cfg),
     };
     let run_seed = lp.cfg.run.seed;
     let max_words = lp.cfg.corpus_max_words(kind);
@@ -196,6 +197,7 @@ pub(super) fn regenerate(
         lp.cfg.model.hint_max_new_tokens as usize,
         lp.cfg.hint_code_limit(),
         &hint_seeds,
+        super::backend(lp.cfg),
     )?;
     let mut hints_by_id = BTreeMap::new();
     for ((slot, a), hint) in accepted.iter().zip(hints) {
@@ -256,21 +258,29 @@ pub(super) fn regenerate(
     lp.phase("hint plays")?;
     let popts = lp.play_options();
     let mut records = Vec::new();
-    for env in &mut window.envs {
-        let env_seeds: Vec<i64> = (0..lp.cfg.hint.plays as usize)
-            .map(|i| env_seed(run_seed, step, &format!("hint/{}", env.env_id), i))
-            .collect();
-        let eps = play::play_env(
-            &lp.policy,
-            &lp.pool,
-            &env.code,
-            sandbox_kind(kind),
-            Some(&env.hint),
-            &env_seeds,
-            &popts,
-            super::concurrency(lp.cfg, lp.opts),
-            seeds::derive(run_seed, &[seeds::tag::HINT_PLAY, step, fnv(&env.env_id)]),
-        )?;
+    // Every new environment's hint plays go to the rollout backend at once.
+    let jobs: Vec<play::PlayJob<'_>> = window
+        .envs
+        .iter()
+        .map(|env| play::PlayJob {
+            code: &env.code,
+            kind: sandbox_kind(kind),
+            hint: Some(&env.hint),
+            seeds: (0..lp.cfg.hint.plays as usize)
+                .map(|i| env_seed(run_seed, step, &format!("hint/{}", env.env_id), i))
+                .collect(),
+            sample_seed: seeds::derive(run_seed, &[seeds::tag::HINT_PLAY, step, fnv(&env.env_id)]),
+        })
+        .collect();
+    let all = play::play_envs(
+        &lp.policy,
+        &lp.pool,
+        &jobs,
+        &popts,
+        super::concurrency(lp.cfg, lp.opts),
+    )?;
+    drop(jobs);
+    for (env, eps) in window.envs.iter_mut().zip(all) {
         super::score::tally(env, &eps, true, step);
         lp.obs.note_plays(&eps);
         if let Some(msg) = super::score::broken_in_play(env, &eps, step) {

@@ -413,6 +413,7 @@ mod tests {
             rewards: vec![],
             env_calls: 2,
             failure,
+            error: None,
         }
     }
 

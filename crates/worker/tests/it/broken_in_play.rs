@@ -4,10 +4,6 @@
 //! then stopped in play at its first violation, with the reason and the seed, and no further
 //! episode of it starts.
 
-use spade::prompt;
-use spade_policy::chat::{Role, agent_transcript};
-use spade_policy::preset::{self, BUILTIN_TEXT};
-use spade_policy::sft::{SftConfig, SftTrainer, encode_pairs};
 use spade_sandbox::validate::{Reason, ValidationConfig};
 use spade_sandbox::{EnvKind, Pool, PoolConfig, RunnerConfig, validate};
 use spade_worker::play::{self, PlayOptions};
@@ -80,26 +76,7 @@ fn a_program_that_breaks_only_in_play_is_stopped_at_its_first_violation() -> Tes
     );
 
     // An agent that always answers \boxed{7} (below every target): taught on its own prompts.
-    let policy = preset::tiny(&[BUILTIN_TEXT], 3, |_| {})?;
-    let tok = policy.require_tokenizer()?;
-    let system = prompt::agent_system(spade::EnvKind::Game);
-    let first = prompt::agent_first_message(OBS, None);
-    let mut pairs = vec![(
-        Role::Agent.prompt(Some(system), &first),
-        "\\boxed{7}".to_owned(),
-    )];
-    for n in 1..6 {
-        let turns: Vec<(String, String)> = (0..n)
-            .map(|_| ("\\boxed{7}".to_owned(), "7 is too low.".to_owned()))
-            .collect();
-        pairs.push((
-            agent_transcript(Some(system), &first, &turns),
-            "\\boxed{7}".to_owned(),
-        ));
-    }
-    let data = encode_pairs(tok, &pairs, 4096)?;
-    let mut tr = SftTrainer::new(&policy, SftConfig::default())?;
-    tr.fit(&policy, &data, 40, 1, |_, _, _| {})?;
+    let policy = crate::always_answers("\\boxed{7}", &[OBS], "7 is too low.")?;
 
     let opts = PlayOptions {
         max_turns: 10,

@@ -29,6 +29,7 @@ fn options() -> DesignOptions {
         self_judge: true,
         judge_temperature: 0.6,
         judge_max_new_tokens: 12,
+        backend: spade_worker::play::Backend::default(),
     }
 }
 

@@ -6,4 +6,41 @@ mod broken_in_play;
 mod judge;
 mod learning;
 mod loop_tiny;
+mod rollout;
 mod sink_http;
+
+use spade_policy::Policy;
+use spade_policy::chat::{Role, agent_transcript};
+use spade_policy::preset::{self, BUILTIN_TEXT};
+use spade_policy::sft::{SftConfig, SftTrainer, encode_pairs};
+
+/// The tiny model taught to answer `answer` to every game observation in `observations`,
+/// first turn and later ones (after `reply` as the environment's answer): an agent whose
+/// actions the tests can predict, trained in seconds.
+pub fn always_answers(
+    answer: &str,
+    observations: &[&str],
+    reply: &str,
+) -> Result<Policy, Box<dyn std::error::Error>> {
+    let policy = preset::tiny(&[BUILTIN_TEXT], 3, |_| {})?;
+    let tok = policy.require_tokenizer()?;
+    let system = spade::prompt::agent_system(spade::EnvKind::Game);
+    let mut pairs = vec![];
+    for obs in observations {
+        let first = spade::prompt::agent_first_message(obs, None);
+        pairs.push((Role::Agent.prompt(Some(system), &first), answer.to_owned()));
+        for n in 1..6 {
+            let turns: Vec<(String, String)> = (0..n)
+                .map(|_| (answer.to_owned(), reply.to_owned()))
+                .collect();
+            pairs.push((
+                agent_transcript(Some(system), &first, &turns),
+                answer.to_owned(),
+            ));
+        }
+    }
+    let data = encode_pairs(tok, &pairs, 4096)?;
+    let mut tr = SftTrainer::new(&policy, SftConfig::default())?;
+    tr.fit(&policy, &data, 40, 1, |_, _, _| {})?;
+    Ok(policy)
+}
