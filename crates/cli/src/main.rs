@@ -4,6 +4,7 @@ mod env_cmd;
 mod eval_cmd;
 mod model_bench;
 mod model_cmd;
+mod rollout_bench;
 mod train_cmd;
 mod vendi_cmd;
 mod worker_cmd;

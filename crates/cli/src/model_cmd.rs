@@ -66,6 +66,9 @@ pub enum ModelCommand {
     /// Time one training step (GRPO, packed, mixed precision on CUDA) of a random-init Qwen3
     /// shape and print tokens trained per second and peak memory (a benchmark, not a test).
     Bench(crate::model_bench::BenchArgs),
+    /// Time one SPADE step's generation (designer, hints, hint plays, plays; synthetic
+    /// environments, random weights) on the batch sampler and on the engine, side by side.
+    BenchRollout(crate::rollout_bench::RolloutBenchArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -107,6 +110,7 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<ExitCode> {
             sample(&checkpoint, &prompt, params, seed, role)
         }
         ModelCommand::Bench(args) => crate::model_bench::run(&args),
+        ModelCommand::BenchRollout(args) => crate::rollout_bench::run(&args),
     }?;
     Ok(ExitCode::SUCCESS)
 }

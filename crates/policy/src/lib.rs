@@ -10,7 +10,9 @@
 //!   fine-tuning; [`train`]: what they share; [`optim`]: AdamW with a saveable state.
 //! - [`embed`]: mean-pooled hidden states (for diversity metrics).
 //! - [`preset`]: the tiny model for tests and the CPU demo, and random-init Qwen3 shapes;
-//!   [`bench`]: one timed training step of such a shape (`spade model bench`).
+//!   [`bench`]: one timed training step of such a shape (`spade model bench`);
+//!   [`rollout_bench`]: one step's generation on the sampler and on the engine
+//!   (`spade model bench-rollout`).
 //!
 //! Precision: CPU runs in float32. On CUDA a policy's weights default to bf16
 //! ([`default_kind`]) and training is mixed precision: forward and backward run in the bf16
@@ -30,6 +32,7 @@ pub mod optim;
 pub mod policy;
 pub mod preset;
 pub mod qwen3;
+pub mod rollout_bench;
 pub mod sample;
 pub mod sft;
 pub mod tokenizer;
