@@ -10,7 +10,7 @@
 # soname to record DT_NEEDED; at run time the GPU machine's real one is found through
 # LD_LIBRARY_PATH (it precedes the binaries' DT_RUNPATH).
 #
-# Usage: scripts/policy/gpu_build.sh   -> target/gpu-bundle/{it,policy-bench,train-bench} (release builds in
+# Usage: scripts/policy/gpu_build.sh   -> target/gpu-bundle/{it,policy-bench,train-bench,rollout-bench} (release builds in
 # target/gpu, so the normal target/ is untouched; the first build takes ~10 min on 2 cores).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -41,6 +41,7 @@ for l in sys.stdin:
 build "--test it" it
 build "--bench policy" policy-bench
 build "--example train_bench" train-bench
-strip "$BUNDLE/it" "$BUNDLE/policy-bench" "$BUNDLE/train-bench" 2>/dev/null || true
+build "--example rollout_bench" rollout-bench
+strip "$BUNDLE/it" "$BUNDLE/policy-bench" "$BUNDLE/train-bench" "$BUNDLE/rollout-bench" 2>/dev/null || true
 du -sh "$BUNDLE"/*
 echo "gpu_build: done; carry target/gpu-bundle and run scripts/policy/gpu_check.sh on the GPU machine"

@@ -13,6 +13,7 @@
 # Writes tests.log, bench-*.log and train-*.json under $OUT (or /tmp/spade-gpu-check). Exit
 # status: the tests' (the benches report, they do not fail). SKIP_TRAIN=1 skips the training
 # benches; TRAIN_SHAPES (default "qwen3-0.6b qwen3-4b") and TRAIN_TOKENS (16384) change them.
+# SKIP_ROLLOUT=1 skips the rollout-engine benches (ROLLOUT_SHAPES, default "qwen3-0.6b qwen3-4b").
 set -uo pipefail
 BUNDLE="${BUNDLE:-target/gpu-bundle}"
 PY="${TORCH_PYTHON:-/opt/torch/.venv/bin/python}"
@@ -60,6 +61,28 @@ if [ "${SKIP_TRAIN:-0}" != 1 ]; then
         timeout 90 "$PY" scripts/policy/bench_train_torch.py --shape "$shape" --tokens "$tokens" \
             --device cuda --threads 4 --steps 3 > "$OUT/train-$shape-torch.json" 2> "$OUT/train-$shape-torch.log"
         tail -n 3 "$OUT/train-$shape-torch.log"; cat "$OUT/train-$shape-torch.json"
+    done
+fi
+if [ "${SKIP_ROLLOUT:-0}" != 1 ] && [ -x "$BUNDLE/rollout-bench" ]; then
+    # The rollout engine: 64 and 192 concurrent episodes at 1k and 4k context, 0.6B and 4B
+    # shapes; the batch sampler once per shape (64 episodes, 1k) as today's path; transformers'
+    # generate (and generate_batch where it exists) on the same workload.
+    for shape in ${ROLLOUT_SHAPES:-qwen3-0.6b qwen3-4b}; do
+        for ctx in 1024 4096; do
+            for envs in 8 24; do
+                echo "== rollout $shape, $((envs * 8)) episodes, context $ctx: engine"
+                timeout 120 "$BUNDLE/rollout-bench" "$shape" "$envs" 8 "$ctx" cuda engine 256 \
+                    2> "$OUT/rollout-$shape-$envs-$ctx.log" | tee "$OUT/rollout-$shape-$envs-$ctx.json"
+            done
+        done
+        echo "== rollout $shape, 64 episodes, context 1024: batch sampler"
+        timeout 120 "$BUNDLE/rollout-bench" "$shape" 8 8 1024 cuda sampler 256 \
+            2> "$OUT/rollout-$shape-sampler.log" | tee "$OUT/rollout-$shape-sampler.json"
+        if [ "$HAVE_HF" = 1 ]; then
+            echo "== rollout $shape, 64 episodes, context 1024: transformers"
+            timeout 150 "$PY" scripts/policy/bench_rollout_hf.py --shape "$shape" --envs 8 --plays 8 \
+                --context 1024 --device cuda 2> "$OUT/rollout-$shape-hf.log" | tee "$OUT/rollout-$shape-hf.json"
+        fi
     done
 fi
 echo "gpu_check: tests exit status $status; logs in $OUT"
