@@ -179,11 +179,22 @@ pub fn RunView(
         can_control.then(|| {
             view! {
                 <div class="actions">
+                    // Cancelling stops the worker mid-run, so it asks first: a disclosure (no
+                    // script needed) whose panel holds the form that really cancels.
                     {status.is_active().then(|| view! {
-                        <form method="post" action=format!("/runs/{id}/cancel")>
-                            <input type="hidden" name="csrf" value=csrf.clone() />
-                            <button type="submit" class="danger">"Cancel run"</button>
-                        </form>
+                        <details class="confirm" id="cancel-run" on:keydown=crate::layout::close_on_escape>
+                            <summary class="button danger">"Cancel run"</summary>
+                            <div class="confirm-panel" role="group" aria-label="Confirm cancelling">
+                                <p>
+                                    "Stop this run? Its worker is stopped; the steps it finished "
+                                    "and their checkpoints stay, and Resume continues from the last one."
+                                </p>
+                                <form method="post" action=format!("/runs/{id}/cancel")>
+                                    <input type="hidden" name="csrf" value=csrf.clone() />
+                                    <button type="submit" class="danger" id="cancel-run-confirm">"Yes, cancel the run"</button>
+                                </form>
+                            </div>
+                        </details>
                     })}
                     {status.is_resumable().then(|| view! {
                         <form method="post" action=format!("/runs/{id}/resume")>
