@@ -27,16 +27,23 @@ async fn user_id(db: &Pool, email: &str) -> anyhow::Result<i64> {
 }
 
 /// Screenshots of the current page in the light and dark theme and 390 px wide (then back to
-/// the system theme at 1280 px).
-async fn shots(b: &mut Browser, name: &str, ready: &str) -> anyhow::Result<()> {
+/// the system theme at 1280 px). `open`, if given, is clicked before each (a theme change
+/// reloads the page, which closes disclosures).
+async fn shots(b: &mut Browser, name: &str, ready: &str, open: Option<&str>) -> anyhow::Result<()> {
     let c = b.client.clone();
     b.screenshot(name).await?;
     set_theme(&c, Some("dark")).await?;
     wait_for(&c, ready).await?;
+    if let Some(css) = open {
+        click(&c, css).await?;
+    }
     b.screenshot(&format!("{name}-dark")).await?;
     set_theme(&c, None).await?;
     c.set_window_size(390, 844).await?;
     wait_for(&c, ready).await?;
+    if let Some(css) = open {
+        click(&c, css).await?;
+    }
     b.screenshot(&format!("{name}-390")).await?;
     c.set_window_size(1280, 800).await?;
     Ok(())
@@ -67,7 +74,7 @@ async fn a_new_user_without_a_team_is_pointed_to_creating_one(pool: Pool) -> any
     );
     assert!(!exists(&c, "#new-run").await?, "New run without a team");
     assert!(!exists(&c, "#runs-team").await?, "an empty team filter");
-    shots(&mut browser, "first-steps-no-team", "#runs-empty").await?;
+    shots(&mut browser, "first-steps-no-team", "#runs-empty", None).await?;
 
     // Typed by hand, the launch page says what to do instead of showing an empty form.
     c.goto(&format!("{}/runs/new", server.url)).await?;
@@ -141,7 +148,7 @@ async fn a_viewer_cannot_launch_and_is_told_so_and_cancel_asks_first(
             .contains("viewer in every team"),
         "no word on why the viewer cannot launch"
     );
-    shots(&mut viewer, "first-steps-viewer-runs", "#runs-table").await?;
+    shots(&mut viewer, "first-steps-viewer-runs", "#runs-table", None).await?;
     v.goto(&format!("{}/runs/new", server.url)).await?;
     wait_for(&v, "#launch-no-projects").await?;
     assert!(!exists(&v, "#launch-form").await?);
@@ -174,6 +181,7 @@ async fn a_viewer_cannot_launch_and_is_told_so_and_cancel_asks_first(
         &mut owner,
         "first-steps-cancel-confirm",
         "#cancel-run summary",
+        Some("#cancel-run summary"),
     )
     .await?;
     // The screenshots reloaded the page: ask again, then confirm.
