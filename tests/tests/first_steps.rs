@@ -86,6 +86,8 @@ async fn a_new_user_without_a_team_is_pointed_to_creating_one(pool: Pool) -> any
     c.goto(&format!("{}/runs", server.url)).await?;
     click(&c, "#runs-create-team").await?;
     wait_for_path(&c, "/teams").await?;
+    // Once hydrated the link navigates in the page, and the form comes with the loaded data.
+    wait_for(&c, "#team-new-name").await?;
     fill(&c, "team-new-name", "nia's lab").await?;
     click(&c, "#team-create").await?;
     wait_for_path(&c, "/teams?notice=").await?;
