@@ -186,9 +186,18 @@ async fn a_viewer_cannot_launch_and_is_told_so_and_cancel_asks_first(
         Some("#cancel-run summary"),
     )
     .await?;
-    // The screenshots reloaded the page: ask again, then confirm.
+    // The screenshots reloaded the page: ask again; Esc closes the question (once hydrated),
+    // and the next ask is confirmed.
     c.goto(&format!("{}/runs/{}", server.url, run.id)).await?;
     wait_for(&c, "#cancel-run summary").await?;
+    spade_e2e::wait_hydrated(&c, std::time::Instant::now()).await?;
+    let summary = c.find(Locator::Css("#cancel-run summary")).await?;
+    summary.click().await?;
+    summary.send_keys("\u{E00C}").await?;
+    let open = c
+        .execute("return document.getElementById('cancel-run').open;", vec![])
+        .await?;
+    assert_eq!(open, serde_json::json!(false), "Esc left the question open");
     click(&c, "#cancel-run summary").await?;
     click(&c, "#cancel-run-confirm").await?;
     wait_for(&c, "#run-status .status-cancelled").await?;
