@@ -205,6 +205,15 @@ async fn a_viewer_cannot_launch_and_is_told_so_and_cancel_asks_first(
         runs::get(&pool, &owner_scope).await?.status,
         RunStatus::Cancelled
     );
+    // A run that does not exist: a not-found page with its own title (the status is checked
+    // in backend/tests/api/pages.rs).
+    c.goto(&format!("{}/runs/999", server.url)).await?;
+    wait_for(&c, "#not-found").await?;
+    assert_eq!(c.title().await?, "Run not found · SPADE Studio");
+    owner.screenshot("first-steps-run-not-found").await?;
+    c.goto(&format!("{}/runs/{}", server.url, run.id)).await?;
+    wait_for(&c, "#run-status").await?;
+    assert_eq!(c.title().await?, "to-cancel · Run · SPADE Studio");
     viewer.close().await?;
     owner.close().await?;
     Ok(())
