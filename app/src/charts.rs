@@ -7,7 +7,7 @@
 pub mod line;
 pub mod smooth;
 
-pub use line::{ChartError, render_line_chart};
+pub use line::{ChartError, non_positive_points, render_line_chart};
 
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -77,6 +77,9 @@ pub struct ChartOptions {
     pub log_y: bool,
     /// EMA weight in [0, 1).
     pub smoothing: f64,
+    /// Added to every step on the step axis: 1 for metrics, whose step 0 is the first step a
+    /// run completed (progress and the log count it as step 1); 0 for checkpoint steps.
+    pub step_offset: f64,
     pub width: u32,
     pub height: u32,
 }
@@ -89,6 +92,7 @@ impl ChartOptions {
             x_axis: XAxis::Step,
             log_y: false,
             smoothing: 0.0,
+            step_offset: 0.0,
             width: 640,
             height: 320,
         }
@@ -186,6 +190,9 @@ pub fn LineChart(
     #[prop(into)]
     series: Signal<Vec<Series>>,
     settings: ChartSettings,
+    /// See [`ChartOptions::step_offset`]: the default suits metrics.
+    #[prop(default = 1.0)]
+    step_offset: f64,
 ) -> impl IntoView {
     let heading = title.clone();
     let svg = Memo::new(move |_| {
@@ -193,15 +200,35 @@ pub fn LineChart(
             x_axis: settings.x_axis.get(),
             log_y: settings.log_y.get(),
             smoothing: settings.smoothing.get(),
+            step_offset,
             ..ChartOptions::new(title.clone(), y_label.clone())
         };
         series
             .with(|s| render_line_chart(s, &opts))
             .map_err(|e| e.to_string())
     });
+    // What the log scale leaves out is said, not silently dropped.
+    let left_out = Memo::new(move |_| {
+        if settings.log_y.get() {
+            series.with(|s| non_positive_points(s))
+        } else {
+            0
+        }
+    });
     view! {
         <section class="chart card">
             <h3>{heading}</h3>
+            {move || (left_out.get() > 0).then(|| {
+                let n = left_out.get();
+                view! {
+                    <p class="chart-note" role="note">
+                        {format!(
+                            "{n} point{} at or below 0 not shown: a log scale has no place for them.",
+                            if n == 1 { "" } else { "s" }
+                        )}
+                    </p>
+                }
+            })}
             {move || match svg.get() {
                 Ok(svg) => view! { <div class="chart-svg" inner_html=svg></div> }.into_any(),
                 Err(msg) => view! { <p class="chart-error" role="status">{msg}</p> }.into_any(),

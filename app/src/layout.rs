@@ -23,7 +23,7 @@ pub fn AppShell(
     children: Children,
 ) -> impl IntoView {
     view! {
-        <a class="skip-link" href="#main">"Skip to content"</a>
+        <a class="skip-link" href="#main" on:click=skip_to_main>"Skip to content"</a>
         <header class="topbar">
             <a class="brand" href="/">
                 <span class="brand-mark" aria-hidden="true">"◆"</span>
@@ -43,6 +43,57 @@ pub fn AppShell(
             {children()}
         </main>
     }
+}
+
+/// Moves focus to `<main>`. Without a script the browser does that itself for `#main`; once
+/// hydrated, the router takes over clicks on same-page links and focus stayed on the link.
+fn skip_to_main(ev: leptos::ev::MouseEvent) {
+    #[cfg(feature = "hydrate")]
+    {
+        use wasm_bindgen::JsCast;
+        if let Some(main) = document()
+            .get_element_by_id("main")
+            .and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok())
+        {
+            ev.prevent_default();
+            let _ = main.focus();
+        }
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = ev;
+}
+
+/// Esc closes the `<details>` disclosure it was pressed in and gives focus back to its summary,
+/// as menus do (hydrate only: without a script the summary still opens and closes it).
+pub fn close_on_escape(ev: leptos::ev::KeyboardEvent) {
+    #[cfg(feature = "hydrate")]
+    {
+        use wasm_bindgen::JsCast;
+        if ev.key() != "Escape" {
+            return;
+        }
+        let Some(details) = ev
+            .current_target()
+            .and_then(|t| t.dyn_into::<web_sys::HtmlDetailsElement>().ok())
+        else {
+            return;
+        };
+        if !details.open() {
+            return;
+        }
+        details.set_open(false);
+        if let Some(summary) = details
+            .query_selector("summary")
+            .ok()
+            .flatten()
+            .and_then(|s| s.dyn_into::<web_sys::HtmlElement>().ok())
+        {
+            let _ = summary.focus();
+        }
+        ev.prevent_default();
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = ev;
 }
 
 /// Navigation links; the current section is marked with `aria-current="page"`.
@@ -79,7 +130,7 @@ fn Nav() -> impl IntoView {
 fn UserMenu(viewer: Option<Viewer>) -> impl IntoView {
     match viewer {
         Some(Viewer { user: u, csrf }) => view! {
-            <details class="user-menu">
+            <details class="user-menu" on:keydown=close_on_escape>
                 <summary>
                     <span class="visually-hidden">"Account menu for "</span>
                     {u.display_name.clone()}

@@ -23,7 +23,7 @@ pub mod theme;
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Title, provide_meta_context};
 use leptos_router::{
-    ParamSegment, StaticSegment,
+    ParamSegment, SsrMode, StaticSegment,
     components::{Route, Router, Routes},
 };
 
@@ -68,6 +68,8 @@ pub fn App() -> impl IntoView {
     // In the browser only (effects do not run on the server): keep the session alive.
     #[cfg(feature = "hydrate")]
     Effect::new(|_| session::keep_alive());
+    #[cfg(feature = "hydrate")]
+    Effect::new(|_| mark_hydrated());
     view! {
         <Title text="SPADE Studio" />
         <Router>
@@ -78,30 +80,43 @@ pub fn App() -> impl IntoView {
                     <Route path=StaticSegment("register") view=routes::RegisterPage />
                     <Route path=StaticSegment("runs") view=routes::RunsPage />
                     <Route path=(StaticSegment("runs"), StaticSegment("new")) view=routes::LaunchPage />
-                    <Route path=(StaticSegment("runs"), ParamSegment("id")) view=routes::RunPage />
+                    // Pages of one thing render completely before the response starts, so a
+                    // missing run answers 404 and the <title> names the thing (a streamed
+                    // response has sent its status and <head> before the data is loaded).
+                    <Route path=(StaticSegment("runs"), ParamSegment("id")) view=routes::RunPage ssr=SsrMode::Async />
                     <Route
                         path=(StaticSegment("runs"), ParamSegment("id"), StaticSegment("environments"))
                         view=routes::EnvironmentsPage
+                        ssr=SsrMode::Async
                     />
                     <Route
                         path=(StaticSegment("runs"), ParamSegment("id"), StaticSegment("environments"), ParamSegment("env"))
                         view=routes::EnvironmentPage
+                        ssr=SsrMode::Async
                     />
                     <Route path=StaticSegment("compare") view=routes::ComparePage />
                     <Route path=StaticSegment("benchmarks") view=routes::BenchmarksPage />
                     <Route path=StaticSegment("teams") view=routes::TeamsPage />
-                    <Route path=(StaticSegment("share"), ParamSegment("token")) view=routes::SharedPage />
+                    <Route path=(StaticSegment("share"), ParamSegment("token")) view=routes::SharedPage ssr=SsrMode::Async />
                 </Routes>
             </layout::AppShell>
         </Router>
     }
 }
 
-/// Landing page. The counter is the hydration canary that the browser test clicks: it only
-/// changes if the wasm bundle loaded and attached its handler to the server-rendered button.
+/// Marks `<html data-hydrated="true">` once the browser has taken the server-rendered page
+/// over (effects run only after hydration, when every event handler is attached), so browser
+/// tests can tell a live page from a server-rendered one without clicking anything.
+#[cfg(feature = "hydrate")]
+fn mark_hydrated() {
+    if let Some(root) = document().document_element() {
+        let _ = root.set_attribute("data-hydrated", "true");
+    }
+}
+
+/// Landing page.
 #[component]
 fn HomePage() -> impl IntoView {
-    let (clicks, set_clicks) = signal(0u32);
     view! {
         <section class="hero">
             <h1>"SPADE Studio"</h1>
@@ -113,9 +128,6 @@ fn HomePage() -> impl IntoView {
                 <a class="button" href="/runs">"Open runs"</a>
                 <a href="/compare">"Compare runs"</a>
             </p>
-            <button id="hydration-check" class="secondary" on:click=move |_| set_clicks.update(|n| *n += 1)>
-                "Clicked " <span id="click-count">{clicks}</span> " times"
-            </button>
         </section>
     }
 }

@@ -48,7 +48,11 @@ impl LiveRun {
                 if let Ok(e) = serde_json::from_str::<ProgressEvent>(data) {
                     self.step.set(e.step);
                     self.total.set(e.total_steps);
-                    self.phase.set(Some(e.phase).filter(|p| !p.is_empty()));
+                    // No phase yet (the snapshot of a run the worker has not reported on):
+                    // keep the page's, which the server read from the job's output.
+                    if !e.phase.is_empty() {
+                        self.phase.set(Some(e.phase));
+                    }
                 }
             }
             "log" => {

@@ -61,6 +61,31 @@ fn server_message(e: &ServerFnError) -> String {
     }
 }
 
+/// Whether a load failed because the thing does not exist or is not the viewer's to see
+/// (`DataError::NotFound`, whose message is "<thing> not found").
+fn is_not_found(e: &ServerFnError) -> bool {
+    server_message(e).ends_with(" not found")
+}
+
+/// The page for a run, environment or link that is not there (the server function already set
+/// the response's status to 404).
+fn not_found(what: &'static str) -> AnyView {
+    view! {
+        <Title text=title(format_args!("{what} not found")) />
+        <div class="card login-prompt" id="not-found">
+            <h1>{format!("{what} not found")}</h1>
+            <p>"It does not exist, or it belongs to a team you are not a member of."</p>
+            <p><a class="button" href="/runs">"Back to your runs"</a></p>
+        </div>
+    }
+    .into_any()
+}
+
+/// A page title: the page's own words first, the product last.
+fn title(page: impl std::fmt::Display) -> String {
+    format!("{page} · SPADE Studio")
+}
+
 fn loading() -> impl IntoView {
     view! { <p class="empty" aria-live="polite">"Loading…"</p> }
 }
@@ -124,6 +149,15 @@ fn run_id() -> impl Fn() -> Result<i64, String> + Copy + Send + Sync {
     }
 }
 
+/// The error of a path that names no run (`/runs/abc`): 404, like a run that does not exist.
+fn bad_run_id(msg: String) -> ServerFnError {
+    #[cfg(feature = "ssr")]
+    if let Some(opts) = use_context::<leptos_axum::ResponseOptions>() {
+        opts.set_status(http::StatusCode::NOT_FOUND);
+    }
+    ServerFnError::new(msg)
+}
+
 #[component]
 pub fn RunPage() -> impl IntoView {
     let id = run_id();
@@ -135,11 +169,10 @@ pub fn RunPage() -> impl IntoView {
     let data = Resource::new(id, |id| async move {
         match id {
             Ok(id) => data::load_run(id).await,
-            Err(msg) => Err(ServerFnError::new(msg)),
+            Err(msg) => Err(bad_run_id(msg)),
         }
     });
     view! {
-        <Title text="Run · SPADE Studio" />
         <Suspense fallback=loading>
             {move || Suspend::new(async move {
                 let csrf = viewer().await.map(|v| v.csrf).unwrap_or_default();
@@ -150,12 +183,14 @@ pub fn RunPage() -> impl IntoView {
                             <pages::share::ShareSection run_id shares csrf=csrf.clone() new_token=query("share")() />
                         });
                         view! {
+                            <Title text=title(format_args!("{} · Run", d.run.summary.name)) />
                             {query("error")().map(|e| view! { <p class="form-error" role="alert">{pages::auth::sentence(e)}</p> })}
                             <pages::run::RunView run=d.run metrics=d.metrics benchmarks=d.benchmarks settings csrf=csrf.clone() />
                             {share}
                         }.into_any()
                     }
                     Ok(Access::LoginRequired) => not_shown(Ok(())),
+                    Err(e) if is_not_found(&e) => not_found("Run"),
                     Err(e) => not_shown(Err(e)),
                 }
             })}
@@ -187,7 +222,7 @@ pub fn EnvironmentsPage() -> impl IntoView {
     let data = Resource::new(
         move || (id(), parsed.get().0),
         |(id, f)| async move {
-            let id = id.map_err(ServerFnError::new)?;
+            let id = id.map_err(bad_run_id)?;
             let q = EnvListQuery {
                 skill: Some(f.skill).filter(|s| !s.is_empty()),
                 status: f.status.map(|s| match s {
@@ -204,16 +239,17 @@ pub fn EnvironmentsPage() -> impl IntoView {
         },
     );
     view! {
-        <Title text="Environments · SPADE Studio" />
         <Suspense fallback=loading>
             {move || Suspend::new(async move {
                 let (filters, problems) = parsed.get_untracked();
                 let run_id = id().unwrap_or_default();
                 match data.await {
                     Ok(Access::Granted(d)) => view! {
+                        <Title text=title(format_args!("Environments of {}", d.run_name)) />
                         <pages::environments::EnvironmentsView run_id run_name=d.run_name skills=d.skills envs=d.envs filters problems />
                     }.into_any(),
                     Ok(Access::LoginRequired) => not_shown(Ok(())),
+                    Err(e) if is_not_found(&e) => not_found("Run"),
                     Err(e) => not_shown(Err(e)),
                 }
             })}
@@ -228,17 +264,20 @@ pub fn EnvironmentPage() -> impl IntoView {
     let data = Resource::new(
         move || (id(), env()),
         |(id, env)| async move {
-            let id = id.map_err(ServerFnError::new)?;
+            let id = id.map_err(bad_run_id)?;
             data::load_environment(id, env.unwrap_or_default()).await
         },
     );
     view! {
-        <Title text="Environment · SPADE Studio" />
         <Suspense fallback=loading>
             {move || Suspend::new(async move {
                 match data.await {
-                    Ok(Access::Granted(env)) => view! { <pages::environments::EnvironmentView env /> }.into_any(),
+                    Ok(Access::Granted(env)) => view! {
+                        <Title text=title(format_args!("{} · {}", env.summary.env_id, env.run_name)) />
+                        <pages::environments::EnvironmentView env />
+                    }.into_any(),
                     Ok(Access::LoginRequired) => not_shown(Ok(())),
+                    Err(e) if is_not_found(&e) => not_found("Environment"),
                     Err(e) => not_shown(Err(e)),
                 }
             })}
@@ -365,14 +404,15 @@ pub fn SharedPage() -> impl IntoView {
     );
     let data = Resource::new(token, |t| data::load_shared(t.unwrap_or_default()));
     view! {
-        <Title text="Shared run · SPADE Studio" />
         <Suspense fallback=loading>
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(d) => view! {
+                        <Title text=title(format_args!("{} · Shared run", d.run.summary.name)) />
                         <pages::share::SharedRunView run=d.run metrics=d.metrics environments=d.environments settings />
                     }.into_any(),
                     Err(e) => view! {
+                        <Title text=title("Shared run not found") />
                         <h1>"Shared run"</h1>
                         <p class="form-error" role="alert" id="shared-error">
                             {server_message(&e)} ": the link may have been revoked, or mistyped."

@@ -159,7 +159,10 @@ impl Dashboard {
                 })
                 .collect(),
         };
-        let run = run_detail(&r, summary, log_tail, scope.can_edit());
+        let mut run = run_detail(&r, summary, log_tail, scope.can_edit());
+        if run.phase.is_none() && run.summary.status.is_active() {
+            run.phase = warm_start_phase(&run.log_tail);
+        }
         let benchmarks = run_benchmarks(db, &scope, &r.name).await?;
         let shares = if scope.can_edit() {
             let links = spade_db::shares::list(db, &scope)
@@ -283,10 +286,52 @@ fn run_summary(
         project,
         status: run_status(r.status),
         step: u64::try_from(r.progress_step).unwrap_or(0),
-        total_steps: u64::try_from(r.progress_total).unwrap_or(0),
+        total_steps: total_steps(r),
         created_at: rfc3339(&r.created_at),
         key_metrics,
     }
+}
+
+/// The run's number of steps: as the worker reported it, or before its first report (queued,
+/// starting, the warm start) the configured `run.steps` (the spec's default when the stored
+/// configuration leaves it out), so a page says 0 / 6 rather than 0 / 0.
+pub(crate) fn total_steps(r: &runs::Run) -> u64 {
+    steps_of(r.progress_total, &r.config)
+}
+
+fn steps_of(progress_total: i64, config: &serde_json::Value) -> u64 {
+    match u64::try_from(progress_total) {
+        Ok(n) if n > 0 => n,
+        _ => config
+            .pointer("/run/steps")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or_else(|| spade::config::RunConfig::default().run.steps),
+    }
+}
+
+/// The phase of a run whose worker has reported none yet, from its output: the tiny model's
+/// warm start (minutes of SFT before the first step) prints `warm start: ...` lines, with
+/// `epoch N/M` as it trains. `None` when the output says nothing of a warm start.
+pub(crate) fn warm_start_phase(lines: &[dto::LogLine]) -> Option<String> {
+    let mut seen = false;
+    let mut epoch = None;
+    for l in lines {
+        let Some(rest) = l.line.trim_start().strip_prefix("warm start") else {
+            continue;
+        };
+        seen = true;
+        if let Some(e) = rest
+            .split("epoch ")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+        {
+            epoch = Some(e.to_owned());
+        }
+    }
+    seen.then(|| match epoch {
+        Some(e) => format!("warm start (epoch {e})"),
+        None => "warm start".to_owned(),
+    })
 }
 
 fn env_summary(e: &environments::EnvSummary, run_id: i64) -> dto::EnvironmentSummary {
@@ -730,4 +775,51 @@ async fn run_benchmarks(
         checkpoints,
         can_evaluate: scope.can_edit(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(lines: &[&str]) -> Vec<dto::LogLine> {
+        lines
+            .iter()
+            .map(|l| dto::LogLine {
+                level: "out".into(),
+                line: (*l).to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_warm_start_is_a_phase_with_its_epoch() {
+        assert_eq!(warm_start_phase(&out(&["loading corpus"])), None);
+        assert_eq!(
+            warm_start_phase(&out(&[
+                "warm start: 30 designer, 30 hint, 120 agent sequences, 90000 tokens, 20 epochs"
+            ]))
+            .as_deref(),
+            Some("warm start")
+        );
+        assert_eq!(
+            warm_start_phase(&out(&[
+                "warm start: 30 designer, 30 hint, 120 agent sequences, 90000 tokens, 20 epochs",
+                "warm start: epoch 1/20 loss 3.100 (9 s)",
+                "warm start: epoch 2/20 loss 2.700 (18 s)",
+            ]))
+            .as_deref(),
+            Some("warm start (epoch 2/20)")
+        );
+    }
+
+    #[test]
+    fn steps_are_the_configured_ones_until_the_worker_reports() {
+        let cfg = serde_json::json!({"run": {"steps": 6}});
+        assert_eq!(steps_of(0, &cfg), 6);
+        assert_eq!(steps_of(40, &cfg), 40, "the worker's count wins");
+        assert_eq!(
+            steps_of(0, &serde_json::json!({})),
+            spade::config::RunConfig::default().run.steps
+        );
+    }
 }

@@ -139,12 +139,14 @@ pub async fn run_events(
     let mut live = state.events.subscribe(run_id);
     let mut access = state.events.access.subscribe();
     let run = runs::get(&state.db, &scope).await?;
+    // Before the worker's first report its total is the configured one, as the page shows
+    // it (`dashboard::total_steps`); an empty phase leaves the page's own (`crate::live`).
     let first = [
         RunEvent::Status { status: run.status },
         RunEvent::Progress {
             step: u64::try_from(run.progress_step).unwrap_or(0),
-            total_steps: u64::try_from(run.progress_total).unwrap_or(0),
-            phase: run.phase.unwrap_or_default(),
+            total_steps: crate::dashboard::total_steps(&run),
+            phase: run.phase.clone().unwrap_or_default(),
         },
     ];
     let (tx, rx) = mpsc::channel::<Event>(CAPACITY);

@@ -350,3 +350,23 @@ pub async fn set_theme(c: &Client, theme: Option<&str>) -> anyhow::Result<()> {
     c.refresh().await?;
     Ok(())
 }
+
+/// Waits until the page is hydrated (the app sets `<html data-hydrated="true">` from an effect,
+/// which runs only once the wasm bundle has attached its handlers); returns how long that took
+/// from `since`.
+pub async fn wait_hydrated(c: &Client, since: Instant) -> anyhow::Result<Duration> {
+    let deadline = since + Duration::from_secs(60);
+    loop {
+        let v = c
+            .execute(
+                "return document.documentElement.dataset.hydrated || null;",
+                vec![],
+            )
+            .await?;
+        if v == serde_json::json!("true") {
+            return Ok(since.elapsed());
+        }
+        anyhow::ensure!(Instant::now() < deadline, "never hydrated in 60 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,49 +1,73 @@
-//! The dashboard served by axum hydrates in a real browser: a click updates the page without a
-//! reload, which only happens if the wasm bundle loaded and took over the server-rendered DOM.
+//! The dashboard served by axum hydrates in a real browser: once the wasm bundle has taken the
+//! server-rendered DOM over, the theme switch changes the theme without a reload (before
+//! hydration it is a plain form POST that reloads the page).
 
 use fantoccini::Locator;
-use spade_e2e::{Browser, TestServer};
+use spade_e2e::{Browser, TestServer, wait_hydrated};
 use std::time::{Duration, Instant};
 
+/// The `data-theme` of `<html>` (`None`: following the system).
+async fn theme(c: &fantoccini::Client) -> anyhow::Result<Option<String>> {
+    let v = c
+        .execute(
+            "return document.documentElement.getAttribute('data-theme');",
+            vec![],
+        )
+        .await?;
+    Ok(v.as_str().map(str::to_owned))
+}
+
+/// Clicks whichever of the two theme buttons the stylesheet shows (the one leading away from
+/// the theme in effect).
+async fn click_theme_switch(c: &fantoccini::Client) -> anyhow::Result<()> {
+    for b in c.find_all(Locator::Css(".theme-toggle button")).await? {
+        if b.is_displayed().await? {
+            b.click().await?;
+            return Ok(());
+        }
+    }
+    anyhow::bail!("no theme button is displayed")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_home_page_hydrates_and_reacts_to_clicks_without_reloading() -> anyhow::Result<()> {
+async fn the_home_page_hydrates_and_its_theme_switch_works_without_reloading() -> anyhow::Result<()>
+{
     let server = TestServer::start().await?;
     let mut browser = Browser::start().await?;
     let c = browser.client.clone();
     c.goto(&server.url).await?;
 
-    // Server-rendered content is there before any script runs.
-    let count = c.find(Locator::Id("click-count")).await?;
-    assert_eq!(count.text().await?, "0");
+    // Server-rendered content is there before any script runs, and no test widget is.
+    let hero = c.find(Locator::Css(".hero h1")).await?;
+    assert_eq!(hero.text().await?, "SPADE Studio");
+    let source = c.source().await?;
+    assert!(
+        !source.contains("Clicked") && !source.contains("hydration-check"),
+        "the landing page still carries the test button"
+    );
     // A marker on `window` dies with the document: if it survives the clicks, nothing reloaded.
     c.execute(
         "window.__spadeMarker = 'same-document'; return null;",
         vec![],
     )
     .await?;
+    let took = wait_hydrated(&c, Instant::now()).await?;
 
-    // Hydration finishes asynchronously after the wasm loads; until then a click does nothing.
-    let button = c.find(Locator::Id("hydration-check")).await?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut clicks_needed = 0;
-    loop {
-        button.click().await?;
-        clicks_needed += 1;
-        let text = c.find(Locator::Id("click-count")).await?.text().await?;
-        if text != "0" {
-            assert_eq!(text, "1", "one click after hydration counts once");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the page never hydrated: clicks did nothing for 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    button.click().await?;
-    button.click().await?;
-    let text = c.find(Locator::Id("click-count")).await?.text().await?;
-    assert_eq!(text, "3");
+    // Headless Chromium prefers the light theme: the switch leads to dark, then back.
+    let before = theme(&c).await?;
+    click_theme_switch(&c).await?;
+    let switched = theme(&c).await?;
+    assert!(
+        switched.is_some() && switched != before,
+        "the switch changed nothing: {before:?} -> {switched:?}"
+    );
+    let shot = browser.screenshot("hydration-theme-switched").await?;
+    click_theme_switch(&c).await?;
+    let back = theme(&c).await?;
+    assert!(
+        back.is_some() && back != switched,
+        "{switched:?} -> {back:?}"
+    );
     let marker = c
         .execute("return window.__spadeMarker || null;", vec![])
         .await?;
@@ -52,32 +76,19 @@ async fn the_home_page_hydrates_and_reacts_to_clicks_without_reloading() -> anyh
         serde_json::json!("same-document"),
         "the page reloaded"
     );
-
-    let shot = browser.screenshot("hydration").await?;
+    browser.screenshot("hydration").await?;
     eprintln!(
-        "hydrated after {clicks_needed} click(s); screenshot: {}",
+        "hydrated after {:.0} ms; screenshot: {}",
+        took.as_secs_f64() * 1e3,
         shot.display()
     );
     browser.close().await?;
     Ok(())
 }
 
-/// Clicks the hydration canary until it counts (the page is interactive); returns how long that
-/// took from `since`.
+/// Waits until the page is hydrated (interactive); returns how long that took from `since`.
 async fn until_hydrated(c: &fantoccini::Client, since: Instant) -> anyhow::Result<Duration> {
-    let deadline = since + Duration::from_secs(60);
-    loop {
-        c.find(Locator::Id("hydration-check"))
-            .await?
-            .click()
-            .await?;
-        let text = c.find(Locator::Id("click-count")).await?.text().await?;
-        if text != "0" {
-            return Ok(since.elapsed());
-        }
-        anyhow::ensure!(Instant::now() < deadline, "never hydrated in 60 s");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_hydrated(c, since).await
 }
 
 /// What the browser fetched for the wasm module: (URL, bytes over the wire, bytes decoded).

@@ -162,7 +162,9 @@ async fn a_run_launched_from_the_form_progresses_live_and_cancels(
     browser.screenshot("launch-run-progress").await?;
 
     // Cancel through the page; the scheduler stops the worker and the run ends cancelled.
-    click(&c, "form[action$='/cancel'] button").await?;
+    // "Cancel run" opens a confirmation; its button cancels.
+    click(&c, "#cancel-run summary").await?;
+    click(&c, "#cancel-run-confirm").await?;
     wait_for_path(&c, &format!("/runs/{run_id}")).await?;
     // The cancel form's answer is a new page (still "cancelling" while the worker stops): wait
     // for it (the old document's marker is gone); from there the page must not reload to

@@ -19,16 +19,12 @@ use std::ops::Range;
 /// Why a chart could not be drawn. The messages are shown to people in place of the chart.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ChartError {
-    /// A log-scale y axis was asked for, but a value is zero or negative.
+    /// A log-scale y axis was asked for, and no value is above zero (points at or below zero
+    /// are left out; this is when nothing is left).
     #[error(
-        "log scale needs values above zero, but \"{series}\" is {value} at {x_label} {x}; switch log scale off to see this chart"
+        "log scale shows values above zero only, and this chart has none; switch log scale off to see it"
     )]
-    NonPositiveForLog {
-        series: String,
-        x_label: &'static str,
-        x: f64,
-        value: f64,
-    },
+    NothingPositiveForLog,
     /// The smoothing weight is outside [0, 1).
     #[error("smoothing must be at least 0 and below 1, got {0}")]
     Smoothing(f64),
@@ -93,6 +89,7 @@ pub fn render_line_chart(series: &[Series], opts: &ChartOptions) -> Result<Strin
         XAxis::Time => (1.0, "time (s)"),
     };
     let mut prepared = Vec::with_capacity(series.len());
+    let mut dropped = 0usize;
     for s in series {
         let raw: Vec<f64> = s.points.iter().map(|p| p.value).collect();
         let smooth = ema(&raw, opts.smoothing);
@@ -108,19 +105,17 @@ pub fn render_line_chart(series: &[Series], opts: &ChartOptions) -> Result<Strin
         let mut points = Vec::with_capacity(raw.len());
         for (i, ((p, &y), &r)) in s.points.iter().zip(&smooth).zip(&raw).enumerate() {
             let x = match opts.x_axis {
-                XAxis::Step => p.step,
+                XAxis::Step => p.step + opts.step_offset,
                 XAxis::Time => p.time_s / x_div,
             };
             if !(x.is_finite() && y.is_finite()) {
                 continue;
             }
-            if opts.log_y && r <= 0.0 {
-                return Err(ChartError::NonPositiveForLog {
-                    series: s.name.clone(),
-                    x_label,
-                    x,
-                    value: r,
-                });
+            // A log axis has no place for 0 or below: those points are left out (the chart
+            // says how many, `non_positive_points`), not the whole chart.
+            if opts.log_y && (r <= 0.0 || y <= 0.0) {
+                dropped += 1;
+                continue;
             }
             points.push((x, y, r));
             if let (Some(&l), Some(&h)) = (lo.get(i), hi.get(i)) {
@@ -137,6 +132,10 @@ pub fn render_line_chart(series: &[Series], opts: &ChartOptions) -> Result<Strin
         });
     }
 
+    let kept = prepared.iter().map(|p| p.points.len()).sum::<usize>();
+    if opts.log_y && kept == 0 && dropped > 0 {
+        return Err(ChartError::NothingPositiveForLog);
+    }
     let mut buf = String::new();
     let hovers = {
         let root = SVGBackend::with_string(&mut buf, (opts.width, opts.height)).into_drawing_area();
@@ -179,35 +178,93 @@ fn draw(
     draw_legend(&legend, series)?;
 
     let (xmin, xmax) = min_max(all().map(|p| p.0));
-    let x_range = if xmin < xmax {
-        xmin..xmax
-    } else {
-        xmin - 1.0..xmax + 1.0
-    };
+    let x_range = x_range(xmin, xmax);
     let band = || series.iter().flat_map(|s| s.band.iter());
     let (ymin, ymax) = min_max(all().map(|p| p.1).chain(band().flat_map(|b| [b.1, b.2])));
     if opts.log_y {
-        let (lo, hi) = if ymin < ymax {
-            (ymin / 1.1, ymax * 1.1)
-        } else {
+        let (lo, hi) = if is_flat(ymin, ymax) {
             (ymin / 2.0, ymax * 2.0)
-        };
-        draw_plot(&plot, series, x_range, (lo..hi).log_scale(), opts, x_label)
-    } else {
-        let pad = if ymin < ymax {
-            (ymax - ymin) * 0.05
         } else {
-            ymin.abs().max(1.0) * 0.1
+            (ymin / 1.1, ymax * 1.1)
         };
         draw_plot(
             &plot,
             series,
             x_range,
-            ymin - pad..ymax + pad,
+            (lo..hi).log_scale(),
             opts,
             x_label,
+            None,
         )
+    } else {
+        let (lo, hi) = y_range(ymin, ymax);
+        draw_plot(&plot, series, x_range, lo..hi, opts, x_label, Some(hi - lo))
     }
+}
+
+/// Whether `lo..hi` is one value up to rounding (1 vs 1.0000000000000002 is not a range to
+/// stretch over the chart's height).
+fn is_flat(lo: f64, hi: f64) -> bool {
+    hi - lo <= 1e-9 * lo.abs().max(hi.abs()).max(f64::MIN_POSITIVE)
+}
+
+/// The linear y axis for values from `lo` to `hi`: 5% room above and below, and a flat series
+/// gets a band of 10% of its value (at least 0.1) around it.
+pub fn y_range(lo: f64, hi: f64) -> (f64, f64) {
+    if is_flat(lo, hi) {
+        let mid = (lo + hi) / 2.0;
+        let pad = mid.abs().max(1.0) * 0.1;
+        (mid - pad, mid + pad)
+    } else {
+        let pad = (hi - lo) * 0.05;
+        (lo - pad, hi + pad)
+    }
+}
+
+/// The x axis for points from `lo` to `hi`. A single x (a run's first step) gets one unit on
+/// each side, but never below 0 when the data starts at or above it: steps and times are not
+/// negative.
+pub fn x_range(lo: f64, hi: f64) -> Range<f64> {
+    if lo < hi {
+        lo..hi
+    } else if lo >= 0.0 {
+        (lo - 1.0).max(0.0)..hi + 1.0
+    } else {
+        lo - 1.0..hi + 1.0
+    }
+}
+
+/// A tick label on a linear axis `span` wide. Ticks are computed as start + i * step, so the
+/// one meant to be 0 can come out as -2.78e-17: a value within a millionth of the span of 0 is
+/// 0, and the rest get as many decimals as ticks about a sixth of the span apart need.
+pub fn format_tick(v: f64, span: f64) -> String {
+    if !(span.is_finite() && span > 0.0) {
+        return format_number(v);
+    }
+    if v.abs() <= span * 1e-6 {
+        return "0".to_owned();
+    }
+    let a = v.abs();
+    if !(1e-3..1e5).contains(&a) || span < 1e-4 {
+        return format!("{v:.2e}");
+    }
+    let decimals = (1.0 - (span / 6.0).log10().floor()).clamp(0.0, 6.0) as usize;
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        s
+    }
+}
+
+/// How many points of `series` a log-scale y axis leaves out (values at or below zero), so the
+/// chart can say so.
+pub fn non_positive_points(series: &[Series]) -> usize {
+    series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .filter(|p| p.value.is_finite() && p.value <= 0.0)
+        .count()
 }
 
 fn draw_plot<Y>(
@@ -217,11 +274,27 @@ fn draw_plot<Y>(
     y_range: Y,
     opts: &ChartOptions,
     x_label: &str,
+    // The linear y axis' span, for tick labels (`None` on a log axis).
+    y_span: Option<f64>,
 ) -> Result<Vec<Hover>, ChartError>
 where
     Y: AsRangedCoord<Value = f64>,
     Y::CoordDescType: ValueFormatter<f64>,
 {
+    let x_span = x_range.end - x_range.start;
+    let steps = opts.x_axis == XAxis::Step;
+    let x_tick = move |v: &f64| {
+        // Steps are whole numbers; a tick between two steps gets no label.
+        if steps && (v - v.round()).abs() > 1e-6 {
+            String::new()
+        } else {
+            format_tick(*v, x_span)
+        }
+    };
+    let y_tick = move |v: &f64| match y_span {
+        Some(span) => format_tick(*v, span),
+        None => format_number(*v),
+    };
     let mut chart = ChartBuilder::on(area)
         .margin(10)
         .x_label_area_size(40)
@@ -239,8 +312,8 @@ where
         .light_line_style(TRANSPARENT)
         .x_labels(6)
         .y_labels(6)
-        .x_label_formatter(&|v| format_number(*v))
-        .y_label_formatter(&|v| format_number(*v))
+        .x_label_formatter(&x_tick)
+        .y_label_formatter(&y_tick)
         .draw()
         .map_err(draw_err)?;
     let mut hovers = Vec::new();
@@ -529,34 +602,115 @@ mod tests {
     }
 
     #[test]
-    fn log_scale_refuses_non_positive_values_with_a_message() {
+    fn log_scale_leaves_out_non_positive_points_and_counts_them() {
         let s = [
             series("ok", &[1.0, 2.0]),
-            series("regret", &[0.5, 0.0, 0.2]),
+            series("regret", &[0.5, 0.0, 0.2, -1.0]),
         ];
         let opts = ChartOptions {
             log_y: true,
             ..ChartOptions::new("T", "v")
         };
-        let err = render_line_chart(&s, &opts).expect_err("0 has no logarithm");
-        assert_eq!(
-            err,
-            ChartError::NonPositiveForLog {
-                series: "regret".into(),
-                x_label: "step",
-                x: 1.0,
-                value: 0.0
-            }
-        );
-        assert!(
-            err.to_string().contains("\"regret\" is 0 at step 1"),
-            "{err}"
-        );
-        // Positive data draws on a log axis.
-        let svg =
-            render_line_chart(&[series("loss", &[100.0, 10.0, 1.0, 0.1])], &opts).expect("draws");
-        assert_eq!(polylines(&svg), 1);
+        // The chart is drawn from the positive points; the two others are counted for the note.
+        let svg = render_line_chart(&s, &opts).expect("draws the positive points");
+        assert_eq!(polylines(&svg), 2, "{svg}");
+        assert_eq!(svg.matches("<title>regret:").count(), 2, "0.5 and 0.2 only");
+        assert_eq!(non_positive_points(&s), 2);
         assert!(svg.contains("log scale"));
+        // Nothing above zero: a message instead of an empty chart.
+        let err = render_line_chart(&[series("zero", &[0.0, 0.0])], &opts)
+            .expect_err("nothing to draw on a log axis");
+        assert_eq!(err, ChartError::NothingPositiveForLog);
+        assert!(err.to_string().contains("switch log scale off"), "{err}");
+        // Positive data draws on a log axis, and nothing is left out.
+        let loss = [series("loss", &[100.0, 10.0, 1.0, 0.1])];
+        let svg = render_line_chart(&loss, &opts).expect("draws");
+        assert_eq!(polylines(&svg), 1);
+        assert_eq!(non_positive_points(&loss), 0);
+    }
+
+    /// The numbers printed along the y axis.
+    fn y_ticks(svg: &str) -> Vec<String> {
+        svg.split("<text")
+            .skip(1)
+            .filter(|t| t.contains("text-anchor=\"end\""))
+            .filter_map(|t| Some(t[t.find('>')? + 1..t.find("</text>")?].trim().to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_flat_series_gets_a_padded_axis_with_distinct_ticks() {
+        // 1 and 1.0000000000000002 are one value: not stretched to the full height.
+        assert!(is_flat(1.0, 1.000_000_000_000_000_2));
+        let (lo, hi) = y_range(1.0, 1.000_000_000_000_000_2);
+        assert!(
+            (lo - 0.9).abs() < 1e-12 && (hi - 1.1).abs() < 1e-12,
+            "{lo}..{hi}"
+        );
+        assert_eq!(y_range(0.0, 0.0), (-0.1, 0.1));
+        assert_eq!(y_range(-50.0, -50.0), (-55.0, -45.0));
+        let (lo, hi) = y_range(0.0, 1.0);
+        assert!((lo + 0.05).abs() < 1e-12 && (hi - 1.05).abs() < 1e-12);
+        let svg = render_line_chart(
+            &[series("acceptance", &[1.0, 1.000_000_000_000_000_2, 1.0])],
+            &ChartOptions::new("T", "v"),
+        )
+        .expect("draws");
+        let ticks = y_ticks(&svg);
+        assert!(ticks.len() >= 3, "{ticks:?}");
+        let distinct: std::collections::BTreeSet<&String> = ticks.iter().collect();
+        assert_eq!(
+            distinct.len(),
+            ticks.len(),
+            "two ticks with one label: {ticks:?}"
+        );
+        assert!(ticks.iter().any(|t| t == "1"), "{ticks:?}");
+    }
+
+    #[test]
+    fn ticks_are_rounded_to_the_axis_and_zero_is_zero() {
+        assert_eq!(format_tick(-2.78e-17, 0.2), "0");
+        assert_eq!(format_tick(2.78e-17, 1.0), "0");
+        assert_eq!(format_tick(0.1 + 0.2, 1.0), "0.3");
+        assert_eq!(format_tick(0.05, 0.2), "0.05");
+        assert_eq!(format_tick(1.0, 0.2), "1");
+        assert_eq!(format_tick(1500.0, 3000.0), "1500");
+        assert_eq!(format_tick(123456.0, 1e6), "1.23e5");
+        // A smoothed curve around zero: no -2.78e-17 among the labels.
+        let s = [series("smoothed", &[-0.1, 0.1, -0.1, 0.1, -0.1, 0.1])];
+        let opts = ChartOptions {
+            smoothing: 0.5,
+            ..ChartOptions::new("T", "v")
+        };
+        let svg = render_line_chart(&s, &opts).expect("draws");
+        let ticks = y_ticks(&svg);
+        assert!(ticks.iter().all(|t| !t.contains('e')), "{ticks:?}");
+    }
+
+    #[test]
+    fn a_single_point_gets_an_x_axis_that_does_not_go_below_zero() {
+        assert_eq!(x_range(0.0, 0.0), 0.0..1.0);
+        assert_eq!(x_range(5.0, 5.0), 4.0..6.0);
+        assert_eq!(x_range(-3.0, -3.0), -4.0..-2.0);
+        assert_eq!(x_range(1.0, 6.0), 1.0..6.0);
+        let svg = render_line_chart(&[series("first", &[0.5])], &ChartOptions::new("T", "v"))
+            .expect("draws");
+        assert!(
+            !svg.contains(">\n-1\n<"),
+            "a negative step on the axis: {svg}"
+        );
+    }
+
+    #[test]
+    fn steps_can_be_counted_from_one_like_progress_and_the_log() {
+        // Metric step 0 is the first step the run completed: progress and log call it 1.
+        let opts = ChartOptions {
+            step_offset: 1.0,
+            ..ChartOptions::new("T", "v")
+        };
+        let svg = render_line_chart(&[series("r", &[1.0, 2.0])], &opts).expect("draws");
+        assert!(svg.contains("<title>r: 1 at step 1</title>"), "{svg}");
+        assert!(svg.contains("<title>r: 2 at step 2</title>"), "{svg}");
     }
 
     #[test]

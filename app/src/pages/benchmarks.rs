@@ -137,6 +137,7 @@ pub fn BenchmarksSection(run_id: i64, data: BenchmarksDto, csrf: String) -> impl
                     y_label="mean score (suite aggregate)"
                     series=Signal::derive(move || series.clone())
                     settings
+                    step_offset=0.0
                 />
             </div>
         }

@@ -176,7 +176,7 @@ pub fn CompareView(
                         .map(|m| Series::line(run.clone(), m.points.clone()))
                 })
                 .collect();
-            view! { <LineChart title=name.to_owned() y_label=name.to_owned() series settings /> }
+            view! { <LineChart title=super::run::metric_title(name) y_label=name.to_owned() series settings /> }
         })
         .collect_view();
     let head = names
@@ -212,7 +212,7 @@ pub fn CompareView(
                         (!members.is_empty()).then(|| mean_and_spread(label, &members))
                     })
                     .collect();
-                view! { <LineChart title=name.to_owned() y_label=name.to_owned() series settings /> }
+                view! { <LineChart title=super::run::metric_title(name) y_label=name.to_owned() series settings /> }
             })
             .collect_view();
         view! {

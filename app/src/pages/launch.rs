@@ -119,10 +119,14 @@ pub fn LaunchView(
         })}
         {no_projects.then(|| view! {
             <p class="notice" role="status" id="launch-no-projects">
-                "You can launch runs only in a project of a team where you are an editor or owner. "
-                <a href="/teams">"Create a team and a project"</a> " first."
+                "You can launch runs only in a project of a team where you are an editor or owner, "
+                "and you have none: viewers read runs but do not launch them. "
+                <a href="/teams">"Create a team and a project"</a> " first, or ask a team owner to make you an editor."
             </p>
         })}
+        // Without a project to launch in (a viewer, or a new user without a team) the form
+        // would only offer an empty project list; the notice above says what to do instead.
+        {(!no_projects).then(move || view! {
         <form class="card filters preset-form" method="get" action=LAUNCH_ACTION aria-label="Start from a preset">
             <div class="field">
                 <label for="launch-preset">"Preset"</label>
@@ -180,6 +184,7 @@ pub fn LaunchView(
                 <p><button type="submit" name="mode" value="toml" class="secondary" id="launch-toml-submit">"Launch from TOML"</button></p>
             </details>
         </form>
+        })}
     }
 }
 

@@ -137,7 +137,7 @@ fn run_page_offers_cancel_only_to_those_who_may_and_escapes_the_log() {
 }
 
 #[test]
-fn log_scale_message_replaces_a_chart_it_cannot_draw() {
+fn log_scale_leaves_out_values_at_or_below_zero_and_says_so() {
     let html = render(|| {
         let settings = ChartSettings::from_query(Some("0.5"), Some("time"), Some("1"));
         let mut m = metric("regret_mean");
@@ -145,8 +145,21 @@ fn log_scale_message_replaces_a_chart_it_cannot_draw() {
         view! { <RunView run=detail(7, RunStatus::Running, true, 1) metrics=vec![m] settings csrf=String::new() /> }
             .into_any()
     });
-    assert!(html.contains("log scale needs values above zero"), "{html}");
+    assert!(
+        html.contains("1 point at or below 0 not shown: a log scale has no place for them."),
+        "{html}"
+    );
+    assert!(html.contains("<svg"), "the other points are drawn");
     assert!(html.contains(r#"<option value="time" selected"#));
+    // Nothing above zero: the chart's place says so.
+    let html = render(|| {
+        let settings = ChartSettings::from_query(None, None, Some("1"));
+        let mut m = metric("regret_mean");
+        m.points.iter_mut().for_each(|p| p.value = 0.0);
+        view! { <RunView run=detail(7, RunStatus::Running, true, 1) metrics=vec![m] settings csrf=String::new() /> }
+            .into_any()
+    });
+    assert!(html.contains("switch log scale off"), "{html}");
 }
 
 #[test]

@@ -55,6 +55,63 @@ const GROUPS: [(&str, &str, &[&str]); 5] = [
 ];
 const PER_SKILL_PREFIX: &str = "win_rate/";
 
+/// Titles of the metrics the worker reports (`spade::metrics` and the worker's step metrics),
+/// for charts of one metric; others are spelled out by [`metric_title`].
+const TITLES: [(&str, &str); 22] = [
+    ("regret_mean", "Regret (mean)"),
+    ("r_hint", "Reward with hint"),
+    ("r_no_hint", "Reward without hint"),
+    ("designer_reward_mean", "Designer reward (mean)"),
+    (
+        "designer_reward_trained_mean",
+        "Designer reward trained on (mean)",
+    ),
+    ("learnable_share", "Learnable share"),
+    ("easy_share", "Easy share"),
+    ("medium_share", "Medium share"),
+    ("hard_share", "Hard share"),
+    ("acceptance_rate", "Acceptance rate"),
+    ("acceptance_rate_run", "Acceptance rate (whole run)"),
+    (
+        "zero_std_group_pct",
+        "Groups with zero reward spread (share)",
+    ),
+    ("agent_reward_mean", "Agent reward (mean)"),
+    ("loss", "Training loss"),
+    ("accepted", "Environments accepted"),
+    ("rejected", "Environments rejected"),
+    ("envs", "Live environments"),
+    (
+        "formula_reveal_rate",
+        "Hints that reveal the formula (rate)",
+    ),
+    ("reward_levels_mean", "Reward levels (mean)"),
+    ("play_violations", "Contract violations in play"),
+    ("play_env_calls", "Environment calls in play"),
+    ("play_violation_rate", "Contract violations per call"),
+];
+
+/// A human-readable title for a metric: the table above, else the name spelled out
+/// (`broken_in_play_envs` -> "Broken in play envs", `win_rate/Logic` -> "Win rate: Logic").
+pub fn metric_title(name: &str) -> String {
+    if let Some((_, t)) = TITLES.iter().find(|(n, _)| *n == name) {
+        return (*t).to_owned();
+    }
+    if let Some(skill) = name.strip_prefix(PER_SKILL_PREFIX) {
+        return format!("Win rate: {skill}");
+    }
+    let (base, mean) = match name.strip_suffix("_mean") {
+        Some(b) => (b, " (mean)"),
+        None => (name, ""),
+    };
+    let words = base.replace(['_', '/'], " ").replace(" pct", " %");
+    let mut chars = words.trim().chars();
+    match chars.next() {
+        Some(c) => format!("{}{}{mean}", c.to_uppercase(), chars.as_str()),
+        None => name.to_owned(),
+    }
+}
+
 /// Groups a run's metrics into charts (title, y label, series), in a stable order.
 pub fn chart_groups(metrics: &[MetricSeries]) -> Vec<(String, String, Vec<Series>)> {
     let mut used = vec![false; metrics.len()];
@@ -91,7 +148,7 @@ pub fn chart_groups(metrics: &[MetricSeries]) -> Vec<(String, String, Vec<Series
     }
     for (i, m) in metrics.iter().enumerate() {
         if !used[i] {
-            out.push((m.name.clone(), m.name.clone(), vec![m.to_series("")]));
+            out.push((metric_title(&m.name), m.name.clone(), vec![m.to_series("")]));
         }
     }
     out
@@ -122,11 +179,22 @@ pub fn RunView(
         can_control.then(|| {
             view! {
                 <div class="actions">
+                    // Cancelling stops the worker mid-run, so it asks first: a disclosure (no
+                    // script needed) whose panel holds the form that really cancels.
                     {status.is_active().then(|| view! {
-                        <form method="post" action=format!("/runs/{id}/cancel")>
-                            <input type="hidden" name="csrf" value=csrf.clone() />
-                            <button type="submit" class="danger">"Cancel run"</button>
-                        </form>
+                        <details class="confirm" id="cancel-run" on:keydown=crate::layout::close_on_escape>
+                            <summary class="button danger">"Cancel run"</summary>
+                            <div class="confirm-panel" role="group" aria-label="Confirm cancelling">
+                                <p>
+                                    "Stop this run? Its worker is stopped; the steps it finished "
+                                    "and their checkpoints stay, and Resume continues from the last one."
+                                </p>
+                                <form method="post" action=format!("/runs/{id}/cancel")>
+                                    <input type="hidden" name="csrf" value=csrf.clone() />
+                                    <button type="submit" class="danger" id="cancel-run-confirm">"Yes, cancel the run"</button>
+                                </form>
+                            </div>
+                        </details>
                     })}
                     {status.is_resumable().then(|| view! {
                         <form method="post" action=format!("/runs/{id}/resume")>
@@ -257,6 +325,18 @@ mod tests {
     }
 
     #[test]
+    fn metric_titles_are_words_not_identifiers() {
+        assert_eq!(metric_title("regret_mean"), "Regret (mean)");
+        assert_eq!(metric_title("broken_in_play_envs"), "Broken in play envs");
+        assert_eq!(metric_title("failed_env_share"), "Failed env share");
+        assert_eq!(metric_title("custom_pct"), "Custom %");
+        assert_eq!(metric_title("vendi_ngram_mean"), "Vendi ngram (mean)");
+        assert_eq!(metric_title("win_rate/Logic"), "Win rate: Logic");
+        assert_eq!(metric_title("x"), "X");
+        assert_eq!(metric_title(""), "");
+    }
+
+    #[test]
     fn metrics_group_into_charts_and_leftovers_get_their_own() {
         let g = chart_groups(&[
             m("r_hint"),
@@ -268,7 +348,7 @@ mod tests {
         let titles: Vec<&str> = g.iter().map(|(t, _, _)| t.as_str()).collect();
         assert_eq!(
             titles,
-            ["Reward and regret", "Win rate per skill", "custom"]
+            ["Reward and regret", "Win rate per skill", "Custom"]
         );
         assert_eq!(g[0].2.len(), 2);
         let skills: Vec<&str> = g[1].2.iter().map(|s| s.name.as_str()).collect();

@@ -100,11 +100,21 @@ pub fn RunsView(
             view! { <option value=t.id.to_string() selected=selected>{format!("{} ({})", t.name, t.role)}</option> }
         })
         .collect_view();
+    let launch = launch_access(&teams);
+    let no_teams = teams.is_empty();
     view! {
         <div class="page-head">
             <h1>"Runs"</h1>
-            <a class="button" href="/runs/new" id="new-run">"New run"</a>
+            {(launch == LaunchAccess::Allowed).then(|| view! { <a class="button" href="/runs/new" id="new-run">"New run"</a> })}
         </div>
+        {(launch == LaunchAccess::ViewerOnly).then(|| view! {
+            <p class="notice" role="status" id="runs-viewer-only">
+                "You are a viewer in every team you belong to: you can read runs but not launch them. "
+                "Ask a team owner to make you an editor, or "
+                <a href="/teams#team-new-name">"create a team of your own"</a> "."
+            </p>
+        })}
+        {(!no_teams).then(|| view! {
         <form class="filters card" method="get" action="/runs" aria-label="Filter runs">
             <div class="field">
                 <label for="runs-team">"Team"</label>
@@ -122,9 +132,15 @@ pub fn RunsView(
             </div>
             <button type="submit">"Filter"</button>
         </form>
+        })}
         {problems.into_iter().map(|p| view! { <p class="notice" role="status">{p}</p> }).collect_view()}
         {match empty {
-            Some(msg) => view! { <p class="empty" id="runs-empty">{msg}</p> }.into_any(),
+            Some(msg) => view! {
+                <p class="empty" id="runs-empty">
+                    {msg}
+                    {no_teams.then(|| view! { " " <a class="button" href="/teams#team-new-name" id="runs-create-team">"Create a team"</a> })}
+                </p>
+            }.into_any(),
             None => view! {
                 <form method="get" action="/compare" aria-label="Compare runs">
                 <div class="table-scroll" tabindex="0" role="region" aria-label="Runs">
@@ -150,9 +166,34 @@ pub fn RunsView(
     }
 }
 
+/// Whether the viewer may launch runs, from their roles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaunchAccess {
+    /// An editor or owner somewhere: the launch form lists that team's projects.
+    Allowed,
+    /// Only a viewer: the list says so instead of offering a form with nothing to pick.
+    ViewerOnly,
+    /// In no team yet: the empty list points to creating one.
+    NoTeam,
+}
+
+/// Editors and owners launch runs (the API's rule); viewers only read.
+pub fn launch_access(teams: &[TeamDto]) -> LaunchAccess {
+    if teams.is_empty() {
+        LaunchAccess::NoTeam
+    } else if teams
+        .iter()
+        .any(|t| t.role == "owner" || t.role == "editor")
+    {
+        LaunchAccess::Allowed
+    } else {
+        LaunchAccess::ViewerOnly
+    }
+}
+
 fn runs_empty_message(is_first: bool, filters: &RunFilters, no_teams: bool) -> String {
     if no_teams {
-        "You are not in a team yet: create one or ask a team owner to add you.".to_owned()
+        "You are not in a team yet: runs belong to teams. Create one (you become its owner), or ask a team owner to add you.".to_owned()
     } else if !is_first {
         "No more runs.".to_owned()
     } else if filters.status.is_some() {
@@ -209,6 +250,22 @@ mod tests {
         assert_eq!(f, RunFilters::default());
         assert_eq!(p.len(), 2, "{p:?}");
         assert!(p[0].contains("sleeping") && p[1].contains("\"x\""));
+    }
+
+    #[test]
+    fn only_editors_and_owners_are_offered_the_launch_form() {
+        let team = |role: &str| TeamDto {
+            id: 1,
+            name: "lab".into(),
+            role: role.into(),
+        };
+        assert_eq!(launch_access(&[]), LaunchAccess::NoTeam);
+        assert_eq!(launch_access(&[team("viewer")]), LaunchAccess::ViewerOnly);
+        assert_eq!(
+            launch_access(&[team("viewer"), team("editor")]),
+            LaunchAccess::Allowed
+        );
+        assert_eq!(launch_access(&[team("owner")]), LaunchAccess::Allowed);
     }
 
     #[test]

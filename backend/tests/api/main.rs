@@ -8,5 +8,6 @@ mod flows;
 mod holes;
 mod ingest;
 mod live;
+mod pages;
 mod shutdown;
 mod support;
