@@ -1,14 +1,23 @@
 #!/usr/bin/env python3
 """The PyTorch side of `spade model bench`: one training step of a random-init Qwen3 shape with
-the same recipe, timed, on the same device.
+the same recipe, timed, on the same device (`scripts/policy/bench-train` runs both sides).
 
-Recipe (what spade-policy does, in plain PyTorch): float32 parameters (the masters) with bf16
-autocast for the forward and backward passes on CUDA (float32 on CPU), per-layer activation
-checkpointing (torch.utils.checkpoint), a policy-gradient token loss over `tokens` predicted
-tokens in sequences of `seq_len` (the same token count; equal lengths, so a batch of rows with
-causal attention computes what packing does), global gradient clipping at 1.0 and
-torch.optim.AdamW (float32 moments; fused on CUDA). The model is written out here (RMSNorm,
-GQA with q/k norms and rotary embeddings, SwiGLU) so that only torch is needed.
+Recipe (what spade-policy's `bench` does, in plain PyTorch):
+- the shape's model (`--shape`: crates/policy/src/preset.rs `shape`), float32 parameters (the
+  masters) with bf16 autocast for the forward and backward passes on CUDA (float32 on CPU);
+- `tokens // (seq_len - 1)` random sequences of `seq_len` tokens, the first `seq_len // 4` of
+  each a prompt (not trained); equal lengths, so a batch of rows with causal attention computes
+  what packing does;
+- the GRPO token loss of `spade_policy::grpo` (log-probs at temperature 0.6, ratio to uniform
+  old log-probs, clip 0.2 / 0.28, advantages +1 / -1 by row, token-level mean);
+- log-probs `--chunk-tokens` positions at a time: the backward pass is split at the final
+  hidden states, each chunk's head, log-softmax and loss backpropagated at once so no logits of
+  the whole batch exist, then the body gets the summed gradient (crates/policy/src/qwen3/packed.rs);
+- per-layer activation checkpointing (torch.utils.checkpoint), off with `--no-recompute`;
+- global gradient clipping at 1.0 and torch.optim.AdamW (lr 1e-6, weight decay 0.01, float32
+  moments; fused on CUDA).
+The model is written out here (RMSNorm, GQA with q/k norms and rotary embeddings, SwiGLU) so
+that only torch is needed.
 
     python bench_train_torch.py --shape qwen3-0.6b --tokens 16384 --device cuda [--threads 1]
 
@@ -20,6 +29,7 @@ import json
 import math
 import resource
 import statistics
+import sys
 import time
 
 import torch
@@ -27,40 +37,48 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-# (hidden, intermediate, layers, query heads, tied): Qwen3's config.json values; vocabulary
-# 151,936, head_dim 128, 8 key/value heads, rope theta 1e6 (crates/policy/src/preset.rs).
+# (vocabulary, hidden, intermediate, layers, query heads, key/value heads, head_dim, tied):
+# crates/policy/src/preset.rs `shape`. tiny and small are CPU-sized (the tiny preset's
+# architecture and the 34M-parameter `small` of benches/policy.rs); the qwen3 ones are Qwen3's
+# config.json values. RoPE theta 1e6, RMSNorm eps 1e-6 for all.
 SHAPES = {
-    "qwen3-0.6b": (1024, 3072, 28, 16, True),
-    "qwen3-1.7b": (2048, 6144, 28, 16, True),
-    "qwen3-4b": (2560, 9728, 36, 32, True),
-    "qwen3-8b": (4096, 12288, 36, 32, False),
+    "tiny": (4096, 256, 768, 4, 4, 2, 64, True),
+    "small": (16384, 512, 1536, 8, 8, 4, 64, True),
+    "qwen3-0.6b": (151_936, 1024, 3072, 28, 16, 8, 128, True),
+    "qwen3-1.7b": (151_936, 2048, 6144, 28, 16, 8, 128, True),
+    "qwen3-4b": (151_936, 2560, 9728, 36, 32, 8, 128, True),
+    "qwen3-8b": (151_936, 4096, 12288, 36, 32, 8, 128, False),
 }
-VOCAB, HEAD_DIM, KV_HEADS, THETA, EPS = 151_936, 128, 8, 1e6, 1e-6
+THETA, EPS = 1e6, 1e-6
+# spade_policy::grpo::GrpoConfig's defaults: the sampling temperature (spade-spec.md, "Play")
+# and the clip range (DAPO's clip-higher, from the paper).
+TEMPERATURE, CLIP_LOW, CLIP_HIGH = 0.6, 0.2, 0.28
 
 
 class Layer(nn.Module):
-    def __init__(self, h, inter, heads):
+    def __init__(self, h, inter, heads, kv_heads, head_dim):
         super().__init__()
-        self.heads = heads
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.ln1 = nn.RMSNorm(h, eps=EPS)
         self.ln2 = nn.RMSNorm(h, eps=EPS)
-        self.q = nn.Linear(h, heads * HEAD_DIM, bias=False)
-        self.k = nn.Linear(h, KV_HEADS * HEAD_DIM, bias=False)
-        self.v = nn.Linear(h, KV_HEADS * HEAD_DIM, bias=False)
-        self.o = nn.Linear(heads * HEAD_DIM, h, bias=False)
-        self.qn = nn.RMSNorm(HEAD_DIM, eps=EPS)
-        self.kn = nn.RMSNorm(HEAD_DIM, eps=EPS)
+        self.q = nn.Linear(h, heads * head_dim, bias=False)
+        self.k = nn.Linear(h, kv_heads * head_dim, bias=False)
+        self.v = nn.Linear(h, kv_heads * head_dim, bias=False)
+        self.o = nn.Linear(heads * head_dim, h, bias=False)
+        self.qn = nn.RMSNorm(head_dim, eps=EPS)
+        self.kn = nn.RMSNorm(head_dim, eps=EPS)
         self.gate = nn.Linear(h, inter, bias=False)
         self.up = nn.Linear(h, inter, bias=False)
         self.down = nn.Linear(inter, h, bias=False)
 
     def forward(self, x, cos, sin):
         b, t, _ = x.shape
+        d = self.head_dim
         y = self.ln1(x)
-        q = self.qn(self.q(y).view(b, t, self.heads, HEAD_DIM)).transpose(1, 2)
-        k = self.kn(self.k(y).view(b, t, KV_HEADS, HEAD_DIM)).transpose(1, 2)
-        v = self.v(y).view(b, t, KV_HEADS, HEAD_DIM).transpose(1, 2)
-        rot = lambda z: z * cos + torch.cat([-z[..., HEAD_DIM // 2:], z[..., : HEAD_DIM // 2]], -1) * sin
+        q = self.qn(self.q(y).view(b, t, self.heads, d)).transpose(1, 2)
+        k = self.kn(self.k(y).view(b, t, self.kv_heads, d)).transpose(1, 2)
+        v = self.v(y).view(b, t, self.kv_heads, d).transpose(1, 2)
+        rot = lambda z: z * cos + torch.cat([-z[..., d // 2:], z[..., : d // 2]], -1) * sin
         a = F.scaled_dot_product_attention(rot(q), rot(k), v, is_causal=True, enable_gqa=True)
         x = x + self.o(a.transpose(1, 2).reshape(b, t, -1))
         y = self.ln2(x)
@@ -68,29 +86,60 @@ class Layer(nn.Module):
 
 
 class Model(nn.Module):
-    def __init__(self, shape):
+    def __init__(self, shape, recompute):
         super().__init__()
-        h, inter, layers, heads, tied = SHAPES[shape]
-        self.embed = nn.Embedding(VOCAB, h)
-        self.layers = nn.ModuleList(Layer(h, inter, heads) for _ in range(layers))
+        vocab, h, inter, layers, heads, kv_heads, head_dim, tied = SHAPES[shape]
+        self.head_dim, self.recompute = head_dim, recompute
+        self.embed = nn.Embedding(vocab, h)
+        self.layers = nn.ModuleList(Layer(h, inter, heads, kv_heads, head_dim) for _ in range(layers))
         self.norm = nn.RMSNorm(h, eps=EPS)
-        self.head = None if tied else nn.Linear(h, VOCAB, bias=False)
+        self.head = None if tied else nn.Linear(h, vocab, bias=False)
         for p in self.parameters():
             if p.dim() == 2:
                 nn.init.normal_(p, std=0.02)
 
-    def forward(self, ids):
-        t = ids.shape[1]
-        inv = 1.0 / THETA ** (torch.arange(0, HEAD_DIM, 2, device=ids.device).float() / HEAD_DIM)
+    def head_weight(self):
+        return self.embed.weight if self.head is None else self.head.weight
+
+    def hidden(self, ids):
+        """Final hidden states [B, T, hidden]."""
+        t, d = ids.shape[1], self.head_dim
+        inv = 1.0 / THETA ** (torch.arange(0, d, 2, device=ids.device).float() / d)
         f = torch.arange(t, device=ids.device).float()[:, None] * inv
         cos, sin = torch.cat([f.cos()] * 2, -1), torch.cat([f.sin()] * 2, -1)
         x = self.embed(ids)
         cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         for l in self.layers:
-            x = checkpoint(l, x, cos, sin, use_reentrant=False) if self.training else l(x, cos, sin)
-        x = self.norm(x)
-        w = self.embed.weight if self.head is None else self.head.weight
-        return F.linear(x, w)
+            x = checkpoint(l, x, cos, sin, use_reentrant=False) if self.recompute else l(x, cos, sin)
+        return self.norm(x)
+
+
+def backward_chunked(model, ids, mask, adv, old, chunk, autocast):
+    """Forward and backward of the GRPO loss with the head `chunk` positions at a time (see the
+    module doc); returns the loss."""
+    with autocast():
+        hidden = model.hidden(ids[:, :-1])
+    n_seq, t = ids.shape[0], ids.shape[1] - 1
+    h = hidden.detach().requires_grad_(True)
+    flat = h.view(n_seq * t, -1)
+    targets = ids[:, 1:].reshape(-1)
+    m = mask.reshape(-1)
+    a = adv.expand(n_seq, t).reshape(-1)
+    n = m.sum()
+    w = model.head_weight()
+    total = 0.0
+    for s in range(0, n_seq * t, chunk):
+        e = min(s + chunk, n_seq * t)
+        with autocast():
+            logits = F.linear(flat[s:e], w)
+        logp = torch.log_softmax(logits.float() / TEMPERATURE, -1).gather(-1, targets[s:e, None]).squeeze(-1)
+        ratio = torch.exp(logp - old)
+        surrogate = torch.minimum(ratio * a[s:e], ratio.clamp(1 - CLIP_LOW, 1 + CLIP_HIGH) * a[s:e])
+        loss = -(surrogate * m[s:e]).sum() / n
+        loss.backward()
+        total += loss.item()
+    hidden.backward(h.grad)
+    return total
 
 
 def main():
@@ -100,6 +149,8 @@ def main():
     ap.add_argument("--seq-len", type=int, default=2048)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--no-recompute", action="store_true", help="keep every activation")
+    ap.add_argument("--chunk-tokens", type=int, default=4096, help="positions per head chunk")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
@@ -107,15 +158,18 @@ def main():
     torch.manual_seed(0)
     dev = torch.device(a.device)
     cuda = dev.type == "cuda"
-    model = Model(a.shape).to(dev)
+    model = Model(a.shape, recompute=not a.no_recompute).to(dev)
+    vocab = SHAPES[a.shape][0]
     n_seq = max(1, a.tokens // (a.seq_len - 1))
-    ids = torch.randint(0, VOCAB, (n_seq, a.seq_len), device=dev)
+    ids = torch.randint(0, vocab, (n_seq, a.seq_len), device=dev)
     prompt = max(1, a.seq_len // 4)
     mask = torch.zeros(n_seq, a.seq_len - 1, device=dev)
     mask[:, prompt - 1:] = 1.0
     adv = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(n_seq)], device=dev)[:, None]
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6, weight_decay=0.01, fused=cuda)
-    old = -math.log(VOCAB)
+    # Uniform old log-probs, as the Rust side: a random-init model is close to uniform.
+    old = -math.log(vocab)
+    autocast = lambda: torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda)
     times = []
     if cuda:
         torch.cuda.reset_peak_memory_stats(dev)
@@ -124,25 +178,23 @@ def main():
             torch.cuda.synchronize(dev)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
-            logits = model(ids[:, :-1])
-        logp = torch.log_softmax(logits.float(), -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
-        ratio = torch.exp(logp - old)
-        surrogate = torch.minimum(ratio * adv, ratio.clamp(0.8, 1.28) * adv)
-        loss = -(surrogate * mask).sum() / mask.sum()
-        loss.backward()
+        backward_chunked(model, ids, mask, adv, old, a.chunk_tokens, autocast)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if cuda:
             torch.cuda.synchronize(dev)
+        s = time.perf_counter() - t0
         if i >= a.warmup:
-            times.append(time.perf_counter() - t0)
+            times.append(s)
+            print(f"bench_train_torch: step {i - a.warmup + 1} took {s:.3f} s", file=sys.stderr)
     med = statistics.median(times)
     peak = torch.cuda.max_memory_allocated(dev) if cuda else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({
         "side": "pytorch", "shape": a.shape, "torch": torch.__version__, "device": str(dev),
-        "threads": a.threads, "parameters": sum(p.numel() for p in model.parameters()),
-        "tokens": n_seq * (a.seq_len - 1), "sequences": n_seq, "step_s": times, "median_s": med,
+        "threads": torch.get_num_threads(), "parameters": sum(p.numel() for p in model.parameters()),
+        "tokens": n_seq * (a.seq_len - 1), "sequences": n_seq, "recompute": not a.no_recompute,
+        "chunk_tokens": a.chunk_tokens, "step_s": times,
+        "kind": "bf16 autocast, float32 masters" if cuda else "float32", "median_s": med,
         "tokens_per_s": n_seq * (a.seq_len - 1) / med, "peak_bytes": peak,
         "peak_source": "torch.cuda.max_memory_allocated" if cuda else "peak resident set",
     }))

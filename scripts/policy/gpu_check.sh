@@ -8,9 +8,11 @@
 #                                          # inference bench, then one 16k-token training step
 #                                          # at the 0.6B and 4B shapes, ours and PyTorch's
 #                                          # (bench_train_torch.py: bf16 autocast, float32 AdamW,
-#                                          # checkpointing) side by side
+#                                          # checkpointing, chunked log-probs) side by side
+#                                          # (scripts/policy/bench-train: medians, the ratio)
 #
-# Writes tests.log, bench-*.log and train-*.json under $OUT (or /tmp/spade-gpu-check). Exit
+# Writes tests.log, bench-*.log, train-SHAPE.log (bench-train's summary) and train-SHAPE/ (each
+# side's JSON lines and log) under $OUT (or /tmp/spade-gpu-check). Exit
 # status: the tests' (the benches report, they do not fail). SKIP_TRAIN=1 skips the training
 # benches; TRAIN_SHAPES (default "qwen3-0.6b qwen3-4b") and TRAIN_TOKENS (16384) change them.
 # SKIP_ROLLOUT=1 skips the rollout-engine benches (ROLLOUT_SHAPES, default "qwen3-0.6b qwen3-4b").
@@ -53,14 +55,13 @@ done
 if [ "${SKIP_TRAIN:-0}" != 1 ]; then
     for shape in ${TRAIN_SHAPES:-qwen3-0.6b qwen3-4b}; do
         tokens="${TRAIN_TOKENS:-16384}"
-        echo "== training step $shape, $tokens tokens: spade (bf16 + float32 masters, recompute)"
-        timeout 90 "$BUNDLE/train-bench" "$shape" "$tokens" cuda 4 2048 3 \
-            > "$OUT/train-$shape-spade.json" 2> "$OUT/train-$shape-spade.log"
-        tail -n 3 "$OUT/train-$shape-spade.log"; cat "$OUT/train-$shape-spade.json"
-        echo "== training step $shape, $tokens tokens: PyTorch (same recipe)"
-        timeout 90 "$PY" scripts/policy/bench_train_torch.py --shape "$shape" --tokens "$tokens" \
-            --device cuda --threads 4 --steps 3 > "$OUT/train-$shape-torch.json" 2> "$OUT/train-$shape-torch.log"
-        tail -n 3 "$OUT/train-$shape-torch.log"; cat "$OUT/train-$shape-torch.json"
+        echo "== training step $shape, $tokens tokens: spade (bf16 + float32 masters, recompute) and PyTorch (same recipe)"
+        # scripts/policy/bench-train runs both with the same flags and prints medians and the
+        # ratio; the bundle's train-bench takes `spade model bench`'s flags.
+        timeout 180 scripts/policy/bench-train --shape "$shape" --tokens "$tokens" --seq-len 2048 \
+            --device cuda --threads 4 --steps 3 --warmup 1 --rounds 1 \
+            --spade "$BUNDLE/train-bench" --python "$PY" --out "$OUT/train-$shape" \
+            2>&1 | tee "$OUT/train-$shape.log"
     done
 fi
 if [ "${SKIP_ROLLOUT:-0}" != 1 ] && [ -x "$BUNDLE/rollout-bench" ]; then

@@ -157,8 +157,12 @@ const HELP: &[(&str, &str)] = &[
         "Keep the weights as a checkpoint (checkpoints/step-N) every this many steps (and always at the end).",
     ),
     (
+        "run.weights_every",
+        "Write the resume point (weights and state.json) every this many steps, at every kept checkpoint and at the end. A step's reports are delivered with the resume point that includes it, so between two writes they wait, and a crash costs the steps since the last write (they run again on resume; none of their reports had been delivered).",
+    ),
+    (
         "run.optimizer_every",
-        "Write the optimiser state (AdamW's moments, and the float32 masters of bf16 weights: 8 to 12 bytes per parameter) every this many steps (and at the end); the resume point carries the last one between. A resume between two writes continues with the moments of the last one (and, for bf16 weights, from the weights of its own step).",
+        "Write the optimiser state (AdamW's moments, and the float32 masters of bf16 weights: 8 to 12 bytes per parameter) every this many steps (with the first resume point written at or after each multiple of it, see weights_every, and at the end); the resume point carries the last one between. A resume between two writes continues with the moments of the last one (and, for bf16 weights, from the weights of its own step).",
     ),
     (
         "run.checkpoint_keep",

@@ -1,6 +1,7 @@
 //! `spade model bench --shape NAME --tokens N`: one packed GRPO step of a random-init Qwen3
 //! shape on the device it runs on, timed, with its peak memory (`spade_policy::bench` says how
-//! each is measured). `scripts/policy/bench_train_torch.py` is the same step in PyTorch.
+//! each is measured). `scripts/policy/bench_train_torch.py` is the same step in PyTorch, and
+//! `scripts/policy/bench-train` runs the two side by side.
 
 use anyhow::Context;
 use clap::Args;
@@ -9,7 +10,8 @@ use spade_policy::preset::SHAPES;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// A Qwen3 shape: qwen3-0.6b, qwen3-1.7b, qwen3-4b or qwen3-8b.
+    /// A shape: qwen3-0.6b, qwen3-1.7b, qwen3-4b or qwen3-8b (Qwen3's), or tiny or small
+    /// (CPU-sized: 4 M and 34 M parameters).
     #[arg(long)]
     pub shape: String,
     /// Predicted tokens per step (packed into one micro-batch).

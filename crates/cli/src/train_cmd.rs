@@ -97,6 +97,7 @@ pub fn progress(total: u64) -> (ProgressBar, impl FnMut(Event)) {
             step,
             metrics,
             total,
+            ..
         } => {
             if let Some(a) = metrics.get("acceptance_rate_run") {
                 acceptance = format!("{a:.2}");

@@ -19,7 +19,6 @@
 
 use spade_policy::grpo::{GrpoConfig, GrpoSample, GrpoTrainer};
 use spade_policy::policy::default_kind;
-use spade_policy::preset::tiny_config;
 use spade_policy::qwen3::{Config, WeightInit};
 use spade_policy::sample::{SamplingParams, SplitMix64, generate};
 use spade_policy::train::{MaskedSeq, token_logprobs};
@@ -92,21 +91,11 @@ fn parse_args() -> std::result::Result<Args, String> {
 }
 
 fn config(size: &str) -> std::result::Result<Config, String> {
-    let mut c = tiny_config(4096, Some(2), Some(0));
+    // The CPU-sized shapes of `spade model bench` (preset::shape).
     match size {
-        "tiny" => {}
-        // About 45 M parameters: a small real-world shape (Qwen3-0.6B is 28 x 1024).
-        "small" => {
-            c.vocab_size = 16384;
-            c.hidden_size = 512;
-            c.intermediate_size = 1536;
-            c.num_hidden_layers = 8;
-            c.num_attention_heads = 8;
-            c.num_key_value_heads = 4;
-        }
-        s => return Err(format!("--size {s}: expected tiny or small")),
+        "tiny" | "small" => spade_policy::preset::shape(size).map_err(|e| e.to_string()),
+        s => Err(format!("--size {s}: expected tiny or small")),
     }
-    Ok(c)
 }
 
 /// Median and minimum.

@@ -210,12 +210,13 @@ pub fn measure(o: &BenchOptions, on_step: impl FnMut(usize, f64)) -> Result<Meas
 }
 
 impl Measured {
-    /// One JSON object with everything measured.
+    /// One JSON object with everything measured; `threads` as asked for, `libtorch_threads`
+    /// as libtorch reports them.
     pub fn to_json(&self, o: &BenchOptions, threads: usize) -> serde_json::Value {
         let r = &self.report;
         serde_json::json!({
             "side": "spade", "shape": o.shape, "parameters": r.parameters, "kind": r.kind,
-            "device": format!("{:?}", o.device), "threads": threads, "tokens": r.tokens,
+            "device": format!("{:?}", o.device), "threads": threads, "libtorch_threads": tch::get_num_threads(), "tokens": r.tokens,
             "sequences": r.sequences, "recompute": o.recompute, "chunk_tokens": o.chunk_tokens,
             "step_s": r.step_s, "median_s": r.median_s(), "tokens_per_s": r.tokens_per_s(),
             "peak_bytes": self.peak_bytes, "peak_source": self.peak_source,

@@ -3,7 +3,9 @@
 //! for tests and the CPU demo. Everything is determined by the texts and the seed.
 //!
 //! Shapes ([`SHAPES`], [`shape`]): the architectures of Qwen3 0.6B, 1.7B, 4B and 8B (their
-//! `config.json` values), for random-init benchmarks and GPU checks; no weights, no tokenizer.
+//! `config.json` values), for random-init benchmarks and GPU checks, and two CPU-sized ones
+//! (`tiny`: the tiny preset's architecture; `small`: about 34 M parameters) that a CPU trains
+//! in seconds; no weights, no tokenizer.
 
 use crate::error::{PolicyError, Result};
 use crate::policy::Policy;
@@ -16,11 +18,35 @@ use tch::{Device, Kind};
 pub const PRESETS: &[&str] = &["tiny"];
 
 /// Random-init shapes by name (see [`shape`]).
-pub const SHAPES: &[&str] = &["qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"];
+pub const SHAPES: &[&str] = &[
+    "tiny",
+    "small",
+    "qwen3-0.6b",
+    "qwen3-1.7b",
+    "qwen3-4b",
+    "qwen3-8b",
+];
 
-/// The architecture of a released Qwen3 model (the values of its `config.json`): vocabulary
-/// 151,936, head_dim 128, 8 key/value heads, RoPE theta 1e6, RMSNorm eps 1e-6, context 40,960.
+/// The architecture of a shape of [`SHAPES`]. `qwen3-*`: a released Qwen3 model (the values of
+/// its `config.json`): vocabulary 151,936, head_dim 128, 8 key/value heads, RoPE theta 1e6,
+/// RMSNorm eps 1e-6, context 40,960. `tiny`: [`tiny_config`] with a 4,096-token vocabulary.
+/// `small`: 8 layers of width 512 (SwiGLU 1,536), 8 query and 4 key/value heads of 64, a
+/// 16,384-token vocabulary (Qwen3-0.6B is 28 x 1024); `scripts/policy/bench_train_torch.py`
+/// spells out the same shapes.
 pub fn shape(name: &str) -> Result<Config> {
+    match name {
+        "tiny" => return Ok(tiny_config(4096, Some(2), Some(0))),
+        "small" => {
+            let mut c = tiny_config(16_384, Some(2), Some(0));
+            c.hidden_size = 512;
+            c.intermediate_size = 1536;
+            c.num_hidden_layers = 8;
+            c.num_attention_heads = 8;
+            c.num_key_value_heads = 4;
+            return Ok(c);
+        }
+        _ => {}
+    }
     // (hidden, intermediate, layers, query heads, tied embeddings)
     let (hidden, inter, layers, heads, tied) = match name {
         "qwen3-0.6b" => (1024, 3072, 28, 16, true),
@@ -189,6 +215,12 @@ mod tests {
             assert!((n - billions).abs() < 0.03 * billions, "{name}: {n:.3}B");
         }
         assert!(shape("qwen3-3b").is_err());
+        let small = shape("small")?.num_parameters() as f64 / 1e6;
+        assert!((33.0..34.0).contains(&small), "small: {small:.1}M");
+        assert_eq!(
+            shape("tiny")?.num_parameters(),
+            tiny_config(4096, Some(2), Some(0)).num_parameters()
+        );
         Ok(())
     }
 

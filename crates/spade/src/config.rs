@@ -47,8 +47,14 @@ pub struct RunSection {
     /// Keep the weights as a checkpoint (`checkpoints/step-N`) every this many steps (and
     /// always at the end).
     pub checkpoint_every: u64,
+    /// Write the resume point (weights and `state.json`) every this many steps, at every kept
+    /// checkpoint and at the end. A step's reports are delivered with the resume point that
+    /// includes it, so between two writes they wait, and a crash costs the steps since the last
+    /// write (they run again on resume; none of their reports had been delivered).
+    pub weights_every: u64,
     /// Write the optimiser state (AdamW's moments, and the float32 masters of bf16 weights:
-    /// 8 to 12 bytes per parameter) every this many steps (and at the end); the resume point
+    /// 8 to 12 bytes per parameter) every this many steps (with the first resume point written
+    /// at or after each multiple of it, see `weights_every`, and at the end); the resume point
     /// carries the last one between. A resume between two writes continues with the moments of
     /// the last one (and, for bf16 weights, from the weights of its own step).
     pub optimizer_every: u64,
@@ -444,6 +450,9 @@ impl Default for RunSection {
             steps: 400, // spec, headline results: 400 rollout steps
             seed: 0,
             checkpoint_every: 50,
+            // Every step: reports reach the dashboard at once and a crash costs one step; a big
+            // model whose weights take long to write may raise it.
+            weights_every: 1,
             optimizer_every: 50,
             checkpoint_keep: 0,
         }

@@ -381,6 +381,11 @@ fn each_training_limit_out_of_range_names_its_path_and_range() {
             "256 to 1048576",
         ),
         (
+            "[run]\nweights_every = 0\n",
+            "run.weights_every",
+            "1 to 1000000",
+        ),
+        (
             "[run]\noptimizer_every = 0\n",
             "run.optimizer_every",
             "1 to 1000000",

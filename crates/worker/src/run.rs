@@ -14,8 +14,12 @@
 //!    the designer samples of the windows closed this step (one batch, one optimizer update, as
 //!    the reference mixes them);
 //! 3. compute the step's metrics;
-//! 4. commit: the step's messages go into the state's outbox, the weights and state are written
-//!    atomically, then the outbox is delivered to the sink (see [`crate::state`]).
+//! 4. commit, every `run.weights_every` steps, at every kept checkpoint and at the end: the
+//!    messages of the steps since the last commit go into the state's outbox, the weights and
+//!    state are written atomically, then the outbox is delivered to the sink (see
+//!    [`crate::state`]). Between commits a step's messages wait in memory, so nothing reaches
+//!    the sink that a resume point on disk does not include: a crash costs the steps since the
+//!    last commit, which the resumed run plays again and reports for the first time.
 //!
 //! Baselines and ablations come from the configuration: fixed-env GRPO loads a directory of
 //! environments once and never generates; a frozen designer generates but never trains; no
@@ -91,11 +95,14 @@ pub enum Event {
         total: u64,
         phase: &'static str,
     },
-    /// A step was committed.
+    /// A step was done.
     Step {
         step: u64,
         total: u64,
         metrics: BTreeMap<String, f64>,
+        /// Its resume point was written and its reports delivered (every `run.weights_every`
+        /// steps, see [`spade::config::RunSection`]); otherwise they wait for the next commit.
+        committed: bool,
     },
     /// A line worth showing.
     Log(String),
@@ -122,7 +129,7 @@ pub(crate) struct Loop<'a> {
     pub store: &'a StateStore,
     pub sink: &'a mut dyn Sink,
     pub on: &'a mut dyn FnMut(Event),
-    /// Messages of the step in flight (delivered at its commit).
+    /// Messages of the steps since the last commit (delivered at the next one).
     pub pending: Vec<Message>,
     pub corpus: Option<spade::corpus::Corpus>,
     pub step_started: Instant,
@@ -497,38 +504,46 @@ impl Loop<'_> {
             elapsed_s: self.state.elapsed_s + self.step_started.elapsed().as_secs_f64(),
             values: m.clone(),
         });
-        let every = self.cfg.run.checkpoint_every.max(1);
-        // The last step's snapshot is taken by `finish`, after the last window is scored.
-        let snapshot = (step + 1).is_multiple_of(every) && step + 1 < self.cfg.run.steps;
-        self.commit(step + 1, snapshot, false)?;
+        self.state.step = step + 1;
+        self.state.elapsed_s += self.step_started.elapsed().as_secs_f64();
+        self.step_started = Instant::now();
+        let (snapshot, commit) = commits_after(&self.cfg.run, step);
+        if commit {
+            self.commit(snapshot, false)?;
+        }
         let total = self.cfg.run.steps;
         (self.on)(Event::Step {
             step,
             total,
             metrics: m.clone(),
+            committed: commit,
         });
         Ok(m)
     }
 
-    /// Makes the step durable, then delivers its messages.
+    /// Makes the state of the steps run so far durable (weights, optimiser, `state.json`), then
+    /// delivers their messages. Only here does anything a step reported leave the worker, so
+    /// whatever the sink holds is covered by a resume point on disk (see [`crate::state`]).
     /// `end`: the run's last commit (also of a cancelled run), which always writes the
     /// optimiser state.
-    fn commit(&mut self, next_step: u64, snapshot: bool, end: bool) -> Result<(), WorkerError> {
+    fn commit(&mut self, snapshot: bool, end: bool) -> Result<(), WorkerError> {
         self.state.elapsed_s += self.step_started.elapsed().as_secs_f64();
         self.step_started = Instant::now();
-        self.state.step = next_step;
+        let next_step = self.state.step;
         let msgs = std::mem::take(&mut self.pending);
         let mut outbox = Vec::with_capacity(msgs.len());
         for msg in msgs {
             outbox.push(self.next_envelope(msg)?);
         }
         self.state.outbox = outbox;
-        // The optimiser state every `optimizer_every` steps and at the end; in between the
-        // previous one is linked into the new directory.
+        // The optimiser state every `optimizer_every` steps (with the first commit at or after
+        // each multiple: commits come every `weights_every` steps) and at the end; in between
+        // the previous one is linked into the new directory.
         let previous = self.store.latest().join(state::OPTIMIZER);
-        let write_optimizer = next_step.is_multiple_of(self.cfg.run.optimizer_every.max(1))
-            || end
-            || !previous.exists();
+        let opt_every = self.cfg.run.optimizer_every.max(1);
+        let last_written = self.state.optimizer_step.unwrap_or(0);
+        let write_optimizer =
+            next_step / opt_every > last_written / opt_every || end || !previous.exists();
         if write_optimizer {
             self.state.optimizer_step = Some(next_step);
         }
@@ -566,8 +581,7 @@ impl Loop<'_> {
     /// Reports the end (the last step already scored and trained the open windows).
     fn finish(&mut self, status: FinishStatus) -> Result<(), WorkerError> {
         // The end's checkpoint (also of a cancelled run: it resumes from here).
-        let step = self.state.step;
-        self.commit(step, true, true)?;
+        self.commit(true, true)?;
         // The last progress names the steps completed, so a finished run shows 6/6, not the
         // index of its last step.
         self.phase("done")?;
@@ -778,6 +792,22 @@ struct Played {
     plays: BTreeMap<spade::EnvKind, u64>,
 }
 
+/// What follows step `step` (0-based): (a kept snapshot `checkpoints/step-N`, a commit of the
+/// resume point). Commits come every `run.weights_every` steps and with every snapshot (every
+/// `run.checkpoint_every`); after the last step neither, since `finish` commits and snapshots
+/// the end once the run's last messages are in.
+pub(crate) fn commits_after(run: &spade::config::RunSection, step: u64) -> (bool, bool) {
+    let done = step + 1;
+    if done >= run.steps {
+        return (false, false);
+    }
+    let snapshot = done.is_multiple_of(run.checkpoint_every.max(1));
+    (
+        snapshot,
+        snapshot || done.is_multiple_of(run.weights_every.max(1)),
+    )
+}
+
 /// Whether `step` (0-based) is the last of a run of `total` steps, which also closes and trains
 /// the open windows (the reference flushes its designer buffer at the final rollout,
 /// `spade_rollout.py`: `rollout_id == args.num_rollout - 1`).
@@ -831,6 +861,30 @@ mod tests {
             fixed.agent_episodes, spade.agent_episodes,
             "the agent still learns"
         );
+    }
+
+    #[test]
+    fn commits_come_every_weights_every_steps_and_with_every_snapshot() {
+        let mut run = RunConfig::default().run;
+        (run.steps, run.weights_every, run.checkpoint_every) = (10, 3, 4);
+        let after: Vec<(u64, (bool, bool))> = (0..10)
+            .map(|s| (s + 1, commits_after(&run, s)))
+            .filter(|(_, c)| c.1)
+            .collect();
+        // Steps done 3, 6, 9 (the cadence), 4 and 8 (snapshots, which need the weights of their
+        // step); 10 is the end's, which `finish` writes.
+        assert_eq!(
+            after,
+            [
+                (3, (false, true)),
+                (4, (true, true)),
+                (6, (false, true)),
+                (8, (true, true)),
+                (9, (false, true)),
+            ]
+        );
+        run.weights_every = 1;
+        assert_eq!((0..10).filter(|&s| commits_after(&run, s).1).count(), 9);
     }
 
     #[test]

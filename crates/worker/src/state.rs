@@ -2,17 +2,21 @@
 //! flight.
 //!
 //! Layout under the state directory (the run directory, or the worker's `--data-dir`):
-//! `checkpoints/latest/` = the policy's weights (Hugging Face layout, `Policy::save`) plus
-//! `state.json` ([`RunState`]), replaced atomically after every step (written to a temporary
-//! directory, then renamed); `checkpoints/step-N/` = retained snapshots every `checkpoint_every`
+//! `checkpoints/latest/` = the resume point: the policy's weights (Hugging Face layout,
+//! `Policy::save`) plus `state.json` ([`RunState`]) of the same step, replaced atomically every
+//! `weights_every` steps, at every snapshot and at the end (written to a temporary directory,
+//! then renamed); `checkpoints/step-N/` = retained snapshots every `checkpoint_every`
 //! steps and at the end, the last `checkpoint_keep` of them (0 = all); `seq.json` = the
 //! sequence-number reservation. A snapshot hard-links the files of `latest` (they are never
 //! changed in place: each commit writes a new directory), so it costs no space until `latest`
 //! moves on.
 //!
-//! Resume invariant: a step's messages live in [`RunState::outbox`] and are delivered only after
-//! the state that includes the step is on disk; a resumed worker first re-delivers that outbox
-//! (sinks are idempotent by `seq`/key), then continues with the next step. Sequence numbers are
+//! Resume invariant: a step's messages wait in memory until the next commit, go into
+//! [`RunState::outbox`] and are delivered only after the state that includes the step is on
+//! disk; a resumed worker first re-delivers that outbox (sinks are idempotent by `seq`/key),
+//! then continues with the step after the resume point. The weights and the state are always
+//! of the same step, so a crash between two commits loses the steps since the last one (none of
+//! their messages was delivered; the resumed run runs and reports them afresh). Sequence numbers are
 //! reserved in blocks persisted in `seq.json` before use, so messages sent outside a step's
 //! commit (progress, logs) never share a `seq` with anything sent after a resume.
 //! The optimiser's state (AdamW's step count and moment estimates, and the float32 masters of
@@ -569,6 +573,7 @@ mod tests {
             steps: 400,
             seed: 0,
             checkpoint_every: 50,
+            weights_every: 1,
             optimizer_every: 100,
             checkpoint_keep: 0,
         };

@@ -205,6 +205,7 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
 
     k.count("run.steps", c.run.steps, 1, MAX_STEPS);
     k.count("run.checkpoint_every", c.run.checkpoint_every, 1, MAX_STEPS);
+    k.count("run.weights_every", c.run.weights_every, 1, MAX_STEPS);
     k.count("run.optimizer_every", c.run.optimizer_every, 1, MAX_STEPS);
     k.count("run.checkpoint_keep", c.run.checkpoint_keep, 0, MAX_STEPS);
     // TOML integers are signed 64-bit: a larger seed could not be written back.

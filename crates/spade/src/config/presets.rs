@@ -79,6 +79,7 @@ impl RunConfig {
                 steps: 6,
                 seed: 0,
                 checkpoint_every: 3,
+                weights_every: 1,
                 // The tiny model's optimiser state is small: every step, so a resume is exact.
                 optimizer_every: 1,
                 checkpoint_keep: 0,

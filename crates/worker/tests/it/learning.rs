@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+pub(crate) type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// (hall name, skill, lucky door in the pool; None = drawn per seed, SFT only).
 const HALLS: [(&str, &str, Option<u8>); 6] = [
@@ -92,14 +92,15 @@ fn write(dir: &Path, file: &str, code: &str) -> Res<()> {
 /// Bumped whenever the fixture's training changes (its texts are hashed anyway).
 const FIXTURE_VERSION: u32 = 1;
 
-struct Fixture {
+pub(crate) struct Fixture {
     _dir: tempfile::TempDir,
     pool_dir: PathBuf,
     model_dir: PathBuf,
 }
 
-/// The pool and the format-taught model, made once per test binary.
-fn fixture() -> &'static Fixture {
+/// The pool and the format-taught model, made once per test binary (the checkpoint cadence
+/// tests run on it too: a fixed-env step of one-turn games takes seconds).
+pub(crate) fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| match make_fixture() {
         Ok(f) => f,
@@ -211,7 +212,7 @@ fn make_fixture() -> Res<Fixture> {
     })
 }
 
-fn config(f: &Fixture, seed: u64, lr: f64, steps: u64) -> Res<RunConfig> {
+pub(crate) fn config(f: &Fixture, seed: u64, lr: f64, steps: u64) -> Res<RunConfig> {
     let mut cfg = RunConfig::tiny_cpu_demo();
     cfg.run.steps = steps;
     cfg.run.seed = seed;
