@@ -606,16 +606,7 @@ impl<'m> Engine<'m> {
         if t.params.stop_token_ids.contains(&last) {
             return Ok(Some(Finish::StopToken));
         }
-        // As `sample::generate`: a new match spans at most the longest stop string's bytes in
-        // tokens, so decoding that many tokens plus one finds it.
-        let tail = t
-            .params
-            .stop_strings
-            .iter()
-            .map(String::len)
-            .max()
-            .unwrap_or(0)
-            + 1;
+        let tail = t.params.stop_tail();
         if let Some(tok) = self.tok.filter(|_| tail > 1) {
             let from = t.out.len().saturating_sub(tail);
             let text = tok.decode(&t.out[from..], false)?;

@@ -488,29 +488,15 @@ impl Qwen3 {
         let c = &self.cfg;
         let opts = (self.embed_tokens.kind(), self.embed_tokens.device());
         let shape = [batch, c.num_key_value_heads, capacity, c.head_dim];
-        let bytes = c.num_parameters() as usize * opts.0.elt_size_in_bytes();
-        let fuse = bytes <= FUSE_LIMIT_BYTES;
         KvCache {
             layers: self
-                .layers
-                .iter()
-                .map(|l| {
-                    let (a, m) = (&l.self_attn, &l.mlp);
-                    let cat = |ts: &[&Tensor]| Tensor::cat(ts, 0).detach();
-                    let bias = match (&a.q_proj.bias, &a.k_proj.bias, &a.v_proj.bias) {
-                        (Some(q), Some(k), Some(v)) => Some(cat(&[q, k, v])),
-                        _ => None,
-                    };
-                    let weight = [&a.q_proj.weight, &a.k_proj.weight, &a.v_proj.weight];
-                    LayerCache {
-                        k: Tensor::zeros(shape, opts),
-                        v: Tensor::zeros(shape, opts),
-                        fused_qkv: fuse.then(|| Linear {
-                            weight: cat(&weight),
-                            bias,
-                        }),
-                        fused_gate_up: fuse.then(|| cat(&[&m.gate_proj.weight, &m.up_proj.weight])),
-                    }
+                .fused_projections()
+                .into_iter()
+                .map(|(fused_qkv, fused_gate_up)| LayerCache {
+                    k: Tensor::zeros(shape, opts),
+                    v: Tensor::zeros(shape, opts),
+                    fused_qkv,
+                    fused_gate_up,
                 })
                 .collect(),
             valid: Tensor::zeros([batch, capacity], (Kind::Bool, opts.1)),
@@ -518,6 +504,33 @@ impl Qwen3 {
             len: 0,
             capacity,
         }
+    }
+
+    /// Each layer's q/k/v and gate/up weights concatenated for decoding (see
+    /// [`Qwen3::new_cache`]); None for models above [`FUSE_LIMIT_BYTES`].
+    fn fused_projections(&self) -> Vec<(Option<Linear>, Option<Tensor>)> {
+        let bytes =
+            self.cfg.num_parameters() as usize * self.embed_tokens.kind().elt_size_in_bytes();
+        let fuse = bytes <= FUSE_LIMIT_BYTES;
+        self.layers
+            .iter()
+            .map(|l| {
+                let (a, m) = (&l.self_attn, &l.mlp);
+                let cat = |ts: &[&Tensor]| Tensor::cat(ts, 0).detach();
+                let bias = match (&a.q_proj.bias, &a.k_proj.bias, &a.v_proj.bias) {
+                    (Some(q), Some(k), Some(v)) => Some(cat(&[q, k, v])),
+                    _ => None,
+                };
+                let weight = [&a.q_proj.weight, &a.k_proj.weight, &a.v_proj.weight];
+                (
+                    fuse.then(|| Linear {
+                        weight: cat(&weight),
+                        bias,
+                    }),
+                    fuse.then(|| cat(&[&m.gate_proj.weight, &m.up_proj.weight])),
+                )
+            })
+            .collect()
     }
 
     /// Runs `ids` [B, T] through the model after what `cache` holds and appends their keys and

@@ -30,6 +30,15 @@ pub struct SamplingParams {
     pub stop_strings: Vec<String>,
 }
 
+impl SamplingParams {
+    /// Tokens to decode again to find a stop string that the newest token completed: the
+    /// longest stop string in bytes plus one (a match spans at most that many tokens, since
+    /// every token decodes to at least one byte); 1 without stop strings.
+    pub fn stop_tail(&self) -> usize {
+        self.stop_strings.iter().map(String::len).max().unwrap_or(0) + 1
+    }
+}
+
 impl Default for SamplingParams {
     fn default() -> Self {
         Self {
@@ -172,15 +181,7 @@ pub fn generate(
     let real = Tensor::from_slice(&real).view(shape).to_device(dev);
     let mut rngs: Vec<SplitMix64> = seeds.iter().map(|&s| SplitMix64::new(s)).collect();
     let mut rows: Vec<Row> = (0..b).map(|_| Row::default()).collect();
-    // Longest stop string in bytes: a new match spans at most that many tokens (every token
-    // decodes to at least one byte), so decoding one token more than that finds it.
-    let tail = params
-        .stop_strings
-        .iter()
-        .map(String::len)
-        .max()
-        .unwrap_or(0)
-        + 1;
+    let tail = params.stop_tail();
 
     // Checkpoints pad the embedding past the tokenizer (Qwen3: 151,936 rows for ~151,700 tokens;
     // the tiny preset rounds up to a multiple of 64). Those rows decode to nothing, so they must

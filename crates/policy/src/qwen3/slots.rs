@@ -161,27 +161,14 @@ impl Qwen3 {
         let c = &self.cfg;
         let (kind, device) = (self.embed_tokens.kind(), self.embed_tokens.device());
         let shape = [rows as i64, c.num_key_value_heads, capacity, c.head_dim];
-        let bytes = c.num_parameters() as usize * kind.elt_size_in_bytes();
-        let fuse = bytes <= super::FUSE_LIMIT_BYTES;
         let layers = self
-            .layers
-            .iter()
-            .map(|l| {
-                let (a, m) = (&l.self_attn, &l.mlp);
-                let cat = |ts: &[&Tensor]| Tensor::cat(ts, 0).detach();
-                let bias = match (&a.q_proj.bias, &a.k_proj.bias, &a.v_proj.bias) {
-                    (Some(q), Some(k), Some(v)) => Some(cat(&[q, k, v])),
-                    _ => None,
-                };
-                SlotLayer {
-                    k: Tensor::zeros(shape, (kind, device)),
-                    v: Tensor::zeros(shape, (kind, device)),
-                    fused_qkv: fuse.then(|| Linear {
-                        weight: cat(&[&a.q_proj.weight, &a.k_proj.weight, &a.v_proj.weight]),
-                        bias,
-                    }),
-                    fused_gate_up: fuse.then(|| cat(&[&m.gate_proj.weight, &m.up_proj.weight])),
-                }
+            .fused_projections()
+            .into_iter()
+            .map(|(fused_qkv, fused_gate_up)| SlotLayer {
+                k: Tensor::zeros(shape, (kind, device)),
+                v: Tensor::zeros(shape, (kind, device)),
+                fused_qkv,
+                fused_gate_up,
             })
             .collect();
         SlotCache {
