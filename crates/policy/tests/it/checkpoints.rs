@@ -108,15 +108,23 @@ fn torch_python() -> Option<PathBuf> {
         std::env::var_os("HOME")
             .map(|h| PathBuf::from(h).join(".cache/spade-studio/venv-torch/bin/python")),
     ];
-    candidates.into_iter().flatten().find(|p| p.exists())
+    // A venv with torch but without transformers (bench-train needs only torch) cannot run
+    // the check: say so instead of failing on the import.
+    candidates.into_iter().flatten().find(|p| {
+        p.exists()
+            && Command::new(p)
+                .args(["-c", "import transformers, safetensors"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+    })
 }
 
 #[test]
 fn a_rust_checkpoint_loads_in_transformers_with_the_same_logits() -> Result<()> {
     let Some(python) = torch_python() else {
         eprintln!(
-            "SKIPPED: no torch venv (set SPADE_TORCH_PYTHON or create \
-             ~/.cache/spade-studio/venv-torch); transformers was not run"
+            "SKIPPED: no torch venv with transformers and safetensors (set SPADE_TORCH_PYTHON or \
+             create ~/.cache/spade-studio/venv-torch); transformers was not run"
         );
         return Ok(());
     };
