@@ -407,13 +407,10 @@ impl<'m> Engine<'m> {
         Ok((self.decoding..self.rows.len()).find(|&r| self.rows[r].is_none()))
     }
 
+    /// Gives up the row of a sequence to make room (it prefills again on its next turn).
     fn evict(&mut self, id: SeqId) {
-        if let Some(s) = self.seqs.get_mut(&id)
-            && let Some(r) = s.row.take()
-        {
-            s.cached.clear();
-            self.rows[r] = None;
-            self.cache.truncate(r, 0);
+        if let Some(r) = self.seqs.get(&id).and_then(|s| s.row) {
+            self.evict_row(id, r);
             self.stats.evictions += 1;
         }
     }

@@ -276,23 +276,26 @@ pub struct PlayJob<'a> {
     pub sample_seed: u64,
 }
 
-fn new_episode(seed: i64, with_hint: bool) -> Episode {
-    Episode {
-        seed,
-        with_hint,
-        transcript: vec![],
-        episode_return: 0.0,
-        won: false,
-        turns: 0,
-        terminated: false,
-        ids: vec![],
-        loss_mask: vec![],
-        logprobs: vec![],
-        format_errors: 0,
-        rewards: vec![],
-        env_calls: 0,
-        failure: None,
-        error: None,
+impl Episode {
+    /// An episode not played yet.
+    pub fn new(seed: i64, with_hint: bool) -> Self {
+        Episode {
+            seed,
+            with_hint,
+            transcript: vec![],
+            episode_return: 0.0,
+            won: false,
+            turns: 0,
+            terminated: false,
+            ids: vec![],
+            loss_mask: vec![],
+            logprobs: vec![],
+            format_errors: 0,
+            rewards: vec![],
+            env_calls: 0,
+            failure: None,
+            error: None,
+        }
     }
 }
 
@@ -523,7 +526,7 @@ fn play_concurrently(
         .map(|j| {
             j.seeds
                 .iter()
-                .map(|&s| new_episode(s, j.hint.is_some()))
+                .map(|&s| Episode::new(s, j.hint.is_some()))
                 .collect()
         })
         .collect();
@@ -635,7 +638,7 @@ fn play_batched(
     let mut episodes: Vec<Episode> = job
         .seeds
         .iter()
-        .map(|&s| new_episode(s, job.hint.is_some()))
+        .map(|&s| Episode::new(s, job.hint.is_some()))
         .collect();
     let idxs: Vec<usize> = (0..job.seeds.len()).collect();
     let mut started_eps = 0;

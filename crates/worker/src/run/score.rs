@@ -399,21 +399,10 @@ mod tests {
 
     fn episode(seed: i64, failure: Option<PlayFailure>) -> Episode {
         Episode {
-            seed,
-            with_hint: false,
-            transcript: vec![],
-            episode_return: 0.0,
-            won: false,
             turns: 1,
-            terminated: false,
-            ids: vec![],
-            loss_mask: vec![],
-            logprobs: vec![],
-            format_errors: 0,
-            rewards: vec![],
             env_calls: 2,
             failure,
-            error: None,
+            ..Episode::new(seed, false)
         }
     }
 
