@@ -16,8 +16,8 @@ Recipe (what spade-policy's `bench` does, in plain PyTorch):
 - per-layer activation checkpointing (torch.utils.checkpoint), off with `--no-recompute`;
 - global gradient clipping at 1.0 and torch.optim.AdamW (lr 1e-6, weight decay 0.01, float32
   moments; fused on CUDA).
-The model is written out here (RMSNorm, GQA with q/k norms and rotary embeddings, SwiGLU) so
-that only torch is needed.
+The model is written out here (RMSNorm, GQA with q/k norms and rotary embeddings, SwiGLU, and
+for the MoE shapes transformers' sparse block) so that only torch is needed.
 
     python bench_train_torch.py --shape qwen3-0.6b --tokens 16384 --device cuda [--threads 1]
 
@@ -48,6 +48,14 @@ SHAPES = {
     "qwen3-1.7b": (151_936, 2048, 6144, 28, 16, 8, 128, True),
     "qwen3-4b": (151_936, 2560, 9728, 36, 32, 8, 128, True),
     "qwen3-8b": (151_936, 4096, 12288, 36, 32, 8, 128, False),
+    "tiny-moe": (4096, 256, 768, 4, 4, 2, 64, True),
+    "qwen3-30b-a3b-4l": (151_936, 2048, 6144, 4, 32, 4, 128, False),
+}
+# Qwen3-MoE shapes: (experts, experts per token, expert width); every layer sparse, top-k
+# weights renormalised (preset.rs: `tiny-moe`, and Qwen3-30B-A3B's config with 4 layers).
+MOE = {
+    "tiny-moe": (8, 2, 192),
+    "qwen3-30b-a3b-4l": (128, 8, 768),
 }
 THETA, EPS = 1e6, 1e-6
 # spade_policy::grpo::GrpoConfig's defaults: the sampling temperature (spade-spec.md, "Play")
@@ -55,8 +63,37 @@ THETA, EPS = 1e6, 1e-6
 TEMPERATURE, CLIP_LOW, CLIP_HIGH = 0.6, 0.2, 0.28
 
 
+class Moe(nn.Module):
+    """Qwen3-MoE's sparse block as transformers 5.24 computes it (modeling_qwen3_moe.py):
+    float32 softmax router, top-k renormalised, then per routed expert one SwiGLU over exactly
+    its tokens, scattered back with index_add_."""
+
+    def __init__(self, h, experts, top_k, inter):
+        super().__init__()
+        self.top_k, self.experts = top_k, experts
+        self.router = nn.Linear(h, experts, bias=False)
+        self.gate_up = nn.Parameter(torch.empty(experts, 2 * inter, h))
+        self.down = nn.Parameter(torch.empty(experts, h, inter))
+
+    def forward(self, x):
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])
+        probs = torch.softmax(self.router(x), -1, dtype=torch.float)
+        w, idx = torch.topk(probs, self.top_k, -1)
+        w = (w / w.sum(-1, keepdim=True)).to(x.dtype)
+        out = torch.zeros_like(x)
+        with torch.no_grad():
+            hit = torch.bincount(idx.reshape(-1), minlength=self.experts).nonzero().flatten().tolist()
+        for e in hit:
+            tok, pos = torch.where(idx == e)
+            g, u = F.linear(x[tok], self.gate_up[e]).chunk(2, -1)
+            y = F.linear(F.silu(g) * u, self.down[e]) * w[tok, pos, None]
+            out = out.index_add(0, tok, y.to(out.dtype))
+        return out.reshape(shape)
+
+
 class Layer(nn.Module):
-    def __init__(self, h, inter, heads, kv_heads, head_dim):
+    def __init__(self, h, inter, heads, kv_heads, head_dim, moe=None):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.ln1 = nn.RMSNorm(h, eps=EPS)
@@ -67,9 +104,11 @@ class Layer(nn.Module):
         self.o = nn.Linear(heads * head_dim, h, bias=False)
         self.qn = nn.RMSNorm(head_dim, eps=EPS)
         self.kn = nn.RMSNorm(head_dim, eps=EPS)
-        self.gate = nn.Linear(h, inter, bias=False)
-        self.up = nn.Linear(h, inter, bias=False)
-        self.down = nn.Linear(inter, h, bias=False)
+        self.moe = Moe(h, *moe) if moe else None
+        if not moe:
+            self.gate = nn.Linear(h, inter, bias=False)
+            self.up = nn.Linear(h, inter, bias=False)
+            self.down = nn.Linear(inter, h, bias=False)
 
     def forward(self, x, cos, sin):
         b, t, _ = x.shape
@@ -82,6 +121,8 @@ class Layer(nn.Module):
         a = F.scaled_dot_product_attention(rot(q), rot(k), v, is_causal=True, enable_gqa=True)
         x = x + self.o(a.transpose(1, 2).reshape(b, t, -1))
         y = self.ln2(x)
+        if self.moe is not None:
+            return x + self.moe(y)
         return x + self.down(F.silu(self.gate(y)) * self.up(y))
 
 
@@ -91,11 +132,12 @@ class Model(nn.Module):
         vocab, h, inter, layers, heads, kv_heads, head_dim, tied = SHAPES[shape]
         self.head_dim, self.recompute = head_dim, recompute
         self.embed = nn.Embedding(vocab, h)
-        self.layers = nn.ModuleList(Layer(h, inter, heads, kv_heads, head_dim) for _ in range(layers))
+        moe = MOE.get(shape)
+        self.layers = nn.ModuleList(Layer(h, inter, heads, kv_heads, head_dim, moe) for _ in range(layers))
         self.norm = nn.RMSNorm(h, eps=EPS)
         self.head = None if tied else nn.Linear(h, vocab, bias=False)
         for p in self.parameters():
-            if p.dim() == 2:
+            if p.dim() >= 2:
                 nn.init.normal_(p, std=0.02)
 
     def head_weight(self):

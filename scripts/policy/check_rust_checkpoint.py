@@ -4,6 +4,7 @@
 Usage: check_rust_checkpoint.py DIR
 DIR holds what `Policy::save` wrote plus expected.json from the Rust side:
   {"prompts": [[ids]], "last_logits": [[floats]], "texts": [{"text": str, "ids": [ids]}]}
+("texts" is optional: without it the tokenizer is not checked.)
 Exit 0 when AutoModelForCausalLM reproduces the last-position logits within 1e-4 and
 AutoTokenizer encodes every text to the same ids; 1 otherwise. Run with the torch venv
 (see make_fixtures.py); crates/policy/tests/it/checkpoints.rs calls it when that venv exists.
@@ -28,6 +29,8 @@ def main(d: Path) -> int:
             worst = max(worst, (got - torch.tensor(want)).abs().max().item())
     ok = worst < 1e-4
     print(f"{type(model).__name__}: max |logit diff| {worst:.2e} ({'ok' if ok else 'FAIL'})")
+    if "texts" not in exp:  # a checkpoint without a tokenizer (e.g. a random MoE fixture)
+        return 0 if ok else 1
     tok = AutoTokenizer.from_pretrained(d)
     for case in exp.get("texts", []):
         ids = tok(case["text"], add_special_tokens=False)["input_ids"]

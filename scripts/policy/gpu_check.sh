@@ -16,6 +16,8 @@
 # status: the tests' (the benches report, they do not fail). SKIP_TRAIN=1 skips the training
 # benches; TRAIN_SHAPES (default "qwen3-0.6b qwen3-4b") and TRAIN_TOKENS (16384) change them.
 # SKIP_ROLLOUT=1 skips the rollout-engine benches (ROLLOUT_SHAPES, default "qwen3-0.6b qwen3-4b").
+# SKIP_MOE=1 skips the Qwen3-MoE benches (a 30B-A3B-shaped 4-layer stack: training step and
+# engine generation).
 set -uo pipefail
 BUNDLE="${BUNDLE:-target/gpu-bundle}"
 PY="${TORCH_PYTHON:-/opt/torch/.venv/bin/python}"
@@ -85,6 +87,22 @@ if [ "${SKIP_ROLLOUT:-0}" != 1 ] && [ -x "$BUNDLE/rollout-bench" ]; then
                 --context 1024 --device cuda 2> "$OUT/rollout-$shape-hf.log" | tee "$OUT/rollout-$shape-hf.json"
         fi
     done
+fi
+if [ "${SKIP_MOE:-0}" != 1 ]; then
+    # Qwen3-MoE: 30B-A3B's layer shapes (128 experts of 768, top-8, hidden 2,048), 4 layers
+    # (3.1 B parameters: bf16 weights 6 GB, float32 masters 12 GB, moments 25 GB). A training
+    # step ours and PyTorch's (transformers' sparse block), then one step's generation on the
+    # engine (forward tokens/s); peak memory in each side's JSON.
+    echo "== training step qwen3-30b-a3b-4l, 8k tokens: spade and PyTorch"
+    timeout 240 scripts/policy/bench-train --shape qwen3-30b-a3b-4l --tokens 8190 --seq-len 2048 \
+        --device cuda --threads 4 --steps 2 --warmup 1 --rounds 1 \
+        --spade "$BUNDLE/train-bench" --python "$PY" --out "$OUT/train-qwen3-30b-a3b-4l" \
+        2>&1 | tee "$OUT/train-qwen3-30b-a3b-4l.log"
+    if [ -x "$BUNDLE/rollout-bench" ]; then
+        echo "== rollout qwen3-30b-a3b-4l, 64 episodes, context 1024: engine"
+        timeout 150 "$BUNDLE/rollout-bench" qwen3-30b-a3b-4l 8 8 1024 cuda engine 256 \
+            2> "$OUT/rollout-moe.log" | tee "$OUT/rollout-moe.json"
+    fi
 fi
 echo "gpu_check: tests exit status $status; logs in $OUT"
 exit "$status"

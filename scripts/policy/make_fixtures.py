@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the Hugging Face reference fixtures that crates/policy/tests/hf_reference.rs reads.
 
-Each case is a random small Qwen3 model (transformers' Qwen3ForCausalLM, float32) saved with
-`save_pretrained`, plus expected.json: prompts (token ids), the last position's logits of each
+Each case is a random small Qwen3 model (transformers' Qwen3ForCausalLM, float32) or Qwen3-MoE
+model (Qwen3MoeForCausalLM; the `moe_*` cases) saved with `save_pretrained`, plus expected.json: prompts (token ids), the last position's logits of each
 prompt run alone, and the 32-token greedy continuation of the prompts batched with left padding
 (transformers' `generate`). A tokenizer case checks that the Rust `tokenizers` crate encodes like
 the Python one with a Qwen-style pre-tokenizer (regex split + byte level).
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 import transformers
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
 OUT = Path(__file__).resolve().parents[2] / "crates/policy/tests/fixtures"
 NEW_TOKENS = 32
@@ -41,6 +41,28 @@ CASES = {
                                head_dim=8, rope_theta=1e6, tie_word_embeddings=False),
                        dict(max_shard_size="100KB")),
 }
+# Qwen3-MoE: top-1 and top-k > 1, norm_topk_prob both ways, dense layers among sparse ones (by
+# mlp_only_layers and by decoder_sparse_step), tied and untied, head_dim defaulted (hidden /
+# heads for MoE, unlike dense Qwen3) and explicit, one sharded.
+MOE_CASES = {
+    "moe_top1_tied": (11, dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                               num_experts=4, num_experts_per_tok=1, norm_topk_prob=False,
+                               tie_word_embeddings=True), {}),
+    "moe_top2_norm_untied": (12, dict(hidden_size=48, num_attention_heads=4, num_key_value_heads=2,
+                                      head_dim=16, num_experts=8, num_experts_per_tok=2,
+                                      norm_topk_prob=True, rope_theta=1e6,
+                                      tie_word_embeddings=False),
+                             dict(max_shard_size="100KB")),
+    "moe_dense_layer": (13, dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=1,
+                                 head_dim=16, num_hidden_layers=3, mlp_only_layers=[1],
+                                 num_experts=6, num_experts_per_tok=3, norm_topk_prob=False,
+                                 tie_word_embeddings=False), {}),
+    "moe_sparse_step2": (14, dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=4,
+                                  head_dim=8, num_hidden_layers=4, decoder_sparse_step=2,
+                                  num_experts=4, num_experts_per_tok=2, norm_topk_prob=True,
+                                  tie_word_embeddings=True), {}),
+}
+MOE_BASE = dict(moe_intermediate_size=24)
 BASE = dict(vocab_size=256, intermediate_size=96, num_hidden_layers=2, max_position_embeddings=512,
             eos_token_id=None, bos_token_id=None, pad_token_id=None)
 
@@ -59,10 +81,14 @@ def randomize(model: torch.nn.Module, gen: torch.Generator) -> None:
                 p.copy_(0.15 * noise)
 
 
-def make_case(name: str, seed: int, overrides: dict, save_kwargs: dict) -> None:
+def make_case(name: str, seed: int, overrides: dict, save_kwargs: dict, moe: bool = False) -> None:
     gen = torch.Generator().manual_seed(seed)
-    cfg = Qwen3Config(**{**BASE, **overrides})
-    model = Qwen3ForCausalLM(cfg).eval()
+    if moe:
+        cfg = Qwen3MoeConfig(**{**BASE, **MOE_BASE, **overrides})
+        model = Qwen3MoeForCausalLM(cfg).eval()
+    else:
+        cfg = Qwen3Config(**{**BASE, **overrides})
+        model = Qwen3ForCausalLM(cfg).eval()
     randomize(model, gen)
     out = OUT / name
     shutil.rmtree(out, ignore_errors=True)
@@ -86,6 +112,12 @@ def make_case(name: str, seed: int, overrides: dict, save_kwargs: dict) -> None:
             assert row == alone, f"{name}: batched and unbatched greedy differ"
     expected = dict(prompts=prompts, last_logits=last, greedy=batched.tolist(),
                     transformers=transformers.__version__, torch=torch.__version__)
+    if moe:
+        # The router load-balancing loss (load_balancing_loss_func) over the first prompt but
+        # its last token: the positions a packed training pass of that sequence runs.
+        with torch.no_grad():
+            routed = model(torch.tensor([prompts[0][:-1]]), output_router_logits=True)
+        expected["aux_loss_prefix"] = routed.aux_loss.item()
     (out / "expected.json").write_text(json.dumps(expected) + "\n")
     size = sum(f.stat().st_size for f in out.iterdir())
     assert size < 1_000_000, f"{name} is {size} bytes"
@@ -128,9 +160,15 @@ def make_tokenizer_case() -> None:
 def main() -> int:
     torch.set_num_threads(1)
     OUT.mkdir(parents=True, exist_ok=True)
+    only = set(sys.argv[1:])
     for name, (seed, overrides, save_kwargs) in CASES.items():
-        make_case(name, seed, overrides, save_kwargs)
-    make_tokenizer_case()
+        if not only or name in only:
+            make_case(name, seed, overrides, save_kwargs)
+    for name, (seed, overrides, save_kwargs) in MOE_CASES.items():
+        if not only or name in only:
+            make_case(name, seed, overrides, save_kwargs, moe=True)
+    if not only or "tokenizer_qwen_style" in only:
+        make_tokenizer_case()
     return 0
 
 

@@ -405,6 +405,10 @@ const HELP: &[(&str, &str)] = &[
         "Recompute each layer's activations in the backward pass (less memory, about a third more compute).",
     ),
     (
+        "grpo.router_aux_coef",
+        "Coefficient of the router load-balancing loss of a Qwen3-MoE model; 0 = off, as RL fine-tuning usually runs. Dense models ignore it.",
+    ),
+    (
         "sandbox.step_timeout_s",
         "Per-call limit of step (spec: 30 s).",
     ),

@@ -10,8 +10,9 @@ use spade_policy::preset::SHAPES;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// A shape: qwen3-0.6b, qwen3-1.7b, qwen3-4b or qwen3-8b (Qwen3's), or tiny or small
-    /// (CPU-sized: 4 M and 34 M parameters).
+    /// A shape: qwen3-0.6b, qwen3-1.7b, qwen3-4b or qwen3-8b (Qwen3's), qwen3-30b-a3b-4l
+    /// (Qwen3-30B-A3B's MoE layers, 4 of them: 3.1 B parameters), or tiny, small or tiny-moe
+    /// (CPU-sized: 4 M, 34 M and 6.6 M parameters).
     #[arg(long)]
     pub shape: String,
     /// Predicted tokens per step (packed into one micro-batch).

@@ -8,7 +8,8 @@ use spade_policy::rollout_bench::{self, Path, RolloutBenchOptions, RolloutReport
 
 #[derive(Debug, Args)]
 pub struct RolloutBenchArgs {
-    /// `tiny` or a Qwen3 shape (qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b), random weights.
+    /// `tiny`, `tiny-moe` or a Qwen3 shape (qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b,
+    /// qwen3-30b-a3b-4l), random weights.
     #[arg(long, default_value = "tiny")]
     pub shape: String,
     /// Environments of the step (the paper: 24 games).

@@ -60,6 +60,12 @@ pub struct GrpoConfig {
     pub logprob_chunk_tokens: usize,
     /// Per-layer activation recompute (less memory, one more forward pass).
     pub recompute: bool,
+    /// Coefficient of a Qwen3-MoE router's load-balancing loss (see
+    /// [`crate::qwen3::Qwen3::backward_packed`]); 0 = off, the default. RL fine-tuning of a
+    /// pretrained MoE usually leaves it off: the routers are balanced by pretraining, the
+    /// term's gradient pulls away from the reward, and at the checkpoints' 0.001 it is
+    /// small next to a GRPO loss of order 0.01-0.1 anyway. Dense models ignore it.
+    pub router_aux_coef: f64,
     pub optim: OptimConfig,
 }
 
@@ -75,6 +81,7 @@ impl Default for GrpoConfig {
             micro_batch_tokens: 16_384,
             logprob_chunk_tokens: crate::train::DEFAULT_CHUNK_TOKENS,
             recompute: false,
+            router_aux_coef: 0.0,
             optim: OptimConfig::default(),
         }
     }
@@ -141,6 +148,9 @@ pub struct GrpoStats {
     pub mean_tis: f64,
     /// Gradient norm before clipping.
     pub grad_norm: f64,
+    /// The router load-balancing loss (token-weighted mean over the step's passes), when
+    /// `router_aux_coef > 0` on a Qwen3-MoE model; else 0.
+    pub router_aux: f64,
 }
 
 /// Sums over the masked tokens of one micro-batch; all tensors `[B, T-1]` except `adv`, `weight`
@@ -268,14 +278,19 @@ impl GrpoTrainer {
             tokens,
             ..Default::default()
         };
-        let pass = PassOptions {
-            temperature: c.temperature,
-            chunk_tokens: c.logprob_chunk_tokens,
-            recompute: c.recompute,
-        };
         let lens: Vec<usize> = samples.iter().map(|s| s.seq.ids.len()).collect();
+        let positions: usize = lens.iter().map(|l| l - 1).sum();
         for range in train::micro_batches(&lens, c.micro_batch_tokens) {
             let chunk = &samples[range];
+            // The pass's share of the step's positions weights its router loss.
+            let share = chunk.iter().map(|s| s.seq.ids.len() - 1).sum::<usize>() as f64
+                / positions.max(1) as f64;
+            let pass = PassOptions {
+                temperature: c.temperature,
+                chunk_tokens: c.logprob_chunk_tokens,
+                recompute: c.recompute,
+                router_aux: c.router_aux_coef * share,
+            };
             let seqs: Vec<&MaskedSeq> = chunk.iter().map(|s| &s.seq).collect();
             let packed = train::pack(&seqs, dev)?;
             // Per predicted token, [N] (the loss broadcasts [N, 1] against them).
@@ -296,7 +311,7 @@ impl GrpoTrainer {
                 Some(r) => Some(r.model().packed_logprobs(&packed.ids, &pass)?.unsqueeze(1)),
                 None => None,
             };
-            policy
+            let aux = policy
                 .model()
                 .backward_packed(&packed.ids, &pass, |logp, start| {
                     let len = logp.size()[0];
@@ -319,6 +334,7 @@ impl GrpoTrainer {
                     st.mean_tis += parts[3] / n;
                     Ok(loss)
                 })?;
+            st.router_aux += aux * share;
         }
         Ok(st)
     }

@@ -9,6 +9,7 @@
 
 use crate::error::{PolicyError, Result};
 use crate::policy::Policy;
+use crate::qwen3::config::Moe;
 use crate::qwen3::{Config, WeightInit};
 use crate::tokenizer::{END_OF_TEXT, IM_END, Tokenizer};
 use serde_json::{Map, json};
@@ -21,21 +22,68 @@ pub const PRESETS: &[&str] = &["tiny"];
 pub const SHAPES: &[&str] = &[
     "tiny",
     "small",
+    "tiny-moe",
     "qwen3-0.6b",
     "qwen3-1.7b",
     "qwen3-4b",
     "qwen3-8b",
+    "qwen3-30b-a3b",
+    "qwen3-30b-a3b-4l",
 ];
+
+/// Qwen3-30B-A3B's `config.json` (the paper's strongest backbone) with `layers` layers: 48 in
+/// the released model, fewer for benchmarks of its layer shapes. Hidden 2,048, 32 query and 4
+/// key/value heads of 128, 128 experts of SwiGLU width 768 per layer, 8 routed per token with
+/// renormalised weights, untied embeddings.
+fn qwen3_30b_a3b(layers: i64) -> Config {
+    let mut c = tiny_config(151_936, Some(151_645), Some(151_643));
+    c.hidden_size = 2048;
+    c.intermediate_size = 6144;
+    c.num_hidden_layers = layers;
+    c.num_attention_heads = 32;
+    c.num_key_value_heads = 4;
+    c.head_dim = 128;
+    c.max_position_embeddings = 40_960;
+    c.tie_word_embeddings = false;
+    c.bos_token_id = None;
+    c.moe = Some(Moe {
+        num_experts: 128,
+        num_experts_per_tok: 8,
+        moe_intermediate_size: 768,
+        norm_topk_prob: true,
+        decoder_sparse_step: 1,
+        mlp_only_layers: vec![],
+        router_aux_loss_coef: 0.001,
+    });
+    c
+}
 
 /// The architecture of a shape of [`SHAPES`]. `qwen3-*`: a released Qwen3 model (the values of
 /// its `config.json`): vocabulary 151,936, head_dim 128, 8 key/value heads, RoPE theta 1e6,
 /// RMSNorm eps 1e-6, context 40,960. `tiny`: [`tiny_config`] with a 4,096-token vocabulary.
 /// `small`: 8 layers of width 512 (SwiGLU 1,536), 8 query and 4 key/value heads of 64, a
 /// 16,384-token vocabulary (Qwen3-0.6B is 28 x 1024); `scripts/policy/bench_train_torch.py`
-/// spells out the same shapes.
+/// spells out the same shapes. Qwen3-MoE: `qwen3-30b-a3b` (the released shape, 30.5 B
+/// parameters, 3.3 B active), `qwen3-30b-a3b-4l` (its first 4 layers' shapes, for benchmarks)
+/// and `tiny-moe` (`tiny` with 8 experts of width 192, top-2, in every layer).
 pub fn shape(name: &str) -> Result<Config> {
     match name {
         "tiny" => return Ok(tiny_config(4096, Some(2), Some(0))),
+        "tiny-moe" => {
+            let mut c = tiny_config(4096, Some(2), Some(0));
+            c.moe = Some(Moe {
+                num_experts: 8,
+                num_experts_per_tok: 2,
+                moe_intermediate_size: 192,
+                norm_topk_prob: true,
+                decoder_sparse_step: 1,
+                mlp_only_layers: vec![],
+                router_aux_loss_coef: 0.001,
+            });
+            return Ok(c);
+        }
+        "qwen3-30b-a3b" => return Ok(qwen3_30b_a3b(48)),
+        "qwen3-30b-a3b-4l" => return Ok(qwen3_30b_a3b(4)),
         "small" => {
             let mut c = tiny_config(16_384, Some(2), Some(0));
             c.hidden_size = 512;
@@ -101,6 +149,7 @@ pub fn tiny_config(vocab_size: i64, eos: Option<i64>, pad: Option<i64>) -> Confi
         bos_token_id: None,
         eos_token_ids: eos.into_iter().collect(),
         pad_token_id: pad,
+        moe: None,
         extra,
     }
 }
@@ -215,6 +264,17 @@ mod tests {
             assert!((n - billions).abs() < 0.03 * billions, "{name}: {n:.3}B");
         }
         assert!(shape("qwen3-3b").is_err());
+        // Qwen3-30B-A3B's model card: 30.5 B parameters, 3.3 B activated.
+        let moe = shape("qwen3-30b-a3b")?;
+        let (total, active) = (
+            moe.num_parameters() as f64 / 1e9,
+            moe.active_parameters() as f64 / 1e9,
+        );
+        assert!((total - 30.5).abs() < 0.2, "30b-a3b: {total:.2}B");
+        assert!((active - 3.3).abs() < 0.1, "30b-a3b active: {active:.2}B");
+        let four = shape("qwen3-30b-a3b-4l")?;
+        assert_eq!(four.moe, moe.moe);
+        assert_eq!(four.num_hidden_layers, 4);
         let small = shape("small")?.num_parameters() as f64 / 1e6;
         assert!((33.0..34.0).contains(&small), "small: {small:.1}M");
         assert_eq!(

@@ -1,4 +1,5 @@
-//! Qwen3: the decoder-only transformer of Hugging Face's `Qwen3ForCausalLM`, in one file.
+//! Qwen3: the decoder-only transformer of Hugging Face's `Qwen3ForCausalLM`, and with the
+//! sparse feed-forward of [`moe`] its mixture-of-experts variant `Qwen3MoeForCausalLM`.
 //!
 //! References: transformers `models/qwen3/modeling_qwen3.py` (5.24, which this matches to 1e-4
 //! in float32, see `tests/hf_reference.rs`); the Qwen3 technical report (arXiv 2505.09388).
@@ -16,10 +17,11 @@
 //! activation recompute).
 
 pub mod config;
+mod moe;
 mod packed;
 mod slots;
 
-pub use config::Config;
+pub use config::{Config, Moe};
 pub use packed::{PackedIds, PassOptions};
 pub use slots::SlotCache;
 
@@ -261,22 +263,45 @@ impl Mlp {
     }
 }
 
+/// A layer's feed-forward: the dense SwiGLU, or (Qwen3-MoE's sparse layers) routed experts.
+#[derive(Debug)]
+enum Ffn {
+    Dense(Mlp),
+    Sparse(moe::SparseMoe),
+}
+
+impl Ffn {
+    /// `gate_up`: a dense layer's fused [gate; up] weight of a cache (sparse layers have none).
+    fn forward(&self, x: &Tensor, gate_up: Option<&Tensor>) -> Tensor {
+        match self {
+            Ffn::Dense(m) => m.forward(x, gate_up),
+            Ffn::Sparse(m) => m.forward(x),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Layer {
     input_layernorm: RmsNorm,
     self_attn: Attention,
     post_attention_layernorm: RmsNorm,
-    mlp: Mlp,
+    mlp: Ffn,
 }
 
 impl Layer {
-    fn new(vs: nn::Path<'_>, c: &Config, init: WeightInit) -> Result<Self> {
+    fn new(vs: nn::Path<'_>, c: &Config, index: i64, init: WeightInit) -> Result<Self> {
         let (h, eps) = (c.hidden_size, c.rms_norm_eps);
+        let mlp = match &c.moe {
+            Some(m) if m.is_sparse(index) => {
+                Ffn::Sparse(moe::SparseMoe::new(&vs / "mlp", c, m, init)?)
+            }
+            _ => Ffn::Dense(Mlp::new(&vs / "mlp", c, init)?),
+        };
         Ok(Self {
             input_layernorm: RmsNorm::new(&vs / "input_layernorm", h, eps)?,
             self_attn: Attention::new(&vs / "self_attn", c, init)?,
             post_attention_layernorm: RmsNorm::new(&vs / "post_attention_layernorm", h, eps)?,
-            mlp: Mlp::new(&vs / "mlp", c, init)?,
+            mlp,
         })
     }
 }
@@ -357,7 +382,7 @@ impl Qwen3 {
         let shape = [cfg.vocab_size, cfg.hidden_size];
         let embed_tokens = (&m / "embed_tokens").f_var("weight", &shape, init.init())?;
         let layers = (0..cfg.num_hidden_layers)
-            .map(|i| Layer::new(&m / "layers" / i, cfg, init))
+            .map(|i| Layer::new(&m / "layers" / i, cfg, i, init))
             .collect::<Result<_>>()?;
         let lm_head = if cfg.tie_word_embeddings {
             embed_tokens.shallow_clone()
@@ -522,12 +547,16 @@ impl Qwen3 {
                     _ => None,
                 };
                 let weight = [&a.q_proj.weight, &a.k_proj.weight, &a.v_proj.weight];
+                let gate_up = match m {
+                    Ffn::Dense(m) if fuse => Some(cat(&[&m.gate_proj.weight, &m.up_proj.weight])),
+                    _ => None,
+                };
                 (
                     fuse.then(|| Linear {
                         weight: cat(&weight),
                         bias,
                     }),
-                    fuse.then(|| cat(&[&m.gate_proj.weight, &m.up_proj.weight])),
+                    gate_up,
                 )
             })
             .collect()

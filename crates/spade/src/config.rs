@@ -333,6 +333,10 @@ pub struct GrpoSection {
     /// Recompute each layer's activations in the backward pass (less memory, about a third
     /// more compute).
     pub activation_recompute: bool,
+    /// Coefficient of the router load-balancing loss of a Qwen3-MoE model (transformers'
+    /// `load_balancing_loss_func`); 0 = off, as RL fine-tuning usually runs. Dense models
+    /// ignore it.
+    pub router_aux_coef: f64,
 }
 
 /// Limits of generated code (spec, "Validation").
@@ -598,6 +602,8 @@ impl Default for GrpoSection {
             micro_batch_tokens: 16_384,
             logprob_chunk_tokens: 4096,
             activation_recompute: true,
+            // Off: pretraining balanced the routers; RL fine-tuning leaves them be.
+            router_aux_coef: 0.0,
         }
     }
 }

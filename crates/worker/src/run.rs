@@ -208,6 +208,7 @@ pub fn run(
         micro_batch_tokens: cfg.grpo.micro_batch_tokens as usize,
         logprob_chunk_tokens: cfg.grpo.logprob_chunk_tokens as usize,
         recompute: cfg.grpo.activation_recompute,
+        router_aux_coef: cfg.grpo.router_aux_coef,
         optim: OptimConfig {
             lr: cfg.grpo.lr,
             ..OptimConfig::default()

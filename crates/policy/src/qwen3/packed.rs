@@ -19,7 +19,8 @@
 //!
 //! Gradients accumulate into the variables' `.grad`, as `loss.backward()` would.
 
-use super::{Layer, Qwen3};
+use super::moe::Routing;
+use super::{Ffn, Layer, Qwen3};
 use crate::error::{PolicyError, Result};
 use tch::{Kind, Tensor};
 
@@ -57,6 +58,10 @@ pub struct PassOptions {
     pub chunk_tokens: usize,
     /// Recompute each layer's activations in the backward pass instead of keeping them.
     pub recompute: bool,
+    /// Weight of the router's load-balancing loss in this pass (Qwen3-MoE only; 0 = off): the
+    /// caller's coefficient times this pass's share of the step, so passes add up to the
+    /// coefficient times a token-weighted mean.
+    pub router_aux: f64,
 }
 
 impl Qwen3 {
@@ -78,10 +83,41 @@ impl Qwen3 {
     }
 
     fn layer_forward(l: &Layer, x: &Tensor, rope: &(Tensor, Tensor), lens: &[i64]) -> Tensor {
+        Self::layer_forward_routed(l, x, rope, lens, false).0
+    }
+
+    /// [`Self::layer_forward`], also returning a sparse layer's routing when `route`.
+    fn layer_forward_routed(
+        l: &Layer,
+        x: &Tensor,
+        rope: &(Tensor, Tensor),
+        lens: &[i64],
+        route: bool,
+    ) -> (Tensor, Option<Routing>) {
         let x = x + l
             .self_attn
             .forward_segments(&l.input_layernorm.forward(x), rope, lens);
-        &x + l.mlp.forward(&l.post_attention_layernorm.forward(&x), None)
+        let h = l.post_attention_layernorm.forward(&x);
+        match &l.mlp {
+            Ffn::Sparse(m) if route => {
+                let (y, r) = m.forward_routed(&h);
+                (&x + y, Some(r))
+            }
+            mlp => (&x + mlp.forward(&h, None), None),
+        }
+    }
+
+    /// Experts per sparse layer and the number of sparse layers (0, 0 for a dense model).
+    fn sparse_shape(&self) -> (i64, i64) {
+        let sparse: Vec<i64> = self
+            .layers
+            .iter()
+            .filter_map(|l| match &l.mlp {
+                Ffn::Sparse(m) => Some(m.num_experts()),
+                Ffn::Dense(_) => None,
+            })
+            .collect();
+        (sparse.first().copied().unwrap_or(0), sparse.len() as i64)
     }
 
     /// Final hidden states [1, N, hidden] of a packed batch, with autograd as usual.
@@ -134,22 +170,37 @@ impl Qwen3 {
     /// Forward and backward of a packed batch. `loss(logp, start)` receives the log-probs
     /// [n, 1] (float32, with gradient) of positions `start..start + n` (one chunk) and returns
     /// the scalar whose gradient to accumulate; chunks come in order and cover every position.
+    ///
+    /// With `o.router_aux > 0` on a Qwen3-MoE model the router's load-balancing loss of the
+    /// pass is added, weighted by `o.router_aux`, and its value (unweighted) returned; else 0.
+    /// The loss is transformers' `load_balancing_loss_func` (Switch Transformer eq. 4-6) over
+    /// this pass's tokens and all sparse layers: `E * sum_e f_e * P_e`, `f_e` the share of top-k
+    /// assignments to expert e (summing to k) and `P_e` its mean router probability, both
+    /// pooled over layers. `f` carries no gradient, so the loss is linear in each layer's
+    /// probability sums, which is what lets activation recompute add it layer by layer.
     pub fn backward_packed(
         &self,
         p: &PackedIds,
         o: &PassOptions,
         mut loss: impl FnMut(&Tensor, i64) -> Result<Tensor>,
-    ) -> Result<()> {
+    ) -> Result<f64> {
         let n = self.check_packed(p)?;
+        let (experts, sparse_layers) = self.sparse_shape();
+        let route = o.router_aux > 0.0 && sparse_layers > 0;
+        // Pooled rows of the aux loss: every token in every sparse layer.
+        let rows = (n * sparse_layers.max(1)) as f64;
         let embed = || Tensor::embedding(&self.embed_tokens, &p.ids, -1, false, false);
-        // Forward: with recompute, only each layer's input is kept (no graph).
+        // Forward: with recompute, only each layer's input is kept (no graph). Routing sums per
+        // sparse layer: assignments (no gradient) and probabilities (a graph without recompute).
+        let mut sums: Vec<(Tensor, Tensor)> = vec![];
         let (body_out, inputs, rope) = if o.recompute {
             tch::no_grad(|| {
                 let mut x = embed();
                 let rope = self.rope(&p.pos, x.kind());
                 let mut inputs = Vec::with_capacity(self.layers.len());
                 for l in &self.layers {
-                    let next = Self::layer_forward(l, &x, &rope, &p.lens);
+                    let (next, r) = Self::layer_forward_routed(l, &x, &rope, &p.lens, route);
+                    sums.extend(r.map(|r| r.sums(experts)));
                     inputs.push(x);
                     x = next;
                 }
@@ -159,9 +210,31 @@ impl Qwen3 {
             let mut x = embed();
             let rope = self.rope(&p.pos, x.kind());
             for l in &self.layers {
-                x = Self::layer_forward(l, &x, &rope, &p.lens);
+                let (next, r) = Self::layer_forward_routed(l, &x, &rope, &p.lens, route);
+                sums.extend(r.map(|r| r.sums(experts)));
+                x = next;
             }
             (x, vec![], rope)
+        };
+        // f_e, pooled over layers; the aux loss's value.
+        let (share, aux_value) = if route {
+            let counts = Tensor::stack(&sums.iter().map(|s| &s.0).collect::<Vec<_>>(), 0)
+                .sum_dim_intlist(0, false, Kind::Float)
+                / rows;
+            let probs =
+                tch::no_grad(|| {
+                    Tensor::stack(&sums.iter().map(|s| &s.1).collect::<Vec<_>>(), 0)
+                        .sum_dim_intlist(0, false, Kind::Float)
+                        / rows
+                });
+            let value = (&counts * probs).sum(Kind::Float).double_value(&[]) * experts as f64;
+            (Some(counts), value)
+        } else {
+            (None, 0.0)
+        };
+        // The aux loss's term for one layer's probability sums, weighted.
+        let aux_term = |prob_sum: &Tensor, f: &Tensor| {
+            (prob_sum * f).sum(Kind::Float) * (experts as f64 * o.router_aux / rows)
         };
         // With recompute the body's output is a leaf, so the final norm's backward stops there.
         let top = if o.recompute {
@@ -185,21 +258,32 @@ impl Qwen3 {
         }
         let g = h.grad();
         if !g.defined() {
-            return Ok(());
+            return Ok(aux_value);
         }
-        // The rest of the graph: the final norm (and, without recompute, the whole body).
-        (hidden * g).sum(Kind::Float).backward();
+        // The rest of the graph: the final norm (and, without recompute, the whole body and
+        // the aux loss of its routers).
+        let mut rest = (hidden * g).sum(Kind::Float);
+        if let (Some(f), false) = (&share, o.recompute) {
+            for (_, prob_sum) in &sums {
+                rest += aux_term(prob_sum, f);
+            }
+        }
+        rest.backward();
         if !o.recompute {
-            return Ok(());
+            return Ok(aux_value);
         }
         let mut g = top.grad();
         for (l, x_in) in self.layers.iter().zip(inputs).rev() {
             let x = x_in.detach().set_requires_grad(true);
-            let y = Self::layer_forward(l, &x, &rope, &p.lens);
-            (y * &g).sum(Kind::Float).backward();
+            let (y, r) = Self::layer_forward_routed(l, &x, &rope, &p.lens, route);
+            let mut out = (y * &g).sum(Kind::Float);
+            if let (Some(f), Some(r)) = (&share, r) {
+                out += aux_term(&r.sums(experts).1, f);
+            }
+            out.backward();
             g = x.grad();
         }
         (embed() * g).sum(Kind::Float).backward();
-        Ok(())
+        Ok(aux_value)
     }
 }

@@ -163,6 +163,49 @@ fn a_rust_checkpoint_loads_in_transformers_with_the_same_logits() -> Result<()> 
     Ok(())
 }
 
+#[test]
+fn a_rust_saved_moe_checkpoint_loads_in_transformers_with_the_same_logits() -> Result<()> {
+    let Some(python) = torch_python() else {
+        eprintln!("SKIPPED: no torch venv with transformers and safetensors; see above");
+        return Ok(());
+    };
+    // Through a training step first, so the file holds weights transformers never saw.
+    let p = Policy::load_as(&fixture("moe_dense_layer"), Device::Cpu, Kind::Float)?;
+    let mut t = spade_policy::sft::SftTrainer::new(&p, Default::default())?;
+    let seq: Vec<i64> = (0..16).map(|i| (i * 13 + 1) % 256).collect();
+    t.step(
+        &p,
+        &[spade_policy::train::MaskedSeq::prompt_completion(
+            &seq[..4],
+            &seq[4..],
+        )],
+    )?;
+    let dir = tempdir("moe-to-hf");
+    p.save(&dir)?;
+    let prompts = [vec![5, 17, 200, 42, 9], vec![1, 2, 3]];
+    let logits: Vec<Vec<f32>> = prompts
+        .iter()
+        .map(|q| p.last_logits(q))
+        .collect::<Result<_>>()?;
+    let expected = json!({"prompts": prompts, "last_logits": logits});
+    checkpoint::write_json(&dir.join("expected.json"), &expected)?;
+    let script = crate::crate_dir().join("../../scripts/policy/check_rust_checkpoint.py");
+    let out = Command::new(&python)
+        .arg(&script)
+        .arg(&dir)
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(report.contains("Qwen3MoeForCausalLM"), "{report}");
+    Ok(())
+}
+
 fn load_err(dir: &Path) -> PolicyError {
     match Policy::load_as(dir, Device::Cpu, Kind::Float) {
         Ok(_) => panic!("{} loaded", dir.display()),

@@ -1,5 +1,5 @@
 //! Reference tests against Hugging Face transformers: fixtures written by
-//! `scripts/policy/make_fixtures.py` (random small Qwen3 models saved with `save_pretrained`,
+//! `scripts/policy/make_fixtures.py` (random small Qwen3 and Qwen3-MoE models saved with `save_pretrained`,
 //! their last-position logits and 32-token greedy continuations) must be reproduced here.
 //! Runs on CPU in float32, and on CUDA too (in float32, against the same tolerances) when
 //! libtorch sees a GPU.
@@ -16,6 +16,11 @@ const CASES: &[&str] = &[
     "gqa4_headdim32_untied",
     "mha_bias_theta5e5",
     "sharded_untied",
+    // Qwen3-MoE (Qwen3MoeForCausalLM): more of it in moe.rs.
+    "moe_top1_tied",
+    "moe_top2_norm_untied",
+    "moe_dense_layer",
+    "moe_sparse_step2",
 ];
 
 fn expected(dir: &Path) -> serde_json::Value {

@@ -7,6 +7,7 @@ mod checkpoints;
 mod engine;
 mod hf_reference;
 mod mixed;
+mod moe;
 mod optim;
 mod sampling;
 mod training;

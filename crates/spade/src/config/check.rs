@@ -479,6 +479,12 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
     k.range("grpo.clip_low", g.clip_low, Excl(0.0), Excl(1.0));
     k.range("grpo.clip_high", g.clip_high, Excl(0.0), Open);
     k.range("grpo.kl_coef", g.kl_coef, Incl(0.0), Incl(10.0));
+    k.range(
+        "grpo.router_aux_coef",
+        g.router_aux_coef,
+        Incl(0.0),
+        Incl(1.0),
+    );
     k.range("grpo.tis_cap", g.tis_cap, Incl(1.0), Open);
     k.count(
         "grpo.micro_batch_tokens",
