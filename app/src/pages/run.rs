@@ -49,6 +49,7 @@ const GROUPS: [(&str, &str, &[&str]); 5] = [
             "vendi_mean",
             "vendi_ngram_mean",
             "vendi_policy_mean",
+            "vendi_sentence_mean",
         ],
     ),
     ("Agent", "value", &["agent_reward_mean", "loss"]),

@@ -434,7 +434,11 @@ const HELP: &[(&str, &str)] = &[
     ),
     (
         "metrics.vendi_kernel",
-        "The Vendi score's similarity: \"ngram\" (word unigram and bigram counts of the code, the Vendi authors' text kernel) or \"policy\" (the policy's mean-pooled hidden states); named in the metric (vendi_ngram_mean).",
+        "The Vendi score's similarity: \"ngram\" (word unigram and bigram counts of the code, the Vendi authors' text kernel), \"policy\" (the policy's mean-pooled hidden states) or \"sentence\" (a BERT or RoBERTa sentence encoder from metrics.vendi_encoder, as the Vendi authors embed text); named in the metric (vendi_ngram_mean).",
+    ),
+    (
+        "metrics.vendi_encoder",
+        "Directory of the sentence encoder for vendi_kernel = \"sentence\" (config.json, safetensors weights, tokenizer.json), on the machine the worker runs on.",
     ),
     (
         "metrics.learnable_low",
@@ -570,9 +574,11 @@ fn kind_of(path: &str, template: &Value) -> FieldKind {
         Value::String(_) if path == "designer.regret_timing" => {
             FieldKind::Choice(vec!["matched".to_owned(), "window".to_owned()])
         }
-        Value::String(_) if path == "metrics.vendi_kernel" => {
-            FieldKind::Choice(vec!["ngram".to_owned(), "policy".to_owned()])
-        }
+        Value::String(_) if path == "metrics.vendi_kernel" => FieldKind::Choice(vec![
+            "ngram".to_owned(),
+            "policy".to_owned(),
+            "sentence".to_owned(),
+        ]),
         Value::String(_) if path == "model.rollout" => {
             FieldKind::Choice(vec!["engine".to_owned(), "sampler".to_owned()])
         }

@@ -77,6 +77,16 @@ fn kind_dtype(k: Kind) -> Result<Dtype> {
 
 /// Copies the checkpoint's weights in `dir` into the variables of `vs`.
 pub fn load_weights(vs: &VarStore, dir: &Path) -> Result<()> {
+    load_weights_renamed(vs, dir, |n| n)
+}
+
+/// [`load_weights`] where a file's tensor `name` fills the variable `rename(name)` (e.g. a
+/// checkpoint saved from a task model whose names carry a `bert.` prefix).
+pub fn load_weights_renamed(
+    vs: &VarStore,
+    dir: &Path,
+    rename: impl Fn(&str) -> &str,
+) -> Result<()> {
     let vars = vs.variables();
     let mut missing: BTreeSet<&String> = vars.keys().collect();
     for file in weight_files(dir)? {
@@ -86,6 +96,7 @@ pub fn load_weights(vs: &VarStore, dir: &Path) -> Result<()> {
             reason: format!("{e:?}"),
         })?;
         for (name, view) in st.tensors() {
+            let name = rename(&name).to_string();
             let Some(var) = vars.get(&name) else { continue };
             let mut var = var.shallow_clone();
             let found: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
@@ -112,6 +123,35 @@ pub fn load_weights(vs: &VarStore, dir: &Path) -> Result<()> {
         }),
         None => Ok(()),
     }
+}
+
+/// The tensor names of a checkpoint's safetensors files, read from their headers only.
+pub fn tensor_names(dir: &Path) -> Result<BTreeSet<String>> {
+    use std::io::Read;
+    let mut names = BTreeSet::new();
+    for file in weight_files(dir)? {
+        let bad = |reason: String| PolicyError::Safetensors {
+            path: file.clone(),
+            reason,
+        };
+        let mut f = std::fs::File::open(&file).map_err(|e| PolicyError::io(&file, e))?;
+        let mut len = [0u8; 8];
+        f.read_exact(&mut len).map_err(|e| bad(e.to_string()))?;
+        let len = u64::from_le_bytes(len);
+        // The format caps headers at 100 MB; a larger length is a corrupt file.
+        if len > 100_000_000 {
+            return Err(bad(format!("header of {len} bytes")));
+        }
+        let mut header = vec![0u8; len as usize];
+        f.read_exact(&mut header).map_err(|e| bad(e.to_string()))?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&header).map_err(|e| bad(e.to_string()))?;
+        let map = v
+            .as_object()
+            .ok_or_else(|| bad("header is not an object".into()))?;
+        names.extend(map.keys().filter(|k| *k != "__metadata__").cloned());
+    }
+    Ok(names)
 }
 
 /// A tensor copied to host memory for writing: name, shape, bytes.

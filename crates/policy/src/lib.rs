@@ -25,6 +25,7 @@ pub mod bench;
 pub mod chat;
 pub mod checkpoint;
 pub mod embed;
+pub mod encoder;
 pub mod engine;
 pub mod error;
 pub mod grpo;

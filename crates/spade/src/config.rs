@@ -193,6 +193,9 @@ pub enum VendiKernel {
     Ngram,
     /// The policy's mean-pooled final hidden states over the code's first 512 tokens.
     Policy,
+    /// A BERT-family sentence encoder from `metrics.vendi_encoder` (the Vendi authors embed
+    /// text with unsup-SimCSE RoBERTa-base's pooler output), cosine similarity.
+    Sentence,
 }
 
 impl VendiKernel {
@@ -200,6 +203,7 @@ impl VendiKernel {
         match self {
             VendiKernel::Ngram => "ngram",
             VendiKernel::Policy => "policy",
+            VendiKernel::Sentence => "sentence",
         }
     }
 }
@@ -365,8 +369,13 @@ pub struct MetricsSection {
     /// counts of the code, like the Vendi authors' text kernel, `vendi_score.text_utils.
     /// ngram_vendi_score(ns=[1, 2])`) or `"policy"` (cosine of the policy's mean-pooled final
     /// hidden states: anisotropic, so scores lean toward 1). The metric names carry it
-    /// (`vendi_ngram_mean`, `vendi_policy_mean`).
+    /// (`vendi_ngram_mean`, `vendi_policy_mean`). `"sentence"`: a sentence encoder's
+    /// embeddings (`vendi_encoder`; `vendi_sentence_mean`).
     pub vendi_kernel: VendiKernel,
+    /// Directory of the BERT or RoBERTa encoder for `vendi_kernel = "sentence"` (`config.json`,
+    /// safetensors, `tokenizer.json`; e.g. princeton-nlp/unsup-simcse-roberta-base saved with
+    /// safetensors). Read by the worker when the run starts, before the warm start.
+    pub vendi_encoder: Option<String>,
     /// Learnable: agent win rate in [low, high] (spec: [0.2, 0.8]).
     pub learnable_low: f64,
     pub learnable_high: f64,
@@ -626,6 +635,7 @@ impl Default for MetricsSection {
             vendi_draws: 12,
             // The Vendi authors' n-gram text kernel; the policy's hidden states are anisotropic.
             vendi_kernel: VendiKernel::Ngram,
+            vendi_encoder: None,
             learnable_low: 0.2, // spec, Metrics
             learnable_high: 0.8,
             easy_above: 0.8,

@@ -457,3 +457,30 @@ fn each_training_limit_out_of_range_names_its_path_and_range() {
         "{v:?}"
     );
 }
+
+#[test]
+fn the_sentence_vendi_kernel_needs_an_encoder_and_only_it_reads_one() {
+    use crate::config::VendiKernel;
+    let ok = RunConfig::from_toml_str(
+        "[model]\npreset = \"tiny\"\n[metrics]\nvendi_kernel = \"sentence\"\nvendi_encoder = \"/models/simcse\"\n",
+    )
+    .expect("valid");
+    assert_eq!(ok.metrics.vendi_kernel, VendiKernel::Sentence);
+    assert_eq!(ok.metrics.vendi_kernel.as_str(), "sentence");
+    let missing = issues("[model]\npreset = \"tiny\"\n[metrics]\nvendi_kernel = \"sentence\"\n");
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!(missing[0].path(), "metrics.vendi_encoder");
+    assert!(
+        missing[0].to_string().contains("BERT or RoBERTa"),
+        "{}",
+        missing[0]
+    );
+    let stray =
+        issues("[model]\npreset = \"tiny\"\n[metrics]\nvendi_encoder = \"/models/simcse\"\n");
+    assert_eq!(stray.len(), 1, "{stray:?}");
+    assert!(
+        stray[0].to_string().contains("only by vendi_kernel"),
+        "{}",
+        stray[0]
+    );
+}

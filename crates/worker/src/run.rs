@@ -141,6 +141,8 @@ pub(crate) struct Loop<'a> {
     pub designer_pending: Vec<score::PendingDesigner>,
     /// Fixed-env GRPO: the pool environments the step in flight plays (None: all live ones).
     pub fixed_selection: Option<std::collections::BTreeSet<String>>,
+    /// The Vendi score's sentence encoder (`metrics.vendi_kernel = "sentence"`).
+    pub encoder: Option<spade_policy::encoder::Encoder>,
 }
 
 /// Runs (or resumes) a run to its last step.
@@ -170,6 +172,8 @@ pub fn run(
     pool_cfg.runner.limits.max_observation_chars = cfg.sandbox.max_observation_chars;
     let pool = Pool::new(pool_cfg);
     let corpus = generate::load_corpus(cfg)?;
+    // Before the warm start, so a wrong encoder path fails in seconds, not after it.
+    let encoder = generate::load_encoder(cfg, on)?;
 
     let existing = store.load()?;
     let mut warm_report = None;
@@ -256,6 +260,7 @@ pub fn run(
         obs: metrics::StepObservations::default(),
         designer_pending: vec![],
         fixed_selection: None,
+        encoder,
     };
     lp.state.next_seq = lp.state.next_seq.max(store.seq_floor());
     // Whatever the last commit did not get to deliver goes first.

@@ -4,6 +4,7 @@
 //! sees a GPU.
 
 mod checkpoints;
+mod encoder;
 mod engine;
 mod hf_reference;
 mod mixed;

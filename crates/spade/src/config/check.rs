@@ -533,6 +533,20 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
         4096,
     );
     k.count("metrics.vendi_draws", mt.vendi_draws as u64, 1, 1000);
+    let encoder = mt.vendi_encoder.as_deref().filter(|p| !p.trim().is_empty());
+    match (mt.vendi_kernel, encoder) {
+        (crate::config::VendiKernel::Sentence, None) => k.conflict(
+            "metrics.vendi_encoder",
+            "metrics.vendi_kernel",
+            "the sentence kernel needs the directory of a BERT or RoBERTa encoder",
+        ),
+        (crate::config::VendiKernel::Sentence, Some(_)) | (_, None) => {}
+        (_, Some(_)) => k.conflict(
+            "metrics.vendi_encoder",
+            "metrics.vendi_kernel",
+            "an encoder is read only by vendi_kernel = \"sentence\"",
+        ),
+    }
     let (lo, hi) = (mt.learnable_low, mt.learnable_high);
     k.unit("metrics.learnable_low", lo);
     k.unit("metrics.learnable_high", hi);

@@ -308,14 +308,45 @@ fn reveals_solution(lp: &Loop<'_>, code: &str, kind: spade_sandbox::EnvKind) -> 
     }
 }
 
+/// The sentence encoder of `metrics.vendi_kernel = "sentence"` (None for other kernels).
+pub(crate) fn load_encoder(
+    cfg: &RunConfig,
+    on: &mut dyn FnMut(crate::run::Event),
+) -> Result<Option<spade_policy::encoder::Encoder>, WorkerError> {
+    let (VendiKernel::Sentence, Some(dir)) = (
+        cfg.metrics.vendi_kernel,
+        cfg.metrics.vendi_encoder.as_deref(),
+    ) else {
+        return Ok(None);
+    };
+    let enc = spade_policy::encoder::Encoder::load(
+        std::path::Path::new(dir),
+        spade_policy::default_device(),
+    )
+    .map_err(|e| WorkerError::Config(format!("metrics.vendi_encoder = {dir:?}: {e}")))?;
+    on(crate::run::Event::Log(format!(
+        "Vendi kernel: sentence encoder {dir} ({} pooling)",
+        enc.pooling()
+    )));
+    Ok(Some(enc))
+}
+
 /// Embeddings of new environments for the Vendi window, by `metrics.vendi_kernel`: word
-/// unigram and bigram counts of the code (`ngram`, the default), or the policy's mean-pooled
+/// unigram and bigram counts of the code (`ngram`, the default), the policy's mean-pooled
 /// hidden states over its first 512 tokens (`policy`; when the policy cannot embed them the
-/// environments of this regeneration are left out rather than mixed with n-gram vectors).
+/// environments of this regeneration are left out rather than mixed with n-gram vectors), or a
+/// sentence encoder's pooled output over the code's first 512 tokens (`sentence`).
 fn embed(lp: &mut Loop<'_>, envs: &[LiveEnv]) -> Result<(), WorkerError> {
     let kernel = lp.cfg.metrics.vendi_kernel;
     let vectors = match kernel {
         VendiKernel::Ngram => ngram_vectors(envs),
+        VendiKernel::Sentence => match &lp.encoder {
+            Some(enc) => {
+                let codes: Vec<&str> = envs.iter().map(|e| e.code.as_str()).collect();
+                enc.embed(&codes)?
+            }
+            None => vec![],
+        },
         VendiKernel::Policy => {
             let tok = lp.policy.require_tokenizer()?;
             let mut seqs = Vec::new();
@@ -526,6 +557,48 @@ mod tests {
         // 0 (or a pool no larger than n) plays the whole pool each step.
         assert_eq!(draw_fixed(&mut vec![], &mut 0, 3, 0, 1), vec![0, 1, 2]);
         assert_eq!(draw_fixed(&mut vec![], &mut 0, 3, 24, 1), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn the_sentence_kernel_loads_its_encoder_before_the_run_and_names_a_bad_path() {
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../policy/tests/fixtures/encoder_roberta_pooler");
+        let mut cfg = RunConfig::default();
+        cfg.metrics.vendi_kernel = VendiKernel::Sentence;
+        cfg.metrics.vendi_encoder = Some(fixture.display().to_string());
+        let mut logs = vec![];
+        let enc = load_encoder(&cfg, &mut |e| {
+            if let crate::run::Event::Log(l) = e {
+                logs.push(l)
+            }
+        });
+        let enc = enc
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("no encoder loaded"));
+        assert_eq!(enc.pooling(), "pooler");
+        assert!(
+            logs.iter().any(|l| l.contains("sentence encoder")),
+            "{logs:?}"
+        );
+        let v = enc
+            .embed(&["class MazeEnv: walls grid", "coins change amount"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((v.len(), v[0].len()), (2, 32));
+        // The other kernels load nothing; a wrong path is named with its key.
+        cfg.metrics.vendi_kernel = VendiKernel::Ngram;
+        assert!(matches!(load_encoder(&cfg, &mut |_| {}), Ok(None)));
+        cfg.metrics.vendi_kernel = VendiKernel::Sentence;
+        cfg.metrics.vendi_encoder = Some("/nonexistent/simcse".into());
+        match load_encoder(&cfg, &mut |_| {}) {
+            Err(WorkerError::Config(m)) => {
+                assert!(
+                    m.contains("metrics.vendi_encoder") && m.contains("/nonexistent"),
+                    "{m}"
+                )
+            }
+            Err(e) => panic!("wrong error: {e}"),
+            Ok(_) => panic!("loaded a missing encoder"),
+        }
     }
 
     #[test]
