@@ -1,6 +1,7 @@
 //! Which files on the server machine a run configuration may name. Any member of any team can
-//! write a run configuration, and the worker reads what it names (`model.path`, `corpus.path`,
-//! `ablation.fixed_env_pool`, evaluation suites `qa:PATH` and `envs:DIR`) and reports errors
+//! write a run configuration, and the worker reads what it names (`model.path`,
+//! `designer.model_path`, `metrics.vendi_encoder`, `corpus.path`, `ablation.fixed_env_pool`,
+//! evaluation suites `qa:PATH` and `envs:DIR`) and reports errors
 //! into the run's log, so an unchecked path lets a user read or probe any file the server can.
 //! Paths must therefore resolve inside roots an administrator configures (`--model-root`,
 //! `--corpus-root`, `--pool-root`); a relative path is looked up in each root in turn. The check
@@ -16,7 +17,7 @@ use std::path::{Component, Path, PathBuf};
 /// What a path names, and so which roots apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PathKind {
-    /// Checkpoint directories (`model.path`).
+    /// Checkpoint directories (`model.path`, `designer.model_path`, `metrics.vendi_encoder`).
     Model,
     /// Document corpora and question files (`corpus.path`, `qa:PATH`).
     Corpus,
@@ -156,6 +157,14 @@ impl PathRoots {
         if let Some(p) = &cfg.model.path {
             cfg.model.path = Some(self.resolve(PathKind::Model, "config.model.path", p)?);
         }
+        if let Some(p) = &cfg.designer.model_path {
+            cfg.designer.model_path =
+                Some(self.resolve(PathKind::Model, "config.designer.model_path", p)?);
+        }
+        if let Some(p) = &cfg.metrics.vendi_encoder {
+            cfg.metrics.vendi_encoder =
+                Some(self.resolve(PathKind::Model, "config.metrics.vendi_encoder", p)?);
+        }
         if let Some(p) = &cfg.corpus.path {
             cfg.corpus.path = Some(self.resolve(PathKind::Corpus, "config.corpus.path", p)?);
         }
@@ -213,6 +222,56 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(none.contains("--corpus-root"), "{none}");
+        Ok(())
+    }
+
+    /// The attack: a member names a server file as the frozen designer's checkpoint or the
+    /// Vendi encoder (both read by the worker, errors reported into the run's log).
+    #[test]
+    fn every_model_path_of_a_config_is_held_to_the_model_roots()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let models = dir.path().join("models");
+        std::fs::create_dir_all(models.join("qwen3-8b"))?;
+        std::fs::create_dir_all(models.join("simcse"))?;
+        let roots = PathRoots::new(std::slice::from_ref(&models), &[], &[]);
+        for (key, set) in [
+            (
+                "config.designer.model_path",
+                (|c: &mut RunConfig, p: &str| c.designer.model_path = Some(p.into()))
+                    as fn(&mut RunConfig, &str),
+            ),
+            ("config.metrics.vendi_encoder", |c, p| {
+                c.metrics.vendi_encoder = Some(p.into())
+            }),
+        ] {
+            for bad in ["/etc", "../models/../../", "/proc/self"] {
+                let mut cfg = RunConfig::default();
+                set(&mut cfg, bad);
+                let e = roots
+                    .check_config(&mut cfg)
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                assert!(e.starts_with(&format!("`{key}`")), "{key} = {bad:?}: {e}");
+            }
+            let mut cfg = RunConfig::default();
+            set(&mut cfg, "qwen3-8b");
+            roots.check_config(&mut cfg)?;
+        }
+        let mut cfg = RunConfig::default();
+        cfg.designer.model_path = Some("qwen3-8b".into());
+        cfg.metrics.vendi_encoder = Some("simcse".into());
+        roots.check_config(&mut cfg)?;
+        let canon = models.canonicalize()?;
+        assert_eq!(
+            cfg.designer.model_path.as_deref(),
+            Some(canon.join("qwen3-8b").to_str().unwrap_or_default())
+        );
+        assert_eq!(
+            cfg.metrics.vendi_encoder.as_deref(),
+            Some(canon.join("simcse").to_str().unwrap_or_default())
+        );
         Ok(())
     }
 }

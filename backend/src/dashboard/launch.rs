@@ -81,6 +81,12 @@ pub fn presets() -> Vec<Preset> {
             build: || gpu_with(|c| c.ablation.fixed_env_pool = Some(SEED_POOL.into())),
         },
         Preset {
+            key: "baseline_stronger_designer",
+            label: "Baseline: frozen stronger designer",
+            description: "GPU Qwen3 agent training on environments, hints and verdicts written by a second, frozen checkpoint (designer.model_path; set it to the stronger model's directory): the paper's stronger-frozen-model baseline and SPICE's strong challenger.",
+            build: || gpu_with(|c| c.designer.model_path = Some("models/Qwen3-8B".into())),
+        },
+        Preset {
             key: "ablation_frozen_designer",
             label: "Ablation: frozen designer",
             description: "GPU Qwen3 generating environments online without designer updates.",
@@ -340,6 +346,10 @@ const HELP: &[(&str, &str)] = &[
     (
         "designer.judge_max_new_tokens",
         "Most tokens of the self-judge's reply (the reference's 2,048).",
+    ),
+    (
+        "designer.model_path",
+        "A second checkpoint (Hugging Face directory on the worker's machine) that writes the environments, hints and self-judge verdicts, frozen, while the agent trains alone: the paper's stronger frozen designer, SPICE's strong challenger. Empty: the policy plays both roles.",
     ),
     (
         "designer.ema.gamma_fast",

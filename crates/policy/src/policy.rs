@@ -201,6 +201,27 @@ impl Policy {
         Ok(self.vs.copy(&other.vs)?)
     }
 
+    /// A fingerprint of every weight: per variable (in name order) the sum and the sum of
+    /// squares in float64, on the weights' device (no host copy of the model). Any update an
+    /// optimiser makes changes it; equal fingerprints before and after are how a run shows a
+    /// frozen model stayed frozen.
+    pub fn weights_fingerprint(&self) -> String {
+        let mut vars: Vec<(String, Tensor)> = self.vs.variables().into_iter().collect();
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        let (mut sum, mut squares, mut mixed) = (0.0f64, 0.0f64, 0.0f64);
+        tch::no_grad(|| {
+            for (i, (_, t)) in vars.iter().enumerate() {
+                let d = t.to_kind(Kind::Double);
+                let s = d.sum(Kind::Double).double_value(&[]);
+                sum += s;
+                squares += (&d * &d).sum(Kind::Double).double_value(&[]);
+                // Position-weighted, so two weights trading values still show.
+                mixed += s * (i + 1) as f64;
+            }
+        });
+        format!("{sum:.17e}/{squares:.17e}/{mixed:.17e}")
+    }
+
     /// The last position's logits (float32) for one sequence of token ids.
     pub fn last_logits(&self, ids: &[i64]) -> Result<Vec<f32>> {
         let t = Tensor::from_slice(ids)

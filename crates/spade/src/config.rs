@@ -282,6 +282,11 @@ pub struct DesignerSection {
     /// `--spade-self-judge-max-tokens`).
     pub judge_max_new_tokens: u32,
     pub ema: EmaSection,
+    /// A second checkpoint (Hugging Face directory) that writes the environments, their hints
+    /// and the self-judge's verdicts, frozen, while the agent trains alone: the paper's "fixed
+    /// pool by a stronger frozen model" ablation and SPICE's "strong challenger". None: the
+    /// policy plays both roles, as SPADE does.
+    pub model_path: Option<String>,
 }
 
 /// The privileged hint call (spec, step 4 and 5).
@@ -572,6 +577,7 @@ impl Default for DesignerSection {
             // --spade-self-judge-max-tokens 2048).
             judge_temperature: 0.3,
             judge_max_new_tokens: 2048,
+            model_path: None,
             ema: EmaSection::default(),
         }
     }
@@ -735,9 +741,9 @@ impl RunConfig {
         self.ablation.fixed_env_pool.is_some()
     }
 
-    /// True when designer samples are trained (not fixed-env, not frozen).
+    /// True when designer samples are trained (not fixed-env, not frozen, not another model).
     pub fn trains_designer(&self) -> bool {
-        !self.is_fixed_env() && !self.ablation.frozen_designer
+        !self.is_fixed_env() && !self.ablation.frozen_designer && self.designer.model_path.is_none()
     }
 
     /// Parameters of the designer reward, for `reward::designer_reward_with`.

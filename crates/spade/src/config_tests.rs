@@ -484,3 +484,26 @@ fn the_sentence_vendi_kernel_needs_an_encoder_and_only_it_reads_one() {
         stray[0]
     );
 }
+
+#[test]
+fn a_designer_from_another_checkpoint_is_frozen_and_needs_a_designer_to_replace() {
+    let c = RunConfig::from_toml_str(
+        "[model]\npreset = \"tiny\"\n[designer]\nmodel_path = \"models/Qwen3-8B\"\n",
+    )
+    .expect("valid");
+    assert!(
+        !c.trains_designer(),
+        "a designer from another checkpoint never trains"
+    );
+    assert!(RunConfig::default().trains_designer());
+    let empty = issues("[model]\npreset = \"tiny\"\n[designer]\nmodel_path = \" \"\n");
+    assert_eq!(empty[0].path(), "designer.model_path");
+    let fixed = issues(
+        "[model]\npreset = \"tiny\"\n[designer]\nmodel_path = \"m\"\n[ablation]\nfixed_env_pool = \"p\"\n",
+    );
+    assert!(
+        fixed.iter().any(|i| i.path() == "designer.model_path"
+            && i.to_string().contains("no designer to replace")),
+        "{fixed:?}"
+    );
+}

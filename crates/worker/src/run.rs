@@ -41,7 +41,7 @@ use spade_policy::grpo::{GrpoConfig, GrpoSample, GrpoTrainer};
 use spade_policy::train::{MaskedSeq, OptimConfig};
 use spade_sandbox::{Pool, PoolConfig, RunnerConfig};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Worker-side settings that are not part of the run configuration (where files are, how much
@@ -143,6 +143,16 @@ pub(crate) struct Loop<'a> {
     pub fixed_selection: Option<std::collections::BTreeSet<String>>,
     /// The Vendi score's sentence encoder (`metrics.vendi_kernel = "sentence"`).
     pub encoder: Option<spade_policy::encoder::Encoder>,
+    /// The frozen designer of `designer.model_path`: it writes the environments, hints and
+    /// verdicts; None when the policy plays both roles.
+    pub designer: Option<Policy>,
+}
+
+impl Loop<'_> {
+    /// The model that plays the designer (and hint writer and judge).
+    pub fn designer_policy(&self) -> &Policy {
+        self.designer.as_ref().unwrap_or(&self.policy)
+    }
 }
 
 /// Runs (or resumes) a run to its last step.
@@ -174,6 +184,8 @@ pub fn run(
     let corpus = generate::load_corpus(cfg)?;
     // Before the warm start, so a wrong encoder path fails in seconds, not after it.
     let encoder = generate::load_encoder(cfg, on)?;
+    let designer = load_designer(cfg, on)?;
+    let designer_print = designer.as_ref().map(Policy::weights_fingerprint);
 
     let existing = store.load()?;
     let mut warm_report = None;
@@ -261,6 +273,7 @@ pub fn run(
         designer_pending: vec![],
         fixed_selection: None,
         encoder,
+        designer,
     };
     lp.state.next_seq = lp.state.next_seq.max(store.seq_floor());
     // Whatever the last commit did not get to deliver goes first.
@@ -297,6 +310,17 @@ pub fn run(
     } else {
         FinishStatus::Succeeded
     };
+    if let (Some(d), Some(before)) = (&lp.designer, &designer_print) {
+        let after = d.weights_fingerprint();
+        if &after != before {
+            return Err(WorkerError::Model(format!(
+                "the frozen designer's weights changed during the run ({before} -> {after})"
+            )));
+        }
+        (lp.on)(Event::Log(format!(
+            "frozen designer unchanged: weights fingerprint {after}"
+        )));
+    }
     lp.finish(status)?;
     Ok(Outcome {
         status,
@@ -304,6 +328,27 @@ pub fn run(
         last_metrics: last,
         warm_start: warm_report,
     })
+}
+
+/// The frozen designer of `designer.model_path`, loaded before anything expensive starts.
+fn load_designer(
+    cfg: &RunConfig,
+    on: &mut dyn FnMut(Event),
+) -> Result<Option<Policy>, WorkerError> {
+    let Some(dir) = cfg.designer.model_path.as_deref() else {
+        return Ok(None);
+    };
+    let p = Policy::load(Path::new(dir), spade_policy::default_device())
+        .map_err(|e| WorkerError::Config(format!("designer.model_path = {dir:?}: {e}")))?;
+    p.require_tokenizer()
+        .map_err(|e| WorkerError::Config(format!("designer.model_path = {dir:?}: {e}")))?;
+    let print = p.weights_fingerprint();
+    on(Event::Log(format!(
+        "frozen designer from {dir} ({} parameters), weights fingerprint {print}; the agent \
+         trains alone",
+        p.config().num_parameters()
+    )));
+    Ok(Some(p))
 }
 
 /// The generation backend `model.rollout` names, with its limits.
@@ -365,6 +410,21 @@ fn reported_path(path: &std::path::Path) -> String {
 }
 
 /// The checkpoint a new run starts from: the configured model, or the warm-started tiny one.
+/// The starting checkpoint a run of `cfg` would use (`model.path`, or the tiny preset's warm
+/// start, trained now or found in `opts.cache_dir`), without running anything else: for tools
+/// and tests that need the same model a run gets.
+pub fn prepare_base_model(
+    cfg: &RunConfig,
+    opts: &RunOptions,
+    on: &mut dyn FnMut(Event),
+) -> Result<PathBuf, WorkerError> {
+    let mut pool_cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
+    pool_cfg.max_runners = concurrency(cfg, opts);
+    let pool = Pool::new(pool_cfg);
+    let corpus = generate::load_corpus(cfg)?;
+    Ok(base_model(cfg, opts, &pool, &corpus, on)?.0)
+}
+
 fn base_model(
     cfg: &RunConfig,
     opts: &RunOptions,

@@ -560,6 +560,23 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
         mt.easy_above,
     );
 
+    if let Some(p) = c.designer.model_path.as_deref() {
+        if p.trim().is_empty() {
+            k.not_allowed(
+                "designer.model_path",
+                p,
+                "a checkpoint directory (or leave the key out)",
+            );
+        }
+        if c.ablation.fixed_env_pool.is_some() {
+            k.conflict(
+                "designer.model_path",
+                "ablation.fixed_env_pool",
+                "fixed-env GRPO has no designer to replace",
+            );
+        }
+    }
+
     let ab = &c.ablation;
     if ab.fixed_env_pool.as_deref().is_some_and(str::is_empty) {
         k.not_allowed(

@@ -107,7 +107,7 @@ pub(super) fn regenerate(
     let mut parents: BTreeMap<usize, String> = BTreeMap::new();
     let (cfg, corpus, memory) = (lp.cfg, &lp.corpus, &lp.state.memory);
     let attempts = designer::design(
-        &lp.policy,
+        lp.designer_policy(),
         &lp.pool,
         &slots,
         &d,
@@ -191,7 +191,7 @@ pub(super) fn regenerate(
         })
         .collect();
     let hints = designer::hints(
-        &lp.policy,
+        lp.designer_policy(),
         &codes,
         lp.cfg.hint.temperature,
         lp.cfg.model.hint_max_new_tokens as usize,

@@ -3,6 +3,7 @@
 //! the real policy; the checkpoint cadence (`run.weights_every`) with a crash between writes.
 
 mod broken_in_play;
+mod frozen_designer;
 mod judge;
 mod learning;
 mod loop_tiny;
