@@ -5,7 +5,8 @@
 //! Map: [`config`] (the run configuration), [`skills`], [`corpus`], [`memory`] and [`prompt`]
 //! (what the designer reads), [`parse`] (what the policy wrote), [`reward`] (returns,
 //! advantages, designer rewards), [`metrics`] (including the Vendi score), [`report`] (the
-//! messages the worker sends to the service), [`seeded_rng`] (reproducible randomness).
+//! messages the worker sends to the service), [`seeded_rng`] (reproducible randomness), [`spice`]
+//! (SPICE's task format, answer check, rewards and DrGRPO advantages).
 
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +19,7 @@ pub mod prompt;
 pub mod report;
 pub mod reward;
 pub mod skills;
+pub mod spice;
 pub mod suites;
 
 /// The two families of environments (spec, "Environment contract").
