@@ -423,13 +423,3 @@ pub fn SharedPage() -> impl IntoView {
         </Suspense>
     }
 }
-
-/// Sections that are in the navigation but not built yet say so plainly.
-#[component]
-pub fn ComingPage(title: &'static str, what: &'static str) -> impl IntoView {
-    view! {
-        <Title text=format!("{title} · SPADE Studio") />
-        <h1>{title}</h1>
-        <p class="empty">{what}</p>
-    }
-}

@@ -144,9 +144,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("ablation", "Baselines and ablations"),
 ];
 
-/// Values `model.preset` may take (`spade::config` checks the same list and would name a
-/// value missing here).
-const MODEL_PRESETS: [&str; 2] = ["tiny", "qwen3"];
+use spade::config::MODEL_PRESETS;
 /// Values of `curriculum.kinds` (`spade::EnvKind`).
 const ENV_KINDS: [&str; 2] = ["game", "tool_use"];
 
@@ -579,7 +577,7 @@ fn kind_of(path: &str, template: &Value) -> FieldKind {
                 .collect(),
         ),
         Value::String(_) if path == "model.preset" => {
-            FieldKind::Choice(MODEL_PRESETS.map(str::to_owned).to_vec())
+            FieldKind::Choice(MODEL_PRESETS.iter().map(|s| (*s).to_owned()).collect())
         }
         Value::String(_) if path == "designer.regret_timing" => {
             FieldKind::Choice(vec!["matched".to_owned(), "window".to_owned()])
@@ -1127,6 +1125,27 @@ mod tests {
             panic!("no kinds is refused");
         };
         assert!(errors.contains_key("curriculum.kinds"), "{errors:?}");
+    }
+
+    /// The temperature rule is `spade::config`'s, so the form refuses what the worker would.
+    #[test]
+    fn the_form_refuses_a_trained_designer_at_another_temperature() {
+        let mut pairs = pairs_of(&RunConfig::tiny_cpu_demo());
+        for (k, v) in &mut pairs {
+            if k == "designer.temperature" {
+                *v = "0.9".into();
+            }
+        }
+        let Checked::Invalid { errors, .. } = check_fields(&pairs) else {
+            panic!("different temperatures for a trained designer are refused");
+        };
+        let e = errors["designer.temperature"].join(" ");
+        assert!(e.contains("agent.temperature"), "{e}");
+        pairs.push(("ablation.frozen_designer".into(), "true".into()));
+        assert!(
+            matches!(check_fields(&pairs), Checked::Valid(_)),
+            "a frozen designer may sample at its own temperature"
+        );
     }
 
     #[test]

@@ -238,6 +238,24 @@ async fn teams_projects_and_runs(pool: PgPool) -> TestResult {
         .await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(bad.text().contains("model.preset"), "{}", bad.text());
+    // The cross-field rule the worker also holds (spade::config): a trained designer samples at
+    // the agent's temperature.
+    let hot = app
+        .post(
+            &format!("/api/v1/projects/{project}/runs"),
+            &editor,
+            json!({ "name": "r", "config": {
+                "model": { "preset": "tiny" },
+                "designer": { "temperature": 0.9 },
+            } }),
+        )
+        .await;
+    assert_eq!(hot.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        hot.text().contains("designer.temperature"),
+        "{}",
+        hot.text()
+    );
     let bad_json = app
         .post(
             &format!("/api/v1/projects/{project}/runs"),

@@ -16,6 +16,7 @@ mod check;
 mod presets;
 
 pub use check::{ConfigError, ConfigIssue};
+pub use presets::MODEL_PRESETS;
 
 /// A complete run configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -486,6 +486,26 @@ fn the_sentence_vendi_kernel_needs_an_encoder_and_only_it_reads_one() {
 }
 
 #[test]
+fn a_trained_designer_samples_at_the_agents_temperature() {
+    let i = issues("[model]\npreset = \"tiny\"\n[designer]\ntemperature = 0.9\n");
+    assert_eq!(i.len(), 1, "{i:?}");
+    assert_eq!(i[0].path(), "designer.temperature");
+    assert!(i[0].to_string().contains("agent.temperature"), "{}", i[0]);
+    for frozen in [
+        "[ablation]\nfrozen_designer = true\n",
+        "[designer]\nmodel_path = \"m\"\n",
+    ] {
+        let text = format!("[model]\npreset = \"tiny\"\n{frozen}");
+        let text = if frozen.starts_with("[designer]") {
+            text.replace("[designer]\n", "[designer]\ntemperature = 0.9\n")
+        } else {
+            format!("{text}[designer]\ntemperature = 0.9\n")
+        };
+        RunConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    }
+}
+
+#[test]
 fn a_designer_from_another_checkpoint_is_frozen_and_needs_a_designer_to_replace() {
     let c = RunConfig::from_toml_str(
         "[model]\npreset = \"tiny\"\n[designer]\nmodel_path = \"models/Qwen3-8B\"\n",

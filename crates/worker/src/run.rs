@@ -168,13 +168,6 @@ pub fn run(
         let text: Vec<String> = issues.iter().map(ToString::to_string).collect();
         return Err(WorkerError::Config(text.join("; ")));
     }
-    if (cfg.designer.temperature - cfg.agent.temperature).abs() > 1e-12 {
-        return Err(WorkerError::Config(format!(
-            "designer.temperature ({}) must equal agent.temperature ({}): one GRPO trainer \
-             serves both roles and measures log-probs at one temperature",
-            cfg.designer.temperature, cfg.agent.temperature
-        )));
-    }
     let mut pool_cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
     pool_cfg.max_runners = concurrency(cfg, opts);
     pool_cfg.warm = 1;

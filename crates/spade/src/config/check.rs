@@ -385,6 +385,20 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
     let d = &c.designer;
     k.count("designer.attempts", d.attempts.into(), 1, 64);
     k.range("designer.temperature", d.temperature, Excl(0.0), Incl(2.0));
+    // One GRPO trainer serves both roles and takes log-probs at one temperature, so a trained
+    // designer must sample at the agent's (a frozen one, or another model, need not). The
+    // form, the API and the worker all read this one rule.
+    if c.trains_designer() && (d.temperature - c.agent.temperature).abs() > 1e-12 {
+        k.conflict(
+            "designer.temperature",
+            "agent.temperature",
+            &format!(
+                "{} differs from {}: one GRPO trainer serves both roles and measures log-probs \
+                 at one temperature (only a frozen designer may differ)",
+                d.temperature, c.agent.temperature
+            ),
+        );
+    }
     k.range(
         "designer.regret_scale",
         d.regret_scale,

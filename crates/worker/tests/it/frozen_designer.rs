@@ -24,6 +24,29 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The form and the API refuse this configuration with the same `spade::config` rule.
+#[test]
+fn the_worker_refuses_a_trained_designer_at_another_temperature()
+-> Result<(), Box<dyn std::error::Error>> {
+    let mut cfg = three_step_config()?;
+    cfg.designer.temperature = cfg.agent.temperature + 0.3;
+    let out = tempfile::tempdir()?;
+    let opts = RunOptions::new("it-temp", "envs/seed".into(), out.path().join("cache"));
+    let mut sink = FileSink::open(out.path())?;
+    let store = StateStore::new(out.path());
+    match run::run(&cfg, &opts, &store, &mut sink, &mut |_| {}) {
+        Err(spade_worker::WorkerError::Config(m)) => {
+            assert!(
+                m.contains("designer.temperature") && m.contains("agent.temperature"),
+                "{m}"
+            )
+        }
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("ran with two temperatures"),
+    }
+    Ok(())
+}
+
 #[test]
 fn a_frozen_designer_from_another_checkpoint_never_changes_while_the_agent_trains()
 -> Result<(), Box<dyn std::error::Error>> {
