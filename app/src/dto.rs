@@ -392,3 +392,92 @@ pub struct LaunchForm {
     /// Whether the last try was the TOML form (its errors are shown there).
     pub toml_submitted: bool,
 }
+
+/// One live update of a run page, as `GET /api/v1/runs/{id}/events` sends it: the SSE event name
+/// is [`RunEvent::name`] and the data this enum serialised (with its `type`). The server
+/// serialises it and the hydrated page deserialises the same type, so the two cannot drift.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RunEvent {
+    Status {
+        status: RunStatus,
+    },
+    Progress {
+        step: u64,
+        total_steps: u64,
+        phase: String,
+    },
+    Metrics {
+        step: u64,
+        values: BTreeMap<String, f64>,
+    },
+    Environment {
+        env_id: String,
+        step: u64,
+        skill: String,
+        status: String,
+    },
+    Checkpoint {
+        step: u64,
+    },
+    Log {
+        level: String,
+        line: String,
+    },
+}
+
+impl RunEvent {
+    /// The SSE event name (the `type` tag).
+    pub fn name(&self) -> &'static str {
+        match self {
+            RunEvent::Status { .. } => "status",
+            RunEvent::Progress { .. } => "progress",
+            RunEvent::Metrics { .. } => "metrics",
+            RunEvent::Environment { .. } => "environment",
+            RunEvent::Checkpoint { .. } => "checkpoint",
+            RunEvent::Log { .. } => "log",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the server writes is what the page reads: every event's `type` is its SSE name and
+    /// it deserialises back to itself.
+    #[test]
+    fn run_events_round_trip_with_their_sse_names() {
+        let all = [
+            RunEvent::Status {
+                status: RunStatus::Cancelling,
+            },
+            RunEvent::Progress {
+                step: 3,
+                total_steps: 10,
+                phase: "play".into(),
+            },
+            RunEvent::Metrics {
+                step: 2,
+                values: BTreeMap::from([("loss".to_owned(), 0.5)]),
+            },
+            RunEvent::Environment {
+                env_id: "s0-g0-a0".into(),
+                step: 0,
+                skill: "Optimization".into(),
+                status: "accepted".into(),
+            },
+            RunEvent::Checkpoint { step: 4 },
+            RunEvent::Log {
+                level: "info".into(),
+                line: "hello".into(),
+            },
+        ];
+        for e in all {
+            let text = serde_json::to_string(&e).unwrap_or_default();
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            assert_eq!(v["type"], e.name(), "{text}");
+            assert_eq!(serde_json::from_str::<RunEvent>(&text).ok(), Some(e));
+        }
+    }
+}

@@ -4,9 +4,8 @@
 //! at render time.
 
 use crate::charts::Point;
-use crate::dto::{LogLine, MetricSeries, RunDetail, RunStatus};
+use crate::dto::{LogLine, MetricSeries, RunDetail, RunEvent, RunStatus};
 use leptos::prelude::*;
-use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// Lines of log the page keeps.
@@ -37,43 +36,39 @@ impl LiveRun {
 
     /// Applies one server-sent event (`name` is the SSE event name, `data` its JSON). Unknown
     /// or malformed events are ignored: the page stays as it was.
-    pub fn apply(&self, name: &str, data: &str) {
-        match name {
-            "status" => {
-                if let Ok(e) = serde_json::from_str::<StatusEvent>(data) {
-                    self.status.set(e.status);
+    /// Applies one event's data (`name` is the SSE event name, which the data's `type` repeats;
+    /// data that does not parse as a [`RunEvent`] is ignored).
+    pub fn apply(&self, _name: &str, data: &str) {
+        let Ok(event) = serde_json::from_str::<RunEvent>(data) else {
+            return;
+        };
+        match event {
+            RunEvent::Status { status } => self.status.set(status),
+            RunEvent::Progress {
+                step,
+                total_steps,
+                phase,
+            } => {
+                self.step.set(step);
+                self.total.set(total_steps);
+                // No phase yet (the snapshot of a run the worker has not reported on): keep
+                // the page's, which the server read from the job's output.
+                if !phase.is_empty() {
+                    self.phase.set(Some(phase));
                 }
             }
-            "progress" => {
-                if let Ok(e) = serde_json::from_str::<ProgressEvent>(data) {
-                    self.step.set(e.step);
-                    self.total.set(e.total_steps);
-                    // No phase yet (the snapshot of a run the worker has not reported on):
-                    // keep the page's, which the server read from the job's output.
-                    if !e.phase.is_empty() {
-                        self.phase.set(Some(e.phase));
-                    }
-                }
+            RunEvent::Log { level, line } => {
+                self.log.update(|log| {
+                    log.push(LogLine { level, line });
+                    let extra = log.len().saturating_sub(LOG_LINES);
+                    log.drain(..extra);
+                });
             }
-            "log" => {
-                if let Ok(e) = serde_json::from_str::<LogEvent>(data) {
-                    self.log.update(|log| {
-                        log.push(LogLine {
-                            level: e.level,
-                            line: e.line,
-                        });
-                        let extra = log.len().saturating_sub(LOG_LINES);
-                        log.drain(..extra);
-                    });
-                }
+            RunEvent::Metrics { step, values } => {
+                self.metrics
+                    .update(|all| append_metrics(all, step, &values));
             }
-            "metrics" => {
-                if let Ok(e) = serde_json::from_str::<MetricsEvent>(data) {
-                    self.metrics
-                        .update(|all| append_metrics(all, e.step, &e.values));
-                }
-            }
-            _ => {}
+            RunEvent::Environment { .. } | RunEvent::Checkpoint { .. } => {}
         }
     }
 }
@@ -100,30 +95,6 @@ pub fn append_metrics(all: &mut Vec<MetricSeries>, step: u64, values: &BTreeMap<
             }),
         }
     }
-}
-
-#[derive(Deserialize)]
-struct StatusEvent {
-    status: RunStatus,
-}
-
-#[derive(Deserialize)]
-struct ProgressEvent {
-    step: u64,
-    total_steps: u64,
-    phase: String,
-}
-
-#[derive(Deserialize)]
-struct LogEvent {
-    level: String,
-    line: String,
-}
-
-#[derive(Deserialize)]
-struct MetricsEvent {
-    step: u64,
-    values: BTreeMap<String, f64>,
 }
 
 /// Opens the event stream of `run_id` and feeds it into `live` (browser only; closed when the

@@ -357,7 +357,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         ),
         ep(
             "post",
-            "/ingest/{run_id}",
+            spade::report::routes::INGEST,
             "ingest",
             RunToken,
             "Worker: a batch of at most 500 envelopes (idempotent keys); replies with acknowledged keys and cancel_requested",
@@ -365,7 +365,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         ),
         ep(
             "get",
-            "/ingest/{run_id}/config",
+            spade::report::routes::INGEST_CONFIG,
             "ingest",
             RunToken,
             "Worker: the run configuration as TOML",
@@ -373,7 +373,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         ),
         ep(
             "post",
-            "/evaluations/{job_id}/results",
+            spade::report::routes::EVALUATION_RESULTS,
             "ingest",
             RunToken,
             "Evaluation job (its own token): replaces the evaluation's results with {messages: [benchmark_result, ...]}",

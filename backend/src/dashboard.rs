@@ -271,8 +271,19 @@ fn rfc3339(t: &chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-fn run_status(s: spade_db::RunStatus) -> dto::RunStatus {
-    dto::RunStatus::parse(s.as_str()).unwrap_or(dto::RunStatus::Failed)
+/// The page's twin of the database's status (exhaustive, so a new status is a compile error
+/// here rather than a silent "failed").
+pub(crate) fn run_status(s: spade_db::RunStatus) -> dto::RunStatus {
+    use spade_db::RunStatus as Db;
+    match s {
+        Db::Queued => dto::RunStatus::Queued,
+        Db::Starting => dto::RunStatus::Starting,
+        Db::Running => dto::RunStatus::Running,
+        Db::Cancelling => dto::RunStatus::Cancelling,
+        Db::Cancelled => dto::RunStatus::Cancelled,
+        Db::Succeeded => dto::RunStatus::Succeeded,
+        Db::Failed => dto::RunStatus::Failed,
+    }
 }
 
 fn run_summary(

@@ -16,9 +16,8 @@ use crate::error::{ApiPath, ApiResult};
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::{Stream, StreamExt};
-use serde::Serialize;
-use spade_db::{RunStatus, runs, users};
-use std::collections::{BTreeMap, HashMap};
+use spade_db::{runs, users};
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,47 +30,13 @@ const CAPACITY: usize = 256;
 /// and without reading the run's status (see [`run_events`]).
 pub const ACCESS_RECHECK: Duration = Duration::from_secs(5);
 
-/// One update of a run page; the SSE event name is the `type`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum RunEvent {
-    Status {
-        status: RunStatus,
-    },
-    Progress {
-        step: u64,
-        total_steps: u64,
-        phase: String,
-    },
-    Metrics {
-        step: u64,
-        values: BTreeMap<String, f64>,
-    },
-    Environment {
-        env_id: String,
-        step: u64,
-        skill: String,
-        status: String,
-    },
-    Checkpoint {
-        step: u64,
-    },
-    Log {
-        level: String,
-        line: String,
-    },
-}
+/// One update of a run page (the type the hydrated page reads too).
+pub use spade_app::dto::RunEvent;
 
-impl RunEvent {
-    fn name(&self) -> &'static str {
-        match self {
-            RunEvent::Status { .. } => "status",
-            RunEvent::Progress { .. } => "progress",
-            RunEvent::Metrics { .. } => "metrics",
-            RunEvent::Environment { .. } => "environment",
-            RunEvent::Checkpoint { .. } => "checkpoint",
-            RunEvent::Log { .. } => "log",
-        }
+/// The page's status of a database status.
+pub fn status_event(status: spade_db::RunStatus) -> RunEvent {
+    RunEvent::Status {
+        status: crate::dashboard::run_status(status),
     }
 }
 
@@ -142,7 +107,7 @@ pub async fn run_events(
     // Before the worker's first report its total is the configured one, as the page shows
     // it (`dashboard::total_steps`); an empty phase leaves the page's own (`crate::live`).
     let first = [
-        RunEvent::Status { status: run.status },
+        status_event(run.status),
         RunEvent::Progress {
             step: u64::try_from(run.progress_step).unwrap_or(0),
             total_steps: crate::dashboard::total_steps(&run),
@@ -153,7 +118,7 @@ pub async fn run_events(
     for e in &first {
         let _ = tx.try_send(to_sse(e));
     }
-    let mut last_status = run.status;
+    let mut last_status = crate::dashboard::run_status(run.status);
     tokio::spawn(async move {
         let mut recheck = tokio::time::interval(ACCESS_RECHECK);
         recheck.tick().await;
@@ -184,9 +149,9 @@ pub async fn run_events(
                         // scheduler finishing a job, another server): read it, and tell the
                         // page when it moved, so an open page never stays "cancelling".
                         match runs::get(&state.db, &scope).await {
-                            Ok(r) if r.status != last_status => {
-                                last_status = r.status;
-                                (to_sse(&RunEvent::Status { status: r.status }), false)
+                            Ok(r) if crate::dashboard::run_status(r.status) != last_status => {
+                                last_status = crate::dashboard::run_status(r.status);
+                                (to_sse(&status_event(r.status)), false)
                             }
                             _ => continue,
                         }

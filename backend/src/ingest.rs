@@ -165,9 +165,7 @@ async fn apply(
                     to_i64(*total_steps, i, "message.total_steps")?,
                 )
                 .await?;
-            events.push(RunEvent::Status {
-                status: RunStatus::Running,
-            });
+            events.push(crate::events::status_event(RunStatus::Running));
         }
         Message::Environment { record: r } => {
             let opt = |v: Option<f64>, f: &str| v.map(|x| finite(x, i, f)).transpose();
@@ -376,7 +374,7 @@ async fn apply(
                 FinishStatus::Cancelled => RunStatus::Cancelled,
             };
             batch.finished(status, message).await?;
-            events.push(RunEvent::Status { status });
+            events.push(crate::events::status_event(status));
         }
     }
     Ok(())

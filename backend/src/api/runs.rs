@@ -6,7 +6,6 @@
 use super::{AppState, Page, editor_scope, limit, member_scope};
 use crate::auth::{AuthUser, tokens};
 use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult, AppError};
-use crate::events::RunEvent;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -174,7 +173,7 @@ pub async fn cancel(
     let run = runs::cancel(&state.db, &scope).await?;
     state
         .events
-        .publish(run_id, RunEvent::Status { status: run.status });
+        .publish(run_id, crate::events::status_event(run.status));
     record(&state, &auth, scope.team_id(), "run.cancel", run_id).await?;
     Ok(Json(run))
 }
@@ -188,7 +187,7 @@ pub async fn resume(
     let run = runs::resume(&state.db, &scope).await?;
     state
         .events
-        .publish(run_id, RunEvent::Status { status: run.status });
+        .publish(run_id, crate::events::status_event(run.status));
     record(&state, &auth, scope.team_id(), "run.resume", run_id).await?;
     Ok(Json(run))
 }

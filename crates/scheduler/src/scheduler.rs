@@ -118,10 +118,7 @@ pub fn eval_args(e: &EvalJob, server_url: &str, job_id: i64) -> Vec<String> {
     }
     args.extend([
         "--report".to_owned(),
-        format!(
-            "{}/api/v1/evaluations/{job_id}/results",
-            server_url.trim_end_matches('/')
-        ),
+        spade::report::routes::evaluation_results(server_url, job_id),
     ]);
     args
 }

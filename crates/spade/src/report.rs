@@ -296,3 +296,57 @@ pub enum FinishStatus {
 #[cfg(test)]
 #[path = "report_tests.rs"]
 mod tests;
+
+/// The service's routes that workers and evaluation jobs call, in one place: the templates the
+/// server's route table registers (below `/api/v1`, axum's `{param}` syntax) and the functions
+/// clients build URLs with, so the two cannot drift.
+pub mod routes {
+    /// Prefix of every API route.
+    pub const API: &str = "/api/v1";
+    /// `POST`: a batch of envelopes of one run.
+    pub const INGEST: &str = "/ingest/{run_id}";
+    /// `GET`: the run's configuration as TOML.
+    pub const INGEST_CONFIG: &str = "/ingest/{run_id}/config";
+    /// `POST`: an evaluation job's results.
+    pub const EVALUATION_RESULTS: &str = "/evaluations/{job_id}/results";
+
+    fn url(server: &str, template: &str, param: &str, value: &str) -> String {
+        format!(
+            "{}{API}{}",
+            server.trim_end_matches('/'),
+            template.replace(param, value)
+        )
+    }
+
+    /// The ingest URL of `run_id` on `server` (e.g. `http://127.0.0.1:3000`).
+    pub fn ingest(server: &str, run_id: &str) -> String {
+        url(server, INGEST, "{run_id}", run_id)
+    }
+
+    pub fn ingest_config(server: &str, run_id: &str) -> String {
+        url(server, INGEST_CONFIG, "{run_id}", run_id)
+    }
+
+    pub fn evaluation_results(server: &str, job_id: i64) -> String {
+        url(server, EVALUATION_RESULTS, "{job_id}", &job_id.to_string())
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn urls_fill_the_templates_the_server_registers() {
+            assert_eq!(
+                super::ingest("http://h:3000/", "r1"),
+                "http://h:3000/api/v1/ingest/r1"
+            );
+            assert_eq!(
+                super::ingest_config("http://h:3000", "r1"),
+                "http://h:3000/api/v1/ingest/r1/config"
+            );
+            assert_eq!(
+                super::evaluation_results("http://h", 7),
+                "http://h/api/v1/evaluations/7/results"
+            );
+        }
+    }
+}

@@ -196,7 +196,7 @@ impl HttpSink {
             .map_err(|e| WorkerError::Service(format!("cannot build the HTTP client: {e}")))?;
         Ok(Self {
             client,
-            url: format!("{}/api/v1/ingest/{}", server.trim_end_matches('/'), run_id),
+            url: spade::report::routes::ingest(server, run_id),
             token: token.to_string(),
             spool_path,
             spool,
@@ -332,11 +332,7 @@ impl Sink for HttpSink {
 
 /// Fetches the run's configuration (TOML text) from `GET /api/v1/ingest/{run_id}/config`.
 pub fn fetch_config(server: &str, run_id: &str, token: &str) -> Result<String, WorkerError> {
-    let url = format!(
-        "{}/api/v1/ingest/{}/config",
-        server.trim_end_matches('/'),
-        run_id
-    );
+    let url = spade::report::routes::ingest_config(server, run_id);
     let client = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
