@@ -45,9 +45,6 @@ pub enum WorkerError {
     /// The service refused a request in a way retrying cannot fix (bad token, unknown run).
     #[error("service: {0}")]
     Service(String),
-    /// The service asked the run to stop.
-    #[error("the run was cancelled by the service")]
-    Cancelled,
 }
 
 impl WorkerError {
