@@ -167,12 +167,8 @@ pub async fn issue_for_launch(db: &spade_db::Pool, job_id: i64) -> Result<String
     Ok(token)
 }
 
-/// Body of `POST /evaluations/{job_id}/results`: what `spade eval` prints as `messages`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ResultsRequest {
-    pub messages: Vec<Message>,
-}
+/// Body of `POST /evaluations/{job_id}/results`: the type `spade eval` sends.
+pub use spade::report::EvaluationResults as ResultsRequest;
 
 #[derive(Debug, Serialize)]
 pub struct ResultsReply {

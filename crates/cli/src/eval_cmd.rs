@@ -262,7 +262,9 @@ impl Reporter {
     /// Five tries, 1 s doubling between them, for network errors and 5xx; a 4xx is final (the
     /// service said why, and repeating the same body cannot change its mind).
     fn post(&self, messages: &[spade::report::Message]) -> anyhow::Result<()> {
-        let body = serde_json::json!({ "messages": messages });
+        let body = spade::report::EvaluationResults {
+            messages: messages.to_vec(),
+        };
         let mut delay = std::time::Duration::from_secs(1);
         let mut last = String::new();
         for attempt in 1..=5 {

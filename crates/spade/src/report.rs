@@ -297,6 +297,15 @@ pub enum FinishStatus {
 #[path = "report_tests.rs"]
 mod tests;
 
+/// Body of `POST /api/v1/evaluations/{job_id}/results` ([`routes::evaluation_results`]):
+/// `benchmark_result` messages of the evaluation's suite and checkpoint. `spade eval` sends it
+/// and the server reads it, both through this type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvaluationResults {
+    pub messages: Vec<Message>,
+}
+
 /// The service's routes that workers and evaluation jobs call, in one place: the templates the
 /// server's route table registers (below `/api/v1`, axum's `{param}` syntax) and the functions
 /// clients build URLs with, so the two cannot drift.
