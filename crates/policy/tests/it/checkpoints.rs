@@ -119,6 +119,25 @@ fn torch_python() -> Option<PathBuf> {
     })
 }
 
+/// Runs scripts/policy/check_rust_checkpoint.py on `dir` (which holds the Rust side's
+/// expected.json) and returns its report; fails the test when transformers disagrees.
+fn check_in_transformers(python: &Path, dir: &Path) -> String {
+    let script = crate::crate_dir().join("../../scripts/policy/check_rust_checkpoint.py");
+    let out = Command::new(python)
+        .arg(&script)
+        .arg(dir)
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    report
+}
+
 #[test]
 fn a_rust_checkpoint_loads_in_transformers_with_the_same_logits() -> Result<()> {
     let Some(python) = torch_python() else {
@@ -146,19 +165,7 @@ fn a_rust_checkpoint_loads_in_transformers_with_the_same_logits() -> Result<()> 
     .collect::<Result<_>>()?;
     let expected = json!({"prompts": prompts, "last_logits": logits, "texts": texts});
     checkpoint::write_json(&dir.join("expected.json"), &expected)?;
-    let script = crate::crate_dir().join("../../scripts/policy/check_rust_checkpoint.py");
-    let out = Command::new(&python)
-        .arg(&script)
-        .arg(&dir)
-        .env("OMP_NUM_THREADS", "1")
-        .output()
-        .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{report}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let report = check_in_transformers(&python, &dir);
     assert!(report.contains("Qwen3ForCausalLM"), "{report}");
     Ok(())
 }
@@ -189,19 +196,7 @@ fn a_rust_saved_moe_checkpoint_loads_in_transformers_with_the_same_logits() -> R
         .collect::<Result<_>>()?;
     let expected = json!({"prompts": prompts, "last_logits": logits});
     checkpoint::write_json(&dir.join("expected.json"), &expected)?;
-    let script = crate::crate_dir().join("../../scripts/policy/check_rust_checkpoint.py");
-    let out = Command::new(&python)
-        .arg(&script)
-        .arg(&dir)
-        .env("OMP_NUM_THREADS", "1")
-        .output()
-        .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{report}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let report = check_in_transformers(&python, &dir);
     assert!(report.contains("Qwen3MoeForCausalLM"), "{report}");
     Ok(())
 }
