@@ -33,11 +33,38 @@
 //! variable without a saved master starts from its compute weights.
 
 use crate::error::{PolicyError, Result};
-use crate::train::OptimConfig;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use tch::{Device, Kind, Tensor, nn::VarStore};
+
+/// AdamW and gradient clipping settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OptimConfig {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    /// Global L2 norm the gradients are scaled down to (0 disables clipping).
+    pub max_grad_norm: f64,
+}
+
+impl Default for OptimConfig {
+    fn default() -> Self {
+        Self {
+            // The paper's learning rate for 4B-30B models (spade-spec.md, "Update").
+            lr: 1e-6,
+            // torch.optim.AdamW's defaults.
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.01,
+            // slime's `--clip-grad` default.
+            max_grad_norm: 1.0,
+        }
+    }
+}
 
 /// Name of the optimiser state file inside a checkpoint directory.
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
