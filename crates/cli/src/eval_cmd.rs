@@ -259,44 +259,29 @@ impl Reporter {
         })
     }
 
-    /// Five tries, 1 s doubling between them, for network errors and 5xx; a 4xx is final (the
-    /// service said why, and repeating the same body cannot change its mind).
+    /// Five tries, 1 s doubling between them, classified as the worker's sink does
+    /// (`spade_worker::http`: network errors, 5xx, 408 and 429 retried; other statuses final).
     fn post(&self, messages: &[spade::report::Message]) -> anyhow::Result<()> {
         let body = spade::report::EvaluationResults {
             messages: messages.to_vec(),
         };
-        let mut delay = std::time::Duration::from_secs(1);
-        let mut last = String::new();
-        for attempt in 1..=5 {
-            match self
-                .client
-                .post(&self.url)
-                .bearer_auth(&self.token)
-                .json(&body)
-                .send()
-            {
-                Ok(r) if r.status().is_success() => return Ok(()),
-                Ok(r) if r.status().is_client_error() => {
-                    let status = r.status();
-                    bail!(
-                        "{} refused the results: {status} {}",
-                        self.url,
-                        r.text().unwrap_or_default()
-                    );
-                }
-                Ok(r) => last = r.status().to_string(),
-                Err(e) => last = e.to_string(),
-            }
-            if attempt < 5 {
-                eprintln!("spade eval: posting results failed ({last}); retrying in {delay:?}");
-                std::thread::sleep(delay);
-                delay *= 2;
-            }
-        }
-        bail!(
-            "could not post the results to {} after 5 tries: {last}",
-            self.url
+        let backoff = spade_worker::http::Backoff {
+            tries: 5,
+            first: std::time::Duration::from_secs(1),
+            max: std::time::Duration::from_secs(16),
+        };
+        spade_worker::http::post_json_retrying(
+            &self.client,
+            &self.url,
+            &self.token,
+            &body,
+            backoff,
+            |why, pause| {
+                eprintln!("spade eval: posting results failed ({why}); retrying in {pause:?}")
+            },
         )
+        .map(drop)
+        .map_err(|m| anyhow::anyhow!("the results were not stored: {m}"))
     }
 }
 

@@ -11,6 +11,7 @@
 //! - [`sink`]: where the reports go (a run directory, or the service over HTTP).
 
 pub mod designer;
+pub mod http;
 pub mod play;
 pub mod run;
 pub mod seeds;

@@ -12,6 +12,7 @@
 //!   `cancel_requested` is passed up so the loop stops at the next step boundary.
 
 use crate::WorkerError;
+use crate::http::Posted;
 use spade::report::{Envelope, IngestReply, IngestRequest, MAX_ENVELOPES_PER_BATCH, Message};
 use std::collections::HashSet;
 use std::io::Write;
@@ -227,32 +228,11 @@ impl HttpSink {
         let body = IngestRequest {
             envelopes: batch.to_vec(),
         };
-        let resp = match self
-            .client
-            .post(&self.url)
-            .bearer_auth(&self.token)
-            .json(&body)
-            .send()
-        {
-            Ok(r) => r,
-            Err(_) => return Ok(None),
-        };
-        let status = resp.status();
-        if status.is_success() {
-            return match resp.json::<IngestReply>() {
-                Ok(r) => Ok(Some(r)),
-                Err(_) => Ok(None),
-            };
+        match crate::http::post_json(&self.client, &self.url, &self.token, &body) {
+            Posted::Done(resp) => Ok(resp.json::<IngestReply>().ok()),
+            Posted::Retry(_) => Ok(None),
+            Posted::Refused(m) => Err(WorkerError::Service(m)),
         }
-        if status.is_server_error() || status.as_u16() == 429 || status.as_u16() == 408 {
-            return Ok(None);
-        }
-        let text = resp.text().unwrap_or_default();
-        Err(WorkerError::Service(format!(
-            "POST {} answered {status}: {}",
-            self.url,
-            text.chars().take(300).collect::<String>()
-        )))
     }
 
     /// Sends what is spooled, `tries` attempts per batch with backoff in between.

@@ -52,6 +52,24 @@ async fn ingest(
     }))
 }
 
+/// `/flaky/503,429,200`: answers the listed statuses in turn (one per request, the last one
+/// from then on), counting requests in the shared state.
+async fn flaky(
+    State(s): State<Shared>,
+    axum::extract::Path(codes): axum::extract::Path<String>,
+) -> StatusCode {
+    let n = match s.lock() {
+        Ok(mut s) => {
+            s.requests += 1;
+            s.requests
+        }
+        Err(_) => return StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let codes: Vec<u16> = codes.split(',').filter_map(|c| c.parse().ok()).collect();
+    let code = codes.get(n - 1).or(codes.last()).copied().unwrap_or(500);
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
 /// Serves the ingest route on a loopback port until the test ends; returns the base URL.
 fn serve(state: Shared, port: Option<u16>) -> String {
     let (tx, rx) = std::sync::mpsc::channel();
@@ -73,6 +91,7 @@ fn serve(state: Shared, port: Option<u16>) -> String {
             let _ = tx.send(local);
             let app = Router::new()
                 .route("/api/v1/ingest/{run}", post(ingest))
+                .route("/flaky/{codes}", post(flaky))
                 .with_state(state);
             let _ = axum::serve(listener, app).await;
         });
@@ -223,4 +242,51 @@ fn a_refused_token_is_an_error_not_a_retry() -> Result<(), Box<dyn std::error::E
     };
     assert!(err.contains("401"), "{err}");
     Ok(())
+}
+
+/// The client the sink and `spade eval --report` share: 5xx, 408 and 429 are retried with a
+/// doubling pause, any other refusal is final at once, and a dead port fails after its tries.
+#[test]
+fn the_shared_client_retries_what_may_pass_and_stops_at_a_refusal() {
+    use spade_worker::http::{Backoff, post_json_retrying};
+    let client = reqwest::blocking::Client::new();
+    let b = Backoff {
+        tries: 4,
+        first: Duration::from_millis(10),
+        max: Duration::from_millis(40),
+    };
+    let body = serde_json::json!({"x": 1});
+    for (codes, ok, requests) in [
+        ("503,429,408,200", true, 4),
+        ("200", true, 1),
+        ("503,400,200", false, 2),
+        ("503,503,503,503,200", false, 4),
+    ] {
+        let state = Shared::default();
+        let base = serve(state.clone(), None);
+        let mut pauses = vec![];
+        let r = post_json_retrying(
+            &client,
+            &format!("{base}/flaky/{codes}"),
+            "t",
+            &body,
+            b,
+            |_, p| pauses.push(p),
+        );
+        assert_eq!(r.is_ok(), ok, "{codes}: {r:?}");
+        let seen = state.lock().map(|s| s.requests).unwrap_or(0);
+        assert_eq!(seen, requests, "{codes}");
+        if codes.starts_with("503,400") {
+            let e = r.err().unwrap_or_default();
+            assert!(e.contains("400"), "{e}");
+        }
+        // Doubling, capped: 10, 20, 40 ms.
+        let want: Vec<Duration> = [10, 20, 40][..pauses.len()]
+            .iter()
+            .map(|&m| Duration::from_millis(m))
+            .collect();
+        assert_eq!(pauses, want, "{codes}");
+    }
+    let dead = post_json_retrying(&client, "http://127.0.0.1:9/x", "t", &body, b, |_, _| {});
+    assert!(dead.is_err_and(|e| e.contains("failed 4 times")));
 }
