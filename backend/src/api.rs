@@ -237,6 +237,14 @@ pub fn endpoints() -> Vec<Endpoint> {
         ),
         ep(
             "get",
+            "/runs/{run_id}/environments.jsonl",
+            "environments",
+            User,
+            "Export: every environment the filters keep (those of the list, and win_rate_min/max on the no-hint win rate) as pool JSONL lines with code inline, streamed in bounded memory",
+            get(environments::export_jsonl),
+        ),
+        ep(
+            "get",
             "/runs/{run_id}/environments/{env_id}",
             "environments",
             User,

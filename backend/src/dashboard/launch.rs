@@ -450,7 +450,7 @@ const HELP: &[(&str, &str)] = &[
     ),
     (
         "ablation.fixed_env_pool",
-        "Fixed-env GRPO: play the environments of this pool directory, train only the agent. Absent = off.",
+        "Fixed-env GRPO: play the environments of this pool (a pool directory, its pool.jsonl, or a directory of .py files), train only the agent. Absent = off.",
     ),
     (
         "ablation.fixed_env_envs_per_step",

@@ -375,8 +375,8 @@ pub struct MetricsSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AblationSection {
-    /// Fixed-env GRPO: play the environments of this pool directory, train only the agent.
-    /// Absent = off.
+    /// Fixed-env GRPO: play the environments of this pool (a pool directory, its `pool.jsonl`,
+    /// or a directory of `.py` files; see [`crate::pool`]), train only the agent. Absent = off.
     pub fixed_env_pool: Option<String>,
     /// Fixed-env GRPO: environments drawn from the pool per step, without replacement until
     /// the pool is exhausted (the reference's 24: `cmd/games/_train_fixed_gpt55.sh`,

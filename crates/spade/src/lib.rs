@@ -5,7 +5,8 @@
 //! Map: [`config`] (the run configuration), [`skills`], [`corpus`], [`memory`] and [`prompt`]
 //! (what the designer reads), [`parse`] (what the policy wrote), [`reward`] (returns,
 //! advantages, designer rewards), [`metrics`] (including the Vendi score), [`report`] (the
-//! messages the worker sends to the service), [`seeded_rng`] (reproducible randomness).
+//! messages the worker sends to the service), [`pool`] (the environment pool format),
+//! [`seeded_rng`] (reproducible randomness).
 
 use serde::{Deserialize, Serialize};
 
@@ -14,6 +15,7 @@ pub mod corpus;
 pub mod memory;
 pub mod metrics;
 pub mod parse;
+pub mod pool;
 pub mod prompt;
 pub mod report;
 pub mod reward;

@@ -21,10 +21,11 @@
 //!    the sink that a resume point on disk does not include: a crash costs the steps since the
 //!    last commit, which the resumed run plays again and reports for the first time.
 //!
-//! Baselines and ablations come from the configuration: fixed-env GRPO loads a directory of
-//! environments once and never generates; a frozen designer generates but never trains; no
-//! memory / no corpus leave those parts out of the designer prompt; the two-skill curriculum
-//! pins two game skills; the EMA reward replaces regret + plateau.
+//! Baselines and ablations come from the configuration: fixed-env GRPO loads a pool of
+//! environments once, validated before the warm start ([`crate::pool`]), and never generates;
+//! a frozen designer generates but never trains; no memory / no corpus leave those parts out of
+//! the designer prompt; the two-skill curriculum pins two game skills; the EMA reward replaces
+//! regret + plateau.
 
 mod generate;
 mod metrics;
@@ -172,6 +173,15 @@ pub fn run(
     let corpus = generate::load_corpus(cfg)?;
 
     let existing = store.load()?;
+    // Fixed-env GRPO reads and validates its pool before anything expensive (the warm start,
+    // loading weights), so a pool that cannot be played is refused in seconds. A resumed run
+    // has its pool in its state.
+    let fixed_pool = if cfg.is_fixed_env() && !(opts.resume && existing.is_some()) {
+        (on)(Event::Log("validating the fixed environment pool".into()));
+        Some(generate::load_fixed_pool(cfg, &pool)?)
+    } else {
+        None
+    };
     let mut warm_report = None;
     let (policy, state, resumed_from) = match (existing, opts.resume) {
         (Some((dir, st)), true) => {
@@ -265,6 +275,9 @@ pub fn run(
         code_version: opts.code_version.clone(),
         total_steps: cfg.run.steps,
     })?;
+    if let Some((window, problems)) = fixed_pool {
+        lp.install_fixed_pool(window, &problems)?;
+    }
     // The starting weights are checkpoint 0, so that evaluations can put the base model beside
     // the trained ones (the row is replaced on every start: a resume reports the same path).
     let base = PathBuf::from(&lp.state.base_model);
@@ -463,6 +476,34 @@ impl Loop<'_> {
         Ok(())
     }
 
+    /// Makes the validated pool the run's one window and reports what it refused, one line per
+    /// problem, so a rejected environment is never left out silently.
+    fn install_fixed_pool(
+        &mut self,
+        window: state::Window,
+        problems: &[spade::pool::PoolProblem],
+    ) -> Result<(), WorkerError> {
+        let n = window.envs.len();
+        self.state.windows.insert("fixed".into(), window);
+        for p in problems {
+            let line = format!("fixed_env_pool: left out {p}");
+            (self.on)(Event::Log(line.clone()));
+            self.live(Message::Log {
+                level: spade::report::LogLevel::Warn,
+                line,
+            })?;
+        }
+        let line = format!(
+            "fixed_env_pool: {n} environments valid, {} left out",
+            problems.len()
+        );
+        (self.on)(Event::Log(line.clone()));
+        self.live(Message::Log {
+            level: spade::report::LogLevel::Info,
+            line,
+        })
+    }
+
     /// One whole step; returns its metrics.
     fn step(&mut self) -> Result<BTreeMap<String, f64>, WorkerError> {
         self.step_started = Instant::now();
@@ -470,8 +511,10 @@ impl Loop<'_> {
         let mut m = BTreeMap::new();
         if self.cfg.is_fixed_env() {
             if self.state.windows.is_empty() {
+                // A resume of a run that stopped before its pool was in a checkpoint.
                 self.phase("load fixed pool")?;
-                generate::load_fixed_pool(self)?;
+                let (window, problems) = generate::load_fixed_pool(self.cfg, &self.pool)?;
+                self.install_fixed_pool(window, &problems)?;
             }
             self.select_fixed();
         } else {
