@@ -248,8 +248,16 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/runs/{run_id}/environments/{env_id}",
             "environments",
             User,
-            "One environment with code, hint, sample plays and parent",
+            "One environment with code, hint, sample plays, parent and review marks",
             get(environments::get),
+        ),
+        ep(
+            "post",
+            "/runs/{run_id}/environments/{env_id}/review",
+            "environments",
+            User,
+            "Mark an environment good, broken or reward_hackable with a comment (editor or owner; replaces the caller's mark)",
+            post(environments::review),
         ),
         ep(
             "get",

@@ -2,9 +2,9 @@
 //! code, hint, a sample of plays and the environment it was derived from, and the whole
 //! filtered set as a pool's JSONL (`spade::pool`), streamed page by page.
 
-use super::{AppState, Page, limit, member_scope};
+use super::{AppState, Page, editor_scope, limit, member_scope};
 use crate::auth::AuthUser;
-use crate::error::{ApiPath, ApiQuery, ApiResult, AppError};
+use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult, AppError};
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 use spade_db::environments::{
     self, EnvDetail, EnvExport, EnvFilter, EnvSummary, ExportFilter, Play,
 };
-use spade_db::types::EnvStatus;
+use spade_db::reviews::{self, Review};
+use spade_db::types::{EnvStatus, Verdict};
 use spade_db::{DbError, RunScope};
 
 /// Plays shown with one environment.
@@ -40,6 +41,8 @@ pub struct EnvResponse {
     pub plays: Vec<Play>,
     /// The parent's summary, when the parent is known in this run.
     pub parent: Option<EnvSummary>,
+    /// The team's review marks, oldest first.
+    pub reviews: Vec<Review>,
 }
 
 fn parse_cursor(c: &str) -> Option<(i64, i64)> {
@@ -125,7 +128,53 @@ pub async fn get(
         },
         None => None,
     };
-    Ok(Json(EnvResponse { env, plays, parent }))
+    let reviews = reviews::for_env(&state.db, &scope, &env_id).await?;
+    Ok(Json(EnvResponse {
+        env,
+        plays,
+        parent,
+        reviews,
+    }))
+}
+
+/// Body of `POST /runs/{id}/environments/{env_id}/review`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewBody {
+    pub verdict: Verdict,
+    #[serde(default)]
+    pub comment: String,
+}
+
+/// Marks an environment good, broken or reward-hackable (editors and owners; a viewer gets 403,
+/// someone outside the team 404). Marking again replaces the caller's mark.
+pub async fn review(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath((run_id, env_id)): ApiPath<(i64, String)>,
+    ApiJson(body): ApiJson<ReviewBody>,
+) -> ApiResult<Json<Review>> {
+    let scope = editor_scope(&state, &auth, run_id).await?;
+    let chars = body.comment.chars().count();
+    if chars > reviews::MAX_COMMENT_CHARS {
+        return Err(AppError::invalid(
+            "comment",
+            format!(
+                "at most {} characters, got {chars}",
+                reviews::MAX_COMMENT_CHARS
+            ),
+        ));
+    }
+    let r = reviews::mark(
+        &state.db,
+        &scope,
+        auth.user.id,
+        &env_id,
+        body.verdict,
+        &body.comment,
+    )
+    .await?;
+    Ok(Json(r))
 }
 
 /// Rows read from the database per chunk of an export: what the export holds in memory at once.
@@ -171,6 +220,19 @@ pub fn pool_entry(run_id: i64, e: EnvExport) -> spade::pool::PoolEntry {
             EnvStatus::Rejected => S::Rejected,
             EnvStatus::BrokenInPlay => S::BrokenInPlay,
         },
+        reviews: vec![],
+    }
+}
+
+fn pool_review(r: Review) -> spade::pool::PoolReview {
+    use spade::pool::Verdict as V;
+    spade::pool::PoolReview {
+        verdict: match r.verdict {
+            Verdict::Good => V::Good,
+            Verdict::Broken => V::Broken,
+            Verdict::RewardHackable => V::RewardHackable,
+        },
+        comment: r.comment,
     }
 }
 
@@ -240,10 +302,26 @@ pub async fn export_jsonl(
             }
             let full = rows.len() as i64 == f.env.limit;
             f.env.after = rows.last().map(|r| (r.step, r.id));
+            let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+            let mut marks = std::collections::HashMap::<i64, Vec<spade::pool::PoolReview>>::new();
+            match reviews::for_envs(&db, &scope, &ids).await {
+                Ok(m) => {
+                    for (env, r) in m {
+                        marks.entry(env).or_default().push(pool_review(r));
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(run_id, error = %e, "environment export failed mid-stream");
+                    return Some((Err(std::io::Error::other(e.to_string())), None));
+                }
+            }
             let mut chunk = Vec::with_capacity(rows.len() * 1024);
             for r in rows {
+                let id = r.id;
+                let mut entry = pool_entry(run_id, r);
+                entry.reviews = marks.remove(&id).unwrap_or_default();
                 // A PoolEntry of strings and numbers always serialises.
-                if serde_json::to_writer(&mut chunk, &pool_entry(run_id, r)).is_ok() {
+                if serde_json::to_writer(&mut chunk, &entry).is_ok() {
                     chunk.push(b'\n');
                 }
             }

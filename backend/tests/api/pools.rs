@@ -5,6 +5,7 @@ use crate::support::*;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use http_body_util::BodyExt;
+use serde_json::json;
 use spade::EnvKind;
 use spade::pool::PoolEntry;
 use spade::report::{EnvStatus, EnvironmentRecord, Message};
@@ -210,5 +211,85 @@ async fn export_of_100k_environments_streams_in_bounded_memory(pool: PgPool) -> 
         "peak RSS grew {} KiB for a {bytes}-byte body",
         after - before
     );
+    Ok(())
+}
+
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn review_marks_show_in_the_environment_and_in_the_export(pool: PgPool) -> TestResult {
+    let f = fixture(pool).await;
+    let (app, run) = (&f.app, f.run);
+    let r = app
+        .post(
+            &format!("/api/v1/ingest/{run}"),
+            &f.worker,
+            batch(run, 0, vec![env(1), env(2)]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let path = format!("/api/v1/runs/{run}/environments/e1/review");
+    let r = app
+        .post(
+            &path,
+            &f.owner,
+            json!({ "verdict": "reward_hackable", "comment": "boxed{} of anything wins" }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json()["verdict"], "reward_hackable");
+    // Marking again replaces the caller's mark.
+    let r = app
+        .post(
+            &path,
+            &f.owner,
+            json!({ "verdict": "broken", "comment": "the checker is wrong" }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let detail = app
+        .get(&format!("/api/v1/runs/{run}/environments/e1"), &f.owner)
+        .await
+        .json();
+    let marks = detail["reviews"].as_array().cloned().unwrap_or_default();
+    assert_eq!(marks.len(), 1, "{detail}");
+    assert_eq!(marks[0]["verdict"], "broken");
+    assert_eq!(marks[0]["comment"], "the checker is wrong");
+
+    let exported = lines(
+        &app.get(&format!("/api/v1/runs/{run}/environments.jsonl"), &f.owner)
+            .await,
+    );
+    let e1 = exported
+        .iter()
+        .find(|e| e.id == "e1")
+        .ok_or("e1 exported")?;
+    assert_eq!(e1.reviews.len(), 1);
+    assert_eq!(e1.reviews[0].verdict, spade::pool::Verdict::Broken);
+    assert!(
+        exported
+            .iter()
+            .find(|e| e.id == "e2")
+            .is_some_and(|e| e.reviews.is_empty())
+    );
+
+    // Bad marks are refused naming the field; an unknown environment is 404.
+    let r = app.post(&path, &f.owner, json!({ "verdict": "meh" })).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text());
+    assert!(r.message().contains("verdict"), "{}", r.text());
+    let long = "x".repeat(2001);
+    app.post(
+        &path,
+        &f.owner,
+        json!({ "verdict": "good", "comment": long }),
+    )
+    .await
+    .assert_refused("comment", "at most 2000 characters", "long comment");
+    let r = app
+        .post(
+            &format!("/api/v1/runs/{run}/environments/nope/review"),
+            &f.owner,
+            json!({ "verdict": "good" }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text());
     Ok(())
 }

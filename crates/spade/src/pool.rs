@@ -58,6 +58,27 @@ pub struct PoolEntry {
     #[serde(default)]
     pub step: Option<u64>,
     pub status: EnvStatus,
+    /// Review marks of the run's team (the service's export; none from a run directory).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reviews: Vec<PoolReview>,
+}
+
+/// A team member's mark on an environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Good,
+    Broken,
+    RewardHackable,
+}
+
+/// One review mark as a pool carries it (who marked it stays with the service).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolReview {
+    pub verdict: Verdict,
+    #[serde(default)]
+    pub comment: String,
 }
 
 impl PoolEntry {
@@ -80,6 +101,7 @@ impl PoolEntry {
             run: run.map(str::to_owned),
             step: Some(r.step),
             status: r.status,
+            reviews: vec![],
         }
     }
 
@@ -418,7 +440,8 @@ impl Card {
             "\n## Format\n\n`pool.jsonl` holds one JSON object per environment: `id`, `kind`, \
              `skill`, `code_file` (the `.py` beside this card), `hint`, `win_rate_hint`, \
              `win_rate_no_hint`, `regret`, `designer_reward`, `reward_levels`, `parent_id`, \
-             `run`, `step`, `status`. Each `.py` defines one environment class (`reset`, \
+             `run`, `step`, `status`, and `reviews` (the team's marks: `verdict` good, broken or \
+             reward_hackable, `comment`) when there are any. Each `.py` defines one environment class (`reset`, \
              `step`, `solution`); run it only inside a sandbox: it is generated code.\n\n\
              Use it as `ablation.fixed_env_pool = \"<this directory>\"` in a run configuration.\n",
         );

@@ -20,6 +20,7 @@ fn entry(id: &str) -> PoolEntry {
         run: Some("7".into()),
         step: Some(4),
         status: EnvStatus::Accepted,
+        reviews: vec![],
     }
 }
 

@@ -23,6 +23,7 @@ fn entry(id: &str, code: &str) -> PoolEntry {
         run: Some("r".into()),
         step: Some(0),
         status: EnvStatus::Accepted,
+        reviews: vec![],
     }
 }
 
