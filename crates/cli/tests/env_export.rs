@@ -174,3 +174,68 @@ fn bad_export_options_exit_2_naming_the_option() {
         text(&o)
     );
 }
+
+/// An exported pool loads in Gymnasium: `envs/check_gym.py --pool` registers every id and runs
+/// `check_env` on `gymnasium.make("spade/<id>")`, in the venv of `scripts/setup` (Gymnasium 1.4).
+#[test]
+fn an_exported_pool_passes_gymnasiums_check_env() -> Result<(), Box<dyn std::error::Error>> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join(".deps/venv/bin/python3");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup",
+        python.display()
+    );
+    let tmp = tempfile::tempdir()?;
+    let run = tmp.path().join("run");
+    let seeds = [
+        (
+            "g-coin",
+            EnvKind::Game,
+            "Optimization",
+            "envs/seed/games/optimization/coin_change.py",
+        ),
+        (
+            "g-tool",
+            EnvKind::ToolUse,
+            "Tool Selection",
+            "envs/seed/tooluse/smart_home.py",
+        ),
+    ];
+    let mut msgs = vec![];
+    for (id, kind, skill, file) in seeds {
+        let mut r = record(id, 0, EnvStatus::Accepted);
+        r.kind = kind;
+        r.skill = skill.into();
+        r.code = std::fs::read_to_string(root.join(file))?;
+        msgs.push(Message::Environment { record: r });
+    }
+    let envs: Vec<Envelope> = msgs
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| Envelope::new("r".to_string(), i as u64, m))
+        .collect();
+    FileSink::open(&run)?.deliver(&envs)?;
+    let out = tmp.path().join("pool");
+    let o = spade(&[
+        "env",
+        "export",
+        "--run-dir",
+        &run.display().to_string(),
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let check = Command::new(&python)
+        .arg(root.join("envs/check_gym.py"))
+        .arg("--pool")
+        .arg(&out)
+        .output()?;
+    let t = text(&check);
+    assert_eq!(check.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains("OK    spade/g-coin") && t.contains("OK    spade/g-tool"),
+        "{t}"
+    );
+    Ok(())
+}
