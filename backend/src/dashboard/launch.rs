@@ -282,6 +282,10 @@ const HELP: &[(&str, &str)] = &[
         "Which records a designer prompt's examples come from: \"skill\" (the slot's skill, as the reference's env_memory.py) or \"kind\" (every record of the same kind).",
     ),
     (
+        "memory.seed_pool",
+        "A pool (directory with pool.jsonl, or the file) whose scored environments start the memory of a new run. Absent = empty memory.",
+    ),
+    (
         "designer.attempts",
         "Attempts per environment slot (spec 2: 8; the reference's rollout and the paper presets: 5).",
     ),

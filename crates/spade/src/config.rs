@@ -171,6 +171,11 @@ pub struct MemorySection {
     /// `low_quality_examples(skill=...)` in `spade/core/env_memory.py`) or `"kind"` (every
     /// record of the same kind, games or tool use: this project's earlier behaviour).
     pub match_by: MemoryMatch,
+    /// A pool ([`crate::pool`]) whose scored environments start the memory of a new run, so
+    /// the designer's first prompts have examples; absent = an empty memory (the spec's start).
+    /// Every environment is validated first; only entries with a no-hint win rate and a
+    /// regret can be examples (the spec chooses examples by them).
+    pub seed_pool: Option<String>,
 }
 
 /// The records a designer prompt draws its memory examples from (`memory.match_by`).
@@ -516,6 +521,7 @@ impl Default for MemorySection {
             negative_above: 0.9,
             // Reference: spade/core/env_memory.py filters by skill.
             match_by: MemoryMatch::Skill,
+            seed_pool: None,
         }
     }
 }

@@ -27,6 +27,9 @@ pub struct PoolEnv {
     pub kind: Option<EnvKind>,
     pub code: String,
     pub hint: Option<String>,
+    /// Its scores, when the pool has them (a pool.jsonl; a plain directory has none).
+    pub win_rate_no_hint: Option<f64>,
+    pub regret: Option<f64>,
     /// Where it came from, for messages: the `.py` file, or `pool.jsonl:LINE`.
     pub origin: String,
 }
@@ -87,6 +90,8 @@ fn read_jsonl(index: &Path, base: &Path) -> Result<LoadedPool, WorkerError> {
             kind: Some(e.kind),
             code,
             hint: e.hint,
+            win_rate_no_hint: e.win_rate_no_hint,
+            regret: e.regret,
             origin,
         });
     }
@@ -141,6 +146,8 @@ fn read_plain(dir: &Path) -> Result<LoadedPool, WorkerError> {
             kind: None,
             code,
             hint: None,
+            win_rate_no_hint: None,
+            regret: None,
             origin: file,
         });
     }
@@ -196,6 +203,64 @@ pub fn validate_pool(
         }
     }
     (ok, problems)
+}
+
+/// How pool environments are validated: the run's sandbox budget and step limit, the
+/// validator's own drawn seeds (as for generated environments).
+pub fn validation_config(cfg: &spade::config::RunConfig) -> ValidationConfig {
+    ValidationConfig {
+        budget: std::time::Duration::from_secs_f64(cfg.sandbox.validation_timeout_s),
+        call_timeout: std::time::Duration::from_secs_f64(cfg.sandbox.step_timeout_s),
+        ..ValidationConfig::default()
+    }
+}
+
+/// `memory.seed_pool`: the pool's valid, scored environments as memory records (step 0, code
+/// as the memory cuts it), and what was left out and why. Fails when nothing is left: a run
+/// asked to start from examples does not silently start without them.
+pub fn seed_memory(
+    cfg: &spade::config::RunConfig,
+    sandbox: &Pool,
+) -> Result<(Vec<spade::memory::MemoryRecord>, Vec<PoolProblem>), WorkerError> {
+    let Some(path) = cfg.memory.seed_pool.as_deref() else {
+        return Ok((vec![], vec![]));
+    };
+    let loaded = read_pool(Path::new(path))?;
+    let mut problems = loaded.problems;
+    let (valid, rejected) = validate_pool(sandbox, loaded.envs, &validation_config(cfg));
+    problems.extend(rejected);
+    let mut records = Vec::new();
+    for v in valid {
+        let (Some(win_rate), Some(regret)) = (v.env.win_rate_no_hint, v.env.regret) else {
+            problems.push(PoolProblem {
+                file: v.env.origin.clone(),
+                line: None,
+                message: format!(
+                    "{}: expected `win_rate_no_hint` and `regret` (memory examples are chosen \
+                     by them)",
+                    v.env.id
+                ),
+            });
+            continue;
+        };
+        records.push(spade::memory::MemoryRecord {
+            env_id: v.env.id,
+            step: 0,
+            skill: v.env.skill,
+            kind: v.kind,
+            code: v.env.code,
+            win_rate,
+            regret,
+        });
+    }
+    if records.is_empty() {
+        let mut text = format!("memory.seed_pool: no valid, scored environments in {path}");
+        for p in &problems {
+            text.push_str(&format!("\n  {p}"));
+        }
+        return Err(WorkerError::Config(text));
+    }
+    Ok((records, problems))
 }
 
 /// Writes a pool directory entry by entry: the code of each to its own `.py`, the entry (with

@@ -182,6 +182,13 @@ pub fn run(
     } else {
         None
     };
+    let fresh = !(opts.resume && existing.is_some());
+    let seed_memory = if cfg.memory.seed_pool.is_some() && fresh {
+        (on)(Event::Log("validating the memory seed pool".into()));
+        Some(crate::pool::seed_memory(cfg, &pool)?)
+    } else {
+        None
+    };
     let mut warm_report = None;
     let (policy, state, resumed_from) = match (existing, opts.resume) {
         (Some((dir, st)), true) => {
@@ -277,6 +284,9 @@ pub fn run(
     })?;
     if let Some((window, problems)) = fixed_pool {
         lp.install_fixed_pool(window, &problems)?;
+    }
+    if let Some((records, problems)) = seed_memory {
+        lp.install_seed_memory(records, &problems)?;
     }
     // The starting weights are checkpoint 0, so that evaluations can put the base model beside
     // the trained ones (the row is replaced on every start: a resume reports the same path).
@@ -495,6 +505,36 @@ impl Loop<'_> {
         }
         let line = format!(
             "fixed_env_pool: {n} environments valid, {} left out",
+            problems.len()
+        );
+        (self.on)(Event::Log(line.clone()));
+        self.live(Message::Log {
+            level: spade::report::LogLevel::Info,
+            line,
+        })
+    }
+
+    /// Starts the memory with a seed pool's records and reports what it left out, one line each.
+    fn install_seed_memory(
+        &mut self,
+        records: Vec<spade::memory::MemoryRecord>,
+        problems: &[spade::pool::PoolProblem],
+    ) -> Result<(), WorkerError> {
+        let n = records.len();
+        for r in records {
+            self.state.memory.push(r);
+        }
+        for p in problems {
+            let line = format!("memory.seed_pool: left out {p}");
+            (self.on)(Event::Log(line.clone()));
+            self.live(Message::Log {
+                level: spade::report::LogLevel::Warn,
+                line,
+            })?;
+        }
+        let line = format!(
+            "memory.seed_pool: {n} records seeded ({} kept), {} left out",
+            self.state.memory.len(),
             problems.len()
         );
         (self.on)(Event::Log(line.clone()));

@@ -420,11 +420,7 @@ pub(crate) fn load_fixed_pool(
     };
     let loaded = crate::pool::read_pool(std::path::Path::new(&dir))?;
     let mut problems = loaded.problems;
-    let vcfg = ValidationConfig {
-        budget: Duration::from_secs_f64(cfg.sandbox.validation_timeout_s),
-        call_timeout: Duration::from_secs_f64(cfg.sandbox.step_timeout_s),
-        ..ValidationConfig::default()
-    };
+    let vcfg = crate::pool::validation_config(cfg);
     let (valid, rejected) = crate::pool::validate_pool(sandbox, loaded.envs, &vcfg);
     problems.extend(rejected);
     let mut window = Window::default();

@@ -190,3 +190,83 @@ fn a_pool_without_a_playable_environment_is_refused_before_the_warm_start() -> R
     );
     Ok(())
 }
+
+#[test]
+fn a_seed_pool_gives_its_valid_scored_environments_as_memory_records() -> Res<()> {
+    let f = fixture();
+    let tmp = tempfile::tempdir()?;
+    let source = tmp.path().join("source-run");
+    let halls = run_dir(&f.pool_dir, &source)?;
+    let mut entries = run_dir_environments(&source, "source-run")?.entries;
+    // The last hall unscored: valid code, but nothing to choose it as an example by.
+    let unscored = halls.last().cloned().unwrap_or_default();
+    for e in entries.iter_mut().filter(|e| e.id == unscored) {
+        e.win_rate_no_hint = None;
+        e.regret = None;
+    }
+    let pool_dir = tmp.path().join("pool");
+    let mut w = PoolWriter::create(&pool_dir, Card::default())?;
+    for e in entries {
+        w.add(e)?;
+    }
+    w.finish()?;
+    let mut cfg = spade::config::RunConfig::tiny_cpu_demo();
+    cfg.memory.seed_pool = Some(pool_dir.display().to_string());
+    let sandbox = spade_sandbox::Pool::new(spade_sandbox::PoolConfig::new(
+        spade_sandbox::RunnerConfig::new(spade_sandbox::default_runner_path()),
+    ));
+    let (records, problems) = spade_worker::pool::seed_memory(&cfg, &sandbox)?;
+    let ids: Vec<&str> = records.iter().map(|r| r.env_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        halls[..halls.len() - 1]
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        records
+            .iter()
+            .all(|r| r.win_rate == 0.25 && r.regret == 0.5 && r.step == 0)
+    );
+    let msgs: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(msgs.len(), 2, "{msgs:?}");
+    assert!(
+        msgs.iter()
+            .any(|m| m.contains("s0-game-broken: rejected by the sandbox")),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs.iter().any(
+            |m| m.contains(&unscored) && m.contains("expected `win_rate_no_hint` and `regret`")
+        ),
+        "{msgs:?}"
+    );
+
+    // A run whose seed pool has nothing usable stops before the warm start, saying why.
+    std::fs::write(pool_dir.join("pool.jsonl"), "{\"id\": 1}\n")?;
+    let out = tempfile::tempdir()?;
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let opts = RunOptions::new(
+        "it-seed-bad",
+        repo.join("envs/seed"),
+        out.path().join("cache"),
+    );
+    let mut sink = FileSink::open(out.path())?;
+    let store = StateStore::new(out.path());
+    let started = Instant::now();
+    let err = match run::run(&cfg, &opts, &store, &mut sink, &mut |_| {}) {
+        Ok(_) => return Err("a run with an unusable seed pool ran".into()),
+        Err(e) => e.to_string(),
+    };
+    assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
+    assert!(
+        err.contains("memory.seed_pool: no valid, scored environments"),
+        "{err}"
+    );
+    assert!(
+        err.contains("pool.jsonl:1: expected one JSON object"),
+        "{err}"
+    );
+    Ok(())
+}
