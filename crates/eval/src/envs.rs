@@ -83,7 +83,18 @@ fn discover_jsonl(index: &Path) -> Result<Vec<EnvFile>, EvalError> {
             (Some(code), _) => (index.to_path_buf(), code),
             (None, Some(f)) => {
                 let p = base.join(&f);
-                match std::fs::read_to_string(&p) {
+                // A symlink in the pool must not make an evaluation read a file elsewhere.
+                let read = std::fs::canonicalize(&p)
+                    .and_then(|c| Ok((c, std::fs::canonicalize(base)?)))
+                    .map_err(|e| e.to_string())
+                    .and_then(|(c, b)| {
+                        if c.starts_with(&b) {
+                            std::fs::read_to_string(&p).map_err(|e| e.to_string())
+                        } else {
+                            Err("resolves outside the pool directory".into())
+                        }
+                    });
+                match read {
                     Ok(code) => (p, code),
                     Err(err) => {
                         problems.push(spade::pool::PoolProblem {
@@ -312,6 +323,18 @@ mod tests {
             err.contains("pool.jsonl:3: expected one JSON object"),
             "{err}"
         );
+        let outside = tempfile::tempdir()?;
+        std::fs::write(outside.path().join("s.py"), "x = 1\n")?;
+        std::os::unix::fs::symlink(outside.path().join("s.py"), dir.join("l.py"))?;
+        std::fs::write(dir.join("pool.jsonl"), line("env-l", Some("l.py"), None))?;
+        match discover(dir) {
+            Ok(_) => return Err("a symlink out of the pool was followed".into()),
+            Err(e) => assert!(
+                e.to_string()
+                    .contains("resolves outside the pool directory"),
+                "{e}"
+            ),
+        }
         Ok(())
     }
 }

@@ -69,7 +69,7 @@ fn read_jsonl(index: &Path, base: &Path) -> Result<LoadedPool, WorkerError> {
             (Some(code), _) => code,
             (None, Some(f)) => {
                 let p = base.join(f);
-                match read_utf8(&p) {
+                match inside(base, &p).and_then(|()| read_utf8(&p)) {
                     Ok(c) => c,
                     Err(message) => {
                         problems.push(PoolProblem {
@@ -97,6 +97,23 @@ fn read_jsonl(index: &Path, base: &Path) -> Result<LoadedPool, WorkerError> {
     }
     problems.sort_by_key(|p| p.line);
     Ok(LoadedPool { envs, problems })
+}
+
+/// `p` must resolve inside `base`: `code_file` has no `..` (checked with the entry), and a
+/// symlink in the pool that points elsewhere would still make the worker read, and the
+/// validator quote back, a file outside the pool.
+fn inside(base: &Path, p: &Path) -> Result<(), String> {
+    let canon = |x: &Path| {
+        std::fs::canonicalize(x).map_err(|e| format!("cannot read {}: {e}", x.display()))
+    };
+    if canon(p)?.starts_with(canon(base)?) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} resolves outside the pool directory",
+            p.display()
+        ))
+    }
 }
 
 fn read_utf8(p: &Path) -> Result<String, String> {

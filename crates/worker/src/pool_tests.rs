@@ -74,10 +74,25 @@ fn a_malformed_pool_names_each_problem_and_loads_the_rest() -> Res {
         serde_json::to_string(&ok)?,
     ];
     std::fs::write(dir.join(POOL_JSONL), lines.join("\n"))?;
+    let outside = tempfile::tempdir()?;
+    std::fs::write(outside.path().join("secret.py"), "x = 1\n")?;
+    std::os::unix::fs::symlink(outside.path().join("secret.py"), dir.join("link.py"))?;
+    let mut link = entry("link", "");
+    link.code = None;
+    link.code_file = Some("link.py".into());
+    let mut text = lines.join("\n");
+    text.push('\n');
+    text.push_str(&serde_json::to_string(&link)?);
+    std::fs::write(dir.join(POOL_JSONL), text)?;
     let got = read_pool(dir)?;
     assert_eq!(got.envs.len(), 1);
     let msgs: Vec<String> = got.problems.iter().map(ToString::to_string).collect();
-    assert_eq!(msgs.len(), 3, "{msgs:?}");
+    assert_eq!(msgs.len(), 4, "{msgs:?}");
+    assert!(
+        msgs[3].contains("pool.jsonl:5: link: `code_file` \"link.py\"")
+            && msgs[3].contains("resolves outside the pool directory"),
+        "{msgs:?}"
+    );
     assert!(
         msgs[0].contains("pool.jsonl:2: missing: `code_file` \"gone.py\": cannot read"),
         "{msgs:?}"
