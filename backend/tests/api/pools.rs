@@ -293,3 +293,118 @@ async fn review_marks_show_in_the_environment_and_in_the_export(pool: PgPool) ->
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text());
     Ok(())
 }
+
+/// `spade env export --server`: the real binary against the served app writes a pool of the
+/// filtered environments with the team's marks, and the card names the run and its model.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn spade_env_export_from_the_service_writes_the_pool(pool: PgPool) -> TestResult {
+    let spade = crate::evaluations::bin_dir()?.join("spade");
+    if !spade.exists() {
+        return Err(format!("{} is missing: cargo build -p spade-cli", spade.display()).into());
+    }
+    let f = fixture(pool).await;
+    let (app, run) = (&f.app, f.run);
+    let r = app
+        .post(
+            &format!("/api/v1/ingest/{run}"),
+            &f.worker,
+            batch(run, 0, (0..30).map(env).collect()),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let r = app
+        .post(
+            &format!("/api/v1/runs/{run}/environments/e1/review"),
+            &f.owner,
+            json!({ "verdict": "good", "comment": "keep" }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let (addr, _server) = app.serve().await?;
+    let Cred::Bearer(token) = &f.owner else {
+        return Err("the fixture's owner has a bearer token".into());
+    };
+    let tmp = tempfile::tempdir()?;
+    let out = tmp.path().join("pool");
+    let args = [
+        "env",
+        "export",
+        "--server",
+        &format!("http://{addr}"),
+        "--run",
+        &run.to_string(),
+        "--token",
+        token,
+        "--out",
+        out.to_str().ok_or("path")?,
+        "--skill",
+        "Optimization",
+        "--win-rate-max",
+        "0.5",
+    ];
+    let o = tokio::process::Command::new(&spade)
+        .args(args)
+        .output()
+        .await?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    // Odd ids are Optimization; accepted unless a multiple of 7; win rate (i % 5) / 4 <= 0.5.
+    let expected: Vec<String> = (0..30u64)
+        .filter(|i| i % 2 == 1 && i % 7 != 0 && i % 5 <= 2)
+        .map(|i| format!("e{i}"))
+        .collect();
+    let index = std::fs::read_to_string(out.join("pool.jsonl"))?;
+    let got: Vec<PoolEntry> = index
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    assert_eq!(
+        got.iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
+        expected
+    );
+    let e1 = got.iter().find(|e| e.id == "e1").ok_or("e1 exported")?;
+    assert_eq!(e1.reviews.len(), 1, "the mark travels with the pool");
+    assert_eq!(
+        std::fs::read_to_string(out.join(e1.code_file.as_deref().ok_or("code_file")?))?,
+        "class Env1:\n    pass\n"
+    );
+    let card = std::fs::read_to_string(out.join("README.md"))?;
+    assert!(
+        card.contains(&format!("run {run} of http://{addr}")),
+        "{card}"
+    );
+    assert!(card.contains("model: preset tiny"), "{card}");
+    assert!(
+        card.contains(&format!("environments: {}", expected.len())),
+        "{card}"
+    );
+
+    // A bad token is refused by the service, and the command says so (exit 2).
+    let bad = tmp.path().join("bad");
+    let o = tokio::process::Command::new(&spade)
+        .args([
+            "env",
+            "export",
+            "--server",
+            &format!("http://{addr}"),
+            "--run",
+            &run.to_string(),
+            "--token",
+            "nope",
+            "--out",
+            bad.to_str().ok_or("path")?,
+        ])
+        .output()
+        .await?;
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("401"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Ok(())
+}
