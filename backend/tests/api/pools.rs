@@ -383,6 +383,39 @@ async fn spade_env_export_from_the_service_writes_the_pool(pool: PgPool) -> Test
         "{card}"
     );
 
+    // Leaving out what a member marked: e1 (marked good) goes, the rest stays.
+    let unmarked = tmp.path().join("unmarked");
+    let o = tokio::process::Command::new(&spade)
+        .args([
+            "env",
+            "export",
+            "--server",
+            &format!("http://{addr}"),
+            "--run",
+            &run.to_string(),
+            "--token",
+            token,
+            "--out",
+            unmarked.to_str().ok_or("path")?,
+            "--skill",
+            "Optimization",
+            "--win-rate-max",
+            "0.5",
+            "--without-verdict",
+            "good,broken",
+        ])
+        .output()
+        .await?;
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let index = std::fs::read_to_string(unmarked.join("pool.jsonl"))?;
+    assert_eq!(index.lines().count(), expected.len() - 1);
+    assert!(!index.contains("\"e1\""), "{index}");
+
     // A bad token is refused by the service, and the command says so (exit 2).
     let bad = tmp.path().join("bad");
     let o = tokio::process::Command::new(&spade)

@@ -50,6 +50,10 @@ pub struct ExportArgs {
     /// Keep environments generated at or before this step.
     #[arg(long)]
     pub step_max: Option<u64>,
+    /// Leave out environments a team member marked so: good, broken, reward_hackable
+    /// (comma-separated; marks come with --server, a run directory has none).
+    #[arg(long, value_delimiter = ',', value_name = "VERDICT")]
+    pub without_verdict: Vec<String>,
 }
 
 fn parse_status(s: &str) -> anyhow::Result<Option<EnvStatus>> {
@@ -74,6 +78,17 @@ impl ExportArgs {
             regret_min: self.regret_min,
             step_min: self.step_min,
             step_max: self.step_max,
+            without_verdicts: self
+                .without_verdict
+                .iter()
+                .map(|v| {
+                    spade::pool::Verdict::parse(v).ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "--without-verdict: expected good, broken or reward_hackable, got {v:?}"
+                        )
+                    })
+                })
+                .collect::<anyhow::Result<_>>()?,
         };
         f.check()
             .map_err(|m| anyhow::anyhow!("--{}", m.replace('_', "-")))?;

@@ -89,8 +89,8 @@ enum EnvCommand {
     },
     /// Export a run's environments as a pool directory: one .py per environment, pool.jsonl
     /// (id, kind, skill, code_file, hint, win rates with and without hint, regret, designer
-    /// reward, reward levels, parent id, run, step, status) and a README.md dataset card. The
-    /// directory works as `ablation.fixed_env_pool`.
+    /// reward, reward levels, parent id, run, step, status, the team's review marks) and a
+    /// README.md dataset card. The directory works as `ablation.fixed_env_pool`.
     Export(env_export::ExportArgs),
 }
 

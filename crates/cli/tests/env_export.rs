@@ -156,6 +156,22 @@ fn bad_export_options_exit_2_naming_the_option() {
         "{}",
         text(&o)
     );
+    let o = spade(&[
+        "env",
+        "export",
+        "--run-dir",
+        "/nonexistent",
+        "--out",
+        "/tmp/x",
+        "--without-verdict",
+        "meh",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o).contains("--without-verdict: expected good"),
+        "{}",
+        text(&o)
+    );
     let o = spade(&["env", "export", "--out", "/tmp/x"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("--run-dir"), "{}", text(&o));

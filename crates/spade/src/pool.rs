@@ -72,6 +72,23 @@ pub enum Verdict {
     RewardHackable,
 }
 
+impl Verdict {
+    /// `good`, `broken` or `reward_hackable`, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Good => "good",
+            Verdict::Broken => "broken",
+            Verdict::RewardHackable => "reward_hackable",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Verdict::Good, Verdict::Broken, Verdict::RewardHackable]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+    }
+}
+
 /// One review mark as a pool carries it (who marked it stays with the service).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -272,6 +289,8 @@ pub struct PoolFilter {
     pub regret_min: Option<f64>,
     pub step_min: Option<u64>,
     pub step_max: Option<u64>,
+    /// Leave out environments any team member marked with one of these verdicts.
+    pub without_verdicts: Vec<Verdict>,
 }
 
 impl PoolFilter {
@@ -322,6 +341,10 @@ impl PoolFilter {
                 self.step_min.map(|s| s as f64),
                 self.step_max.map(|s| s as f64),
             )
+            && !e
+                .reviews
+                .iter()
+                .any(|r| self.without_verdicts.contains(&r.verdict))
     }
 
     /// The filter in words, for the card ("all" when nothing is filtered).
@@ -349,6 +372,10 @@ impl PoolFilter {
                 self.step_min.map_or("first".into(), |s| s.to_string()),
                 self.step_max.map_or("last".into(), |s| s.to_string())
             ));
+        }
+        if !self.without_verdicts.is_empty() {
+            let v: Vec<&str> = self.without_verdicts.iter().map(|v| v.as_str()).collect();
+            parts.push(format!("no mark {}", v.join(" or ")));
         }
         if parts.is_empty() {
             "none (every environment)".into()

@@ -115,6 +115,21 @@ fn the_filter_keeps_the_band_and_leaves_out_unscored_ones_when_bounded() {
         ..PoolFilter::default()
     };
     assert!(!steps.matches(&e));
+    let mut marked = entry("m");
+    marked.reviews.push(PoolReview {
+        verdict: Verdict::RewardHackable,
+        comment: "any boxed answer wins".into(),
+    });
+    let unhacked = PoolFilter {
+        without_verdicts: vec![Verdict::Broken, Verdict::RewardHackable],
+        ..PoolFilter::default()
+    };
+    assert!(unhacked.matches(&e) && !unhacked.matches(&marked));
+    assert!(
+        unhacked
+            .describe()
+            .contains("no mark broken or reward_hackable")
+    );
     let status = PoolFilter {
         status: Some(EnvStatus::Rejected),
         ..PoolFilter::default()
