@@ -147,7 +147,8 @@ fn peak_rss_kib() -> u64 {
 /// Measurement, not a check CI runs (`cargo test -p spade-server --test api -- --ignored
 /// export_of_100k`): 100,000 environments of 2 KB code each (about 230 MB of JSONL) stream
 /// through the handler while the test process's peak RSS is watched. Collecting the rows
-/// would need the whole body in memory; a page at a time needs one page.
+/// would need the whole body in memory; a page at a time needs one page. Then the real
+/// `spade env export --server` writes them as a pool under `/usr/bin/time` (max RSS).
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]
 #[ignore = "a measurement: inserts 100,000 rows (about a minute)"]
 async fn export_of_100k_environments_streams_in_bounded_memory(pool: PgPool) -> TestResult {
@@ -210,6 +211,59 @@ async fn export_of_100k_environments_streams_in_bounded_memory(pool: PgPool) -> 
         (after - before) * 1024 < bytes / 4,
         "peak RSS grew {} KiB for a {bytes}-byte body",
         after - before
+    );
+
+    // The client side: `spade env export --server` writes the 100,000 files line by line.
+    let spade = crate::evaluations::bin_dir()?.join("spade");
+    let (addr, _server) = app.serve().await?;
+    let tmp = tempfile::tempdir()?;
+    let out = tmp.path().join("pool");
+    let max_rss = |stderr: &str| {
+        stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("max_rss_kib="))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+    };
+    // What the binary holds doing nothing (it links libtorch), to tell the export's share.
+    let idle = tokio::process::Command::new("/usr/bin/time")
+        .args(["-f", "max_rss_kib=%M"])
+        .arg(&spade)
+        .arg("--help")
+        .output()
+        .await?;
+    let idle = max_rss(&String::from_utf8_lossy(&idle.stderr)).ok_or("no max RSS")?;
+    let t2 = Instant::now();
+    let o = tokio::process::Command::new("/usr/bin/time")
+        .args(["-f", "max_rss_kib=%M"])
+        .arg(&spade)
+        .args([
+            "env",
+            "export",
+            "--server",
+            &format!("http://{addr}"),
+            "--run",
+            &run.to_string(),
+            "--token",
+            token,
+            "--out",
+            out.to_str().ok_or("path")?,
+        ])
+        .output()
+        .await?;
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let rss = max_rss(&stderr).ok_or("no max RSS from /usr/bin/time")?;
+    eprintln!(
+        "spade env export --server: 100,000 environments in {:.1} s, max RSS {} MiB ({} MiB \
+         for `spade --help`: +{} MiB)",
+        t2.elapsed().as_secs_f64(),
+        rss / 1024,
+        idle / 1024,
+        rss.saturating_sub(idle) / 1024
+    );
+    assert!(
+        rss.saturating_sub(idle) * 1024 < bytes / 4,
+        "the client held {rss} KiB ({idle} idle)"
     );
     Ok(())
 }
