@@ -173,16 +173,16 @@ pub fn run(
     let corpus = generate::load_corpus(cfg)?;
 
     let existing = store.load()?;
-    // Fixed-env GRPO reads and validates its pool before anything expensive (the warm start,
-    // loading weights), so a pool that cannot be played is refused in seconds. A resumed run
-    // has its pool in its state.
-    let fixed_pool = if cfg.is_fixed_env() && !(opts.resume && existing.is_some()) {
+    // Pools (fixed-env GRPO's, the memory's seed) are read and validated before anything
+    // expensive (the warm start, loading weights), so one that cannot be used is refused in
+    // seconds. A resumed run has both in its state.
+    let fresh = !(opts.resume && existing.is_some());
+    let fixed_pool = if cfg.is_fixed_env() && fresh {
         (on)(Event::Log("validating the fixed environment pool".into()));
         Some(generate::load_fixed_pool(cfg, &pool)?)
     } else {
         None
     };
-    let fresh = !(opts.resume && existing.is_some());
     let seed_memory = if cfg.memory.seed_pool.is_some() && fresh {
         (on)(Event::Log("validating the memory seed pool".into()));
         Some(crate::pool::seed_memory(cfg, &pool)?)
@@ -495,23 +495,30 @@ impl Loop<'_> {
     ) -> Result<(), WorkerError> {
         let n = window.envs.len();
         self.state.windows.insert("fixed".into(), window);
-        for p in problems {
-            let line = format!("fixed_env_pool: left out {p}");
-            (self.on)(Event::Log(line.clone()));
-            self.live(Message::Log {
-                level: spade::report::LogLevel::Warn,
-                line,
-            })?;
-        }
-        let line = format!(
+        let summary = format!(
             "fixed_env_pool: {n} environments valid, {} left out",
             problems.len()
         );
-        (self.on)(Event::Log(line.clone()));
-        self.live(Message::Log {
-            level: spade::report::LogLevel::Info,
-            line,
-        })
+        self.report_pool("fixed_env_pool", problems, summary)
+    }
+
+    /// One warning per problem of a pool, then `summary`: to the caller and to the run's log.
+    fn report_pool(
+        &mut self,
+        key: &str,
+        problems: &[spade::pool::PoolProblem],
+        summary: String,
+    ) -> Result<(), WorkerError> {
+        use spade::report::LogLevel;
+        let lines = problems
+            .iter()
+            .map(|p| (LogLevel::Warn, format!("{key}: left out {p}")))
+            .chain([(LogLevel::Info, summary)]);
+        for (level, line) in lines {
+            (self.on)(Event::Log(line.clone()));
+            self.live(Message::Log { level, line })?;
+        }
+        Ok(())
     }
 
     /// Starts the memory with a seed pool's records and reports what it left out, one line each.
@@ -524,24 +531,12 @@ impl Loop<'_> {
         for r in records {
             self.state.memory.push(r);
         }
-        for p in problems {
-            let line = format!("memory.seed_pool: left out {p}");
-            (self.on)(Event::Log(line.clone()));
-            self.live(Message::Log {
-                level: spade::report::LogLevel::Warn,
-                line,
-            })?;
-        }
-        let line = format!(
+        let summary = format!(
             "memory.seed_pool: {n} records seeded ({} kept), {} left out",
             self.state.memory.len(),
             problems.len()
         );
-        (self.on)(Event::Log(line.clone()));
-        self.live(Message::Log {
-            level: spade::report::LogLevel::Info,
-            line,
-        })
+        self.report_pool("memory.seed_pool", problems, summary)
     }
 
     /// One whole step; returns its metrics.
