@@ -237,11 +237,27 @@ pub fn endpoints() -> Vec<Endpoint> {
         ),
         ep(
             "get",
+            "/runs/{run_id}/environments.jsonl",
+            "environments",
+            User,
+            "Export: every environment the filters keep (those of the list, and win_rate_min/max on the no-hint win rate) as pool JSONL lines with code inline, streamed in bounded memory",
+            get(environments::export_jsonl),
+        ),
+        ep(
+            "get",
             "/runs/{run_id}/environments/{env_id}",
             "environments",
             User,
-            "One environment with code, hint, sample plays and parent",
+            "One environment with code, hint, sample plays, parent and review marks",
             get(environments::get),
+        ),
+        ep(
+            "post",
+            "/runs/{run_id}/environments/{env_id}/review",
+            "environments",
+            User,
+            "Mark an environment good, broken or reward_hackable with a comment (editor or owner; replaces the caller's mark)",
+            post(environments::review),
         ),
         ep(
             "get",

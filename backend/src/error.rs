@@ -141,6 +141,7 @@ impl From<DbError> for AppError {
     fn from(e: DbError) -> Self {
         match e {
             DbError::NotFound(what) => AppError::NotFound(what.to_owned()),
+            DbError::ReadOnly => AppError::read_only(),
             DbError::Conflict(what) => AppError::Conflict {
                 code: "already_exists",
                 message: format!("{what} already exists"),

@@ -1,9 +1,9 @@
 //! Which files on the server machine a run configuration may name. Any member of any team can
 //! write a run configuration, and the worker reads what it names (`model.path`,
 //! `designer.model_path`, `metrics.vendi_encoder`, `corpus.path`, `ablation.fixed_env_pool`,
-//! evaluation suites `qa:PATH` and `envs:DIR`) and reports errors
-//! into the run's log, so an unchecked path lets a user read or probe any file the server can.
-//! Paths must therefore resolve inside roots an administrator configures (`--model-root`,
+//! `memory.seed_pool`, evaluation suites `qa:PATH` and `envs:DIR`) and reports errors into the
+//! run's log, so an unchecked path lets a user read or probe any file the server can. Paths must
+//! therefore resolve inside roots an administrator configures (`--model-root`,
 //! `--corpus-root`, `--pool-root`); a relative path is looked up in each root in turn. The check
 //! is lexical first (`..` removed, never touching the file system for a path outside every root,
 //! so the answer says nothing about what exists there), then on the canonical path (a symlink
@@ -21,7 +21,7 @@ pub enum PathKind {
     Model,
     /// Document corpora and question files (`corpus.path`, `qa:PATH`).
     Corpus,
-    /// Environment pools (`ablation.fixed_env_pool`, `envs:DIR`).
+    /// Environment pools (`ablation.fixed_env_pool`, `memory.seed_pool`, `envs:DIR`).
     Pool,
 }
 
@@ -171,6 +171,10 @@ impl PathRoots {
         if let Some(p) = &cfg.ablation.fixed_env_pool {
             cfg.ablation.fixed_env_pool =
                 Some(self.resolve(PathKind::Pool, "config.ablation.fixed_env_pool", p)?);
+        }
+        if let Some(p) = &cfg.memory.seed_pool {
+            cfg.memory.seed_pool =
+                Some(self.resolve(PathKind::Pool, "config.memory.seed_pool", p)?);
         }
         for (i, s) in cfg.eval.suites.iter_mut().enumerate() {
             *s = self.suite(&format!("config.eval.suites[{i}]"), s)?;

@@ -286,6 +286,10 @@ const HELP: &[(&str, &str)] = &[
         "Which records a designer prompt's examples come from: \"skill\" (the slot's skill, as the reference's env_memory.py) or \"kind\" (every record of the same kind).",
     ),
     (
+        "memory.seed_pool",
+        "A pool (directory with pool.jsonl, or the file) whose scored environments start the memory of a new run. Absent = empty memory.",
+    ),
+    (
         "designer.attempts",
         "Attempts per environment slot (spec 2: 8; the reference's rollout and the paper presets: 5).",
     ),
@@ -466,7 +470,7 @@ const HELP: &[(&str, &str)] = &[
     ),
     (
         "ablation.fixed_env_pool",
-        "Fixed-env GRPO: play the environments of this pool directory, train only the agent. Absent = off.",
+        "Fixed-env GRPO: play the environments of this pool (a pool directory, its pool.jsonl, or a directory of .py files), train only the agent. Absent = off.",
     ),
     (
         "ablation.fixed_env_envs_per_step",

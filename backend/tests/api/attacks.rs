@@ -485,3 +485,93 @@ async fn refresh_token_reuse_after_logout_is_refused(pool: PgPool) -> TestResult
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     Ok(())
 }
+
+/// Review marks change shared state: a viewer, a stranger, the run's worker token and a request
+/// without credentials are all refused, and none of them leaves a mark.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn only_editors_can_mark_an_environment(pool: PgPool) -> TestResult {
+    let app = &TestApp::new(pool);
+    let owner = app.user("owner@x.org").await;
+    let (team, _, run) = app.team_project_run(&owner, "t").await;
+    let token = app
+        .post(&format!("/api/v1/runs/{run}/token"), &owner, json!({}))
+        .await
+        .json()["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let worker = Cred::Bearer(token);
+    let record = spade::report::Message::Environment {
+        record: spade::report::EnvironmentRecord {
+            env_id: "e1".into(),
+            step: 0,
+            skill: "Optimization".into(),
+            kind: spade::EnvKind::Game,
+            status: spade::report::EnvStatus::Accepted,
+            rejection_reason: None,
+            rejection_message: None,
+            code: "class E: pass".into(),
+            hint: None,
+            parent_env_id: None,
+            regret: None,
+            win_rate_hint: None,
+            win_rate_no_hint: None,
+            designer_reward: None,
+            reward_levels: None,
+            attempts: 1,
+        },
+    };
+    let r = app
+        .post(
+            &format!("/api/v1/ingest/{run}"),
+            &worker,
+            crate::ingest::batch(run, 0, vec![record]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let viewer = app.user("viewer@x.org").await;
+    let r = app
+        .call(
+            Method::PUT,
+            &format!("/api/v1/teams/{team}/members"),
+            &owner,
+            Some(json!({ "email": "viewer@x.org", "role": "viewer" })),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let stranger = app.user("stranger@x.org").await;
+    let path = format!("/api/v1/runs/{run}/environments/e1/review");
+    let body = json!({ "verdict": "good", "comment": "mine" });
+
+    let r = app.post(&path, &viewer, body.clone()).await;
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (StatusCode::FORBIDDEN, "insufficient_role"),
+        "{}",
+        r.text()
+    );
+    // The viewer still reads the environment.
+    let seen = app
+        .get(&format!("/api/v1/runs/{run}/environments/e1"), &viewer)
+        .await;
+    assert_eq!(seen.status, StatusCode::OK);
+    assert_eq!(seen.json()["reviews"], json!([]));
+    assert_eq!(
+        app.post(&path, &stranger, body.clone()).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        app.post(&path, &worker, body.clone()).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        app.post(&path, &Cred::None, body.clone()).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    let after = app
+        .get(&format!("/api/v1/runs/{run}/environments/e1"), &owner)
+        .await
+        .json();
+    assert_eq!(after["reviews"], json!([]), "no refused mark was stored");
+    Ok(())
+}

@@ -514,6 +514,9 @@ async fn configurations_cannot_name_server_paths(pool: PgPool) -> TestResult {
     c.ablation.fixed_env_pool = Some("/root".into());
     cases.push((c, "config.ablation.fixed_env_pool"));
     let mut c = base.clone();
+    c.memory.seed_pool = Some("/etc/pools/../../root/pool.jsonl".into());
+    cases.push((c, "config.memory.seed_pool"));
+    let mut c = base.clone();
     c.eval.suites = vec!["qa:/etc/passwd".into()];
     cases.push((c, "config.eval.suites[0]"));
     for (cfg, field) in cases {

@@ -9,5 +9,6 @@ mod holes;
 mod ingest;
 mod live;
 mod pages;
+mod pools;
 mod shutdown;
 mod support;

@@ -19,7 +19,8 @@ pub struct EvalArgs {
     #[arg(long)]
     checkpoint: PathBuf,
     /// rg-algorithmic | rg-arithmetic | rg-cognition | rg-logic | rg-hard (all four) |
-    /// qa:PATH.jsonl | envs (envs/seed) | envs:DIR.
+    /// qa:PATH.jsonl | envs (envs/seed) | envs:DIR (*.py files, or a pool: a directory with
+    /// pool.jsonl, or the pool.jsonl itself).
     #[arg(long)]
     suite: String,
     /// Items per task at most: questions per reasoning-gym dataset (default 50) or QA task

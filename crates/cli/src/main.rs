@@ -1,6 +1,7 @@
 //! `spade`: a thin binary over the library crates; each subcommand lives in its own `*_cmd.rs`.
 
 mod env_cmd;
+mod env_export;
 mod eval_cmd;
 mod model_bench;
 mod model_cmd;
@@ -29,7 +30,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Validate and play environment files (Python source) in the sandbox.
+    /// Validate and play environment files (Python source) in the sandbox; export a run's
+    /// environments as a pool.
     #[command(subcommand)]
     Env(EnvCommand),
     /// Create, inspect and sample from policy checkpoints (Hugging Face layout); time a
@@ -85,6 +87,11 @@ enum EnvCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Export a run's environments as a pool directory: one .py per environment, pool.jsonl
+    /// (id, kind, skill, code_file, hint, win rates with and without hint, regret, designer
+    /// reward, reward levels, parent id, run, step, status, the team's review marks) and a
+    /// README.md dataset card. The directory works as `ablation.fixed_env_pool`.
+    Export(env_export::ExportArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -122,6 +129,7 @@ fn main() -> ExitCode {
             actions,
             json,
         }) => env_cmd::play(&file, seed, &actions, json),
+        Command::Env(EnvCommand::Export(args)) => env_export::run(&args),
         Command::Model(cmd) => model_cmd::run(cmd),
         Command::Eval(args) => eval_cmd::run(args),
         Command::Train(args) => train_cmd::run(args),

@@ -160,3 +160,76 @@ pub async fn plays(
     .await?;
     Ok(rows)
 }
+
+/// One environment as a pool export needs it: the summary's scores with the code and hint.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EnvExport {
+    pub id: i64,
+    pub env_id: String,
+    pub step: i64,
+    pub skill: String,
+    pub kind: EnvKind,
+    pub status: EnvStatus,
+    pub parent_env_id: Option<String>,
+    pub regret: Option<f64>,
+    pub win_rate_hint: Option<f64>,
+    pub win_rate_no_hint: Option<f64>,
+    pub designer_reward: Option<f64>,
+    pub reward_levels: Option<i32>,
+    pub code: String,
+    pub hint: Option<String>,
+}
+
+/// Filters of [`export_page`]: the list's, and a band of the no-hint win rate.
+#[derive(Debug, Clone, Default)]
+pub struct ExportFilter {
+    /// Filters, keyset cursor and page size, as for [`list`].
+    pub env: EnvFilter,
+    pub win_rate_min: Option<f64>,
+    pub win_rate_max: Option<f64>,
+}
+
+/// One page of the scoped run's environments with their code, in (step, id) order. Export
+/// reads a run page by page through this, so its memory is one page whatever the run's size.
+pub async fn export_page(
+    pool: &PgPool,
+    scope: &RunScope,
+    f: &ExportFilter,
+) -> Result<Vec<EnvExport>, DbError> {
+    let e = &f.env;
+    let (after_step, after_id) = e.after.unzip();
+    let rows = sqlx::query_as!(
+        EnvExport,
+        r#"SELECT id, env_id, step, skill, kind AS "kind: EnvKind", status AS "status: EnvStatus",
+                  parent_env_id, regret, win_rate_hint, win_rate_no_hint, designer_reward,
+                  reward_levels, code, hint
+           FROM environments
+           WHERE run_id = $1
+             AND ($2::text IS NULL OR skill = $2)
+             AND ($3::env_status IS NULL OR status = $3)
+             AND ($4::bigint IS NULL OR step >= $4)
+             AND ($5::bigint IS NULL OR step <= $5)
+             AND ($6::float8 IS NULL OR regret >= $6)
+             AND ($7::float8 IS NULL OR regret <= $7)
+             AND ($8::float8 IS NULL OR win_rate_no_hint >= $8)
+             AND ($9::float8 IS NULL OR win_rate_no_hint <= $9)
+             AND ($10::bigint IS NULL OR (step, id) > ($10, $11::bigint))
+           ORDER BY step, id
+           LIMIT $12"#,
+        scope.run_id,
+        e.skill,
+        e.status as Option<EnvStatus>,
+        e.step_min,
+        e.step_max,
+        e.regret_min,
+        e.regret_max,
+        f.win_rate_min,
+        f.win_rate_max,
+        after_step,
+        after_id,
+        e.limit
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows)
+}

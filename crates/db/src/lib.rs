@@ -19,6 +19,7 @@ pub mod ingest;
 pub mod jobs;
 pub mod logs;
 pub mod metrics;
+pub mod reviews;
 pub mod runs;
 pub mod scope;
 pub mod shares;
@@ -65,6 +66,9 @@ pub enum DbError {
         state: String,
         hint: &'static str,
     },
+    /// The scope may read but not change (a viewer, a share link, a worker).
+    #[error("read-only access")]
+    ReadOnly,
     /// Any other query error.
     #[error(transparent)]
     Query(#[from] sqlx::Error),

@@ -96,3 +96,16 @@ pub enum EnvStatus {
     #[serde(rename = "broken_in_play")]
     BrokenInPlay,
 }
+
+/// A member's review mark on an environment (`env_verdict`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
+#[sqlx(type_name = "env_verdict", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Worth keeping: plays as intended.
+    Good,
+    /// Does not work as its description says (a wrong checker, an unsolvable instance).
+    Broken,
+    /// Can be won without doing the task (a reward that a trick or a format hack earns).
+    RewardHackable,
+}

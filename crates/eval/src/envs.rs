@@ -1,5 +1,5 @@
-//! Win rate on a held-out pool of environments: every `*.py` file under a directory (default
-//! `envs/seed`) is one task; the agent plays it for a few episodes (seeds `seed + e`), each
+//! Win rate on a held-out pool of environments: every entry of a pool's `pool.jsonl`
+//! (`spade::pool`), or every `*.py` file under a directory (default `envs/seed`), is one task; the agent plays it for a few episodes (seeds `seed + e`), each
 //! episode in its own sandbox runner, turn by turn up to the environment's `max_turns` (at
 //! most `max_turns` of the options; the spec's 25 by default). An episode is won when the
 //! environment terminates with reward 1.0 (spade-spec.md, "Environment contract"); the task's
@@ -27,8 +27,19 @@ pub struct EnvFile {
     pub source: String,
 }
 
-/// Every `*.py` file below `dir`, in path order.
+/// The environments of a pool: with a `pool.jsonl` (`dir` holding one, or `dir` being one) its
+/// entries in line order, named by id; otherwise every `*.py` file below `dir`, in path order.
+/// A pool with any malformed line or missing file is refused with every problem named: an
+/// evaluation on part of a pool would not be the pool's score.
 pub fn discover(dir: &Path) -> Result<Vec<EnvFile>, EvalError> {
+    let index = if dir.is_dir() {
+        dir.join(spade::pool::POOL_JSONL)
+    } else {
+        dir.to_path_buf()
+    };
+    if index.is_file() {
+        return discover_jsonl(&index);
+    }
     let mut files = vec![];
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -60,6 +71,65 @@ pub fn discover(dir: &Path) -> Result<Vec<EnvFile>, EvalError> {
             })
         })
         .collect()
+}
+
+fn discover_jsonl(index: &Path) -> Result<Vec<EnvFile>, EvalError> {
+    let text = std::fs::read_to_string(index).map_err(|e| EvalError::io(index, e))?;
+    let base = index.parent().unwrap_or(Path::new("."));
+    let (entries, mut problems) = spade::pool::parse_jsonl(&index.display().to_string(), &text);
+    let mut out = Vec::with_capacity(entries.len());
+    for (line, e) in entries {
+        let (path, source) = match (e.code, e.code_file) {
+            (Some(code), _) => (index.to_path_buf(), code),
+            (None, Some(f)) => {
+                let p = base.join(&f);
+                // A symlink in the pool must not make an evaluation read a file elsewhere.
+                let read = std::fs::canonicalize(&p)
+                    .and_then(|c| Ok((c, std::fs::canonicalize(base)?)))
+                    .map_err(|e| e.to_string())
+                    .and_then(|(c, b)| {
+                        if c.starts_with(&b) {
+                            std::fs::read_to_string(&p).map_err(|e| e.to_string())
+                        } else {
+                            Err("resolves outside the pool directory".into())
+                        }
+                    });
+                match read {
+                    Ok(code) => (p, code),
+                    Err(err) => {
+                        problems.push(spade::pool::PoolProblem {
+                            file: index.display().to_string(),
+                            line: Some(line),
+                            message: format!("{}: `code_file` {f:?}: {err}", e.id),
+                        });
+                        continue;
+                    }
+                }
+            }
+            (None, None) => continue,
+        };
+        out.push(EnvFile {
+            name: e.id,
+            path,
+            source,
+        });
+    }
+    if !problems.is_empty() {
+        problems.sort_by_key(|p| p.line);
+        return Err(EvalError::MalformedPool {
+            problems: problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        });
+    }
+    if out.is_empty() {
+        return Err(EvalError::NoEnvironments {
+            dir: index.to_path_buf(),
+        });
+    }
+    Ok(out)
 }
 
 /// One running episode.
@@ -199,4 +269,72 @@ fn lost(index: usize, action: Option<&str>, error: Option<String>) -> ItemResult
 
 fn truncate(s: &str) -> String {
     s.chars().take(500).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(id: &str, code_file: Option<&str>, code: Option<&str>) -> String {
+        serde_json::json!({
+            "id": id, "kind": "game", "skill": "Optimization", "status": "accepted",
+            "code_file": code_file, "code": code,
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_pool_is_discovered_by_its_jsonl_and_a_malformed_one_names_every_problem()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let tmp = tempfile::tempdir()?;
+        let dir = tmp.path();
+        std::fs::write(dir.join("a.py"), "class A: pass\n")?;
+        std::fs::write(dir.join("zzz.py"), "not in the pool\n")?;
+        let good = [
+            line("env-a", Some("a.py"), None),
+            line("env-b", None, Some("class B: pass\n")),
+        ];
+        std::fs::write(dir.join("pool.jsonl"), good.join("\n"))?;
+        let got = discover(dir)?;
+        let names: Vec<&str> = got.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["env-a", "env-b"],
+            "the pool's entries, not every .py"
+        );
+        assert_eq!(got[1].source, "class B: pass\n");
+        assert_eq!(discover(&dir.join("pool.jsonl"))?.len(), 2);
+
+        let bad = [
+            good[0].clone(),
+            line("env-c", Some("gone.py"), None),
+            "{".into(),
+        ];
+        std::fs::write(dir.join("pool.jsonl"), bad.join("\n"))?;
+        let err = match discover(dir) {
+            Ok(_) => return Err("a malformed pool was accepted".into()),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            err.contains("pool.jsonl:2: env-c: `code_file` \"gone.py\""),
+            "{err}"
+        );
+        assert!(
+            err.contains("pool.jsonl:3: expected one JSON object"),
+            "{err}"
+        );
+        let outside = tempfile::tempdir()?;
+        std::fs::write(outside.path().join("s.py"), "x = 1\n")?;
+        std::os::unix::fs::symlink(outside.path().join("s.py"), dir.join("l.py"))?;
+        std::fs::write(dir.join("pool.jsonl"), line("env-l", Some("l.py"), None))?;
+        match discover(dir) {
+            Ok(_) => return Err("a symlink out of the pool was followed".into()),
+            Err(e) => assert!(
+                e.to_string()
+                    .contains("resolves outside the pool directory"),
+                "{e}"
+            ),
+        }
+        Ok(())
+    }
 }

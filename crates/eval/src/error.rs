@@ -11,7 +11,7 @@ pub enum EvalError {
     /// The suite name matches none of the known suites.
     #[error(
         "unknown suite `{name}`; expected one of rg-algorithmic, rg-arithmetic, rg-cognition, \
-         rg-logic, rg-hard, qa:PATH.jsonl, envs, envs:DIR"
+         rg-logic, rg-hard, qa:PATH.jsonl, envs, envs:DIR (a directory of .py files or a pool)"
     )]
     UnknownSuite { name: String },
     /// A file or directory of a suite cannot be read.
@@ -35,6 +35,9 @@ pub enum EvalError {
     /// An environment directory holds no `*.py` files.
     #[error("{dir}: no environment files (*.py) in it or below it")]
     NoEnvironments { dir: PathBuf },
+    /// A pool's `pool.jsonl` has malformed lines or names missing files (one per line).
+    #[error("malformed pool:\n{problems}")]
+    MalformedPool { problems: String },
     /// An option is out of range.
     #[error("invalid option `{option}`: {reason}")]
     InvalidOption {

@@ -25,8 +25,9 @@ pub enum Suite {
     },
     /// `qa:PATH.jsonl`: boxed-answer questions.
     Qa { path: PathBuf },
-    /// `envs` or `envs:DIR`: win rate on the environment files under DIR. `name` is the name
-    /// given, which results carry (so a job asked for `envs` reports `envs`).
+    /// `envs` or `envs:DIR`: win rate on the environments of a pool (`pool.jsonl`) or on the
+    /// environment files under DIR. `name` is the name given, which results carry (so a job
+    /// asked for `envs` reports `envs`).
     Envs { name: String, dir: PathBuf },
 }
 

@@ -172,6 +172,11 @@ pub struct MemorySection {
     /// `low_quality_examples(skill=...)` in `spade/core/env_memory.py`) or `"kind"` (every
     /// record of the same kind, games or tool use: this project's earlier behaviour).
     pub match_by: MemoryMatch,
+    /// A pool ([`crate::pool`]) whose scored environments start the memory of a new run, so
+    /// the designer's first prompts have examples; absent = an empty memory (the spec's start).
+    /// Every environment is validated first; only entries with a no-hint win rate and a
+    /// regret can be examples (the spec chooses examples by them).
+    pub seed_pool: Option<String>,
 }
 
 /// The records a designer prompt draws its memory examples from (`memory.match_by`).
@@ -394,8 +399,8 @@ pub struct MetricsSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AblationSection {
-    /// Fixed-env GRPO: play the environments of this pool directory, train only the agent.
-    /// Absent = off.
+    /// Fixed-env GRPO: play the environments of this pool (a pool directory, its `pool.jsonl`,
+    /// or a directory of `.py` files; see [`crate::pool`]), train only the agent. Absent = off.
     pub fixed_env_pool: Option<String>,
     /// Fixed-env GRPO: environments drawn from the pool per step, without replacement until
     /// the pool is exhausted (the reference's 24: `cmd/games/_train_fixed_gpt55.sh`,
@@ -535,6 +540,7 @@ impl Default for MemorySection {
             negative_above: 0.9,
             // Reference: spade/core/env_memory.py filters by skill.
             match_by: MemoryMatch::Skill,
+            seed_pool: None,
         }
     }
 }

@@ -334,6 +334,16 @@ fn conflicting_switches_and_choices_are_refused() {
     assert!(
         matches!(&v[0], ConfigIssue::Conflict { path, .. } if path == "ablation.frozen_designer")
     );
+    let v = issues(
+        "[model]\npreset = \"tiny\"\n[memory]\nseed_pool = \"p\"\n[ablation]\nno_memory = true\n",
+    );
+    assert!(
+        matches!(&v[0], ConfigIssue::Conflict { path, other, .. }
+        if path == "memory.seed_pool" && other == "ablation.no_memory"),
+        "{v:?}"
+    );
+    let v = issues("[model]\npreset = \"tiny\"\n[memory]\nseed_pool = \"\"\n");
+    assert_eq!(v[0].path(), "memory.seed_pool");
     let v = issues("[model]\npreset = \"llama\"\n");
     assert!(
         matches!(&v[0], ConfigIssue::NotAllowed { path, allowed, .. }

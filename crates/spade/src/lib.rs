@@ -5,8 +5,9 @@
 //! Map: [`config`] (the run configuration), [`skills`], [`corpus`], [`memory`] and [`prompt`]
 //! (what the designer reads), [`parse`] (what the policy wrote), [`reward`] (returns,
 //! advantages, designer rewards), [`metrics`] (including the Vendi score), [`report`] (the
-//! messages the worker sends to the service), [`seeded_rng`] (reproducible randomness), [`spice`]
-//! (SPICE's task format, answer check, rewards and DrGRPO advantages).
+//! messages the worker sends to the service), [`pool`] (the environment pool format),
+//! [`seeded_rng`] (reproducible randomness), [`spice`] (SPICE's task format, answer check,
+//! rewards and DrGRPO advantages).
 
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +16,7 @@ pub mod corpus;
 pub mod memory;
 pub mod metrics;
 pub mod parse;
+pub mod pool;
 pub mod prompt;
 pub mod report;
 pub mod reward;

@@ -255,7 +255,7 @@ fn turn_params(
 }
 
 /// A serde enum's snake_case name.
-fn snake<T: Serialize>(v: &T) -> String {
+pub(crate) fn snake<T: Serialize>(v: &T) -> String {
     serde_json::to_value(v)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))

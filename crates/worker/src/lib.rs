@@ -6,6 +6,7 @@
 //! - [`play`]: multi-turn agent episodes through the sandbox pool;
 //! - [`designer`]: designer prompts, attempts, code extraction, validation, the hint call;
 //! - [`warmstart`]: SFT of the tiny model on the seed library, cached by content hash;
+//! - [`pool`]: environment pools on disk (read, validate, write; a run directory's environments);
 //! - [`run`]: the training loop, one step at a time (spec "One training step");
 //! - [`state`]: what a checkpoint holds so `--resume` continues where a run stopped;
 //! - [`sink`]: where the reports go (a run directory, or the service over HTTP).
@@ -13,6 +14,7 @@
 pub mod designer;
 pub mod http;
 pub mod play;
+pub mod pool;
 pub mod run;
 pub mod seeds;
 pub mod sink;

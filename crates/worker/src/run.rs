@@ -21,10 +21,11 @@
 //!    the sink that a resume point on disk does not include: a crash costs the steps since the
 //!    last commit, which the resumed run plays again and reports for the first time.
 //!
-//! Baselines and ablations come from the configuration: fixed-env GRPO loads a directory of
-//! environments once and never generates; a frozen designer generates but never trains; no
-//! memory / no corpus leave those parts out of the designer prompt; the two-skill curriculum
-//! pins two game skills; the EMA reward replaces regret + plateau.
+//! Baselines and ablations come from the configuration: fixed-env GRPO loads a pool of
+//! environments once, validated before the warm start ([`crate::pool`]), and never generates;
+//! a frozen designer generates but never trains; no memory / no corpus leave those parts out of
+//! the designer prompt; the two-skill curriculum pins two game skills; the EMA reward replaces
+//! regret + plateau.
 
 mod generate;
 mod metrics;
@@ -181,6 +182,22 @@ pub fn run(
     let designer_print = designer.as_ref().map(Policy::weights_fingerprint);
 
     let existing = store.load()?;
+    // Pools (fixed-env GRPO's, the memory's seed) are read and validated before anything
+    // expensive (the warm start, loading weights), so one that cannot be used is refused in
+    // seconds. A resumed run has both in its state.
+    let fresh = !(opts.resume && existing.is_some());
+    let fixed_pool = if cfg.is_fixed_env() && fresh {
+        (on)(Event::Log("validating the fixed environment pool".into()));
+        Some(generate::load_fixed_pool(cfg, &pool)?)
+    } else {
+        None
+    };
+    let seed_memory = if cfg.memory.seed_pool.is_some() && fresh {
+        (on)(Event::Log("validating the memory seed pool".into()));
+        Some(crate::pool::seed_memory(cfg, &pool)?)
+    } else {
+        None
+    };
     let mut warm_report = None;
     let (policy, state, resumed_from) = match (existing, opts.resume) {
         (Some((dir, st)), true) => {
@@ -277,6 +294,12 @@ pub fn run(
         code_version: opts.code_version.clone(),
         total_steps: cfg.run.steps,
     })?;
+    if let Some((window, problems)) = fixed_pool {
+        lp.install_fixed_pool(window, &problems)?;
+    }
+    if let Some((records, problems)) = seed_memory {
+        lp.install_seed_memory(records, &problems)?;
+    }
     // The starting weights are checkpoint 0, so that evaluations can put the base model beside
     // the trained ones (the row is replaced on every start: a resume reports the same path).
     let base = PathBuf::from(&lp.state.base_model);
@@ -522,6 +545,59 @@ impl Loop<'_> {
         Ok(())
     }
 
+    /// Makes the validated pool the run's one window and reports what it refused, one line per
+    /// problem, so a rejected environment is never left out silently.
+    fn install_fixed_pool(
+        &mut self,
+        window: state::Window,
+        problems: &[spade::pool::PoolProblem],
+    ) -> Result<(), WorkerError> {
+        let n = window.envs.len();
+        self.state.windows.insert("fixed".into(), window);
+        let summary = format!(
+            "fixed_env_pool: {n} environments valid, {} left out",
+            problems.len()
+        );
+        self.report_pool("fixed_env_pool", problems, summary)
+    }
+
+    /// One warning per problem of a pool, then `summary`: to the caller and to the run's log.
+    fn report_pool(
+        &mut self,
+        key: &str,
+        problems: &[spade::pool::PoolProblem],
+        summary: String,
+    ) -> Result<(), WorkerError> {
+        use spade::report::LogLevel;
+        let lines = problems
+            .iter()
+            .map(|p| (LogLevel::Warn, format!("{key}: left out {p}")))
+            .chain([(LogLevel::Info, summary)]);
+        for (level, line) in lines {
+            (self.on)(Event::Log(line.clone()));
+            self.live(Message::Log { level, line })?;
+        }
+        Ok(())
+    }
+
+    /// Starts the memory with a seed pool's records and reports what it left out, one line each.
+    fn install_seed_memory(
+        &mut self,
+        records: Vec<spade::memory::MemoryRecord>,
+        problems: &[spade::pool::PoolProblem],
+    ) -> Result<(), WorkerError> {
+        let n = records.len();
+        for r in records {
+            self.state.memory.push(r);
+        }
+        let summary = format!(
+            "memory.seed_pool: {n} records seeded ({} kept), {} left out",
+            self.state.memory.len(),
+            problems.len()
+        );
+        self.report_pool("memory.seed_pool", problems, summary)
+    }
+
     /// One whole step; returns its metrics.
     fn step(&mut self) -> Result<BTreeMap<String, f64>, WorkerError> {
         self.step_started = Instant::now();
@@ -529,8 +605,10 @@ impl Loop<'_> {
         let mut m = BTreeMap::new();
         if self.cfg.is_fixed_env() {
             if self.state.windows.is_empty() {
+                // A resume of a run that stopped before its pool was in a checkpoint.
                 self.phase("load fixed pool")?;
-                generate::load_fixed_pool(self)?;
+                let (window, problems) = generate::load_fixed_pool(self.cfg, &self.pool)?;
+                self.install_fixed_pool(window, &problems)?;
             }
             self.select_fixed();
         } else {

@@ -144,7 +144,7 @@ pub fn read_seeds(dir: &Path) -> Result<Vec<SeedEnv>, WorkerError> {
     Ok(out)
 }
 
-fn collect_py(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), WorkerError> {
+pub(crate) fn collect_py(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), WorkerError> {
     let entries = std::fs::read_dir(dir).map_err(|e| WorkerError::io(dir, e))?;
     for e in entries {
         let p = e.map_err(|e| WorkerError::io(dir, e))?.path();

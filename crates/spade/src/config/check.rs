@@ -352,6 +352,30 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
     }
 
     let m = &c.memory;
+    if m.seed_pool.as_deref().is_some_and(str::is_empty) {
+        k.not_allowed(
+            "memory.seed_pool",
+            "",
+            "a pool directory or pool.jsonl (or leave the key out)",
+        );
+    }
+    if m.seed_pool.is_some() {
+        for (flag, on) in [
+            ("ablation.no_memory", c.ablation.no_memory),
+            (
+                "ablation.fixed_env_pool",
+                c.ablation.fixed_env_pool.is_some(),
+            ),
+        ] {
+            if on {
+                k.conflict(
+                    "memory.seed_pool",
+                    flag,
+                    "a seeded memory needs a designer that reads its memory",
+                );
+            }
+        }
+    }
     k.count("memory.capacity", m.capacity as u64, 1, 1_000_000);
     k.count("memory.code_chars", m.code_chars as u64, 1, 1_000_000);
     k.count("memory.positives", m.positives as u64, 0, 16);

@@ -438,27 +438,34 @@ pub(crate) fn restart_tallies(env: &mut LiveEnv) {
     env.reward_levels.clear();
 }
 
-/// Fixed-env GRPO: every `*.py` of the pool directory (recursively) becomes a live environment
-/// for the whole run; its kind is detected by the sandbox.
-pub(super) fn load_fixed_pool(lp: &mut Loop<'_>) -> Result<(), WorkerError> {
-    let Some(dir) = lp.cfg.ablation.fixed_env_pool.clone() else {
-        return Ok(());
+/// Fixed-env GRPO: reads the pool `ablation.fixed_env_pool` names (see [`crate::pool`] for its
+/// three forms), validates every environment in the sandbox, and returns the accepted ones of
+/// the configured kinds as one window for the whole run, with what was refused and why. Called
+/// before the warm start: a pool that cannot be played costs seconds, not the designer's SFT.
+pub(crate) fn load_fixed_pool(
+    cfg: &RunConfig,
+    sandbox: &spade_sandbox::Pool,
+) -> Result<(Window, Vec<spade::pool::PoolProblem>), WorkerError> {
+    let Some(dir) = cfg.ablation.fixed_env_pool.clone() else {
+        return Ok((Window::default(), vec![]));
     };
-    let seeds_all = crate::warmstart::read_seeds(std::path::Path::new(&dir))?;
+    let loaded = crate::pool::read_pool(std::path::Path::new(&dir))?;
+    let mut problems = loaded.problems;
+    let vcfg = crate::pool::validation_config(cfg);
+    let (valid, rejected) = crate::pool::validate_pool(sandbox, loaded.envs, &vcfg);
+    problems.extend(rejected);
     let mut window = Window::default();
-    for (i, s) in seeds_all.iter().enumerate() {
-        let kind = match s.kind {
-            spade_sandbox::EnvKind::Game => EnvKind::Game,
-            spade_sandbox::EnvKind::ToolUse => EnvKind::ToolUse,
-        };
-        if !lp.cfg.curriculum.kinds.contains(&kind) {
+    for v in valid {
+        if !cfg.curriculum.kinds.contains(&v.kind) {
             continue;
         }
         window.envs.push(LiveEnv {
-            env_id: format!("fixed-{i}"),
-            skill: s.skill.clone(),
-            kind,
-            code: s.code.clone(),
+            env_id: v.env.id,
+            skill: v.env.skill,
+            kind: v.kind,
+            code: v.env.code,
+            // The pool's hint is not shown: fixed-env GRPO plays without hints (the reference's
+            // baseline), the hint stays in the pool for whoever wants it.
             hint: String::new(),
             generated_step: 0,
             parent_env_id: None,
@@ -476,12 +483,21 @@ pub(super) fn load_fixed_pool(lp: &mut Loop<'_>) -> Result<(), WorkerError> {
         });
     }
     if window.envs.is_empty() {
-        return Err(WorkerError::Config(format!(
-            "ablation.fixed_env_pool: no environments of the configured kinds under {dir}"
-        )));
+        let mut text = format!(
+            "ablation.fixed_env_pool: no valid environments of the configured kinds ({}) in {dir}",
+            cfg.curriculum
+                .kinds
+                .iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        for p in &problems {
+            text.push_str(&format!("\n  {p}"));
+        }
+        return Err(WorkerError::Config(text));
     }
-    lp.state.windows.insert("fixed".into(), window);
-    Ok(())
+    Ok((window, problems))
 }
 
 #[cfg(test)]

@@ -94,8 +94,8 @@ const FIXTURE_VERSION: u32 = 1;
 
 pub(crate) struct Fixture {
     _dir: tempfile::TempDir,
-    pool_dir: PathBuf,
-    model_dir: PathBuf,
+    pub(crate) pool_dir: PathBuf,
+    pub(crate) model_dir: PathBuf,
 }
 
 /// The pool and the format-taught model, made once per test binary (the checkpoint cadence
