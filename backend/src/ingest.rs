@@ -120,9 +120,29 @@ pub async fn ingest(
         }
         state.events.publish(run_id, ev);
     }
+    // Reviews can retire live environments; the worker hears of it on its next report.
+    let retire = spade_db::reviews::retirements(&state.db, run_id)
+        .await?
+        .into_iter()
+        .map(|r| spade::report::Retire {
+            env_id: r.env_id,
+            verdict: r.verdict.as_str().to_owned(),
+            message: format!(
+                "marked {} by {}{}",
+                r.verdict.as_str(),
+                r.reviewer,
+                if r.comment.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", r.comment)
+                }
+            ),
+        })
+        .collect();
     Ok(Json(IngestReply {
         acknowledged,
         cancel_requested: matches!(status, RunStatus::Cancelling | RunStatus::Cancelled),
+        retire,
     }))
 }
 

@@ -495,3 +495,66 @@ async fn spade_env_export_from_the_service_writes_the_pool(pool: PgPool) -> Test
     );
     Ok(())
 }
+
+/// A "broken" or "reward-hackable" mark on a live environment reaches the worker: every ingest
+/// reply names it in `retire` (with who and why) until the worker reports it broken, and a
+/// "good" mark or a rejected environment never does.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn a_broken_mark_retires_a_live_environment_through_the_ingest_reply(
+    pool: PgPool,
+) -> TestResult {
+    let f = fixture(pool).await;
+    let (app, run) = (&f.app, f.run);
+    let ingest = format!("/api/v1/ingest/{run}");
+    let r = app
+        .post(
+            &ingest,
+            &f.worker,
+            batch(run, 0, vec![env(1), env(2), env(3)]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json()["retire"], json!([]), "nothing marked yet");
+    for (e, verdict) in [("e1", "broken"), ("e2", "good"), ("e3", "reward_hackable")] {
+        let r = app
+            .post(
+                &format!("/api/v1/runs/{run}/environments/{e}/review"),
+                &f.owner,
+                json!({ "verdict": verdict, "comment": "seen in review" }),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    }
+    let r = app.post(&ingest, &f.worker, batch(run, 10, vec![])).await;
+    let retire: Vec<spade::report::Retire> = serde_json::from_value(r.json()["retire"].clone())?;
+    let ids: Vec<&str> = retire.iter().map(|x| x.env_id.as_str()).collect();
+    assert_eq!(ids, ["e1", "e3"], "{retire:?}");
+    assert_eq!(retire[1].verdict, "reward_hackable");
+    assert!(
+        retire[0].message.contains("seen in review"),
+        "{:?}",
+        retire[0]
+    );
+    // The worker's report of the retirement ends it.
+    let broken = Message::EnvironmentBroken {
+        env_id: "e1".into(),
+        step: 1,
+        seed: -1,
+        reason: "retired_by_review".into(),
+        message: retire[0].message.clone(),
+    };
+    let r = app
+        .post(&ingest, &f.worker, batch(run, 20, vec![broken]))
+        .await;
+    let left: Vec<spade::report::Retire> = serde_json::from_value(r.json()["retire"].clone())?;
+    assert_eq!(
+        left.iter().map(|x| x.env_id.as_str()).collect::<Vec<_>>(),
+        ["e3"]
+    );
+    let e1 = app
+        .get(&format!("/api/v1/runs/{run}/environments/e1"), &f.owner)
+        .await
+        .json();
+    assert_eq!(e1["status"], "broken_in_play", "{e1}");
+    Ok(())
+}

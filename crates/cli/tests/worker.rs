@@ -66,6 +66,7 @@ async fn ingest(
     Ok(Json(IngestReply {
         acknowledged,
         cancel_requested: false,
+        retire: vec![],
     }))
 }
 

@@ -119,3 +119,34 @@ pub async fn for_envs(
         })
         .collect())
 }
+
+/// An accepted environment of a run that a member marked broken or reward-hackable: what the
+/// ingest reply asks the worker to retire from play.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retirement {
+    pub env_id: String,
+    pub verdict: Verdict,
+    pub reviewer: String,
+    pub comment: String,
+}
+
+/// The still-accepted environments of run `run_id` with a broken or reward-hackable mark, the
+/// latest such mark each. Once the worker reports one broken its status is `broken_in_play`
+/// and it leaves this list. (Called by ingestion with the run token's run, not a member scope.)
+pub async fn retirements(pool: &PgPool, run_id: i64) -> Result<Vec<Retirement>, DbError> {
+    let rows = sqlx::query_as!(
+        Retirement,
+        r#"SELECT DISTINCT ON (e.id) e.env_id, r.verdict AS "verdict: Verdict",
+                  u.display_name AS reviewer, r.comment
+           FROM env_reviews r
+           JOIN environments e ON e.id = r.environment_id
+           JOIN users u ON u.id = r.user_id
+           WHERE e.run_id = $1 AND e.status = 'accepted'
+             AND r.verdict IN ('broken', 'reward_hackable')
+           ORDER BY e.id, r.updated_at DESC"#,
+        run_id
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows)
+}

@@ -109,3 +109,14 @@ pub enum Verdict {
     /// Can be won without doing the task (a reward that a trick or a format hack earns).
     RewardHackable,
 }
+
+impl Verdict {
+    /// The database's (and the API's) name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Good => "good",
+            Verdict::Broken => "broken",
+            Verdict::RewardHackable => "reward_hackable",
+        }
+    }
+}

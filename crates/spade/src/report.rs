@@ -124,14 +124,29 @@ pub struct IngestRequest {
     pub envelopes: Vec<Envelope>,
 }
 
-/// Reply of `POST /api/v1/ingest/{run_id}`.
+/// Reply of `POST /api/v1/ingest/{run_id}`. Unknown fields are ignored (not refused) so a
+/// worker keeps reading the replies of a newer server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct IngestReply {
     /// Keys now stored (including replays of keys stored before).
     pub acknowledged: Vec<String>,
     /// The run is being cancelled: the worker stops at the next step boundary.
     pub cancel_requested: bool,
+    /// Accepted environments of the run that members marked broken or reward-hackable: the
+    /// worker stops playing them and reports them broken (the designer's reward for them
+    /// becomes the invalid one). Repeated until the worker's report lands.
+    #[serde(default)]
+    pub retire: Vec<Retire>,
+}
+
+/// One environment a review retires from play.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retire {
+    pub env_id: String,
+    /// The verdict (`broken` or `reward_hackable`).
+    pub verdict: String,
+    /// Who marked it and why, for the run's log and the environment's page.
+    pub message: String,
 }
 
 /// What the worker reports.

@@ -147,6 +147,9 @@ pub(crate) struct Loop<'a> {
     /// The frozen designer of `designer.model_path`: it writes the environments, hints and
     /// verdicts; None when the policy plays both roles.
     pub designer: Option<Policy>,
+    /// Environments reviewers retired, as the service said in its last replies; applied before
+    /// the next plays.
+    pub retire: Vec<spade::report::Retire>,
 }
 
 impl Loop<'_> {
@@ -284,6 +287,7 @@ pub fn run(
         fixed_selection: None,
         encoder,
         designer,
+        retire: vec![],
     };
     lp.state.next_seq = lp.state.next_seq.max(store.seq_floor());
     // Whatever the last commit did not get to deliver goes first.
@@ -344,6 +348,42 @@ pub fn run(
         last_metrics: last,
         warm_start: warm_report,
     })
+}
+
+/// `broken_seed` of an environment a review retired (no episode broke it).
+pub const RETIRED_SEED: i64 = -1;
+
+/// Marks the live environments named in `retire` retired (see [`Loop::apply_retirements`])
+/// and returns their reports; names that are not live, or already broken, are passed over.
+pub(crate) fn retire_live(
+    windows: &mut BTreeMap<String, state::Window>,
+    retire: Vec<spade::report::Retire>,
+    step: u64,
+) -> Vec<Message> {
+    let mut out = vec![];
+    for r in retire {
+        let Some(env) = windows
+            .values_mut()
+            .flat_map(|w| w.envs.iter_mut())
+            .find(|e| e.env_id == r.env_id)
+        else {
+            continue; // not live (an older window's, or not this worker's)
+        };
+        if env.broken_seed.is_some() {
+            continue;
+        }
+        env.failed = Some(format!("retired_by_review: {}", r.message));
+        // No episode broke it: the sentinel seed says so (the service stores no seed).
+        env.broken_seed = Some(RETIRED_SEED);
+        out.push(Message::EnvironmentBroken {
+            env_id: r.env_id,
+            step,
+            seed: RETIRED_SEED,
+            reason: "retired_by_review".into(),
+            message: r.message,
+        });
+    }
+    out
 }
 
 /// The frozen designer of `designer.model_path`, loaded before anything expensive starts.
@@ -542,7 +582,29 @@ impl Loop<'_> {
         }
         let d = self.sink.deliver(envs)?;
         self.cancel |= d.cancel_requested;
+        for r in d.retire {
+            if !self.retire.contains(&r) {
+                self.retire.push(r);
+            }
+        }
         Ok(())
+    }
+
+    /// Retires the live environments reviewers marked broken or reward-hackable: never played
+    /// again, reported broken (reason `retired_by_review`, the reviewer and comment in the
+    /// message) so their status and page say so, and scored with the designer's invalid reward
+    /// when their window closes (as an environment broken in play is).
+    pub(crate) fn apply_retirements(&mut self) {
+        let retire = std::mem::take(&mut self.retire);
+        for m in retire_live(&mut self.state.windows, retire, self.state.step) {
+            if let Message::EnvironmentBroken {
+                env_id, message, ..
+            } = &m
+            {
+                (self.on)(Event::Log(format!("{env_id} retired from play: {message}")));
+            }
+            self.pending.push(m);
+        }
     }
 
     /// Makes the validated pool the run's one window and reports what it refused, one line per
@@ -770,6 +832,7 @@ impl Loop<'_> {
     /// No-hint plays of every live environment (of the step's draw, for fixed-env GRPO): the
     /// agent samples of the step.
     fn play(&mut self, m: &mut BTreeMap<String, f64>) -> Result<Played, WorkerError> {
+        self.apply_retirements();
         let step = self.state.step;
         let n_envs: usize = match &self.fixed_selection {
             Some(sel) => sel.len(),

@@ -20,12 +20,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// What a delivery learned.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Delivery {
     /// Envelopes still waiting (spooled, not acknowledged).
     pub pending: usize,
     /// The service asked the run to stop.
     pub cancel_requested: bool,
+    /// Environments the service's reviewers retired from play (see
+    /// [`spade::report::IngestReply::retire`]).
+    pub retire: Vec<spade::report::Retire>,
 }
 
 /// A destination for reports.
@@ -238,6 +241,7 @@ impl HttpSink {
     /// Sends what is spooled, `tries` attempts per batch with backoff in between.
     fn drain(&mut self, tries: u32) -> Result<Delivery, WorkerError> {
         let mut cancel = false;
+        let mut retire: Vec<spade::report::Retire> = vec![];
         let mut backoff = self.first_backoff;
         let mut failures = 0;
         while !self.spool.is_empty() {
@@ -245,6 +249,11 @@ impl HttpSink {
             match self.post(&self.spool[..n])? {
                 Some(reply) => {
                     cancel |= reply.cancel_requested;
+                    for r in reply.retire {
+                        if !retire.contains(&r) {
+                            retire.push(r);
+                        }
+                    }
                     let acked: HashSet<&str> =
                         reply.acknowledged.iter().map(String::as_str).collect();
                     let before = self.spool.len();
@@ -270,6 +279,7 @@ impl HttpSink {
         Ok(Delivery {
             pending: self.spool.len(),
             cancel_requested: cancel,
+            retire,
         })
     }
 }

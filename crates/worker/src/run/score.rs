@@ -397,6 +397,61 @@ mod tests {
         }
     }
 
+    /// A review's retirement of a live environment: reported broken (reason
+    /// `retired_by_review`, the reviewer's words), never played again, and scored with the
+    /// invalid reward although its plays would have earned more; a name that is not live or
+    /// already retired changes nothing.
+    #[test]
+    fn a_retired_environment_reports_broken_and_earns_the_invalid_reward() {
+        let cfg = RunConfig::default();
+        let env = played_window();
+        let before = score_env(&cfg, &env, None).reward;
+        assert!(before > cfg.designer.invalid_reward, "{before}");
+        let mut windows = std::collections::BTreeMap::from([(
+            "game".to_string(),
+            crate::state::Window {
+                started_step: 4,
+                envs: vec![env],
+                buffer: vec![],
+                round: 0,
+            },
+        )]);
+        let retire = |id: &str| spade::report::Retire {
+            env_id: id.into(),
+            verdict: "reward_hackable".into(),
+            message: "marked reward_hackable by ada: any box wins".into(),
+        };
+        let msgs = crate::run::retire_live(&mut windows, vec![retire("e1"), retire("e9")], 6);
+        assert_eq!(msgs.len(), 1, "{msgs:?}");
+        match &msgs[0] {
+            Message::EnvironmentBroken {
+                env_id,
+                step,
+                reason,
+                message,
+                ..
+            } => {
+                assert_eq!(
+                    (env_id.as_str(), *step, reason.as_str()),
+                    ("e1", 6, "retired_by_review")
+                );
+                assert!(message.contains("any box wins"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let env = &windows["game"].envs[0];
+        assert_eq!(
+            env.broken_seed,
+            Some(crate::run::RETIRED_SEED),
+            "not played again"
+        );
+        assert_eq!(
+            score_env(&cfg, env, None).reward,
+            cfg.designer.invalid_reward
+        );
+        assert!(crate::run::retire_live(&mut windows, vec![retire("e1")], 7).is_empty());
+    }
+
     fn episode(seed: i64, failure: Option<PlayFailure>) -> Episode {
         Episode {
             turns: 1,

@@ -22,6 +22,7 @@ struct Server {
     /// acknowledged again and not stored twice, as the ingest contract says).
     stored: BTreeMap<String, usize>,
     cancel: bool,
+    retire: Vec<spade::report::Retire>,
 }
 
 type Shared = Arc<Mutex<Server>>;
@@ -49,6 +50,7 @@ async fn ingest(
     Ok(Json(IngestReply {
         acknowledged,
         cancel_requested: s.cancel,
+        retire: s.retire.clone(),
     }))
 }
 
@@ -289,4 +291,25 @@ fn the_shared_client_retries_what_may_pass_and_stops_at_a_refusal() {
     }
     let dead = post_json_retrying(&client, "http://127.0.0.1:9/x", "t", &body, b, |_, _| {});
     assert!(dead.is_err_and(|e| e.contains("failed 4 times")));
+}
+
+/// A review's retirement travels back in the ingest reply and out of `deliver`.
+#[test]
+fn retirements_in_the_reply_reach_the_loop() -> Result<(), Box<dyn std::error::Error>> {
+    let state = Shared::default();
+    let r = spade::report::Retire {
+        env_id: "s0-g0-a0".into(),
+        verdict: "broken".into(),
+        message: "marked broken by ada".into(),
+    };
+    if let Ok(mut s) = state.lock() {
+        s.retire = vec![r.clone()];
+    }
+    let base = serve(state.clone(), None);
+    let dir = tempfile::tempdir()?;
+    let mut sink = fast(HttpSink::new(&base, "run-r", "t", dir.path())?);
+    let d = sink.deliver(&envelopes("run-r", 0..3))?;
+    assert_eq!(d.pending, 0);
+    assert_eq!(d.retire, vec![r]);
+    Ok(())
 }
