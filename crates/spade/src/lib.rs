@@ -5,7 +5,8 @@
 //! Map: [`config`] (the run configuration), [`skills`], [`corpus`], [`memory`] and [`prompt`]
 //! (what the designer reads), [`parse`] (what the policy wrote), [`reward`] (returns,
 //! advantages, designer rewards), [`metrics`] (including the Vendi score), [`report`] (the
-//! messages the worker sends to the service), [`seeded_rng`] (reproducible randomness).
+//! messages the worker sends to the service), [`rlve`] (RLVE's adaptive difficulty per
+//! environment), [`seeded_rng`] (reproducible randomness).
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +18,7 @@ pub mod parse;
 pub mod prompt;
 pub mod report;
 pub mod reward;
+pub mod rlve;
 pub mod skills;
 pub mod suites;
 
