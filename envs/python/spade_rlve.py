@@ -1,11 +1,17 @@
 """One RLVE environment (the `rlve-gym` package's `Gym`) as a single-turn game of our contract.
 
-The sandbox loads this file with two constants prepended by `spade_sandbox::rlve::source`:
-`RLVE_IDENTIFIER` (a key of `Gym.environments.identifier2environment`) and `RLVE_DIFFICULTY`
+The sandbox loads this file with constants prepended by `spade_sandbox::rlve::source`:
+`RLVE_IDENTIFIER` (a key of `Gym.environments.identifier2environment`), `RLVE_DIFFICULTY`
 (how many times the environment's parameter controller has been `update()`d, 0 = its initial
-parameter). `reset(seed)` draws a problem with the environment's generator at that difficulty,
-`step(reply)` scores the agent's whole reply with the environment's scorer (its last
-`<answer>...</answer>`), and `solution()` is the reference answer in those markers.
+parameter) and `RLVE_MARKERS`. `reset(seed)` draws a problem with the environment's generator at
+that difficulty, `step(reply)` scores the agent's whole reply with the environment's scorer (its
+last `<answer>...</answer>`), and `solution()` is the reference answer in those markers.
+
+`RLVE_MARKERS = "boxed"` is RLVE's other marker mode, for our training loop, whose agents answer
+in `\\boxed{}` and whose worker steps a game with the reply's last `\\boxed{...}`: the prompt asks
+for a boxed answer, `step` scores the content of the last balanced `\\boxed{...}` (nested braces
+kept, which RLVE's own `\\boxed{` ... `}` regex would cut), and `solution()` is the bare
+reference, which the game contract boxes.
 
 Why a game and not tool use: the game contract is reset/step/solution on one reply, which is
 what an RLVE problem is; tool use would need the `ToolUseEnv` base class, tool schemas and
@@ -42,6 +48,7 @@ RLVE_INSTRUCTION = (
     "provides the user with the answer. Show your work in <think> </think> tags, and return "
     "the final answer in <answer> </answer> tags."
 )
+RLVE_BOXED_INSTRUCTION = "Solve the problem below, and give the final answer in \\boxed{}."
 # Gym.environment.VerifiableEnvironment.generator's own default limit, in seconds.
 RLVE_GENERATE_SECONDS = 10
 # VerifiableEnvironment.verifier's tolerance when it compares a score with the threshold.
@@ -145,11 +152,32 @@ def rlve_parameters(identifier, difficulty):
     return _copy.deepcopy(controller.get_parameter_list())
 
 
+def _last_boxed(text):
+    """The content of the last balanced `\\boxed{...}`, as `spade::parse::last_boxed`."""
+    opener = "\\boxed{"
+    best = None
+    start = text.find(opener)
+    while start != -1:
+        depth, i = 1, start + len(opener)
+        while i < len(text):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    best = text[start + len(opener) : i]
+                    break
+            i += 1
+        start = text.find(opener, start + len(opener))
+    return best
+
+
 class RlveEnv:
     def __init__(self, max_turns=1, identifier=None, difficulty=None, **kwargs):
         self.max_turns = max_turns
         self.identifier = RLVE_IDENTIFIER if identifier is None else identifier  # noqa: F821
         self.difficulty = RLVE_DIFFICULTY if difficulty is None else difficulty  # noqa: F821
+        self.boxed = globals().get("RLVE_MARKERS", "answer") == "boxed"
         self._cls = _load(_ENVIRONMENTS, self.identifier, "environment")
         self._parameters = rlve_parameters(self.identifier, self.difficulty)
         self._problem = None
@@ -181,7 +209,8 @@ class RlveEnv:
             raise RuntimeError("{} could not generate a problem at seed {}".format(self.identifier, seed))
         self._problem = problem
         self._done = False
-        prompt = RLVE_INSTRUCTION + "\n\n" + problem.prompt_generator()
+        instruction = RLVE_BOXED_INSTRUCTION if self.boxed else RLVE_INSTRUCTION
+        prompt = instruction + "\n\n" + problem.prompt_generator()
         # About 65 of the 400 are construction problems with many right answers and keep no
         # `reference_answer` (only, say, the optimum a constructed answer must reach); for them
         # `solution()` has nothing to give.
@@ -192,6 +221,10 @@ class RlveEnv:
             return "The episode is over.", 0.0, True, False, self._info()
         self._done = True
         problem = self._problem
+        if self.boxed:
+            boxed = _last_boxed(action)
+            start, end = problem.answer_markers
+            action = "" if boxed is None else start + boxed + end
         # As VerifiableEnvironment.verifier: a scorer that raises scores -1 (wrong format).
         try:
             score = float(problem.scorer(action))
@@ -213,5 +246,7 @@ class RlveEnv:
         return str(self._problem.parameter.get("reference_answer", ""))
 
     def solution(self):
+        if self.boxed:
+            return self._reference()
         start, end = self._problem.answer_markers if self._problem else ("<answer>", "</answer>")
         return "{}{}{}".format(start, self._reference(), end)

@@ -15,14 +15,36 @@ pub const ADAPTER: &str = include_str!("../../../envs/python/spade_rlve.py");
 /// The contract the adapter follows: one reply, reset/step/solution, a win is reward 1.0.
 pub const KIND: EnvKind = EnvKind::Game;
 
+/// Where an answer goes: RLVE's two marker modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Markers {
+    /// `<answer>...</answer>` in the whole reply; `solution()` is the marked reference.
+    Answer,
+    /// The reply's last `\boxed{...}`, as our games take it (the training loop's agents answer
+    /// so); `solution()` is the bare reference.
+    Boxed,
+}
+
 /// One RLVE problem source: the environment `identifier` (a key of RLVE's
 /// `identifier2environment`) at `difficulty` (the number of `update()`s of its parameter
-/// controller; 0 is the controller's initial parameter).
+/// controller; 0 is the controller's initial parameter), answers in `<answer>` markers.
 pub fn source(identifier: &str, difficulty: u32) -> String {
+    source_with(identifier, difficulty, Markers::Answer)
+}
+
+/// [`source`] with the answer markers chosen.
+pub fn source_with(identifier: &str, difficulty: u32, markers: Markers) -> String {
     // A JSON string is a Python string literal with the same value (serde_json escapes only
     // ", \ and control characters, all as Python reads them), so no identifier can break out.
     let literal = serde_json::Value::String(identifier.to_owned()).to_string();
-    format!("RLVE_IDENTIFIER = {literal}\nRLVE_DIFFICULTY = {difficulty}\n{ADAPTER}")
+    let markers = match markers {
+        Markers::Answer => "answer",
+        Markers::Boxed => "boxed",
+    };
+    format!(
+        "RLVE_IDENTIFIER = {literal}\nRLVE_DIFFICULTY = {difficulty}\n\
+         RLVE_MARKERS = \"{markers}\"\n{ADAPTER}"
+    )
 }
 
 /// Every environment identifier of the installed package, asked of a runner (the package is

@@ -317,3 +317,27 @@ fn the_adapter_runs_without_torch_and_without_importing_every_environment() {
         ]
     );
 }
+
+/// The training loop's marker mode: the worker steps a game with `\boxed{X}`, and the game
+/// contract's `solution()` is the bare answer the runner boxes.
+#[test]
+fn in_boxed_mode_the_boxed_reference_wins_and_an_unboxed_reply_does_not() {
+    for id in ["AdditionTable", "Differentiate", "MinimumSpanningTree"] {
+        let mut r = Runner::start(&config()).expect("runner starts");
+        let source = rlve::source_with(id, 1, rlve::Markers::Boxed);
+        r.load(&source, Some(rlve::KIND), None, CALL_LIMIT)
+            .expect("loads");
+        let first = r.reset(Some(SEED), CALL_LIMIT).expect("resets");
+        assert!(first.obs.contains("\\boxed{}"), "{id}: {:.200}", first.obs);
+        assert!(!first.obs.contains("<answer>"), "{id}: one answer format");
+        let reference = r.solution(CALL_LIMIT).expect("solution");
+        let t = r.play_solution(SEED, 1, CALL_LIMIT).expect("plays");
+        assert!(
+            t.turns.last().is_some_and(|x| won(&x.result)),
+            "{id}: {t:?}"
+        );
+        r.reset(Some(SEED), CALL_LIMIT).expect("resets");
+        let s = r.step(&reference, CALL_LIMIT).expect("steps");
+        assert!(!won(&s), "{id}: an unboxed reply is no answer");
+    }
+}

@@ -441,6 +441,9 @@ pub(crate) fn restart_tallies(env: &mut LiveEnv) {
 /// Fixed-env GRPO: every `*.py` of the pool directory (recursively) becomes a live environment
 /// for the whole run; its kind is detected by the sandbox.
 pub(super) fn load_fixed_pool(lp: &mut Loop<'_>) -> Result<(), WorkerError> {
+    if lp.cfg.ablation.rlve {
+        return load_rlve_pool(lp);
+    }
     let Some(dir) = lp.cfg.ablation.fixed_env_pool.clone() else {
         return Ok(());
     };
@@ -454,26 +457,12 @@ pub(super) fn load_fixed_pool(lp: &mut Loop<'_>) -> Result<(), WorkerError> {
         if !lp.cfg.curriculum.kinds.contains(&kind) {
             continue;
         }
-        window.envs.push(LiveEnv {
-            env_id: format!("fixed-{i}"),
-            skill: s.skill.clone(),
+        window.envs.push(fixed_env(
+            format!("fixed-{i}"),
+            s.skill.clone(),
             kind,
-            code: s.code.clone(),
-            hint: String::new(),
-            generated_step: 0,
-            parent_env_id: None,
-            hint_returns: vec![],
-            hint_wins: 0,
-            no_hint_returns: vec![],
-            no_hint_wins: 0,
-            first_no_hint_step: None,
-            first_step_returns: vec![],
-            first_step_wins: 0,
-            reward_levels: vec![],
-            failed: None,
-            broken_seed: None,
-            reveals_solution: false,
-        });
+            s.code.clone(),
+        ));
     }
     if window.envs.is_empty() {
         return Err(WorkerError::Config(format!(
@@ -482,6 +471,66 @@ pub(super) fn load_fixed_pool(lp: &mut Loop<'_>) -> Result<(), WorkerError> {
     }
     lp.state.windows.insert("fixed".into(), window);
     Ok(())
+}
+
+/// The skill name RLVE environments are reported under (RLVE has no skills of the spec).
+pub const RLVE_SKILL: &str = "RLVE";
+
+/// The fixed-environment RLVE baseline: every environment of the installed `rlve-gym` (asked of
+/// a runner, since the package is Python) is a live game for the whole run, at its parameter
+/// controller's initial difficulty, answered in `\boxed{}` like our games.
+fn load_rlve_pool(lp: &mut Loop<'_>) -> Result<(), WorkerError> {
+    let limit = Duration::from_secs_f64(lp.cfg.sandbox.validation_timeout_s);
+    let ids = {
+        // The leased runner is killed when dropped: the modules this imported reach no
+        // environment.
+        let mut leased = lp.pool.checkout()?;
+        spade_sandbox::rlve::identifiers(&mut leased.runner, limit)?
+    };
+    let envs: Vec<LiveEnv> = ids
+        .iter()
+        .map(|id| {
+            let code = spade_sandbox::rlve::source_with(id, 0, spade_sandbox::rlve::Markers::Boxed);
+            fixed_env(format!("rlve-{id}"), RLVE_SKILL.into(), EnvKind::Game, code)
+        })
+        .collect();
+    if envs.is_empty() {
+        return Err(WorkerError::Config(
+            "ablation.rlve: the sandbox's venv has no RLVE environments (install rlve-gym)".into(),
+        ));
+    }
+    lp.state.windows.insert(
+        "fixed".into(),
+        Window {
+            envs,
+            ..Window::default()
+        },
+    );
+    Ok(())
+}
+
+/// A pool environment with no plays yet.
+fn fixed_env(env_id: String, skill: String, kind: EnvKind, code: String) -> LiveEnv {
+    LiveEnv {
+        env_id,
+        skill,
+        kind,
+        code,
+        hint: String::new(),
+        generated_step: 0,
+        parent_env_id: None,
+        hint_returns: vec![],
+        hint_wins: 0,
+        no_hint_returns: vec![],
+        no_hint_wins: 0,
+        first_no_hint_step: None,
+        first_step_returns: vec![],
+        first_step_wins: 0,
+        reward_levels: vec![],
+        failed: None,
+        broken_seed: None,
+        reveals_solution: false,
+    }
 }
 
 #[cfg(test)]
