@@ -170,11 +170,6 @@ pub fn run(
     pool_cfg.warm = 1;
     pool_cfg.call_timeout = Duration::from_secs_f64(cfg.sandbox.step_timeout_s);
     pool_cfg.runner.limits.max_observation_chars = cfg.sandbox.max_observation_chars;
-    if cfg.ablation.rlve {
-        // Some RLVE environments import sympy or networkx beside numpy, which need more
-        // address space than a generated environment gets (as spade-eval's runners).
-        pool_cfg.runner.limits.address_space = pool_cfg.runner.limits.address_space.max(4 << 30);
-    }
     let pool = Pool::new(pool_cfg);
     let corpus = generate::load_corpus(cfg)?;
     // Before the warm start, so a wrong encoder path fails in seconds, not after it.
