@@ -277,7 +277,7 @@ fn run() {
     );
 }
 
-// 800 checks took 78 to 140 s (5 runs) with 2 workers on 2 shared cores, under the few minutes a test of
+// 800 checks took 78 to 140 s (6 runs) with 2 workers on 2 shared cores, under the few minutes a test of
 // this binary may take, so all of them run by default.
 #[test]
 fn rlve_every_environment_at_two_difficulties() {
