@@ -466,7 +466,7 @@ const HELP: &[(&str, &str)] = &[
     ),
     (
         "ablation.rlve",
-        "The fixed-environment RLVE baseline: fixed-env GRPO on RLVE's 400 verifiable environments (rlve-gym in the sandbox's venv) at their initial difficulty instead of a pool; fixed_env_envs_per_step of them per step, answers in \\boxed{}. Needs \"game\" in curriculum.kinds.",
+        "The fixed-environment RLVE baseline: fixed-env GRPO on RLVE's 400 verifiable environments (rlve-gym in the sandbox's venv) with RLVE's adaptive difficulty instead of a pool; fixed_env_envs_per_step of them per step, answers in \\boxed{}. Needs \"game\" in curriculum.kinds.",
     ),
     (
         "ablation.frozen_designer",

@@ -397,9 +397,9 @@ pub struct AblationSection {
     /// `_select_static_games_without_replacement`); 0 = every pool environment every step.
     pub fixed_env_envs_per_step: usize,
     /// The fixed-environment RLVE baseline: fixed-env GRPO on RLVE's 400 verifiable
-    /// environments (the `rlve-gym` package in the sandbox's venv) at their controllers'
-    /// initial difficulty instead of a pool directory; `fixed_env_envs_per_step` of them per
-    /// step. Answers go in `\boxed{}` as in our games (RLVE's own `\boxed{}` marker mode).
+    /// environments (the `rlve-gym` package in the sandbox's venv) with RLVE's adaptive
+    /// difficulty (`spade::rlve`) instead of a pool directory; `fixed_env_envs_per_step` of them
+    /// per step. Answers go in `\boxed{}` as in our games (RLVE's own `\boxed{}` marker mode).
     pub rlve: bool,
     /// Online generation without designer updates.
     pub frozen_designer: bool,

@@ -100,6 +100,11 @@ impl AdaptiveDifficulty {
         self.envs.get(env).map(|e| e.difficulty)
     }
 
+    /// Every tracked environment's difficulty, in the order of their names.
+    pub fn difficulties(&self) -> impl Iterator<Item = u32> + '_ {
+        self.envs.values().map(|e| e.difficulty)
+    }
+
     pub fn state(&self, env: &str) -> Option<EnvDifficulty> {
         self.envs.get(env).copied()
     }

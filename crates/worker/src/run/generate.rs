@@ -477,8 +477,9 @@ pub(super) fn load_fixed_pool(lp: &mut Loop<'_>) -> Result<(), WorkerError> {
 pub const RLVE_SKILL: &str = "RLVE";
 
 /// The fixed-environment RLVE baseline: every environment of the installed `rlve-gym` (asked of
-/// a runner, since the package is Python) is a live game for the whole run, at its parameter
-/// controller's initial difficulty, answered in `\boxed{}` like our games.
+/// a runner, since the package is Python) is a live game for the whole run, answered in
+/// `\boxed{}` like our games, starting at RLVE's initial difficulty (the step's draw then
+/// sets each drawn environment's source at a difficulty of its window, `rlve_level`).
 fn load_rlve_pool(lp: &mut Loop<'_>) -> Result<(), WorkerError> {
     let limit = Duration::from_secs_f64(lp.cfg.sandbox.validation_timeout_s);
     let ids = {
@@ -487,11 +488,20 @@ fn load_rlve_pool(lp: &mut Loop<'_>) -> Result<(), WorkerError> {
         let mut leased = lp.pool.checkout()?;
         spade_sandbox::rlve::identifiers(&mut leased.runner, limit)?
     };
+    let difficulty = spade::rlve::AdaptiveDifficulty::new(
+        spade::rlve::DifficultyParams::default(),
+        ids.iter().cloned(),
+    );
     let envs: Vec<LiveEnv> = ids
         .iter()
         .map(|id| {
-            let code = spade_sandbox::rlve::source_with(id, 0, spade_sandbox::rlve::Markers::Boxed);
-            fixed_env(format!("rlve-{id}"), RLVE_SKILL.into(), EnvKind::Game, code)
+            let code = rlve_code(id, difficulty.params.initial);
+            fixed_env(
+                format!("{RLVE_PREFIX}{id}"),
+                RLVE_SKILL.into(),
+                EnvKind::Game,
+                code,
+            )
         })
         .collect();
     if envs.is_empty() {
@@ -506,7 +516,32 @@ fn load_rlve_pool(lp: &mut Loop<'_>) -> Result<(), WorkerError> {
             ..Window::default()
         },
     );
+    lp.state.rlve = Some(difficulty);
     Ok(())
+}
+
+/// An RLVE environment's id is this and its identifier.
+pub const RLVE_PREFIX: &str = "rlve-";
+
+/// The source an RLVE environment is played from at `difficulty`.
+pub fn rlve_code(identifier: &str, difficulty: u32) -> String {
+    spade_sandbox::rlve::source_with(identifier, difficulty, spade_sandbox::rlve::Markers::Boxed)
+}
+
+/// The difficulty RLVE environment `env_id` is played at in `step`: uniform over its window
+/// (RLVE draws one per problem; here one per environment and step, since a step's plays of an
+/// environment load one source), from the run seed and the step.
+pub fn rlve_level(
+    d: &spade::rlve::AdaptiveDifficulty,
+    run_seed: u64,
+    step: u64,
+    env_id: &str,
+) -> Option<u32> {
+    let window = d.window(env_id.strip_prefix(RLVE_PREFIX)?)?;
+    let (low, high) = (*window.start(), *window.end());
+    let span = u64::from(high - low) + 1;
+    let draw = seeds::derive(run_seed, &[seeds::tag::RLVE_LEVEL, step, fnv(env_id)]) % span;
+    Some(low + draw as u32)
 }
 
 /// A pool environment with no plays yet.

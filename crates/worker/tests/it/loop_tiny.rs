@@ -301,5 +301,16 @@ fn two_steps_of_the_agent_on_rlve() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     assert_eq!(plays, 2 * 2, "two environments a step, one play each");
+    let mut steps_with_difficulty = 0;
+    for e in &all {
+        if let Message::Metrics { values, .. } = &e.message
+            && let Some(&mean) = values.get("rlve_difficulty_mean")
+        {
+            steps_with_difficulty += 1;
+            // Far fewer than RLVE's 128 answers per check: every difficulty is still 0.
+            assert_eq!(mean, 0.0);
+        }
+    }
+    assert_eq!(steps_with_difficulty, 2);
     Ok(())
 }
