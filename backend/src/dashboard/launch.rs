@@ -477,6 +477,10 @@ const HELP: &[(&str, &str)] = &[
         "Fixed-env GRPO: environments drawn from the pool per step, without replacement until the pool is exhausted (the reference's 24); 0 = every pool environment every step.",
     ),
     (
+        "ablation.rlve",
+        "The fixed-environment RLVE baseline: fixed-env GRPO on RLVE's 400 verifiable environments (rlve-gym in the sandbox's venv) with RLVE's adaptive difficulty instead of a pool; fixed_env_envs_per_step of them per step, answers in \\boxed{}. Needs \"game\" in curriculum.kinds.",
+    ),
+    (
         "ablation.frozen_designer",
         "Online generation without designer updates.",
     ),

@@ -407,6 +407,11 @@ pub struct AblationSection {
     /// `--rollout-batch-size 24`, and `spade/slime/spade_rollout.py`,
     /// `_select_static_games_without_replacement`); 0 = every pool environment every step.
     pub fixed_env_envs_per_step: usize,
+    /// The fixed-environment RLVE baseline: fixed-env GRPO on RLVE's 400 verifiable
+    /// environments (the `rlve-gym` package in the sandbox's venv) with RLVE's adaptive
+    /// difficulty (`spade::rlve`) instead of a pool directory; `fixed_env_envs_per_step` of them
+    /// per step. Answers go in `\boxed{}` as in our games (RLVE's own `\boxed{}` marker mode).
+    pub rlve: bool,
     /// Online generation without designer updates.
     pub frozen_designer: bool,
     /// No memory examples in designer prompts.
@@ -447,6 +452,7 @@ impl Default for AblationSection {
             fixed_env_pool: None,
             // Reference: _train_fixed_gpt55.sh, 24 games per rollout.
             fixed_env_envs_per_step: 24,
+            rlve: false,
             frozen_designer: false,
             no_memory: false,
             no_corpus: false,
@@ -743,9 +749,9 @@ impl RunConfig {
             }
     }
 
-    /// True when the run is fixed-env GRPO (no designer at all).
+    /// True when the run is fixed-env GRPO (no designer at all): a pool directory or RLVE's.
     pub fn is_fixed_env(&self) -> bool {
-        self.ablation.fixed_env_pool.is_some()
+        self.ablation.fixed_env_pool.is_some() || self.ablation.rlve
     }
 
     /// True when designer samples are trained (not fixed-env, not frozen, not another model).

@@ -537,3 +537,38 @@ fn a_designer_from_another_checkpoint_is_frozen_and_needs_a_designer_to_replace(
         "{fixed:?}"
     );
 }
+
+#[test]
+fn the_rlve_baseline_is_fixed_env_and_refuses_what_does_not_apply() {
+    let c = RunConfig::from_toml_str("[model]\npreset = \"tiny\"\n[ablation]\nrlve = true\n")
+        .expect("valid");
+    assert!(c.is_fixed_env() && !c.trains_designer());
+    assert!(!RunConfig::default().ablation.rlve, "off by default");
+    let conflict_of = |toml: &str| -> Vec<(String, String)> {
+        issues(toml)
+            .into_iter()
+            .filter_map(|i| match i {
+                ConfigIssue::Conflict { path, other, .. } => Some((path, other)),
+                _ => None,
+            })
+            .collect()
+    };
+    let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+    assert_eq!(
+        conflict_of(
+            "[model]\npreset = \"tiny\"\n[ablation]\nrlve = true\nfixed_env_pool = \"p\"\n"
+        ),
+        [pair("ablation.rlve", "ablation.fixed_env_pool")]
+    );
+    assert_eq!(
+        conflict_of("[model]\npreset = \"tiny\"\n[ablation]\nrlve = true\nno_memory = true\n"),
+        [pair("ablation.no_memory", "ablation.rlve")]
+    );
+    assert_eq!(
+        conflict_of(
+            "[model]\npreset = \"tiny\"\n[curriculum]\nkinds = [\"tool_use\"]\n\
+             [ablation]\nrlve = true\n"
+        ),
+        [pair("ablation.rlve", "curriculum.kinds")]
+    );
+}

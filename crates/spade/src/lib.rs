@@ -6,8 +6,8 @@
 //! (what the designer reads), [`parse`] (what the policy wrote), [`reward`] (returns,
 //! advantages, designer rewards), [`metrics`] (including the Vendi score), [`report`] (the
 //! messages the worker sends to the service), [`pool`] (the environment pool format),
-//! [`seeded_rng`] (reproducible randomness), [`spice`] (SPICE's task format, answer check,
-//! rewards and DrGRPO advantages).
+//! [`rlve`] (RLVE's adaptive difficulty per environment), [`seeded_rng`] (reproducible
+//! randomness), [`spice`] (SPICE's task format, answer check, rewards and DrGRPO advantages).
 
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +20,7 @@ pub mod pool;
 pub mod prompt;
 pub mod report;
 pub mod reward;
+pub mod rlve;
 pub mod skills;
 pub mod spice;
 pub mod suites;

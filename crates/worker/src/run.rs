@@ -298,8 +298,8 @@ pub fn run(
         code_version: opts.code_version.clone(),
         total_steps: cfg.run.steps,
     })?;
-    if let Some((window, problems)) = fixed_pool {
-        lp.install_fixed_pool(window, &problems)?;
+    if let Some(fixed) = fixed_pool {
+        lp.install_fixed_pool(fixed)?;
     }
     if let Some((records, problems)) = seed_memory {
         lp.install_seed_memory(records, &problems)?;
@@ -609,18 +609,23 @@ impl Loop<'_> {
 
     /// Makes the validated pool the run's one window and reports what it refused, one line per
     /// problem, so a rejected environment is never left out silently.
-    fn install_fixed_pool(
-        &mut self,
-        window: state::Window,
-        problems: &[spade::pool::PoolProblem],
-    ) -> Result<(), WorkerError> {
-        let n = window.envs.len();
-        self.state.windows.insert("fixed".into(), window);
+    fn install_fixed_pool(&mut self, fixed: generate::FixedPool) -> Result<(), WorkerError> {
+        let n = fixed.window.envs.len();
+        self.state.windows.insert("fixed".into(), fixed.window);
+        if fixed.rlve.is_some() {
+            self.state.rlve = fixed.rlve;
+            let line = format!("ablation.rlve: {n} RLVE environments, at their initial difficulty");
+            (self.on)(Event::Log(line.clone()));
+            return self.live(Message::Log {
+                level: spade::report::LogLevel::Info,
+                line,
+            });
+        }
         let summary = format!(
             "fixed_env_pool: {n} environments valid, {} left out",
-            problems.len()
+            fixed.problems.len()
         );
-        self.report_pool("fixed_env_pool", problems, summary)
+        self.report_pool("fixed_env_pool", &fixed.problems, summary)
     }
 
     /// One warning per problem of a pool, then `summary`: to the caller and to the run's log.
@@ -669,8 +674,8 @@ impl Loop<'_> {
             if self.state.windows.is_empty() {
                 // A resume of a run that stopped before its pool was in a checkpoint.
                 self.phase("load fixed pool")?;
-                let (window, problems) = generate::load_fixed_pool(self.cfg, &self.pool)?;
-                self.install_fixed_pool(window, &problems)?;
+                let fixed = generate::load_fixed_pool(self.cfg, &self.pool)?;
+                self.install_fixed_pool(fixed)?;
             }
             self.select_fixed();
         } else {
@@ -821,6 +826,19 @@ impl Loop<'_> {
             n,
             seed,
         );
+        // The RLVE baseline plays each drawn environment at a difficulty of its window.
+        if let Some(d) = &st.rlve {
+            for &i in &picks {
+                let Some(env) = window.envs.get_mut(i) else {
+                    continue;
+                };
+                let level = generate::rlve_level(d, seed, step, &env.env_id);
+                let id = env.env_id.strip_prefix(generate::RLVE_PREFIX);
+                if let (Some(level), Some(id)) = (level, id) {
+                    env.code = generate::rlve_code(id, level);
+                }
+            }
+        }
         self.fixed_selection = Some(
             picks
                 .into_iter()
@@ -893,8 +911,16 @@ impl Loop<'_> {
             concurrency(self.cfg, self.opts),
         )?;
         drop(jobs);
+        let mut rlve_wins: Vec<(String, Vec<bool>)> = Vec::new();
         for ((key, e, env, _), eps) in picked.into_iter().zip(all) {
             self.obs.note_plays(&eps);
+            if self.state.rlve.is_some() {
+                // A play that failed (the environment's fault, or generation's) is no answer.
+                let wins = eps
+                    .iter()
+                    .filter(|x| x.failure.is_none() && x.error.is_none());
+                rlve_wins.push((env.env_id.clone(), wins.map(|x| x.won).collect()));
+            }
             let w = self
                 .state
                 .windows
@@ -931,6 +957,9 @@ impl Loop<'_> {
         }
         m.insert("plays_no_hint".into(), records.len() as f64);
         m.insert("plays_per_env".into(), per_env as f64);
+        if let Some(d) = self.state.rlve.as_mut() {
+            rlve_update(d, self.cfg.run.seed, step, &rlve_wins, m);
+        }
         self.pending.push(Message::Plays { records });
         played.samples = samples;
         Ok(played)
@@ -1036,6 +1065,45 @@ pub(crate) fn fnv(s: &str) -> u64 {
 }
 
 /// The environment seed of play `i` of `env_id` at `step` (a non-negative i64).
+/// RLVE's difficulty rule after a step's plays: each answer counts at the difficulty its
+/// environment was played at this step; the metrics say where the difficulties stand.
+fn rlve_update(
+    d: &mut spade::rlve::AdaptiveDifficulty,
+    run_seed: u64,
+    step: u64,
+    wins: &[(String, Vec<bool>)],
+    m: &mut BTreeMap<String, f64>,
+) {
+    let mut samples = Vec::new();
+    for (env_id, won) in wins {
+        let (Some(id), Some(level)) = (
+            env_id.strip_prefix(generate::RLVE_PREFIX),
+            generate::rlve_level(d, run_seed, step, env_id),
+        ) else {
+            continue;
+        };
+        samples.extend(won.iter().map(|&correct| spade::rlve::Sample {
+            env: id,
+            difficulty: level,
+            correct,
+        }));
+    }
+    let checks = d.update(samples);
+    let raised = checks.iter().filter(|c| c.raised).count();
+    m.insert("rlve_checks".into(), checks.len() as f64);
+    m.insert("rlve_raised".into(), raised as f64);
+    let levels: Vec<f64> = d.difficulties().map(f64::from).collect();
+    let n = levels.len().max(1) as f64;
+    m.insert(
+        "rlve_difficulty_mean".into(),
+        levels.iter().sum::<f64>() / n,
+    );
+    m.insert(
+        "rlve_difficulty_max".into(),
+        levels.iter().copied().fold(0.0, f64::max),
+    );
+}
+
 pub(crate) fn env_seed(run_seed: u64, step: u64, env_id: &str, i: usize) -> i64 {
     (seeds::derive(
         run_seed,
@@ -1085,6 +1153,61 @@ mod tests {
         );
         run.weights_every = 1;
         assert_eq!((0..10).filter(|&s| commits_after(&run, s).1).count(), 9);
+    }
+
+    #[test]
+    fn an_rlve_environment_gets_harder_once_nine_in_ten_answers_at_its_difficulty_win() {
+        use spade::rlve::{AdaptiveDifficulty, DifficultyParams};
+        let mut d = AdaptiveDifficulty::new(DifficultyParams::default(), ["A", "B"]);
+        let mut m = BTreeMap::new();
+        // 128 answers (RLVE's 8 prompts x 16) over steps, 120 of them right, all at difficulty 0
+        // (the only one of the window at the start).
+        let won: Vec<bool> = (0..64).map(|i| i % 16 != 0).collect();
+        let wins = vec![("rlve-A".to_string(), won.clone())];
+        rlve_update(&mut d, 7, 0, &wins, &mut m);
+        assert_eq!((d.difficulty("A"), m["rlve_checks"]), (Some(0), 0.0));
+        rlve_update(&mut d, 7, 1, &wins, &mut m);
+        assert_eq!(d.difficulty("A"), Some(1));
+        assert_eq!((m["rlve_raised"], m["rlve_difficulty_mean"]), (1.0, 0.5));
+        // B's answers are mostly wrong: checked, not raised.
+        let wins = vec![("rlve-B".to_string(), vec![false; 128])];
+        rlve_update(&mut d, 7, 2, &wins, &mut m);
+        assert_eq!(
+            (d.difficulty("B"), m["rlve_checks"], m["rlve_raised"]),
+            (Some(0), 1.0, 0.0)
+        );
+    }
+
+    #[test]
+    fn an_rlve_environment_is_played_within_its_window_reproducibly() {
+        use spade::rlve::{AdaptiveDifficulty, DifficultyParams, Sample};
+        let mut d = AdaptiveDifficulty::new(DifficultyParams::default(), ["A"]);
+        for level in 0..6 {
+            let right = std::iter::repeat_n(
+                Sample {
+                    env: "A",
+                    difficulty: level,
+                    correct: true,
+                },
+                128,
+            );
+            d.update(right);
+        }
+        assert_eq!(d.difficulty("A"), Some(6));
+        let levels: Vec<u32> = (0..200)
+            .filter_map(|step| generate::rlve_level(&d, 11, step, "rlve-A"))
+            .collect();
+        assert_eq!(levels.len(), 200);
+        assert!(levels.iter().all(|l| (3..=6).contains(l)), "{levels:?}");
+        assert!(
+            (3..=6).all(|l| levels.contains(&l)),
+            "every level of the window is drawn"
+        );
+        assert_eq!(
+            generate::rlve_level(&d, 11, 5, "rlve-A"),
+            generate::rlve_level(&d, 11, 5, "rlve-A")
+        );
+        assert_eq!(generate::rlve_level(&d, 11, 5, "fixed-0"), None);
     }
 
     #[test]

@@ -24,6 +24,8 @@ pub mod tag {
     pub const ENV_SEED: u64 = 7;
     pub const VENDI: u64 = 8;
     pub const FIXED_POOL: u64 = 9;
+    /// The difficulty an RLVE environment is played at in a step (from its window).
+    pub const RLVE_LEVEL: u64 = 10;
 }
 
 #[cfg(test)]

@@ -284,6 +284,10 @@ pub struct RunState {
     pub fixed_remaining: Vec<usize>,
     #[serde(default)]
     pub fixed_passes: u64,
+    /// The RLVE baseline (`ablation.rlve`): every RLVE environment's adaptive difficulty and
+    /// the samples counted towards its next check.
+    #[serde(default)]
+    pub rlve: Option<spade::rlve::AdaptiveDifficulty>,
     /// The step whose commit wrote the optimiser state the resume point holds (None before
     /// the first, or in a checkpoint of a version that wrote it every step).
     #[serde(default)]
@@ -308,6 +312,7 @@ impl RunState {
             optimizer_step: None,
             fixed_remaining: vec![],
             fixed_passes: 0,
+            rlve: None,
         }
     }
 }

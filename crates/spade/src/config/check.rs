@@ -629,7 +629,27 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
         0,
         1_000_000,
     );
-    if ab.fixed_env_pool.is_some() {
+    if ab.rlve && ab.fixed_env_pool.is_some() {
+        k.conflict(
+            "ablation.rlve",
+            "ablation.fixed_env_pool",
+            "the RLVE baseline plays RLVE's environments, not a pool directory",
+        );
+    }
+    if ab.rlve && !c.curriculum.kinds.contains(&crate::EnvKind::Game) {
+        k.conflict(
+            "ablation.rlve",
+            "curriculum.kinds",
+            "RLVE's environments are games: the kinds must include \"game\"",
+        );
+    }
+    if let Some(fixed) = [
+        ("ablation.fixed_env_pool", ab.fixed_env_pool.is_some()),
+        ("ablation.rlve", ab.rlve),
+    ]
+    .into_iter()
+    .find_map(|(key, on)| on.then_some(key))
+    {
         for (flag, on) in [
             ("ablation.frozen_designer", ab.frozen_designer),
             ("ablation.no_memory", ab.no_memory),
@@ -640,7 +660,7 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
             if on {
                 k.conflict(
                     flag,
-                    "ablation.fixed_env_pool",
+                    fixed,
                     "fixed-env GRPO has no designer, so designer ablations do not apply",
                 );
             }

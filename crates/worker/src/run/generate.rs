@@ -438,6 +438,15 @@ pub(crate) fn restart_tallies(env: &mut LiveEnv) {
     env.reward_levels.clear();
 }
 
+/// A fixed-env run's pool, validated: its one window, what was refused and why, and for the
+/// RLVE baseline the per-environment difficulty it starts from.
+#[derive(Debug, Default)]
+pub(crate) struct FixedPool {
+    pub window: Window,
+    pub problems: Vec<spade::pool::PoolProblem>,
+    pub rlve: Option<spade::rlve::AdaptiveDifficulty>,
+}
+
 /// Fixed-env GRPO: reads the pool `ablation.fixed_env_pool` names (see [`crate::pool`] for its
 /// three forms), validates every environment in the sandbox, and returns the accepted ones of
 /// the configured kinds as one window for the whole run, with what was refused and why. Called
@@ -445,9 +454,12 @@ pub(crate) fn restart_tallies(env: &mut LiveEnv) {
 pub(crate) fn load_fixed_pool(
     cfg: &RunConfig,
     sandbox: &spade_sandbox::Pool,
-) -> Result<(Window, Vec<spade::pool::PoolProblem>), WorkerError> {
+) -> Result<FixedPool, WorkerError> {
+    if cfg.ablation.rlve {
+        return load_rlve_pool(cfg, sandbox);
+    }
     let Some(dir) = cfg.ablation.fixed_env_pool.clone() else {
-        return Ok((Window::default(), vec![]));
+        return Ok(FixedPool::default());
     };
     let loaded = crate::pool::read_pool(std::path::Path::new(&dir))?;
     let mut problems = loaded.problems;
@@ -497,7 +509,109 @@ pub(crate) fn load_fixed_pool(
         }
         return Err(WorkerError::Config(text));
     }
-    Ok((window, problems))
+    Ok(FixedPool {
+        window,
+        problems,
+        rlve: None,
+    })
+}
+
+/// The skill name RLVE environments are reported under (RLVE has no skills of the spec).
+pub const RLVE_SKILL: &str = "RLVE";
+
+/// The fixed-environment RLVE baseline: every environment of the installed `rlve-gym` (asked of
+/// a runner, since the package is Python) is a live game for the whole run, answered in
+/// `\boxed{}` like our games, starting at RLVE's initial difficulty (the step's draw then
+/// sets each drawn environment's source at a difficulty of its window, `rlve_level`).
+fn load_rlve_pool(
+    cfg: &RunConfig,
+    sandbox: &spade_sandbox::Pool,
+) -> Result<FixedPool, WorkerError> {
+    let limit = Duration::from_secs_f64(cfg.sandbox.validation_timeout_s);
+    let ids = {
+        // The leased runner is killed when dropped: the modules this imported reach no
+        // environment.
+        let mut leased = sandbox.checkout()?;
+        spade_sandbox::rlve::identifiers(&mut leased.runner, limit)?
+    };
+    let difficulty = spade::rlve::AdaptiveDifficulty::new(
+        spade::rlve::DifficultyParams::default(),
+        ids.iter().cloned(),
+    );
+    let envs: Vec<LiveEnv> = ids
+        .iter()
+        .map(|id| {
+            let code = rlve_code(id, difficulty.params.initial);
+            fixed_env(
+                format!("{RLVE_PREFIX}{id}"),
+                RLVE_SKILL.into(),
+                EnvKind::Game,
+                code,
+            )
+        })
+        .collect();
+    if envs.is_empty() {
+        return Err(WorkerError::Config(
+            "ablation.rlve: the sandbox's venv has no RLVE environments (install rlve-gym)".into(),
+        ));
+    }
+    let window = Window {
+        envs,
+        ..Window::default()
+    };
+    Ok(FixedPool {
+        window,
+        problems: vec![],
+        rlve: Some(difficulty),
+    })
+}
+
+/// An RLVE environment's id is this and its identifier.
+pub const RLVE_PREFIX: &str = "rlve-";
+
+/// The source an RLVE environment is played from at `difficulty`.
+pub fn rlve_code(identifier: &str, difficulty: u32) -> String {
+    spade_sandbox::rlve::source_with(identifier, difficulty, spade_sandbox::rlve::Markers::Boxed)
+}
+
+/// The difficulty RLVE environment `env_id` is played at in `step`: uniform over its window
+/// (RLVE draws one per problem; here one per environment and step, since a step's plays of an
+/// environment load one source), from the run seed and the step.
+pub fn rlve_level(
+    d: &spade::rlve::AdaptiveDifficulty,
+    run_seed: u64,
+    step: u64,
+    env_id: &str,
+) -> Option<u32> {
+    let window = d.window(env_id.strip_prefix(RLVE_PREFIX)?)?;
+    let (low, high) = (*window.start(), *window.end());
+    let span = u64::from(high - low) + 1;
+    let draw = seeds::derive(run_seed, &[seeds::tag::RLVE_LEVEL, step, fnv(env_id)]) % span;
+    Some(low + draw as u32)
+}
+
+/// A pool environment with no plays yet.
+fn fixed_env(env_id: String, skill: String, kind: EnvKind, code: String) -> LiveEnv {
+    LiveEnv {
+        env_id,
+        skill,
+        kind,
+        code,
+        hint: String::new(),
+        generated_step: 0,
+        parent_env_id: None,
+        hint_returns: vec![],
+        hint_wins: 0,
+        no_hint_returns: vec![],
+        no_hint_wins: 0,
+        first_no_hint_step: None,
+        first_step_returns: vec![],
+        first_step_wins: 0,
+        reward_levels: vec![],
+        failed: None,
+        broken_seed: None,
+        reveals_solution: false,
+    }
 }
 
 #[cfg(test)]

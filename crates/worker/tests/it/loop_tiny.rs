@@ -254,3 +254,63 @@ fn two_steps_of_the_agent_on_a_fixed_tool_use_pool() -> Result<(), Box<dyn std::
     assert!(plays > 0, "the agent played the tool-use pool");
     Ok(())
 }
+
+/// The fixed-environment RLVE baseline through the whole loop: RLVE's environments from the
+/// venv's `rlve-gym`, two drawn per step, played by the agent in the sandbox with `\boxed{}`
+/// answers scored by RLVE's own scorers.
+#[test]
+fn two_steps_of_the_agent_on_rlve() -> Result<(), Box<dyn std::error::Error>> {
+    spade_policy::embed::set_threads(1);
+    let mut cfg = three_step_config()?;
+    cfg.run.steps = 2;
+    cfg.curriculum.kinds = vec![spade::EnvKind::Game];
+    // The demo's designer ablation does not apply without a designer.
+    cfg.ablation.no_corpus = false;
+    cfg.ablation.rlve = true;
+    cfg.ablation.fixed_env_envs_per_step = 2;
+    cfg.hint.plays = 1;
+    cfg.agent.global_batch = 2;
+    assert!(cfg.validate().is_empty(), "{:?}", cfg.validate());
+    let out = tempfile::tempdir()?;
+    let mut opts = RunOptions::new("it-rlve", repo().join("envs/seed"), cache_dir());
+    opts.concurrency = Some(2);
+    let mut sink = FileSink::open(out.path())?;
+    let store = StateStore::new(out.path());
+    let outcome = run::run(&cfg, &opts, &store, &mut sink, &mut |_| {})?;
+    assert_eq!(outcome.steps, 2);
+    let all = FileSink::read_all(out.path())?;
+    let mut plays = 0;
+    for e in &all {
+        if let Message::Plays { records } = &e.message {
+            for p in records {
+                plays += 1;
+                assert!(p.env_id.starts_with("rlve-"), "{}", p.env_id);
+                assert!(
+                    (-1.0..=1.0).contains(&p.episode_return),
+                    "{}",
+                    p.episode_return
+                );
+                assert_eq!(p.turns, 1, "an RLVE problem is one reply");
+                let first = p
+                    .transcript
+                    .first()
+                    .map(|m| m.content.as_str())
+                    .unwrap_or("");
+                assert!(first.contains("\\boxed{}"), "{first:.200}");
+            }
+        }
+    }
+    assert_eq!(plays, 2 * 2, "two environments a step, one play each");
+    let mut steps_with_difficulty = 0;
+    for e in &all {
+        if let Message::Metrics { values, .. } = &e.message
+            && let Some(&mean) = values.get("rlve_difficulty_mean")
+        {
+            steps_with_difficulty += 1;
+            // Far fewer than RLVE's 128 answers per check: every difficulty is still 0.
+            assert_eq!(mean, 0.0);
+        }
+    }
+    assert_eq!(steps_with_difficulty, 2);
+    Ok(())
+}
