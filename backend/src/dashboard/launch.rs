@@ -81,6 +81,12 @@ pub fn presets() -> Vec<Preset> {
             build: || gpu_with(|c| c.ablation.fixed_env_pool = Some(SEED_POOL.into())),
         },
         Preset {
+            key: "baseline_rlve",
+            label: "Baseline: fixed-env RLVE",
+            description: "GPU Qwen3 agent-only GRPO on RLVE's 400 verifiable environments (rlve-gym, in the sandbox) with RLVE's adaptive difficulty per environment, 24 drawn per step: the paper's strongest baseline.",
+            build: || gpu_with(|c| c.ablation.rlve = true),
+        },
+        Preset {
             key: "baseline_stronger_designer",
             label: "Baseline: frozen stronger designer",
             description: "GPU Qwen3 agent training on environments, hints and verdicts written by a second, frozen checkpoint (designer.model_path; set it to the stronger model's directory): the paper's stronger-frozen-model baseline and SPICE's strong challenger.",
