@@ -209,6 +209,22 @@ pub struct EnvironmentDetail {
     pub attempts: u32,
     pub parent: Option<ParentEnvironment>,
     pub plays: Vec<PlayDto>,
+    /// Members' review marks, oldest first.
+    #[serde(default)]
+    pub reviews: Vec<ReviewDto>,
+    /// The viewer may mark it (editors and owners).
+    #[serde(default)]
+    pub can_review: bool,
+}
+
+/// One member's review mark on an environment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReviewDto {
+    pub reviewer: String,
+    /// `good`, `broken` or `reward_hackable`.
+    pub verdict: String,
+    pub comment: String,
+    pub updated_at: String,
 }
 
 /// A page of a longer list. Lists are paged by keyset cursors (stable while rows are added):

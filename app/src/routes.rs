@@ -271,10 +271,11 @@ pub fn EnvironmentPage() -> impl IntoView {
     view! {
         <Suspense fallback=loading>
             {move || Suspend::new(async move {
+                let csrf = viewer().await.map(|v| v.csrf).unwrap_or_default();
                 match data.await {
                     Ok(Access::Granted(env)) => view! {
                         <Title text=title(format_args!("{} · {}", env.summary.env_id, env.run_name)) />
-                        <pages::environments::EnvironmentView env />
+                        <pages::environments::EnvironmentView env csrf error=query("error")() />
                     }.into_any(),
                     Ok(Access::LoginRequired) => not_shown(Ok(())),
                     Err(e) if is_not_found(&e) => not_found("Environment"),

@@ -635,6 +635,18 @@ impl DashboardData for Dashboard {
                 attempts: u32::try_from(e.attempts).unwrap_or(0),
                 parent,
                 plays,
+                reviews: spade_db::reviews::for_env(db, &scope, &env_id)
+                    .await
+                    .map_err(db_err)?
+                    .into_iter()
+                    .map(|r| dto::ReviewDto {
+                        reviewer: r.reviewer,
+                        verdict: r.verdict.as_str().to_owned(),
+                        comment: r.comment,
+                        updated_at: rfc3339(&r.updated_at),
+                    })
+                    .collect(),
+                can_review: scope.can_edit(),
             }))
         })
     }

@@ -110,6 +110,15 @@ impl EnvFilters {
         ];
         format!("/runs/{run_id}/environments{}", query_string(&pairs))
     }
+
+    /// The pool export (`GET /api/v1/runs/{id}/environments.jsonl`, one pool line per
+    /// environment) with these filters, all pages.
+    pub fn export_href(&self, run_id: i64) -> String {
+        let page = self.href(run_id, None);
+        let query = page.split_once('?').map(|(_, q)| q).unwrap_or_default();
+        let sep = if query.is_empty() { "" } else { "?" };
+        format!("/api/v1/runs/{run_id}/environments.jsonl{sep}{query}")
+    }
 }
 
 fn status_str(s: EnvStatus) -> &'static str {
@@ -175,6 +184,7 @@ pub fn EnvironmentsView(
                 <input id="env-regret" name="regret_min" inputmode="decimal" value=filters.regret_min.map(|v| v.to_string()).unwrap_or_default() />
             </div>
             <button type="submit">"Filter"</button>
+            <a class="button secondary" href=filters.export_href(run_id) download=format!("run-{run_id}-pool.jsonl")>"Download pool (JSONL)"</a>
         </form>
         {problems.into_iter().map(|p| view! { <p class="notice" role="status">{p}</p> }).collect_view()}
         {if none {
@@ -224,8 +234,17 @@ fn env_row(e: EnvironmentSummary) -> impl IntoView {
 
 /// One environment.
 #[component]
-pub fn EnvironmentView(env: EnvironmentDetail) -> impl IntoView {
+pub fn EnvironmentView(
+    env: EnvironmentDetail,
+    /// The viewer's CSRF token, carried by the review form.
+    #[prop(default = String::new())]
+    csrf: String,
+    /// A refused review, named on the page after the redirect.
+    #[prop(default = None)]
+    error: Option<String>,
+) -> impl IntoView {
     let s = env.summary.clone();
+    let review = review_section(&env, csrf, error);
     let run_href = format!("/runs/{}", s.run_id);
     let rejected = (s.status != EnvStatus::Accepted).then(|| view! {
         <section class="card rejected" aria-labelledby="rej-h">
@@ -280,11 +299,66 @@ pub fn EnvironmentView(env: EnvironmentDetail) -> impl IntoView {
             <CodeView code=env.code.clone() label="Environment code" />
         </section>
         {diff}
+        {review}
         <section class="card" aria-labelledby="plays-h">
             <h2 id="plays-h">"Sample plays"</h2>
             {if env.plays.is_empty() { Some(view! { <p class="empty">"No plays recorded."</p> }) } else { None }}
             <Plays title="With hint" plays=hint_plays />
             <Plays title="Without hint" plays=plain_plays />
+        </section>
+    }
+}
+
+/// Members' marks, and for editors the form that sets theirs (a "broken" or "reward-hackable"
+/// mark on a live environment retires it from play at the worker's next report).
+fn review_section(
+    env: &EnvironmentDetail,
+    csrf: String,
+    error: Option<String>,
+) -> impl IntoView + use<> {
+    let s = &env.summary;
+    let action = format!("/runs/{}/environments/{}/review", s.run_id, s.env_id);
+    let marks = env
+        .reviews
+        .iter()
+        .map(|r| {
+            let verdict = r.verdict.replace('_', "-");
+            view! {
+                <li>
+                    <span class=format!("badge review-{}", r.verdict)>{verdict}</span>
+                    " " <strong>{r.reviewer.clone()}</strong>
+                    " " <time datetime=r.updated_at.clone()>{r.updated_at.clone()}</time>
+                    {(!r.comment.is_empty()).then(|| view! { <p>{r.comment.clone()}</p> })}
+                </li>
+            }
+        })
+        .collect::<Vec<_>>();
+    let form = env.can_review.then(|| view! {
+        <form method="post" action=action class="review-form">
+            <input type="hidden" name="csrf" value=csrf />
+            <fieldset>
+                <legend>"Your mark"</legend>
+                <label><input type="radio" name="verdict" value="good" required />" good"</label>
+                <label><input type="radio" name="verdict" value="broken" />" broken"</label>
+                <label><input type="radio" name="verdict" value="reward_hackable" />" reward-hackable"</label>
+            </fieldset>
+            <label for="review-comment">"Comment"</label>
+            <textarea id="review-comment" name="comment" maxlength="2000" rows="3"></textarea>
+            <button type="submit">"Save mark"</button>
+            <p class="muted">"Broken and reward-hackable marks retire a live environment from play."</p>
+        </form>
+    });
+    view! {
+        <section class="card" aria-labelledby="review-h" id="review">
+            <h2 id="review-h">"Review"</h2>
+            {error.map(|e| view! { <p class="error" role="alert">{e}</p> })}
+            {if marks.is_empty() {
+                Some(view! { <p class="empty">"Not reviewed yet."</p> })
+            } else {
+                None
+            }}
+            <ul class="reviews">{marks}</ul>
+            {form}
         </section>
     }
 }

@@ -198,6 +198,8 @@ fn environment_page_shows_code_diff_plays_and_rejection() {
                 content: "\\boxed{7}".into(),
             }],
         }],
+        reviews: vec![],
+        can_review: false,
     };
     let html = render(move || view! { <EnvironmentView env /> }.into_any());
     assert!(html.contains("rejected: not_solvable"));
@@ -236,6 +238,13 @@ fn a_broken_environment_shows_its_reason_and_seed() {
         attempts: 1,
         parent: None,
         plays: vec![],
+        reviews: vec![ReviewDto {
+            reviewer: "Ada".into(),
+            verdict: "reward_hackable".into(),
+            comment: "any box wins".into(),
+            updated_at: "2026-12-01T10:00:00Z".into(),
+        }],
+        can_review: true,
     };
     let html = render(move || view! { <EnvironmentView env /> }.into_any());
     assert!(
@@ -285,6 +294,11 @@ fn environment_list_links_rows_and_keeps_filters_in_page_links() {
     );
     assert!(!html.contains("First page"));
     assert!(html.contains("65%") && html.contains("0.35"));
+    // The pool export with the same filters, every page of it.
+    assert!(
+        html.contains(r#"href="/api/v1/runs/3/environments.jsonl?skill=Logical%20Deduction""#),
+        "{html}"
+    );
 }
 
 #[test]
@@ -310,5 +324,61 @@ fn compare_shows_only_differing_keys_and_one_overlay_per_metric() {
     assert!(
         html.contains("run-1 (#1) and 1 more seed (mean, range)"),
         "{html}"
+    );
+}
+
+/// Marks show with who and why; editors get the form (with their CSRF token), viewers do not.
+#[test]
+fn the_review_section_shows_marks_and_offers_the_form_only_to_editors() {
+    let env = |can_review: bool| EnvironmentDetail {
+        summary: EnvironmentSummary {
+            env_id: "e-2".into(),
+            run_id: 3,
+            step: 1,
+            skill: "Optimization".into(),
+            kind: EnvKind::Game,
+            status: EnvStatus::Accepted,
+            rejection_reason: None,
+            regret: Some(0.2),
+            win_rate_hint: Some(0.5),
+            win_rate_no_hint: Some(0.25),
+        },
+        run_name: "tiny".into(),
+        code: "class CoinEnv:\n    pass\n".into(),
+        hint: Some("count coins".into()),
+        rejection_message: None,
+        designer_reward: Some(0.3),
+        reward_levels: Some(2),
+        attempts: 1,
+        parent: None,
+        plays: vec![],
+        reviews: vec![ReviewDto {
+            reviewer: "Ada".into(),
+            verdict: "broken".into(),
+            comment: "the checker is wrong".into(),
+            updated_at: "2026-12-01T10:00:00Z".into(),
+        }],
+        can_review,
+    };
+    let editor = env(true);
+    let html = render(move || {
+        view! { <EnvironmentView env=editor csrf="t0k".to_string() error=Some("comment: too long".to_string()) /> }
+            .into_any()
+    });
+    assert!(
+        html.contains("the checker is wrong") && html.contains("Ada"),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"action="/runs/3/environments/e-2/review""#),
+        "{html}"
+    );
+    assert!(html.contains(r#"value="t0k""#) && html.contains("comment: too long"));
+    let viewer = env(false);
+    let html = render(move || view! { <EnvironmentView env=viewer /> }.into_any());
+    assert!(html.contains("the checker is wrong"));
+    assert!(
+        !html.contains("review-form"),
+        "a viewer gets no form: {html}"
     );
 }

@@ -36,6 +36,7 @@ pub fn routes() -> Router<AppState> {
         .route("/runs/{run_id}/cancel", post(cancel))
         .route("/runs/{run_id}/resume", post(resume))
         .route("/runs/{run_id}/evaluate", post(evaluate))
+        .route("/runs/{run_id}/environments/{env_id}/review", post(review))
         .route("/runs/new", post(launch_run))
         .route("/runs/{run_id}/shares", post(create_share))
         .route(
@@ -461,6 +462,48 @@ async fn evaluate(
     }
     .await;
     back_to_run(run_id, "#benchmarks", result)
+}
+
+/// `POST /runs/{id}/environments/{env}/review` from the environment page: the API's review
+/// (editors only), then back to the page, naming a refusal there.
+async fn review(
+    State(state): State<AppState>,
+    Path((run_id, env_id)): Path<(i64, String)>,
+    req: Request,
+) -> Response {
+    let result = async {
+        let (user, pairs, _) = form_user(&state, req).await?;
+        let verdict = match field(&pairs, "verdict").as_str() {
+            "good" => spade_db::types::Verdict::Good,
+            "broken" => spade_db::types::Verdict::Broken,
+            "reward_hackable" => spade_db::types::Verdict::RewardHackable,
+            other => {
+                return Err(AppError::invalid(
+                    "verdict",
+                    format!("expected good, broken or reward_hackable, got {other:?}"),
+                ));
+            }
+        };
+        let body = api::environments::ReviewBody {
+            verdict,
+            comment: field(&pairs, "comment"),
+        };
+        api::environments::review(
+            State(state.clone()),
+            user,
+            ApiPath((run_id, env_id.clone())),
+            ApiJson(body),
+        )
+        .await
+        .map(|_| ())
+    }
+    .await;
+    let page = format!("/runs/{run_id}/environments/{}", encode_query(&env_id));
+    let to = match result {
+        Ok(()) => format!("{page}#review"),
+        Err(e) => format!("{page}?error={}#review", encode_query(&e.to_string())),
+    };
+    Redirect::to(&to).into_response()
 }
 
 #[cfg(test)]

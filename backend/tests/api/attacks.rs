@@ -1,7 +1,8 @@
 //! One test per authentication property; each is an attack that must be refused.
 
 use crate::support::*;
-use axum::http::{Method, StatusCode, header};
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::json;
 use sqlx::PgPool;
@@ -568,10 +569,54 @@ async fn only_editors_can_mark_an_environment(pool: PgPool) -> TestResult {
         app.post(&path, &Cred::None, body.clone()).await.status,
         StatusCode::UNAUTHORIZED
     );
+    // The environment page's form goes through the same check: the viewer's post is sent back
+    // to the page with the refusal, the editor's is stored.
+    let form = |cred: &Cred, body: &str| {
+        let mut b = Request::builder()
+            .method(Method::POST)
+            .uri(format!("/runs/{run}/environments/e1/review"))
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+        if let Cred::Bearer(t) = cred {
+            b = b.header(header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        b.body(Body::from(body.to_owned())).unwrap_or_default()
+    };
+    let r = app
+        .send(form(&viewer, "verdict=broken&comment=from+the+page"))
+        .await;
+    let to = r.header("location");
+    assert!(
+        r.status.is_redirection() && to.contains("error=") && to.ends_with("#review"),
+        "{} {to}",
+        r.status
+    );
     let after = app
         .get(&format!("/api/v1/runs/{run}/environments/e1"), &owner)
         .await
         .json();
     assert_eq!(after["reviews"], json!([]), "no refused mark was stored");
+    let r = app
+        .send(form(&owner, "verdict=reward_hackable&comment=any+box+wins"))
+        .await;
+    assert!(
+        r.status.is_redirection() && !r.header("location").contains("error="),
+        "{} {}",
+        r.status,
+        r.header("location")
+    );
+    let after = app
+        .get(&format!("/api/v1/runs/{run}/environments/e1"), &owner)
+        .await
+        .json();
+    assert_eq!(after["reviews"][0]["verdict"], "reward_hackable", "{after}");
+    assert_eq!(after["reviews"][0]["comment"], "any box wins");
+    let page = app
+        .get(&format!("/runs/{run}/environments/e1"), &owner)
+        .await
+        .text();
+    assert!(
+        page.contains("any box wins") && page.contains("review-form"),
+        "{page}"
+    );
     Ok(())
 }

@@ -55,6 +55,15 @@ impl Resp {
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
+    /// A response header's value (empty when absent).
+    pub fn header(&self, name: &str) -> String {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    }
+
     /// Values of the Set-Cookie headers by cookie name.
     pub fn cookie(&self, name: &str) -> Option<String> {
         self.headers
