@@ -471,28 +471,11 @@ pub(crate) fn load_fixed_pool(
         if !cfg.curriculum.kinds.contains(&v.kind) {
             continue;
         }
-        window.envs.push(LiveEnv {
-            env_id: v.env.id,
-            skill: v.env.skill,
-            kind: v.kind,
-            code: v.env.code,
-            // The pool's hint is not shown: fixed-env GRPO plays without hints (the reference's
-            // baseline), the hint stays in the pool for whoever wants it.
-            hint: String::new(),
-            generated_step: 0,
-            parent_env_id: None,
-            hint_returns: vec![],
-            hint_wins: 0,
-            no_hint_returns: vec![],
-            no_hint_wins: 0,
-            first_no_hint_step: None,
-            first_step_returns: vec![],
-            first_step_wins: 0,
-            reward_levels: vec![],
-            failed: None,
-            broken_seed: None,
-            reveals_solution: false,
-        });
+        // The pool's hint is not shown: fixed-env GRPO plays without hints (the reference's
+        // baseline), the hint stays in the pool for whoever wants it.
+        window
+            .envs
+            .push(fixed_env(v.env.id, v.env.skill, v.kind, v.env.code));
     }
     if window.envs.is_empty() {
         let mut text = format!(
