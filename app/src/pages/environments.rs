@@ -185,6 +185,7 @@ pub fn EnvironmentsView(
             </div>
             <button type="submit">"Filter"</button>
             <a class="button secondary" href=filters.export_href(run_id) download=format!("run-{run_id}-pool.jsonl")>"Download pool (JSONL)"</a>
+            <a class="button secondary" href=format!("/api/v1/runs/{run_id}/environments.jsonl?curated=true") download=format!("run-{run_id}-curated.jsonl")>"Download curated pool"</a>
         </form>
         {problems.into_iter().map(|p| view! { <p class="notice" role="status">{p}</p> }).collect_view()}
         {if none {

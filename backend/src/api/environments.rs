@@ -192,6 +192,16 @@ pub struct ExportQuery {
     pub regret_max: Option<f64>,
     pub win_rate_min: Option<f64>,
     pub win_rate_max: Option<f64>,
+    /// `true`: only the run's curated pool, environments some member marked good and none
+    /// marked broken or reward-hackable.
+    #[serde(default)]
+    pub curated: bool,
+}
+
+/// Whether marks make an environment part of the curated pool (see [`ExportQuery::curated`]).
+fn curated(marks: &[spade::pool::PoolReview]) -> bool {
+    use spade::pool::Verdict as V;
+    marks.iter().any(|r| r.verdict == V::Good) && marks.iter().all(|r| r.verdict == V::Good)
 }
 
 /// The pool line of one stored environment, with its code inline.
@@ -285,6 +295,7 @@ pub async fn export_jsonl(
         win_rate_max: q.win_rate_max,
     };
     let db = state.db.clone();
+    let only_curated = q.curated;
     // The stream's state: the filter with the cursor of the next page; None once done.
     let pages = futures_util::stream::unfold(Some(filter), move |f| {
         let db = db.clone();
@@ -320,6 +331,9 @@ pub async fn export_jsonl(
                 let id = r.id;
                 let mut entry = pool_entry(run_id, r);
                 entry.reviews = marks.remove(&id).unwrap_or_default();
+                if only_curated && !curated(&entry.reviews) {
+                    continue;
+                }
                 // A PoolEntry of strings and numbers always serialises.
                 if serde_json::to_writer(&mut chunk, &entry).is_ok() {
                     chunk.push(b'\n');

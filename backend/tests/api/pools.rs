@@ -556,5 +556,15 @@ async fn a_broken_mark_retires_a_live_environment_through_the_ingest_reply(
         .await
         .json();
     assert_eq!(e1["status"], "broken_in_play", "{e1}");
+    // The curated pool: marked good by someone, bad by no one.
+    let curated = lines(
+        &app.get(
+            &format!("/api/v1/runs/{run}/environments.jsonl?curated=true"),
+            &f.owner,
+        )
+        .await,
+    );
+    let ids: Vec<&str> = curated.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, ["e2"]);
     Ok(())
 }
