@@ -255,3 +255,99 @@ fn an_exported_pool_passes_gymnasiums_check_env() -> Result<(), Box<dyn std::err
     );
     Ok(())
 }
+
+/// The Python with Hugging Face `datasets` (the torch venv, `$SPADE_TORCH_PYTHON` or
+/// `~/.cache/spade-studio/venv-torch`), if one has it.
+fn datasets_python() -> Option<std::path::PathBuf> {
+    let candidates = [
+        std::env::var_os("SPADE_TORCH_PYTHON").map(std::path::PathBuf::from),
+        std::env::var_os("HOME")
+            .map(|h| std::path::PathBuf::from(h).join(".cache/spade-studio/venv-torch/bin/python")),
+    ];
+    candidates.into_iter().flatten().find(|p| {
+        p.exists()
+            && Command::new(p)
+                .args(["-c", "import datasets"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// The pool's `pool.jsonl` is a Hugging Face dataset as it is: `load_dataset("json", ...)`
+/// reads one row per environment with every field a column.
+#[test]
+fn an_exported_pool_loads_with_hugging_face_datasets() -> Result<(), Box<dyn std::error::Error>> {
+    let Some(python) = datasets_python() else {
+        eprintln!(
+            "SKIPPED: no Python with `datasets` (pip install datasets into \
+             ~/.cache/spade-studio/venv-torch or set SPADE_TORCH_PYTHON); not loaded"
+        );
+        return Ok(());
+    };
+    let tmp = tempfile::tempdir()?;
+    let run = tmp.path().join("run");
+    let msgs = vec![
+        Message::Environment {
+            record: record("e1", 0, EnvStatus::Accepted),
+        },
+        Message::Environment {
+            record: record("e2", 1, EnvStatus::Accepted),
+        },
+        scored("e1", 0.25),
+    ];
+    let envs: Vec<Envelope> = msgs
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| Envelope::new("r".to_string(), i as u64, m))
+        .collect();
+    FileSink::open(&run)?.deliver(&envs)?;
+    let out = tmp.path().join("pool");
+    let o = spade(&[
+        "env",
+        "export",
+        "--run-dir",
+        &run.display().to_string(),
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let script = "import json, sys\n\
+                  from datasets import load_dataset\n\
+                  d = load_dataset('json', data_files=sys.argv[1], split='train')\n\
+                  print(json.dumps({'rows': d.num_rows, 'columns': d.column_names, \
+                  'ids': list(d['id'])}))\n";
+    let cache = tmp.path().join("hf-cache");
+    let r = Command::new(&python)
+        .args(["-c", script])
+        .arg(out.join("pool.jsonl"))
+        .env("HF_DATASETS_CACHE", &cache)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("HF_DATASETS_OFFLINE", "1")
+        .output()?;
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        r.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or("{}"))?;
+    assert_eq!(v["rows"], 2, "{v}");
+    assert_eq!(v["ids"], serde_json::json!(["e1", "e2"]));
+    let columns: Vec<String> = serde_json::from_value(v["columns"].clone())?;
+    for c in [
+        "id",
+        "kind",
+        "skill",
+        "code_file",
+        "win_rate_no_hint",
+        "status",
+        "run",
+        "step",
+    ] {
+        assert!(
+            columns.iter().any(|x| x == c),
+            "{c} missing from {columns:?}"
+        );
+    }
+    Ok(())
+}
