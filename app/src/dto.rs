@@ -170,6 +170,9 @@ pub struct EnvironmentSummary {
     pub regret: Option<f64>,
     pub win_rate_hint: Option<f64>,
     pub win_rate_no_hint: Option<f64>,
+    /// The members' review verdicts (`good`, `broken`, `reward_hackable`), one per mark.
+    #[serde(default)]
+    pub verdicts: Vec<String>,
 }
 
 /// One turn of a played transcript.

@@ -364,6 +364,7 @@ fn env_summary(e: &environments::EnvSummary, run_id: i64) -> dto::EnvironmentSum
         regret: e.regret,
         win_rate_hint: e.win_rate_hint,
         win_rate_no_hint: e.win_rate_no_hint,
+        verdicts: vec![],
     }
 }
 
@@ -570,6 +571,18 @@ impl DashboardData for Dashboard {
             } else {
                 None
             };
+            // The page's marks in one query, shown in the list's Review column.
+            let ids: Vec<i64> = rows.iter().map(|e| e.id).collect();
+            let mut verdicts: std::collections::HashMap<i64, Vec<String>> = Default::default();
+            for (env, r) in spade_db::reviews::for_envs(db, &scope, &ids)
+                .await
+                .map_err(db_err)?
+            {
+                verdicts
+                    .entry(env)
+                    .or_default()
+                    .push(r.verdict.as_str().to_owned());
+            }
             Ok(Access::Granted(EnvironmentsData {
                 run_name: run.name,
                 skills: spade::skills::SKILLS
@@ -577,7 +590,13 @@ impl DashboardData for Dashboard {
                     .map(|s| s.name.to_owned())
                     .collect(),
                 envs: dto::Page {
-                    items: rows.iter().map(|e| env_summary(e, run_id)).collect(),
+                    items: rows
+                        .iter()
+                        .map(|e| dto::EnvironmentSummary {
+                            verdicts: verdicts.remove(&e.id).unwrap_or_default(),
+                            ..env_summary(e, run_id)
+                        })
+                        .collect(),
                     next_cursor,
                 },
             }))

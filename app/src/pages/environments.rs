@@ -198,6 +198,7 @@ pub fn EnvironmentsView(
                             <th scope="col">"Environment"</th><th scope="col" class="num">"Step"</th><th scope="col">"Skill"</th>
                             <th scope="col">"Status"</th><th scope="col" class="num">"Regret"</th>
                             <th scope="col" class="num">"Win rate, hint"</th><th scope="col" class="num">"Win rate, no hint"</th>
+                            <th scope="col">"Review"</th>
                         </tr></thead>
                         <tbody>{rows}</tbody>
                     </table>
@@ -229,6 +230,7 @@ fn env_row(e: EnvironmentSummary) -> impl IntoView {
             <td class="num">{fmt_opt(e.regret)}</td>
             <td class="num">{fmt_pct(e.win_rate_hint)}</td>
             <td class="num">{fmt_pct(e.win_rate_no_hint)}</td>
+            <td>{e.verdicts.iter().map(|v| view! { <span class=format!("badge review-{v}")>{v.replace('_', "-")}</span> " " }).collect_view()}</td>
         </tr>
     }
 }

@@ -176,6 +176,7 @@ fn environment_page_shows_code_diff_plays_and_rejection() {
             regret: None,
             win_rate_hint: None,
             win_rate_no_hint: None,
+            verdicts: vec![],
         },
         run_name: "tiny".into(),
         code: "class CoinEnv:\n    def reset(self, seed=None):\n        return 'obs', {}\n".into(),
@@ -228,6 +229,7 @@ fn a_broken_environment_shows_its_reason_and_seed() {
             regret: None,
             win_rate_hint: None,
             win_rate_no_hint: None,
+            verdicts: vec![],
         },
         run_name: "tiny".into(),
         code: "class CoinEnv:\n    pass\n".into(),
@@ -271,6 +273,7 @@ fn environment_list_links_rows_and_keeps_filters_in_page_links() {
         regret: Some(0.35),
         win_rate_hint: Some(0.65),
         win_rate_no_hint: Some(0.3),
+        verdicts: vec!["good".into()],
     };
     let envs = Page {
         items: vec![item],
@@ -294,6 +297,10 @@ fn environment_list_links_rows_and_keeps_filters_in_page_links() {
     );
     assert!(!html.contains("First page"));
     assert!(html.contains("65%") && html.contains("0.35"));
+    assert!(
+        html.contains(r#"<span class="badge review-good">good</span>"#),
+        "{html}"
+    );
     // The pool export with the same filters, every page of it.
     assert!(
         html.contains(r#"href="/api/v1/runs/3/environments.jsonl?skill=Logical%20Deduction""#),
@@ -342,6 +349,7 @@ fn the_review_section_shows_marks_and_offers_the_form_only_to_editors() {
             regret: Some(0.2),
             win_rate_hint: Some(0.5),
             win_rate_no_hint: Some(0.25),
+            verdicts: vec![],
         },
         run_name: "tiny".into(),
         code: "class CoinEnv:\n    pass\n".into(),

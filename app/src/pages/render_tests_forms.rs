@@ -196,6 +196,7 @@ fn shared_page_has_no_forms_that_change_anything() {
         regret: Some(0.2),
         win_rate_hint: Some(0.5),
         win_rate_no_hint: None,
+        verdicts: vec![],
     };
     let html = render(move || {
         let settings = ChartSettings::from_query(None, None, None);

@@ -618,5 +618,10 @@ async fn only_editors_can_mark_an_environment(pool: PgPool) -> TestResult {
         page.contains("any box wins") && page.contains("review-form"),
         "{page}"
     );
+    let list = app
+        .get(&format!("/runs/{run}/environments"), &owner)
+        .await
+        .text();
+    assert!(list.contains("badge review-reward_hackable"), "{list}");
     Ok(())
 }
