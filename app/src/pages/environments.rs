@@ -262,12 +262,24 @@ pub fn EnvironmentView(
     });
     let (hint_plays, plain_plays): (Vec<PlayDto>, Vec<PlayDto>) =
         env.plays.iter().cloned().partition(|p| p.with_hint);
-    let diff = env.parent.clone().map(|p| view! {
-        <section class="card" aria-labelledby="diff-h">
-            <h2 id="diff-h">"Changes from memory environment " <code>{p.env_id.clone()}</code></h2>
-            <DiffView old=p.code new=env.code.clone() old_title=format!("Memory {}", p.env_id) new_title=format!("This environment {}", s.env_id) />
-        </section>
-    });
+    let diff = match env.parent.clone() {
+        Some(p) => view! {
+            <section class="card" aria-labelledby="diff-h">
+                <h2 id="diff-h">"Changes from memory environment " <code>{p.env_id.clone()}</code></h2>
+                <DiffView old=p.code new=env.code.clone() old_title=format!("Memory {}", p.env_id) new_title=format!("This environment {}", s.env_id) />
+            </section>
+        }
+        .into_any(),
+        // Say so rather than show nothing: a first-round environment, a run without memory, or
+        // a parent this run does not hold.
+        None => view! {
+            <section class="card" aria-labelledby="diff-h">
+                <h2 id="diff-h">"Memory parent"</h2>
+                <p class="empty">"None: the designer was shown no memory environment for this one (first regeneration, memory off, or a fixed pool)."</p>
+            </section>
+        }
+        .into_any(),
+    };
     view! {
         <nav class="crumbs" aria-label="Breadcrumb">
             <a href="/runs">"Runs"</a> " / " <a href=run_href.clone()>{env.run_name.clone()}</a>

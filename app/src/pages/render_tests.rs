@@ -386,6 +386,11 @@ fn the_review_section_shows_marks_and_offers_the_form_only_to_editors() {
     let html = render(move || view! { <EnvironmentView env=viewer /> }.into_any());
     assert!(html.contains("the checker is wrong"));
     assert!(
+        html.contains("Memory parent")
+            && html.contains("None: the designer was shown no memory environment"),
+        "an environment without a parent says so: {html}"
+    );
+    assert!(
         !html.contains("review-form"),
         "a viewer gets no form: {html}"
     );
