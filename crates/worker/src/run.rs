@@ -181,8 +181,7 @@ pub fn run(
     let corpus = generate::load_corpus(cfg)?;
     // Before the warm start, so a wrong encoder path fails in seconds, not after it.
     let encoder = generate::load_encoder(cfg, on)?;
-    let designer = load_designer(cfg, on)?;
-    let designer_print = designer.as_ref().map(Policy::weights_fingerprint);
+    let (designer, designer_print) = load_designer(cfg, on)?.unzip();
 
     let existing = store.load()?;
     // Pools (fixed-env GRPO's, the memory's seed) are read and validated before anything
@@ -386,11 +385,12 @@ pub(crate) fn retire_live(
     out
 }
 
-/// The frozen designer of `designer.model_path`, loaded before anything expensive starts.
+/// The frozen designer of `designer.model_path`, loaded before anything expensive starts, and
+/// its weights fingerprint (one pass over the weights; the run's end compares against it).
 fn load_designer(
     cfg: &RunConfig,
     on: &mut dyn FnMut(Event),
-) -> Result<Option<Policy>, WorkerError> {
+) -> Result<Option<(Policy, String)>, WorkerError> {
     let Some(dir) = cfg.designer.model_path.as_deref() else {
         return Ok(None);
     };
@@ -404,7 +404,7 @@ fn load_designer(
          trains alone",
         p.config().num_parameters()
     )));
-    Ok(Some(p))
+    Ok(Some((p, print)))
 }
 
 /// The generation backend `model.rollout` names, with its limits.

@@ -45,17 +45,25 @@ pub(crate) struct Routing {
 }
 
 impl Routing {
-    /// Top-k assignments per expert [experts] (float32, no gradient) and the sum of the router
-    /// probabilities per expert [experts] (with gradient), over this batch's tokens.
-    pub fn sums(&self, experts: i64) -> (Tensor, Tensor) {
-        let counts = tch::no_grad(|| {
+    /// Top-k assignments per expert [experts] (float32, no gradient), over this batch's tokens.
+    pub fn counts(&self, experts: i64) -> Tensor {
+        tch::no_grad(|| {
             self.chosen
                 .reshape([-1])
                 .one_hot(experts)
                 .to_kind(Kind::Float)
                 .sum_dim_intlist(0, false, Kind::Float)
-        });
-        (counts, self.probs.sum_dim_intlist(0, false, Kind::Float))
+        })
+    }
+
+    /// The sum of the router probabilities per expert [experts] (with gradient).
+    pub fn prob_sums(&self) -> Tensor {
+        self.probs.sum_dim_intlist(0, false, Kind::Float)
+    }
+
+    /// [`Routing::counts`] and [`Routing::prob_sums`].
+    pub fn sums(&self, experts: i64) -> (Tensor, Tensor) {
+        (self.counts(experts), self.prob_sums())
     }
 }
 

@@ -278,7 +278,8 @@ impl Qwen3 {
             let (y, r) = Self::layer_forward_routed(l, &x, &rope, &p.lens, route);
             let mut out = (y * &g).sum(Kind::Float);
             if let (Some(f), Some(r)) = (&share, r) {
-                out += aux_term(&r.sums(experts).1, f);
+                // The counts are the forward's; only the probabilities carry the gradient.
+                out += aux_term(&r.prob_sums(), f);
             }
             out.backward();
             g = x.grad();

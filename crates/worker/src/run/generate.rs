@@ -573,8 +573,8 @@ pub fn rlve_level(
     Some(low + draw as u32)
 }
 
-/// A pool environment with no plays yet.
-fn fixed_env(env_id: String, skill: String, kind: EnvKind, code: String) -> LiveEnv {
+/// A pool environment with no plays yet (also the blank environment tests start from).
+pub(crate) fn fixed_env(env_id: String, skill: String, kind: EnvKind, code: String) -> LiveEnv {
     LiveEnv {
         env_id,
         skill,
@@ -716,25 +716,8 @@ mod tests {
 
     #[test]
     fn the_default_vendi_kernel_counts_ngrams_of_the_code() {
-        let env = |id: &str, code: &str| LiveEnv {
-            env_id: id.into(),
-            skill: "Optimization".into(),
-            kind: EnvKind::Game,
-            code: code.into(),
-            hint: String::new(),
-            generated_step: 0,
-            parent_env_id: None,
-            hint_returns: vec![],
-            hint_wins: 0,
-            no_hint_returns: vec![],
-            no_hint_wins: 0,
-            first_no_hint_step: None,
-            first_step_returns: vec![],
-            first_step_wins: 0,
-            reward_levels: vec![],
-            failed: None,
-            broken_seed: None,
-            reveals_solution: false,
+        let env = |id: &str, code: &str| {
+            fixed_env(id.into(), "Optimization".into(), EnvKind::Game, code.into())
         };
         // Two copies of one maze and a coin-change game: the copies have cosine 1 and share no
         // word with the other, so the kernel is [[1, 1, 0], [1, 1, 0], [0, 0, 1]], whose

@@ -375,26 +375,7 @@ mod tests {
     use spade_sandbox::validate::Reason;
 
     fn live() -> LiveEnv {
-        LiveEnv {
-            env_id: "e1".into(),
-            skill: "s".into(),
-            kind: EnvKind::Game,
-            code: String::new(),
-            hint: String::new(),
-            generated_step: 0,
-            parent_env_id: None,
-            hint_returns: vec![],
-            hint_wins: 0,
-            no_hint_returns: vec![],
-            no_hint_wins: 0,
-            first_no_hint_step: None,
-            first_step_returns: vec![],
-            first_step_wins: 0,
-            reward_levels: vec![],
-            failed: None,
-            broken_seed: None,
-            reveals_solution: false,
-        }
+        crate::run::generate::fixed_env("e1".into(), "s".into(), EnvKind::Game, String::new())
     }
 
     /// A review's retirement of a live environment: reported broken (reason
