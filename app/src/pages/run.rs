@@ -12,7 +12,7 @@ use leptos::prelude::*;
 
 /// Charts of the run page: (title, y label, metric names). A metric named `win_rate/<skill>`
 /// joins the per-skill chart; metrics in no group get a chart of their own.
-const GROUPS: [(&str, &str, &[&str]); 5] = [
+const GROUPS: [(&str, &str, &[&str]); 6] = [
     (
         "Reward and regret",
         "value",
@@ -53,13 +53,32 @@ const GROUPS: [(&str, &str, &[&str]); 5] = [
         ],
     ),
     ("Agent", "value", &["agent_reward_mean", "loss"]),
+    // A SPICE run (`run.algorithm = "spice"`): its tasks, not environments.
+    (
+        "SPICE tasks",
+        "share (0-1)",
+        &[
+            "spice/pass_rate",
+            "spice/variance_reward",
+            "spice/mcq_share",
+            "spice/invalid_rate",
+        ],
+    ),
 ];
 const PER_SKILL_PREFIX: &str = "win_rate/";
 
 /// Titles of the metrics the worker reports (`spade::metrics` and the worker's step metrics),
 /// for charts of one metric; others are spelled out by [`metric_title`].
-const TITLES: [(&str, &str); 22] = [
+const TITLES: [(&str, &str); 30] = [
     ("regret_mean", "Regret (mean)"),
+    ("spice/pass_rate", "Reasoner pass rate (mean over tasks)"),
+    ("spice/variance_reward", "Challenger variance reward (mean)"),
+    ("spice/mcq_share", "Multiple-choice share of tasks"),
+    ("spice/invalid_rate", "Invalid challenger attempts (rate)"),
+    ("spice/tasks", "Valid tasks"),
+    ("spice/attempts", "Challenger attempts"),
+    ("challenger_samples", "Challenger samples trained"),
+    ("reasoner_samples", "Reasoner samples trained"),
     ("r_hint", "Reward with hint"),
     ("r_no_hint", "Reward without hint"),
     ("designer_reward_mean", "Designer reward (mean)"),

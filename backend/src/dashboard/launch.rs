@@ -93,6 +93,22 @@ pub fn presets() -> Vec<Preset> {
             build: || gpu_with(|c| c.designer.model_path = Some("models/Qwen3-8B".into())),
         },
         Preset {
+            key: "spice",
+            label: "SPICE (corpus challenger and reasoner)",
+            description: "The predecessor, SPICE (arXiv 2510.24684), on a Qwen3 checkpoint: a challenger writes a multiple-choice or free-form question from each of 128 corpus documents a step, the reasoner answers each 8 times without the document; variance reward for the challenger, DrGRPO for both roles, temperature 1.0.",
+            build: RunConfig::gpu_qwen3_spice,
+        },
+        Preset {
+            key: "spice_strong_challenger",
+            label: "SPICE: strong challenger",
+            description: "SPICE with the questions written by a second, frozen checkpoint (designer.model_path; set it to the stronger model's directory): only the reasoner trains, SPICE's strong-challenger baseline.",
+            build: || {
+                let mut c = RunConfig::gpu_qwen3_spice();
+                c.designer.model_path = Some("models/Qwen3-8B".into());
+                c
+            },
+        },
+        Preset {
             key: "ablation_frozen_designer",
             label: "Ablation: frozen designer",
             description: "GPU Qwen3 generating environments online without designer updates.",
@@ -148,6 +164,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("sandbox", "Sandbox"),
     ("metrics", "Metrics"),
     ("ablation", "Baselines and ablations"),
+    ("spice", "SPICE (run.algorithm = \"spice\")"),
 ];
 
 use spade::config::MODEL_PRESETS;
@@ -177,6 +194,10 @@ const HELP: &[(&str, &str)] = &[
     (
         "run.checkpoint_keep",
         "Checkpoints kept: the last this many (0 = all of them).",
+    ),
+    (
+        "run.algorithm",
+        "What the run trains: \"spade\" (designer and agent on environments the designer writes, with the baselines and ablations below) or \"spice\" (the predecessor SPICE: a challenger writes questions from corpus documents, a reasoner answers them; see the SPICE section).",
     ),
     (
         "model.path",
@@ -525,6 +546,34 @@ const HELP: &[(&str, &str)] = &[
         "Items per task at most (questions per reasoning-gym dataset).",
     ),
     ("eval.max_new_tokens", "Tokens per answer."),
+    (
+        "spice.tasks_per_step",
+        "Documents drawn per step, one task kept per document (SPICE: batch B = 128).",
+    ),
+    (
+        "spice.group_size",
+        "Reasoner answers per task (SPICE: G = 8); also K of the challenger's variance reward.",
+    ),
+    (
+        "spice.max_attempts",
+        "Challenger attempts per document until a task parses (SPICE: up to N = 1,024).",
+    ),
+    (
+        "spice.max_document_tokens",
+        "Longest document segment the challenger reads, in tokens (SPICE: 5,992); shorter than model.max_context.",
+    ),
+    (
+        "spice.multiple_choice_share",
+        "Share of documents asked for a multiple-choice task (four options), the rest free-form (integer, expression or string); SPICE mixes both formats.",
+    ),
+    (
+        "spice.invalid_reward",
+        "The challenger's reward for an attempt that is not a valid task (SPICE: rho = -0.1).",
+    ),
+    (
+        "spice.temperature",
+        "Sampling temperature of both SPICE roles, and the trainer's (SPICE: 1.0).",
+    ),
 ];
 
 /// A refused submission, put into the request's extensions for the page render that follows.
@@ -601,6 +650,9 @@ fn kind_of(path: &str, template: &Value) -> FieldKind {
             "policy".to_owned(),
             "sentence".to_owned(),
         ]),
+        Value::String(_) if path == "run.algorithm" => {
+            FieldKind::Choice(vec!["spade".to_owned(), "spice".to_owned()])
+        }
         Value::String(_) if path == "model.rollout" => {
             FieldKind::Choice(vec!["engine".to_owned(), "sampler".to_owned()])
         }

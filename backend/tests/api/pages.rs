@@ -72,3 +72,155 @@ async fn pages_have_titles_of_their_own(pool: sqlx::PgPool) -> TestResult {
     }
     Ok(())
 }
+
+/// A SPICE run's tasks are stored as environments (issue 21): the environment list, a task's
+/// page (question, answer, document excerpt, the reasoner's answers) and the run page with the
+/// SPICE chart render them.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn a_spice_runs_tasks_render_on_the_environment_and_run_pages(
+    pool: sqlx::PgPool,
+) -> TestResult {
+    use crate::ingest::{batch, fixture, metrics};
+    use spade::report::{EnvStatus, EnvironmentRecord, Message, PlayRecord, Turn, TurnRole};
+    let f = fixture(pool).await;
+    let (app, run) = (&f.app, f.run);
+    let corpus = spade::corpus::Corpus::bundled();
+    let task = spade::spice::cloze_task(&corpus.documents()[0].text, 5, true).ok_or("a task from the corpus")?;
+    let record = EnvironmentRecord {
+        env_id: "spice-s0-d0".into(),
+        step: 0,
+        skill: spade::spice::skill(&task).into(),
+        kind: spade::EnvKind::Game,
+        status: EnvStatus::Accepted,
+        rejection_reason: None,
+        rejection_message: None,
+        code: task.describe("the excerpt the challenger read"),
+        hint: None,
+        parent_env_id: None,
+        regret: None,
+        win_rate_hint: None,
+        win_rate_no_hint: Some(0.5),
+        designer_reward: Some(1.0),
+        reward_levels: None,
+        attempts: 2,
+    };
+    let play = |won: bool| PlayRecord {
+        env_id: "spice-s0-d0".into(),
+        step: 0,
+        with_hint: false,
+        episode_return: if won { 1.0 } else { 0.0 },
+        won,
+        turns: 1,
+        transcript: vec![
+            Turn {
+                role: TurnRole::User,
+                content: spade::spice::reasoner_prompt(&task),
+            },
+            Turn {
+                role: TurnRole::Assistant,
+                content: format!(
+                    "\\boxed{{{}}}",
+                    if won { task.reference() } else { "Z".into() }
+                ),
+            },
+        ],
+    };
+    let messages = vec![
+        Message::Environment { record },
+        Message::Plays {
+            records: vec![play(true), play(false)],
+        },
+        metrics(
+            0,
+            &[
+                ("spice/pass_rate", 0.5),
+                ("spice/variance_reward", 1.0),
+                ("spice/invalid_rate", 0.5),
+            ],
+        ),
+    ];
+    let r = app
+        .post(
+            &format!("/api/v1/ingest/{run}"),
+            &f.worker,
+            batch(run, 0, messages),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+
+    let list = app
+        .get(&format!("/runs/{run}/environments"), &f.owner)
+        .await;
+    assert_eq!(list.status, StatusCode::OK);
+    assert!(
+        list.text().contains("spice_multiple_choice"),
+        "{}",
+        list.text()
+    );
+    let page = app
+        .get(&format!("/runs/{run}/environments/spice-s0-d0"), &f.owner)
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text());
+    let html = page.text();
+    for want in [
+        "# SPICE task (multiple choice)",
+        "Which word fills the blank?",
+        "the excerpt the challenger read",
+    ] {
+        assert!(html.contains(want), "{want} missing from the task page");
+    }
+    let run_page = app.get(&format!("/runs/{run}"), &f.owner).await;
+    assert_eq!(run_page.status, StatusCode::OK);
+    assert!(run_page.text().contains("SPICE tasks"), "no SPICE chart");
+    Ok(())
+}
+
+/// The compare view puts a SPADE run and a SPICE run on the same step axis (issue 21, item 4):
+/// the metric both report (the training loss) is one chart with a series per run, SPICE's own
+/// metrics get their chart, and the configuration diff names the algorithm.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn the_compare_view_overlays_a_spade_run_and_a_spice_run(pool: sqlx::PgPool) -> TestResult {
+    use crate::ingest::{batch, metrics};
+    use serde_json::json;
+    let app = TestApp::new(pool);
+    let ada = app.user("ada@example.org").await;
+    let (_, project, spade_run) = app.team_project_run(&ada, "lab").await;
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let spice_toml = std::fs::read_to_string(repo.join("configs/tiny-spice.toml"))?;
+    let r = app
+        .post(
+            &format!("/api/v1/projects/{project}/runs"),
+            &ada,
+            json!({ "name": "spice-run", "config_toml": spice_toml }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
+    let spice_run = r.json()["id"].as_i64().ok_or("run id")?;
+    for (run, values) in [
+        (spade_run, vec![("loss", 0.5), ("regret_mean", 0.1)]),
+        (spice_run, vec![("loss", 0.7), ("spice/pass_rate", 0.4)]),
+    ] {
+        let token = app
+            .post(&format!("/api/v1/runs/{run}/token"), &ada, json!({}))
+            .await
+            .json()["token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let worker = Cred::Bearer(token);
+        let msgs = (0..3).map(|s| metrics(s, &values)).collect();
+        let r = app
+            .post(&format!("/api/v1/ingest/{run}"), &worker, batch(run, 0, msgs))
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    }
+    let page = app
+        .get(&format!("/compare?run={spade_run}&run={spice_run}"), &ada)
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text());
+    let html = page.text();
+    for want in ["Training loss", "Reasoner pass rate", "Regret (mean)", "spice-run", "run.algorithm"] {
+        assert!(html.contains(want), "{want} missing from the compare view");
+    }
+    Ok(())
+}

@@ -35,6 +35,7 @@ pub struct RunConfig {
     pub metrics: MetricsSection,
     pub ablation: AblationSection,
     pub eval: EvalSection,
+    pub spice: SpiceSection,
 }
 
 /// Length, seeding and checkpointing of the run.
@@ -61,6 +62,69 @@ pub struct RunSection {
     pub optimizer_every: u64,
     /// Checkpoints kept: the last this many (0 = all of them).
     pub checkpoint_keep: u64,
+    /// What the run trains: `"spade"` (designer and agent on environments the designer
+    /// writes, and the baselines and ablations of `[ablation]`) or `"spice"` (the predecessor:
+    /// a challenger writes questions from corpus documents, a reasoner answers them; `[spice]`).
+    pub algorithm: Algorithm,
+}
+
+/// The self-play algorithm of a run (`run.algorithm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Algorithm {
+    #[default]
+    Spade,
+    /// SPICE (Self-Play In Corpus Environments, arXiv 2510.24684; spec "SPICE").
+    Spice,
+}
+
+impl Algorithm {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Algorithm::Spade => "spade",
+            Algorithm::Spice => "spice",
+        }
+    }
+}
+
+/// SPICE runs (`run.algorithm = "spice"`): the numbers of the SPICE paper (arXiv 2510.24684,
+/// spec "SPICE") as defaults. The challenger writes at most `model.designer_max_new_tokens`
+/// tokens per task, the reasoner `model.agent_max_new_tokens` per answer; the corpus is the
+/// `[corpus]` one. The challenger is the policy itself, or the frozen model of
+/// `designer.model_path` (SPICE's "strong challenger" baseline), or the policy without
+/// challenger updates with `ablation.frozen_designer`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SpiceSection {
+    /// Documents drawn per step, one task kept per document (SPICE: batch B = 128).
+    pub tasks_per_step: u32,
+    /// Reasoner answers per task (SPICE: G = 8); also K of the variance reward.
+    pub group_size: u32,
+    /// Challenger attempts per document until a task parses (SPICE: up to N = 1,024).
+    pub max_attempts: u32,
+    /// Longest document segment the challenger reads, in tokens (SPICE: 5,992).
+    pub max_document_tokens: u32,
+    /// Share of documents asked for a multiple-choice task, the rest free-form (SPICE mixes
+    /// both formats, which beat either alone).
+    pub multiple_choice_share: f64,
+    /// The challenger's reward for an attempt that is not a valid task (SPICE: rho = -0.1).
+    pub invalid_reward: f64,
+    /// Sampling temperature of both roles, and the trainer's (SPICE: 1.0).
+    pub temperature: f64,
+}
+
+impl Default for SpiceSection {
+    fn default() -> Self {
+        Self {
+            tasks_per_step: crate::spice::BATCH as u32,
+            group_size: crate::spice::GROUP_SIZE as u32,
+            max_attempts: crate::spice::MAX_ATTEMPTS,
+            max_document_tokens: crate::spice::MAX_DOCUMENT_TOKENS as u32,
+            multiple_choice_share: 0.5,
+            invalid_reward: crate::spice::INVALID_REWARD,
+            temperature: crate::spice::TEMPERATURE,
+        }
+    }
 }
 
 /// Which model the policy loads.
@@ -485,6 +549,7 @@ impl Default for RunSection {
             weights_every: 1,
             optimizer_every: 50,
             checkpoint_keep: 0,
+            algorithm: Algorithm::Spade,
         }
     }
 }
@@ -681,6 +746,7 @@ impl Default for RunConfig {
             metrics: MetricsSection::default(),
             ablation: AblationSection::default(),
             eval: EvalSection::default(),
+            spice: SpiceSection::default(),
         }
     }
 }
@@ -755,8 +821,24 @@ impl RunConfig {
     }
 
     /// True when designer samples are trained (not fixed-env, not frozen, not another model).
+    /// In a SPICE run the designer is the challenger.
     pub fn trains_designer(&self) -> bool {
         !self.is_fixed_env() && !self.ablation.frozen_designer && self.designer.model_path.is_none()
+    }
+
+    /// True for a SPICE run (`run.algorithm = "spice"`).
+    pub fn is_spice(&self) -> bool {
+        self.run.algorithm == Algorithm::Spice
+    }
+
+    /// The temperature every trained sample was drawn at, so the trainer's log-probs match
+    /// the sampler's: the agent's, or both SPICE roles'.
+    pub fn train_temperature(&self) -> f64 {
+        if self.is_spice() {
+            self.spice.temperature
+        } else {
+            self.agent.temperature
+        }
     }
 
     /// Parameters of the designer reward, for `reward::designer_reward_with`.

@@ -1,7 +1,8 @@
 //! SPICE (Self-Play In Corpus Environments, Meta FAIR, arXiv 2510.24684; spec "SPICE"), the pure
 //! half: the challenger's task format and its parser, the reasoner's answer check, both roles'
 //! rewards and the role-wise DrGRPO advantages. The run kind that drives them (corpus draws,
-//! sampling, storage, pages) is not built yet; these are the parts its numbers live in.
+//! sampling, storage) is `spade_worker`'s `spice` module (`run.algorithm = "spice"`); these are
+//! the parts its numbers live in.
 //!
 //! Task format (what the challenger prompt asks for, [`challenger_prompt`]): a `<question>`,
 //! for a multiple-choice task four `<option>`s and the letter of the right one as the
@@ -271,6 +272,15 @@ pub fn drgrpo_advantages(rewards: &[f64]) -> Vec<f64> {
     rewards.iter().map(|r| r - mean).collect()
 }
 
+/// The challenger's role (system prompt).
+pub const CHALLENGER_SYSTEM: &str = "You are a challenger. You read a document and write one \
+question, with its answer taken from the document, that a strong reasoner who cannot see the \
+document finds hard but can answer. Reply in the requested format only.";
+
+/// The reasoner's role (system prompt).
+pub const REASONER_SYSTEM: &str = "You are a reasoner. Answer the question: reason step by \
+step, then give the final answer in \\boxed{}.";
+
 /// The challenger's instructions for one document (the answer must come from it).
 pub fn challenger_prompt(document: &str, multiple_choice: bool) -> String {
     let format = if multiple_choice {
@@ -291,6 +301,155 @@ pub fn reasoner_prompt(task: &Task) -> String {
         "{}\n\nReason step by step, then put your final answer in \\boxed{{}}.",
         task.reasoner_text()
     )
+}
+
+/// The skill a task is stored under (tasks are browsed with the environments).
+pub fn skill(task: &Task) -> &'static str {
+    match task {
+        Task::MultipleChoice { .. } => SKILL_MCQ,
+        Task::FreeForm { .. } => SKILL_FREE_FORM,
+    }
+}
+
+/// Skill names of stored SPICE tasks, by format.
+pub const SKILL_MCQ: &str = "spice_multiple_choice";
+pub const SKILL_FREE_FORM: &str = "spice_free_form";
+
+impl Task {
+    /// The task in the challenger's reply format ([`challenger_prompt`]): what
+    /// [`parse_task`] reads back as this task.
+    pub fn to_reply(&self) -> String {
+        match self {
+            Task::MultipleChoice {
+                question,
+                options,
+                answer,
+            } => {
+                let mut s = format!("<question>{question}</question>\n");
+                for o in options {
+                    s.push_str(&format!("<option>{o}</option>\n"));
+                }
+                s.push_str(&format!("<answer>{}</answer>", LETTERS[*answer % 4]));
+                s
+            }
+            Task::FreeForm {
+                question,
+                answer,
+                answer_type,
+            } => format!(
+                "<question>{question}</question>\n<answer>{answer}</answer>\n<answer_type>{}</answer_type>",
+                answer_type.as_str()
+            ),
+        }
+    }
+
+    /// How a task is stored and shown (in an environment's code field): the format, the
+    /// question with its options, the reference answer, and the document excerpt it came from.
+    pub fn describe(&self, excerpt: &str) -> String {
+        let format = match self {
+            Task::MultipleChoice { .. } => "multiple choice".to_string(),
+            Task::FreeForm { answer_type, .. } => format!("free form, {}", answer_type.as_str()),
+        };
+        format!(
+            "# SPICE task ({format})\n\n## Question\n{}\n\n## Answer\n{}\n\n## Document excerpt\n{excerpt}\n",
+            self.reasoner_text(),
+            self.reference()
+        )
+    }
+}
+
+impl AnswerType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnswerType::Integer => "integer",
+            AnswerType::Expression => "expression",
+            AnswerType::String => "string",
+        }
+    }
+}
+
+/// A fill-in-the-blank task taken from `document` (a sentence with one of its longer words
+/// blanked out; for a multiple-choice task that word and three others of the document as the
+/// options, in an order drawn from `seed`): the tiny model's warm start teaches the task
+/// format with these, since a model of a few million parameters cannot write one from scratch.
+/// None when the document has no usable sentence.
+pub fn cloze_task(document: &str, seed: u64, multiple_choice: bool) -> Option<Task> {
+    let clean = |w: &str| w.trim_matches(|c: char| !c.is_alphanumeric()).to_string();
+    let sentences: Vec<&str> = document
+        .split(['.', '!', '?', '\n'])
+        .map(str::trim)
+        .filter(|s| (6..=40).contains(&s.split_whitespace().count()))
+        .collect();
+    if sentences.is_empty() {
+        return None;
+    }
+    let pick = |n: usize, salt: u64| {
+        (seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ salt.wrapping_mul(0xbf58_476d_1ce4_e5b9))
+            .rotate_left(17) as usize
+            % n
+    };
+    let sentence = sentences[pick(sentences.len(), 1)];
+    let words: Vec<&str> = sentence.split_whitespace().collect();
+    let candidates: Vec<usize> = (0..words.len())
+        .filter(|&i| {
+            let w = clean(words[i]);
+            w.chars().count() >= 5 && w.chars().all(char::is_alphabetic)
+        })
+        .collect();
+    if candidates.is_empty() {
+        return None;
+    }
+    let at = candidates[pick(candidates.len(), 2)];
+    let answer = clean(words[at]);
+    let blanked: Vec<String> = words
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            if i == at {
+                w.replace(answer.as_str(), "____")
+            } else {
+                (*w).to_string()
+            }
+        })
+        .collect();
+    let question = format!("Which word fills the blank? \"{}\"", blanked.join(" "));
+    if !multiple_choice {
+        return Some(Task::FreeForm {
+            question,
+            answer,
+            answer_type: AnswerType::String,
+        });
+    }
+    let mut others: Vec<String> = vec![];
+    let mut all: Vec<String> = document
+        .split_whitespace()
+        .map(clean)
+        .filter(|w| w.chars().count() >= 5 && w.chars().all(char::is_alphabetic))
+        .collect();
+    all.dedup();
+    for k in 0..all.len() {
+        let w = &all[(pick(all.len(), 10 + k as u64) + k) % all.len()];
+        if normalize(w) != normalize(&answer)
+            && !others.iter().any(|o| normalize(o) == normalize(w))
+        {
+            others.push(w.clone());
+        }
+        if others.len() == 3 {
+            break;
+        }
+    }
+    if others.len() < 3 {
+        return None;
+    }
+    let slot = pick(4, 3);
+    let mut options: Vec<String> = others;
+    options.insert(slot, answer);
+    let options: [String; 4] = options.try_into().ok()?;
+    Some(Task::MultipleChoice {
+        question,
+        options,
+        answer: slot,
+    })
 }
 
 /// Evaluates a small arithmetic expression: numbers, `+ - * / ^`, parentheses, `\frac{a}{b}`,
@@ -583,5 +742,41 @@ mod tests {
             "<think>\\boxed{B}</think> \\boxed{A} then \\boxed{B}"
         ));
         assert!(!is_correct(&mcq, "<think>\\boxed{B}</think> \\boxed{A}"));
+    }
+
+    #[test]
+    fn cloze_tasks_of_the_bundled_corpus_read_back_and_their_reference_is_correct() {
+        let corpus = crate::corpus::Corpus::bundled();
+        let mut made = [0usize; 2];
+        for (i, d) in corpus.documents().iter().enumerate() {
+            for (f, mcq) in [false, true].into_iter().enumerate() {
+                let Some(t) = cloze_task(&d.text, i as u64 * 7 + 1, mcq) else {
+                    continue;
+                };
+                made[f] += 1;
+                let back = parse_task(&t.to_reply()).unwrap_or_else(|e| panic!("{e}: {t:?}"));
+                assert_eq!(back, t);
+                assert_eq!(skill(&t), if mcq { SKILL_MCQ } else { SKILL_FREE_FORM });
+                let answer = format!("so \\boxed{{{}}}", t.reference());
+                assert!(is_correct(&t, &answer), "{t:?}");
+                assert!(!is_correct(&t, "\\boxed{zzzz}"));
+                assert!(t.question().contains("____"));
+                assert!(
+                    t.describe("excerpt")
+                        .contains("## Document excerpt\nexcerpt")
+                );
+            }
+        }
+        let n = corpus.len();
+        assert!(
+            made[0] * 10 >= n * 9 && made[1] * 10 >= n * 9,
+            "{made:?} of {n}"
+        );
+        // Reproducible from the seed, and the seed matters.
+        let d = &corpus.documents()[0].text;
+        assert_eq!(cloze_task(d, 3, true), cloze_task(d, 3, true));
+        let differ = (0..20).any(|s| cloze_task(d, s, true) != cloze_task(d, 3, true));
+        assert!(differ);
+        assert_eq!(cloze_task("too short.", 1, false), None);
     }
 }

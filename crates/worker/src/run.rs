@@ -30,6 +30,7 @@
 mod generate;
 mod metrics;
 mod score;
+mod spice;
 
 use crate::sink::Sink;
 use crate::state::{self, RunState, StateStore};
@@ -232,7 +233,7 @@ pub fn run(
         clip_high: cfg.grpo.clip_high,
         kl_coef: cfg.grpo.kl_coef,
         tis_cap: cfg.grpo.tis_cap,
-        temperature: cfg.agent.temperature,
+        temperature: cfg.train_temperature(),
         micro_batch_tokens: cfg.grpo.micro_batch_tokens as usize,
         logprob_chunk_tokens: cfg.grpo.logprob_chunk_tokens as usize,
         recompute: cfg.grpo.activation_recompute,
@@ -497,6 +498,13 @@ fn base_model(
             cfg.model.preset
         )));
     }
+    if cfg.is_spice() {
+        let corpus = corpus.as_ref().ok_or_else(|| {
+            WorkerError::Config("run.algorithm = \"spice\" needs a corpus".into())
+        })?;
+        let (dir, report) = spice::warm_start(cfg, opts, corpus, on)?;
+        return Ok((dir, Some(report)));
+    }
     let w = warm_start_options(cfg, opts, corpus);
     let (dir, report) = warmstart::warm_start(&opts.seed_dir, &opts.cache_dir, pool, &w, |l| {
         on(Event::Log(l.to_string()))
@@ -670,6 +678,15 @@ impl Loop<'_> {
         self.step_started = Instant::now();
         let step = self.state.step;
         let mut m = BTreeMap::new();
+        if self.cfg.is_spice() {
+            let st = spice::step(self, &mut m)?;
+            let played = Played {
+                samples: st.samples,
+                plays: BTreeMap::new(),
+            };
+            self.train(played, &mut m)?;
+            return self.end_step(step, m);
+        }
         if self.cfg.is_fixed_env() {
             if self.state.windows.is_empty() {
                 // A resume of a run that stopped before its pool was in a checkpoint.
@@ -703,6 +720,15 @@ impl Loop<'_> {
         self.train(played, &mut m)?;
         let obs = std::mem::take(&mut self.obs);
         metrics::step_metrics(self, obs, &mut m)?;
+        self.end_step(step, m)
+    }
+
+    /// Reports the step's metrics, advances the step counter and commits when due.
+    fn end_step(
+        &mut self,
+        step: u64,
+        m: BTreeMap<String, f64>,
+    ) -> Result<BTreeMap<String, f64>, WorkerError> {
         self.pending.push(Message::Metrics {
             step,
             elapsed_s: self.state.elapsed_s + self.step_started.elapsed().as_secs_f64(),

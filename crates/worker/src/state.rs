@@ -581,6 +581,7 @@ mod tests {
             weights_every: 1,
             optimizer_every: 100,
             checkpoint_keep: 0,
+            ..Default::default()
         };
         // 4B parameters in bf16 (8 GB), optimizer 12 bytes per parameter.
         let (w, o) = (8_000_000_000, 48_000_000_000);

@@ -409,24 +409,41 @@ pub fn warm_start(
     progress(&format!(
         "warm start: designer acceptance {accepted}/{measured} after {train_seconds:.0} s of training"
     ));
-    let tmp = cache_root.join(format!(".warmstart-{hash}.tmp{}", std::process::id()));
+    save_cached(&policy, &report, &dir)?;
+    Ok((dir, report))
+}
+
+/// Writes a warm-started model and its `warmstart.json` into the cache directory `dir`
+/// atomically: into a temporary sibling, renamed into place, so a reader never sees half of
+/// it; when another process finished the same warm start first, theirs is kept.
+pub(crate) fn save_cached(
+    policy: &Policy,
+    report: &WarmStartReport,
+    dir: &Path,
+) -> Result<(), WorkerError> {
+    let report_path = dir.join("warmstart.json");
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    let tmp = parent.join(format!(".{name}.tmp{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     policy.save(&tmp)?;
-    let json = serde_json::to_string_pretty(&report).map_err(|e| WorkerError::Corrupt {
+    let json = serde_json::to_string_pretty(report).map_err(|e| WorkerError::Corrupt {
         path: report_path.display().to_string(),
         message: e.to_string(),
     })?;
     let tmp_report = tmp.join("warmstart.json");
     std::fs::write(&tmp_report, json).map_err(|e| WorkerError::io(&tmp_report, e))?;
-    match std::fs::rename(&tmp, &dir) {
-        Ok(()) => {}
-        // Another process finished the same warm start first: keep theirs.
+    match std::fs::rename(&tmp, dir) {
+        Ok(()) => Ok(()),
         Err(_) if report_path.exists() => {
             let _ = std::fs::remove_dir_all(&tmp);
+            Ok(())
         }
-        Err(e) => return Err(WorkerError::io(&dir, e)),
+        Err(e) => Err(WorkerError::io(dir, e)),
     }
-    Ok((dir, report))
 }
 
 /// Samples designer outputs for the seeds' skills and validates them.

@@ -412,7 +412,7 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
     // One GRPO trainer serves both roles and takes log-probs at one temperature, so a trained
     // designer must sample at the agent's (a frozen one, or another model, need not). The
     // form, the API and the worker all read this one rule.
-    if c.trains_designer() && (d.temperature - c.agent.temperature).abs() > 1e-12 {
+    if c.trains_designer() && !c.is_spice() && (d.temperature - c.agent.temperature).abs() > 1e-12 {
         k.conflict(
             "designer.temperature",
             "agent.temperature",
@@ -666,6 +666,9 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
             }
         }
     }
+    if c.is_spice() {
+        spice(&mut k, c);
+    }
     let ev = &c.eval;
     k.count("eval.every_steps", ev.every_steps, 0, MAX_STEPS);
     k.count("eval.limit", u64::from(ev.limit), 1, 1_000_000);
@@ -706,4 +709,54 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
         );
     }
     k.0
+}
+
+/// `[spice]` and what a SPICE run cannot combine with (it has no environments, windows or
+/// memory: the SPADE designer's switches do not apply).
+fn spice(k: &mut Checker, c: &RunConfig) {
+    use Bound::{Excl, Incl};
+    let sp = &c.spice;
+    k.count("spice.tasks_per_step", sp.tasks_per_step.into(), 1, 100_000);
+    k.count("spice.group_size", sp.group_size.into(), 2, 1024);
+    k.count("spice.max_attempts", sp.max_attempts.into(), 1, 1024);
+    k.count(
+        "spice.max_document_tokens",
+        sp.max_document_tokens.into(),
+        16,
+        MAX_CONTEXT,
+    );
+    if u64::from(sp.max_document_tokens) >= u64::from(c.model.max_context) {
+        k.conflict(
+            "spice.max_document_tokens",
+            "model.max_context",
+            "the challenger's prompt holds the document, so it must be shorter than the context",
+        );
+    }
+    k.unit("spice.multiple_choice_share", sp.multiple_choice_share);
+    k.range(
+        "spice.invalid_reward",
+        sp.invalid_reward,
+        Incl(-1.0),
+        Incl(0.0),
+    );
+    k.range("spice.temperature", sp.temperature, Excl(0.0), Incl(2.0));
+    let ab = &c.ablation;
+    for (flag, on) in [
+        ("ablation.fixed_env_pool", ab.fixed_env_pool.is_some()),
+        ("ablation.rlve", ab.rlve),
+        ("ablation.no_memory", ab.no_memory),
+        ("ablation.no_corpus", ab.no_corpus),
+        ("ablation.two_skill_curriculum", ab.two_skill_curriculum),
+        ("ablation.ema_learning_potential", ab.ema_learning_potential),
+        ("memory.seed_pool", c.memory.seed_pool.is_some()),
+    ] {
+        if on {
+            k.conflict(
+                flag,
+                "run.algorithm",
+                "SPICE writes questions from corpus documents: it has no environments, memory \
+                 or SPADE designer reward for this switch to change",
+            );
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! Integration tests of the worker (one test binary, as the style guide asks): the HTTP sink
 //! against a real loopback server, and three steps of the tiny loop with the real sandbox and
 //! the real policy; the checkpoint cadence (`run.weights_every`) with a crash between writes;
-//! environment pools exported from a run and played as a fixed pool.
+//! environment pools exported from a run and played as a fixed pool; a SPICE run.
 
 mod broken_in_play;
 mod frozen_designer;
@@ -11,6 +11,7 @@ mod loop_tiny;
 mod pool;
 mod rollout;
 mod sink_http;
+mod spice;
 mod weights_cadence;
 
 use spade_policy::Policy;

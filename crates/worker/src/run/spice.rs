@@ -1,0 +1,601 @@
+//! SPICE runs (`run.algorithm = "spice"`; spec "SPICE", arXiv 2510.24684), one step at a time:
+//!
+//! 1. draw `spice.tasks_per_step` corpus documents (each cut to `spice.max_document_tokens`
+//!    tokens) and ask for a multiple-choice task for a `spice.multiple_choice_share` of them,
+//!    a free-form one for the rest;
+//! 2. challenger: sample one attempt for every document still without a task, parse, and
+//!    repeat until each has one or `spice.max_attempts` attempts were made (one valid task kept
+//!    per document);
+//! 3. reasoner: `spice.group_size` answers per task, without the document; correct by
+//!    [`spade::spice::is_correct`] (equivalence for numbers and expressions, exact match
+//!    otherwise);
+//! 4. rewards and advantages (DrGRPO, role-wise, no division by the standard deviation):
+//!    reasoner 1/0, centred within each task's group; challenger
+//!    `exp(-(Var - 0.25)^2 / 0.02)` for a valid task and `spice.invalid_reward` for every
+//!    attempt that did not parse, centred over all the step's challenger attempts (the
+//!    challenger's group is its batch: a document answered at the first attempt would
+//!    otherwise be a group of one, which teaches nothing);
+//! 5. one GRPO update on both roles' samples (the caller's `train`), unless the challenger is
+//!    frozen (`ablation.frozen_designer`) or another model (`designer.model_path`, SPICE's
+//!    "strong challenger"), when only the reasoner trains.
+//!
+//! Tasks are reported as environments (kind game, skill `spice_multiple_choice` or
+//! `spice_free_form`, the task and its document excerpt as the code, the pass rate as the
+//! no-hint win rate, the challenger reward as the designer reward) and the reasoner's answers
+//! as plays, so the environment pages browse them. A document that got no valid task is one
+//! rejected record (`invalid_task`, the last attempt's text and why it did not parse).
+//!
+//! The tiny preset first learns the two formats from corpus documents ([`warm_start`]), as
+//! the SPADE tiny model learns from the seed library: a model of a few million parameters
+//! initialised from scratch writes no parsable task.
+
+use super::{Event, Loop, RunOptions, backend};
+use crate::warmstart::WarmStartReport;
+use crate::{WorkerError, play, seeds};
+use sha2::{Digest, Sha256};
+use spade::config::RunConfig;
+use spade::report::{EnvStatus, EnvironmentRecord, Message, PlayRecord, Turn, TurnRole};
+use spade::spice::{self, Task, TaskError};
+use spade_policy::Policy;
+use spade_policy::chat::Role;
+use spade_policy::grpo::GrpoSample;
+use spade_policy::sample::{Completion, SamplingParams};
+use spade_policy::sft::{SftConfig, SftTrainer};
+use spade_policy::tokenizer::{IM_END, Tokenizer};
+use spade_policy::train::{MaskedSeq, OptimConfig};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Seed purposes of SPICE draws (beside `crate::seeds::tag`'s).
+mod tag {
+    pub const DOCUMENT: u64 = 101;
+    pub const FORMAT: u64 = 102;
+    pub const CHALLENGER: u64 = 103;
+    pub const REASONER: u64 = 104;
+}
+
+/// Bumped whenever the warm start's pairs or training change.
+const WARMSTART_VERSION: u32 = 1;
+
+/// One challenger attempt.
+struct Attempt {
+    prompt: Vec<i64>,
+    completion: Completion,
+    parsed: Result<Task, TaskError>,
+}
+
+/// One document of the step and its attempts (the last one is the kept task when valid).
+struct Doc {
+    excerpt: String,
+    multiple_choice: bool,
+    attempts: Vec<Attempt>,
+}
+
+impl Doc {
+    fn task(&self) -> Option<&Task> {
+        self.attempts.last().and_then(|a| a.parsed.as_ref().ok())
+    }
+}
+
+/// The first `max_tokens` tokens of `text` under `tok` (SPICE cuts documents by tokens).
+fn excerpt(tok: &Tokenizer, text: &str, max_tokens: usize) -> Result<String, WorkerError> {
+    let ids = tok.encode(text)?;
+    if ids.len() <= max_tokens {
+        return Ok(text.to_string());
+    }
+    Ok(tok.decode(&ids[..max_tokens], true)?)
+}
+
+fn challenger_text(excerpt: &str, multiple_choice: bool) -> String {
+    Role::Designer.prompt(
+        Some(spice::CHALLENGER_SYSTEM),
+        &spice::challenger_prompt(excerpt, multiple_choice),
+    )
+}
+
+fn reasoner_text(task: &Task) -> String {
+    Role::Agent.prompt(Some(spice::REASONER_SYSTEM), &spice::reasoner_prompt(task))
+}
+
+fn params(
+    tok: &Tokenizer,
+    temperature: f64,
+    max_new_tokens: usize,
+) -> Result<SamplingParams, WorkerError> {
+    let end = tok
+        .token_id(IM_END)
+        .ok_or_else(|| WorkerError::Model("the tokenizer has no <|im_end|> token".into()))?;
+    Ok(SamplingParams {
+        temperature,
+        top_p: 1.0,
+        max_new_tokens,
+        stop_token_ids: vec![end],
+        stop_strings: vec![],
+    })
+}
+
+/// Whether document `d` of `step` asks for a multiple-choice task.
+fn multiple_choice(cfg: &RunConfig, step: u64, d: usize) -> bool {
+    let u = seeds::derive(cfg.run.seed, &[tag::FORMAT, step, d as u64]) >> 11;
+    (u as f64 / (1u64 << 53) as f64) < cfg.spice.multiple_choice_share
+}
+
+/// The challenger's attempts for `docs`, round by round, each round one batch of every
+/// document still without a task.
+fn challenge(
+    challenger: &Policy,
+    cfg: &RunConfig,
+    step: u64,
+    docs: &mut [Doc],
+) -> Result<(), WorkerError> {
+    let tok = challenger.require_tokenizer()?;
+    let p = params(
+        tok,
+        cfg.spice.temperature,
+        cfg.model.designer_max_new_tokens as usize,
+    )?;
+    for attempt in 0..cfg.spice.max_attempts {
+        let open: Vec<usize> = (0..docs.len())
+            .filter(|&i| docs[i].task().is_none())
+            .collect();
+        if open.is_empty() {
+            break;
+        }
+        let mut prompts = Vec::with_capacity(open.len());
+        for &i in &open {
+            prompts.push(tok.encode(&challenger_text(&docs[i].excerpt, docs[i].multiple_choice))?);
+        }
+        let sample_seeds: Vec<u64> = open
+            .iter()
+            .map(|&i| {
+                seeds::derive(
+                    cfg.run.seed,
+                    &[tag::CHALLENGER, step, i as u64, u64::from(attempt)],
+                )
+            })
+            .collect();
+        let out = play::sample_all(challenger, &prompts, &sample_seeds, &p, backend(cfg))?;
+        for ((&i, prompt), completion) in open.iter().zip(prompts).zip(out) {
+            let parsed = spice::parse_task(completion.text.as_deref().unwrap_or_default());
+            docs[i].attempts.push(Attempt {
+                prompt,
+                completion,
+                parsed,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What one step of a SPICE run gives the update.
+pub(super) struct Step {
+    pub samples: Vec<GrpoSample>,
+}
+
+/// Steps 1-4 of the module doc; reports the tasks, the answers and the step's SPICE metrics.
+pub(super) fn step(lp: &mut Loop<'_>, m: &mut BTreeMap<String, f64>) -> Result<Step, WorkerError> {
+    let cfg = lp.cfg;
+    let step = lp.state.step;
+    lp.phase("challenger")?;
+    let corpus = lp.corpus.as_ref().ok_or_else(|| {
+        WorkerError::Config(
+            "run.algorithm = \"spice\" needs a corpus (ablation.no_corpus is off)".into(),
+        )
+    })?;
+    if corpus.is_empty() {
+        return Err(WorkerError::Config(
+            "the SPICE corpus has no documents".into(),
+        ));
+    }
+    let challenger = lp.designer_policy();
+    let ctok = challenger.require_tokenizer()?;
+    let mut docs = Vec::with_capacity(cfg.spice.tasks_per_step as usize);
+    for d in 0..cfg.spice.tasks_per_step as usize {
+        let doc = corpus.pick(cfg.run.seed, &[tag::DOCUMENT, step, d as u64]);
+        docs.push(Doc {
+            excerpt: excerpt(ctok, &doc.text, cfg.spice.max_document_tokens as usize)?,
+            multiple_choice: multiple_choice(cfg, step, d),
+            attempts: vec![],
+        });
+    }
+    challenge(challenger, cfg, step, &mut docs)?;
+
+    lp.phase("reasoner")?;
+    let tok = lp.policy.require_tokenizer()?;
+    let g = cfg.spice.group_size as usize;
+    let rp = params(
+        tok,
+        cfg.spice.temperature,
+        cfg.model.agent_max_new_tokens as usize,
+    )?;
+    let tasks: Vec<(usize, &Task)> = docs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| d.task().map(|t| (i, t)))
+        .collect();
+    let mut prompts = Vec::with_capacity(tasks.len() * g);
+    let mut sample_seeds = Vec::with_capacity(tasks.len() * g);
+    let mut task_prompts = Vec::with_capacity(tasks.len());
+    for &(i, t) in &tasks {
+        let text = reasoner_text(t);
+        let ids = tok.encode(&text)?;
+        for a in 0..g {
+            prompts.push(ids.clone());
+            sample_seeds.push(seeds::derive(
+                cfg.run.seed,
+                &[tag::REASONER, step, i as u64, a as u64],
+            ));
+        }
+        task_prompts.push((ids, text));
+    }
+    let answers = play::sample_all(&lp.policy, &prompts, &sample_seeds, &rp, backend(cfg))?;
+
+    // Rewards, advantages, reports.
+    let mut samples = Vec::new();
+    let mut records = Vec::new();
+    let mut plays = Vec::new();
+    let mut pass_rates = Vec::new();
+    let mut valid_rewards = Vec::new();
+    let mut reasoner_samples = 0usize;
+    let mut by_doc_reward: BTreeMap<usize, f64> = BTreeMap::new();
+    for (k, (&(i, task), (prompt_ids, prompt_text))) in tasks.iter().zip(&task_prompts).enumerate()
+    {
+        let group = &answers[k * g..(k + 1) * g];
+        let correct: Vec<bool> = group
+            .iter()
+            .map(|c| spice::is_correct(task, c.text.as_deref().unwrap_or_default()))
+            .collect();
+        let rewards: Vec<f64> = correct.iter().map(|&c| spice::reasoner_reward(c)).collect();
+        for (c, a) in group.iter().zip(spice::drgrpo_advantages(&rewards)) {
+            if a.abs() > 1e-12 && !c.tokens.is_empty() {
+                samples.push(GrpoSample::from_completion(prompt_ids, c, a as f32));
+                reasoner_samples += 1;
+            }
+        }
+        let pass = rewards.iter().sum::<f64>() / g as f64;
+        let reward = spice::challenger_reward(&correct);
+        pass_rates.push(pass);
+        valid_rewards.push(reward);
+        by_doc_reward.insert(i, reward);
+        let env_id = task_id(step, i);
+        for (c, &won) in group.iter().zip(&correct) {
+            plays.push(PlayRecord {
+                env_id: env_id.clone(),
+                step,
+                with_hint: false,
+                episode_return: spice::reasoner_reward(won),
+                won,
+                turns: 1,
+                transcript: vec![
+                    Turn {
+                        role: TurnRole::User,
+                        content: prompt_text.clone(),
+                    },
+                    Turn {
+                        role: TurnRole::Assistant,
+                        content: c.text.clone().unwrap_or_default(),
+                    },
+                ],
+            });
+        }
+        records.push(EnvironmentRecord {
+            env_id,
+            step,
+            skill: spice::skill(task).into(),
+            kind: spade::EnvKind::Game,
+            status: EnvStatus::Accepted,
+            rejection_reason: None,
+            rejection_message: None,
+            code: task.describe(&docs[i].excerpt),
+            hint: None,
+            parent_env_id: None,
+            regret: None,
+            win_rate_hint: None,
+            win_rate_no_hint: Some(pass),
+            designer_reward: Some(reward),
+            reward_levels: None,
+            attempts: docs[i].attempts.len() as u32,
+        });
+    }
+    for (i, d) in docs.iter().enumerate() {
+        if d.task().is_some() {
+            continue;
+        }
+        let Some(last) = d.attempts.last() else {
+            continue;
+        };
+        let why = last
+            .parsed
+            .as_ref()
+            .err()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        records.push(EnvironmentRecord {
+            env_id: task_id(step, i),
+            step,
+            skill: if d.multiple_choice {
+                spice::SKILL_MCQ
+            } else {
+                spice::SKILL_FREE_FORM
+            }
+            .into(),
+            kind: spade::EnvKind::Game,
+            status: EnvStatus::Rejected,
+            rejection_reason: Some("invalid_task".into()),
+            rejection_message: Some(why),
+            code: last.completion.text.clone().unwrap_or_default(),
+            hint: None,
+            parent_env_id: None,
+            regret: None,
+            win_rate_hint: None,
+            win_rate_no_hint: None,
+            designer_reward: Some(cfg.spice.invalid_reward),
+            reward_levels: None,
+            attempts: d.attempts.len() as u32,
+        });
+    }
+
+    // The challenger: every attempt of the step is one sample of its group.
+    let attempts: Vec<(&Attempt, f64)> = docs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, d)| {
+            let kept = by_doc_reward.get(&i).copied();
+            let n = d.attempts.len();
+            d.attempts.iter().enumerate().map(move |(j, a)| {
+                let r = match (&a.parsed, kept) {
+                    (Ok(_), Some(r)) if j + 1 == n => r,
+                    _ => cfg.spice.invalid_reward,
+                };
+                (a, r)
+            })
+        })
+        .collect();
+    let n_attempts = attempts.len();
+    let invalid = attempts.iter().filter(|(a, _)| a.parsed.is_err()).count();
+    let mut challenger_samples = 0usize;
+    if cfg.trains_designer() {
+        let rewards: Vec<f64> = attempts.iter().map(|(_, r)| *r).collect();
+        for ((a, _), adv) in attempts.iter().zip(spice::drgrpo_advantages(&rewards)) {
+            if adv.abs() > 1e-12 && !a.completion.tokens.is_empty() {
+                samples.push(GrpoSample::from_completion(
+                    &a.prompt,
+                    &a.completion,
+                    adv as f32,
+                ));
+                challenger_samples += 1;
+            }
+        }
+    }
+
+    let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len().max(1) as f64;
+    let n_valid = tasks.len();
+    let mcq = tasks
+        .iter()
+        .filter(|(_, t)| matches!(t, Task::MultipleChoice { .. }))
+        .count();
+    m.insert("spice/tasks".into(), n_valid as f64);
+    m.insert("spice/attempts".into(), n_attempts as f64);
+    m.insert(
+        "spice/invalid_rate".into(),
+        invalid as f64 / n_attempts.max(1) as f64,
+    );
+    if n_valid > 0 {
+        m.insert("spice/pass_rate".into(), mean(&pass_rates));
+        m.insert("spice/variance_reward".into(), mean(&valid_rewards));
+        m.insert("spice/mcq_share".into(), mcq as f64 / n_valid as f64);
+    }
+    m.insert("challenger_samples".into(), challenger_samples as f64);
+    m.insert("reasoner_samples".into(), reasoner_samples as f64);
+    (lp.on)(Event::Log(format!(
+        "spice step {step}: {n_valid}/{} documents with a task after {n_attempts} attempts, \
+         pass rate {:.2}",
+        docs.len(),
+        mean(&pass_rates)
+    )));
+    lp.pending.extend(
+        records
+            .into_iter()
+            .map(|record| Message::Environment { record }),
+    );
+    lp.pending.push(Message::Plays { records: plays });
+    Ok(Step { samples })
+}
+
+/// The stored id of document `d`'s task at `step`.
+fn task_id(step: u64, d: usize) -> String {
+    format!("spice-s{step}-d{d}")
+}
+
+/// The tiny model's start for a SPICE run: a fresh tiny model whose tokenizer is trained on
+/// the corpus and the prompts, fine-tuned on fill-in-the-blank tasks made from corpus documents
+/// ([`spade::spice::cloze_task`]) in both formats (challenger pairs: document -> task) and on
+/// answers in `\boxed{}` (reasoner pairs, for every other task), then measured: the share of
+/// challenger samples that parse. Cached by a content hash of what it trains on.
+pub(super) fn warm_start(
+    cfg: &RunConfig,
+    opts: &RunOptions,
+    corpus: &spade::corpus::Corpus,
+    on: &mut dyn FnMut(Event),
+) -> Result<(PathBuf, WarmStartReport), WorkerError> {
+    let docs: Vec<&str> = corpus
+        .documents()
+        .iter()
+        .take(32)
+        .map(|d| d.text.as_str())
+        .collect();
+    let mut h = Sha256::new();
+    h.update(WARMSTART_VERSION.to_le_bytes());
+    for part in [
+        cfg.run.seed.to_string(),
+        opts.warm_epochs.to_string(),
+        opts.warm_lr.to_string(),
+        cfg.spice.max_document_tokens.to_string(),
+        cfg.spice.temperature.to_string(),
+    ] {
+        h.update(part.as_bytes());
+        h.update([0u8]);
+    }
+    for d in &docs {
+        h.update(d.as_bytes());
+        h.update([0u8]);
+    }
+    let hash: String = h
+        .finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let dir = opts.cache_dir.join(format!("spice-warmstart-{hash}"));
+    let report_path = dir.join("warmstart.json");
+    if let Ok(text) = std::fs::read_to_string(&report_path) {
+        let report: WarmStartReport =
+            serde_json::from_str(&text).map_err(|e| WorkerError::Corrupt {
+                path: report_path.display().to_string(),
+                message: e.to_string(),
+            })?;
+        on(Event::Log(format!(
+            "spice warm start: cached at {}",
+            dir.display()
+        )));
+        return Ok((dir, report));
+    }
+    let started = Instant::now();
+    let mut texts: Vec<String> = docs.iter().map(|d| d.to_string()).collect();
+    texts.push(challenger_text("", true));
+    texts.push(challenger_text("", false));
+    texts.push(spice::REASONER_SYSTEM.into());
+    let policy = spade_policy::preset::tiny(&texts, cfg.run.seed, |l| on(Event::Log(l.into())))?;
+    let tok = policy.require_tokenizer()?.clone();
+    let pair = |prompt: &str, completion: &str| -> Result<MaskedSeq, WorkerError> {
+        let p = tok.encode(prompt)?;
+        let mut c = tok.encode(completion)?;
+        c.extend(tok.token_id(IM_END));
+        Ok(MaskedSeq::prompt_completion(&p, &c))
+    };
+    let mut data = Vec::new();
+    let (mut challenger_pairs, mut reasoner_pairs) = (0, 0);
+    let max_doc = cfg.spice.max_document_tokens as usize;
+    for (i, d) in docs.iter().enumerate() {
+        let ex = excerpt(&tok, d, max_doc)?;
+        for mcq in [true, false] {
+            let seed = seeds::derive(cfg.run.seed, &[tag::DOCUMENT, i as u64, u64::from(mcq)]);
+            let Some(task) = spice::cloze_task(&ex, seed, mcq) else {
+                continue;
+            };
+            data.push(pair(&challenger_text(&ex, mcq), &task.to_reply())?);
+            challenger_pairs += 1;
+            // Every other task also teaches the answer format, not all of them: the reasoner
+            // should start unsure, so pass rates (and the variance reward) spread.
+            if (i + usize::from(mcq)).is_multiple_of(2) {
+                let answer = format!("The blank is \\boxed{{{}}}", task.reference());
+                data.push(pair(&reasoner_text(&task), &answer)?);
+                reasoner_pairs += 1;
+            }
+        }
+    }
+    if data.is_empty() {
+        return Err(WorkerError::Config(
+            "the corpus has no sentence to make a SPICE warm-start task from".into(),
+        ));
+    }
+    let tokens: usize = data.iter().map(|s| s.ids.len()).sum();
+    on(Event::Log(format!(
+        "spice warm start: {challenger_pairs} challenger and {reasoner_pairs} reasoner pairs, \
+         {tokens} tokens, {} epochs",
+        opts.warm_epochs
+    )));
+    let sft = SftConfig {
+        optim: OptimConfig {
+            lr: opts.warm_lr,
+            weight_decay: 0.0,
+            ..OptimConfig::default()
+        },
+        micro_batch: 4,
+        max_len: cfg.model.max_context as usize,
+    };
+    let mut trainer = SftTrainer::new(&policy, sft)?;
+    // A fixed shuffle so batches mix the two roles (fit() only rotates the order).
+    data.sort_by_key(|s| {
+        seeds::derive(
+            cfg.run.seed,
+            &[s.ids.len() as u64, s.ids[s.ids.len() / 2] as u64],
+        )
+    });
+    let mut last_epoch = usize::MAX;
+    let losses = trainer.fit(&policy, &data, opts.warm_epochs, 4, |epoch, _, loss| {
+        if epoch != last_epoch {
+            last_epoch = epoch;
+            on(Event::Log(format!(
+                "spice warm start: epoch {}/{} loss {loss:.3} ({:.0} s)",
+                epoch + 1,
+                opts.warm_epochs,
+                started.elapsed().as_secs_f64()
+            )));
+        }
+    })?;
+    let train_seconds = started.elapsed().as_secs_f64();
+    // How often the warm-started challenger writes a task that parses.
+    let measured = opts.warm_measure.max(1);
+    let mut probe: Vec<Doc> = (0..measured)
+        .map(|k| {
+            let d = corpus.pick(cfg.run.seed, &[tag::DOCUMENT, u64::MAX, k as u64]);
+            Ok(Doc {
+                excerpt: excerpt(&tok, &d.text, max_doc)?,
+                multiple_choice: k % 2 == 0,
+                attempts: vec![],
+            })
+        })
+        .collect::<Result<_, WorkerError>>()?;
+    let one = RunConfig {
+        spice: spade::config::SpiceSection {
+            max_attempts: 1,
+            ..cfg.spice.clone()
+        },
+        ..cfg.clone()
+    };
+    challenge(&policy, &one, u64::MAX, &mut probe)?;
+    let mut rejections = BTreeMap::new();
+    for d in &probe {
+        if let Some(Err(e)) = d.attempts.last().map(|a| &a.parsed) {
+            *rejections
+                .entry(task_error_kind(e).to_string())
+                .or_insert(0) += 1;
+        }
+    }
+    let accepted = probe.iter().filter(|d| d.task().is_some()).count();
+    let report = WarmStartReport {
+        hash: hash.clone(),
+        designer_pairs: challenger_pairs,
+        hint_pairs: 0,
+        agent_sequences: reasoner_pairs,
+        tokens,
+        first_loss: losses.first().copied().unwrap_or(f64::NAN),
+        last_loss: losses.last().copied().unwrap_or(f64::NAN),
+        train_seconds,
+        measured,
+        accepted,
+        acceptance_rate: accepted as f64 / measured as f64,
+        rejections,
+    };
+    on(Event::Log(format!(
+        "spice warm start: {accepted}/{measured} challenger samples parse after {train_seconds:.0} s"
+    )));
+    crate::warmstart::save_cached(&policy, &report, &dir)?;
+    Ok((dir, report))
+}
+
+/// A task error's kind, for the warm start's rejection counts.
+fn task_error_kind(e: &TaskError) -> &'static str {
+    match e {
+        TaskError::Missing(_) => "missing_tag",
+        TaskError::Empty(_) => "empty_tag",
+        TaskError::Options(_) => "options",
+        TaskError::Letter(_) => "letter",
+        TaskError::AnswerType(_) => "answer_type",
+        TaskError::NotInteger(_) => "not_integer",
+        TaskError::NotExpression(_) => "not_expression",
+        TaskError::DuplicateOption(_) => "duplicate_option",
+    }
+}
