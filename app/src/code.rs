@@ -15,11 +15,25 @@ pub fn CodeView(
     /// Accessible name of the code region, e.g. "Environment code".
     #[prop(into)]
     label: String,
+    /// A line (1-based) to mark as the failing one, e.g. the one a traceback names.
+    #[prop(default = None)]
+    mark: Option<usize>,
 ) -> impl IntoView {
     let lines = python::highlight_lines(&code);
     let html: String = lines
         .iter()
-        .map(|l| format!("<span class=\"line\">{l}\n</span>"))
+        .enumerate()
+        .map(|(i, l)| {
+            if mark == Some(i + 1) {
+                // Each line is one <span>, so the marked one carries the anchor the rejection
+                // links to and says what it is to a screen reader.
+                format!(
+                    "<span class=\"line failing\" id=\"failing-line\" title=\"The line the error names\">{l}<span class=\"visually-hidden\"> (the failing line)</span>\n</span>"
+                )
+            } else {
+                format!("<span class=\"line\">{l}\n</span>")
+            }
+        })
         .collect();
     view! {
         <figure class="code-figure">
@@ -130,4 +144,60 @@ fn row_html(row: &diff::Row) -> String {
         side(&row.old, lm),
         side(&row.new, rm)
     )
+}
+
+/// The line of the environment's own code that an error message names last (1-based): the
+/// innermost `File "<environment>", line N` frame of a traceback, or a syntax error's
+/// `(<environment>, line N)`. The sandbox runs the code under that file name
+/// (`spade_sandbox_runner`'s `ENV_FILE`).
+pub fn failing_line(message: &str) -> Option<usize> {
+    let mut found = None;
+    for pat in ["\"<environment>\", line ", "(<environment>, line "] {
+        let mut rest = message;
+        while let Some(i) = rest.find(pat) {
+            rest = &rest[i + pat.len()..];
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            if let Ok(n) = digits.parse::<usize>() {
+                // The last mention in the text is the innermost frame.
+                let at = message.len() - rest.len();
+                if found.is_none_or(|(pos, _)| at > pos) {
+                    found = Some((at, n));
+                }
+            }
+        }
+    }
+    found.map(|(_, n)| n).filter(|&n| n > 0)
+}
+
+#[cfg(test)]
+mod failing_line_tests {
+    use super::failing_line;
+
+    #[test]
+    fn the_innermost_frame_of_the_environment_is_the_failing_line() {
+        let tb = "Traceback (most recent call last):\n  File \"<environment>\", line 30, in step\n    return self._score(a)\n  File \"<environment>\", line 12, in _score\n    return 1 / 0\nZeroDivisionError: division by zero";
+        assert_eq!(failing_line(tb), Some(12));
+        let syntax = "SyntaxError: invalid syntax (<environment>, line 7)";
+        assert_eq!(failing_line(syntax), Some(7));
+        // Frames of other files (the prelude, the standard library) do not count.
+        let other =
+            "  File \"/usr/lib/python3.11/json/__init__.py\", line 346, in loads\nValueError: x";
+        assert_eq!(failing_line(other), None);
+        assert_eq!(failing_line("step timed out"), None);
+        assert_eq!(failing_line("File \"<environment>\", line 0"), None);
+    }
+
+    #[test]
+    fn the_marked_line_carries_the_anchor() {
+        use leptos::prelude::*;
+        let html = Owner::new().with(|| {
+            view! { <super::CodeView code="a = 1\nb = 1 / 0\n".to_owned() label="c" mark=Some(2) /> }
+                .to_html()
+        });
+        assert!(
+            html.contains("class=\"line failing\" id=\"failing-line\""),
+            "{html}"
+        );
+        assert_eq!(html.matches("failing-line").count(), 1, "{html}");
+    }
 }

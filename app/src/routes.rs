@@ -304,6 +304,7 @@ pub fn ComparePage() -> impl IntoView {
         query("x")().as_deref(),
         query("log")().as_deref(),
     );
+    let band = pages::compare::Band::from_query(query("band")().as_deref());
     let data = Resource::new(ids, data::load_compare);
     view! {
         <Title text="Compare · SPADE Studio" />
@@ -313,7 +314,7 @@ pub fn ComparePage() -> impl IntoView {
                     Ok(Access::Granted(list)) => {
                         let benchmarks: Vec<(String, crate::dto::BenchmarksDto)> = list.iter().map(|d| (format!("{} (#{})", d.run.summary.name, d.run.summary.id), d.benchmarks.clone())).collect();
                         let (runs, metrics): (Vec<_>, Vec<_>) = list.into_iter().map(|d| (d.run, d.metrics)).unzip();
-                        view! { <pages::compare::CompareView runs metrics benchmarks settings /> }.into_any()
+                        view! { <pages::compare::CompareView runs metrics benchmarks settings band /> }.into_any()
                     }
                     Ok(Access::LoginRequired) => not_shown(Ok(())),
                     Err(e) => not_shown(Err(e)),

@@ -285,6 +285,14 @@ pub fn endpoints() -> Vec<Endpoint> {
         ),
         ep(
             "get",
+            "/compare/metrics.csv",
+            "metrics",
+            User,
+            "CSV export of several runs' metrics (`runs=1,2`, optional `names=a,b`), as the compare view shows them",
+            get(metrics::compare_csv),
+        ),
+        ep(
+            "get",
             "/runs/{run_id}/logs",
             "runs",
             User,

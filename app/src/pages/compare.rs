@@ -112,17 +112,90 @@ fn value_at(points: &[Point], step: f64) -> Option<f64> {
     Some(prev.value + t * (next.value - prev.value))
 }
 
-/// The mean of several runs' curves with their spread (lowest to highest) as a band, on the
-/// steps of the first run. The runs' curves are downsampled separately, so their steps differ:
-/// the others are interpolated linearly at the first run's steps; a step only some runs reach
-/// averages those.
-pub fn mean_and_spread(name: String, members: &[&[Point]]) -> Series {
-    let Some(first) = members.first() else {
+/// What the shaded band around a seed group's mean spans (`?band=` on the compare page).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Band {
+    /// The lowest to the highest run.
+    #[default]
+    Range,
+    /// The mean plus and minus one (sample) standard deviation of the runs.
+    Std,
+    /// The mean plus and minus one standard error (s.d. / sqrt(n)).
+    Stderr,
+}
+
+impl Band {
+    pub const ALL: [Band; 3] = [Band::Range, Band::Std, Band::Stderr];
+
+    /// From `?band=`: `range`, `std` or `stderr`; anything else is the range.
+    pub fn from_query(s: Option<&str>) -> Self {
+        match s {
+            Some("std") => Band::Std,
+            Some("stderr") => Band::Stderr,
+            _ => Band::Range,
+        }
+    }
+
+    pub fn as_query(self) -> &'static str {
+        match self {
+            Band::Range => "range",
+            Band::Std => "std",
+            Band::Stderr => "stderr",
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Band::Range => "lowest to highest run",
+            Band::Std => "mean ± 1 standard deviation",
+            Band::Stderr => "mean ± 1 standard error",
+        }
+    }
+
+    /// The band's edges around `mean` for the runs' `vals` (one run: no spread).
+    fn edges(self, mean: f64, vals: &[f64]) -> (f64, f64) {
+        let n = vals.len() as f64;
+        let sd = || {
+            if vals.len() < 2 {
+                0.0
+            } else {
+                (vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+            }
+        };
+        match self {
+            Band::Range => (
+                vals.iter().copied().fold(f64::INFINITY, f64::min),
+                vals.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            ),
+            Band::Std => (mean - sd(), mean + sd()),
+            Band::Stderr => {
+                let se = sd() / n.sqrt();
+                (mean - se, mean + se)
+            }
+        }
+    }
+}
+
+/// The mean of several runs' curves with a band (see [`Band`]), on the steps of the run that
+/// reaches furthest. The runs' curves are downsampled separately, so their steps differ: the
+/// others are interpolated linearly at that run's steps; a step only some runs reach averages
+/// those (see [`coverage`] for saying so).
+pub fn mean_and_spread(name: String, members: &[&[Point]], band: Band) -> Series {
+    // The run that reaches furthest, the densest of those, the first of equals.
+    let Some(grid) = members.iter().copied().reduce(|best, m| {
+        let key = |p: &[Point]| (last_step(p), p.len());
+        let (a, b) = (key(best), key(m));
+        if b.0 > a.0 || (b.0 == a.0 && b.1 > a.1) {
+            m
+        } else {
+            best
+        }
+    }) else {
         return Series::line(name, Vec::new());
     };
-    let mut points = Vec::with_capacity(first.len());
-    let mut band = Vec::with_capacity(first.len());
-    for p in first.iter() {
+    let mut points = Vec::with_capacity(grid.len());
+    let mut edges = Vec::with_capacity(grid.len());
+    for p in grid.iter() {
         let vals: Vec<f64> = members
             .iter()
             .filter_map(|m| value_at(m, p.step))
@@ -132,12 +205,38 @@ pub fn mean_and_spread(name: String, members: &[&[Point]]) -> Series {
             continue;
         }
         let mean = vals.iter().sum::<f64>() / vals.len() as f64;
-        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         points.push(Point { value: mean, ..*p });
-        band.push((lo, hi));
+        edges.push(band.edges(mean, &vals));
     }
-    Series { name, points, band }
+    Series {
+        name,
+        points,
+        band: edges,
+    }
+}
+
+fn last_step(points: &[Point]) -> f64 {
+    points.last().map_or(f64::NEG_INFINITY, |p| p.step)
+}
+
+/// Where a seed group's runs stop covering each other: after the step (0-based) where the
+/// shortest run ends, the mean covers `remaining` of `total` runs. None when all end together.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cut {
+    pub step: f64,
+    pub remaining: usize,
+    pub total: usize,
+}
+
+/// The [`Cut`] of runs whose last steps are `ends`.
+pub fn coverage(ends: &[f64]) -> Option<Cut> {
+    let lo = ends.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = ends.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (ends.len() > 1 && lo.is_finite() && lo < hi).then(|| Cut {
+        step: lo,
+        remaining: ends.iter().filter(|&&e| e > lo).count(),
+        total: ends.len(),
+    })
 }
 
 /// The compare page for the runs in `runs`, with `metrics[i]` belonging to `runs[i]`.
@@ -149,6 +248,9 @@ pub fn CompareView(
     #[prop(default = Vec::new())]
     benchmarks: Vec<(String, BenchmarksDto)>,
     settings: ChartSettings,
+    /// What the seed groups' bands span.
+    #[prop(default = Band::Range)]
+    band: Band,
 ) -> impl IntoView {
     if runs.len() < 2 {
         return view! {
@@ -209,23 +311,69 @@ pub fn CompareView(
                         } else {
                             names_of(g, &runs)
                         };
-                        (!members.is_empty()).then(|| mean_and_spread(label, &members))
+                        (!members.is_empty()).then(|| mean_and_spread(label, &members, band))
                     })
                     .collect();
                 view! { <LineChart title=super::run::metric_title(name) y_label=name.to_owned() series settings /> }
             })
+            .collect_view();
+        // Say where a setting's runs end at different steps instead of averaging silently.
+        let cuts = groups
+            .iter()
+            .filter(|g| g.len() > 1)
+            .filter_map(|g| {
+                let ends: Vec<f64> = g
+                    .iter()
+                    .map(|&i| metrics[i].iter().map(|m| last_step(&m.points)).fold(f64::NEG_INFINITY, f64::max))
+                    .collect();
+                coverage(&ends).map(|c| {
+                    format!(
+                        "{}: the runs end at different steps; after step {} the mean covers {} of {} runs.",
+                        names_of(g, &runs),
+                        c.step + 1.0,
+                        c.remaining,
+                        c.total
+                    )
+                })
+            })
+            .map(|t| view! { <p class="note seed-cut">{t}</p> })
+            .collect_view();
+        let run_ids: Vec<String> = runs.iter().map(|r| r.summary.id.to_string()).collect();
+        let hidden = run_ids
+            .into_iter()
+            .map(|id| view! { <input type="hidden" name="run" value=id /> })
+            .collect_view();
+        let options = Band::ALL
+            .into_iter()
+            .map(|b| view! { <option value=b.as_query() selected=b == band>{b.label()}</option> })
             .collect_view();
         view! {
             <section aria-labelledby="seeds-h">
                 <h2 id="seeds-h">"Mean and spread over seeds"</h2>
                 <p class="sub">
                     "Runs whose configurations differ only in the seed are one setting: its mean "
-                    "curve, shaded from the lowest to the highest run."
+                    "curve, shaded " {band.label()} "."
                 </p>
+                <form class="chart-controls" method="get" aria-label="Seed band">
+                    {hidden}
+                    <input type="hidden" name="smooth" value=settings.smoothing.get_untracked().to_string() />
+                    <input type="hidden" name="x" value=settings.x_axis.get_untracked().as_query() />
+                    <label for="seed-band">"Band"</label>
+                    <select id="seed-band" name="band">{options}</select>
+                    <button type="submit" class="secondary">"Apply"</button>
+                </form>
+                {cuts}
                 <div class="chart-grid" id="seed-charts">{charts}</div>
             </section>
         }
     });
+    let csv_href = format!(
+        "/api/v1/compare/metrics.csv?runs={}",
+        runs.iter()
+            .map(|r| r.summary.id.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
     let diff_empty = diff.is_empty();
     let rows = diff
         .into_iter()
@@ -260,6 +408,7 @@ pub fn CompareView(
         </section>
         <section aria-labelledby="overlay-h">
             <h2 id="overlay-h">"Curves"</h2>
+            <p class="sub"><a href=csv_href download>"Download these runs' metrics (CSV)"</a></p>
             <ChartControls settings />
             <div class="chart-grid">{charts}</div>
         </section>
@@ -302,13 +451,62 @@ mod tests {
         let a = pts(&[(0.0, 0.0), (2.0, 2.0), (4.0, 4.0)]);
         let b = pts(&[(0.0, 2.0), (4.0, 6.0)]); // 4.0 at step 2 by interpolation
         let c = pts(&[(0.0, 1.0), (2.0, 1.0)]); // ends before step 4
-        let s = mean_and_spread("x".into(), &[&a, &b, &c]);
+        let s = mean_and_spread("x".into(), &[&a, &b, &c], Band::Range);
         let means: Vec<(f64, f64)> = s.points.iter().map(|p| (p.step, p.value)).collect();
         assert_eq!(means, [(0.0, 1.0), (2.0, 7.0 / 3.0), (4.0, 5.0)]);
         assert_eq!(s.band, [(0.0, 2.0), (1.0, 4.0), (4.0, 6.0)]);
         assert_eq!(value_at(&a, -1.0), None);
         assert_eq!(value_at(&a, 3.0), Some(3.0));
-        assert!(mean_and_spread("none".into(), &[]).points.is_empty());
+        assert!(
+            mean_and_spread("none".into(), &[], Band::Range)
+                .points
+                .is_empty()
+        );
+        // The shortest run first: the longer ones are not cut to its steps.
+        let s = mean_and_spread("x".into(), &[&c, &a], Band::Range);
+        assert_eq!(s.points.last().map(|p| (p.step, p.value)), Some((4.0, 4.0)));
+        assert_eq!(
+            coverage(&[2.0, 4.0, 4.0]),
+            Some(Cut {
+                step: 2.0,
+                remaining: 2,
+                total: 3
+            })
+        );
+        assert_eq!(coverage(&[4.0, 4.0]), None);
+        assert_eq!(coverage(&[4.0]), None);
+    }
+
+    #[test]
+    fn bands_span_the_range_one_standard_deviation_or_one_standard_error() {
+        let a = pts(&[(0.0, 1.0)]);
+        let b = pts(&[(0.0, 3.0)]);
+        let c = pts(&[(0.0, 5.0)]);
+        let runs: [&[Point]; 3] = [&a, &b, &c];
+        // Mean 3, sample s.d. 2, standard error 2 / sqrt(3).
+        assert_eq!(
+            mean_and_spread("r".into(), &runs, Band::Range).band,
+            [(1.0, 5.0)]
+        );
+        assert_eq!(
+            mean_and_spread("s".into(), &runs, Band::Std).band,
+            [(1.0, 5.0)]
+        );
+        let se = 2.0 / 3f64.sqrt();
+        let e = mean_and_spread("e".into(), &runs, Band::Stderr).band[0];
+        assert!(
+            (e.0 - (3.0 - se)).abs() < 1e-12 && (e.1 - (3.0 + se)).abs() < 1e-12,
+            "{e:?}"
+        );
+        // One run has no spread under s.d. and s.e.
+        assert_eq!(
+            mean_and_spread("one".into(), &[&a], Band::Std).band,
+            [(1.0, 1.0)]
+        );
+        for b in Band::ALL {
+            assert_eq!(Band::from_query(Some(b.as_query())), b);
+        }
+        assert_eq!(Band::from_query(Some("bogus")), Band::Range);
     }
 
     #[test]

@@ -249,6 +249,15 @@ pub fn EnvironmentView(
     let s = env.summary.clone();
     let review = review_section(&env, csrf, error);
     let run_href = format!("/runs/{}", s.run_id);
+    // The line of the code the rejection's traceback (or syntax error) names, if any.
+    let failing = (s.status != EnvStatus::Accepted)
+        .then(|| {
+            env.rejection_message
+                .as_deref()
+                .and_then(crate::code::failing_line)
+        })
+        .flatten()
+        .filter(|&n| n <= env.code.lines().count());
     let rejected = (s.status != EnvStatus::Accepted).then(|| view! {
         <section class="card rejected" aria-labelledby="rej-h">
             <h2 id="rej-h">{if s.status == EnvStatus::BrokenInPlay {
@@ -257,6 +266,7 @@ pub fn EnvironmentView(
                 "Rejected by validation"
             }}</h2>
             <p><strong>{s.rejection_reason.clone().unwrap_or_else(|| "no reason recorded".into())}</strong></p>
+            {failing.map(|n| view! { <p>"The error names " <a href="#failing-line">{format!("line {n}")}</a> ", marked in the code below."</p> })}
             {env.rejection_message.clone().map(|m| view! { <pre class="log">{m}</pre> })}
         </section>
     });
@@ -311,7 +321,7 @@ pub fn EnvironmentView(
         </section>
         <section class="card" aria-labelledby="code-h">
             <h2 id="code-h">"Code"</h2>
-            <CodeView code=env.code.clone() label="Environment code" />
+            <CodeView code=env.code.clone() label="Environment code" mark=failing />
         </section>
         {diff}
         {review}

@@ -202,7 +202,26 @@ fn environment_page_shows_code_diff_plays_and_rejection() {
         reviews: vec![],
         can_review: false,
     };
+    // A traceback naming a line of the code: linked from the rejection, marked in the code.
+    let mut raised = env.clone();
+    raised.rejection_message = Some(
+        "  File \"<environment>\", line 3, in reset\n    return 'obs', {}\nKeyError: 'x'".into(),
+    );
+    let marked = render(move || view! { <EnvironmentView env=raised /> }.into_any());
+    assert!(
+        marked.contains(r##"<a href="#failing-line">line 3</a>"##),
+        "{marked}"
+    );
+    let third = marked
+        .split("<span class=\"line")
+        .nth(3)
+        .unwrap_or_default();
+    assert!(
+        third.starts_with(" failing\" id=\"failing-line\""),
+        "{third}"
+    );
     let html = render(move || view! { <EnvironmentView env /> }.into_any());
+    assert!(!html.contains("failing-line"), "no line named, none marked");
     assert!(html.contains("rejected: not_solvable"));
     assert!(html.contains("solution() did not win in 10 turns"));
     assert!(

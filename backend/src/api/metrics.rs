@@ -106,17 +106,21 @@ pub async fn series(
     Ok(Json(series_in(&state, &scope, name, q).await?))
 }
 
-/// `run_id,name,step,value,elapsed_s` rows, by name then step.
-pub async fn export_csv(
-    State(state): State<AppState>,
-    auth: AuthUser,
-    ApiPath(run_id): ApiPath<i64>,
-    ApiQuery(q): ApiQuery<CsvQuery>,
-) -> ApiResult<Response> {
-    let scope = member_scope(&state, &auth, run_id).await?;
-    let names: Vec<String> = q
-        .names
-        .as_deref()
+/// `GET /compare/metrics.csv`: the runs of a compare view.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompareCsvQuery {
+    /// Comma-separated run ids (2 to 20), as the compare page's `runs=`.
+    pub runs: String,
+    /// Comma-separated metric names; all metrics when absent.
+    pub names: Option<String>,
+}
+
+/// Most runs one compare export covers (the compare page draws no more either).
+const MAX_COMPARE_RUNS: usize = 20;
+
+fn name_list(names: Option<&str>) -> Vec<String> {
+    names
         .map(|s| {
             s.split(',')
                 .map(str::trim)
@@ -124,10 +128,18 @@ pub async fn export_csv(
                 .map(str::to_owned)
                 .collect()
         })
-        .unwrap_or_default();
-    let rows = metrics::export(&state.db, &scope, &names).await?;
-    let mut csv = String::from("run_id,name,step,value,elapsed_s\n");
-    for r in rows {
+        .unwrap_or_default()
+}
+
+/// Appends `run_id,name,step,value,elapsed_s` rows of one run.
+async fn csv_rows(
+    state: &AppState,
+    scope: &RunScope,
+    run_id: i64,
+    names: &[String],
+    csv: &mut String,
+) -> ApiResult<()> {
+    for r in metrics::export(&state.db, scope, names).await? {
         // Writing to a String cannot fail.
         let _ = writeln!(
             csv,
@@ -138,17 +150,73 @@ pub async fn export_csv(
             r.elapsed_s
         );
     }
-    Ok((
+    Ok(())
+}
+
+fn csv_response(file: String, csv: String) -> Response {
+    (
         [
             (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()),
             (
                 header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"run-{run_id}-metrics.csv\""),
+                format!("attachment; filename=\"{file}\""),
             ),
         ],
         csv,
     )
-        .into_response())
+        .into_response()
+}
+
+/// The compare view's curves as one CSV (issue 20, item 14): every listed run's rows, in the
+/// order given. A run the caller cannot read is a 404 naming it, as its own page would be.
+pub async fn compare_csv(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiQuery(q): ApiQuery<CompareCsvQuery>,
+) -> ApiResult<Response> {
+    let mut ids = Vec::new();
+    for part in q.runs.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let id: i64 = part.parse().map_err(|_| {
+            AppError::invalid(
+                "runs",
+                format!("{part:?} is not a run id (comma-separated integers)"),
+            )
+        })?;
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    if !(1..=MAX_COMPARE_RUNS).contains(&ids.len()) {
+        return Err(AppError::invalid(
+            "runs",
+            format!("1 to {MAX_COMPARE_RUNS} run ids, got {}", ids.len()),
+        ));
+    }
+    let names = name_list(q.names.as_deref());
+    let mut csv = String::from("run_id,name,step,value,elapsed_s\n");
+    for &id in &ids {
+        let scope = member_scope(&state, &auth, id).await?;
+        csv_rows(&state, &scope, id, &names, &mut csv).await?;
+    }
+    let joined: Vec<String> = ids.iter().map(i64::to_string).collect();
+    Ok(csv_response(
+        format!("compare-{}-metrics.csv", joined.join("-")),
+        csv,
+    ))
+}
+
+/// `run_id,name,step,value,elapsed_s` rows, by name then step.
+pub async fn export_csv(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(run_id): ApiPath<i64>,
+    ApiQuery(q): ApiQuery<CsvQuery>,
+) -> ApiResult<Response> {
+    let scope = member_scope(&state, &auth, run_id).await?;
+    let names = name_list(q.names.as_deref());
+    let mut csv = String::from("run_id,name,step,value,elapsed_s\n");
+    csv_rows(&state, &scope, run_id, &names, &mut csv).await?;
+    Ok(csv_response(format!("run-{run_id}-metrics.csv"), csv))
 }
 
 /// RFC 4180 quoting: fields with a comma, quote or line break are quoted, quotes doubled. A

@@ -85,7 +85,8 @@ async fn a_spice_runs_tasks_render_on_the_environment_and_run_pages(
     let f = fixture(pool).await;
     let (app, run) = (&f.app, f.run);
     let corpus = spade::corpus::Corpus::bundled();
-    let task = spade::spice::cloze_task(&corpus.documents()[0].text, 5, true).ok_or("a task from the corpus")?;
+    let task = spade::spice::cloze_task(&corpus.documents()[0].text, 5, true)
+        .ok_or("a task from the corpus")?;
     let record = EnvironmentRecord {
         env_id: "spice-s0-d0".into(),
         step: 0,
@@ -196,9 +197,23 @@ async fn the_compare_view_overlays_a_spade_run_and_a_spice_run(pool: sqlx::PgPoo
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
     let spice_run = r.json()["id"].as_i64().ok_or("run id")?;
-    for (run, values) in [
-        (spade_run, vec![("loss", 0.5), ("regret_mean", 0.1)]),
-        (spice_run, vec![("loss", 0.7), ("spice/pass_rate", 0.4)]),
+    // The SPADE run again with another seed, stopped after two steps: a seed group whose runs
+    // end at different steps (issue 20, item 9).
+    let mut seed9 = spade::config::RunConfig::tiny_cpu_demo();
+    seed9.run.seed = 9;
+    let r = app
+        .post(
+            &format!("/api/v1/projects/{project}/runs"),
+            &ada,
+            json!({ "name": "seed9", "config_toml": seed9.to_toml() }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
+    let seed_run = r.json()["id"].as_i64().ok_or("run id")?;
+    for (run, values, steps) in [
+        (spade_run, vec![("loss", 0.5), ("regret_mean", 0.1)], 3),
+        (spice_run, vec![("loss", 0.7), ("spice/pass_rate", 0.4)], 3),
+        (seed_run, vec![("loss", 0.6), ("regret_mean", 0.2)], 2),
     ] {
         let token = app
             .post(&format!("/api/v1/runs/{run}/token"), &ada, json!({}))
@@ -208,9 +223,13 @@ async fn the_compare_view_overlays_a_spade_run_and_a_spice_run(pool: sqlx::PgPoo
             .unwrap_or_default()
             .to_owned();
         let worker = Cred::Bearer(token);
-        let msgs = (0..3).map(|s| metrics(s, &values)).collect();
+        let msgs = (0..steps).map(|s| metrics(s, &values)).collect();
         let r = app
-            .post(&format!("/api/v1/ingest/{run}"), &worker, batch(run, 0, msgs))
+            .post(
+                &format!("/api/v1/ingest/{run}"),
+                &worker,
+                batch(run, 0, msgs),
+            )
             .await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     }
@@ -219,8 +238,71 @@ async fn the_compare_view_overlays_a_spade_run_and_a_spice_run(pool: sqlx::PgPoo
         .await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.text());
     let html = page.text();
-    for want in ["Training loss", "Reasoner pass rate", "Regret (mean)", "spice-run", "run.algorithm"] {
+    for want in [
+        "Training loss",
+        "Reasoner pass rate",
+        "Regret (mean)",
+        "spice-run",
+        "run.algorithm",
+    ] {
         assert!(html.contains(want), "{want} missing from the compare view");
     }
+    let three = app
+        .get(
+            &format!("/compare?run={spade_run}&run={spice_run}&run={seed_run}&band=stderr"),
+            &ada,
+        )
+        .await
+        .text();
+    for want in [
+        "Mean and spread over seeds",
+        "mean ± 1 standard error",
+        "after step 2 the mean covers 1 of 2 runs",
+        &format!("name=\"run\" value=\"{seed_run}\""),
+    ] {
+        assert!(three.contains(want), "{want} missing from the compare view");
+    }
+    // The compare view's CSV (issue 20, item 14): every run's rows; bad ids and other teams'
+    // runs refused as the pages would.
+    assert!(html.contains(&format!(
+        "/api/v1/compare/metrics.csv?runs={spade_run},{spice_run}"
+    )));
+    let csv = app
+        .get(
+            &format!("/api/v1/compare/metrics.csv?runs={spade_run},{spice_run}"),
+            &ada,
+        )
+        .await;
+    assert_eq!(csv.status, StatusCode::OK, "{}", csv.text());
+    let text = csv.text();
+    assert!(
+        text.starts_with("run_id,name,step,value,elapsed_s\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("\n{spade_run},regret_mean,2,0.1,")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("\n{spice_run},spice/pass_rate,0,0.4,")),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 1 + 6 + 6);
+    let bad = app.get("/api/v1/compare/metrics.csv?runs=1,x", &ada).await;
+    assert_eq!(
+        bad.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        bad.text()
+    );
+    assert!(bad.text().contains("runs"), "{}", bad.text());
+    let eve = app.user("eve@example.org").await;
+    let theirs = app
+        .get(
+            &format!("/api/v1/compare/metrics.csv?runs={spade_run}"),
+            &eve,
+        )
+        .await;
+    assert_eq!(theirs.status, StatusCode::NOT_FOUND, "{}", theirs.text());
     Ok(())
 }

@@ -19,6 +19,8 @@ const TOOLUSE_BASE: &str = include_str!("../../../envs/python/spade_tooluse.py")
 const DEFAULT_MAX_TURNS: u32 = 25;
 /// Tracebacks are for humans reading a rejection; keep them short.
 const MAX_MESSAGE_CHARS: usize = 4_000;
+/// Traceback lines kept before the exception: the innermost frames, two lines each.
+const TRACEBACK_LINES: usize = 8;
 const MAX_INFO_DEPTH: usize = 8;
 const MAX_INFO_ITEMS: usize = 10_000;
 
@@ -66,10 +68,26 @@ impl Template {
 }
 
 fn run(py: Python<'_>, source: &str, globals: &Bound<'_, PyDict>) -> PyResult<()> {
-    let code =
-        CString::new(source).map_err(|_| PySyntaxError::new_err("source contains a NUL byte"))?;
-    py.run(&code, Some(globals), None)
+    if source.contains('\0') {
+        return Err(PySyntaxError::new_err("source contains a NUL byte"));
+    }
+    let builtins = py.import("builtins")?;
+    let code = builtins
+        .getattr("compile")?
+        .call1((source, ENV_FILE, "exec"))?;
+    // The source is in no file, so tracebacks would name its lines without showing them: the
+    // line cache holds it under its name (`None` as mtime: `checkcache` leaves such entries).
+    let lines: Vec<&str> = source.split_inclusive('\n').collect();
+    py.import("linecache")?
+        .getattr("cache")?
+        .set_item(ENV_FILE, (source.len(), py.None(), lines, ENV_FILE))?;
+    builtins.getattr("exec")?.call1((code, globals))?;
+    Ok(())
 }
+
+/// The file name the environment's code runs under, as its tracebacks and syntax errors name
+/// it (the dashboard finds the failing line by it).
+pub const ENV_FILE: &str = "<environment>";
 
 /// The directories the interpreter imports from; Landlock keeps them readable.
 pub fn import_roots(py: Python<'_>) -> PyResult<Vec<String>> {
@@ -163,7 +181,7 @@ fn env_class_name(py: Python<'_>, source: &str) -> EnvResult<String> {
         return Err(env_err(EnvErrorKind::Syntax, "source contains a NUL byte"));
     }
     let ast = py.import("ast").map_err(|e| py_error(py, &e))?;
-    let tree = ast.call_method1("parse", (source,)).map_err(|e| {
+    let tree = ast.call_method1("parse", (source, ENV_FILE)).map_err(|e| {
         let mut err = py_error(py, &e);
         err.kind = EnvErrorKind::Syntax;
         err
@@ -496,6 +514,23 @@ fn to_json(v: &Bound<'_, PyAny>, depth: usize, budget: &mut usize) -> serde_json
     }
 }
 
+/// A traceback as Python's `traceback.format_tb` writes it: its frames with their source
+/// lines, which it reads from the line cache where [`run`] put the environment's code (the C
+/// printer behind `PyTraceback::format` opens files by name and so shows none of them).
+fn format_tb(py: Python<'_>, tb: &Bound<'_, pyo3::types::PyTraceback>) -> Option<String> {
+    let formatted = py
+        .import("traceback")
+        .and_then(|m| m.call_method1("format_tb", (tb,)))
+        .and_then(|frames| frames.extract::<Vec<String>>());
+    match formatted {
+        Ok(frames) => Some(format!(
+            "Traceback (most recent call last):\n{}",
+            frames.concat()
+        )),
+        Err(_) => tb.format().ok(),
+    }
+}
+
 /// An exception from environment code as an [`EnvError`]: type, message, and the innermost
 /// traceback lines (bounded).
 fn py_error(py: Python<'_>, err: &PyErr) -> EnvError {
@@ -509,15 +544,21 @@ fn py_error(py: Python<'_>, err: &PyErr) -> EnvError {
         .str()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut message = format!("{kind}: {msg}");
-    if let Some(tb) = err.traceback(py).and_then(|tb| tb.format().ok()) {
-        // The last lines name the failing line of the environment's own code.
-        let lines: Vec<&str> = tb.lines().collect();
-        let tail = lines[lines.len().saturating_sub(6)..].join("\n");
-        message = format!("{message}\n{tail}");
-    }
+    let head = format!("{kind}: {msg}");
+    // As Python prints it: the innermost frames (file, line, and the line's code), then the
+    // exception, so the failing line of the environment's own code is the last frame shown.
+    let mut message = match err.traceback(py).and_then(|tb| format_tb(py, &tb)) {
+        Some(tb) => {
+            let lines: Vec<&str> = tb.lines().collect();
+            let tail = lines[lines.len().saturating_sub(TRACEBACK_LINES)..].join("\n");
+            format!("{tail}\n{head}")
+        }
+        None => head,
+    };
     if message.chars().count() > MAX_MESSAGE_CHARS {
-        message = message.chars().take(MAX_MESSAGE_CHARS).collect::<String>() + "...";
+        // Keep the end: the exception and the innermost frame.
+        let skip = message.chars().count() - MAX_MESSAGE_CHARS;
+        message = format!("...{}", message.chars().skip(skip).collect::<String>());
     }
     env_err(EnvErrorKind::Exception, message)
 }

@@ -270,6 +270,44 @@ fn enormous_non_utf8_and_empty_sources_are_rejections_not_crashes() {
     }
 }
 
+/// A rejection's traceback reads as Python prints it: the innermost frames of the
+/// environment's own code with their source lines, then the exception; a syntax error names
+/// its line. The dashboard marks the line from these (issue 20, item 10).
+#[test]
+fn tracebacks_show_the_failing_line_of_the_environment_and_end_with_the_exception() {
+    let pool = pool_with(1, 0, Duration::from_secs(20));
+    let raising = "class AEnv:\n    def __init__(self):\n        self.table = {}\n        self.value = self.table['missing']\n";
+    let r = validate(&pool, raising, &quick());
+    let rej = r.rejection.as_ref().unwrap_or_else(|| panic!("{r:#?}"));
+    assert_eq!(rej.reason, Reason::LoadError);
+    let lines: Vec<&str> = rej.message.lines().collect();
+    let frame = lines
+        .iter()
+        .position(|l| l.contains("File \"<environment>\", line 4, in __init__"))
+        .unwrap_or_else(|| panic!("no frame of line 4 in: {}", rej.message));
+    assert_eq!(
+        lines.get(frame + 1).map(|l| l.trim()),
+        Some("self.value = self.table['missing']"),
+        "{}",
+        rej.message
+    );
+    assert!(
+        lines
+            .last()
+            .is_some_and(|l| l.contains("KeyError: 'missing'")),
+        "{}",
+        rej.message
+    );
+    let r = validate(&pool, "x = 1\ny = (\nclass AEnv: pass\n", &quick());
+    let rej = r.rejection.as_ref().unwrap_or_else(|| panic!("{r:#?}"));
+    assert_eq!(rej.reason, Reason::SyntaxError);
+    assert!(
+        rej.message.contains("<environment>, line "),
+        "{}",
+        rej.message
+    );
+}
+
 /// The seed library (envs/seed) is the warm-start corpus and the fixed-env pool: all of it
 /// must pass validation.
 #[test]
