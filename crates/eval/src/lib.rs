@@ -27,6 +27,7 @@ pub mod qa;
 pub mod result;
 pub mod rg;
 mod sandbox;
+pub use sandbox::runner_config;
 pub mod suite;
 
 pub use error::EvalError;

@@ -6,9 +6,9 @@
 //! 2. challenger: sample one attempt for every document still without a task, parse, and
 //!    repeat until each has one or `spice.max_attempts` attempts were made (one valid task kept
 //!    per document);
-//! 3. reasoner: `spice.group_size` answers per task, without the document; correct by
-//!    [`spade::spice::is_correct`] (equivalence for numbers and expressions, exact match
-//!    otherwise);
+//! 3. reasoner: `spice.group_size` answers per task, without the document; expression
+//!    answers checked by math-verify (SPICE's checker) in the sandbox, the others by
+//!    [`spade::spice::is_correct`] (integers by value, exact match after normalising);
 //! 4. rewards and advantages (DrGRPO, role-wise, no division by the standard deviation):
 //!    reasoner 1/0, centred within each task's group; challenger
 //!    `exp(-(Var - 0.25)^2 / 0.02)` for a valid task and `spice.invalid_reward` for every
@@ -231,6 +231,8 @@ pub(super) fn step(lp: &mut Loop<'_>, m: &mut BTreeMap<String, f64>) -> Result<S
     }
     let answers = play::sample_all(&lp.policy, &prompts, &sample_seeds, &rp, backend(cfg))?;
 
+    let verdicts = check_answers(lp, &tasks, &answers, g)?;
+
     // Rewards, advantages, reports.
     let mut samples = Vec::new();
     let mut records = Vec::new();
@@ -242,11 +244,9 @@ pub(super) fn step(lp: &mut Loop<'_>, m: &mut BTreeMap<String, f64>) -> Result<S
     for (k, (&(i, task), (prompt_ids, prompt_text))) in tasks.iter().zip(&task_prompts).enumerate()
     {
         let group = &answers[k * g..(k + 1) * g];
-        let correct: Vec<bool> = group
-            .iter()
-            .map(|c| spice::is_correct(task, c.text.as_deref().unwrap_or_default()))
-            .collect();
+        let correct = &verdicts[k * g..(k + 1) * g];
         let rewards: Vec<f64> = correct.iter().map(|&c| spice::reasoner_reward(c)).collect();
+        let correct = correct.to_vec();
         for (c, a) in group.iter().zip(spice::drgrpo_advantages(&rewards)) {
             if a.abs() > 1e-12 && !c.tokens.is_empty() {
                 samples.push(GrpoSample::from_completion(prompt_ids, c, a as f32));
@@ -401,6 +401,63 @@ pub(super) fn step(lp: &mut Loop<'_>, m: &mut BTreeMap<String, f64>) -> Result<S
     );
     lp.pending.push(Message::Plays { records: plays });
     Ok(Step { samples })
+}
+
+/// Whether each answer (`g` per task, in order) is right. SPICE checks with math-verify: the
+/// answers of expression tasks go through it, in one sandboxed runner per step (it imports
+/// sympy, so it gets the evaluation runner's larger address space); integers, strings and
+/// options follow [`spade::spice::is_correct`] (by value, or exact after normalising), and so
+/// does every answer when math-verify cannot run (said in the log, never silently).
+fn check_answers(
+    lp: &mut Loop<'_>,
+    tasks: &[(usize, &Task)],
+    answers: &[Completion],
+    g: usize,
+) -> Result<Vec<bool>, WorkerError> {
+    let mut verdicts = Vec::with_capacity(answers.len());
+    let mut pairs = Vec::new();
+    let mut at = Vec::new();
+    for (k, &(_, task)) in tasks.iter().enumerate() {
+        for (a, c) in answers[k * g..(k + 1) * g].iter().enumerate() {
+            let reply = c.text.as_deref().unwrap_or_default();
+            verdicts.push(spice::is_correct(task, reply));
+            if let Task::FreeForm {
+                answer,
+                answer_type: spice::AnswerType::Expression,
+                ..
+            } = task
+            {
+                let visible = spade::parse::strip_think(reply);
+                let given = spade::parse::last_boxed(&visible).map(str::to_string);
+                pairs.push((answer.clone(), given));
+                at.push(k * g + a);
+            }
+        }
+    }
+    if pairs.is_empty() {
+        return Ok(verdicts);
+    }
+    match math_verify(&pairs) {
+        Ok(scores) => {
+            for (i, ok) in at.into_iter().zip(scores) {
+                verdicts[i] = ok;
+            }
+        }
+        Err(e) => (lp.on)(Event::Log(format!(
+            "math-verify could not check {} expression answers ({e}); they were compared by \
+             value instead",
+            pairs.len()
+        ))),
+    }
+    Ok(verdicts)
+}
+
+/// math-verify's verdicts on `(gold, prediction)` pairs, in a fresh sandboxed runner.
+pub(crate) fn math_verify(pairs: &[(String, Option<String>)]) -> Result<Vec<bool>, String> {
+    let cfg = spade_eval::runner_config(spade_sandbox::default_runner_path());
+    let mut runner = spade_sandbox::Runner::start(&cfg).map_err(|e| e.to_string())?;
+    let scored = spade_eval::qa::verify(&mut runner, pairs).map_err(|e| e.to_string())?;
+    Ok(scored.into_iter().map(|s| s.score > 0.5).collect())
 }
 
 /// The stored id of document `d`'s task at `step`.
@@ -597,5 +654,32 @@ fn task_error_kind(e: &TaskError) -> &'static str {
         TaskError::NotInteger(_) => "not_integer",
         TaskError::NotExpression(_) => "not_expression",
         TaskError::DuplicateOption(_) => "duplicate_option",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::math_verify;
+
+    /// The check SPICE names: symbolic equivalence the by-value rules cannot see.
+    #[test]
+    fn math_verify_decides_expression_answers_in_the_sandbox() {
+        let pairs = [
+            ("\\frac{1}{2}", Some("0.5")),
+            ("(x+1)^2", Some("x^2 + 2x + 1")),
+            ("\\sqrt{2}", Some("2^{1/2}")),
+            ("3", Some("4")),
+            ("x+1", None),
+        ]
+        .map(|(g, p)| (g.to_string(), p.map(str::to_string)));
+        let got = math_verify(&pairs).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got, [true, true, true, false, false]);
+        // The Rust rules alone miss the symbolic one.
+        let t = spade::spice::Task::FreeForm {
+            question: "q".into(),
+            answer: "(x+1)^2".into(),
+            answer_type: spade::spice::AnswerType::Expression,
+        };
+        assert!(!spade::spice::is_correct(&t, "\\boxed{x^2 + 2x + 1}"));
     }
 }
