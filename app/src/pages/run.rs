@@ -111,6 +111,41 @@ const TITLES: [(&str, &str); 30] = [
     ("play_violation_rate", "Contract violations per call"),
 ];
 
+/// The configuration's keys by section (`grpo.lr` -> ("grpo", "lr")), sections in the order
+/// they first appear; top-level values are the section "run configuration".
+pub fn config_sections(config: &serde_json::Value) -> Vec<(String, Vec<(String, String)>)> {
+    let mut out: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    for (key, value) in flatten_config(config) {
+        let (section, rest) = key
+            .split_once('.')
+            .map_or(("run configuration".to_owned(), key.clone()), |(a, b)| {
+                (a.to_owned(), b.to_owned())
+            });
+        match out.iter_mut().find(|(s, _)| *s == section) {
+            Some((_, rows)) => rows.push((rest, value)),
+            None => out.push((section, vec![(rest, value)])),
+        }
+    }
+    out
+}
+
+/// A key that wraps only after `_` and `.` (a `<wbr>` there), never inside a word.
+fn breakable(key: &str) -> impl IntoView + use<> {
+    let mut parts = Vec::new();
+    let mut word = String::new();
+    for c in key.chars() {
+        word.push(c);
+        if c == '_' || c == '.' {
+            parts.push(std::mem::take(&mut word));
+        }
+    }
+    parts.push(word);
+    parts
+        .into_iter()
+        .map(|p| view! { {p}<wbr /> })
+        .collect_view()
+}
+
 /// A human-readable title for a metric: the table above, else the name spelled out
 /// (`broken_in_play_envs` -> "Broken in play envs", `win_rate/Logic` -> "Win rate: Logic").
 pub fn metric_title(name: &str) -> String {
@@ -226,9 +261,21 @@ pub fn RunView(
             }
         })
     };
-    let config_rows = flatten_config(&run.config)
+    // One group per section, as the launch form has them; keys break only between words.
+    let config_rows = config_sections(&run.config)
         .into_iter()
-        .map(|(k, v)| view! { <tr><th scope="row"><code>{k}</code></th><td><code>{v}</code></td></tr> })
+        .map(|(section, rows)| {
+            let rows = rows
+                .into_iter()
+                .map(|(k, v)| view! { <tr><th scope="row"><code>{breakable(&k)}</code></th><td><code>{v}</code></td></tr> })
+                .collect_view();
+            view! {
+                <tbody>
+                    <tr class="kv-section"><th colspan="2" scope="colgroup">{section}</th></tr>
+                    {rows}
+                </tbody>
+            }
+        })
         .collect_view();
     let log = move || {
         live.log.with(|lines| {
@@ -311,7 +358,7 @@ pub fn RunView(
             <section class="card" aria-labelledby="config-h">
                 <h2 id="config-h">"Configuration"</h2>
                 <div class="table-scroll" tabindex="0" role="region" aria-label="Configuration">
-                    <table class="data kv"><tbody>{config_rows}</tbody></table>
+                    <table class="data kv config">{config_rows}</table>
                 </div>
             </section>
         </div>
@@ -342,6 +389,23 @@ mod tests {
         assert_eq!(titles, ["Acceptance", "Diversity"]);
         assert_eq!(g[0].1, "share (0-1)");
         assert_eq!(g[1].2[0].name, "vendi_ngram_mean");
+    }
+
+    #[test]
+    fn the_configuration_is_grouped_by_section() {
+        let c =
+            serde_json::json!({"grpo": {"lr": 1e-6, "clip_low": 0.2}, "run": {"seed": 3}, "x": 1});
+        let s = config_sections(&c);
+        let names: Vec<&str> = s.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["grpo", "run", "run configuration"]);
+        assert_eq!(
+            s[0].1,
+            [
+                ("clip_low".to_owned(), "0.2".to_owned()),
+                ("lr".to_owned(), "1e-6".to_owned())
+            ]
+        );
+        assert_eq!(s[2].1, [("x".to_owned(), "1".to_owned())]);
     }
 
     #[test]
