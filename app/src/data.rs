@@ -122,11 +122,13 @@ mod source {
     /// no valid session.
     pub trait DashboardData: Send + Sync + 'static {
         fn viewer<'a>(&'a self, req: &'a http::request::Parts) -> DataFuture<'a, Option<Viewer>>;
+        /// `name`: only runs whose name contains it, ignoring case.
         fn runs<'a>(
             &'a self,
             req: &'a http::request::Parts,
             team: Option<i64>,
             status: Option<String>,
+            name: Option<String>,
             cursor: Option<String>,
         ) -> DataFuture<'a, Access<RunsData>>;
         fn run<'a>(
@@ -212,10 +214,11 @@ pub async fn load_viewer() -> Result<Option<Viewer>, ServerFnError> {
 pub async fn load_runs(
     team: Option<i64>,
     status: Option<String>,
+    name: Option<String>,
     cursor: Option<String>,
 ) -> Result<Access<RunsData>, ServerFnError> {
     let (data, parts) = context()?;
-    data.runs(&parts, team, status, cursor)
+    data.runs(&parts, team, status, name, cursor)
         .await
         .map_err(to_sfn)
 }

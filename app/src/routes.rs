@@ -92,13 +92,26 @@ fn loading() -> impl IntoView {
 
 #[component]
 pub fn RunsPage() -> impl IntoView {
-    let (team, status, cursor) = (query("team"), query("status"), query("cursor"));
+    let (team, status, name, cursor) =
+        (query("team"), query("status"), query("q"), query("cursor"));
     let parsed = Memo::new(move |_| {
-        RunFilters::from_query(team().as_deref(), status().as_deref(), cursor().as_deref())
+        RunFilters::from_query(
+            team().as_deref(),
+            status().as_deref(),
+            name().as_deref(),
+            cursor().as_deref(),
+        )
     });
     let data = Resource::new(
         move || parsed.get().0,
-        |f| data::load_runs(f.team, f.status.map(|s| s.as_str().to_owned()), f.cursor),
+        |f| {
+            data::load_runs(
+                f.team,
+                f.status.map(|s| s.as_str().to_owned()),
+                f.name,
+                f.cursor,
+            )
+        },
     );
     view! {
         <Title text="Runs · SPADE Studio" />

@@ -387,6 +387,7 @@ impl DashboardData for Dashboard {
         req: &'a Parts,
         team: Option<i64>,
         status: Option<String>,
+        name: Option<String>,
         cursor: Option<String>,
     ) -> DataFuture<'a, Access<RunsData>> {
         Box::pin(async move {
@@ -421,9 +422,19 @@ impl DashboardData for Dashboard {
                     )
                 })?),
             };
+            let name_contains = name.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty());
+            if name_contains
+                .as_ref()
+                .is_some_and(|n| n.chars().count() > 200)
+            {
+                return Err(DataError::Invalid(
+                    "q: a name search of at most 200 characters".into(),
+                ));
+            }
             let filter = runs::RunFilter {
                 project_id: None,
                 status,
+                name_contains,
                 before_id,
                 limit: RUNS_PER_PAGE + 1,
             };

@@ -83,6 +83,7 @@ fn runs_list_has_badges_progress_metrics_and_plain_page_links() {
     let filters = RunFilters {
         team: Some(5),
         status: None,
+        name: Some("demo".into()),
         cursor: Some("9".into()),
     };
     let html = render(move || {
@@ -94,10 +95,14 @@ fn runs_list_has_badges_progress_metrics_and_plain_page_links() {
     assert!(html.contains(r#"<progress max="100" value="25.0""#));
     assert!(html.contains("31%"), "learnable share as a percentage");
     assert!(
-        html.contains(r#"href="/runs?team=5""#),
-        "first page link keeps the filter: {html}"
+        html.contains(r#"href="/runs?team=5&amp;q=demo""#),
+        "first page link keeps the filters: {html}"
     );
-    assert!(html.contains(r#"href="/runs?team=5&amp;cursor=2""#));
+    assert!(
+        html.contains(r#"id="runs-q" name="q" type="search" maxlength="200" value="demo""#),
+        "the name search shows what was searched: {html}"
+    );
+    assert!(html.contains(r#"href="/runs?team=5&amp;q=demo&amp;cursor=2""#));
     assert!(html.contains(r#"<option value="5" selected"#));
     assert!(html.contains("Unknown status"));
     assert!(html.contains(r#"<label for="runs-status">"#) && html.contains(r#"id="runs-status""#));

@@ -11,6 +11,8 @@ pub struct RunFilters {
     /// The team whose runs are listed; `None` means the viewer's first team.
     pub team: Option<i64>,
     pub status: Option<RunStatus>,
+    /// Only runs whose name contains this (ignoring case).
+    pub name: Option<String>,
     /// Keyset cursor of the page (absent on the first page).
     pub cursor: Option<String>,
 }
@@ -21,6 +23,7 @@ impl RunFilters {
     pub fn from_query(
         team: Option<&str>,
         status: Option<&str>,
+        name: Option<&str>,
         cursor: Option<&str>,
     ) -> (Self, Vec<String>) {
         let mut problems = Vec::new();
@@ -43,10 +46,15 @@ impl RunFilters {
             }),
         };
         let cursor = cursor.filter(|c| !c.is_empty()).map(str::to_owned);
+        let name = name
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(|n| n.chars().take(200).collect());
         (
             Self {
                 team,
                 status,
+                name,
                 cursor,
             },
             problems,
@@ -63,6 +71,7 @@ impl RunFilters {
                     .map(|s| s.as_str().to_owned())
                     .unwrap_or_default(),
             ),
+            ("q", self.name.clone().unwrap_or_default()),
             ("cursor", cursor.unwrap_or_default().to_owned()),
         ];
         format!("/runs{}", query_string(&pairs))
@@ -129,6 +138,10 @@ pub fn RunsView(
                         .map(|s| view! { <option value=s.as_str() selected=filters.status == Some(s)>{s.as_str()}</option> })
                         .collect_view()}
                 </select>
+            </div>
+            <div class="field">
+                <label for="runs-q">"Name contains"</label>
+                <input id="runs-q" name="q" type="search" maxlength="200" value=filters.name.clone().unwrap_or_default() />
             </div>
             <button type="submit">"Filter"</button>
         </form>
@@ -236,17 +249,19 @@ mod tests {
 
     #[test]
     fn filters_from_query_report_bad_values() {
-        let (f, p) = RunFilters::from_query(Some("3"), Some("running"), Some("41"));
+        let (f, p) = RunFilters::from_query(Some("3"), Some("running"), Some(" demo "), Some("41"));
         assert_eq!(
             f,
             RunFilters {
                 team: Some(3),
                 status: Some(RunStatus::Running),
+                name: Some("demo".into()),
                 cursor: Some("41".into())
             }
         );
         assert!(p.is_empty());
-        let (f, p) = RunFilters::from_query(Some("x"), Some("sleeping"), Some(""));
+        assert_eq!(f.href(None), "/runs?team=3&status=running&q=demo");
+        let (f, p) = RunFilters::from_query(Some("x"), Some("sleeping"), Some("  "), Some(""));
         assert_eq!(f, RunFilters::default());
         assert_eq!(p.len(), 2, "{p:?}");
         assert!(p[0].contains("sleeping") && p[1].contains("\"x\""));
@@ -273,10 +288,14 @@ mod tests {
         let f = RunFilters {
             team: Some(2),
             status: Some(RunStatus::Failed),
+            name: Some("a b".into()),
             cursor: None,
         };
-        assert_eq!(f.href(None), "/runs?team=2&status=failed");
-        assert_eq!(f.href(Some("17")), "/runs?team=2&status=failed&cursor=17");
+        assert_eq!(f.href(None), "/runs?team=2&status=failed&q=a%20b");
+        assert_eq!(
+            f.href(Some("17")),
+            "/runs?team=2&status=failed&q=a%20b&cursor=17"
+        );
         assert_eq!(RunFilters::default().href(None), "/runs");
     }
 }

@@ -38,6 +38,8 @@ fn default_executor() -> String {
 pub struct ListQuery {
     pub project_id: Option<i64>,
     pub status: Option<RunStatus>,
+    /// Runs whose name contains this, ignoring case.
+    pub q: Option<String>,
     pub limit: Option<i64>,
     pub cursor: Option<String>,
 }
@@ -144,6 +146,7 @@ pub async fn list(
         &RunFilter {
             project_id: q.project_id,
             status: q.status,
+            name_contains: name_query(q.q.as_deref())?,
             before_id,
             limit,
         },
@@ -153,6 +156,17 @@ pub async fn list(
         .then(|| items.last().map(|r| r.id.to_string()))
         .flatten();
     Ok(Json(Page { items, next_cursor }))
+}
+
+/// `q`: a name search, trimmed; blank is none, over 200 characters is refused.
+fn name_query(q: Option<&str>) -> ApiResult<Option<String>> {
+    match q.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(s) if s.chars().count() > 200 => Err(AppError::invalid(
+            "q",
+            "a name search of at most 200 characters",
+        )),
+        other => Ok(other.map(str::to_owned)),
+    }
 }
 
 pub async fn get(

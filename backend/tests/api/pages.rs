@@ -306,3 +306,55 @@ async fn the_compare_view_overlays_a_spade_run_and_a_spice_run(pool: sqlx::PgPoo
     assert_eq!(theirs.status, StatusCode::NOT_FOUND, "{}", theirs.text());
     Ok(())
 }
+
+/// The runs list searches by name (issue 20, item 14): case-insensitive, `%` and `_` matching
+/// themselves, in the API and on the page; an overlong search is refused naming `q`.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn the_runs_list_searches_by_name(pool: sqlx::PgPool) -> TestResult {
+    use serde_json::json;
+    let app = TestApp::new(pool);
+    let ada = app.user("ada@example.org").await;
+    let (team, project, _) = app.team_project_run(&ada, "lab").await;
+    for name in ["Alpha_1", "alpha-2", "beta%"] {
+        let r = app
+            .post(
+                &format!("/api/v1/projects/{project}/runs"),
+                &ada,
+                json!({ "name": name, "config_toml": tiny_toml() }),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
+    }
+    let names = |q: &str| {
+        let app = &app;
+        let ada = &ada;
+        let path = format!("/api/v1/teams/{team}/runs?q={q}");
+        async move {
+            let r = app.get(&path, ada).await;
+            assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+            let mut v: Vec<String> = r.json()["items"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|i| i["name"].as_str().map(str::to_owned))
+                .collect();
+            v.sort();
+            v
+        }
+    };
+    assert_eq!(names("ALPHA").await, ["Alpha_1", "alpha-2"]);
+    assert_eq!(names("a_1").await, ["Alpha_1"], "_ is no wildcard");
+    assert_eq!(names("%25").await, ["beta%"], "% is no wildcard");
+    assert_eq!(names("%20%20").await.len(), 4, "a blank search is none");
+    let long = "x".repeat(201);
+    app.get(&format!("/api/v1/teams/{team}/runs?q={long}"), &ada)
+        .await
+        .assert_refused("q", "at most 200 characters", "long search");
+    let page = app.get("/runs?q=beta", &ada).await.text();
+    assert!(
+        page.contains("beta%") && !page.contains("Alpha_1"),
+        "{page}"
+    );
+    Ok(())
+}

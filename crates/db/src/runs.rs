@@ -44,8 +44,17 @@ pub struct NewRun<'a> {
 pub struct RunFilter {
     pub project_id: Option<i64>,
     pub status: Option<RunStatus>,
+    /// Runs whose name contains this text, ignoring case (`%` and `_` match themselves).
+    pub name_contains: Option<String>,
     pub before_id: Option<i64>,
     pub limit: i64,
+}
+
+/// `text` as a literal inside an ILIKE pattern (its `\`, `%` and `_` escaped).
+fn like_literal(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_")
 }
 
 /// Creates a queued run in a project of the scoped team (`NotFound("project")` otherwise).
@@ -85,13 +94,15 @@ pub async fn list(pool: &PgPool, scope: &TeamScope, f: &RunFilter) -> Result<Vec
              AND ($2::bigint IS NULL OR r.project_id = $2)
              AND ($3::run_status IS NULL OR r.status = $3)
              AND ($4::bigint IS NULL OR r.id < $4)
+             AND ($6::text IS NULL OR r.name ILIKE '%' || $6 || '%' ESCAPE '\')
            ORDER BY r.id DESC
            LIMIT $5"#,
         scope.team_id,
         f.project_id,
         f.status as Option<RunStatus>,
         f.before_id,
-        f.limit
+        f.limit,
+        f.name_contains.as_deref().map(like_literal)
     )
     .fetch_all(pool)
     .await?;
