@@ -11,6 +11,7 @@ mod loop_tiny;
 mod pool;
 mod rollout;
 mod sink_http;
+mod vllm;
 mod weights_cadence;
 
 use spade_policy::Policy;
