@@ -201,7 +201,7 @@ const HELP: &[(&str, &str)] = &[
     ),
     (
         "model.rollout",
-        "What serves generation: \"engine\" (continuous batching; every episode of a step at once, each keeping its KV cache between turns) or \"sampler\" (one environment at a time, each turn prefilled again).",
+        "What serves generation: \"engine\" (continuous batching; every episode of a step at once, each keeping its KV cache between turns), \"sampler\" (one environment at a time, each turn prefilled again) or \"vllm\" (the [vllm] servers, weights synced after every update).",
     ),
     (
         "model.kv_cache_tokens",
@@ -525,6 +525,39 @@ const HELP: &[(&str, &str)] = &[
         "Items per task at most (questions per reasoning-gym dataset).",
     ),
     ("eval.max_new_tokens", "Tokens per answer."),
+    (
+        "vllm.urls",
+        "With model.rollout = \"vllm\": base URLs of running vLLM servers (comma-separated), used data-parallel; each episode stays on one server. They must run vLLM 0.32 with VLLM_SERVER_DEV_MODE=1 and --logprobs-mode processed_logprobs and read vllm.weights_dir.",
+    ),
+    (
+        "vllm.start",
+        "vLLM servers the worker starts itself (vllm serve beside it on 127.0.0.1); 0 = use vllm.urls.",
+    ),
+    ("vllm.port", "First port of the servers the worker starts (then +1 each)."),
+    (
+        "vllm.venv",
+        "Virtual environment whose bin/vllm starts them; empty = $SPADE_CACHE/venv-vllm (scripts/setup --vllm).",
+    ),
+    (
+        "vllm.threads",
+        "CPU threads of each started server (OMP_NUM_THREADS); 0 = the worker's.",
+    ),
+    (
+        "vllm.kv_cache_gib",
+        "KV-cache GiB of each started server on CPU (VLLM_CPU_KVCACHE_SPACE).",
+    ),
+    (
+        "vllm.weights_dir",
+        "Where the policy is written after every update for the servers to load (a path every server reads; /dev/shm when colocated); empty = the run's state directory.",
+    ),
+    (
+        "vllm.startup_timeout_s",
+        "Seconds to wait for every server's /health before the first step.",
+    ),
+    (
+        "vllm.request_timeout_s",
+        "Seconds one completion may take before its server counts as hung (the run fails).",
+    ),
 ];
 
 /// A refused submission, put into the request's extensions for the page render that follows.
@@ -602,7 +635,11 @@ fn kind_of(path: &str, template: &Value) -> FieldKind {
             "sentence".to_owned(),
         ]),
         Value::String(_) if path == "model.rollout" => {
-            FieldKind::Choice(vec!["engine".to_owned(), "sampler".to_owned()])
+            FieldKind::Choice(vec![
+                "engine".to_owned(),
+                "sampler".to_owned(),
+                "vllm".to_owned(),
+            ])
         }
         Value::String(_) if path == "memory.match_by" => {
             FieldKind::Choice(vec!["skill".to_owned(), "kind".to_owned()])
@@ -844,7 +881,20 @@ pub fn check_fields(pairs: &[(String, String)]) -> Checked {
                 .push("missing from the form".into());
             continue;
         }
-        match parse_value(&kind, &raw) {
+        let parsed = if path == "vllm.urls" {
+            // A list of URLs is one text field, comma-separated, as it is displayed.
+            Ok(Value::Array(
+                raw.join(",")
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .map(|u| Value::String(u.to_owned()))
+                    .collect(),
+            ))
+        } else {
+            parse_value(&kind, &raw)
+        };
+        match parsed {
             Ok(v) => insert_path(&mut root, path, v),
             Err(msg) => errors.entry(path.clone()).or_default().push(msg),
         }

@@ -17,7 +17,8 @@
 //! checks it by comparing a probe's log-probs against tch.
 //!
 //! Weight sync ([`Fleet::sync`]): the policy is written as Hugging Face safetensors under
-//! `weights_dir`, then every server is paused (`/pause?mode=wait`, which drains and clears
+//! `weights_dir` (untied: vLLM 0.32's in-place reload keeps a tied head's old values, see
+//! `Policy::save_untied`), then every server is paused (`/pause?mode=wait`, which drains and clears
 //! its KV and prefix caches), reloads in place (`/collective_rpc` `reload_weights` with
 //! `weights_path`, the dev routes of `VLLM_SERVER_DEV_MODE=1`), gets the version label
 //! (`/update_weight_version`), is resumed, and must report that label (`/weight_info`) and
@@ -366,10 +367,18 @@ impl Fleet {
         let tok = policy
             .require_tokenizer()
             .map_err(|e| VllmError(format!("the policy has no tokenizer: {e}")))?;
-        let probe = probe_ids(tok)?;
-        let want = spade_policy::train::token_logprobs(policy.model(), &[probe.clone()], 1.0)
-            .map_err(|e| VllmError(format!("tch log-probs of the probe: {e}")))?;
-        let want = want.into_iter().next().unwrap_or_default();
+        // Not temperature 1: a server that returns raw log-probs fails the check.
+        let temperature = 0.7;
+        let req = Request {
+            tokens: probe_ids(tok)?,
+            params: spade_policy::sample::SamplingParams {
+                temperature,
+                max_new_tokens: 8,
+                ..Default::default()
+            },
+            seed: 17,
+        };
+        let body = completion_body(self, &req);
         let mut worst = 0.0f64;
         for s in &self.servers {
             let got = s.weight_version(&self.client)?;
@@ -379,23 +388,31 @@ impl Fleet {
                     s.url
                 )));
             }
-            let lp = s.prompt_logprobs(&self.client, &self.model, &probe)?;
-            let gap = lp
+            let url = format!("{}/v1/completions", s.url);
+            let c = match complete(&self.client, &url, &body, 8) {
+                Turn::Done(c) => c,
+                Turn::Refused(m) | Turn::Fatal(m) => {
+                    return Err(VllmError(format!("the probe: {m}{}", s.log_tail_note())));
+                }
+            };
+            let mut ids = req.tokens.clone();
+            ids.extend(&c.tokens);
+            let want = spade_policy::train::token_logprobs(policy.model(), &[ids], temperature)
+                .map_err(|e| VllmError(format!("tch log-probs of the probe: {e}")))?
+                .pop()
+                .unwrap_or_default();
+            let gap = c
+                .logprobs
                 .iter()
-                .zip(&want)
-                .skip(1)
-                .map(|(a, b)| (a - f64::from(*b)).abs())
+                .zip(want.iter().skip(req.tokens.len()))
+                .map(|(a, b)| f64::from((a - b).abs()))
                 .fold(0.0, f64::max);
-            if lp.len() != want.len() || !gap.is_finite() || gap > self.probe_tolerance {
+            if c.tokens.is_empty() || !gap.is_finite() || gap > self.probe_tolerance {
                 return Err(VllmError(format!(
                     "{} does not serve the policy's weights: its log-probs of a probe differ \
-                     from tch's by up to {gap:.3e} (allowed {:.1e}; {} vs {} positions). Is it \
-                     serving another model, or started without --logprobs-mode \
-                     processed_logprobs?",
-                    s.url,
-                    self.probe_tolerance,
-                    lp.len(),
-                    want.len()
+                     from tch's by up to {gap:.3e} (allowed {:.1e}). Is it serving another \
+                     model, or started without --logprobs-mode processed_logprobs?",
+                    s.url, self.probe_tolerance
                 )));
             }
             worst = worst.max(gap);
@@ -459,7 +476,7 @@ fn probe_ids(tok: &Tokenizer) -> VResult<Vec<i64>> {
 fn write_weights(policy: &Policy, dir: &Path) -> VResult<()> {
     let tmp = dir.with_extension("tmp");
     let _ = std::fs::remove_dir_all(&tmp);
-    policy.save(&tmp).map_err(|e| {
+    policy.save_untied(&tmp).map_err(|e| {
         VllmError(format!(
             "cannot write the weights to {}: {e}",
             tmp.display()
@@ -481,6 +498,8 @@ enum Turn {
 struct SeqState {
     server: usize,
     busy: bool,
+    /// The turn in flight's stop strings (its text is cut after the first).
+    stops: Vec<String>,
 }
 
 /// [`Rollout`] over a [`Fleet`]: each submitted turn is one blocking request on its own
@@ -517,33 +536,14 @@ impl VllmRollout<'_> {
     pub fn turns_per_server(&self) -> &[u64] {
         &self.per_server
     }
+}
 
-    fn body(&self, req: &Request) -> serde_json::Value {
-        let p = &req.params;
-        let mut b = serde_json::json!({
-            "model": self.fleet.model,
-            "prompt": req.tokens,
-            "max_tokens": p.max_new_tokens,
-            "temperature": p.temperature,
-            "top_p": p.top_p,
-            // vLLM takes an int64 seed.
-            "seed": (req.seed >> 1) as i64,
-            "stop_token_ids": p.stop_token_ids,
-            // Only the caller's stop tokens end a turn, as in the engine.
-            "ignore_eos": true,
-            "logprobs": 0,
-            "return_token_ids": true,
-            "skip_special_tokens": false,
-            "stream": false,
-        });
-        if !p.stop_strings.is_empty() {
-            b["stop"] = serde_json::json!(p.stop_strings);
-            b["include_stop_str_in_output"] = serde_json::json!(true);
-        }
-        if !self.fleet.pad_bias.is_empty() {
-            b["logit_bias"] = serde_json::Value::Object(self.fleet.pad_bias.clone());
-        }
-        b
+/// How long a rollout waits on its requests before it asks the servers whether they are well.
+const WATCH_EVERY: Duration = Duration::from_secs(5);
+
+impl VllmRollout<'_> {
+    fn busy_on(&self, server: usize) -> bool {
+        self.seqs.values().any(|s| s.busy && s.server == server)
     }
 }
 
@@ -557,13 +557,14 @@ impl Rollout for VllmRollout<'_> {
             SeqState {
                 server,
                 busy: false,
+                stops: vec![],
             },
         );
         id
     }
 
     fn submit(&mut self, seq: SeqId, req: Request) -> spade_policy::Result<()> {
-        let body = self.body(&req);
+        let body = completion_body(self.fleet, &req);
         let s = self
             .seqs
             .get_mut(&seq)
@@ -578,16 +579,16 @@ impl Rollout for VllmRollout<'_> {
             return Err(PolicyError::InvalidInput("empty prompt".into()));
         }
         s.busy = true;
+        s.stops = req.params.stop_strings.clone();
         self.in_flight += 1;
         self.per_server[s.server] += 1;
         let server = &self.fleet.servers[s.server];
         let url = format!("{}/v1/completions", server.url);
         let client = self.fleet.client.clone();
         let tx = self.tx.clone();
-        let stops = req.params.stop_strings.clone();
         let max_new = req.params.max_new_tokens;
         std::thread::spawn(move || {
-            let turn = complete(&client, &url, &body, max_new, &stops);
+            let turn = complete(&client, &url, &body, max_new);
             let _ = tx.send((seq, turn));
         });
         Ok(())
@@ -605,6 +606,7 @@ impl Rollout for VllmRollout<'_> {
             )));
         }
         let mut got = vec![];
+        let mut waiting = Instant::now();
         loop {
             match self.rx.recv_timeout(Duration::from_millis(500)) {
                 Ok(m) => {
@@ -612,7 +614,19 @@ impl Rollout for VllmRollout<'_> {
                     got.extend(self.rx.try_iter());
                     break;
                 }
-                Err(RecvTimeoutError::Timeout) => self.fleet.check_alive()?,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.fleet.check_alive()?;
+                    // A process can live on while its server no longer answers (engine core
+                    // gone, left paused): ask the busy servers themselves now and then.
+                    if waiting.elapsed() >= WATCH_EVERY {
+                        waiting = Instant::now();
+                        for (i, s) in self.fleet.servers.iter().enumerate() {
+                            if self.busy_on(i) {
+                                s.watch(&self.fleet.client)?;
+                            }
+                        }
+                    }
+                }
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(PolicyError::Backend("request threads vanished".into()));
                 }
@@ -628,7 +642,7 @@ impl Rollout for VllmRollout<'_> {
             let server = &self.fleet.servers[s.server];
             let result = match turn {
                 Turn::Done(mut c) => {
-                    c.text = Some(decode_cut(self.tok, &c.tokens, &stops_of(&c))?);
+                    c.text = Some(decode_cut(self.tok, &c.tokens, &s.stops)?);
                     Ok(c)
                 }
                 Turn::Refused(m) => Err(PolicyError::Backend(m)),
@@ -653,9 +667,33 @@ impl Rollout for VllmRollout<'_> {
     }
 }
 
-/// Stop strings are cut by the request thread already; nothing to cut again.
-fn stops_of(_c: &Completion) -> Vec<String> {
-    vec![]
+/// A `/v1/completions` body for one turn (see the module doc for the choices).
+fn completion_body(fleet: &Fleet, req: &Request) -> serde_json::Value {
+    let p = &req.params;
+    let mut b = serde_json::json!({
+        "model": fleet.model,
+        "prompt": req.tokens,
+        "max_tokens": p.max_new_tokens,
+        "temperature": p.temperature,
+        "top_p": p.top_p,
+        // vLLM takes an int64 seed.
+        "seed": (req.seed >> 1) as i64,
+        "stop_token_ids": p.stop_token_ids,
+        // Only the caller's stop tokens end a turn, as in the engine.
+        "ignore_eos": true,
+        "logprobs": 0,
+        "return_token_ids": true,
+        "skip_special_tokens": false,
+        "stream": false,
+    });
+    if !p.stop_strings.is_empty() {
+        b["stop"] = serde_json::json!(p.stop_strings);
+        b["include_stop_str_in_output"] = serde_json::json!(true);
+    }
+    if !fleet.pad_bias.is_empty() {
+        b["logit_bias"] = serde_json::Value::Object(fleet.pad_bias.clone());
+    }
+    b
 }
 
 /// The engine's text: decoded without special tokens.
@@ -676,7 +714,6 @@ fn complete(
     url: &str,
     body: &serde_json::Value,
     max_new: usize,
-    stops: &[String],
 ) -> Turn {
     let b = Backoff {
         tries: 3,
@@ -692,7 +729,7 @@ fn complete(
                     Ok(v) => v,
                     Err(e) => return Turn::Fatal(format!("POST {url}: unreadable answer: {e}")),
                 };
-                return match parse_completion(&v, max_new, stops) {
+                return match parse_completion(&v, max_new) {
                     Ok(c) => Turn::Done(c),
                     Err(m) => Turn::Fatal(format!("POST {url}: {m}")),
                 };
@@ -713,7 +750,6 @@ fn complete(
 fn parse_completion(
     v: &serde_json::Value,
     max_new: usize,
-    stops: &[String],
 ) -> std::result::Result<Completion, String> {
     let c = v
         .get("choices")
@@ -757,7 +793,6 @@ fn parse_completion(
         (Some("stop"), _) => Finish::StopToken,
         (other, _) => return Err(format!("unexpected finish_reason {other:?}")),
     };
-    let _ = stops;
     Ok(Completion {
         tokens,
         logprobs,

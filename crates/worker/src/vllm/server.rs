@@ -135,6 +135,44 @@ impl Server {
         }
     }
 
+    /// `/health` answers 200 and `/is_paused` says false, each within 5 s; else the error says
+    /// which and quotes the log.
+    pub(super) fn watch(&self, client: &reqwest::blocking::Client) -> VResult<()> {
+        let quick = Duration::from_secs(5);
+        let health = format!("{}/health", self.url);
+        match client.get(&health).timeout(quick).send() {
+            Ok(r) if r.status().is_success() => {}
+            Ok(r) => {
+                return Err(VllmError(format!(
+                    "{health} answered {} while requests were waiting{}",
+                    r.status(),
+                    self.log_tail_note()
+                )));
+            }
+            Err(e) => {
+                return Err(VllmError(format!(
+                    "{health} did not answer while requests were waiting: {e}{}",
+                    self.log_tail_note()
+                )));
+            }
+        }
+        let paused = format!("{}/is_paused", self.url);
+        let v: serde_json::Value = client
+            .get(&paused)
+            .timeout(quick)
+            .send()
+            .and_then(|r| r.json())
+            .map_err(|e| VllmError(format!("GET {paused}: {e}")))?;
+        if v.get("is_paused").and_then(|p| p.as_bool()) == Some(true) {
+            return Err(VllmError(format!(
+                "{} is paused (a weight sync did not finish), so its requests would wait \
+                 forever; POST {}/resume or restart it",
+                self.url, self.url
+            )));
+        }
+        Ok(())
+    }
+
     /// `GET /version` must name a release of [`VLLM_VERSION`]'s major.minor.
     pub(super) fn check_version(&self, client: &reqwest::blocking::Client) -> VResult<()> {
         let v = self.get_json(client, "/version")?;
@@ -194,60 +232,6 @@ impl Server {
             Some(serde_json::Value::String(s)) => s.clone(),
             _ => String::new(),
         })
-    }
-
-    /// Log-probs of `ids` themselves (entry 0 is the first token's: 0), at temperature 1.
-    pub(super) fn prompt_logprobs(
-        &self,
-        client: &reqwest::blocking::Client,
-        model: &str,
-        ids: &[i64],
-    ) -> VResult<Vec<f64>> {
-        let body = serde_json::json!({
-            "model": model,
-            "prompt": ids,
-            "max_tokens": 1,
-            "temperature": 1.0,
-            "prompt_logprobs": 0,
-        });
-        let v: serde_json::Value = self
-            .post(client, "/v1/completions", &body)?
-            .json()
-            .map_err(|e| {
-                VllmError(format!(
-                    "{}/v1/completions: unreadable answer: {e}",
-                    self.url
-                ))
-            })?;
-        let rows = v
-            .pointer("/choices/0/prompt_logprobs")
-            .and_then(|p| p.as_array())
-            .ok_or_else(|| {
-                VllmError(format!(
-                    "{}/v1/completions gave no choices[0].prompt_logprobs",
-                    self.url
-                ))
-            })?;
-        let mut out = Vec::with_capacity(ids.len());
-        for (i, row) in rows.iter().enumerate() {
-            if i == 0 {
-                out.push(0.0);
-                continue;
-            }
-            let key = ids.get(i).map(i64::to_string).unwrap_or_default();
-            let lp = row
-                .get(&key)
-                .and_then(|e| e.get("logprob"))
-                .and_then(|l| l.as_f64())
-                .ok_or_else(|| {
-                    VllmError(format!(
-                        "{}: prompt_logprobs[{i}] lacks the prompt's token {key}",
-                        self.url
-                    ))
-                })?;
-            out.push(lp);
-        }
-        Ok(out)
     }
 
     /// POST a JSON body; a refusal or repeated failure names the route and the answer.

@@ -101,50 +101,7 @@ fn vllm_serves_play_syncs_weights_and_a_killed_server_fails_the_rollout() -> Tes
 
     // A play step's traces: tokens and log-probs line up with what the trainer recomputes.
     let pool = pool(8);
-    let jobs: Vec<PlayJob<'_>> = (0..2)
-        .map(|j| PlayJob {
-            code: GUESS,
-            kind: EnvKind::Game,
-            hint: None,
-            seeds: (0..4).map(|i| 10 * j + i).collect(),
-            sample_seed: 5 + j as u64,
-        })
-        .collect();
-    let opts = PlayOptions {
-        max_turns: 4,
-        max_new_tokens: 12,
-        temperature: 0.6,
-        max_context: 1024,
-        max_episode_tokens: 1024,
-        backend: Backend::Vllm(fleet.clone()),
-        ..PlayOptions::default()
-    };
-    let t = Instant::now();
-    let played = play::play_envs(&policy, &pool, &jobs, &opts, 8)?;
-    eprintln!("8 episodes in {:.1} s", t.elapsed().as_secs_f64());
-    let (mut worst, mut sum, mut n, mut multi) = (0.0f64, 0.0f64, 0usize, 0);
-    for ep in played.iter().flatten() {
-        assert!(ep.error.is_none(), "{:?}", ep.error);
-        assert!(ep.failure.is_none(), "{:?}", ep.failure);
-        assert_eq!(ep.ids.len(), ep.loss_mask.len());
-        assert_eq!(ep.ids.len(), ep.logprobs.len());
-        assert!(ep.turns >= 1);
-        multi += usize::from(ep.turns > 1);
-        let tch = spade_policy::train::token_logprobs(policy.model(), &[ep.ids.clone()], 0.6)?;
-        let (mean, max, k) = logprob_gap(&ep.logprobs, &tch[0], &ep.loss_mask);
-        assert!(k > 0, "no sampled tokens");
-        worst = worst.max(max);
-        sum += mean * k as f64;
-        n += k;
-        // Padded vocabulary rows are never sampled.
-        let usable = policy.model().usable_vocab();
-        assert!(ep.ids.iter().all(|&id| id < usable));
-    }
-    eprintln!(
-        "trace log-probs vs tch: mean |gap| {:.2e}, max {:.2e} over {n} sampled tokens",
-        sum / n.max(1) as f64,
-        worst
-    );
+    let (_, worst, _, multi) = play_and_compare(&policy, &fleet, &pool)?;
     assert!(worst < TRACE_TOLERANCE, "max gap {worst}");
     assert!(multi >= 4, "only {multi} multi-turn episodes");
 
@@ -189,6 +146,9 @@ fn vllm_serves_play_syncs_weights_and_a_killed_server_fails_the_rollout() -> Tes
         .filter(|(a, b)| a.tokens != b.tokens || a.logprobs != b.logprobs)
         .count();
     assert_eq!(changed, 8, "outputs unchanged by the update");
+    // The untrained model's broad distributions make the trace comparison sharp.
+    let (_, worst, _, _) = play_and_compare(&other, &fleet, &pool)?;
+    assert!(worst < TRACE_TOLERANCE, "after the update: max gap {worst}");
     for (p, c) in prompts.iter().zip(&after) {
         let mut ids = p.clone();
         ids.extend(&c.tokens);
@@ -200,28 +160,10 @@ fn vllm_serves_play_syncs_weights_and_a_killed_server_fails_the_rollout() -> Tes
         assert!(max < TRACE_TOLERANCE, "after the update: gap {max}");
     }
 
-    // The wrong model: a policy of another vocabulary cannot be loaded; the error names the
-    // server.
-    let small = preset::tiny(&["a b c d e f g h"], 1, |_| {})?;
-    let url0 = fleet.urls()[0].to_string();
-    let err = match fleet.sync(&small, "step-2") {
-        Ok(_) => return Err("a policy of another shape was accepted".into()),
-        Err(e) => e.to_string(),
-    };
-    eprintln!("wrong model: {err}");
-    assert!(err.contains(&url0), "{err}");
-    assert_eq!(
-        fleet.version(),
-        report.version,
-        "a failed sync changed the version"
-    );
-
     // A killed server: the next rollout fails, naming it, instead of hanging.
     let pid = fleet.server_pids()[1].ok_or("server 1 has no pid")?;
-    let status = std::process::Command::new("kill")
-        .args(["-9", &format!("-{pid}")])
-        .status()?;
-    assert!(status.success());
+    let group = rustix::process::Pid::from_raw(i32::try_from(pid)?).ok_or("pid 0")?;
+    rustix::process::kill_process_group(group, rustix::process::Signal::KILL)?;
     let t = Instant::now();
     let mut r = fleet.rollout(tok);
     let err = match generate_all(&mut r, &prompts, &seeds, &greedy) {
@@ -236,7 +178,77 @@ fn vllm_serves_play_syncs_weights_and_a_killed_server_fails_the_rollout() -> Tes
         "took {:?}",
         t.elapsed()
     );
+    // The wrong model: a policy of another vocabulary cannot be loaded; the error names the
+    // server (reached by URL this time: a fleet that did not start it).
+    let small = preset::tiny(&["a b c d e f g h"], 1, |_| {})?;
+    let url0 = fleet.urls()[0].to_string();
+    let o = options(dir.path(), 0, vec![url0.clone()]);
+    let err = match Fleet::connect(&o, &small, "step-2", &mut |_| {}) {
+        Ok(_) => return Err("a policy of another shape was accepted".into()),
+        Err(e) => e.to_string(),
+    };
+    eprintln!("wrong model: {}", err.lines().next().unwrap_or_default());
+    assert!(
+        err.contains(&url0) && err.contains("could not load"),
+        "{err}"
+    );
     Ok(())
+}
+
+/// Plays 2 environments x 4 episodes through `fleet` and compares every sampled token's
+/// log-prob with tch's recomputation at the play temperature: (mean, max, tokens, episodes
+/// with more than one turn).
+fn play_and_compare(
+    policy: &spade_policy::Policy,
+    fleet: &Arc<Fleet>,
+    pool: &Pool,
+) -> Result<(f64, f64, usize, usize), Box<dyn std::error::Error>> {
+    let jobs: Vec<PlayJob<'_>> = (0..2)
+        .map(|j| PlayJob {
+            code: GUESS,
+            kind: EnvKind::Game,
+            hint: None,
+            seeds: (0..4).map(|i| 10 * j + i).collect(),
+            sample_seed: 5 + j as u64,
+        })
+        .collect();
+    let opts = PlayOptions {
+        max_turns: 4,
+        max_new_tokens: 12,
+        temperature: 0.6,
+        max_context: 1024,
+        max_episode_tokens: 1024,
+        backend: Backend::Vllm(fleet.clone()),
+        ..PlayOptions::default()
+    };
+    let t = Instant::now();
+    let played = play::play_envs(policy, pool, &jobs, &opts, 8)?;
+    let (mut worst, mut sum, mut n, mut multi) = (0.0f64, 0.0f64, 0usize, 0);
+    for ep in played.iter().flatten() {
+        assert!(ep.error.is_none(), "{:?}", ep.error);
+        assert!(ep.failure.is_none(), "{:?}", ep.failure);
+        assert_eq!(ep.ids.len(), ep.loss_mask.len());
+        assert_eq!(ep.ids.len(), ep.logprobs.len());
+        assert!(ep.turns >= 1);
+        multi += usize::from(ep.turns > 1);
+        let tch = spade_policy::train::token_logprobs(policy.model(), &[ep.ids.clone()], 0.6)?;
+        let (mean, max, k) = logprob_gap(&ep.logprobs, &tch[0], &ep.loss_mask);
+        assert!(k > 0, "no sampled tokens");
+        worst = worst.max(max);
+        sum += mean * k as f64;
+        n += k;
+        // Padded vocabulary rows are never sampled.
+        let usable = policy.model().usable_vocab();
+        assert!(ep.ids.iter().all(|&id| id < usable));
+    }
+    let mean = sum / n.max(1) as f64;
+    eprintln!(
+        "{} episodes in {:.1} s; trace log-probs vs tch: mean |gap| {mean:.2e}, max {worst:.2e} \
+         over {n} sampled tokens",
+        played.iter().map(Vec::len).sum::<usize>(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok((mean, worst, n, multi))
 }
 
 #[test]
@@ -289,5 +301,73 @@ fn a_server_of_another_vllm_version_is_refused() -> TestResult {
         Err(e) => e.to_string(),
     };
     assert!(err.contains(&url) && err.contains("0.31.4"), "{err}");
+    Ok(())
+}
+
+/// Two fixed-env steps of the loop with `model.rollout = "vllm"` and a server the run starts:
+/// the plays come from the server, the update's weights reach it after each step (its
+/// version names the step), and the traces the trainer rescored agree with tch.
+#[test]
+fn two_loop_steps_on_a_vllm_server_sync_the_weights_after_each_update() -> TestResult {
+    if !enabled() {
+        eprintln!("SKIPPED: set SPADE_TEST_VLLM=1 to run against real vLLM (scripts/setup --vllm)");
+        return Ok(());
+    }
+    use spade_worker::run::{self, Event, RunOptions};
+    use spade_worker::sink::FileSink;
+    use spade_worker::state::StateStore;
+    spade_policy::embed::set_threads(1);
+    let f = crate::learning::fixture();
+    let mut cfg = crate::learning::config(f, 3, 1e-3, 2).map_err(|e| e.to_string())?;
+    cfg.agent.global_batch = 8;
+    cfg.model.rollout = spade::config::RolloutBackend::Vllm;
+    cfg.vllm.start = 1;
+    cfg.vllm.port = 8397;
+    cfg.vllm.threads = 1;
+    cfg.vllm.startup_timeout_s = 900;
+    assert_eq!(cfg.validate(), vec![]);
+    let out = tempfile::tempdir()?;
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut opts = RunOptions::new("it-vllm", repo.join("envs/seed"), out.path().join("cache"));
+    opts.concurrency = Some(4);
+    let mut sink = FileSink::open(out.path())?;
+    let store = StateStore::new(out.path());
+    let mut logs = vec![];
+    let mut steps = vec![];
+    let outcome = run::run(&cfg, &opts, &store, &mut sink, &mut |e| match e {
+        Event::Log(l) => {
+            eprintln!("{l}");
+            logs.push(l);
+        }
+        Event::Step { metrics, .. } => steps.push(metrics),
+        _ => {}
+    })?;
+    assert_eq!(outcome.steps, 2);
+    // The starting weights, then one sync per update.
+    for label in ["weights step-0-", "weights step-1-", "weights step-2-"] {
+        assert!(
+            logs.iter().any(|l| l.contains(label)),
+            "no {label:?} in {logs:#?}"
+        );
+    }
+    for m in &steps {
+        eprintln!(
+            "step metrics: vllm_sync_s {:?}, vllm_logprob_gap_max {:?}, mean {:?}",
+            m.get("vllm_sync_s"),
+            m.get("vllm_logprob_gap_max"),
+            m.get("vllm_logprob_gap_mean")
+        );
+        let gap = m
+            .get("vllm_logprob_gap_max")
+            .copied()
+            .ok_or("no vllm_logprob_gap_max")?;
+        assert!(gap < TRACE_TOLERANCE, "{gap}");
+        assert!(m.contains_key("vllm_sync_s"), "{m:?}");
+    }
+    // The run stopped its server.
+    assert!(
+        std::net::TcpStream::connect("127.0.0.1:8397").is_err(),
+        "the server outlived the run"
+    );
     Ok(())
 }
