@@ -866,10 +866,13 @@ pub fn rescore(
 ) -> Result<(), crate::WorkerError> {
     let (mut sum, mut max, mut n) = (0.0f64, 0.0f64, 0u64);
     for s in samples.iter_mut() {
-        let tch =
-            spade_policy::train::token_logprobs(policy.model(), &[s.seq.ids.clone()], temperature)?
-                .pop()
-                .unwrap_or_default();
+        let tch = spade_policy::train::token_logprobs(
+            policy.model(),
+            std::slice::from_ref(&s.seq.ids),
+            temperature,
+        )?
+        .pop()
+        .unwrap_or_default();
         if tch.len() != s.old_logprobs.len() {
             return Err(crate::WorkerError::Model(format!(
                 "recomputed {} log-probs for a {}-token trace",

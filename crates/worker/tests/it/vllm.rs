@@ -231,7 +231,11 @@ fn play_and_compare(
         assert_eq!(ep.ids.len(), ep.logprobs.len());
         assert!(ep.turns >= 1);
         multi += usize::from(ep.turns > 1);
-        let tch = spade_policy::train::token_logprobs(policy.model(), &[ep.ids.clone()], 0.6)?;
+        let tch = spade_policy::train::token_logprobs(
+            policy.model(),
+            std::slice::from_ref(&ep.ids),
+            0.6,
+        )?;
         let (mean, max, k) = logprob_gap(&ep.logprobs, &tch[0], &ep.loss_mask);
         assert!(k > 0, "no sampled tokens");
         worst = worst.max(max);
