@@ -533,7 +533,10 @@ const HELP: &[(&str, &str)] = &[
         "vllm.start",
         "vLLM servers the worker starts itself (vllm serve beside it on 127.0.0.1); 0 = use vllm.urls.",
     ),
-    ("vllm.port", "First port of the servers the worker starts (then +1 each)."),
+    (
+        "vllm.port",
+        "First port of the servers the worker starts (then +1 each).",
+    ),
     (
         "vllm.venv",
         "Virtual environment whose bin/vllm starts them; empty = $SPADE_CACHE/venv-vllm (scripts/setup --vllm).",
@@ -634,13 +637,11 @@ fn kind_of(path: &str, template: &Value) -> FieldKind {
             "policy".to_owned(),
             "sentence".to_owned(),
         ]),
-        Value::String(_) if path == "model.rollout" => {
-            FieldKind::Choice(vec![
-                "engine".to_owned(),
-                "sampler".to_owned(),
-                "vllm".to_owned(),
-            ])
-        }
+        Value::String(_) if path == "model.rollout" => FieldKind::Choice(vec![
+            "engine".to_owned(),
+            "sampler".to_owned(),
+            "vllm".to_owned(),
+        ]),
         Value::String(_) if path == "memory.match_by" => {
             FieldKind::Choice(vec!["skill".to_owned(), "kind".to_owned()])
         }
@@ -788,6 +789,9 @@ pub async fn fresh_form(
     })
 }
 
+/// Lists of text shown as one comma-separated text field.
+const TEXT_LISTS: &[&str] = &["vllm.urls"];
+
 /// Parses one submitted value as the type of its path; `Err` is the message for the field.
 fn parse_value(kind: &FieldKind, raw: &[String]) -> Result<Value, String> {
     let one = raw.first().map(|s| s.trim()).unwrap_or_default();
@@ -874,14 +878,18 @@ pub fn check_fields(pairs: &[(String, String)]) -> Checked {
             },
         );
         // Checkboxes say "off" by being absent; any other field must be on the form.
-        if raw.is_empty() && !matches!(kind, FieldKind::Bool | FieldKind::Multi(_)) {
+        // An empty list of text values may come as no value at all.
+        if raw.is_empty()
+            && !matches!(kind, FieldKind::Bool | FieldKind::Multi(_))
+            && !TEXT_LISTS.contains(&path.as_str())
+        {
             errors
                 .entry(path.clone())
                 .or_default()
                 .push("missing from the form".into());
             continue;
         }
-        let parsed = if path == "vllm.urls" {
+        let parsed = if TEXT_LISTS.contains(&path.as_str()) {
             // A list of URLs is one text field, comma-separated, as it is displayed.
             Ok(Value::Array(
                 raw.join(",")
@@ -1155,6 +1163,24 @@ mod tests {
                 Checked::Valid(back) => assert_eq!(*back, cfg, "{}", p.key),
                 other => panic!("{}: {other:?}", p.key),
             }
+        }
+    }
+
+    #[test]
+    fn vllm_urls_are_one_comma_separated_field() {
+        let mut pairs = pairs_of(&RunConfig::tiny_cpu_demo());
+        pairs.retain(|(k, _)| k != "vllm.urls" && k != "model.rollout");
+        pairs.push(("model.rollout".into(), "vllm".into()));
+        pairs.push((
+            "vllm.urls".into(),
+            " http://10.0.0.5:8000, http://10.0.0.6:8000 ,".into(),
+        ));
+        match check_fields(&pairs) {
+            Checked::Valid(cfg) => assert_eq!(
+                cfg.vllm.urls,
+                ["http://10.0.0.5:8000", "http://10.0.0.6:8000"]
+            ),
+            other => panic!("{other:?}"),
         }
     }
 
