@@ -527,7 +527,7 @@ const HELP: &[(&str, &str)] = &[
     ("eval.max_new_tokens", "Tokens per answer."),
     (
         "vllm.urls",
-        "With model.rollout = \"vllm\": base URLs of running vLLM servers (comma-separated), used data-parallel; each episode stays on one server. They must run vLLM 0.32 with VLLM_SERVER_DEV_MODE=1 and --logprobs-mode processed_logprobs and read vllm.weights_dir.",
+        "With model.rollout = \"vllm\": base URLs of running vLLM servers (comma-separated), used data-parallel; each episode stays on one server. They must run vLLM 0.32 with VLLM_SERVER_DEV_MODE=1, --logprobs-mode processed_logprobs and (on CPU) --no-enable-chunked-prefill, and read vllm.weights_dir.",
     ),
     (
         "vllm.start",

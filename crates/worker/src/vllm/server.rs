@@ -63,6 +63,14 @@ impl Server {
             .args(["--generation-config", "vllm"])
             // CUDA graphs and torch.compile are GPU-side speed-ups; on CPU they only delay start.
             .arg("--enforce-eager")
+            // vLLM 0.32 on CPU crashes its engine when a seeded request's prefill is split
+            // over steps ("CPU Generator does not use offset", gpu_model_runner.py
+            // `_bookkeeping_sync`): whole prefills only, and a step budget that holds one.
+            .arg("--no-enable-chunked-prefill")
+            .args([
+                "--max-num-batched-tokens",
+                &opts.max_model_len.max(8192).to_string(),
+            ])
             // The pause / reload / version routes of a weight sync.
             .env("VLLM_SERVER_DEV_MODE", "1")
             .env("VLLM_CPU_KVCACHE_SPACE", opts.kv_cache_gib.to_string())
