@@ -222,7 +222,7 @@ const HELP: &[(&str, &str)] = &[
     ),
     (
         "model.rollout",
-        "What serves generation: \"engine\" (continuous batching; every episode of a step at once, each keeping its KV cache between turns) or \"sampler\" (one environment at a time, each turn prefilled again).",
+        "What serves generation: \"engine\" (continuous batching; every episode of a step at once, each keeping its KV cache between turns), \"sampler\" (one environment at a time, each turn prefilled again) or \"vllm\" (the [vllm] servers, weights synced after every update).",
     ),
     (
         "model.kv_cache_tokens",
@@ -574,6 +574,42 @@ const HELP: &[(&str, &str)] = &[
         "spice.temperature",
         "Sampling temperature of both SPICE roles, and the trainer's (SPICE: 1.0).",
     ),
+    (
+        "vllm.urls",
+        "With model.rollout = \"vllm\": base URLs of running vLLM servers (comma-separated), used data-parallel; each episode stays on one server. They must run vLLM 0.32 with VLLM_SERVER_DEV_MODE=1, --logprobs-mode processed_logprobs and (on CPU) --no-enable-chunked-prefill, and read vllm.weights_dir.",
+    ),
+    (
+        "vllm.start",
+        "vLLM servers the worker starts itself (vllm serve beside it on 127.0.0.1); 0 = use vllm.urls.",
+    ),
+    (
+        "vllm.port",
+        "First port of the servers the worker starts (then +1 each).",
+    ),
+    (
+        "vllm.venv",
+        "Virtual environment whose bin/vllm starts them; empty = $SPADE_CACHE/venv-vllm (scripts/setup --vllm).",
+    ),
+    (
+        "vllm.threads",
+        "CPU threads of each started server (OMP_NUM_THREADS); 0 = the worker's.",
+    ),
+    (
+        "vllm.kv_cache_gib",
+        "KV-cache GiB of each started server on CPU (VLLM_CPU_KVCACHE_SPACE).",
+    ),
+    (
+        "vllm.weights_dir",
+        "Where the policy is written after every update for the servers to load (a path every server reads; /dev/shm when colocated); empty = the run's state directory.",
+    ),
+    (
+        "vllm.startup_timeout_s",
+        "Seconds to wait for every server's /health before the first step.",
+    ),
+    (
+        "vllm.request_timeout_s",
+        "Seconds one completion may take before its server counts as hung (the run fails).",
+    ),
 ];
 
 /// A refused submission, put into the request's extensions for the page render that follows.
@@ -653,9 +689,11 @@ fn kind_of(path: &str, template: &Value) -> FieldKind {
         Value::String(_) if path == "run.algorithm" => {
             FieldKind::Choice(vec!["spade".to_owned(), "spice".to_owned()])
         }
-        Value::String(_) if path == "model.rollout" => {
-            FieldKind::Choice(vec!["engine".to_owned(), "sampler".to_owned()])
-        }
+        Value::String(_) if path == "model.rollout" => FieldKind::Choice(vec![
+            "engine".to_owned(),
+            "sampler".to_owned(),
+            "vllm".to_owned(),
+        ]),
         Value::String(_) if path == "memory.match_by" => {
             FieldKind::Choice(vec!["skill".to_owned(), "kind".to_owned()])
         }
@@ -803,6 +841,9 @@ pub async fn fresh_form(
     })
 }
 
+/// Lists of text shown as one comma-separated text field.
+const TEXT_LISTS: &[&str] = &["vllm.urls"];
+
 /// Parses one submitted value as the type of its path; `Err` is the message for the field.
 fn parse_value(kind: &FieldKind, raw: &[String]) -> Result<Value, String> {
     let one = raw.first().map(|s| s.trim()).unwrap_or_default();
@@ -889,14 +930,31 @@ pub fn check_fields(pairs: &[(String, String)]) -> Checked {
             },
         );
         // Checkboxes say "off" by being absent; any other field must be on the form.
-        if raw.is_empty() && !matches!(kind, FieldKind::Bool | FieldKind::Multi(_)) {
+        // An empty list of text values may come as no value at all.
+        if raw.is_empty()
+            && !matches!(kind, FieldKind::Bool | FieldKind::Multi(_))
+            && !TEXT_LISTS.contains(&path.as_str())
+        {
             errors
                 .entry(path.clone())
                 .or_default()
                 .push("missing from the form".into());
             continue;
         }
-        match parse_value(&kind, &raw) {
+        let parsed = if TEXT_LISTS.contains(&path.as_str()) {
+            // A list of URLs is one text field, comma-separated, as it is displayed.
+            Ok(Value::Array(
+                raw.join(",")
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .map(|u| Value::String(u.to_owned()))
+                    .collect(),
+            ))
+        } else {
+            parse_value(&kind, &raw)
+        };
+        match parsed {
             Ok(v) => insert_path(&mut root, path, v),
             Err(msg) => errors.entry(path.clone()).or_default().push(msg),
         }
@@ -1157,6 +1215,24 @@ mod tests {
                 Checked::Valid(back) => assert_eq!(*back, cfg, "{}", p.key),
                 other => panic!("{}: {other:?}", p.key),
             }
+        }
+    }
+
+    #[test]
+    fn vllm_urls_are_one_comma_separated_field() {
+        let mut pairs = pairs_of(&RunConfig::tiny_cpu_demo());
+        pairs.retain(|(k, _)| k != "vllm.urls" && k != "model.rollout");
+        pairs.push(("model.rollout".into(), "vllm".into()));
+        pairs.push((
+            "vllm.urls".into(),
+            " http://10.0.0.5:8000, http://10.0.0.6:8000 ,".into(),
+        ));
+        match check_fields(&pairs) {
+            Checked::Valid(cfg) => assert_eq!(
+                cfg.vllm.urls,
+                ["http://10.0.0.5:8000", "http://10.0.0.6:8000"]
+            ),
+            other => panic!("{other:?}"),
         }
     }
 

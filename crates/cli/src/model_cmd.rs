@@ -67,7 +67,8 @@ pub enum ModelCommand {
     /// shape and print tokens trained per second and peak memory (a benchmark, not a test).
     Bench(crate::model_bench::BenchArgs),
     /// Time one SPADE step's generation (designer, hints, hint plays, plays; synthetic
-    /// environments, random weights) on the batch sampler and on the engine, side by side.
+    /// environments, random weights) on the batch sampler and on the engine, side by side, or
+    /// on the engine and vLLM servers (`--path engine-vllm`, with a weight-sync time).
     BenchRollout(crate::rollout_bench::RolloutBenchArgs),
 }
 

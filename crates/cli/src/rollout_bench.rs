@@ -1,6 +1,9 @@
 //! `spade model bench-rollout`: one SPADE step's generation (designer attempts, hints, hint
 //! plays, no-hint plays) with synthetic environments, on the batch sampler and on the engine
 //! in the same run, side by side (`spade_policy::rollout_bench` describes the workload).
+//! `--path engine-vllm` puts vLLM servers (started here, `spade_worker::vllm`, or
+//! `--vllm-url`) beside the engine on the same weights and thread count, and times a weight
+//! sync too.
 
 use anyhow::Context;
 use clap::Args;
@@ -45,9 +48,17 @@ pub struct RolloutBenchArgs {
     pub max_batch: usize,
     #[arg(long, default_value_t = 1 << 19)]
     pub kv_tokens: usize,
-    /// sampler, engine or both (both: the same step on each, then the ratio).
+    /// sampler, engine, both (the same step on each, then the ratio), vllm, or engine-vllm
+    /// (the engine and vLLM servers on the same weights; needs --shape tiny, whose model has a
+    /// tokenizer for the servers).
     #[arg(long, default_value = "both")]
     pub path: String,
+    /// vLLM servers to start for the vllm paths (each with --threads OMP threads).
+    #[arg(long, default_value_t = 1)]
+    pub vllm_servers: u32,
+    /// Use this running vLLM server instead of starting one (it must read the temp dir).
+    #[arg(long)]
+    pub vllm_url: Option<String>,
     /// auto, cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]
     pub device: String,
@@ -66,8 +77,19 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
         "both" => vec![Path::Sampler, Path::Engine],
         "sampler" => vec![Path::Sampler],
         "engine" => vec![Path::Engine],
-        other => anyhow::bail!("--path `{other}`: expected sampler, engine or both"),
+        "vllm" => vec![Path::External],
+        "engine-vllm" => vec![Path::Engine, Path::External],
+        other => {
+            anyhow::bail!("--path `{other}`: expected sampler, engine, both, vllm or engine-vllm")
+        }
     };
+    let vllm = paths.contains(&Path::External);
+    if vllm && a.shape != "tiny" {
+        anyhow::bail!(
+            "--path {}: vLLM needs --shape tiny (a model with a tokenizer)",
+            a.path
+        );
+    }
     spade_policy::embed::set_threads(a.threads);
     let device = spade_policy::device_named(&a.device)?;
     let o = RolloutBenchOptions {
@@ -88,7 +110,17 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
         seed: a.seed,
         ..RolloutBenchOptions::default()
     };
-    let policy = rollout_bench::model(&o).with_context(|| format!("model of shape {}", a.shape))?;
+    let policy = if vllm {
+        // The same tiny architecture with a tokenizer, which a vLLM server needs.
+        spade_policy::preset::tiny(&[spade_policy::preset::BUILTIN_TEXT], a.seed, |_| {})?
+    } else {
+        rollout_bench::model(&o).with_context(|| format!("model of shape {}", a.shape))?
+    };
+    let fleet = if vllm {
+        Some(start_vllm(a, &policy)?)
+    } else {
+        None
+    };
     println!(
         "bench-rollout: {} on {device:?} ({} threads), {} envs x {} plays (+{} hint plays), up \
          to {} turns of <= {} tokens",
@@ -98,24 +130,31 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
     for &path in &paths {
         let mut runs = vec![];
         for rep in 0..a.repeats.max(1) {
-            let r = rollout_bench::run(&policy, &o, path, |p| {
+            let on = |p: &rollout_bench::PhaseReport| {
                 eprintln!(
                     "  {} #{}: {:<10} {:>8.2} s  {:>7} tokens  {:>5} calls",
-                    path.as_str(),
+                    label(path),
                     rep + 1,
                     p.phase,
                     p.wall_s,
                     p.generated,
                     p.calls
                 );
-            })?;
+            };
+            let r = match (&fleet, path) {
+                (Some((f, _)), Path::External) => {
+                    let mut r = f.rollout(policy.require_tokenizer()?);
+                    rollout_bench::run_external(&policy, &o, &mut r, on)?
+                }
+                _ => rollout_bench::run(&policy, &o, path, on)?,
+            };
             runs.push(r);
         }
         runs.sort_by(|x, y| x.wall_s().total_cmp(&y.wall_s()));
         let median = runs.swap_remove(runs.len() / 2);
         println!(
             "{:<8} step {:>8.2} s  {:>8} tokens  {:>8.1} tokens/s  (median of {})",
-            path.as_str(),
+            label(path),
             median.wall_s(),
             median.generated(),
             median.tokens_per_s(),
@@ -123,7 +162,24 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
         );
         best.push(median);
     }
-    if let [s, e] = best.as_slice() {
+    if let (Some((f, dir)), [e, v]) = (&fleet, best.as_slice()) {
+        let t = std::time::Instant::now();
+        let sync = f.sync(&policy, "bench")?;
+        println!(
+            "vllm / engine: {:.2}x tokens/s, step time {:.2}x ({} vLLM server(s), {} thread(s) \
+             each; engine {} thread(s)); weight sync {:.2} s (write {:.2} s, load {:.2} s)",
+            v.tokens_per_s() / e.tokens_per_s().max(1e-9),
+            v.wall_s() / e.wall_s().max(1e-9),
+            f.urls().len(),
+            a.threads,
+            a.threads,
+            t.elapsed().as_secs_f64(),
+            sync.write_s,
+            sync.load_s
+        );
+        f.shutdown();
+        let _ = std::fs::remove_dir_all(dir);
+    } else if let [s, e] = best.as_slice() {
         let (same, all) = rollout_bench::agreement(s, e);
         println!(
             "engine / sampler: {:.2}x tokens/s, step time {:.2}x; {same} of {all} turns sampled \
@@ -133,4 +189,52 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+fn label(p: Path) -> &'static str {
+    match p {
+        Path::External => "vllm",
+        other => other.as_str(),
+    }
+}
+
+/// The vLLM servers of the vllm paths, loaded with `policy`, and their scratch directory.
+fn start_vllm(
+    a: &RolloutBenchArgs,
+    policy: &spade_policy::Policy,
+) -> anyhow::Result<(spade_worker::vllm::Fleet, std::path::PathBuf)> {
+    let dir = std::env::temp_dir().join(format!("spade-bench-vllm-{}", std::process::id()));
+    let venv = std::env::var_os("SPADE_CACHE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| std::path::PathBuf::from(h).join(".cache/spade-studio"))
+        })
+        .unwrap_or_else(|| ".deps".into())
+        .join("venv-vllm");
+    let o = spade_worker::vllm::FleetOptions {
+        urls: a.vllm_url.iter().cloned().collect(),
+        start: if a.vllm_url.is_some() {
+            0
+        } else {
+            a.vllm_servers.max(1)
+        },
+        port: 8450,
+        venv,
+        threads: u32::try_from(a.threads).unwrap_or(1),
+        kv_cache_gib: 2,
+        max_model_len: a.context,
+        weights_dir: dir.join("weights"),
+        log_dir: dir.join("logs"),
+        startup_timeout: std::time::Duration::from_secs(1800),
+        request_timeout: std::time::Duration::from_secs(1800),
+    };
+    let t = std::time::Instant::now();
+    let f = spade_worker::vllm::Fleet::connect(&o, policy, "step-0", &mut |l| eprintln!("{l}"))?;
+    println!(
+        "vllm: {} server(s) ready in {:.1} s",
+        f.urls().len(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok((f, dir))
 }

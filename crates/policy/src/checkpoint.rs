@@ -160,8 +160,28 @@ type HostTensor = (String, Vec<usize>, Vec<u8>);
 /// Writes every variable of `vs` as `kind` into `dir`: one `model.safetensors`, or shards of at
 /// most `shard_bytes` each plus `model.safetensors.index.json` when the weights are larger.
 pub fn save_weights(vs: &VarStore, dir: &Path, kind: Kind, shard_bytes: usize) -> Result<()> {
+    save_weights_with(vs, dir, kind, shard_bytes, &[])
+}
+
+/// [`save_weights`] plus `aliases`: (new name, existing variable) pairs written as copies.
+pub fn save_weights_with(
+    vs: &VarStore,
+    dir: &Path,
+    kind: Kind,
+    shard_bytes: usize,
+    aliases: &[(&str, &str)],
+) -> Result<()> {
     let dtype = kind_dtype(kind)?;
-    let vars: BTreeMap<String, Tensor> = vs.variables().into_iter().collect();
+    let mut vars: BTreeMap<String, Tensor> = vs.variables().into_iter().collect();
+    for (alias, of) in aliases {
+        let t = vars
+            .get(*of)
+            .ok_or_else(|| {
+                PolicyError::InvalidInput(format!("no variable {of} to write as {alias}"))
+            })?
+            .shallow_clone();
+        vars.insert((*alias).to_string(), t);
+    }
     // Host copies, grouped greedily into shards in name order.
     let mut shards: Vec<Vec<HostTensor>> = vec![vec![]];
     let mut current = 0usize;

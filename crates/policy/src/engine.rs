@@ -63,6 +63,17 @@ impl EngineConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SeqId(u64);
 
+impl SeqId {
+    /// The id another [`Rollout`] implementation hands out as its `n`-th sequence.
+    pub fn from_raw(n: u64) -> Self {
+        SeqId(n)
+    }
+
+    pub fn raw(self) -> u64 {
+        self.0
+    }
+}
+
 /// One turn of a sequence.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {

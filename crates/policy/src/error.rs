@@ -59,6 +59,9 @@ pub enum PolicyError {
     /// A caller passed something unusable (token id out of range, empty batch, ...).
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// A rollout backend outside this crate (a vLLM server) failed; the message names it.
+    #[error("rollout backend: {0}")]
+    Backend(String),
     /// libtorch reported an error.
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),

@@ -120,6 +120,32 @@ impl Policy {
         Ok(())
     }
 
+    /// [`Policy::save`], with a tied model written untied: `tie_word_embeddings: false` and the
+    /// input embedding copied to `lm_head.weight`. The same function; for readers that cannot
+    /// reload tied weights in place (vLLM 0.32's in-place reload restores a tied head's old
+    /// values, `vllm/model_executor/model_loader/reload/layerwise.py`).
+    pub fn save_untied(&self, dir: &Path) -> Result<()> {
+        self.save(dir)?;
+        if !self.config().tie_word_embeddings {
+            return Ok(());
+        }
+        let mut cfg = self.config().clone();
+        cfg.tie_word_embeddings = false;
+        let dtype = match self.kind() {
+            Kind::BFloat16 => "bfloat16",
+            Kind::Half => "float16",
+            _ => "float32",
+        };
+        write_json(&dir.join("config.json"), &cfg.to_json(dtype))?;
+        checkpoint::save_weights_with(
+            &self.vs,
+            dir,
+            self.kind(),
+            DEFAULT_SHARD_BYTES,
+            &[("lm_head.weight", "model.embed_tokens.weight")],
+        )
+    }
+
     /// [`Policy::save_as`] in the weights' own kind.
     pub fn save(&self, dir: &Path) -> Result<()> {
         self.save_as(dir, self.kind())

@@ -87,6 +87,8 @@ impl Default for RolloutBenchOptions {
 pub enum Path {
     Sampler,
     Engine,
+    /// Another [`Rollout`] (vLLM servers) in the engine's place: [`run_external`].
+    External,
 }
 
 impl Path {
@@ -94,6 +96,7 @@ impl Path {
         match self {
             Path::Sampler => "sampler",
             Path::Engine => "engine",
+            Path::External => "external",
         }
     }
 }
@@ -286,6 +289,32 @@ pub fn run(
     policy: &Policy,
     o: &RolloutBenchOptions,
     path: Path,
+    on_phase: impl FnMut(&PhaseReport),
+) -> Result<RolloutReport> {
+    if path == Path::External {
+        return Err(PolicyError::InvalidInput(
+            "bench-rollout: the external path needs its rollout (run_external)".into(),
+        ));
+    }
+    run_with(policy, o, path, None, on_phase)
+}
+
+/// [`run`]'s engine path with `r` serving every phase (each phase's sequences at once); its
+/// model calls are not counted (0).
+pub fn run_external(
+    policy: &Policy,
+    o: &RolloutBenchOptions,
+    r: &mut dyn Rollout,
+    on_phase: impl FnMut(&PhaseReport),
+) -> Result<RolloutReport> {
+    run_with(policy, o, Path::External, Some(r), on_phase)
+}
+
+fn run_with(
+    policy: &Policy,
+    o: &RolloutBenchOptions,
+    path: Path,
+    mut ext: Option<&mut dyn Rollout>,
     mut on_phase: impl FnMut(&PhaseReport),
 ) -> Result<RolloutReport> {
     if o.envs == 0 || o.plays == 0 || o.turn_tokens == 0 {
@@ -316,6 +345,10 @@ pub fn run(
                 let mut e = Engine::new(m, None, engine_cfg(ctx))?;
                 let outs = generate_all(&mut e, &prompts, &seeds, &params)?;
                 (outs, e.stats().decode_passes)
+            }
+            Path::External => {
+                let r = ext.as_deref_mut().ok_or_else(no_external)?;
+                (generate_all(r, &prompts, &seeds, &params)?, 0)
             }
         };
         sync(o.device);
@@ -370,8 +403,12 @@ pub fn run(
                     }
                 }
             }
-            Path::Engine => {
-                let mut e = Engine::new(m, None, engine_cfg(o.context))?;
+            Path::Engine | Path::External => {
+                let mut own = None;
+                let e: &mut dyn Rollout = match ext.as_deref_mut() {
+                    Some(r) => r,
+                    None => own.insert(Engine::new(m, None, engine_cfg(o.context))?),
+                };
                 let mut eps: Vec<Episode> = envs.into_iter().flatten().collect();
                 let mut running: BTreeMap<SeqId, usize> = BTreeMap::new();
                 for (k, ep) in eps.iter().enumerate() {
@@ -395,7 +432,7 @@ pub fn run(
                         }
                     }
                 }
-                calls = e.stats().decode_passes;
+                calls = own.as_ref().map_or(0, |e| e.stats().decode_passes);
             }
         }
         sync(o.device);
@@ -409,6 +446,10 @@ pub fn run(
         report.phases.push(p);
     }
     Ok(report)
+}
+
+fn no_external() -> PolicyError {
+    PolicyError::InvalidInput("bench-rollout: the external path has no rollout".into())
 }
 
 fn request(e: &Episode, w: &Workload<'_>) -> Request {

@@ -14,9 +14,11 @@ use serde::{Deserialize, Serialize};
 
 mod check;
 mod presets;
+mod vllm;
 
 pub use check::{ConfigError, ConfigIssue};
 pub use presets::MODEL_PRESETS;
+pub use vllm::VllmSection;
 
 /// A complete run configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,6 +38,7 @@ pub struct RunConfig {
     pub ablation: AblationSection,
     pub eval: EvalSection,
     pub spice: SpiceSection,
+    pub vllm: VllmSection,
 }
 
 /// Length, seeding and checkpointing of the run.
@@ -146,8 +149,9 @@ pub struct ModelSection {
     /// episode whose next turn would pass it ends truncated (the reference's context: 32,768).
     pub max_context: u32,
     /// What serves generation: `"engine"` (continuous batching over a KV cache that keeps each
-    /// episode between turns; every episode of a step at once) or `"sampler"` (the batch
-    /// sampler: one environment at a time, each turn prefilled again).
+    /// episode between turns; every episode of a step at once), `"sampler"` (the batch
+    /// sampler: one environment at a time, each turn prefilled again) or `"vllm"` (the servers
+    /// of the `[vllm]` section, weights synced after every update).
     pub rollout: RolloutBackend,
     /// KV-cache slots the engine may allocate (rows x slots per row; at least one context).
     /// Qwen3-4B takes 144 KiB a slot in bf16, so the default 262,144 is 36 GiB.
@@ -165,6 +169,8 @@ pub enum RolloutBackend {
     Engine,
     /// `spade_policy::sample::generate`: one batch per environment and turn.
     Sampler,
+    /// External vLLM servers (`[vllm]`), token ids in, token ids and log-probs out.
+    Vllm,
 }
 
 impl RolloutBackend {
@@ -172,6 +178,7 @@ impl RolloutBackend {
         match self {
             RolloutBackend::Engine => "engine",
             RolloutBackend::Sampler => "sampler",
+            RolloutBackend::Vllm => "vllm",
         }
     }
 }
@@ -747,6 +754,7 @@ impl Default for RunConfig {
             ablation: AblationSection::default(),
             eval: EvalSection::default(),
             spice: SpiceSection::default(),
+            vllm: VllmSection::default(),
         }
     }
 }

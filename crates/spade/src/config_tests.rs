@@ -572,3 +572,49 @@ fn the_rlve_baseline_is_fixed_env_and_refuses_what_does_not_apply() {
         [pair("ablation.rlve", "curriculum.kinds")]
     );
 }
+
+#[test]
+fn the_vllm_backend_needs_servers_and_checks_its_keys() {
+    let base = "[model]\npreset = \"tiny\"\nrollout = \"vllm\"\n";
+    let c = RunConfig::from_toml_str(&format!(
+        "{base}[vllm]\nurls = [\"http://127.0.0.1:8000\", \"http://10.0.0.2:8000/\"]\n"
+    ));
+    assert!(c.is_ok(), "{c:?}");
+    let c = RunConfig::from_toml_str(&format!("{base}[vllm]\nstart = 2\n"));
+    assert_eq!(
+        c.map(|c| (c.model.rollout.as_str(), c.vllm.start)).ok(),
+        Some(("vllm", 2))
+    );
+    let paths =
+        |toml: &str| -> Vec<String> { issues(toml).iter().map(|i| i.path().to_string()).collect() };
+    // Without servers, "vllm" says where to put them.
+    assert_eq!(paths(base), ["model.rollout"]);
+    let msg = issues(base)
+        .first()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    assert!(
+        msg.contains("vllm.urls") && msg.contains("vllm.start"),
+        "{msg}"
+    );
+    assert_eq!(
+        paths(&format!(
+            "{base}[vllm]\nurls = [\"127.0.0.1:8000\", \"http://\"]\n"
+        )),
+        ["vllm.urls[0]", "vllm.urls[1]"]
+    );
+    assert_eq!(
+        paths(&format!(
+            "{base}[vllm]\nstart = 1\nurls = [\"http://a:1\"]\n"
+        )),
+        ["vllm.start"]
+    );
+    assert_eq!(
+        paths(&format!(
+            "{base}[vllm]\nstart = 65\nport = 80\nkv_cache_gib = 0\n"
+        )),
+        ["vllm.start", "vllm.port", "vllm.kv_cache_gib"]
+    );
+    // The section is inert for the local backends.
+    assert!(RunConfig::from_toml_str("[model]\npreset = \"tiny\"\n").is_ok());
+}

@@ -103,7 +103,7 @@ pub fn design(
             prompts.push(tok.encode(&render(&p))?);
         }
         let seeds: Vec<u64> = open.iter().map(|&i| sample_seed(i, attempt)).collect();
-        let completions = sample_all(policy, &prompts, &seeds, &params, opts.backend)?;
+        let completions = sample_all(policy, &prompts, &seeds, &params, opts.backend.clone())?;
         for ((&i, prompt_ids), c) in open.iter().zip(prompts).zip(completions) {
             let reply = c.text.clone().unwrap_or_default();
             let sample = DesignerSample {
@@ -193,7 +193,7 @@ pub fn judge(
     };
     let (tok, params) = turn_params(policy, opts.judge_temperature, opts.judge_max_new_tokens)?;
     let ids = tok.encode(&text)?;
-    let out = sample_all(policy, &[ids], &[seed], &params, opts.backend)?;
+    let out = sample_all(policy, &[ids], &[seed], &params, opts.backend.clone())?;
     Ok(out
         .first()
         .and_then(|c| c.text.as_deref())

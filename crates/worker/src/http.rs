@@ -1,5 +1,6 @@
 //! The one way this project's jobs POST to the service: the worker's sink (ingest) and the
-//! evaluation reporter (`spade eval --report`) classify answers alike. A network error, a 5xx,
+//! evaluation reporter (`spade eval --report`) classify answers alike (and so does the vLLM
+//! client of [`crate::vllm`]). A network error, a 5xx,
 //! 408 and 429 are worth another try (the service is restarting, overloaded or slow); any other
 //! non-success status is final, because the service said why and the same body cannot change
 //! its mind.
@@ -17,14 +18,19 @@ pub enum Posted {
     Refused(String),
 }
 
-/// One POST of `body` as JSON with the bearer `token`.
+/// One POST of `body` as JSON with the bearer `token` (none when it is empty: the vLLM
+/// servers of [`crate::vllm`] take no token).
 pub fn post_json<T: Serialize + ?Sized>(
     client: &reqwest::blocking::Client,
     url: &str,
     token: &str,
     body: &T,
 ) -> Posted {
-    let resp = match client.post(url).bearer_auth(token).json(body).send() {
+    let mut req = client.post(url).json(body);
+    if !token.is_empty() {
+        req = req.bearer_auth(token);
+    }
+    let resp = match req.send() {
         Ok(r) => r,
         Err(e) => return Posted::Retry(e.to_string()),
     };

@@ -9,7 +9,8 @@
 //! - [`pool`]: environment pools on disk (read, validate, write; a run directory's environments);
 //! - [`run`]: the training loop, one step at a time (spec "One training step");
 //! - [`state`]: what a checkpoint holds so `--resume` continues where a run stopped;
-//! - [`sink`]: where the reports go (a run directory, or the service over HTTP).
+//! - [`sink`]: where the reports go (a run directory, or the service over HTTP);
+//! - [`vllm`]: vLLM servers as the rollout backend, their weight sync and health.
 
 pub mod designer;
 pub mod http;
@@ -19,6 +20,7 @@ pub mod run;
 pub mod seeds;
 pub mod sink;
 pub mod state;
+pub mod vllm;
 pub mod warmstart;
 
 /// Errors of the worker library.

@@ -54,7 +54,7 @@ pub struct PlayOptions {
 }
 
 /// What serves generation (`model.rollout` with its limits).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Backend {
     /// `spade_policy::sample::generate`: one batch per environment and turn, each turn
     /// prefilled again (the path before the engine; kept as the reference and for comparison).
@@ -62,6 +62,9 @@ pub enum Backend {
     /// `spade_policy::engine`: every episode handed to [`play_envs`] at once, each keeping its
     /// KV cache between turns.
     Engine { kv_tokens: usize, max_batch: usize },
+    /// vLLM servers ([`crate::vllm`]) serving this policy's current weights; they play like
+    /// the engine (every episode at once), each episode on one server.
+    Vllm(std::sync::Arc<crate::vllm::Fleet>),
 }
 
 impl Default for Backend {
@@ -107,6 +110,10 @@ pub fn sample_all(
             };
             let mut e = Engine::new(policy.model(), policy.tokenizer(), cfg)?;
             Ok(generate_all(&mut e, prompts, seeds, params)?)
+        }
+        Backend::Vllm(fleet) => {
+            let mut r = fleet.rollout(policy.require_tokenizer()?);
+            Ok(generate_all(&mut r, prompts, seeds, params)?)
         }
     }
 }
@@ -359,12 +366,12 @@ pub fn play_envs(
             stop_strings: vec![],
         },
     };
-    match opts.backend {
+    match &opts.backend {
         Backend::Sampler => jobs
             .iter()
             .map(|job| play_batched(policy, pool, &turns, job, concurrency))
             .collect(),
-        Backend::Engine {
+        &Backend::Engine {
             kv_tokens,
             max_batch,
         } => {
@@ -375,6 +382,10 @@ pub fn play_envs(
             };
             let mut engine = Engine::new(policy.model(), Some(tok), cfg)?;
             play_concurrently(&mut engine, pool, &turns, jobs, concurrency)
+        }
+        Backend::Vllm(fleet) => {
+            let mut r = fleet.rollout(tok);
+            play_concurrently(&mut r, pool, &turns, jobs, concurrency)
         }
     }
 }
@@ -512,10 +523,10 @@ impl Turns<'_> {
     }
 }
 
-/// The engine path of [`play_envs`]: episodes are state machines advanced whenever their turn
+/// The engine (and vLLM) path of [`play_envs`]: episodes are state machines advanced whenever their turn
 /// comes back from the engine, so sandbox steps of some episodes happen while others decode.
 fn play_concurrently(
-    engine: &mut Engine<'_>,
+    engine: &mut dyn Rollout,
     pool: &Pool,
     turns: &Turns<'_>,
     jobs: &[PlayJob<'_>],

@@ -151,12 +151,31 @@ pub(crate) struct Loop<'a> {
     /// Environments reviewers retired, as the service said in its last replies; applied before
     /// the next plays.
     pub retire: Vec<spade::report::Retire>,
+    /// `model.rollout = "vllm"`: the servers, synced after every update.
+    pub vllm: Option<std::sync::Arc<crate::vllm::Fleet>>,
 }
 
 impl Loop<'_> {
     /// The model that plays the designer (and hint writer and judge).
     pub fn designer_policy(&self) -> &Policy {
         self.designer.as_ref().unwrap_or(&self.policy)
+    }
+
+    /// What generates for the policy: the vLLM servers when the run has them.
+    pub fn backend(&self) -> play::Backend {
+        match &self.vllm {
+            Some(f) => play::Backend::Vllm(f.clone()),
+            None => backend(self.cfg),
+        }
+    }
+
+    /// What generates for the designer: a frozen designer is not what the servers serve.
+    pub fn designer_backend(&self) -> play::Backend {
+        if self.designer.is_some() {
+            backend(self.cfg)
+        } else {
+            self.backend()
+        }
     }
 }
 
@@ -245,6 +264,7 @@ pub fn run(
     };
     let mut trainer = GrpoTrainer::new(&policy, grpo)?;
     check_checkpoint_disk(cfg, &policy, trainer.optimizer().is_mixed(), store, on)?;
+    let vllm = crate::vllm::for_run(cfg, &policy, store.root(), state.step, on)?;
     if let Some(dir) = resumed_from {
         // An optimiser state older than the weights (written every `run.optimizer_every`
         // steps) gives its moments, not its masters: those would undo the steps since.
@@ -288,6 +308,7 @@ pub fn run(
         encoder,
         designer,
         retire: vec![],
+        vllm,
     };
     lp.state.next_seq = lp.state.next_seq.max(store.seq_floor());
     // Whatever the last commit did not get to deliver goes first.
@@ -408,11 +429,13 @@ fn load_designer(
     Ok(Some((p, print)))
 }
 
-/// The generation backend `model.rollout` names, with its limits.
+/// The local generation backend `model.rollout` names, with its limits (`"vllm"`: the engine,
+/// for what the servers do not serve; [`Loop::backend`] gives the servers).
 pub(crate) fn backend(cfg: &RunConfig) -> play::Backend {
+    use spade::config::RolloutBackend as R;
     match cfg.model.rollout {
-        spade::config::RolloutBackend::Sampler => play::Backend::Sampler,
-        spade::config::RolloutBackend::Engine => play::Backend::Engine {
+        R::Sampler => play::Backend::Sampler,
+        R::Engine | R::Vllm => play::Backend::Engine {
             kv_tokens: cfg.model.kv_cache_tokens as usize,
             max_batch: cfg.model.max_batch as usize,
         },
@@ -981,6 +1004,9 @@ impl Loop<'_> {
                 }
             }
         }
+        if self.vllm.is_some() {
+            crate::vllm::rescore(&self.policy, &mut samples, self.cfg.agent.temperature, m)?;
+        }
         m.insert("plays_no_hint".into(), records.len() as f64);
         m.insert("plays_per_env".into(), per_env as f64);
         if let Some(d) = self.state.rlve.as_mut() {
@@ -1017,6 +1043,9 @@ impl Loop<'_> {
         }
         self.phase("update")?;
         let st = self.trainer.step(&self.policy, &batch)?;
+        if let Some(f) = &self.vllm {
+            crate::vllm::sync_after_update(f, &self.policy, self.state.step + 1, m, self.on)?;
+        }
         m.insert("loss".into(), st.loss);
         m.insert("clip_frac".into(), st.clip_frac);
         m.insert("grad_norm".into(), st.grad_norm);
@@ -1032,7 +1061,7 @@ impl Loop<'_> {
             max_context: self.cfg.model.max_context as usize,
             max_episode_tokens: self.cfg.agent.max_episode_tokens as usize,
             max_hint_chars: 2000,
-            backend: backend(self.cfg),
+            backend: self.backend(),
         }
     }
 }

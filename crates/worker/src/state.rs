@@ -330,6 +330,11 @@ impl StateStore {
         }
     }
 
+    /// The run's state directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     pub fn checkpoints(&self) -> PathBuf {
         self.root.join("checkpoints")
     }

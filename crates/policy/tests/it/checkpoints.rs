@@ -58,6 +58,22 @@ fn a_saved_checkpoint_loads_back_with_identical_logits_and_tokenizer() -> Result
 }
 
 #[test]
+fn an_untied_save_is_the_same_model_with_its_own_head() -> Result<()> {
+    let p = tiny()?;
+    assert!(p.config().tie_word_embeddings);
+    let dir = tempdir("untied");
+    p.save_untied(&dir)?;
+    let cfg = crate::read_json(&dir.join("config.json"));
+    assert_eq!(cfg["tie_word_embeddings"], json!(false));
+    let names = checkpoint::tensor_names(&dir)?;
+    assert!(names.iter().any(|n| n == "lm_head.weight"), "{names:?}");
+    let q = Policy::load(&dir, Device::Cpu)?;
+    assert!(!q.config().tie_word_embeddings);
+    assert_eq!(q.last_logits(PROMPT)?, p.last_logits(PROMPT)?);
+    Ok(())
+}
+
+#[test]
 fn bf16_checkpoints_load_into_float32_within_bf16_precision() -> Result<()> {
     let p = tiny()?;
     let dir = tempdir("bf16");

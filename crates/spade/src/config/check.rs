@@ -104,7 +104,7 @@ pub(super) fn parse(text: &str) -> Result<RunConfig, ConfigError> {
 }
 
 /// Collects issues while walking the configuration.
-struct Checker(Vec<ConfigIssue>);
+pub(super) struct Checker(Vec<ConfigIssue>);
 
 /// An inclusive or exclusive bound, rendered in the error.
 #[derive(Clone, Copy)]
@@ -139,7 +139,7 @@ impl Checker {
         self.range(path, value, Bound::Incl(0.0), Bound::Incl(1.0));
     }
 
-    fn count(&mut self, path: &str, value: u64, lo: u64, hi: u64) {
+    pub(super) fn count(&mut self, path: &str, value: u64, lo: u64, hi: u64) {
         if !(lo..=hi).contains(&value) {
             self.0.push(ConfigIssue::OutOfRange {
                 path: path.into(),
@@ -159,7 +159,7 @@ impl Checker {
         }
     }
 
-    fn not_allowed(&mut self, path: &str, value: &str, allowed: &str) {
+    pub(super) fn not_allowed(&mut self, path: &str, value: &str, allowed: &str) {
         self.0.push(ConfigIssue::NotAllowed {
             path: path.into(),
             value: value.into(),
@@ -167,7 +167,7 @@ impl Checker {
         });
     }
 
-    fn conflict(&mut self, path: &str, other: &str, reason: &str) {
+    pub(super) fn conflict(&mut self, path: &str, other: &str, reason: &str) {
         self.0.push(ConfigIssue::Conflict {
             path: path.into(),
             other: other.into(),
@@ -615,6 +615,12 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
         }
     }
 
+    super::vllm::check(
+        &mut k,
+        &c.vllm,
+        c.model.rollout == super::RolloutBackend::Vllm,
+    );
+
     let ab = &c.ablation;
     if ab.fixed_env_pool.as_deref().is_some_and(str::is_empty) {
         k.not_allowed(
@@ -740,6 +746,14 @@ fn spice(k: &mut Checker, c: &RunConfig) {
         Incl(0.0),
     );
     k.range("spice.temperature", sp.temperature, Excl(0.0), Incl(2.0));
+    if c.model.rollout == super::RolloutBackend::Vllm {
+        k.conflict(
+            "model.rollout",
+            "run.algorithm",
+            "SPICE runs generate through the engine or the sampler; the vLLM backend serves SPADE \
+             runs only so far",
+        );
+    }
     let ab = &c.ablation;
     for (flag, on) in [
         ("ablation.fixed_env_pool", ab.fixed_env_pool.is_some()),

@@ -98,7 +98,7 @@ pub(super) fn regenerate(
         self_judge: lp.cfg.designer.self_judge,
         judge_temperature: lp.cfg.designer.judge_temperature,
         judge_max_new_tokens: lp.cfg.designer.judge_max_new_tokens as usize,
-        backend: super::backend(lp.cfg),
+        backend: lp.designer_backend(),
     };
     let run_seed = lp.cfg.run.seed;
     let max_words = lp.cfg.corpus_max_words(kind);
@@ -197,7 +197,7 @@ pub(super) fn regenerate(
         lp.cfg.model.hint_max_new_tokens as usize,
         lp.cfg.hint_code_limit(),
         &hint_seeds,
-        super::backend(lp.cfg),
+        lp.designer_backend(),
     )?;
     let mut hints_by_id = BTreeMap::new();
     for ((slot, a), hint) in accepted.iter().zip(hints) {

@@ -12,6 +12,7 @@ mod pool;
 mod rollout;
 mod sink_http;
 mod spice;
+mod vllm;
 mod weights_cadence;
 
 use spade_policy::Policy;

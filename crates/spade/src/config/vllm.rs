@@ -1,0 +1,114 @@
+//! The `[vllm]` section: external vLLM servers as the rollout backend (`model.rollout =
+//! "vllm"`), either already running (`urls`) or started by the worker beside itself (`start`).
+
+use super::check::Checker;
+use serde::{Deserialize, Serialize};
+
+/// vLLM servers that serve generation when `model.rollout = "vllm"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VllmSection {
+    /// Base URLs of servers that already run (`http://host:port`), used data-parallel: the
+    /// turns of one episode go to one server (its prefix cache), episodes spread over them.
+    /// They must serve `model.path`'s architecture and read `weights_dir` (the flags they need:
+    /// the README's vLLM section).
+    pub urls: Vec<String>,
+    /// Servers the worker starts itself (`vllm serve` beside it on 127.0.0.1, ports `port`,
+    /// `port + 1`, ...); 0 = use `urls`.
+    pub start: u32,
+    /// First port of the servers the worker starts.
+    pub port: u16,
+    /// Virtual environment whose `bin/vllm` starts them; absent = `$SPADE_CACHE/venv-vllm`
+    /// (what `scripts/setup --vllm` installs).
+    pub venv: Option<String>,
+    /// CPU threads of each started server (its `OMP_NUM_THREADS`); 0 = the worker's.
+    pub threads: u32,
+    /// KV-cache GiB of each started server on CPU (`VLLM_CPU_KVCACHE_SPACE`).
+    pub kv_cache_gib: u32,
+    /// Directory the policy is written to after every update for the servers to load (every
+    /// server must read it at the same path; `/dev/shm/...` when colocated); absent = the
+    /// run's state directory.
+    pub weights_dir: Option<String>,
+    /// Seconds to wait for every server's `/health` before the first step.
+    pub startup_timeout_s: u32,
+    /// Seconds one completion may take before its server counts as hung (the run fails).
+    pub request_timeout_s: u32,
+}
+
+impl Default for VllmSection {
+    fn default() -> Self {
+        Self {
+            urls: vec![],
+            start: 0,
+            port: 8300,
+            venv: None,
+            threads: 0,
+            kv_cache_gib: 1,
+            weights_dir: None,
+            startup_timeout_s: 600,
+            request_timeout_s: 600,
+        }
+    }
+}
+
+/// Range checks of the section, and that `model.rollout = "vllm"` names its servers.
+pub(super) fn check(k: &mut Checker, v: &VllmSection, rollout_is_vllm: bool) {
+    for (i, u) in v.urls.iter().enumerate() {
+        let ok = (u.starts_with("http://") || u.starts_with("https://"))
+            && u.split("://")
+                .nth(1)
+                .is_some_and(|h| !h.trim_matches('/').is_empty())
+            && !u.chars().any(char::is_whitespace);
+        if !ok {
+            k.not_allowed(
+                &format!("vllm.urls[{i}]"),
+                u,
+                "a base URL such as \"http://127.0.0.1:8000\"",
+            );
+        }
+    }
+    k.count("vllm.start", v.start.into(), 0, 64);
+    k.count(
+        "vllm.port",
+        v.port.into(),
+        1024,
+        65_535 - u64::from(v.start),
+    );
+    k.count("vllm.threads", v.threads.into(), 0, 4096);
+    k.count("vllm.kv_cache_gib", v.kv_cache_gib.into(), 1, 4096);
+    k.count(
+        "vllm.startup_timeout_s",
+        v.startup_timeout_s.into(),
+        1,
+        86_400,
+    );
+    k.count(
+        "vllm.request_timeout_s",
+        v.request_timeout_s.into(),
+        1,
+        86_400,
+    );
+    if v.start > 0 && !v.urls.is_empty() {
+        k.conflict(
+            "vllm.start",
+            "vllm.urls",
+            "either the worker starts its servers or it uses running ones, not both",
+        );
+    }
+    if v.venv.as_deref().is_some_and(|p| p.trim().is_empty()) {
+        k.not_allowed("vllm.venv", "", "a directory (or leave the key out)");
+    }
+    if v.weights_dir
+        .as_deref()
+        .is_some_and(|p| p.trim().is_empty())
+    {
+        k.not_allowed("vllm.weights_dir", "", "a directory (or leave the key out)");
+    }
+    if rollout_is_vllm && v.start == 0 && v.urls.is_empty() {
+        k.conflict(
+            "model.rollout",
+            "vllm.urls",
+            "\"vllm\" needs servers: list their URLs in vllm.urls or set vllm.start",
+        );
+    }
+}

@@ -1,0 +1,915 @@
+//! vLLM servers as the rollout backend (`model.rollout = "vllm"`, the `[vllm]` section).
+//!
+//! A [`Fleet`] is the set of servers one run uses: started here (`vllm serve` beside the worker,
+//! [`server`]) or already running. Its [`VllmRollout`] implements the engine's
+//! [`Rollout`](spade_policy::engine::Rollout) so `play` drives it like the engine: token ids
+//! in (`/v1/completions` with `prompt` as a list of ids), the sampled ids
+//! (`return_token_ids`) and their log-probs out. Every turn of one sequence goes to the server
+//! its `open` chose (round robin over sequences), so that server's prefix cache holds the
+//! episode; sequences spread over the servers.
+//!
+//! Log-probs: vLLM's default (`raw_logprobs`) is before temperature. Started servers run with
+//! `--logprobs-mode processed_logprobs`, which is after temperature and top-p/top-k; at
+//! `top_p = 1` (agent play) that is `log softmax(logits / T)`, the quantity the sampler and
+//! the trainer compute. The vocabulary rows a tokenizer cannot produce (`Qwen3::usable_vocab`
+//! and up) get a logit bias of -100 (vLLM's floor) since the trainer gives them no
+//! probability. Servers the run did not start must run in that mode too: [`Fleet::connect`]
+//! checks it by comparing a probe's log-probs against tch.
+//!
+//! Weight sync ([`Fleet::sync`]): the policy is written as Hugging Face safetensors under
+//! `weights_dir` (untied: vLLM 0.32's in-place reload keeps a tied head's old values, see
+//! `Policy::save_untied`), then every server is paused (`/pause?mode=wait`, which drains and clears
+//! its KV and prefix caches), reloads in place (`/collective_rpc` `reload_weights` with
+//! `weights_path`, the dev routes of `VLLM_SERVER_DEV_MODE=1`), gets the version label
+//! (`/update_weight_version`), is resumed, and must report that label (`/weight_info`) and
+//! reproduce tch's log-probs of a probe. A rollout remembers the version it started on and
+//! fails if the fleet's changes under it, so one step's episodes never mix two versions.
+//!
+//! Failures are the run's: a server that cannot be reached, answers 5xx, times out or whose
+//! process exits ends the run with its URL and, for started servers, its log's tail.
+
+pub mod server;
+
+use crate::http::{Backoff, Posted, post_json};
+use server::Server;
+use spade_policy::engine::{Finished, Request, Rollout, SeqId};
+use spade_policy::sample::{Completion, Finish};
+use spade_policy::tokenizer::Tokenizer;
+use spade_policy::{Policy, PolicyError};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant};
+
+/// The vLLM release whose routes and request bodies this module was written against
+/// (read from its installed source; `scripts/setup-vllm` installs it). Servers of another
+/// major.minor are refused: the dev and RL routes change between releases.
+pub const VLLM_VERSION: &str = "0.32";
+
+/// The name started servers serve the policy under.
+pub const SERVED_NAME: &str = "spade-policy";
+
+/// Why the fleet failed: a message naming the server and what it said.
+#[derive(Debug, thiserror::Error)]
+#[error("vLLM: {0}")]
+pub struct VllmError(pub String);
+
+impl From<VllmError> for PolicyError {
+    fn from(e: VllmError) -> Self {
+        PolicyError::Backend(e.0)
+    }
+}
+
+impl From<VllmError> for crate::WorkerError {
+    fn from(e: VllmError) -> Self {
+        crate::WorkerError::Policy(PolicyError::Backend(e.0))
+    }
+}
+
+type VResult<T> = std::result::Result<T, VllmError>;
+
+/// What one weight sync did.
+#[derive(Debug, Clone)]
+pub struct SyncReport {
+    pub version: String,
+    /// Writing the safetensors.
+    pub write_s: f64,
+    /// Pause, reload, resume and the checks, all servers.
+    pub load_s: f64,
+    /// Largest |vLLM - tch| log-prob over the probe's tokens, over all servers.
+    pub probe_gap: f64,
+}
+
+/// The servers of one run.
+pub struct Fleet {
+    servers: Vec<Server>,
+    /// Completions: bounded by `vllm.request_timeout_s`.
+    client: reqwest::blocking::Client,
+    model: String,
+    version: Mutex<String>,
+    weights_dir: PathBuf,
+    /// `{"id": -100}` for every vocabulary row no token maps to.
+    pad_bias: serde_json::Map<String, serde_json::Value>,
+    /// Largest |vLLM - tch| probe log-prob a sync accepts.
+    probe_tolerance: f64,
+    /// The last synced weights directory (removed when the next one is loaded).
+    current_dir: Mutex<Option<PathBuf>>,
+}
+
+/// How to reach (or start) the servers.
+#[derive(Debug, Clone)]
+pub struct FleetOptions {
+    /// Servers that already run; empty when `start` > 0.
+    pub urls: Vec<String>,
+    /// Servers to start here.
+    pub start: u32,
+    pub port: u16,
+    /// Where `bin/vllm` is.
+    pub venv: PathBuf,
+    /// OMP threads per started server.
+    pub threads: u32,
+    pub kv_cache_gib: u32,
+    /// `--max-model-len` of started servers.
+    pub max_model_len: usize,
+    pub weights_dir: PathBuf,
+    /// Started servers' logs.
+    pub log_dir: PathBuf,
+    pub startup_timeout: Duration,
+    pub request_timeout: Duration,
+}
+
+impl FleetOptions {
+    /// The `[vllm]` section of `cfg`, with the run's directories for what it leaves open.
+    pub fn from_config(cfg: &spade::config::RunConfig, state_dir: &Path) -> Self {
+        let v = &cfg.vllm;
+        let venv = v.venv.as_ref().map(PathBuf::from).unwrap_or_else(|| {
+            std::env::var_os("SPADE_CACHE")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/spade-studio"))
+                })
+                .unwrap_or_else(|| PathBuf::from(".deps"))
+                .join("venv-vllm")
+        });
+        FleetOptions {
+            urls: v.urls.clone(),
+            start: v.start,
+            port: v.port,
+            venv,
+            threads: v.threads,
+            kv_cache_gib: v.kv_cache_gib,
+            max_model_len: cfg.model.max_context as usize,
+            weights_dir: v
+                .weights_dir
+                .as_ref()
+                .map(PathBuf::from)
+                .unwrap_or_else(|| state_dir.join("vllm-weights")),
+            log_dir: state_dir.join("vllm-logs"),
+            startup_timeout: Duration::from_secs(v.startup_timeout_s.into()),
+            request_timeout: Duration::from_secs(v.request_timeout_s.into()),
+        }
+    }
+}
+
+impl Fleet {
+    /// Starts or reaches the servers, waits for their health, checks their version and routes,
+    /// and loads `policy`'s weights into every one (version `label`). `on` hears progress.
+    pub fn connect(
+        opts: &FleetOptions,
+        policy: &Policy,
+        label: &str,
+        on: &mut dyn FnMut(String),
+    ) -> VResult<Fleet> {
+        let t0 = Instant::now();
+        let first_dir = opts.weights_dir.join(format!("policy-{label}"));
+        let mut servers = Vec::new();
+        if opts.start > 0 {
+            // Started servers load the current weights themselves; the sync below then only
+            // labels and checks them.
+            write_weights(policy, &first_dir)?;
+            for i in 0..opts.start {
+                servers.push(Server::spawn(opts, &first_dir, i)?);
+            }
+            on(format!(
+                "vllm: started {} server(s) on ports {}..{} (logs in {})",
+                opts.start,
+                opts.port,
+                u32::from(opts.port) + opts.start - 1,
+                opts.log_dir.display()
+            ));
+        } else {
+            for u in &opts.urls {
+                servers.push(Server::remote(u));
+            }
+        }
+        let control = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(600))
+            .build()
+            .map_err(|e| VllmError(format!("cannot build an HTTP client: {e}")))?;
+        for s in &servers {
+            s.wait_healthy(&control, opts.startup_timeout)?;
+        }
+        on(format!(
+            "vllm: {} server(s) healthy after {:.1} s",
+            servers.len(),
+            t0.elapsed().as_secs_f64()
+        ));
+        let mut model = None;
+        for s in &servers {
+            s.check_version(&control)?;
+            let m = s.model_name(&control)?;
+            match &model {
+                None => model = Some(m),
+                Some(first) if *first != m => {
+                    return Err(VllmError(format!(
+                        "{} serves model {m:?} but {} serves {first:?}: every server of a run \
+                         must serve the same model",
+                        s.url, servers[0].url
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        let model =
+            model.ok_or_else(|| VllmError("no servers: set vllm.urls or vllm.start".into()))?;
+        let client = reqwest::blocking::Client::builder()
+            .timeout(opts.request_timeout)
+            .build()
+            .map_err(|e| VllmError(format!("cannot build an HTTP client: {e}")))?;
+        let m = policy.model();
+        let rows = m.config().vocab_size;
+        let pad_bias = (m.usable_vocab()..rows)
+            .map(|id| (id.to_string(), serde_json::json!(-100.0)))
+            .collect();
+        let probe_tolerance = if policy.kind().elt_size_in_bytes() == 4 {
+            PROBE_TOLERANCE_F32
+        } else {
+            PROBE_TOLERANCE_HALF
+        };
+        let fleet = Fleet {
+            servers,
+            client,
+            model,
+            version: Mutex::new(String::new()),
+            weights_dir: opts.weights_dir.clone(),
+            pad_bias,
+            probe_tolerance,
+            current_dir: Mutex::new(None),
+        };
+        let report = if opts.start > 0 {
+            fleet.label_loaded(policy, label, first_dir)?
+        } else {
+            fleet.sync(policy, label)?
+        };
+        on(format!(
+            "vllm: weights {} on {} server(s) (probe log-prob gap {:.2e}), ready after {:.1} s",
+            report.version,
+            fleet.servers.len(),
+            report.probe_gap,
+            t0.elapsed().as_secs_f64()
+        ));
+        Ok(fleet)
+    }
+
+    /// The servers' base URLs.
+    pub fn urls(&self) -> Vec<&str> {
+        self.servers.iter().map(|s| s.url.as_str()).collect()
+    }
+
+    /// The version label every server reports now (the last sync's).
+    pub fn version(&self) -> String {
+        self.version.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// A rollout over these servers, on the current weights.
+    pub fn rollout<'a>(&'a self, tok: &'a Tokenizer) -> VllmRollout<'a> {
+        let (tx, rx) = channel();
+        VllmRollout {
+            fleet: self,
+            tok,
+            version: self.version(),
+            next: 0,
+            seqs: BTreeMap::new(),
+            in_flight: 0,
+            tx,
+            rx,
+            per_server: vec![0; self.servers.len()],
+        }
+    }
+
+    /// Writes `policy` under `weights_dir` and loads it into every server as version `label`
+    /// (see the module doc for the routes), then checks what each reports.
+    pub fn sync(&self, policy: &Policy, label: &str) -> VResult<SyncReport> {
+        let t0 = Instant::now();
+        let dir = self.weights_dir.join(format!("policy-{label}"));
+        write_weights(policy, &dir)?;
+        let write_s = t0.elapsed().as_secs_f64();
+        let version = version_label(policy, label);
+        let t1 = Instant::now();
+        for s in &self.servers {
+            s.check_alive()?;
+            s.post(
+                &self.client,
+                "/pause?mode=wait&clear_cache=true",
+                &serde_json::json!({}),
+            )?;
+            let reload = serde_json::json!({
+                "method": "reload_weights",
+                "kwargs": {"weights_path": dir.display().to_string()},
+            });
+            let r = s.post(&self.client, "/collective_rpc", &reload);
+            if let Err(e) = r {
+                // Leave it serving (the old weights) so the error is the reload's alone.
+                let _ = s.post(&self.client, "/resume", &serde_json::json!({}));
+                return Err(VllmError(format!(
+                    "{} could not load the weights in {}: {}",
+                    s.url,
+                    dir.display(),
+                    e.0
+                )));
+            }
+            s.post(&self.client, "/reset_prefix_cache", &serde_json::json!({}))?;
+            s.post(
+                &self.client,
+                "/update_weight_version",
+                &serde_json::json!({"new_version": version}),
+            )?;
+            s.post(&self.client, "/resume", &serde_json::json!({}))?;
+        }
+        let probe_gap = self.verify(policy, &version)?;
+        self.set_current(&version, dir);
+        Ok(SyncReport {
+            version,
+            write_s,
+            load_s: t1.elapsed().as_secs_f64(),
+            probe_gap,
+        })
+    }
+
+    /// Labels weights the servers loaded at start (`dir`) and checks them like a sync.
+    fn label_loaded(&self, policy: &Policy, label: &str, dir: PathBuf) -> VResult<SyncReport> {
+        let t1 = Instant::now();
+        let version = version_label(policy, label);
+        for s in &self.servers {
+            s.post(
+                &self.client,
+                "/update_weight_version",
+                &serde_json::json!({"new_version": version}),
+            )?;
+        }
+        let probe_gap = self.verify(policy, &version)?;
+        self.set_current(&version, dir);
+        Ok(SyncReport {
+            version,
+            write_s: 0.0,
+            load_s: t1.elapsed().as_secs_f64(),
+            probe_gap,
+        })
+    }
+
+    fn set_current(&self, version: &str, dir: PathBuf) {
+        if let Ok(mut v) = self.version.lock() {
+            *v = version.to_string();
+        }
+        if let Ok(mut cur) = self.current_dir.lock() {
+            // The servers hold the weights in memory once loaded; the old copy is not needed.
+            if let Some(old) = cur.replace(dir.clone())
+                && old != dir
+            {
+                let _ = std::fs::remove_dir_all(old);
+            }
+        }
+    }
+
+    /// Every server reports `version` and gives the probe tch's log-probs; the largest gap.
+    fn verify(&self, policy: &Policy, version: &str) -> VResult<f64> {
+        let tok = policy
+            .require_tokenizer()
+            .map_err(|e| VllmError(format!("the policy has no tokenizer: {e}")))?;
+        // Not temperature 1: a server that returns raw log-probs fails the check.
+        let temperature = 0.7;
+        let req = Request {
+            tokens: probe_ids(tok)?,
+            params: spade_policy::sample::SamplingParams {
+                temperature,
+                max_new_tokens: 8,
+                ..Default::default()
+            },
+            seed: 17,
+        };
+        let body = completion_body(self, &req);
+        let mut worst = 0.0f64;
+        for s in &self.servers {
+            let got = s.weight_version(&self.client)?;
+            if got != version {
+                return Err(VllmError(format!(
+                    "{} reports weight version {got:?} after loading {version:?}",
+                    s.url
+                )));
+            }
+            let url = format!("{}/v1/completions", s.url);
+            let c = match complete(&self.client, &url, &body, 8) {
+                Turn::Done(c) => c,
+                Turn::Refused(m) | Turn::Fatal(m) => {
+                    return Err(VllmError(format!("the probe: {m}{}", s.log_tail_note())));
+                }
+            };
+            let mut ids = req.tokens.clone();
+            ids.extend(&c.tokens);
+            let want = spade_policy::train::token_logprobs(policy.model(), &[ids], temperature)
+                .map_err(|e| VllmError(format!("tch log-probs of the probe: {e}")))?
+                .pop()
+                .unwrap_or_default();
+            let gap = c
+                .logprobs
+                .iter()
+                .zip(want.iter().skip(req.tokens.len()))
+                .map(|(a, b)| f64::from((a - b).abs()))
+                .fold(0.0, f64::max);
+            if c.tokens.is_empty() || !gap.is_finite() || gap > self.probe_tolerance {
+                return Err(VllmError(format!(
+                    "{} does not serve the policy's weights: its log-probs of a probe differ \
+                     from tch's by up to {gap:.3e} (allowed {:.1e}). Is it serving another \
+                     model, or started without --logprobs-mode processed_logprobs?",
+                    s.url, self.probe_tolerance
+                )));
+            }
+            worst = worst.max(gap);
+        }
+        Ok(worst)
+    }
+
+    /// Process ids of the servers this fleet started (None for the others): each leads its
+    /// process group. For tests that kill one, and for the benchmark's report.
+    pub fn server_pids(&self) -> Vec<Option<u32>> {
+        self.servers.iter().map(Server::pid).collect()
+    }
+
+    /// Fails with the log tail of a started server whose process has exited.
+    pub fn check_alive(&self) -> VResult<()> {
+        self.servers.iter().try_for_each(Server::check_alive)
+    }
+
+    /// Stops the servers this fleet started (their process groups). Running servers it was
+    /// pointed at are left alone.
+    pub fn shutdown(&self) {
+        for s in &self.servers {
+            s.stop();
+        }
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Probe log-probs of float32 weights agree with tch to float rounding (measured: see the
+/// README's vLLM section); bf16 weights round far more.
+const PROBE_TOLERANCE_F32: f64 = 2e-3;
+const PROBE_TOLERANCE_HALF: f64 = 0.15;
+
+/// `step-N-<12 hex of the weights fingerprint>`: the label names the step and the weights.
+fn version_label(policy: &Policy, label: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let h = Sha256::digest(policy.weights_fingerprint().as_bytes());
+    let hex: String = h.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("{label}-{hex}")
+}
+
+/// A fixed text the servers and tch score after every sync.
+fn probe_ids(tok: &Tokenizer) -> VResult<Vec<i64>> {
+    let ids = tok
+        .encode(
+            "<|im_start|>user\nWhat is 2 + 3? Answer in a box.<|im_end|>\n<|im_start|>assistant\n",
+        )
+        .map_err(|e| VllmError(format!("cannot encode the probe: {e}")))?;
+    if ids.len() < 2 {
+        return Err(VllmError("the probe encodes to fewer than 2 tokens".into()));
+    }
+    Ok(ids)
+}
+
+/// `policy` as safetensors in `dir`, written beside it first so a server never reads half.
+fn write_weights(policy: &Policy, dir: &Path) -> VResult<()> {
+    let tmp = dir.with_extension("tmp");
+    let _ = std::fs::remove_dir_all(&tmp);
+    policy.save_untied(&tmp).map_err(|e| {
+        VllmError(format!(
+            "cannot write the weights to {}: {e}",
+            tmp.display()
+        ))
+    })?;
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::rename(&tmp, dir)
+        .map_err(|e| VllmError(format!("cannot move the weights to {}: {e}", dir.display())))
+}
+
+/// A turn's outcome from a request thread: the completion, an error of this request alone
+/// (the server refused it: the episode ends), or a failure of the server (the run ends).
+enum Turn {
+    Done(Completion),
+    Refused(String),
+    Fatal(String),
+}
+
+struct SeqState {
+    server: usize,
+    busy: bool,
+    /// The turn in flight's stop strings (its text is cut after the first).
+    stops: Vec<String>,
+}
+
+/// [`Rollout`] over a [`Fleet`]: each submitted turn is one blocking request on its own
+/// thread; `step` waits until at least one comes back.
+pub struct VllmRollout<'a> {
+    fleet: &'a Fleet,
+    tok: &'a Tokenizer,
+    version: String,
+    next: u64,
+    seqs: BTreeMap<SeqId, SeqState>,
+    in_flight: usize,
+    tx: Sender<(SeqId, Turn)>,
+    rx: Receiver<(SeqId, Turn)>,
+    per_server: Vec<u64>,
+}
+
+impl std::fmt::Debug for VllmRollout<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VllmRollout")
+            .field("version", &self.version)
+            .field("sequences", &self.seqs.len())
+            .field("in_flight", &self.in_flight)
+            .finish()
+    }
+}
+
+impl VllmRollout<'_> {
+    /// The weight version every turn of this rollout was sampled on.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Turns sent to each server (in the fleet's order).
+    pub fn turns_per_server(&self) -> &[u64] {
+        &self.per_server
+    }
+}
+
+/// How long a rollout waits on its requests before it asks the servers whether they are well.
+const WATCH_EVERY: Duration = Duration::from_secs(5);
+
+impl VllmRollout<'_> {
+    fn busy_on(&self, server: usize) -> bool {
+        self.seqs.values().any(|s| s.busy && s.server == server)
+    }
+}
+
+impl Rollout for VllmRollout<'_> {
+    fn open(&mut self) -> SeqId {
+        let id = SeqId::from_raw(self.next);
+        self.next += 1;
+        let server = (id.raw() % self.fleet.servers.len().max(1) as u64) as usize;
+        self.seqs.insert(
+            id,
+            SeqState {
+                server,
+                busy: false,
+                stops: vec![],
+            },
+        );
+        id
+    }
+
+    fn submit(&mut self, seq: SeqId, req: Request) -> spade_policy::Result<()> {
+        let body = completion_body(self.fleet, &req);
+        let s = self
+            .seqs
+            .get_mut(&seq)
+            .ok_or_else(|| PolicyError::InvalidInput(format!("unknown sequence {}", seq.raw())))?;
+        if s.busy {
+            return Err(PolicyError::InvalidInput(format!(
+                "sequence {} already has a turn in progress",
+                seq.raw()
+            )));
+        }
+        if req.tokens.is_empty() {
+            return Err(PolicyError::InvalidInput("empty prompt".into()));
+        }
+        s.busy = true;
+        s.stops = req.params.stop_strings.clone();
+        self.in_flight += 1;
+        self.per_server[s.server] += 1;
+        let server = &self.fleet.servers[s.server];
+        let url = format!("{}/v1/completions", server.url);
+        let client = self.fleet.client.clone();
+        let tx = self.tx.clone();
+        let max_new = req.params.max_new_tokens;
+        std::thread::spawn(move || {
+            let turn = complete(&client, &url, &body, max_new);
+            let _ = tx.send((seq, turn));
+        });
+        Ok(())
+    }
+
+    fn step(&mut self) -> spade_policy::Result<Vec<Finished>> {
+        if self.in_flight == 0 {
+            return Ok(vec![]);
+        }
+        if self.fleet.version() != self.version {
+            return Err(PolicyError::Backend(format!(
+                "the servers' weights changed from {} to {} during a rollout",
+                self.version,
+                self.fleet.version()
+            )));
+        }
+        let mut got = vec![];
+        let mut waiting = Instant::now();
+        loop {
+            match self.rx.recv_timeout(Duration::from_millis(500)) {
+                Ok(m) => {
+                    got.push(m);
+                    got.extend(self.rx.try_iter());
+                    break;
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    self.fleet.check_alive()?;
+                    // A process can live on while its server no longer answers (engine core
+                    // gone, left paused): ask the busy servers themselves now and then.
+                    if waiting.elapsed() >= WATCH_EVERY {
+                        waiting = Instant::now();
+                        for (i, s) in self.fleet.servers.iter().enumerate() {
+                            if self.busy_on(i) {
+                                s.watch(&self.fleet.client)?;
+                            }
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(PolicyError::Backend("request threads vanished".into()));
+                }
+            }
+        }
+        let mut out = vec![];
+        for (seq, turn) in got {
+            self.in_flight = self.in_flight.saturating_sub(1);
+            let Some(s) = self.seqs.get_mut(&seq) else {
+                continue; // closed while its turn was in flight
+            };
+            s.busy = false;
+            let server = &self.fleet.servers[s.server];
+            let result = match turn {
+                Turn::Done(mut c) => {
+                    c.text = Some(decode_cut(self.tok, &c.tokens, &s.stops)?);
+                    Ok(c)
+                }
+                Turn::Refused(m) => Err(PolicyError::Backend(m)),
+                Turn::Fatal(m) => {
+                    return Err(PolicyError::Backend(format!(
+                        "{m}{}",
+                        server.log_tail_note()
+                    )));
+                }
+            };
+            out.push(Finished { seq, result });
+        }
+        Ok(out)
+    }
+
+    fn close(&mut self, seq: SeqId) {
+        self.seqs.remove(&seq);
+    }
+
+    fn is_idle(&self) -> bool {
+        self.in_flight == 0
+    }
+}
+
+/// A `/v1/completions` body for one turn (see the module doc for the choices).
+fn completion_body(fleet: &Fleet, req: &Request) -> serde_json::Value {
+    let p = &req.params;
+    let mut b = serde_json::json!({
+        "model": fleet.model,
+        "prompt": req.tokens,
+        "max_tokens": p.max_new_tokens,
+        "temperature": p.temperature,
+        "top_p": p.top_p,
+        // vLLM takes an int64 seed.
+        "seed": (req.seed >> 1) as i64,
+        "stop_token_ids": p.stop_token_ids,
+        // Only the caller's stop tokens end a turn, as in the engine.
+        "ignore_eos": true,
+        "logprobs": 0,
+        "return_token_ids": true,
+        "skip_special_tokens": false,
+        "stream": false,
+    });
+    if !p.stop_strings.is_empty() {
+        b["stop"] = serde_json::json!(p.stop_strings);
+        b["include_stop_str_in_output"] = serde_json::json!(true);
+    }
+    if !fleet.pad_bias.is_empty() {
+        b["logit_bias"] = serde_json::Value::Object(fleet.pad_bias.clone());
+    }
+    b
+}
+
+/// The engine's text: decoded without special tokens.
+fn decode_cut(tok: &Tokenizer, ids: &[i64], stops: &[String]) -> spade_policy::Result<String> {
+    let mut text = tok.decode(ids, true)?;
+    for s in stops {
+        if let Some(i) = text.find(s.as_str()) {
+            text.truncate(i + s.len());
+        }
+    }
+    Ok(text)
+}
+
+/// One completion request, retried on network errors and 5xx (a server restarting) a few
+/// times; its answer parsed into the engine's [`Completion`].
+fn complete(
+    client: &reqwest::blocking::Client,
+    url: &str,
+    body: &serde_json::Value,
+    max_new: usize,
+) -> Turn {
+    let b = Backoff {
+        tries: 3,
+        first: Duration::from_millis(200),
+        max: Duration::from_secs(2),
+    };
+    let mut pause = b.first;
+    let mut last = String::new();
+    for attempt in 1..=b.tries {
+        match post_json(client, url, "", body) {
+            Posted::Done(r) => {
+                let v: serde_json::Value = match r.json() {
+                    Ok(v) => v,
+                    Err(e) => return Turn::Fatal(format!("POST {url}: unreadable answer: {e}")),
+                };
+                return match parse_completion(&v, max_new) {
+                    Ok(c) => Turn::Done(c),
+                    Err(m) => Turn::Fatal(format!("POST {url}: {m}")),
+                };
+            }
+            Posted::Refused(m) => return Turn::Refused(m),
+            Posted::Retry(why) => last = why,
+        }
+        if attempt < b.tries {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(b.max);
+        }
+    }
+    Turn::Fatal(format!("POST {url} failed {} times; last: {last}", b.tries))
+}
+
+/// `choices[0]` of a `/v1/completions` answer: `token_ids`, `logprobs.token_logprobs`,
+/// `finish_reason` / `stop_reason`.
+fn parse_completion(
+    v: &serde_json::Value,
+    max_new: usize,
+) -> std::result::Result<Completion, String> {
+    let c = v
+        .get("choices")
+        .and_then(|c| c.get(0))
+        .ok_or("the answer has no choices[0]")?;
+    let tokens: Vec<i64> = c
+        .get("token_ids")
+        .and_then(|t| t.as_array())
+        .ok_or("choices[0].token_ids is missing (does the server know return_token_ids?)")?
+        .iter()
+        .map(|t| t.as_i64().ok_or("choices[0].token_ids holds a non-integer"))
+        .collect::<std::result::Result<_, _>>()?;
+    let logprobs: Vec<f32> = c
+        .get("logprobs")
+        .and_then(|l| l.get("token_logprobs"))
+        .and_then(|t| t.as_array())
+        .ok_or("choices[0].logprobs.token_logprobs is missing")?
+        .iter()
+        .map(|l| {
+            l.as_f64()
+                .map(|x| x as f32)
+                .ok_or("choices[0].logprobs.token_logprobs holds a non-number")
+        })
+        .collect::<std::result::Result<_, _>>()?;
+    if logprobs.len() != tokens.len() {
+        return Err(format!(
+            "{} token ids but {} log-probs",
+            tokens.len(),
+            logprobs.len()
+        ));
+    }
+    if tokens.len() > max_new {
+        return Err(format!("{} tokens for a budget of {max_new}", tokens.len()));
+    }
+    let finish = match (
+        c.get("finish_reason").and_then(|f| f.as_str()),
+        c.get("stop_reason"),
+    ) {
+        (Some("length"), _) => Finish::Length,
+        (Some("stop"), Some(serde_json::Value::String(_))) => Finish::StopString,
+        (Some("stop"), _) => Finish::StopToken,
+        (other, _) => return Err(format!("unexpected finish_reason {other:?}")),
+    };
+    Ok(Completion {
+        tokens,
+        logprobs,
+        text: None,
+        finish,
+    })
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("urls", &self.urls())
+            .field("model", &self.model)
+            .field("version", &self.version())
+            .finish()
+    }
+}
+
+/// The run's fleet when `model.rollout = "vllm"`: started or reached, loaded with `policy`
+/// (the weights of step `step`), checked. None for the local backends.
+pub fn for_run(
+    cfg: &spade::config::RunConfig,
+    policy: &Policy,
+    state_dir: &Path,
+    step: u64,
+    on: &mut dyn FnMut(crate::run::Event),
+) -> Result<Option<std::sync::Arc<Fleet>>, crate::WorkerError> {
+    if cfg.model.rollout != spade::config::RolloutBackend::Vllm {
+        return Ok(None);
+    }
+    let mut opts = FleetOptions::from_config(cfg, state_dir);
+    // vLLM refuses a --max-model-len past the checkpoint's positions.
+    let positions = usize::try_from(policy.config().max_position_embeddings).unwrap_or(usize::MAX);
+    opts.max_model_len = opts.max_model_len.min(positions);
+    let fleet = Fleet::connect(&opts, policy, &format!("step-{step}"), &mut |line| {
+        on(crate::run::Event::Log(line))
+    })?;
+    Ok(Some(std::sync::Arc::new(fleet)))
+}
+
+/// After the update of step `step` (0-based): the new weights on every server. Metrics
+/// `vllm_sync_s` (write + load) and `vllm_probe_gap`.
+pub fn sync_after_update(
+    fleet: &Fleet,
+    policy: &Policy,
+    step: u64,
+    m: &mut BTreeMap<String, f64>,
+    on: &mut dyn FnMut(crate::run::Event),
+) -> Result<(), crate::WorkerError> {
+    let r = fleet.sync(policy, &format!("step-{step}"))?;
+    m.insert("vllm_sync_s".into(), r.write_s + r.load_s);
+    m.insert("vllm_probe_gap".into(), r.probe_gap);
+    on(crate::run::Event::Log(format!(
+        "vllm: weights {} on {} server(s): written in {:.2} s, loaded in {:.2} s",
+        r.version,
+        fleet.servers.len(),
+        r.write_s,
+        r.load_s
+    )));
+    Ok(())
+}
+
+/// The servers' log-probs become the behaviour policy of truncated importance sampling and
+/// tch's recomputation the "old" policy of the ratio (the two differ by kernels and rounding).
+/// Metrics: `vllm_logprob_gap_mean` / `_max`, |server - tch| over the sampled tokens.
+pub fn rescore(
+    policy: &Policy,
+    samples: &mut [spade_policy::grpo::GrpoSample],
+    temperature: f64,
+    m: &mut BTreeMap<String, f64>,
+) -> Result<(), crate::WorkerError> {
+    let (mut sum, mut max, mut n) = (0.0f64, 0.0f64, 0u64);
+    for s in samples.iter_mut() {
+        let tch = spade_policy::train::token_logprobs(
+            policy.model(),
+            std::slice::from_ref(&s.seq.ids),
+            temperature,
+        )?
+        .pop()
+        .unwrap_or_default();
+        if tch.len() != s.old_logprobs.len() {
+            return Err(crate::WorkerError::Model(format!(
+                "recomputed {} log-probs for a {}-token trace",
+                tch.len(),
+                s.old_logprobs.len()
+            )));
+        }
+        let mut old = vec![0.0f32; tch.len()];
+        for (i, &on) in s.seq.loss_mask.iter().enumerate() {
+            if on {
+                old[i] = tch[i];
+                let d = f64::from((tch[i] - s.old_logprobs[i]).abs());
+                sum += d;
+                max = max.max(d);
+                n += 1;
+            }
+        }
+        s.behavior_logprobs = Some(std::mem::replace(&mut s.old_logprobs, old));
+    }
+    if n > 0 {
+        m.insert("vllm_logprob_gap_mean".into(), sum / n as f64);
+        m.insert("vllm_logprob_gap_max".into(), max);
+    }
+    Ok(())
+}
+
+/// |a - b| over the positions `mask` sets: (mean, max, count). What the tests and the
+/// benchmark measure a trace's agreement with.
+pub fn logprob_gap(a: &[f32], b: &[f32], mask: &[bool]) -> (f64, f64, usize) {
+    let (mut sum, mut max, mut n) = (0.0f64, 0.0f64, 0usize);
+    for ((x, y), &on) in a.iter().zip(b).zip(mask) {
+        if on {
+            let d = f64::from((x - y).abs());
+            sum += d;
+            max = max.max(d);
+            n += 1;
+        }
+    }
+    (if n > 0 { sum / n as f64 } else { 0.0 }, max, n)
+}

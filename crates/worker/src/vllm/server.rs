@@ -1,0 +1,344 @@
+//! One vLLM server of a [`Fleet`](super::Fleet): a process started here (its own process
+//! group, its output in a log file whose tail every failure quotes) or a URL of one that runs
+//! elsewhere; health, version and model checks; the small control requests of a sync.
+
+use super::{FleetOptions, SERVED_NAME, VLLM_VERSION, VResult, VllmError};
+use crate::http::{Posted, post_json};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Bytes of a server's log quoted in an error.
+const LOG_TAIL_BYTES: u64 = 3000;
+
+pub(super) struct Server {
+    pub(super) url: String,
+    child: Mutex<Option<Child>>,
+    log: Option<PathBuf>,
+}
+
+impl Server {
+    /// A server that runs already.
+    pub(super) fn remote(url: &str) -> Self {
+        Server {
+            url: url.trim_end_matches('/').to_string(),
+            child: Mutex::new(None),
+            log: None,
+        }
+    }
+
+    /// `vllm serve weights` on 127.0.0.1, port `opts.port + i`, in its own process group
+    /// (vLLM forks an engine-core process; stopping the group stops both).
+    pub(super) fn spawn(opts: &FleetOptions, weights: &Path, i: u32) -> VResult<Self> {
+        let port = u32::from(opts.port) + i;
+        let bin = opts.venv.join("bin/vllm");
+        if !bin.is_file() {
+            return Err(VllmError(format!(
+                "no vLLM at {} (vllm.venv): install it with `scripts/setup --vllm`",
+                bin.display()
+            )));
+        }
+        std::fs::create_dir_all(&opts.log_dir)
+            .map_err(|e| VllmError(format!("cannot create {}: {e}", opts.log_dir.display())))?;
+        let log = opts.log_dir.join(format!("server-{i}.log"));
+        let out = std::fs::File::create(&log)
+            .map_err(|e| VllmError(format!("cannot create {}: {e}", log.display())))?;
+        let err = out
+            .try_clone()
+            .map_err(|e| VllmError(format!("cannot share {}: {e}", log.display())))?;
+        let dtype = dtype_of(weights);
+        let mut cmd = Command::new(&bin);
+        cmd.arg("serve")
+            .arg(weights)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--served-model-name", SERVED_NAME])
+            .args(["--dtype", &dtype])
+            .args(["--max-model-len", &opts.max_model_len.to_string()])
+            // The trainer compares against log softmax(logits / T): see the module doc.
+            .args(["--logprobs-mode", "processed_logprobs"])
+            // The checkpoint's generation_config.json must not change request defaults.
+            .args(["--generation-config", "vllm"])
+            // CUDA graphs and torch.compile are GPU-side speed-ups; on CPU they only delay start.
+            .arg("--enforce-eager")
+            // vLLM 0.32 on CPU crashes its engine when a seeded request's prefill is split
+            // over steps ("CPU Generator does not use offset", gpu_model_runner.py
+            // `_bookkeeping_sync`): whole prefills only, and a step budget that holds one.
+            .arg("--no-enable-chunked-prefill")
+            .args([
+                "--max-num-batched-tokens",
+                &opts.max_model_len.max(8192).to_string(),
+            ])
+            // The pause / reload / version routes of a weight sync.
+            .env("VLLM_SERVER_DEV_MODE", "1")
+            .env("VLLM_CPU_KVCACHE_SPACE", opts.kv_cache_gib.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .process_group(0);
+        if opts.threads > 0 {
+            cmd.env("OMP_NUM_THREADS", opts.threads.to_string());
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| VllmError(format!("cannot start {}: {e}", bin.display())))?;
+        Ok(Server {
+            url: format!("http://127.0.0.1:{port}"),
+            child: Mutex::new(Some(child)),
+            log: Some(log),
+        })
+    }
+
+    /// Polls `/health` until it answers 200; fails at once when the process exits, and after
+    /// `timeout` with the log's tail.
+    pub(super) fn wait_healthy(
+        &self,
+        client: &reqwest::blocking::Client,
+        timeout: Duration,
+    ) -> VResult<()> {
+        let t0 = Instant::now();
+        let url = format!("{}/health", self.url);
+        loop {
+            self.check_alive()?;
+            let last = match client.get(&url).timeout(Duration::from_secs(5)).send() {
+                Ok(r) if r.status().is_success() => return Ok(()),
+                Ok(r) => format!("answered {}", r.status()),
+                Err(e) => e.to_string(),
+            };
+            if t0.elapsed() >= timeout {
+                return Err(VllmError(format!(
+                    "{url} not healthy after {} s (vllm.startup_timeout_s); last: {last}{}",
+                    timeout.as_secs(),
+                    self.log_tail_note()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    pub(super) fn pid(&self) -> Option<u32> {
+        self.child.lock().ok()?.as_ref().map(Child::id)
+    }
+
+    /// Fails when a started server's process has exited, quoting its log.
+    pub(super) fn check_alive(&self) -> VResult<()> {
+        let Ok(mut g) = self.child.lock() else {
+            return Ok(());
+        };
+        let Some(c) = g.as_mut() else {
+            return Ok(());
+        };
+        match c.try_wait() {
+            Ok(Some(status)) => {
+                *g = None;
+                Err(VllmError(format!(
+                    "the server at {} exited ({status}){}",
+                    self.url,
+                    self.log_tail_note()
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `/health` answers 200 and `/is_paused` says false, each within 5 s; else the error says
+    /// which and quotes the log.
+    pub(super) fn watch(&self, client: &reqwest::blocking::Client) -> VResult<()> {
+        let quick = Duration::from_secs(5);
+        let health = format!("{}/health", self.url);
+        match client.get(&health).timeout(quick).send() {
+            Ok(r) if r.status().is_success() => {}
+            Ok(r) => {
+                return Err(VllmError(format!(
+                    "{health} answered {} while requests were waiting{}",
+                    r.status(),
+                    self.log_tail_note()
+                )));
+            }
+            Err(e) => {
+                return Err(VllmError(format!(
+                    "{health} did not answer while requests were waiting: {e}{}",
+                    self.log_tail_note()
+                )));
+            }
+        }
+        let paused = format!("{}/is_paused", self.url);
+        let v: serde_json::Value = client
+            .get(&paused)
+            .timeout(quick)
+            .send()
+            .and_then(|r| r.json())
+            .map_err(|e| VllmError(format!("GET {paused}: {e}")))?;
+        if v.get("is_paused").and_then(|p| p.as_bool()) == Some(true) {
+            return Err(VllmError(format!(
+                "{} is paused (a weight sync did not finish), so its requests would wait \
+                 forever; POST {}/resume or restart it",
+                self.url, self.url
+            )));
+        }
+        Ok(())
+    }
+
+    /// `GET /version` must name a release of [`VLLM_VERSION`]'s major.minor.
+    pub(super) fn check_version(&self, client: &reqwest::blocking::Client) -> VResult<()> {
+        let v = self.get_json(client, "/version")?;
+        let found = v
+            .get("version")
+            .and_then(|x| x.as_str())
+            .ok_or_else(|| VllmError(format!("{}/version has no \"version\": {v}", self.url)))?;
+        let ok = found == VLLM_VERSION || found.starts_with(&format!("{VLLM_VERSION}."));
+        if !ok {
+            return Err(VllmError(format!(
+                "{} runs vLLM {found}; this worker speaks the routes of vLLM {VLLM_VERSION}.x \
+                 (scripts/setup --vllm installs it)",
+                self.url
+            )));
+        }
+        // The weight-sync routes exist only in dev mode.
+        let r = client
+            .get(format!("{}/weight_info", self.url))
+            .send()
+            .map_err(|e| VllmError(format!("GET {}/weight_info: {e}", self.url)))?;
+        if r.status().as_u16() == 404 {
+            return Err(VllmError(format!(
+                "{} has no /weight_info: start it with VLLM_SERVER_DEV_MODE=1 so the weights \
+                 can be synced",
+                self.url
+            )));
+        }
+        Ok(())
+    }
+
+    /// The one model `GET /v1/models` lists.
+    pub(super) fn model_name(&self, client: &reqwest::blocking::Client) -> VResult<String> {
+        let v = self.get_json(client, "/v1/models")?;
+        let ids: Vec<&str> = v
+            .get("data")
+            .and_then(|d| d.as_array())
+            .map(|a| a.iter().filter_map(|m| m.get("id")?.as_str()).collect())
+            .unwrap_or_default();
+        match ids.as_slice() {
+            [one] => Ok((*one).to_string()),
+            [] => Err(VllmError(format!(
+                "{}/v1/models lists no model: {v}",
+                self.url
+            ))),
+            many => Err(VllmError(format!(
+                "{} serves {} models ({many:?}); a rollout server serves one",
+                self.url,
+                many.len()
+            ))),
+        }
+    }
+
+    /// `GET /weight_info`'s `weight_version`.
+    pub(super) fn weight_version(&self, client: &reqwest::blocking::Client) -> VResult<String> {
+        let v = self.get_json(client, "/weight_info")?;
+        Ok(match v.get("weight_version") {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            _ => String::new(),
+        })
+    }
+
+    /// POST a JSON body; a refusal or repeated failure names the route and the answer.
+    pub(super) fn post(
+        &self,
+        client: &reqwest::blocking::Client,
+        route: &str,
+        body: &serde_json::Value,
+    ) -> VResult<reqwest::blocking::Response> {
+        let url = format!("{}{route}", self.url);
+        match post_json(client, &url, "", body) {
+            Posted::Done(r) => Ok(r),
+            Posted::Refused(m) => Err(VllmError(m)),
+            Posted::Retry(why) => Err(VllmError(format!(
+                "POST {url} failed: {why}{}",
+                self.log_tail_note()
+            ))),
+        }
+    }
+
+    fn get_json(
+        &self,
+        client: &reqwest::blocking::Client,
+        route: &str,
+    ) -> VResult<serde_json::Value> {
+        let url = format!("{}{route}", self.url);
+        let r = client
+            .get(&url)
+            .send()
+            .map_err(|e| VllmError(format!("GET {url}: {e}{}", self.log_tail_note())))?;
+        let status = r.status();
+        if !status.is_success() {
+            return Err(VllmError(format!("GET {url} answered {status}")));
+        }
+        r.json()
+            .map_err(|e| VllmError(format!("GET {url}: not JSON: {e}")))
+    }
+
+    /// "; log tail of PATH: ..." for started servers, "" for others.
+    pub(super) fn log_tail_note(&self) -> String {
+        match &self.log {
+            Some(p) => format!("; the tail of its log {}:\n{}", p.display(), tail(p)),
+            None => String::new(),
+        }
+    }
+
+    /// SIGTERM to a started server's group, SIGKILL after 10 s.
+    pub(super) fn stop(&self) {
+        let Ok(mut g) = self.child.lock() else {
+            return;
+        };
+        let Some(mut c) = g.take() else {
+            return;
+        };
+        let Ok(pid) = i32::try_from(c.id()) else {
+            return;
+        };
+        let Some(pgid) = rustix::process::Pid::from_raw(pid) else {
+            return;
+        };
+        let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::TERM);
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = c.try_wait() {
+                // The engine core may outlive the API server by a moment.
+                std::thread::sleep(Duration::from_millis(300));
+                let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        let _ = c.wait();
+    }
+}
+
+/// The dtype the checkpoint in `dir` was written in (`config.json`'s `dtype`), float32 else.
+fn dtype_of(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("config.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| {
+            v.get("dtype")
+                .or_else(|| v.get("torch_dtype"))
+                .and_then(|d| d.as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "float32".into())
+}
+
+/// The last [`LOG_TAIL_BYTES`] of a file, or why it cannot be read.
+fn tail(path: &Path) -> String {
+    let read = || -> std::io::Result<String> {
+        let mut f = std::fs::File::open(path)?;
+        let len = f.metadata()?.len();
+        f.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL_BYTES)))?;
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf)?;
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    };
+    read().unwrap_or_else(|e| format!("(cannot read it: {e})"))
+}
