@@ -13,7 +13,7 @@ use sqlx::PgPool;
 use std::time::Instant;
 use tower::ServiceExt;
 
-fn env(i: u64) -> Message {
+pub fn env(i: u64) -> Message {
     Message::Environment {
         record: EnvironmentRecord {
             env_id: format!("e{i}"),
