@@ -10,6 +10,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use spade::pool::{PoolEntry, PoolFilter, VerdictFilter};
 use spade_db::environments::{
@@ -423,6 +424,8 @@ pub async fn export_jsonl(
     let scope = member_scope(&state, &auth, run_id).await?;
     let export = q.checked()?;
     let pages = ExportPages::new(&state, scope, &export);
+    // Fused: the compression layer polls its inner body once more after the end, which a bare
+    // `unfold` answers with a panic.
     let body = futures_util::stream::unfold(Some(pages), move |pages| async move {
         let mut pages = pages?;
         match pages.next().await {
@@ -442,7 +445,8 @@ pub async fn export_jsonl(
                 Some((Err(std::io::Error::other(e.to_string())), None))
             }
         }
-    });
+    })
+    .fuse();
     Ok((
         [
             (

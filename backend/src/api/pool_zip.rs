@@ -18,6 +18,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use spade::pool::{Card, POOL_CARD, POOL_JSONL, PoolBuilder, PoolEntry};
 use spade_db::{RunScope, runs};
 use std::io::{self, Read, Seek, Write};
@@ -71,6 +72,8 @@ async fn zip_response(state: &AppState, scope: RunScope, q: ExportQuery) -> ApiR
         .map_err(|e| AppError::Internal(anyhow::Error::new(e).context("pool zip index file")))?;
     let run_id = run.id;
     let state = Stream::Pages(ExportPages::new(state, scope, &export), writer);
+    // Fused: the compression layer polls its inner body once more after the end, which a bare
+    // `unfold` answers with a panic.
     let body = futures_util::stream::unfold(state, move |s| async move {
         match advance(s).await {
             Ok(Some((bytes, next))) => Some((Ok(bytes), next)),
@@ -80,7 +83,8 @@ async fn zip_response(state: &AppState, scope: RunScope, q: ExportQuery) -> ApiR
                 Some((Err(e), Stream::Done))
             }
         }
-    });
+    })
+    .fuse();
     Ok((
         [
             (header::CONTENT_TYPE, "application/zip".to_owned()),
