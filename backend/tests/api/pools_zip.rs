@@ -216,6 +216,22 @@ async fn pools_zip_through_a_share_link_and_refusals_name_the_reason(pool: PgPoo
         .await;
     assert_eq!(member.status, StatusCode::OK, "{}", member.text());
 
+    // Through the compression layer (what a browser asks for), which polls the body once more
+    // after its end: the zip's and the JSONL's streams must take that.
+    let Cred::Bearer(token) = &f.owner else {
+        return Err("the fixture's owner has a bearer token".into());
+    };
+    for export in ["pool.zip", "environments.jsonl"] {
+        let req = axum::http::Request::builder()
+            .uri(format!("/api/v1/runs/{run}/{export}"))
+            .header(header::AUTHORIZATION, format!("Bearer {token}"))
+            .header(header::ACCEPT_ENCODING, "gzip")
+            .body(axum::body::Body::empty())?;
+        let r = f.app.send(req).await;
+        assert_eq!(r.status, StatusCode::OK, "{export}: {}", r.text());
+        assert!(!r.body.is_empty(), "{export}");
+    }
+
     // A share link reads the same zip without logging in, until it is revoked.
     let created = f
         .app
@@ -287,5 +303,85 @@ async fn pools_zip_through_a_share_link_and_refusals_name_the_reason(pool: PgPoo
     let r = f.app.get(&format!("{base}?colour=red"), &f.owner).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
     assert!(r.message().contains("colour"), "{}", r.text());
+    Ok(())
+}
+
+/// Measurement, not a check CI runs (`cargo test -p spade-server --test api -- --ignored
+/// pools_zip_of_many --nocapture`; `SPADE_ZIP_ENVS` environments, default 100,000, of 2 KB
+/// code each): the zip streams through the handler while the test process's peak RSS is
+/// watched; the body is counted, never collected, then checked to be a whole zip by its end
+/// (the end-of-central-directory record).
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+#[ignore = "a measurement: inserts many rows and compresses them"]
+async fn pools_zip_of_many_environments_streams_in_bounded_memory(pool: PgPool) -> TestResult {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let n: i64 = std::env::var("SPADE_ZIP_ENVS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let f = fixture_with(TestApp::new(pool.clone())).await;
+    let run = f.run;
+    sqlx::query(
+        "INSERT INTO environments (run_id, env_id, step, skill, kind, status, code, hint,
+                                   regret, win_rate_hint, win_rate_no_hint, designer_reward,
+                                   reward_levels)
+         SELECT $1, 'e' || i, i / 24, 'Logical Deduction', 'game', 'accepted',
+                'x_' || i || ' = 1\n' || repeat('x = 1  # padding of a generated environment\n', 44),
+                'a hint', 0.5, 1.0, 0.25, 0.1, 2
+         FROM generate_series(1, $2) AS i",
+    )
+    .bind(run)
+    .bind(n)
+    .execute(&pool)
+    .await?;
+    let Cred::Bearer(token) = &f.owner else {
+        return Err("the fixture's owner has a bearer token".into());
+    };
+    let before = crate::pools::peak_rss_kib();
+    let t = std::time::Instant::now();
+    let req = axum::http::Request::builder()
+        .uri(format!("/api/v1/runs/{run}/pool.zip"))
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .body(axum::body::Body::empty())?;
+    let resp = f.app.router.clone().oneshot(req).await?;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let first_byte = t.elapsed();
+    let mut body = resp.into_body();
+    let (mut bytes, mut tail) = (0u64, Vec::<u8>::new());
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            bytes += data.len() as u64;
+            tail.extend_from_slice(&data);
+            let keep = tail.len().saturating_sub(4096);
+            tail.drain(..keep);
+        }
+    }
+    let took = t.elapsed();
+    let after = crate::pools::peak_rss_kib();
+    eprintln!(
+        "pool.zip of {n} environments: {:.1} MB in {:.1} s (first byte after {} ms); peak RSS \
+         {} MiB before, {} MiB after (+{} MiB)",
+        bytes as f64 / 1e6,
+        took.as_secs_f64(),
+        first_byte.as_millis(),
+        before / 1024,
+        after / 1024,
+        (after - before) / 1024
+    );
+    // A whole zip ends with its end-of-central-directory record (PK\x05\x06).
+    assert!(
+        tail.windows(4).any(|w| w == b"PK\x05\x06"),
+        "the zip has its end record"
+    );
+    // Far less than the pool it holds (n * ~2 KB of code). Not constant: a zip's central
+    // directory comes last, so the writer keeps every entry's name, offset and CRC until the
+    // end, as the builder keeps every id and file name.
+    let code = n as u64 * 1_990;
+    assert!(
+        (after - before) * 1024 < code / 4,
+        "peak RSS grew {} KiB for {code} bytes of code",
+        after - before
+    );
     Ok(())
 }
