@@ -89,6 +89,8 @@ pub struct EnvListQuery {
     pub step_min: Option<u64>,
     pub step_max: Option<u64>,
     pub regret_min: Option<f64>,
+    /// `good`, `broken`, `reward_hackable` or `unreviewed`.
+    pub verdict: Option<String>,
     pub cursor: Option<String>,
 }
 

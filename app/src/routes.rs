@@ -214,12 +214,13 @@ pub fn RunPage() -> impl IntoView {
 #[component]
 pub fn EnvironmentsPage() -> impl IntoView {
     let id = run_id();
-    let (skill, status, step_min, step_max, regret_min, cursor) = (
+    let (skill, status, step_min, step_max, regret_min, verdict, cursor) = (
         query("skill"),
         query("status"),
         query("step_min"),
         query("step_max"),
         query("regret_min"),
+        query("verdict"),
         query("cursor"),
     );
     let parsed = Memo::new(move |_| {
@@ -229,6 +230,7 @@ pub fn EnvironmentsPage() -> impl IntoView {
             step_min: step_min().as_deref(),
             step_max: step_max().as_deref(),
             regret_min: regret_min().as_deref(),
+            verdict: verdict().as_deref(),
             cursor: cursor().as_deref(),
         })
     });
@@ -246,6 +248,7 @@ pub fn EnvironmentsPage() -> impl IntoView {
                 step_min: f.step_min,
                 step_max: f.step_max,
                 regret_min: f.regret_min,
+                verdict: Some(f.verdict).filter(|v| !v.is_empty()),
                 cursor: f.cursor,
             };
             data::load_environments(id, q).await
@@ -424,7 +427,7 @@ pub fn SharedPage() -> impl IntoView {
                 match data.await {
                     Ok(d) => view! {
                         <Title text=title(format_args!("{} · Shared run", d.run.summary.name)) />
-                        <pages::share::SharedRunView run=d.run metrics=d.metrics environments=d.environments settings />
+                        <pages::share::SharedRunView token=token().unwrap_or_default() run=d.run metrics=d.metrics environments=d.environments settings />
                     }.into_any(),
                     Err(e) => view! {
                         <Title text=title("Shared run not found") />

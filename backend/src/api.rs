@@ -8,6 +8,7 @@ pub mod environments;
 pub mod evaluations;
 pub mod logs;
 pub mod metrics;
+pub mod pool_zip;
 pub mod runs;
 pub mod shares;
 pub mod teams;
@@ -232,7 +233,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/runs/{run_id}/environments",
             "environments",
             User,
-            "Environments (filters: skill, status, step_min/max, regret_min/max; cursor pagination)",
+            "Environments (filters: skill, status, step_min/max, regret_min/max, verdict (good, broken, reward_hackable, unreviewed); cursor pagination)",
             get(environments::list),
         ),
         ep(
@@ -240,8 +241,16 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/runs/{run_id}/environments.jsonl",
             "environments",
             User,
-            "Export: every environment the filters keep (those of the list, and win_rate_min/max on the no-hint win rate) as pool JSONL lines with code inline, streamed in bounded memory",
+            "Export: every environment the filters keep (those of the list, win_rate_min/max on the no-hint win rate, curated=true) as pool JSONL lines with code inline, streamed in bounded memory",
             get(environments::export_jsonl),
+        ),
+        ep(
+            "get",
+            "/runs/{run_id}/pool.zip",
+            "environments",
+            User,
+            "Export: the environments the filters of environments.jsonl keep as a zip of the pool directory `spade env export` writes (one .py each, pool.jsonl, README.md), streamed",
+            get(pool_zip::member_zip),
         ),
         ep(
             "get",
@@ -370,6 +379,14 @@ pub fn endpoints() -> Vec<Endpoint> {
             ShareLink,
             "Environments of a shared run (same filters as for members)",
             get(shares::shared_environments),
+        ),
+        ep(
+            "get",
+            "/shared/{token}/pool.zip",
+            "shares",
+            ShareLink,
+            "The pool zip of a shared run (same filters as for members)",
+            get(pool_zip::shared_zip),
         ),
         ep(
             "get",

@@ -561,6 +561,14 @@ impl DashboardData for Dashboard {
                     )));
                 }
             };
+            let review = match q.verdict.as_deref() {
+                None => None,
+                Some(v) => Some(spade::pool::VerdictFilter::parse(v).ok_or_else(|| {
+                    DataError::Invalid(format!(
+                        "verdict: expected good, broken, reward_hackable or unreviewed, got \"{v}\""
+                    ))
+                })?),
+            };
             let to_i64 = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
             let filter = environments::EnvFilter {
                 skill: q.skill.clone(),
@@ -569,6 +577,7 @@ impl DashboardData for Dashboard {
                 step_max: to_i64(q.step_max),
                 regret_min: q.regret_min,
                 regret_max: None,
+                review: review.map(crate::api::environments::review_filter),
                 after,
                 limit: ENVS_PER_PAGE + 1,
             };

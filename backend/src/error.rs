@@ -3,7 +3,7 @@
 //! opaque to the client (code `internal`) and logged here with their whole cause chain.
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -181,15 +181,6 @@ impl From<JsonRejection> for AppError {
     }
 }
 
-impl From<QueryRejection> for AppError {
-    fn from(r: QueryRejection) -> Self {
-        AppError::BadRequest {
-            code: "invalid_query",
-            message: r.body_text(),
-        }
-    }
-}
-
 impl From<PathRejection> for AppError {
     fn from(r: PathRejection) -> Self {
         AppError::BadRequest {
@@ -204,10 +195,38 @@ impl From<PathRejection> for AppError {
 #[from_request(via(axum::Json), rejection(AppError))]
 pub struct ApiJson<T>(pub T);
 
-/// `Query<T>` whose rejections are [`AppError`]s.
-#[derive(Debug, axum::extract::FromRequestParts)]
-#[from_request(via(axum::extract::Query), rejection(AppError))]
+/// The query string as `T`; a value that does not parse is a 400 naming its parameter
+/// (`status`: unknown variant ...), which axum's `Query` leaves out.
+#[derive(Debug)]
 pub struct ApiQuery<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequestParts<S>
+    for ApiQuery<T>
+{
+    type Rejection = AppError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, AppError> {
+        let query = parts.uri.query().unwrap_or_default();
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(de)
+            .map(ApiQuery)
+            .map_err(|e| {
+                let path = e.path().to_string();
+                let message = if path == "." || path.is_empty() {
+                    format!("query string: {}", e.inner())
+                } else {
+                    format!("`{path}`: {}", e.inner())
+                };
+                AppError::BadRequest {
+                    code: "invalid_query",
+                    message,
+                }
+            })
+    }
+}
 
 /// `Path<T>` whose rejections are [`AppError`]s.
 #[derive(Debug, axum::extract::FromRequestParts)]

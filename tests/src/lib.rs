@@ -370,3 +370,12 @@ pub async fn wait_hydrated(c: &Client, since: Instant) -> anyhow::Result<Duratio
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The id of the registered user `email` (after [`register`] in a browser).
+pub async fn user_id(db: &spade_db::Pool, email: &str) -> anyhow::Result<i64> {
+    Ok(spade_db::users::credentials(db, email)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("{email} is not registered"))?
+        .user
+        .id)
+}

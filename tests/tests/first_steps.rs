@@ -6,24 +6,16 @@
 //! `artifacts/screenshots/`.
 
 use fantoccini::{Client, Locator};
-use spade_db::{Pool, RunScope, RunStatus, TeamScope, runs, teams, users};
+use spade_db::{Pool, RunScope, RunStatus, TeamScope, runs, teams};
 use spade_e2e::{
-    Browser, ServerOptions, TestServer, click, fill, register, set_theme, text_of, wait_for,
-    wait_for_path,
+    Browser, ServerOptions, TestServer, click, fill, register, set_theme, text_of, user_id,
+    wait_for, wait_for_path,
 };
 
 const PASSWORD: &str = "correct horse battery";
 
 async fn exists(c: &Client, css: &str) -> anyhow::Result<bool> {
     Ok(!c.find_all(Locator::Css(css)).await?.is_empty())
-}
-
-async fn user_id(db: &Pool, email: &str) -> anyhow::Result<i64> {
-    Ok(users::credentials(db, email)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("{email} is not registered"))?
-        .user
-        .id)
 }
 
 /// Screenshots of the current page in the light and dark theme and 390 px wide (then back to

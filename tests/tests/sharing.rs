@@ -8,21 +8,13 @@
 use fantoccini::{Client, Locator};
 use spade_db::ingest::NewEnvironment;
 use spade_db::types::{EnvKind, EnvStatus};
-use spade_db::{Pool, RunScope, RunStatus, TeamScope, ingest, runs, teams, users};
+use spade_db::{Pool, RunScope, RunStatus, TeamScope, ingest, runs, teams};
 use spade_e2e::{
     Browser, ServerOptions, TestServer, click, fill, register, scroll_to, set_theme, text_of,
-    wait_for, wait_for_path,
+    user_id, wait_for, wait_for_path,
 };
 
 const PASSWORD: &str = "correct horse battery";
-
-async fn user_id(db: &Pool, email: &str) -> anyhow::Result<i64> {
-    Ok(users::credentials(db, email)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("{email} is not registered"))?
-        .user
-        .id)
-}
 
 /// A team ("lab") and project owned by `owner`, with one running run (as reported by a worker) with curves and two
 /// environments. Returns (team id, run id).

@@ -1,5 +1,6 @@
 //! The environment browser: every environment a run's designer wrote, filtered by skill, step,
-//! status and regret (a GET form), and the page of one environment: its code, the hint, regret
+//! status, regret and review (a GET form), with the filtered set as a pool to download (a zip
+//! of the pool directory, or its JSONL), and the page of one environment: its code, the hint, regret
 //! and win rates with and without the hint, sample plays, the diff against the memory
 //! environment it was derived from, and why validation rejected it if it did.
 
@@ -16,9 +17,20 @@ pub struct EnvFilters {
     pub step_min: Option<u64>,
     pub step_max: Option<u64>,
     pub regret_min: Option<f64>,
+    /// A review state of [`VERDICTS`] (empty: any).
+    pub verdict: String,
     /// Keyset cursor of the page (absent on the first page).
     pub cursor: Option<String>,
 }
+
+/// The review filter's values (the API's `verdict`) and their labels: some member marked the
+/// environment so, or no member marked it.
+pub const VERDICTS: [(&str, &str); 4] = [
+    ("good", "Good"),
+    ("broken", "Broken"),
+    ("reward_hackable", "Reward-hackable"),
+    ("unreviewed", "Unreviewed"),
+];
 
 /// Raw query values, as the GET form submits them.
 #[derive(Debug, Clone, Default)]
@@ -28,6 +40,7 @@ pub struct EnvQuery<'a> {
     pub step_min: Option<&'a str>,
     pub step_max: Option<&'a str>,
     pub regret_min: Option<&'a str>,
+    pub verdict: Option<&'a str>,
     pub cursor: Option<&'a str>,
 }
 
@@ -75,6 +88,16 @@ impl EnvFilters {
                 "Step from ({a}) is after step to ({b}); no environment can match."
             ));
         }
+        let verdict = match nonempty(q.verdict) {
+            None => String::new(),
+            Some(v) if VERDICTS.iter().any(|(k, _)| *k == v) => v,
+            Some(other) => {
+                problems.push(format!(
+                    "Review must be good, broken, reward_hackable or unreviewed, got \"{other}\"."
+                ));
+                String::new()
+            }
+        };
         let skill = nonempty(q.skill).unwrap_or_default();
         (
             Self {
@@ -83,6 +106,7 @@ impl EnvFilters {
                 step_min,
                 step_max,
                 regret_min,
+                verdict,
                 cursor,
             },
             problems,
@@ -106,18 +130,19 @@ impl EnvFilters {
                 "regret_min",
                 self.regret_min.map(|v| v.to_string()).unwrap_or_default(),
             ),
+            ("verdict", self.verdict.clone()),
             ("cursor", cursor.unwrap_or_default().to_owned()),
         ];
         format!("/runs/{run_id}/environments{}", query_string(&pairs))
     }
 
-    /// The pool export (`GET /api/v1/runs/{id}/environments.jsonl`, one pool line per
-    /// environment) with these filters, all pages.
-    pub fn export_href(&self, run_id: i64) -> String {
+    /// A pool export of the run with these filters, all pages: `environments.jsonl` (one pool
+    /// line per environment) or `pool.zip` (the pool directory).
+    pub fn export_href(&self, run_id: i64, export: &str) -> String {
         let page = self.href(run_id, None);
         let query = page.split_once('?').map(|(_, q)| q).unwrap_or_default();
         let sep = if query.is_empty() { "" } else { "?" };
-        format!("/api/v1/runs/{run_id}/environments.jsonl{sep}{query}")
+        format!("/api/v1/runs/{run_id}/{export}{sep}{query}")
     }
 }
 
@@ -183,9 +208,17 @@ pub fn EnvironmentsView(
                 <label for="env-regret">"Regret at least"</label>
                 <input id="env-regret" name="regret_min" inputmode="decimal" value=filters.regret_min.map(|v| v.to_string()).unwrap_or_default() />
             </div>
+            <div class="field">
+                <label for="env-verdict">"Review"</label>
+                <select id="env-verdict" name="verdict">
+                    <option value="" selected=filters.verdict.is_empty()>"Any"</option>
+                    {VERDICTS.iter().map(|(v, label)| view! { <option value=*v selected=filters.verdict == *v>{*label}</option> }).collect_view()}
+                </select>
+            </div>
             <button type="submit">"Filter"</button>
-            <a class="button secondary" href=filters.export_href(run_id) download=format!("run-{run_id}-pool.jsonl")>"Download pool (JSONL)"</a>
-            <a class="button secondary" href=format!("/api/v1/runs/{run_id}/environments.jsonl?curated=true") download=format!("run-{run_id}-curated.jsonl")>"Download curated pool"</a>
+            <a class="button secondary" id="pool-zip" href=filters.export_href(run_id, "pool.zip") download=format!("run-{run_id}-pool.zip")>"Download pool"</a>
+            <a class="button secondary" id="pool-jsonl" href=filters.export_href(run_id, "environments.jsonl") download=format!("run-{run_id}-pool.jsonl")>"Download pool (JSONL)"</a>
+            <a class="button secondary" id="pool-curated" href=format!("/api/v1/runs/{run_id}/pool.zip?curated=true") download=format!("run-{run_id}-curated.zip")>"Download curated pool"</a>
         </form>
         {problems.into_iter().map(|p| view! { <p class="notice" role="status">{p}</p> }).collect_view()}
         {if none {
@@ -428,6 +461,7 @@ mod tests {
             step_min: Some("x"),
             step_max: Some("40"),
             regret_min: Some("NaN"),
+            verdict: Some("meh"),
             cursor: None,
         });
         assert_eq!(f.skill, "Optimization");
@@ -435,7 +469,9 @@ mod tests {
             (f.status, f.step_min, f.step_max, f.regret_min, f.cursor),
             (None, None, Some(40), None, None)
         );
-        assert_eq!(p.len(), 3, "{p:?}");
+        assert_eq!(f.verdict, "");
+        assert_eq!(p.len(), 4, "{p:?}");
+        assert!(p.iter().any(|m| m.starts_with("Review must be")));
         assert!(
             p.iter()
                 .any(|m| m.starts_with("Step from must be a whole number, got \"x\""))
@@ -455,6 +491,29 @@ mod tests {
         assert_eq!(
             f.href(7, Some("4.10")),
             "/runs/7/environments?step_min=9&step_max=3&cursor=4.10"
+        );
+    }
+
+    #[test]
+    fn the_review_filter_travels_into_the_page_links_and_the_downloads() {
+        let (f, p) = EnvFilters::from_query(EnvQuery {
+            status: Some("accepted"),
+            verdict: Some("good"),
+            cursor: Some("3:40"),
+            ..Default::default()
+        });
+        assert!(p.is_empty(), "{p:?}");
+        assert_eq!(
+            f.href(7, None),
+            "/runs/7/environments?status=accepted&verdict=good"
+        );
+        assert_eq!(
+            f.export_href(7, "pool.zip"),
+            "/api/v1/runs/7/pool.zip?status=accepted&verdict=good"
+        );
+        assert_eq!(
+            f.export_href(7, "environments.jsonl"),
+            "/api/v1/runs/7/environments.jsonl?status=accepted&verdict=good"
         );
     }
 }

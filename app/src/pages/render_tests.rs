@@ -330,9 +330,17 @@ fn environment_list_links_rows_and_keeps_filters_in_page_links() {
         html.contains(r#"<span class="badge review-good">good</span>"#),
         "{html}"
     );
-    // The pool export with the same filters, every page of it.
+    // The pool export with the same filters, every page of it: the zip and the JSONL.
+    assert!(
+        html.contains(r#"href="/api/v1/runs/3/pool.zip?skill=Logical%20Deduction""#),
+        "{html}"
+    );
     assert!(
         html.contains(r#"href="/api/v1/runs/3/environments.jsonl?skill=Logical%20Deduction""#),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"<select id="env-verdict" name="verdict">"#),
         "{html}"
     );
 }

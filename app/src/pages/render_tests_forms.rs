@@ -201,7 +201,7 @@ fn shared_page_has_no_forms_that_change_anything() {
     let html = render(move || {
         let settings = ChartSettings::from_query(None, None, None);
         view! {
-            <SharedRunView run=detail(7, RunStatus::Running, true, 1) metrics=vec![metric("regret_mean")] environments=vec![env] settings />
+            <SharedRunView token="sps_abc".into() run=detail(7, RunStatus::Running, true, 1) metrics=vec![metric("regret_mean")] environments=vec![env] settings />
         }
         .into_any()
     });
@@ -211,6 +211,10 @@ fn shared_page_has_no_forms_that_change_anything() {
         "no links into members' pages"
     );
     assert!(html.contains("rejected: not_solvable"));
+    assert!(
+        html.contains(r#"href="/api/v1/shared/sps_abc/pool.zip""#),
+        "the pool through the link: {html}"
+    );
     assert_eq!(html.matches("<svg").count(), 1);
     assert!(!html.contains("step 30"), "no log");
 }

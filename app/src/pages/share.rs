@@ -84,6 +84,8 @@ pub fn ShareSection(
 /// The page of a shared run.
 #[component]
 pub fn SharedRunView(
+    /// The link's token, for the pool download.
+    token: String,
     run: RunDetail,
     metrics: Vec<MetricSeries>,
     environments: Vec<EnvironmentSummary>,
@@ -147,6 +149,9 @@ pub fn SharedRunView(
         </section>
         <section class="card" aria-labelledby="envs-h">
             <h2 id="envs-h">"Environments"</h2>
+            {(!no_envs).then(|| view! {
+                <p><a class="button secondary" id="shared-pool-zip" href=format!("/api/v1/shared/{token}/pool.zip") download="pool.zip">"Download pool"</a></p>
+            })}
             {if no_envs {
                 view! { <p class="empty">"No environments yet."</p> }.into_any()
             } else {

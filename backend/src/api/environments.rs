@@ -10,9 +10,11 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
+use spade::pool::{PoolEntry, PoolFilter, VerdictFilter};
 use spade_db::environments::{
-    self, EnvDetail, EnvExport, EnvFilter, EnvSummary, ExportFilter, Play,
+    self, EnvDetail, EnvExport, EnvFilter, EnvSummary, ExportFilter, Play, ReviewFilter,
 };
 use spade_db::reviews::{self, Review};
 use spade_db::types::{EnvStatus, Verdict};
@@ -30,6 +32,8 @@ pub struct EnvQuery {
     pub step_max: Option<i64>,
     pub regret_min: Option<f64>,
     pub regret_max: Option<f64>,
+    /// `good`, `broken`, `reward_hackable` (some member marked it so) or `unreviewed`.
+    pub verdict: Option<String>,
     pub limit: Option<i64>,
     pub cursor: Option<String>,
 }
@@ -50,13 +54,38 @@ fn parse_cursor(c: &str) -> Option<(i64, i64)> {
     Some((s.parse().ok()?, i.parse().ok()?))
 }
 
-/// The list for any scope (members and share links).
-pub async fn list_in(
-    state: &AppState,
-    scope: &RunScope,
-    q: EnvQuery,
-) -> ApiResult<Page<EnvSummary>> {
-    if let (Some(a), Some(b)) = (q.step_min, q.step_max)
+/// The `verdict` query parameter, checked (422 naming it for anything else).
+pub fn parse_verdict(v: Option<&str>) -> ApiResult<Option<VerdictFilter>> {
+    v.filter(|v| !v.is_empty())
+        .map(|v| {
+            VerdictFilter::parse(v).ok_or_else(|| {
+                AppError::invalid(
+                    "verdict",
+                    format!("expected good, broken, reward_hackable or unreviewed, got {v:?}"),
+                )
+            })
+        })
+        .transpose()
+}
+
+/// The database's form of a review filter.
+pub fn review_filter(v: VerdictFilter) -> ReviewFilter {
+    match v {
+        VerdictFilter::Good => ReviewFilter::Marked(Verdict::Good),
+        VerdictFilter::Broken => ReviewFilter::Marked(Verdict::Broken),
+        VerdictFilter::RewardHackable => ReviewFilter::Marked(Verdict::RewardHackable),
+        VerdictFilter::Unreviewed => ReviewFilter::Unreviewed,
+    }
+}
+
+/// The checks every environment filter shares: a step range in order, finite regret bounds.
+fn check_ranges(
+    step_min: Option<i64>,
+    step_max: Option<i64>,
+    regret_min: Option<f64>,
+    regret_max: Option<f64>,
+) -> ApiResult<()> {
+    if let (Some(a), Some(b)) = (step_min, step_max)
         && a > b
     {
         return Err(AppError::invalid(
@@ -64,11 +93,22 @@ pub async fn list_in(
             format!("must not exceed step_max ({a} > {b})"),
         ));
     }
-    for (field, v) in [("regret_min", q.regret_min), ("regret_max", q.regret_max)] {
+    for (field, v) in [("regret_min", regret_min), ("regret_max", regret_max)] {
         if v.is_some_and(|x| !x.is_finite()) {
             return Err(AppError::invalid(field, "must be a finite number"));
         }
     }
+    Ok(())
+}
+
+/// The list for any scope (members and share links).
+pub async fn list_in(
+    state: &AppState,
+    scope: &RunScope,
+    q: EnvQuery,
+) -> ApiResult<Page<EnvSummary>> {
+    check_ranges(q.step_min, q.step_max, q.regret_min, q.regret_max)?;
+    let review = parse_verdict(q.verdict.as_deref())?.map(review_filter);
     let limit = limit(q.limit)?;
     let after = q
         .cursor
@@ -90,6 +130,7 @@ pub async fn list_in(
             step_max: q.step_max,
             regret_min: q.regret_min,
             regret_max: q.regret_max,
+            review,
             after,
             limit,
         },
@@ -180,7 +221,8 @@ pub async fn review(
 /// Rows read from the database per chunk of an export: what the export holds in memory at once.
 pub const EXPORT_PAGE: i64 = 500;
 
-/// Filters of the JSONL export: the environment list's, and a band of the no-hint win rate.
+/// Filters of the pool exports (JSONL and zip): the environment list's, and a band of the
+/// no-hint win rate.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExportQuery {
@@ -192,22 +234,88 @@ pub struct ExportQuery {
     pub regret_max: Option<f64>,
     pub win_rate_min: Option<f64>,
     pub win_rate_max: Option<f64>,
+    /// `good`, `broken`, `reward_hackable` (some member marked it so) or `unreviewed`.
+    pub verdict: Option<String>,
     /// `true`: only the run's curated pool, environments some member marked good and none
     /// marked broken or reward-hackable.
     #[serde(default)]
     pub curated: bool,
 }
 
-/// Whether marks make an environment part of the curated pool (see [`ExportQuery::curated`]).
-fn curated(marks: &[spade::pool::PoolReview]) -> bool {
-    use spade::pool::Verdict as V;
-    marks.iter().any(|r| r.verdict == V::Good) && marks.iter().all(|r| r.verdict == V::Good)
+/// An export's checked filters: what the database applies, and the same in the pool format's
+/// terms (what a card says; what `spade env export` applies again on its side).
+#[derive(Debug, Clone)]
+pub struct Export {
+    pub db: ExportFilter,
+    pub pool: PoolFilter,
+}
+
+impl ExportQuery {
+    /// Checks every value, naming the field of the first bad one (422).
+    pub fn checked(self) -> ApiResult<Export> {
+        check_ranges(
+            self.step_min,
+            self.step_max,
+            self.regret_min,
+            self.regret_max,
+        )?;
+        for (field, v) in [
+            ("win_rate_min", self.win_rate_min),
+            ("win_rate_max", self.win_rate_max),
+        ] {
+            if v.is_some_and(|x| !(0.0..=1.0).contains(&x)) {
+                return Err(AppError::invalid(field, "must be within 0..=1"));
+            }
+        }
+        // A pool's steps are counted from 0; a negative bound would mean something else in
+        // the card than in the query.
+        for (field, v) in [("step_min", self.step_min), ("step_max", self.step_max)] {
+            if v.is_some_and(|x| x < 0) {
+                return Err(AppError::invalid(field, "must be at least 0"));
+            }
+        }
+        let verdict = parse_verdict(self.verdict.as_deref())?;
+        let step = |v: Option<i64>| v.and_then(|x| u64::try_from(x).ok());
+        let pool = PoolFilter {
+            status: self.status.map(|s| match s {
+                EnvStatus::Accepted => spade::report::EnvStatus::Accepted,
+                EnvStatus::Rejected => spade::report::EnvStatus::Rejected,
+                EnvStatus::BrokenInPlay => spade::report::EnvStatus::BrokenInPlay,
+            }),
+            skill: self.skill.clone(),
+            win_rate_min: self.win_rate_min,
+            win_rate_max: self.win_rate_max,
+            regret_min: self.regret_min,
+            regret_max: self.regret_max,
+            step_min: step(self.step_min),
+            step_max: step(self.step_max),
+            without_verdicts: vec![],
+            verdict,
+            curated: self.curated,
+        };
+        let db = ExportFilter {
+            env: EnvFilter {
+                skill: self.skill,
+                status: self.status,
+                step_min: self.step_min,
+                step_max: self.step_max,
+                regret_min: self.regret_min,
+                regret_max: self.regret_max,
+                review: verdict.map(review_filter),
+                after: None,
+                limit: EXPORT_PAGE,
+            },
+            win_rate_min: self.win_rate_min,
+            win_rate_max: self.win_rate_max,
+        };
+        Ok(Export { db, pool })
+    }
 }
 
 /// The pool line of one stored environment, with its code inline.
-pub fn pool_entry(run_id: i64, e: EnvExport) -> spade::pool::PoolEntry {
+pub fn pool_entry(run_id: i64, e: EnvExport) -> PoolEntry {
     use spade::report::EnvStatus as S;
-    spade::pool::PoolEntry {
+    PoolEntry {
         id: e.env_id,
         kind: match e.kind {
             spade_db::types::EnvKind::Game => spade::EnvKind::Game,
@@ -246,12 +354,67 @@ fn pool_review(r: Review) -> spade::pool::PoolReview {
     }
 }
 
+/// A run's filtered environments as pool entries, one page ([`EXPORT_PAGE`] rows, keyset on
+/// (step, id)) per [`ExportPages::next`]: what every export reads, so an export of any size
+/// holds one page.
+#[derive(Debug)]
+pub struct ExportPages {
+    db: spade_db::Pool,
+    scope: RunScope,
+    /// The filter with the cursor of the next page; `None` once the last page was read.
+    filter: Option<ExportFilter>,
+    curated: bool,
+}
+
+impl ExportPages {
+    pub fn new(state: &AppState, scope: RunScope, export: &Export) -> Self {
+        Self {
+            db: state.db.clone(),
+            scope,
+            filter: Some(export.db.clone()),
+            curated: export.pool.curated,
+        }
+    }
+
+    /// The next page's entries with the team's marks (possibly none, when the curated filter
+    /// left every row of a page out); `None` after the last page.
+    pub async fn next(&mut self) -> Result<Option<Vec<PoolEntry>>, DbError> {
+        let Some(f) = self.filter.as_mut() else {
+            return Ok(None);
+        };
+        let rows = environments::export_page(&self.db, &self.scope, f).await?;
+        let full = rows.len() as i64 == f.env.limit;
+        f.env.after = rows.last().map(|r| (r.step, r.id));
+        if !full {
+            self.filter = None;
+        }
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        let mut marks = std::collections::HashMap::<i64, Vec<spade::pool::PoolReview>>::new();
+        for (env, r) in reviews::for_envs(&self.db, &self.scope, &ids).await? {
+            marks.entry(env).or_default().push(pool_review(r));
+        }
+        let run_id = self.scope.run_id();
+        Ok(Some(
+            rows.into_iter()
+                .filter_map(|r| {
+                    let id = r.id;
+                    let mut entry = pool_entry(run_id, r);
+                    entry.reviews = marks.remove(&id).unwrap_or_default();
+                    (!self.curated || spade::pool::is_curated(&entry.reviews)).then_some(entry)
+                })
+                .collect(),
+        ))
+    }
+}
+
 /// `GET /runs/{id}/environments.jsonl`: every environment the filters keep, one pool line each
 /// (`spade::pool::PoolEntry`, code inline), in (step, id) order. The body is produced page by
-/// page ([`EXPORT_PAGE`] rows, keyset on (step, id)) while it is sent, so a run of any size
-/// exports in the memory of one page. Access is checked when the request starts; a database
-/// error mid-stream ends the body early (the client sees a truncated transfer, not a 200 that
-/// looks complete).
+/// page ([`ExportPages`]) while it is sent, so a run of any size exports in the memory of one
+/// page. Access is checked when the request starts; a database error mid-stream ends the body
+/// early (the client sees a truncated transfer, not a 200 that looks complete).
 pub async fn export_jsonl(
     State(state): State<AppState>,
     auth: AuthUser,
@@ -259,92 +422,31 @@ pub async fn export_jsonl(
     ApiQuery(q): ApiQuery<ExportQuery>,
 ) -> ApiResult<Response> {
     let scope = member_scope(&state, &auth, run_id).await?;
-    if let (Some(a), Some(b)) = (q.step_min, q.step_max)
-        && a > b
-    {
-        return Err(AppError::invalid(
-            "step_min",
-            format!("must not exceed step_max ({a} > {b})"),
-        ));
-    }
-    for (field, v) in [("regret_min", q.regret_min), ("regret_max", q.regret_max)] {
-        if v.is_some_and(|x| !x.is_finite()) {
-            return Err(AppError::invalid(field, "must be a finite number"));
-        }
-    }
-    for (field, v) in [
-        ("win_rate_min", q.win_rate_min),
-        ("win_rate_max", q.win_rate_max),
-    ] {
-        if v.is_some_and(|x| !(0.0..=1.0).contains(&x)) {
-            return Err(AppError::invalid(field, "must be within 0..=1"));
-        }
-    }
-    let filter = ExportFilter {
-        env: EnvFilter {
-            skill: q.skill,
-            status: q.status,
-            step_min: q.step_min,
-            step_max: q.step_max,
-            regret_min: q.regret_min,
-            regret_max: q.regret_max,
-            after: None,
-            limit: EXPORT_PAGE,
-        },
-        win_rate_min: q.win_rate_min,
-        win_rate_max: q.win_rate_max,
-    };
-    let db = state.db.clone();
-    let only_curated = q.curated;
-    // The stream's state: the filter with the cursor of the next page; None once done.
-    let pages = futures_util::stream::unfold(Some(filter), move |f| {
-        let db = db.clone();
-        async move {
-            let mut f = f?;
-            let rows = match environments::export_page(&db, &scope, &f).await {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::error!(run_id, error = %e, "environment export failed mid-stream");
-                    return Some((Err(std::io::Error::other(e.to_string())), None));
-                }
-            };
-            if rows.is_empty() {
-                return None;
-            }
-            let full = rows.len() as i64 == f.env.limit;
-            f.env.after = rows.last().map(|r| (r.step, r.id));
-            let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-            let mut marks = std::collections::HashMap::<i64, Vec<spade::pool::PoolReview>>::new();
-            match reviews::for_envs(&db, &scope, &ids).await {
-                Ok(m) => {
-                    for (env, r) in m {
-                        marks.entry(env).or_default().push(pool_review(r));
+    let export = q.checked()?;
+    let pages = ExportPages::new(&state, scope, &export);
+    // Fused: the compression layer polls its inner body once more after the end, which a bare
+    // `unfold` answers with a panic.
+    let body = futures_util::stream::unfold(Some(pages), move |pages| async move {
+        let mut pages = pages?;
+        match pages.next().await {
+            Ok(None) => None,
+            Ok(Some(entries)) => {
+                let mut chunk = Vec::with_capacity(entries.len() * 1024);
+                for entry in entries {
+                    // A PoolEntry of strings and numbers always serialises.
+                    if serde_json::to_writer(&mut chunk, &entry).is_ok() {
+                        chunk.push(b'\n');
                     }
                 }
-                Err(e) => {
-                    tracing::error!(run_id, error = %e, "environment export failed mid-stream");
-                    return Some((Err(std::io::Error::other(e.to_string())), None));
-                }
+                Some((Ok::<_, std::io::Error>(Bytes::from(chunk)), Some(pages)))
             }
-            let mut chunk = Vec::with_capacity(rows.len() * 1024);
-            for r in rows {
-                let id = r.id;
-                let mut entry = pool_entry(run_id, r);
-                entry.reviews = marks.remove(&id).unwrap_or_default();
-                if only_curated && !curated(&entry.reviews) {
-                    continue;
-                }
-                // A PoolEntry of strings and numbers always serialises.
-                if serde_json::to_writer(&mut chunk, &entry).is_ok() {
-                    chunk.push(b'\n');
-                }
+            Err(e) => {
+                tracing::error!(run_id, error = %e, "environment export failed mid-stream");
+                Some((Err(std::io::Error::other(e.to_string())), None))
             }
-            Some((
-                Ok::<_, std::io::Error>(Bytes::from(chunk)),
-                full.then_some(f),
-            ))
         }
-    });
+    })
+    .fuse();
     Ok((
         [
             (
@@ -356,7 +458,7 @@ pub async fn export_jsonl(
                 format!("attachment; filename=\"run-{run_id}-environments.jsonl\""),
             ),
         ],
-        Body::from_stream(pages),
+        Body::from_stream(body),
     )
         .into_response())
 }

@@ -29,6 +29,7 @@ pub(super) async fn shared_run(d: &Dashboard, token: &str) -> Result<SharedRunDa
         step_max: None,
         regret_min: None,
         regret_max: None,
+        review: None,
         after: None,
         limit: SHARED_ENVS,
     };

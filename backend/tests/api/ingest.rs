@@ -16,7 +16,11 @@ pub struct Fixture {
 }
 
 pub async fn fixture(pool: PgPool) -> Fixture {
-    let app = TestApp::new(pool);
+    fixture_with(TestApp::new(pool)).await
+}
+
+/// The fixture's user, team, run and worker token on `app`.
+pub async fn fixture_with(app: TestApp) -> Fixture {
     let owner = app.user("owner@x.org").await;
     let (_, _, run) = app.team_project_run(&owner, "t").await;
     let token = app

@@ -10,5 +10,6 @@ mod ingest;
 mod live;
 mod pages;
 mod pools;
+mod pools_zip;
 mod shutdown;
 mod support;

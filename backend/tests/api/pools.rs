@@ -13,7 +13,7 @@ use sqlx::PgPool;
 use std::time::Instant;
 use tower::ServiceExt;
 
-fn env(i: u64) -> Message {
+pub fn env(i: u64) -> Message {
     Message::Environment {
         record: EnvironmentRecord {
             env_id: format!("e{i}"),
@@ -133,7 +133,8 @@ async fn the_export_streams_every_filtered_environment_as_pool_lines(pool: PgPoo
     Ok(())
 }
 
-fn peak_rss_kib() -> u64 {
+/// The test process's peak resident memory (`VmHWM`), KiB.
+pub fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {

@@ -143,6 +143,23 @@ impl TestApp {
         Ok((addr, task))
     }
 
+    /// An app served on an ephemeral loopback port whose public URL is that address (as the
+    /// server binary sets it from its listen address when no `--public-url` is given).
+    pub async fn served_at_public_url(
+        pool: PgPool,
+    ) -> Result<(Self, std::net::SocketAddr, tokio::task::JoinHandle<()>), std::io::Error> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let app = Self::with_state(pool, |s| s.with_public_url(format!("http://{addr}")));
+        let router = app.router.clone();
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                eprintln!("test server stopped: {e}");
+            }
+        });
+        Ok((app, addr, task))
+    }
+
     pub async fn send(&self, req: Request<Body>) -> Resp {
         let resp = match self.router.clone().oneshot(req).await {
             Ok(r) => r,

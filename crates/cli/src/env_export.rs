@@ -44,6 +44,9 @@ pub struct ExportArgs {
     /// Keep regrets at or above this (unscored environments are left out).
     #[arg(long)]
     pub regret_min: Option<f64>,
+    /// Keep regrets at or below this (unscored environments are left out).
+    #[arg(long)]
+    pub regret_max: Option<f64>,
     /// Keep environments generated at or after this step.
     #[arg(long)]
     pub step_min: Option<u64>,
@@ -54,6 +57,14 @@ pub struct ExportArgs {
     /// (comma-separated; marks come with --server, a run directory has none).
     #[arg(long, value_delimiter = ',', value_name = "VERDICT")]
     pub without_verdict: Vec<String>,
+    /// Keep environments some member marked so (good, broken, reward_hackable), or that no
+    /// member marked (unreviewed); the environment browser's Review filter.
+    #[arg(long, value_name = "VERDICT")]
+    pub verdict: Option<String>,
+    /// Keep only the run's curated pool: marked good by a member, broken or reward-hackable by
+    /// none.
+    #[arg(long)]
+    pub curated: bool,
 }
 
 fn parse_status(s: &str) -> anyhow::Result<Option<EnvStatus>> {
@@ -76,6 +87,7 @@ impl ExportArgs {
             win_rate_min: self.win_rate_min,
             win_rate_max: self.win_rate_max,
             regret_min: self.regret_min,
+            regret_max: self.regret_max,
             step_min: self.step_min,
             step_max: self.step_max,
             without_verdicts: self
@@ -89,6 +101,18 @@ impl ExportArgs {
                     })
                 })
                 .collect::<anyhow::Result<_>>()?,
+            verdict: self
+                .verdict
+                .as_deref()
+                .map(|v| {
+                    spade::pool::VerdictFilter::parse(v).ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "--verdict: expected good, broken, reward_hackable or unreviewed, got {v:?}"
+                        )
+                    })
+                })
+                .transpose()?,
+            curated: self.curated,
         };
         f.check()
             .map_err(|m| anyhow::anyhow!("--{}", m.replace('_', "-")))?;
@@ -190,6 +214,7 @@ fn from_server(
         ("win_rate_min", filter.win_rate_min),
         ("win_rate_max", filter.win_rate_max),
         ("regret_min", filter.regret_min),
+        ("regret_max", filter.regret_max),
     ] {
         if let Some(v) = v {
             query.push((k, v.to_string()));
@@ -199,6 +224,12 @@ fn from_server(
         if let Some(v) = v {
             query.push((k, v.to_string()));
         }
+    }
+    if let Some(v) = filter.verdict {
+        query.push(("verdict", v.as_str().into()));
+    }
+    if filter.curated {
+        query.push(("curated", "true".into()));
     }
     let url = format!("{base}/api/v1/runs/{run}/environments.jsonl");
     let url = reqwest::Url::parse_with_params(&url, &query).with_context(|| url.clone())?;

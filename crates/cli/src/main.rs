@@ -50,6 +50,10 @@ enum Command {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once per process; the export's filters make its variant the largest"
+)]
 enum EnvCommand {
     /// Validate FILE.py in the sandbox; exit 0 if accepted, 1 if rejected, 2 on usage or I/O
     /// errors.

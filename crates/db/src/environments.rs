@@ -1,7 +1,7 @@
 //! Environments a run's designer wrote, and the sampled plays on them. Listing returns summaries
 //! (no code); one environment comes with its code, hint, a few plays and its parent.
 
-use crate::types::{EnvKind, EnvStatus};
+use crate::types::{EnvKind, EnvStatus, Verdict};
 use crate::{DbError, RunScope};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -60,8 +60,31 @@ pub struct EnvFilter {
     pub step_max: Option<i64>,
     pub regret_min: Option<f64>,
     pub regret_max: Option<f64>,
+    /// Review marks (`env_reviews`) the rows must have, or lack.
+    pub review: Option<ReviewFilter>,
     pub after: Option<(i64, i64)>,
     pub limit: i64,
+}
+
+/// Which environments a review filter keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewFilter {
+    /// Some member of the team marked it with this verdict (whatever others said).
+    Marked(Verdict),
+    /// No member marked it.
+    Unreviewed,
+}
+
+impl EnvFilter {
+    /// The review filter as the queries' two parameters: a verdict some mark must have, and
+    /// whether no mark may exist.
+    fn review_params(&self) -> (Option<Verdict>, bool) {
+        match self.review {
+            None => (None, false),
+            Some(ReviewFilter::Marked(v)) => (Some(v), false),
+            Some(ReviewFilter::Unreviewed) => (None, true),
+        }
+    }
 }
 
 /// Environments of the scoped run, filtered, one page.
@@ -71,6 +94,7 @@ pub async fn list(
     f: &EnvFilter,
 ) -> Result<Vec<EnvSummary>, DbError> {
     let (after_step, after_id) = f.after.unzip();
+    let (marked, unreviewed) = f.review_params();
     let rows = sqlx::query_as!(
         EnvSummary,
         r#"SELECT id, env_id, step, skill, kind AS "kind: EnvKind", status AS "status: EnvStatus",
@@ -85,6 +109,11 @@ pub async fn list(
              AND ($6::float8 IS NULL OR regret >= $6)
              AND ($7::float8 IS NULL OR regret <= $7)
              AND ($8::bigint IS NULL OR (step, id) > ($8, $9::bigint))
+             AND ($11::env_verdict IS NULL OR EXISTS (
+                   SELECT 1 FROM env_reviews r
+                   WHERE r.environment_id = environments.id AND r.verdict = $11))
+             AND (NOT $12::bool OR NOT EXISTS (
+                   SELECT 1 FROM env_reviews r WHERE r.environment_id = environments.id))
            ORDER BY step, id
            LIMIT $10"#,
         scope.run_id,
@@ -96,7 +125,9 @@ pub async fn list(
         f.regret_max,
         after_step,
         after_id,
-        f.limit
+        f.limit,
+        marked as Option<Verdict>,
+        unreviewed
     )
     .fetch_all(pool)
     .await?;
@@ -198,6 +229,7 @@ pub async fn export_page(
 ) -> Result<Vec<EnvExport>, DbError> {
     let e = &f.env;
     let (after_step, after_id) = e.after.unzip();
+    let (marked, unreviewed) = e.review_params();
     let rows = sqlx::query_as!(
         EnvExport,
         r#"SELECT id, env_id, step, skill, kind AS "kind: EnvKind", status AS "status: EnvStatus",
@@ -214,6 +246,11 @@ pub async fn export_page(
              AND ($8::float8 IS NULL OR win_rate_no_hint >= $8)
              AND ($9::float8 IS NULL OR win_rate_no_hint <= $9)
              AND ($10::bigint IS NULL OR (step, id) > ($10, $11::bigint))
+             AND ($13::env_verdict IS NULL OR EXISTS (
+                   SELECT 1 FROM env_reviews r
+                   WHERE r.environment_id = environments.id AND r.verdict = $13))
+             AND (NOT $14::bool OR NOT EXISTS (
+                   SELECT 1 FROM env_reviews r WHERE r.environment_id = environments.id))
            ORDER BY step, id
            LIMIT $12"#,
         scope.run_id,
@@ -227,7 +264,9 @@ pub async fn export_page(
         f.win_rate_max,
         after_step,
         after_id,
-        e.limit
+        e.limit,
+        marked as Option<Verdict>,
+        unreviewed
     )
     .fetch_all(pool)
     .await?;

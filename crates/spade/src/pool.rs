@@ -8,7 +8,8 @@
 //! The same [`PoolEntry`] lines with the code inline (`code` instead of `code_file`) are the
 //! streamed form: `GET /api/v1/runs/{id}/environments.jsonl` serves it, and a pool may be given
 //! as such a file too. This module parses and checks lines, filters, names files and renders
-//! the card; reading and writing directories is the caller's (this crate does no I/O).
+//! the card, and [`PoolBuilder`] turns entries into the files of a pool; reading and writing
+//! directories or archives is the caller's (this crate does no I/O).
 
 use crate::EnvKind;
 use crate::report::{EnvStatus, EnvironmentRecord};
@@ -87,6 +88,62 @@ impl Verdict {
             .into_iter()
             .find(|v| v.as_str() == s)
     }
+}
+
+/// Which environments a review filter keeps: those some member marked with a verdict, or those
+/// no member marked (`unreviewed`). The environment browser's "Review" filter, the export's
+/// `verdict` parameter and `spade env export --verdict`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictFilter {
+    Good,
+    Broken,
+    RewardHackable,
+    Unreviewed,
+}
+
+impl VerdictFilter {
+    pub const ALL: [VerdictFilter; 4] = [
+        VerdictFilter::Good,
+        VerdictFilter::Broken,
+        VerdictFilter::RewardHackable,
+        VerdictFilter::Unreviewed,
+    ];
+
+    /// `good`, `broken`, `reward_hackable` or `unreviewed`, as in a query string.
+    pub fn as_str(self) -> &'static str {
+        match self.verdict() {
+            Some(v) => v.as_str(),
+            None => "unreviewed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    /// The verdict it asks for; `None` for `unreviewed`.
+    pub fn verdict(self) -> Option<Verdict> {
+        match self {
+            VerdictFilter::Good => Some(Verdict::Good),
+            VerdictFilter::Broken => Some(Verdict::Broken),
+            VerdictFilter::RewardHackable => Some(Verdict::RewardHackable),
+            VerdictFilter::Unreviewed => None,
+        }
+    }
+
+    pub fn matches(self, marks: &[PoolReview]) -> bool {
+        match self.verdict() {
+            Some(v) => marks.iter().any(|r| r.verdict == v),
+            None => marks.is_empty(),
+        }
+    }
+}
+
+/// Whether marks put an environment in its run's curated pool: some member marked it good and
+/// none marked it broken or reward-hackable.
+pub fn is_curated(marks: &[PoolReview]) -> bool {
+    !marks.is_empty() && marks.iter().all(|r| r.verdict == Verdict::Good)
 }
 
 /// One review mark as a pool carries it (who marked it stays with the service).
@@ -285,12 +342,17 @@ pub struct PoolFilter {
     /// bound is set).
     pub win_rate_min: Option<f64>,
     pub win_rate_max: Option<f64>,
-    /// Minimum regret (unscored environments are left out when set).
+    /// Band of the regret (unscored environments are left out when a bound is set).
     pub regret_min: Option<f64>,
+    pub regret_max: Option<f64>,
     pub step_min: Option<u64>,
     pub step_max: Option<u64>,
     /// Leave out environments any team member marked with one of these verdicts.
     pub without_verdicts: Vec<Verdict>,
+    /// Keep only environments of this review state.
+    pub verdict: Option<VerdictFilter>,
+    /// Keep only the curated pool ([`is_curated`]).
+    pub curated: bool,
 }
 
 impl PoolFilter {
@@ -304,8 +366,13 @@ impl PoolFilter {
                 return Err(format!("{name} must be within 0..=1"));
             }
         }
-        if self.regret_min.is_some_and(|x| !x.is_finite()) {
-            return Err("regret_min must be a finite number".into());
+        for (name, v) in [
+            ("regret_min", self.regret_min),
+            ("regret_max", self.regret_max),
+        ] {
+            if v.is_some_and(|x| !x.is_finite()) {
+                return Err(format!("{name} must be a finite number"));
+            }
         }
         if let (Some(a), Some(b)) = (self.win_rate_min, self.win_rate_max)
             && a > b
@@ -335,7 +402,7 @@ impl PoolFilter {
         self.status.is_none_or(|s| s == e.status)
             && self.skill.as_ref().is_none_or(|s| *s == e.skill)
             && within(e.win_rate_no_hint, self.win_rate_min, self.win_rate_max)
-            && within(e.regret, self.regret_min, None)
+            && within(e.regret, self.regret_min, self.regret_max)
             && within(
                 e.step.map(|s| s as f64),
                 self.step_min.map(|s| s as f64),
@@ -345,6 +412,8 @@ impl PoolFilter {
                 .reviews
                 .iter()
                 .any(|r| self.without_verdicts.contains(&r.verdict))
+            && self.verdict.is_none_or(|v| v.matches(&e.reviews))
+            && (!self.curated || is_curated(&e.reviews))
     }
 
     /// The filter in words, for the card ("all" when nothing is filtered).
@@ -366,6 +435,9 @@ impl PoolFilter {
         if let Some(r) = self.regret_min {
             parts.push(format!("regret >= {r}"));
         }
+        if let Some(r) = self.regret_max {
+            parts.push(format!("regret <= {r}"));
+        }
         if self.step_min.is_some() || self.step_max.is_some() {
             parts.push(format!(
                 "step in [{}, {}]",
@@ -376,6 +448,14 @@ impl PoolFilter {
         if !self.without_verdicts.is_empty() {
             let v: Vec<&str> = self.without_verdicts.iter().map(|v| v.as_str()).collect();
             parts.push(format!("no mark {}", v.join(" or ")));
+        }
+        match self.verdict {
+            Some(VerdictFilter::Unreviewed) => parts.push("no review mark".into()),
+            Some(v) => parts.push(format!("marked {}", v.as_str())),
+            None => {}
+        }
+        if self.curated {
+            parts.push("curated (marked good, and broken or reward_hackable by no one)".into());
         }
         if parts.is_empty() {
             "none (every environment)".into()
@@ -473,6 +553,83 @@ impl Card {
              Use it as `ablation.fixed_env_pool = \"<this directory>\"` in a run configuration.\n",
         );
         s
+    }
+}
+
+/// Why [`PoolBuilder::add`] left an entry out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// The entry has no inline `code` to write into its file.
+    #[error("the entry carries no code")]
+    NoCode,
+    /// An earlier entry of the pool has the same id.
+    #[error("a second environment with this id")]
+    DuplicateId,
+    /// [`check_entry`] found something wrong (the messages, joined).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// One environment as a pool directory holds it: its code file and its `pool.jsonl` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolFile {
+    /// The `.py` file's name in the pool directory (the line's `code_file`).
+    pub name: String,
+    pub code: String,
+    /// The `pool.jsonl` line, without its newline.
+    pub line: String,
+}
+
+/// A pool assembled entry by entry: names each entry's code file, gives the `pool.jsonl` line
+/// that names it and counts it for the card. Writers put what it gives where the pool goes (a
+/// directory: `spade_worker::pool::PoolWriter`; a zip: the service's `pool.zip`), so every
+/// form of a pool has the same files, lines and card. It keeps the names and ids seen, never
+/// the code.
+#[derive(Debug, Clone, Default)]
+pub struct PoolBuilder {
+    taken: HashSet<String>,
+    ids: HashSet<String>,
+    card: Card,
+}
+
+impl PoolBuilder {
+    pub fn new(card: Card) -> Self {
+        Self {
+            card,
+            ..Self::default()
+        }
+    }
+
+    /// The files of one entry with its code inline (`code`). An entry the format refuses
+    /// (no code, a second one with the same id, a failed [`check_entry`]) is left out.
+    pub fn add(&mut self, mut e: PoolEntry) -> Result<PoolFile, Refused> {
+        let Some(code) = e.code.take() else {
+            return Err(Refused::NoCode);
+        };
+        if self.ids.contains(&e.id) {
+            return Err(Refused::DuplicateId);
+        }
+        let name = code_file_name(&e.id, &mut self.taken);
+        e.code_file = Some(name.clone());
+        let issues = check_entry(&e);
+        if !issues.is_empty() {
+            // A refused entry keeps no name, so the next file names do not depend on it.
+            self.taken.remove(&name);
+            return Err(Refused::Invalid(issues.join("; ")));
+        }
+        let line = serde_json::to_string(&e).map_err(|er| Refused::Invalid(er.to_string()))?;
+        self.ids.insert(e.id.clone());
+        self.card.count(&e);
+        Ok(PoolFile { name, code, line })
+    }
+
+    /// The card so far (its counts are the entries added).
+    pub fn card(&self) -> &Card {
+        &self.card
+    }
+
+    pub fn finish(self) -> Card {
+        self.card
     }
 }
 

@@ -1,5 +1,6 @@
 //! Pool lines round-trip, every malformed line gets one message with its line, filters keep
-//! their band, file names stay inside the pool, the card counts per skill.
+//! their band (and the review filters theirs), file names stay inside the pool, the builder
+//! names each file once, the card counts per skill.
 
 use super::*;
 
@@ -182,4 +183,75 @@ fn the_card_counts_per_skill_and_says_the_filters() {
     assert!(text.contains("- environments: 2"), "{text}");
     assert!(text.contains("| game | Logical Deduction | 2 |"), "{text}");
     assert!(text.contains("filters: status = accepted"), "{text}");
+}
+
+#[test]
+fn the_review_filter_keeps_a_verdict_or_the_unreviewed_and_curated_means_good_only() {
+    let mark = |v| PoolReview {
+        verdict: v,
+        comment: String::new(),
+    };
+    let none = entry("n");
+    let mut good = entry("g");
+    good.reviews = vec![mark(Verdict::Good)];
+    let mut disputed = entry("d");
+    disputed.reviews = vec![mark(Verdict::Good), mark(Verdict::Broken)];
+    let keeps = |f: PoolFilter| {
+        [&none, &good, &disputed]
+            .into_iter()
+            .filter(|e| f.matches(e))
+            .map(|e| e.id.as_str())
+            .collect::<Vec<_>>()
+    };
+    let by = |v: &str| PoolFilter {
+        verdict: VerdictFilter::parse(v),
+        ..PoolFilter::default()
+    };
+    assert_eq!(keeps(by("good")), ["g", "d"], "some member marked it good");
+    assert_eq!(keeps(by("broken")), ["d"]);
+    assert_eq!(keeps(by("reward_hackable")), Vec::<&str>::new());
+    assert_eq!(keeps(by("unreviewed")), ["n"]);
+    assert_eq!(VerdictFilter::parse("meh"), None);
+    for v in VerdictFilter::ALL {
+        assert_eq!(VerdictFilter::parse(v.as_str()), Some(v));
+    }
+    let curated = PoolFilter {
+        curated: true,
+        ..PoolFilter::default()
+    };
+    assert_eq!(keeps(curated.clone()), ["g"]);
+    assert!(
+        curated.describe().starts_with("curated"),
+        "{}",
+        curated.describe()
+    );
+    assert_eq!(by("unreviewed").describe(), "no review mark");
+    assert_eq!(by("good").describe(), "marked good");
+}
+
+#[test]
+fn the_builder_names_files_once_gives_lines_that_name_them_and_counts_the_card() {
+    let inline = |id: &str| PoolEntry {
+        code_file: None,
+        code: Some(format!("class {id}: pass\n")),
+        ..entry(id)
+    };
+    let mut b = PoolBuilder::new(Card::default());
+    let f = b.add(inline("s/1")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f.name, "s_1.py");
+    assert_eq!(f.code, "class s/1: pass\n");
+    let line: PoolEntry = serde_json::from_str(&f.line).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (line.code_file.as_deref(), line.code),
+        (Some("s_1.py"), None)
+    );
+    assert_eq!(b.add(inline("s/1")), Err(Refused::DuplicateId));
+    assert_eq!(b.add(entry("no-code")), Err(Refused::NoCode));
+    let mut bad = inline("s:1");
+    bad.skill = "Juggling".into();
+    assert!(matches!(b.add(bad), Err(Refused::Invalid(m)) if m.contains("Juggling")));
+    // The refused entry kept no name: the next one of the same stem gets `-2`, not `-3`.
+    assert_eq!(b.add(inline("s?1")).map(|f| f.name), Ok("s_1-2.py".into()));
+    let card = b.finish();
+    assert_eq!(card.counts.values().sum::<usize>(), 2);
 }

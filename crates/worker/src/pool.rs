@@ -14,7 +14,7 @@ use spade::EnvKind;
 use spade::pool::{self, Card, POOL_CARD, POOL_JSONL, PoolEntry, PoolProblem};
 use spade::report::{EnvStatus, Envelope, Message};
 use spade_sandbox::{Pool, ValidationConfig};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::{BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -280,16 +280,14 @@ pub fn seed_memory(
     Ok((records, problems))
 }
 
-/// Writes a pool directory entry by entry: the code of each to its own `.py`, the entry (with
-/// `code_file`) to `pool.jsonl`, and the card at [`PoolWriter::finish`]. Nothing is held but the
-/// counts, so an export of any size streams through.
+/// Writes a pool directory entry by entry: what [`pool::PoolBuilder`] gives for each, its code
+/// to its own `.py` and its line to `pool.jsonl`, and the card at [`PoolWriter::finish`].
+/// Nothing is held but names and counts, so an export of any size streams through.
 #[derive(Debug)]
 pub struct PoolWriter {
     dir: PathBuf,
     index: BufWriter<std::fs::File>,
-    taken: HashSet<String>,
-    ids: HashSet<String>,
-    card: Card,
+    pool: pool::PoolBuilder,
 }
 
 impl PoolWriter {
@@ -311,38 +309,22 @@ impl PoolWriter {
         Ok(Self {
             dir: dir.to_path_buf(),
             index: BufWriter::new(f),
-            taken: HashSet::new(),
-            ids: HashSet::new(),
-            card,
+            pool: pool::PoolBuilder::new(card),
         })
     }
 
     /// Adds one entry with its code inline (`code`). An entry the format refuses (unknown
     /// skill, a second one with the same id) is not written: the error says why.
-    pub fn add(&mut self, mut e: PoolEntry) -> Result<(), WorkerError> {
-        let refuse = |message: String| WorkerError::Corrupt {
-            path: e.id.clone(),
-            message,
-        };
-        let Some(code) = e.code.take() else {
-            return Err(refuse("the entry carries no code".into()));
-        };
-        if self.ids.contains(&e.id) {
-            return Err(refuse("a second environment with this id".into()));
-        }
-        let name = pool::code_file_name(&e.id, &mut self.taken);
-        e.code_file = Some(name.clone());
-        let issues = pool::check_entry(&e);
-        if !issues.is_empty() {
-            return Err(refuse(issues.join("; ")));
-        }
-        let path = self.dir.join(&name);
-        std::fs::write(&path, code).map_err(|er| WorkerError::io(&path, er))?;
-        let line = serde_json::to_string(&e).map_err(|er| refuse(er.to_string()))?;
+    pub fn add(&mut self, e: PoolEntry) -> Result<(), WorkerError> {
+        let id = e.id.clone();
+        let f = self.pool.add(e).map_err(|r| WorkerError::Corrupt {
+            path: id,
+            message: r.to_string(),
+        })?;
+        let path = self.dir.join(&f.name);
+        std::fs::write(&path, f.code).map_err(|er| WorkerError::io(&path, er))?;
         let index = self.dir.join(POOL_JSONL);
-        writeln!(self.index, "{line}").map_err(|er| WorkerError::io(&index, er))?;
-        self.ids.insert(e.id.clone());
-        self.card.count(&e);
+        writeln!(self.index, "{}", f.line).map_err(|er| WorkerError::io(&index, er))?;
         Ok(())
     }
 
@@ -351,9 +333,9 @@ impl PoolWriter {
         let index = self.dir.join(POOL_JSONL);
         self.index.flush().map_err(|e| WorkerError::io(&index, e))?;
         let card_path = self.dir.join(POOL_CARD);
-        std::fs::write(&card_path, self.card.render())
-            .map_err(|e| WorkerError::io(&card_path, e))?;
-        Ok(self.card)
+        let card = self.pool.finish();
+        std::fs::write(&card_path, card.render()).map_err(|e| WorkerError::io(&card_path, e))?;
+        Ok(card)
     }
 }
 
