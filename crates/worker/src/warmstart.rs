@@ -316,13 +316,7 @@ pub fn warm_start(
     let seeds_all = read_seeds(seed_dir)?;
     let hash = cache_key(&seeds_all, opts);
     let dir = cache_root.join(format!("warmstart-{hash}"));
-    let report_path = dir.join("warmstart.json");
-    if let Ok(text) = std::fs::read_to_string(&report_path) {
-        let report: WarmStartReport =
-            serde_json::from_str(&text).map_err(|e| WorkerError::Corrupt {
-                path: report_path.display().to_string(),
-                message: e.to_string(),
-            })?;
+    if let Some(report) = load_cached(&dir)? {
         progress(&format!("warm start: cached at {}", dir.display()));
         return Ok((dir, report));
     }
@@ -411,6 +405,21 @@ pub fn warm_start(
     ));
     save_cached(&policy, &report, &dir)?;
     Ok((dir, report))
+}
+
+/// The report of the warm start cached in `dir`, if one finished there (a directory without
+/// `warmstart.json` is not one; a report that does not parse is an error naming it).
+pub(crate) fn load_cached(dir: &Path) -> Result<Option<WarmStartReport>, WorkerError> {
+    let report_path = dir.join("warmstart.json");
+    let Ok(text) = std::fs::read_to_string(&report_path) else {
+        return Ok(None);
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| WorkerError::Corrupt {
+            path: report_path.display().to_string(),
+            message: e.to_string(),
+        })
 }
 
 /// Writes a warm-started model and its `warmstart.json` into the cache directory `dir`

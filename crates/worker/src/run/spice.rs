@@ -505,13 +505,7 @@ pub(super) fn warm_start(
         .map(|b| format!("{b:02x}"))
         .collect();
     let dir = opts.cache_dir.join(format!("spice-warmstart-{hash}"));
-    let report_path = dir.join("warmstart.json");
-    if let Ok(text) = std::fs::read_to_string(&report_path) {
-        let report: WarmStartReport =
-            serde_json::from_str(&text).map_err(|e| WorkerError::Corrupt {
-                path: report_path.display().to_string(),
-                message: e.to_string(),
-            })?;
+    if let Some(report) = crate::warmstart::load_cached(&dir)? {
         on(Event::Log(format!(
             "spice warm start: cached at {}",
             dir.display()
