@@ -130,14 +130,25 @@ pub const MAX_SMOOTHING: f64 = 0.99;
 /// server renders the charts with the submitted settings) whose inputs also update the charts
 /// immediately once the page is hydrated.
 #[component]
-pub fn ChartControls(settings: ChartSettings) -> impl IntoView {
+pub fn ChartControls(
+    settings: ChartSettings,
+    /// Query parameters the page needs besides the settings (the compare page's `run`s), sent
+    /// along as hidden inputs: a GET form replaces the whole query.
+    #[prop(default = Vec::new())]
+    keep: Vec<(String, String)>,
+) -> impl IntoView {
     let ChartSettings {
         smoothing,
         x_axis,
         log_y,
     } = settings;
+    let hidden = keep
+        .into_iter()
+        .map(|(name, value)| view! { <input type="hidden" name=name value=value /> })
+        .collect_view();
     view! {
         <form class="chart-controls" method="get" aria-label="Chart settings">
+            {hidden}
             <label for="chart-smooth">"Smoothing"</label>
             <input
                 id="chart-smooth"

@@ -374,6 +374,14 @@ pub fn CompareView(
             .collect::<Vec<_>>()
             .join(",")
     );
+    // Applying the chart settings must keep the runs (and the seed band) on the page.
+    let mut keep: Vec<(String, String)> = runs
+        .iter()
+        .map(|r| ("run".to_owned(), r.summary.id.to_string()))
+        .collect();
+    if band != Band::Range {
+        keep.push(("band".into(), band.as_query().into()));
+    }
     let diff_empty = diff.is_empty();
     let rows = diff
         .into_iter()
@@ -409,7 +417,7 @@ pub fn CompareView(
         <section aria-labelledby="overlay-h">
             <h2 id="overlay-h">"Curves"</h2>
             <p class="sub"><a href=csv_href download>"Download these runs' metrics (CSV)"</a></p>
-            <ChartControls settings />
+            <ChartControls settings keep=keep />
             <div class="chart-grid">{charts}</div>
         </section>
         {seeds_view}

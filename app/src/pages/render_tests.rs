@@ -369,6 +369,11 @@ fn compare_shows_only_differing_keys_and_one_overlay_per_metric() {
         html.contains("run-1 (#1) and 1 more seed (mean, range)"),
         "{html}"
     );
+    // Applying the chart settings (a GET form) keeps the runs on the page.
+    assert!(
+        html.contains(r#"<input type="hidden" name="run" value="1"><input type="hidden" name="run" value="2"><!><label for="chart-smooth">"#),
+        "{html}"
+    );
 }
 
 /// Marks show with who and why; editors get the form (with their CSRF token), viewers do not.
