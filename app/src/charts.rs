@@ -146,6 +146,9 @@ pub fn ChartControls(
         .into_iter()
         .map(|(name, value)| view! { <input type="hidden" name=name value=value /> })
         .collect_view();
+    // Once hydrated, every change goes into the address bar too, so the URL is a permalink of
+    // what the charts show (effects do not run on the server).
+    Effect::new(move |_| write_to_url(smoothing.get(), x_axis.get(), log_y.get()));
     view! {
         <form class="chart-controls" method="get" aria-label="Chart settings">
             {hidden}
@@ -189,6 +192,45 @@ pub fn ChartControls(
             <button type="submit" class="secondary">"Apply"</button>
         </form>
     }
+}
+
+/// Replaces the current history entry's `smooth`, `x` and `log` with these settings, keeping
+/// its other parameters (the compare page's runs, filters); defaults are left out.
+fn write_to_url(smoothing: f64, x_axis: XAxis, log_y: bool) {
+    #[cfg(feature = "hydrate")]
+    {
+        let Some(w) = web_sys::window() else { return };
+        let Ok(href) = w.location().href() else {
+            return;
+        };
+        let Ok(url) = web_sys::Url::new(&href) else {
+            return;
+        };
+        let q = url.search_params();
+        if smoothing > 0.0 {
+            q.set("smooth", &format!("{smoothing:.2}"));
+        } else {
+            q.delete("smooth");
+        }
+        match x_axis {
+            XAxis::Step => q.delete("x"),
+            XAxis::Time => q.set("x", "time"),
+        }
+        if log_y {
+            q.set("log", "1");
+        } else {
+            q.delete("log");
+        }
+        url.set_search(&String::from(q.to_string()));
+        let next = url.href();
+        if next != href
+            && let Ok(h) = w.history()
+        {
+            let _ = h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&next));
+        }
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (smoothing, x_axis, log_y);
 }
 
 /// One chart: an accessible heading, the SVG (re-rendered when the page's [`ChartSettings`]

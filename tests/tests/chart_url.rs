@@ -1,0 +1,135 @@
+//! Chart settings as permalinks (issue 20, item 14) in a real browser: on the hydrated run
+//! page, changing the smoothing, the x axis or the log scale writes them into the address bar
+//! at once (no Apply), keeping the page's other parameters, and a reload of that address draws
+//! the charts with them. The run is seeded through `spade-db` with a few metric points.
+
+use fantoccini::{Client, Locator};
+use spade_db::{Pool, RunScope, TeamScope, ingest, runs, teams};
+use spade_e2e::{Browser, ServerOptions, TestServer, register, user_id, wait_for, wait_hydrated};
+use std::time::{Duration, Instant};
+
+const PASSWORD: &str = "correct horse battery";
+
+async fn seed(db: &Pool, owner: i64) -> anyhow::Result<i64> {
+    let team = teams::create_team(db, owner, "lab").await?;
+    let team_scope = TeamScope::for_member(db, owner, team.id).await?;
+    let project = teams::create_project(db, &team_scope, "curves").await?;
+    let run = runs::create(
+        db,
+        &team_scope,
+        &runs::NewRun {
+            project_id: project.id,
+            name: "curves-demo",
+            config: &serde_json::json!({"run": {"steps": 8, "seed": 1}}),
+            executor: "local",
+            seed: 1,
+            code_version: "e2e",
+        },
+    )
+    .await?;
+    let scope = RunScope::for_member(db, owner, run.id).await?;
+    let mut b = ingest::begin(db, &scope).await?;
+    b.run_started("e2e", 8).await?;
+    for step in 0..8 {
+        let v = 0.1 * step as f64;
+        b.metrics(step, 2.0 * step as f64, &["loss".into()], &[1.0 - v])
+            .await?;
+    }
+    b.commit().await?;
+    Ok(run.id)
+}
+
+async fn search(c: &Client) -> anyhow::Result<String> {
+    Ok(c.execute("return window.location.search;", vec![])
+        .await?
+        .as_str()
+        .unwrap_or_default()
+        .to_owned())
+}
+
+/// Polls the address bar until it contains `want`.
+async fn wait_for_search(c: &Client, want: &str) -> anyhow::Result<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = search(c).await?;
+        if s.contains(want) {
+            return Ok(s);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "{want} never in the URL: {s:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn chart_settings_go_into_the_address_bar_and_come_back_on_reload(
+    pool: Pool,
+) -> anyhow::Result<()> {
+    let server = TestServer::start_with(ServerOptions {
+        db: Some(pool.clone()),
+        ..ServerOptions::default()
+    })
+    .await?;
+    let mut browser = Browser::start().await?;
+    let c = browser.client.clone();
+    c.set_window_size(1280, 1000).await?;
+    register(&c, &server, "Cleo Curves", "cleo@example.org", PASSWORD).await?;
+    let run = seed(&pool, user_id(&pool, "cleo@example.org").await?).await?;
+
+    let started = Instant::now();
+    c.goto(&format!("{}/runs/{run}?keep=me", server.url))
+        .await?;
+    wait_hydrated(&c, started).await?;
+    wait_for(&c, "#chart-x").await?;
+    // A user's change, as the browser fires it: the select's value, then its change event.
+    c.execute(
+        "const s = document.getElementById('chart-x'); s.value = 'time'; \
+         s.dispatchEvent(new Event('change', { bubbles: true }));",
+        vec![],
+    )
+    .await?;
+    let s = wait_for_search(&c, "x=time").await?;
+    assert!(s.contains("keep=me"), "other parameters stay: {s}");
+    c.execute(
+        "const r = document.getElementById('chart-smooth'); r.value = '0.5'; \
+         r.dispatchEvent(new Event('input', { bubbles: true }));",
+        vec![],
+    )
+    .await?;
+    let s = wait_for_search(&c, "smooth=0.50").await?;
+    assert!(s.contains("x=time"), "{s}");
+    browser.screenshot("chart-settings-in-url").await?;
+
+    // The address is a permalink: a fresh load shows the same settings.
+    let url = c.current_url().await?;
+    let reloaded = Instant::now();
+    c.goto(url.as_str()).await?;
+    wait_hydrated(&c, reloaded).await?;
+    let x = c
+        .find(Locator::Id("chart-x"))
+        .await?
+        .prop("value")
+        .await?
+        .unwrap_or_default();
+    assert_eq!(x, "time");
+    let smooth = c
+        .find(Locator::Id("chart-smooth"))
+        .await?
+        .prop("value")
+        .await?
+        .unwrap_or_default();
+    assert_eq!(smooth, "0.5");
+
+    // Back to the defaults: the parameters leave the address again.
+    c.execute(
+        "const s = document.getElementById('chart-x'); s.value = 'step'; \
+         s.dispatchEvent(new Event('change', { bubbles: true }));",
+        vec![],
+    )
+    .await?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while search(&c).await?.contains("x=") {
+        anyhow::ensure!(Instant::now() < deadline, "x= stayed in the URL");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
