@@ -144,6 +144,15 @@ impl Band {
         }
     }
 
+    /// The band in a series label: "range", "s.d." or "s.e.".
+    pub fn short(self) -> &'static str {
+        match self {
+            Band::Range => "range",
+            Band::Std => "s.d.",
+            Band::Stderr => "s.e.",
+        }
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             Band::Range => "lowest to highest run",
@@ -303,10 +312,11 @@ pub fn CompareView(
                             .collect();
                         let label = if g.len() > 1 {
                             format!(
-                                "{} and {} more seed{} (mean, range)",
+                                "{} and {} more seed{} (mean, {})",
                                 names_of(g, &runs),
                                 g.len() - 1,
-                                if g.len() > 2 { "s" } else { "" }
+                                if g.len() > 2 { "s" } else { "" },
+                                band.short()
                             )
                         } else {
                             names_of(g, &runs)
