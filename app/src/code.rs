@@ -151,22 +151,21 @@ fn row_html(row: &diff::Row) -> String {
 /// `(<environment>, line N)`. The sandbox runs the code under that file name
 /// (`spade_sandbox_runner`'s `ENV_FILE`).
 pub fn failing_line(message: &str) -> Option<usize> {
-    let mut found = None;
-    for pat in ["\"<environment>\", line ", "(<environment>, line "] {
-        let mut rest = message;
-        while let Some(i) = rest.find(pat) {
-            rest = &rest[i + pat.len()..];
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            if let Ok(n) = digits.parse::<usize>() {
-                // The last mention in the text is the innermost frame.
-                let at = message.len() - rest.len();
-                if found.is_none_or(|(pos, _)| at > pos) {
-                    found = Some((at, n));
-                }
-            }
-        }
-    }
-    found.map(|(_, n)| n).filter(|&n| n > 0)
+    // The last mention in the text (of either form) is the innermost frame.
+    ["\"<environment>\", line ", "(<environment>, line "]
+        .into_iter()
+        .filter_map(|pat| {
+            message.rmatch_indices(pat).find_map(|(i, _)| {
+                let digits: String = message[i + pat.len()..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse::<usize>().ok().map(|n| (i, n))
+            })
+        })
+        .max_by_key(|&(i, _)| i)
+        .map(|(_, n)| n)
+        .filter(|&n| n > 0)
 }
 
 #[cfg(test)]

@@ -294,6 +294,7 @@ pub fn CompareView(
         .iter()
         .map(|n| view! { <th scope="col">{n.clone()}</th> })
         .collect_view();
+    let run_ids: Vec<String> = runs.iter().map(|r| r.summary.id.to_string()).collect();
     // Runs that repeat a setting with other seeds: one mean curve per setting, shaded from the
     // lowest to the highest run.
     let groups = seed_groups(&configs);
@@ -348,10 +349,9 @@ pub fn CompareView(
             })
             .map(|t| view! { <p class="note seed-cut">{t}</p> })
             .collect_view();
-        let run_ids: Vec<String> = runs.iter().map(|r| r.summary.id.to_string()).collect();
         let hidden = run_ids
-            .into_iter()
-            .map(|id| view! { <input type="hidden" name="run" value=id /> })
+            .iter()
+            .map(|id| view! { <input type="hidden" name="run" value=id.clone() /> })
             .collect_view();
         let options = Band::ALL
             .into_iter()
@@ -377,17 +377,11 @@ pub fn CompareView(
             </section>
         }
     });
-    let csv_href = format!(
-        "/api/v1/compare/metrics.csv?runs={}",
-        runs.iter()
-            .map(|r| r.summary.id.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    );
+    let csv_href = format!("/api/v1/compare/metrics.csv?runs={}", run_ids.join(","));
     // Applying the chart settings must keep the runs (and the seed band) on the page.
-    let mut keep: Vec<(String, String)> = runs
+    let mut keep: Vec<(String, String)> = run_ids
         .iter()
-        .map(|r| ("run".to_owned(), r.summary.id.to_string()))
+        .map(|id| ("run".to_owned(), id.clone()))
         .collect();
     if band != Band::Range {
         keep.push(("band".into(), band.as_query().into()));

@@ -305,9 +305,15 @@ pub fn reasoner_prompt(task: &Task) -> String {
 
 /// The skill a task is stored under (tasks are browsed with the environments).
 pub fn skill(task: &Task) -> &'static str {
-    match task {
-        Task::MultipleChoice { .. } => SKILL_MCQ,
-        Task::FreeForm { .. } => SKILL_FREE_FORM,
+    skill_of_format(matches!(task, Task::MultipleChoice { .. }))
+}
+
+/// The skill of a task asked for in one format (also of a document that got no valid task).
+pub fn skill_of_format(multiple_choice: bool) -> &'static str {
+    if multiple_choice {
+        SKILL_MCQ
+    } else {
+        SKILL_FREE_FORM
     }
 }
 

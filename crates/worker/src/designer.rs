@@ -235,7 +235,7 @@ pub fn judge_prompt_text(
 
 /// The tokenizer and sampling settings of one chat turn: full-vocabulary sampling at
 /// `temperature`, ending at `<|im_end|>`.
-fn turn_params(
+pub(crate) fn turn_params(
     policy: &Policy,
     temperature: f64,
     max_new_tokens: usize,

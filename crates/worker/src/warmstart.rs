@@ -227,7 +227,12 @@ fn designer_pair_prompt(
     spade::prompt::designer_prompt(skill, doc, &examples, opts.max_turns)
 }
 
-fn pair(tok: &Tokenizer, prompt: &str, completion: &str) -> Result<MaskedSeq, WorkerError> {
+/// A supervised pair: `prompt` (not trained) and `completion` closed by `<|im_end|>`.
+pub(crate) fn pair(
+    tok: &Tokenizer,
+    prompt: &str,
+    completion: &str,
+) -> Result<MaskedSeq, WorkerError> {
     let p = tok.encode(prompt)?;
     let mut c = tok.encode(completion)?;
     c.extend(tok.token_id(IM_END));

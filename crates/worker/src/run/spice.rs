@@ -39,10 +39,10 @@ use spade::spice::{self, Task, TaskError};
 use spade_policy::Policy;
 use spade_policy::chat::Role;
 use spade_policy::grpo::GrpoSample;
-use spade_policy::sample::{Completion, SamplingParams};
+use spade_policy::sample::Completion;
 use spade_policy::sft::{SftConfig, SftTrainer};
-use spade_policy::tokenizer::{IM_END, Tokenizer};
-use spade_policy::train::{MaskedSeq, OptimConfig};
+use spade_policy::tokenizer::Tokenizer;
+use spade_policy::train::OptimConfig;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -98,23 +98,6 @@ fn reasoner_text(task: &Task) -> String {
     Role::Agent.prompt(Some(spice::REASONER_SYSTEM), &spice::reasoner_prompt(task))
 }
 
-fn params(
-    tok: &Tokenizer,
-    temperature: f64,
-    max_new_tokens: usize,
-) -> Result<SamplingParams, WorkerError> {
-    let end = tok
-        .token_id(IM_END)
-        .ok_or_else(|| WorkerError::Model("the tokenizer has no <|im_end|> token".into()))?;
-    Ok(SamplingParams {
-        temperature,
-        top_p: 1.0,
-        max_new_tokens,
-        stop_token_ids: vec![end],
-        stop_strings: vec![],
-    })
-}
-
 /// Whether document `d` of `step` asks for a multiple-choice task.
 fn multiple_choice(cfg: &RunConfig, step: u64, d: usize) -> bool {
     let u = seeds::derive(cfg.run.seed, &[tag::FORMAT, step, d as u64]) >> 11;
@@ -129,9 +112,8 @@ fn challenge(
     step: u64,
     docs: &mut [Doc],
 ) -> Result<(), WorkerError> {
-    let tok = challenger.require_tokenizer()?;
-    let p = params(
-        tok,
+    let (tok, p) = crate::designer::turn_params(
+        challenger,
         cfg.spice.temperature,
         cfg.model.designer_max_new_tokens as usize,
     )?;
@@ -202,10 +184,9 @@ pub(super) fn step(lp: &mut Loop<'_>, m: &mut BTreeMap<String, f64>) -> Result<S
     challenge(challenger, cfg, step, &mut docs)?;
 
     lp.phase("reasoner")?;
-    let tok = lp.policy.require_tokenizer()?;
     let g = cfg.spice.group_size as usize;
-    let rp = params(
-        tok,
+    let (tok, rp) = crate::designer::turn_params(
+        &lp.policy,
         cfg.spice.temperature,
         cfg.model.agent_max_new_tokens as usize,
     )?;
@@ -246,7 +227,6 @@ pub(super) fn step(lp: &mut Loop<'_>, m: &mut BTreeMap<String, f64>) -> Result<S
         let group = &answers[k * g..(k + 1) * g];
         let correct = &verdicts[k * g..(k + 1) * g];
         let rewards: Vec<f64> = correct.iter().map(|&c| spice::reasoner_reward(c)).collect();
-        let correct = correct.to_vec();
         for (c, a) in group.iter().zip(spice::drgrpo_advantages(&rewards)) {
             if a.abs() > 1e-12 && !c.tokens.is_empty() {
                 samples.push(GrpoSample::from_completion(prompt_ids, c, a as f32));
@@ -254,12 +234,12 @@ pub(super) fn step(lp: &mut Loop<'_>, m: &mut BTreeMap<String, f64>) -> Result<S
             }
         }
         let pass = rewards.iter().sum::<f64>() / g as f64;
-        let reward = spice::challenger_reward(&correct);
+        let reward = spice::challenger_reward(correct);
         pass_rates.push(pass);
         valid_rewards.push(reward);
         by_doc_reward.insert(i, reward);
         let env_id = task_id(step, i);
-        for (c, &won) in group.iter().zip(&correct) {
+        for (c, &won) in group.iter().zip(correct) {
             plays.push(PlayRecord {
                 env_id: env_id.clone(),
                 step,
@@ -314,12 +294,7 @@ pub(super) fn step(lp: &mut Loop<'_>, m: &mut BTreeMap<String, f64>) -> Result<S
         records.push(EnvironmentRecord {
             env_id: task_id(step, i),
             step,
-            skill: if d.multiple_choice {
-                spice::SKILL_MCQ
-            } else {
-                spice::SKILL_FREE_FORM
-            }
-            .into(),
+            skill: spice::skill_of_format(d.multiple_choice).into(),
             kind: spade::EnvKind::Game,
             status: EnvStatus::Rejected,
             rejection_reason: Some("invalid_task".into()),
@@ -519,12 +494,7 @@ pub(super) fn warm_start(
     texts.push(spice::REASONER_SYSTEM.into());
     let policy = spade_policy::preset::tiny(&texts, cfg.run.seed, |l| on(Event::Log(l.into())))?;
     let tok = policy.require_tokenizer()?.clone();
-    let pair = |prompt: &str, completion: &str| -> Result<MaskedSeq, WorkerError> {
-        let p = tok.encode(prompt)?;
-        let mut c = tok.encode(completion)?;
-        c.extend(tok.token_id(IM_END));
-        Ok(MaskedSeq::prompt_completion(&p, &c))
-    };
+    let pair = |prompt: &str, completion: &str| crate::warmstart::pair(&tok, prompt, completion);
     let mut data = Vec::new();
     let (mut challenger_pairs, mut reasoner_pairs) = (0, 0);
     let max_doc = cfg.spice.max_document_tokens as usize;
