@@ -82,6 +82,10 @@ pub struct ChartOptions {
     pub step_offset: f64,
     pub width: u32,
     pub height: u32,
+    /// Draw the legend inside the SVG (a standalone chart). The pages draw it as HTML above
+    /// the chart instead: the browser wraps real text widths there, where the SVG could only
+    /// guess them and long run names ran into each other.
+    pub svg_legend: bool,
 }
 
 impl ChartOptions {
@@ -95,6 +99,7 @@ impl ChartOptions {
             step_offset: 0.0,
             width: 640,
             height: 320,
+            svg_legend: true,
         }
     }
 }
@@ -254,6 +259,7 @@ pub fn LineChart(
             log_y: settings.log_y.get(),
             smoothing: settings.smoothing.get(),
             step_offset,
+            svg_legend: false,
             ..ChartOptions::new(title.clone(), y_label.clone())
         };
         series
@@ -282,6 +288,16 @@ pub fn LineChart(
                     </p>
                 }
             })}
+            {move || {
+                let names: Vec<String> = series.with(|s| s.iter().map(|s| s.name.clone()).collect());
+                (!names.is_empty()).then(|| view! {
+                    <ul class="chart-legend" aria-label="Series">
+                        {names.into_iter().enumerate().map(|(i, n)| view! {
+                            <li><span class=format!("swatch s{}", i % line::PALETTE.len()) aria-hidden="true"></span>{n}</li>
+                        }).collect_view()}
+                    </ul>
+                })
+            }}
             {move || match svg.get() {
                 Ok(svg) => view! { <div class="chart-svg" inner_html=svg></div> }.into_any(),
                 Err(msg) => view! { <p class="chart-error" role="status">{msg}</p> }.into_any(),

@@ -91,6 +91,10 @@ pub struct EnvListQuery {
     pub regret_min: Option<f64>,
     /// `good`, `broken`, `reward_hackable` or `unreviewed`.
     pub verdict: Option<String>,
+    /// The order: `step` (default), `regret`, `win_rate_no_hint`, `win_rate_hint`,
+    /// `designer_reward`.
+    #[serde(default)]
+    pub sort: Option<String>,
     pub cursor: Option<String>,
 }
 
@@ -124,13 +128,15 @@ mod source {
     /// no valid session.
     pub trait DashboardData: Send + Sync + 'static {
         fn viewer<'a>(&'a self, req: &'a http::request::Parts) -> DataFuture<'a, Option<Viewer>>;
-        /// `name`: only runs whose name contains it, ignoring case.
+        /// `name`: only runs whose name contains it, ignoring case; `sort`: `newest`
+        /// (default), `oldest` or `name`.
         fn runs<'a>(
             &'a self,
             req: &'a http::request::Parts,
             team: Option<i64>,
             status: Option<String>,
             name: Option<String>,
+            sort: Option<String>,
             cursor: Option<String>,
         ) -> DataFuture<'a, Access<RunsData>>;
         fn run<'a>(
@@ -217,10 +223,11 @@ pub async fn load_runs(
     team: Option<i64>,
     status: Option<String>,
     name: Option<String>,
+    #[server(default)] sort: Option<String>,
     cursor: Option<String>,
 ) -> Result<Access<RunsData>, ServerFnError> {
     let (data, parts) = context()?;
-    data.runs(&parts, team, status, name, cursor)
+    data.runs(&parts, team, status, name, sort, cursor)
         .await
         .map_err(to_sfn)
 }
@@ -229,7 +236,21 @@ pub async fn load_runs(
 #[server(prefix = "/ui", endpoint = "run", input = GetUrl)]
 pub async fn load_run(run_id: i64) -> Result<Access<RunData>, ServerFnError> {
     let (data, parts) = context()?;
-    data.run(&parts, run_id).await.map_err(to_sfn)
+    #[cfg(feature = "ssr")]
+    let opts = use_context::<leptos_axum::ResponseOptions>();
+    let out = data.run(&parts, run_id).await.map_err(to_sfn)?;
+    // A new share token is shown once: the cookie that brought it goes with this answer.
+    #[cfg(feature = "ssr")]
+    if let (Some(opts), Access::Granted(d)) = (opts, &out)
+        && d.shares.as_ref().is_some_and(|s| s.new_token.is_some())
+        && let Ok(v) = http::HeaderValue::from_str(&format!(
+            "{}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict",
+            crate::dto::new_share_cookie(run_id)
+        ))
+    {
+        opts.append_header(http::header::SET_COOKIE, v);
+    }
+    Ok(out)
 }
 
 /// Several runs with their metrics, for the compare page.

@@ -173,6 +173,9 @@ pub struct EnvironmentSummary {
     /// The members' review verdicts (`good`, `broken`, `reward_hackable`), one per mark.
     #[serde(default)]
     pub verdicts: Vec<String>,
+    /// A short title from the docstring (what the game is); may be empty.
+    #[serde(default)]
+    pub title: String,
 }
 
 /// One turn of a played transcript.
@@ -320,6 +323,15 @@ pub struct ShareDto {
     pub created_at: String,
     /// When it was revoked; a revoked link answers 404.
     pub revoked_at: Option<String>,
+    /// What the link was made for (may be empty).
+    #[serde(default)]
+    pub label: String,
+    /// When it stops working (404 after that); `None` = until revoked.
+    #[serde(default)]
+    pub expires_at: Option<String>,
+    /// Whether `expires_at` has passed, as the server saw it.
+    #[serde(default)]
+    pub expired: bool,
 }
 
 /// The run page's sharing section (only for viewers who may change the run).
@@ -328,6 +340,17 @@ pub struct SharesDto {
     /// Scheme and host the links start with (`http://host:port`), from the request.
     pub origin: String,
     pub links: Vec<ShareDto>,
+    /// The token of a link this viewer created just now, shown once. It reaches the page in a
+    /// short-lived HttpOnly cookie ([`new_share_cookie`]), not in the address, so it stays out of
+    /// the browser's history.
+    #[serde(default)]
+    pub new_token: Option<String>,
+}
+
+/// The cookie that carries a just-created share token from the form's redirect to the run page
+/// (one per run, so two tabs do not swap links).
+pub fn new_share_cookie(run_id: i64) -> String {
+    format!("spade_new_share_{run_id}")
 }
 
 /// How a configuration field is edited.

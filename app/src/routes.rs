@@ -92,13 +92,19 @@ fn loading() -> impl IntoView {
 
 #[component]
 pub fn RunsPage() -> impl IntoView {
-    let (team, status, name, cursor) =
-        (query("team"), query("status"), query("q"), query("cursor"));
+    let (team, status, name, sort, cursor) = (
+        query("team"),
+        query("status"),
+        query("q"),
+        query("sort"),
+        query("cursor"),
+    );
     let parsed = Memo::new(move |_| {
         RunFilters::from_query(
             team().as_deref(),
             status().as_deref(),
             name().as_deref(),
+            sort().as_deref(),
             cursor().as_deref(),
         )
     });
@@ -109,6 +115,7 @@ pub fn RunsPage() -> impl IntoView {
                 f.team,
                 f.status.map(|s| s.as_str().to_owned()),
                 f.name,
+                Some(f.sort).filter(|s| !s.is_empty()),
                 f.cursor,
             )
         },
@@ -192,8 +199,9 @@ pub fn RunPage() -> impl IntoView {
                 match data.await {
                     Ok(Access::Granted(d)) => {
                         let run_id = d.run.summary.id;
-                        let share = d.shares.map(|shares| view! {
-                            <pages::share::ShareSection run_id shares csrf=csrf.clone() new_token=query("share")() />
+                        let share = d.shares.map(|mut shares| {
+                            let new_token = shares.new_token.take();
+                            view! { <pages::share::ShareSection run_id shares csrf=csrf.clone() new_token /> }
                         });
                         view! {
                             <Title text=title(format_args!("{} · Run", d.run.summary.name)) />
@@ -223,6 +231,7 @@ pub fn EnvironmentsPage() -> impl IntoView {
         query("verdict"),
         query("cursor"),
     );
+    let sort = query("sort");
     let parsed = Memo::new(move |_| {
         EnvFilters::from_query(EnvQuery {
             skill: skill().as_deref(),
@@ -231,6 +240,7 @@ pub fn EnvironmentsPage() -> impl IntoView {
             step_max: step_max().as_deref(),
             regret_min: regret_min().as_deref(),
             verdict: verdict().as_deref(),
+            sort: sort().as_deref(),
             cursor: cursor().as_deref(),
         })
     });
@@ -249,6 +259,7 @@ pub fn EnvironmentsPage() -> impl IntoView {
                 step_max: f.step_max,
                 regret_min: f.regret_min,
                 verdict: Some(f.verdict).filter(|v| !v.is_empty()),
+                sort: Some(f.sort).filter(|v| !v.is_empty()),
                 cursor: f.cursor,
             };
             data::load_environments(id, q).await

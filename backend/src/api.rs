@@ -353,7 +353,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/runs/{run_id}/shares",
             "shares",
             User,
-            "Create a read-only share link; the token is shown once (editor)",
+            "Create a read-only share link: {label?, expires_in_days?}; the token is shown once (editor)",
             post(shares::create),
         ),
         ep(

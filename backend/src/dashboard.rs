@@ -127,11 +127,13 @@ impl Dashboard {
         Ok(run_summary(r, project, key_metrics))
     }
 
+    /// `new_token`: a share token created just now (from its cookie), shown to editors once.
     async fn run_data(
         &self,
         auth: &AuthUser,
         run_id: i64,
         origin: &str,
+        new_token: Option<&str>,
     ) -> Result<RunData, DataError> {
         let db = &self.state.db;
         let scope = self.member(auth, run_id).await?;
@@ -173,11 +175,15 @@ impl Dashboard {
                     id: l.id,
                     created_at: rfc3339(&l.created_at),
                     revoked_at: l.revoked_at.as_ref().map(rfc3339),
+                    label: l.label,
+                    expires_at: l.expires_at.as_ref().map(rfc3339),
+                    expired: l.expires_at.is_some_and(|t| t <= chrono::Utc::now()),
                 })
                 .collect();
             Some(dto::SharesDto {
                 origin: origin.to_owned(),
                 links,
+                new_token: new_token.map(str::to_owned),
             })
         } else {
             None
@@ -365,6 +371,7 @@ fn env_summary(e: &environments::EnvSummary, run_id: i64) -> dto::EnvironmentSum
         win_rate_hint: e.win_rate_hint,
         win_rate_no_hint: e.win_rate_no_hint,
         verdicts: vec![],
+        title: e.title.clone(),
     }
 }
 
@@ -388,6 +395,7 @@ impl DashboardData for Dashboard {
         team: Option<i64>,
         status: Option<String>,
         name: Option<String>,
+        sort: Option<String>,
         cursor: Option<String>,
     ) -> DataFuture<'a, Access<RunsData>> {
         Box::pin(async move {
@@ -414,13 +422,13 @@ impl DashboardData for Dashboard {
                     DataError::Invalid(format!("status: unknown run status \"{s}\""))
                 })?),
             };
-            let before_id = match cursor.as_deref() {
-                None => None,
-                Some(c) => Some(c.parse::<i64>().map_err(|_| {
-                    DataError::Invalid(
-                        "cursor: expected the next-page link of a previous page".into(),
-                    )
-                })?),
+            let sort = match sort.as_deref().filter(|s| !s.is_empty()) {
+                None => runs::RunSort::Newest,
+                Some(s) => runs::RunSort::parse(s).ok_or_else(|| {
+                    DataError::Invalid(format!(
+                        "sort: expected newest, oldest or name, got \"{s}\""
+                    ))
+                })?,
             };
             let name_contains = name.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty());
             if name_contains
@@ -431,13 +439,21 @@ impl DashboardData for Dashboard {
                     "q: a name search of at most 200 characters".into(),
                 ));
             }
-            let filter = runs::RunFilter {
+            let mut filter = runs::RunFilter {
                 project_id: None,
                 status,
                 name_contains,
-                before_id,
+                sort,
                 limit: RUNS_PER_PAGE + 1,
+                ..runs::RunFilter::default()
             };
+            if let Some(c) = cursor.as_deref()
+                && !sort.set_cursor(&mut filter, c)
+            {
+                return Err(DataError::Invalid(
+                    "cursor: expected the next-page link of a previous page".into(),
+                ));
+            }
             let mut rows = runs::list(db, &scope, &filter).await.map_err(db_err)?;
             let more = rows.len() as i64 > RUNS_PER_PAGE;
             rows.truncate(RUNS_PER_PAGE as usize);
@@ -454,7 +470,7 @@ impl DashboardData for Dashboard {
                 items.push(self.summary(&run_scope, r, project).await?);
             }
             let next_cursor = if more {
-                rows.last().map(|r| r.id.to_string())
+                rows.last().map(|r| sort.cursor_after(r))
             } else {
                 None
             };
@@ -474,8 +490,11 @@ impl DashboardData for Dashboard {
                     // Links people copy name the configured address: a request's `Host` header
                     // is whatever the client put there.
                     let origin = self.state.public_url.clone().unwrap_or_default();
+                    let cookie = dto::new_share_cookie(run_id);
+                    let new_token = crate::auth::cookie(&req.headers, &cookie)
+                        .filter(|t| crate::auth::tokens::looks_like_share_token(t));
                     Ok(Access::Granted(
-                        self.run_data(&auth, run_id, &origin).await?,
+                        self.run_data(&auth, run_id, &origin, new_token).await?,
                     ))
                 }
             }
@@ -542,9 +561,17 @@ impl DashboardData for Dashboard {
             let db = &self.state.db;
             let scope = self.member(&auth, run_id).await?;
             let run = runs::get(db, &scope).await.map_err(db_err)?;
+            let sort = match q.sort.as_deref() {
+                None | Some("") => environments::EnvSort::Step,
+                Some(v) => environments::EnvSort::parse(v).ok_or_else(|| {
+                    DataError::Invalid(format!(
+                        "sort: expected step, regret, win_rate_no_hint, win_rate_hint or designer_reward, got \"{v}\""
+                    ))
+                })?,
+            };
             let after = match q.cursor.as_deref() {
                 None => None,
-                Some(c) => Some(parse_env_cursor(c).ok_or_else(|| {
+                Some(c) => Some(environments::EnvCursor::parse(sort, c).ok_or_else(|| {
                     DataError::Invalid(
                         "cursor: expected the next-page link of a previous page".into(),
                     )
@@ -578,16 +605,21 @@ impl DashboardData for Dashboard {
                 regret_min: q.regret_min,
                 regret_max: None,
                 review: review.map(crate::api::environments::review_filter),
-                after,
+                sort,
                 limit: ENVS_PER_PAGE + 1,
+                ..environments::EnvFilter::default()
             };
+            let mut filter = filter;
+            if let Some(c) = after {
+                filter.set_cursor(c);
+            }
             let mut rows = environments::list(db, &scope, &filter)
                 .await
                 .map_err(db_err)?;
             let more = rows.len() as i64 > ENVS_PER_PAGE;
             rows.truncate(ENVS_PER_PAGE as usize);
             let next_cursor = if more {
-                rows.last().map(|e| format!("{}:{}", e.step, e.id))
+                rows.last().map(|e| filter.cursor_after(e))
             } else {
                 None
             };
@@ -779,11 +811,6 @@ fn parse_db_status(s: &str) -> Option<spade_db::RunStatus> {
     ]
     .into_iter()
     .find(|v| v.as_str() == s)
-}
-
-fn parse_env_cursor(c: &str) -> Option<(i64, i64)> {
-    let (s, i) = c.split_once(':')?;
-    Some((s.parse().ok()?, i.parse().ok()?))
 }
 
 /// A run's benchmark rows, evaluations and checkpoint steps for its page and the compare view.

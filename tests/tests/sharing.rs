@@ -92,11 +92,16 @@ async fn a_shared_link_shows_the_run_to_a_logged_out_browser_until_revoked(
     register(&c, &server, "Olga Owner", "olga@example.org", PASSWORD).await?;
     let (_, run_id) = seed_run(&pool, user_id(&pool, "olga@example.org").await?).await?;
 
-    // The owner creates a link on the run page; it is shown once, as a full URL.
+    // The owner creates a labelled link that expires in 7 days on the run page; it is shown
+    // once, as a full URL, and the token is nowhere in the address (so not in the history).
     c.goto(&format!("{}/runs/{run_id}", server.url)).await?;
     wait_for(&c, "#share-create").await?;
+    fill(&c, "share-label", "for the reviewers").await?;
+    c.find(Locator::Css("#share-expiry option[value='7']"))
+        .await?
+        .click()
+        .await?;
     click(&c, "#share-create").await?;
-    wait_for_path(&c, &format!("/runs/{run_id}?share=")).await?;
     wait_for(&c, "#share-url").await?;
     let url = c
         .find(Locator::Id("share-url"))
@@ -108,9 +113,46 @@ async fn a_shared_link_shows_the_run_to_a_logged_out_browser_until_revoked(
         url.starts_with(&format!("{}/share/sps_", server.url)),
         "{url}"
     );
-    assert!(text_of(&c, "table.shares").await?.contains("active"));
+    let token = url.rsplit('/').next().unwrap_or_default().to_owned();
+    let here = c.current_url().await?;
+    assert_eq!(here.path(), format!("/runs/{run_id}"));
+    assert!(
+        !here.as_str().contains(&token) && !here.as_str().contains("share="),
+        "the token is in the address: {here}"
+    );
+    let cookies = c.execute("return document.cookie", vec![]).await?;
+    assert!(
+        !cookies.as_str().unwrap_or_default().contains(&token),
+        "the token's cookie is readable by scripts: {cookies}"
+    );
+    let table = text_of(&c, "table.shares").await?;
+    assert!(
+        table.contains("active")
+            && table.contains("for the reviewers")
+            && table.contains("expires 20"),
+        "{table}"
+    );
+    // The copy button (a script's) says what happened.
+    spade_e2e::wait_hydrated(&c, std::time::Instant::now()).await?;
+    click(&c, "#share-copy").await?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let said = loop {
+        let t = text_of(&c, "#share-copied").await?;
+        if !t.is_empty() || std::time::Instant::now() > deadline {
+            break t;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(said.contains("Copied"), "after Copy: {said:?}");
     scroll_to(&c, "sharing").await?;
     owner.screenshot("share-created").await?;
+    // Shown once: a reload of the run page no longer has it.
+    c.refresh().await?;
+    wait_for(&c, "table.shares").await?;
+    assert!(
+        c.find(Locator::Id("share-url")).await.is_err(),
+        "the new link is shown again after a reload"
+    );
 
     // A second browser with no cookies at all reads it: status, progress, curves, environments.
     let mut guest = Browser::start().await?;

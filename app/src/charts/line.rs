@@ -173,9 +173,15 @@ fn draw(
         .map_err(draw_err)?;
         return Ok(Vec::new());
     }
-    let legend_h = legend_height(series, opts.width);
+    let legend_h = if opts.svg_legend {
+        legend_height(series, opts.width)
+    } else {
+        0
+    };
     let (legend, plot) = root.split_vertically(legend_h);
-    draw_legend(&legend, series)?;
+    if opts.svg_legend {
+        draw_legend(&legend, series)?;
+    }
 
     let (xmin, xmax) = min_max(all().map(|p| p.0));
     let x_range = x_range(xmin, xmax);

@@ -366,8 +366,11 @@ pub fn CompareView(
                 </p>
                 <form class="chart-controls" method="get" aria-label="Seed band">
                     {hidden}
-                    <input type="hidden" name="smooth" value=settings.smoothing.get_untracked().to_string() />
-                    <input type="hidden" name="x" value=settings.x_axis.get_untracked().as_query() />
+                    // The chart settings as they are when the band is applied (they change on
+                    // the page without a reload), so the band's reload keeps them.
+                    <input type="hidden" name="smooth" value=move || settings.smoothing.get().to_string() />
+                    <input type="hidden" name="x" value=move || settings.x_axis.get().as_query() />
+                    <input type="hidden" name="log" value=move || if settings.log_y.get() { "1" } else { "0" } />
                     <label for="seed-band">"Band"</label>
                     <select id="seed-band" name="band">{options}</select>
                     <button type="submit" class="secondary">"Apply"</button>

@@ -19,6 +19,8 @@ pub struct EnvFilters {
     pub regret_min: Option<f64>,
     /// A review state of [`VERDICTS`] (empty: any).
     pub verdict: String,
+    /// An order of [`SORTS`] (empty: by step).
+    pub sort: String,
     /// Keyset cursor of the page (absent on the first page).
     pub cursor: Option<String>,
 }
@@ -32,6 +34,15 @@ pub const VERDICTS: [(&str, &str); 4] = [
     ("unreviewed", "Unreviewed"),
 ];
 
+/// The list's orders (the API's `sort`) and their labels; the first is the default.
+pub const SORTS: [(&str, &str); 5] = [
+    ("step", "Step (oldest first)"),
+    ("regret", "Regret (highest first)"),
+    ("win_rate_no_hint", "Win rate, no hint (lowest first)"),
+    ("win_rate_hint", "Win rate, hint (highest first)"),
+    ("designer_reward", "Designer reward (highest first)"),
+];
+
 /// Raw query values, as the GET form submits them.
 #[derive(Debug, Clone, Default)]
 pub struct EnvQuery<'a> {
@@ -41,6 +52,7 @@ pub struct EnvQuery<'a> {
     pub step_max: Option<&'a str>,
     pub regret_min: Option<&'a str>,
     pub verdict: Option<&'a str>,
+    pub sort: Option<&'a str>,
     pub cursor: Option<&'a str>,
 }
 
@@ -98,6 +110,19 @@ impl EnvFilters {
                 String::new()
             }
         };
+        let sort = match nonempty(q.sort) {
+            None => String::new(),
+            Some(v) if v == SORTS[0].0 => String::new(),
+            Some(v) if SORTS.iter().any(|(k, _)| *k == v) => v,
+            Some(other) => {
+                let all: Vec<&str> = SORTS.iter().map(|(k, _)| *k).collect();
+                problems.push(format!(
+                    "Sort must be one of {}, got \"{other}\".",
+                    all.join(", ")
+                ));
+                String::new()
+            }
+        };
         let skill = nonempty(q.skill).unwrap_or_default();
         (
             Self {
@@ -107,14 +132,23 @@ impl EnvFilters {
                 step_max,
                 regret_min,
                 verdict,
+                sort,
                 cursor,
             },
             problems,
         )
     }
 
-    /// The URL of the page at `cursor` with these filters.
+    /// The URL of the page at `cursor` with these filters and this order.
     pub fn href(&self, run_id: i64, cursor: Option<&str>) -> String {
+        let mut pairs = self.filter_pairs();
+        pairs.push(("sort", self.sort.clone()));
+        pairs.push(("cursor", cursor.unwrap_or_default().to_owned()));
+        format!("/runs/{run_id}/environments{}", query_string(&pairs))
+    }
+
+    /// The filters as query pairs (empty values are left out by `query_string`).
+    fn filter_pairs(&self) -> Vec<(&'static str, String)> {
         let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
         let pairs = [
             ("skill", self.skill.clone()),
@@ -131,18 +165,18 @@ impl EnvFilters {
                 self.regret_min.map(|v| v.to_string()).unwrap_or_default(),
             ),
             ("verdict", self.verdict.clone()),
-            ("cursor", cursor.unwrap_or_default().to_owned()),
         ];
-        format!("/runs/{run_id}/environments{}", query_string(&pairs))
+        pairs.to_vec()
     }
 
     /// A pool export of the run with these filters, all pages: `environments.jsonl` (one pool
     /// line per environment) or `pool.zip` (the pool directory).
+    /// Exports are in step order, so the list's order is not passed on.
     pub fn export_href(&self, run_id: i64, export: &str) -> String {
-        let page = self.href(run_id, None);
-        let query = page.split_once('?').map(|(_, q)| q).unwrap_or_default();
-        let sep = if query.is_empty() { "" } else { "?" };
-        format!("/api/v1/runs/{run_id}/{export}{sep}{query}")
+        format!(
+            "/api/v1/runs/{run_id}/{export}{}",
+            query_string(&self.filter_pairs())
+        )
     }
 }
 
@@ -215,6 +249,15 @@ pub fn EnvironmentsView(
                     {VERDICTS.iter().map(|(v, label)| view! { <option value=*v selected=filters.verdict == *v>{*label}</option> }).collect_view()}
                 </select>
             </div>
+            <div class="field">
+                <label for="env-sort">"Sort by"</label>
+                <select id="env-sort" name="sort">
+                    {SORTS.iter().map(|(v, label)| {
+                        let sel = filters.sort == *v || (filters.sort.is_empty() && *v == SORTS[0].0);
+                        view! { <option value=*v selected=sel>{*label}</option> }
+                    }).collect_view()}
+                </select>
+            </div>
             <button type="submit">"Filter"</button>
             <a class="button secondary" id="pool-zip" href=filters.export_href(run_id, "pool.zip") download=format!("run-{run_id}-pool.zip")>"Download pool"</a>
             <a class="button secondary" id="pool-jsonl" href=filters.export_href(run_id, "environments.jsonl") download=format!("run-{run_id}-pool.jsonl")>"Download pool (JSONL)"</a>
@@ -256,7 +299,14 @@ fn env_status_badge(status: EnvStatus, reason: Option<&str>) -> impl IntoView + 
 fn env_row(e: EnvironmentSummary) -> impl IntoView {
     view! {
         <tr>
-            <td><a href=format!("/runs/{}/environments/{}", e.run_id, e.env_id)><code>{e.env_id.clone()}</code></a></td>
+            <td class="env-name">
+                <a href=format!("/runs/{}/environments/{}", e.run_id, e.env_id)>{if e.title.is_empty() {
+                    view! { <code>{e.env_id.clone()}</code> }.into_any()
+                } else {
+                    view! { <span class="env-title">{e.title.clone()}</span> }.into_any()
+                }}</a>
+                {(!e.title.is_empty()).then(|| view! { <br /><code class="env-id">{e.env_id.clone()}</code> })}
+            </td>
             <td class="num">{e.step}</td>
             <td>{e.skill.clone()}</td>
             <td>{env_status_badge(e.status, e.rejection_reason.as_deref())}</td>
@@ -329,7 +379,11 @@ pub fn EnvironmentView(
             " / " <a href=format!("{run_href}/environments")>"Environments"</a>
         </nav>
         <div class="page-head">
-            <h1><code>{s.env_id.clone()}</code></h1>
+            <h1>{if s.title.is_empty() {
+                view! { <code>{s.env_id.clone()}</code> }.into_any()
+            } else {
+                view! { {s.title.clone()} " " <code class="env-id">{s.env_id.clone()}</code> }.into_any()
+            }}</h1>
             {env_status_badge(s.status, s.rejection_reason.as_deref())}
         </div>
         <section class="card" aria-label="Scores">
@@ -462,6 +516,7 @@ mod tests {
             step_max: Some("40"),
             regret_min: Some("NaN"),
             verdict: Some("meh"),
+            sort: Some("random"),
             cursor: None,
         });
         assert_eq!(f.skill, "Optimization");
@@ -470,7 +525,12 @@ mod tests {
             (None, None, Some(40), None, None)
         );
         assert_eq!(f.verdict, "");
-        assert_eq!(p.len(), 4, "{p:?}");
+        assert_eq!(f.sort, "");
+        assert_eq!(p.len(), 5, "{p:?}");
+        assert!(
+            p.iter()
+                .any(|m| m.starts_with("Sort must be one of step, regret"))
+        );
         assert!(p.iter().any(|m| m.starts_with("Review must be")));
         assert!(
             p.iter()
@@ -514,6 +574,33 @@ mod tests {
         assert_eq!(
             f.export_href(7, "environments.jsonl"),
             "/api/v1/runs/7/environments.jsonl?status=accepted&verdict=good"
+        );
+    }
+
+    #[test]
+    fn the_order_travels_into_the_page_links_but_not_the_downloads() {
+        let (f, p) = EnvFilters::from_query(EnvQuery {
+            status: Some("accepted"),
+            sort: Some("regret"),
+            ..Default::default()
+        });
+        assert!(p.is_empty(), "{p:?}");
+        assert_eq!(
+            f.href(7, Some("k-0.5:12")),
+            "/runs/7/environments?status=accepted&sort=regret&cursor=k-0.5%3A12"
+        );
+        assert_eq!(
+            f.export_href(7, "pool.zip"),
+            "/api/v1/runs/7/pool.zip?status=accepted"
+        );
+        let (d, _) = EnvFilters::from_query(EnvQuery {
+            sort: Some("step"),
+            ..Default::default()
+        });
+        assert_eq!(
+            d.href(7, None),
+            "/runs/7/environments",
+            "the default is left out"
         );
     }
 }

@@ -84,6 +84,7 @@ fn runs_list_has_badges_progress_metrics_and_plain_page_links() {
         team: Some(5),
         status: None,
         name: Some("demo".into()),
+        sort: "name".into(),
         cursor: Some("9".into()),
     };
     let html = render(move || {
@@ -95,14 +96,15 @@ fn runs_list_has_badges_progress_metrics_and_plain_page_links() {
     assert!(html.contains(r#"<progress max="100" value="25.0""#));
     assert!(html.contains("31%"), "learnable share as a percentage");
     assert!(
-        html.contains(r#"href="/runs?team=5&amp;q=demo""#),
-        "first page link keeps the filters: {html}"
+        html.contains(r#"href="/runs?team=5&amp;q=demo&amp;sort=name""#),
+        "first page link keeps the filters and the order: {html}"
     );
+    assert!(html.contains(r#"<option value="name" selected"#), "{html}");
     assert!(
         html.contains(r#"id="runs-q" name="q" type="search" maxlength="200" value="demo""#),
         "the name search shows what was searched: {html}"
     );
-    assert!(html.contains(r#"href="/runs?team=5&amp;q=demo&amp;cursor=2""#));
+    assert!(html.contains(r#"href="/runs?team=5&amp;q=demo&amp;sort=name&amp;cursor=2""#));
     assert!(html.contains(r#"<option value="5" selected"#));
     assert!(html.contains("Unknown status"));
     assert!(html.contains(r#"<label for="runs-status">"#) && html.contains(r#"id="runs-status""#));
@@ -187,6 +189,7 @@ fn environment_page_shows_code_diff_plays_and_rejection() {
             win_rate_hint: None,
             win_rate_no_hint: None,
             verdicts: vec![],
+            title: String::new(),
         },
         run_name: "tiny".into(),
         code: "class CoinEnv:\n    def reset(self, seed=None):\n        return 'obs', {}\n".into(),
@@ -259,6 +262,7 @@ fn a_broken_environment_shows_its_reason_and_seed() {
             win_rate_hint: None,
             win_rate_no_hint: None,
             verdicts: vec![],
+            title: String::new(),
         },
         run_name: "tiny".into(),
         code: "class CoinEnv:\n    pass\n".into(),
@@ -303,6 +307,7 @@ fn environment_list_links_rows_and_keeps_filters_in_page_links() {
         win_rate_hint: Some(0.65),
         win_rate_no_hint: Some(0.3),
         verdicts: vec!["good".into()],
+        title: "Seat five friends in a row from clues".into(),
     };
     let envs = Page {
         items: vec![item],
@@ -310,6 +315,7 @@ fn environment_list_links_rows_and_keeps_filters_in_page_links() {
     };
     let filters = EnvFilters {
         skill: "Logical Deduction".into(),
+        sort: "regret".into(),
         ..Default::default()
     };
     let html = render(move || {
@@ -322,7 +328,17 @@ fn environment_list_links_rows_and_keeps_filters_in_page_links() {
     );
     assert!(html.contains(r#"<option value="Logical Deduction" selected"#));
     assert!(
-        html.contains(r#"href="/runs/3/environments?skill=Logical%20Deduction&amp;cursor=4.1""#)
+        html.contains(r#"href="/runs/3/environments?skill=Logical%20Deduction&amp;sort=regret&amp;cursor=4.1""#),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"<option value="regret" selected"#),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"<span class="env-title">Seat five friends in a row from clues</span>"#)
+            && html.contains(r#"<code class="env-id">e-1</code>"#),
+        "a readable title with the id beside it: {html}"
     );
     assert!(!html.contains("First page"));
     assert!(html.contains("65%") && html.contains("0.35"));
@@ -392,6 +408,7 @@ fn the_review_section_shows_marks_and_offers_the_form_only_to_editors() {
             win_rate_hint: Some(0.5),
             win_rate_no_hint: Some(0.25),
             verdicts: vec![],
+            title: String::new(),
         },
         run_name: "tiny".into(),
         code: "class CoinEnv:\n    pass\n".into(),

@@ -157,16 +157,31 @@ fn share_section_shows_a_new_link_once_and_revoke_for_live_links() {
         origin: "http://studio.example".into(),
         links: vec![
             ShareDto {
+                id: 6,
+                created_at: "2026-11-30T03:02:03Z".into(),
+                revoked_at: None,
+                label: "for the reviewers".into(),
+                expires_at: Some("2026-12-07T03:02:03Z".into()),
+                expired: false,
+            },
+            ShareDto {
                 id: 5,
                 created_at: "2026-11-30T01:02:03Z".into(),
                 revoked_at: None,
+                label: String::new(),
+                expires_at: Some("2026-11-30T02:02:03Z".into()),
+                expired: true,
             },
             ShareDto {
                 id: 4,
                 created_at: "2026-11-29T01:02:03Z".into(),
                 revoked_at: Some("2026-11-29T02:00:00Z".into()),
+                label: String::new(),
+                expires_at: None,
+                expired: false,
             },
         ],
+        new_token: None,
     };
     let html = render(move || {
         view! { <ShareSection run_id=7 shares csrf="t0k".into() new_token=Some("sps_abc".into()) /> }.into_any()
@@ -175,12 +190,25 @@ fn share_section_shows_a_new_link_once_and_revoke_for_live_links() {
         html.contains(r#"value="http://studio.example/share/sps_abc""#),
         "{html}"
     );
-    assert!(html.contains(r#"action="/runs/7/shares/5/revoke""#));
+    assert!(html.contains(r#"id="share-copy""#), "a copy button");
+    assert!(html.contains(r#"action="/runs/7/shares/6/revoke""#));
+    assert!(
+        html.contains(r#"aria-label="Revoke the link &quot;for the reviewers&quot;""#)
+            || html.contains("Revoke the link \"for the reviewers\""),
+        "{html}"
+    );
+    assert!(html.contains("expires 2026-12-07"), "{html}");
+    assert!(
+        !html.contains("/runs/7/shares/5/revoke"),
+        "an expired link has nothing to revoke"
+    );
+    assert!(html.contains("expired 2026-11-30"));
     assert!(
         !html.contains("/runs/7/shares/4/revoke"),
         "revoked stays revoked"
     );
     assert!(html.contains(r#"action="/runs/7/shares""#));
+    assert!(html.contains(r#"name="label""#) && html.contains(r#"name="expires_in_days""#));
 }
 
 #[test]
@@ -197,6 +225,7 @@ fn shared_page_has_no_forms_that_change_anything() {
         win_rate_hint: Some(0.5),
         win_rate_no_hint: None,
         verdicts: vec![],
+        title: String::new(),
     };
     let html = render(move || {
         let settings = ChartSettings::from_query(None, None, None);

@@ -13,9 +13,18 @@ pub struct RunFilters {
     pub status: Option<RunStatus>,
     /// Only runs whose name contains this (ignoring case).
     pub name: Option<String>,
+    /// An order of [`RUN_SORTS`]; empty = newest first.
+    pub sort: String,
     /// Keyset cursor of the page (absent on the first page).
     pub cursor: Option<String>,
 }
+
+/// The runs list's orders (the API's `sort`) and their labels; the first is the default.
+pub const RUN_SORTS: [(&str, &str); 3] = [
+    ("newest", "Newest first"),
+    ("oldest", "Oldest first"),
+    ("name", "Name (A-Z)"),
+];
 
 impl RunFilters {
     /// From query parameters; an unknown status or team becomes a message for the user (the
@@ -24,9 +33,21 @@ impl RunFilters {
         team: Option<&str>,
         status: Option<&str>,
         name: Option<&str>,
+        sort: Option<&str>,
         cursor: Option<&str>,
     ) -> (Self, Vec<String>) {
         let mut problems = Vec::new();
+        let sort = match sort.filter(|s| !s.is_empty()) {
+            None => String::new(),
+            Some(s) if s == RUN_SORTS[0].0 => String::new(),
+            Some(s) if RUN_SORTS.iter().any(|(k, _)| *k == s) => s.to_owned(),
+            Some(s) => {
+                problems.push(format!(
+                    "Sort must be newest, oldest or name, got \"{s}\"; showing the newest first."
+                ));
+                String::new()
+            }
+        };
         let status = match status.filter(|s| !s.is_empty()) {
             None => None,
             Some(s) => RunStatus::parse(s).or_else(|| {
@@ -55,6 +76,7 @@ impl RunFilters {
                 team,
                 status,
                 name,
+                sort,
                 cursor,
             },
             problems,
@@ -72,6 +94,7 @@ impl RunFilters {
                     .unwrap_or_default(),
             ),
             ("q", self.name.clone().unwrap_or_default()),
+            ("sort", self.sort.clone()),
             ("cursor", cursor.unwrap_or_default().to_owned()),
         ];
         format!("/runs{}", query_string(&pairs))
@@ -142,6 +165,15 @@ pub fn RunsView(
             <div class="field">
                 <label for="runs-q">"Name contains"</label>
                 <input id="runs-q" name="q" type="search" maxlength="200" value=filters.name.clone().unwrap_or_default() />
+            </div>
+            <div class="field">
+                <label for="runs-sort">"Sort by"</label>
+                <select id="runs-sort" name="sort">
+                    {RUN_SORTS.iter().map(|(v, label)| {
+                        let sel = filters.sort == *v || (filters.sort.is_empty() && *v == RUN_SORTS[0].0);
+                        view! { <option value=*v selected=sel>{*label}</option> }
+                    }).collect_view()}
+                </select>
             </div>
             <button type="submit">"Filter"</button>
         </form>
@@ -249,22 +281,41 @@ mod tests {
 
     #[test]
     fn filters_from_query_report_bad_values() {
-        let (f, p) = RunFilters::from_query(Some("3"), Some("running"), Some(" demo "), Some("41"));
+        let (f, p) = RunFilters::from_query(
+            Some("3"),
+            Some("running"),
+            Some(" demo "),
+            Some("name"),
+            Some("41"),
+        );
         assert_eq!(
             f,
             RunFilters {
                 team: Some(3),
                 status: Some(RunStatus::Running),
                 name: Some("demo".into()),
+                sort: "name".into(),
                 cursor: Some("41".into())
             }
         );
         assert!(p.is_empty());
-        assert_eq!(f.href(None), "/runs?team=3&status=running&q=demo");
-        let (f, p) = RunFilters::from_query(Some("x"), Some("sleeping"), Some("  "), Some(""));
-        assert_eq!(f, RunFilters::default());
+        assert_eq!(f.href(None), "/runs?team=3&status=running&q=demo&sort=name");
+        let (f, p) = RunFilters::from_query(
+            Some("x"),
+            Some("sleeping"),
+            Some("  "),
+            Some("newest"),
+            Some(""),
+        );
+        assert_eq!(f, RunFilters::default(), "newest is the default, left out");
         assert_eq!(p.len(), 2, "{p:?}");
         assert!(p[0].contains("sleeping") && p[1].contains("\"x\""));
+        let (f, p) = RunFilters::from_query(None, None, None, Some("size"), None);
+        assert_eq!(f.sort, "");
+        assert!(
+            p[0].starts_with("Sort must be newest, oldest or name"),
+            "{p:?}"
+        );
     }
 
     #[test]
@@ -289,6 +340,7 @@ mod tests {
             team: Some(2),
             status: Some(RunStatus::Failed),
             name: Some("a b".into()),
+            sort: String::new(),
             cursor: None,
         };
         assert_eq!(f.href(None), "/runs?team=2&status=failed&q=a%20b");

@@ -14,7 +14,8 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use spade::pool::{PoolEntry, PoolFilter, VerdictFilter};
 use spade_db::environments::{
-    self, EnvDetail, EnvExport, EnvFilter, EnvSummary, ExportFilter, Play, ReviewFilter,
+    self, EnvCursor, EnvDetail, EnvExport, EnvFilter, EnvSort, EnvSummary, ExportFilter, Play,
+    ReviewFilter,
 };
 use spade_db::reviews::{self, Review};
 use spade_db::types::{EnvStatus, Verdict};
@@ -34,7 +35,10 @@ pub struct EnvQuery {
     pub regret_max: Option<f64>,
     /// `good`, `broken`, `reward_hackable` (some member marked it so) or `unreviewed`.
     pub verdict: Option<String>,
+    /// `step` (default), `regret`, `win_rate_no_hint`, `win_rate_hint` or `designer_reward`.
+    pub sort: Option<String>,
     pub limit: Option<i64>,
+    /// The `next_cursor` of the previous page in the same order.
     pub cursor: Option<String>,
 }
 
@@ -49,9 +53,18 @@ pub struct EnvResponse {
     pub reviews: Vec<Review>,
 }
 
-fn parse_cursor(c: &str) -> Option<(i64, i64)> {
-    let (s, i) = c.split_once(':')?;
-    Some((s.parse().ok()?, i.parse().ok()?))
+/// The `sort` query parameter, checked (422 naming it for anything else).
+pub fn parse_sort(v: Option<&str>) -> ApiResult<EnvSort> {
+    match v.filter(|v| !v.is_empty()) {
+        None => Ok(EnvSort::Step),
+        Some(v) => EnvSort::parse(v).ok_or_else(|| {
+            let all: Vec<&str> = EnvSort::ALL.iter().map(|s| s.as_str()).collect();
+            AppError::invalid(
+                "sort",
+                format!("expected one of {}, got {v:?}", all.join(", ")),
+            )
+        }),
+    }
 }
 
 /// The `verdict` query parameter, checked (422 naming it for anything else).
@@ -110,34 +123,28 @@ pub async fn list_in(
     check_ranges(q.step_min, q.step_max, q.regret_min, q.regret_max)?;
     let review = parse_verdict(q.verdict.as_deref())?.map(review_filter);
     let limit = limit(q.limit)?;
-    let after = q
-        .cursor
-        .as_deref()
-        .map(|c| {
-            parse_cursor(c).ok_or(AppError::invalid(
-                "cursor",
-                "expected the next_cursor of a previous page",
-            ))
-        })
-        .transpose()?;
-    let items = environments::list(
-        &state.db,
-        scope,
-        &EnvFilter {
-            skill: q.skill,
-            status: q.status,
-            step_min: q.step_min,
-            step_max: q.step_max,
-            regret_min: q.regret_min,
-            regret_max: q.regret_max,
-            review,
-            after,
-            limit,
-        },
-    )
-    .await?;
+    let mut filter = EnvFilter {
+        skill: q.skill,
+        status: q.status,
+        step_min: q.step_min,
+        step_max: q.step_max,
+        regret_min: q.regret_min,
+        regret_max: q.regret_max,
+        review,
+        sort: parse_sort(q.sort.as_deref())?,
+        limit,
+        ..EnvFilter::default()
+    };
+    if let Some(c) = q.cursor.as_deref() {
+        let c = EnvCursor::parse(filter.sort, c).ok_or(AppError::invalid(
+            "cursor",
+            "expected the next_cursor of a previous page in the same sort order",
+        ))?;
+        filter.set_cursor(c);
+    }
+    let items = environments::list(&state.db, scope, &filter).await?;
     let next_cursor = (items.len() as i64 == limit)
-        .then(|| items.last().map(|e| format!("{}:{}", e.step, e.id)))
+        .then(|| items.last().map(|e| filter.cursor_after(e)))
         .flatten();
     Ok(Page { items, next_cursor })
 }
@@ -302,8 +309,8 @@ impl ExportQuery {
                 regret_min: self.regret_min,
                 regret_max: self.regret_max,
                 review: verdict.map(review_filter),
-                after: None,
                 limit: EXPORT_PAGE,
+                ..EnvFilter::default()
             },
             win_rate_min: self.win_rate_min,
             win_rate_max: self.win_rate_max,

@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use spade::config::{ConfigError, RunConfig};
-use spade_db::runs::{self, NewRun, Run, RunFilter};
+use spade_db::runs::{self, NewRun, Run, RunFilter, RunSort};
 use spade_db::{RunStatus, TeamScope, audit};
 
 /// Executors a run may ask for.
@@ -40,7 +40,10 @@ pub struct ListQuery {
     pub status: Option<RunStatus>,
     /// Runs whose name contains this, ignoring case.
     pub q: Option<String>,
+    /// `newest` (default), `oldest` or `name`.
+    pub sort: Option<String>,
     pub limit: Option<i64>,
+    /// The `next_cursor` of the previous page in the same order.
     pub cursor: Option<String>,
 }
 
@@ -131,29 +134,34 @@ pub async fn list(
 ) -> ApiResult<Json<Page<Run>>> {
     let scope = TeamScope::for_member(&state.db, auth.user.id, team_id).await?;
     let limit = limit(q.limit)?;
-    let before_id = q
-        .cursor
-        .as_deref()
-        .map(|c| {
-            c.parse::<i64>().map_err(|_| {
-                AppError::invalid("cursor", "expected the next_cursor of a previous page")
-            })
-        })
-        .transpose()?;
-    let items = runs::list(
-        &state.db,
-        &scope,
-        &RunFilter {
-            project_id: q.project_id,
-            status: q.status,
-            name_contains: name_query(q.q.as_deref())?,
-            before_id,
-            limit,
-        },
-    )
-    .await?;
+    let sort = match q.sort.as_deref().filter(|s| !s.is_empty()) {
+        None => RunSort::Newest,
+        Some(s) => RunSort::parse(s).ok_or_else(|| {
+            AppError::invalid(
+                "sort",
+                format!("expected newest, oldest or name, got {s:?}"),
+            )
+        })?,
+    };
+    let mut filter = RunFilter {
+        project_id: q.project_id,
+        status: q.status,
+        name_contains: name_query(q.q.as_deref())?,
+        sort,
+        limit,
+        ..RunFilter::default()
+    };
+    if let Some(c) = q.cursor.as_deref()
+        && !sort.set_cursor(&mut filter, c)
+    {
+        return Err(AppError::invalid(
+            "cursor",
+            "expected the next_cursor of a previous page in the same sort order",
+        ));
+    }
+    let items = runs::list(&state.db, &scope, &filter).await?;
     let next_cursor = (items.len() as i64 == limit)
-        .then(|| items.last().map(|r| r.id.to_string()))
+        .then(|| items.last().map(|r| sort.cursor_after(r)))
         .flatten();
     Ok(Json(Page { items, next_cursor }))
 }

@@ -6,14 +6,14 @@ use super::environments::{EnvQuery, list_in};
 use super::metrics::{Series, SeriesQuery, series_in};
 use super::{AppState, Page, editor_scope, member_scope};
 use crate::auth::{AuthUser, tokens};
-use crate::error::{ApiPath, ApiQuery, ApiResult};
+use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult, AppError};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use spade_db::environments::EnvSummary;
 use spade_db::runs::{self, Run};
-use spade_db::shares::{self, ShareLink};
+use spade_db::shares::{self, NewShare, ShareLink};
 use spade_db::{RunScope, audit};
 
 #[derive(Debug, Serialize)]
@@ -26,14 +26,70 @@ pub struct CreatedShare {
     pub path: String,
 }
 
+/// The body of `POST /runs/{id}/shares`; `{}` makes an unlabelled link that lives until revoked.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CreateShareRequest {
+    /// What the link is for (at most [`LABEL_MAX_CHARS`] characters, no control characters).
+    pub label: String,
+    /// Days until the link stops working, 1 to [`MAX_EXPIRY_DAYS`]; absent = until revoked.
+    pub expires_in_days: Option<i32>,
+}
+
+pub const LABEL_MAX_CHARS: usize = 100;
+pub const MAX_EXPIRY_DAYS: i32 = 365;
+
+impl CreateShareRequest {
+    /// The request as the database takes it, or an error naming the field at fault.
+    fn checked(&self) -> Result<NewShare<'_>, AppError> {
+        let label = self.label.trim();
+        if label.chars().count() > LABEL_MAX_CHARS {
+            return Err(AppError::invalid(
+                "label",
+                format!(
+                    "at most {LABEL_MAX_CHARS} characters, got {}",
+                    label.chars().count()
+                ),
+            ));
+        }
+        if label.chars().any(char::is_control) {
+            return Err(AppError::invalid(
+                "label",
+                "no control characters (line breaks, tabs)",
+            ));
+        }
+        if let Some(d) = self.expires_in_days
+            && !(1..=MAX_EXPIRY_DAYS).contains(&d)
+        {
+            return Err(AppError::invalid(
+                "expires_in_days",
+                format!("expected 1 to {MAX_EXPIRY_DAYS} days, or no value for no expiry, got {d}"),
+            ));
+        }
+        Ok(NewShare {
+            label,
+            expires_in_days: self.expires_in_days,
+        })
+    }
+}
+
 pub async fn create(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
+    ApiJson(req): ApiJson<CreateShareRequest>,
 ) -> ApiResult<(StatusCode, Json<CreatedShare>)> {
     let scope = editor_scope(&state, &auth, run_id).await?;
+    let new = req.checked()?;
     let token = tokens::random_token("sps_");
-    let link = shares::create(&state.db, &scope, auth.user.id, &tokens::hash_token(&token)).await?;
+    let link = shares::create(
+        &state.db,
+        &scope,
+        auth.user.id,
+        &tokens::hash_token(&token),
+        &new,
+    )
+    .await?;
     audit::record(
         &state.db,
         &audit::Entry {
@@ -41,7 +97,11 @@ pub async fn create(
             team_id: Some(scope.team_id()),
             action: "share.create",
             target: format!("share:{}", link.id),
-            detail: serde_json::json!({ "run_id": run_id }),
+            detail: serde_json::json!({
+                "run_id": run_id,
+                "label": link.label,
+                "expires_at": link.expires_at,
+            }),
         },
     )
     .await?;

@@ -122,6 +122,17 @@ pub fn random_token(prefix: &str) -> String {
     format!("{prefix}{}", URL_SAFE_NO_PAD.encode(bytes))
 }
 
+/// Whether `t` has the shape of a share-link token (`sps_` and 32 random bytes, base64url), so
+/// only such text from a cookie is ever put on a page.
+pub fn looks_like_share_token(t: &str) -> bool {
+    t.strip_prefix("sps_").is_some_and(|rest| {
+        rest.len() == 43
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    })
+}
+
 /// SHA-256 of a token, as stored in the database.
 pub fn hash_token(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
@@ -135,6 +146,16 @@ pub fn token_matches(token: &str, stored_hash: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_minted_share_tokens_pass_the_shape_check() {
+        assert!(looks_like_share_token(&random_token("sps_")));
+        assert!(!looks_like_share_token(&random_token("spr_")));
+        assert!(!looks_like_share_token("sps_<script>"));
+        let t = random_token("sps_");
+        assert!(!looks_like_share_token(&format!("{t}x")));
+        assert!(!looks_like_share_token(&format!("{}\"", &t[..t.len() - 1])));
+    }
 
     fn signer() -> Signer {
         Signer::new(JwtSecret::random())

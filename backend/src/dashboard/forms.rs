@@ -392,21 +392,45 @@ async fn create_project(
     back_to_teams(result, Some(team_id))
 }
 
-/// `POST /runs/{id}/shares`: creates a link and shows it once on the run page (the token is in
-/// the redirect's address, as it will be in the link people pass around).
+/// `POST /runs/{id}/shares`: creates a link with the form's label and expiry and shows it once
+/// on the run page. The token goes there in a short-lived HttpOnly cookie that the run page
+/// clears, not in the redirect's address, which would keep it in the browser's history.
 async fn create_share(
     State(state): State<AppState>,
     Path(run_id): Path<i64>,
     req: Request,
 ) -> Response {
     let result = async {
-        let (user, _, _) = form_user(&state, req).await?;
+        let (user, pairs, _) = form_user(&state, req).await?;
+        let expires = field(&pairs, "expires_in_days");
+        let body = api::shares::CreateShareRequest {
+            label: field(&pairs, "label"),
+            expires_in_days: form_number::<i32>("expires_in_days", &expires)?,
+        };
         let (_, Json(created)) =
-            api::shares::create(State(state.clone()), user, ApiPath(run_id)).await?;
-        Ok::<_, AppError>(format!("share={}", encode_query(&created.token)))
+            api::shares::create(State(state.clone()), user, ApiPath(run_id), ApiJson(body)).await?;
+        Ok::<_, AppError>(created.token)
     }
     .await;
-    back_to_run(run_id, "#sharing", result)
+    match result {
+        Ok(token) => {
+            let mut resp = back_to_run(run_id, "#sharing", Ok(String::new()));
+            let secure = if state.auth.secure_cookies {
+                "; Secure"
+            } else {
+                ""
+            };
+            let cookie = format!(
+                "{}={token}; Path=/; Max-Age=300; HttpOnly; SameSite=Strict{secure}",
+                spade_app::dto::new_share_cookie(run_id)
+            );
+            if let Ok(v) = HeaderValue::from_str(&cookie) {
+                resp.headers_mut().append(header::SET_COOKIE, v);
+            }
+            resp
+        }
+        Err(e) => back_to_run(run_id, "#sharing", Err(e)),
+    }
 }
 
 async fn revoke_share(

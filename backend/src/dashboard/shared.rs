@@ -23,15 +23,8 @@ pub(super) async fn shared_run(d: &Dashboard, token: &str) -> Result<SharedRunDa
     let summary = d.summary(&scope, &r, String::new()).await?;
     let metrics = d.metric_series(&scope).await?;
     let filter = environments::EnvFilter {
-        skill: None,
-        status: None,
-        step_min: None,
-        step_max: None,
-        regret_min: None,
-        regret_max: None,
-        review: None,
-        after: None,
         limit: SHARED_ENVS,
+        ..environments::EnvFilter::default()
     };
     let envs = environments::list(db, &scope, &filter)
         .await

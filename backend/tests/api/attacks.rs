@@ -404,6 +404,91 @@ async fn revoked_share_link_stops_working(pool: PgPool) -> TestResult {
     Ok(())
 }
 
+/// An expired link reads as unknown, like a revoked one: the attack is a link used after its
+/// date (the clock is moved by putting `expires_at` in the past, the only way short of waiting).
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn expired_share_link_stops_working_and_bad_labels_or_expiries_are_refused(
+    pool: PgPool,
+) -> TestResult {
+    let app = TestApp::new(pool.clone());
+    let owner = app.user("owner@x.org").await;
+    let (_, _, run) = app.team_project_run(&owner, "t").await;
+    let created = app
+        .post(
+            &format!("/api/v1/runs/{run}/shares"),
+            &owner,
+            json!({ "label": "  for the reviewers ", "expires_in_days": 7 }),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text());
+    let body = created.json();
+    assert_eq!(body["label"], "for the reviewers");
+    let expires = body["expires_at"].as_str().unwrap_or_default().to_owned();
+    assert!(expires.starts_with("20"), "{body}");
+    let path = body["path"].as_str().unwrap_or_default().to_owned();
+    let id = body["id"].as_i64().unwrap_or(-1);
+    assert_eq!(app.get(&path, &Cred::None).await.status, StatusCode::OK);
+    let listed = app
+        .get(&format!("/api/v1/runs/{run}/shares"), &owner)
+        .await
+        .json();
+    assert_eq!(listed[0]["label"], "for the reviewers");
+    assert_eq!(listed[0]["expires_at"].as_str(), Some(expires.as_str()));
+
+    sqlx::query("UPDATE share_links SET expires_at = now() - interval '1 second' WHERE id = $1")
+        .bind(id)
+        .execute(&pool)
+        .await?;
+    for p in [
+        path.clone(),
+        format!("{path}/environments"),
+        format!("{path}/metrics/loss"),
+        format!("{path}/pool.zip"),
+    ] {
+        assert_eq!(
+            app.get(&p, &Cred::None).await.status,
+            StatusCode::NOT_FOUND,
+            "{p} after expiry"
+        );
+    }
+
+    // No expiry is "until revoked"; bad values are refused naming the field.
+    let r = app
+        .post(&format!("/api/v1/runs/{run}/shares"), &owner, json!({}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    assert!(r.json()["expires_at"].is_null());
+    for (body, field, says) in [
+        (
+            json!({ "expires_in_days": 0 }),
+            "expires_in_days",
+            "1 to 365",
+        ),
+        (
+            json!({ "expires_in_days": 366 }),
+            "expires_in_days",
+            "1 to 365",
+        ),
+        (json!({ "label": "x".repeat(101) }), "label", "at most 100"),
+        (json!({ "label": "a\nb" }), "label", "control"),
+    ] {
+        let r = app
+            .post(&format!("/api/v1/runs/{run}/shares"), &owner, body.clone())
+            .await;
+        r.assert_refused(field, says, &body.to_string());
+    }
+    let r = app
+        .post(
+            &format!("/api/v1/runs/{run}/shares"),
+            &owner,
+            json!({ "expires": 3 }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text());
+    assert!(r.message().contains("expires"), "{}", r.text());
+    Ok(())
+}
+
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]
 async fn brute_force_login_is_rate_limited(pool: PgPool) -> TestResult {
     let app = TestApp::new(pool);

@@ -249,7 +249,7 @@ async fn the_compare_view_overlays_a_spade_run_and_a_spice_run(pool: sqlx::PgPoo
     }
     let three = app
         .get(
-            &format!("/compare?run={spade_run}&run={spice_run}&run={seed_run}&band=stderr"),
+            &format!("/compare?run={spade_run}&run={spice_run}&run={seed_run}&band=stderr&log=1&smooth=0.5"),
             &ada,
         )
         .await
@@ -259,6 +259,9 @@ async fn the_compare_view_overlays_a_spade_run_and_a_spice_run(pool: sqlx::PgPoo
         "mean ± 1 standard error",
         "after step 2 the mean covers 1 of 2 runs",
         &format!("name=\"run\" value=\"{seed_run}\""),
+        // Applying another band keeps the chart settings (the log scale was dropped).
+        r#"name="log" value="1""#,
+        r#"name="smooth" value="0.5""#,
     ] {
         assert!(three.contains(want), "{want} missing from the compare view");
     }
@@ -356,5 +359,90 @@ async fn the_runs_list_searches_by_name(pool: sqlx::PgPool) -> TestResult {
         page.contains("beta%") && !page.contains("Alpha_1"),
         "{page}"
     );
+    Ok(())
+}
+
+/// The runs list sorts (issue 20, item 14): newest, oldest and by name (ignoring case), each
+/// paged by its own keyset cursor without a row lost or repeated; a bad order or a cursor of
+/// another order is refused naming the parameter; the page's rows follow `?sort=`.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn the_runs_list_sorts_and_pages_in_each_order(pool: sqlx::PgPool) -> TestResult {
+    use serde_json::json;
+    let app = TestApp::new(pool);
+    let ada = app.user("ada@example.org").await;
+    let (team, project, first) = app.team_project_run(&ada, "lab").await;
+    let first_name = app.get(&format!("/api/v1/runs/{first}"), &ada).await.json()["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let mut created = vec![first_name];
+    for name in ["delta", "Bravo", "alpha", "Charlie", "bravo"] {
+        let r = app
+            .post(
+                &format!("/api/v1/projects/{project}/runs"),
+                &ada,
+                json!({ "name": name, "config_toml": tiny_toml() }),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
+        created.push(name.to_owned());
+    }
+    let all = |sort: &str| {
+        let (app, ada, sort) = (&app, &ada, sort.to_owned());
+        async move {
+            let mut names = Vec::new();
+            let mut cursor: Option<String> = None;
+            for _ in 0..10 {
+                let mut path = format!("/api/v1/teams/{team}/runs?sort={sort}&limit=2");
+                if let Some(c) = &cursor {
+                    path.push_str(&format!("&cursor={}", spade_app::pages::encode_query(c)));
+                }
+                let r = app.get(&path, ada).await;
+                assert_eq!(r.status, StatusCode::OK, "{path}: {}", r.text());
+                let body = r.json();
+                names.extend(
+                    body["items"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(|i| i["name"].as_str().map(str::to_owned)),
+                );
+                match body["next_cursor"].as_str() {
+                    Some(c) => cursor = Some(c.to_owned()),
+                    None => break,
+                }
+            }
+            names
+        }
+    };
+    let oldest = all("oldest").await;
+    assert_eq!(oldest, created);
+    let mut newest = all("newest").await;
+    newest.reverse();
+    assert_eq!(newest, created);
+    let by_name = all("name").await;
+    let mut want = created.clone();
+    // Ties (Bravo, bravo) keep creation order: the id is the second key.
+    want.sort_by_key(|n| n.to_lowercase());
+    assert_eq!(by_name, want);
+
+    app.get(&format!("/api/v1/teams/{team}/runs?sort=size"), &ada)
+        .await
+        .assert_refused("sort", "newest, oldest or name", "bad sort");
+    app.get(
+        &format!("/api/v1/teams/{team}/runs?sort=name&cursor=17"),
+        &ada,
+    )
+    .await
+    .assert_refused("cursor", "same sort order", "a newest-first cursor by name");
+
+    let page = app.get("/runs?sort=name", &ada).await.text();
+    let at = |n: &str| page.find(&format!(">{n}<")).unwrap_or(usize::MAX);
+    assert!(
+        at("alpha") < at("Bravo") && at("Bravo") < at("Charlie") && at("Charlie") < at("delta"),
+        "rows by name on the page"
+    );
+    assert!(page.contains(r#"<option value="name" selected"#));
     Ok(())
 }

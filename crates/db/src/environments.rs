@@ -23,6 +23,91 @@ pub struct EnvSummary {
     pub win_rate_no_hint: Option<f64>,
     pub designer_reward: Option<f64>,
     pub reward_levels: Option<i32>,
+    /// A short title from the module docstring ([`title_of`]); empty when the code has none.
+    pub title: String,
+}
+
+/// Characters of code the list reads to find a title: the docstring is at the top.
+const TITLE_HEAD_CHARS: i32 = 600;
+/// The longest title shown; longer ones are cut at a word and end in "…".
+pub const TITLE_MAX_CHARS: usize = 72;
+
+/// A short title for an environment from the start of its code: the module docstring's first
+/// line without the `Skill: ...` and `Mechanic: ...` sentences the designer prompt asks for
+/// ("Skill: Optimization. Mechanic: single-answer (3 tries). Pay an exact amount with the
+/// fewest coins." -> "Pay an exact amount with the fewest coins"), else the first class name,
+/// else empty. Ids like `s3-g1-a0` say nothing to a reader; this says what the game is.
+pub fn title_of(code: &str) -> String {
+    let doc = docstring_first_line(code);
+    let mut rest = doc.trim();
+    for label in ["Skill:", "Mechanic:"] {
+        if let Some(after) = rest.strip_prefix(label) {
+            rest = after_sentence(after).trim_start();
+        }
+    }
+    let title = first_sentence(rest);
+    if !title.is_empty() {
+        return shorten(title);
+    }
+    code.lines()
+        .find_map(|l| l.strip_prefix("class "))
+        .map(|l| {
+            l.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .next()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .unwrap_or_default()
+}
+
+/// The first line of the module docstring (triple double or single quotes, optionally `r`).
+fn docstring_first_line(code: &str) -> &str {
+    let t = code.trim_start_matches('\u{feff}').trim_start();
+    let t = t.strip_prefix(['r', 'R']).unwrap_or(t);
+    let Some(body) = t.strip_prefix("\"\"\"").or_else(|| t.strip_prefix("'''")) else {
+        return "";
+    };
+    let end = [body.find("\"\"\""), body.find("'''"), body.find('\n')]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(body.len());
+    &body[..end]
+}
+
+/// What follows the first ". " (or a final ".") outside parentheses.
+fn after_sentence(s: &str) -> &str {
+    let mut depth = 0i32;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth -= 1,
+            '.' if depth <= 0 => {
+                let next = &s[i + 1..];
+                if next.is_empty() || next.starts_with(' ') {
+                    return next;
+                }
+            }
+            _ => {}
+        }
+    }
+    ""
+}
+
+/// `s` up to its first sentence end, without the full stop.
+fn first_sentence(s: &str) -> &str {
+    let rest = after_sentence(s);
+    let cut = s.len() - rest.len();
+    s[..cut].trim().trim_end_matches('.').trim()
+}
+
+fn shorten(t: &str) -> String {
+    if t.chars().count() <= TITLE_MAX_CHARS {
+        return t.to_owned();
+    }
+    let head: String = t.chars().take(TITLE_MAX_CHARS - 1).collect();
+    let at_word = head.rfind(' ').filter(|&i| i > TITLE_MAX_CHARS / 2);
+    format!("{}…", head[..at_word.unwrap_or(head.len())].trim_end())
 }
 
 /// One environment in full.
@@ -50,6 +135,86 @@ pub struct Play {
     pub transcript: serde_json::Value,
 }
 
+/// How the list is ordered. Every order ends in the row id, so pages never overlap; rows
+/// without the sorted value come last.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EnvSort {
+    /// By step, then id (the order they were written in).
+    #[default]
+    Step,
+    /// Highest regret first.
+    Regret,
+    /// Lowest no-hint win rate first (the hardest for the agent).
+    WinRateNoHint,
+    /// Highest hinted win rate first.
+    WinRateHint,
+    /// Highest designer reward first.
+    DesignerReward,
+}
+
+impl EnvSort {
+    pub const ALL: [EnvSort; 5] = [
+        EnvSort::Step,
+        EnvSort::Regret,
+        EnvSort::WinRateNoHint,
+        EnvSort::WinRateHint,
+        EnvSort::DesignerReward,
+    ];
+
+    /// The query-parameter spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EnvSort::Step => "step",
+            EnvSort::Regret => "regret",
+            EnvSort::WinRateNoHint => "win_rate_no_hint",
+            EnvSort::WinRateHint => "win_rate_hint",
+            EnvSort::DesignerReward => "designer_reward",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    /// The row's place in a sorted (not step-ordered) list, ascending: the same numbers the
+    /// query's `CASE` computes, so a cursor taken from a row resumes exactly after it.
+    fn key(self, e: &EnvSummary) -> f64 {
+        let desc = |v: Option<f64>| v.map_or(f64::INFINITY, |v| -v);
+        match self {
+            EnvSort::Step => e.step as f64,
+            EnvSort::Regret => desc(e.regret),
+            EnvSort::WinRateNoHint => e.win_rate_no_hint.unwrap_or(f64::INFINITY),
+            EnvSort::WinRateHint => desc(e.win_rate_hint),
+            EnvSort::DesignerReward => desc(e.designer_reward),
+        }
+    }
+}
+
+/// Where a page starts: after the row a previous page's [`EnvFilter::cursor_after`] named.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum EnvCursor {
+    /// Step order: (step, id).
+    Step(i64, i64),
+    /// Another order: (sort key, id).
+    Key(f64, i64),
+}
+
+impl EnvCursor {
+    /// Parses a `next_cursor` of a list in `sort` order; `None` for anything else (a cursor of
+    /// another order included).
+    pub fn parse(sort: EnvSort, c: &str) -> Option<Self> {
+        let (k, id) = c.split_once(':')?;
+        let id = id.parse().ok()?;
+        match sort {
+            EnvSort::Step => Some(EnvCursor::Step(k.parse().ok()?, id)),
+            _ => {
+                let key: f64 = k.strip_prefix('k')?.parse().ok()?;
+                (!key.is_nan()).then_some(EnvCursor::Key(key, id))
+            }
+        }
+    }
+}
+
 /// Filters of [`list`]. Ranges are inclusive; `after` is the keyset cursor `(step, id)` of the
 /// last row of the previous page (rows are ordered by step, then id).
 #[derive(Debug, Clone, Default)]
@@ -62,7 +227,12 @@ pub struct EnvFilter {
     pub regret_max: Option<f64>,
     /// Review marks (`env_reviews`) the rows must have, or lack.
     pub review: Option<ReviewFilter>,
+    /// Step order's keyset cursor (what [`export_page`] reads by).
     pub after: Option<(i64, i64)>,
+    /// The list's order ([`list`] only; exports are in step order).
+    pub sort: EnvSort,
+    /// Another order's keyset cursor (sort key, id).
+    pub after_key: Option<(f64, i64)>,
     pub limit: i64,
 }
 
@@ -76,6 +246,22 @@ pub enum ReviewFilter {
 }
 
 impl EnvFilter {
+    /// Starts the page after the row `c` names.
+    pub fn set_cursor(&mut self, c: EnvCursor) {
+        match c {
+            EnvCursor::Step(step, id) => self.after = Some((step, id)),
+            EnvCursor::Key(key, id) => self.after_key = Some((key, id)),
+        }
+    }
+
+    /// The cursor of the page after `last` in this filter's order (the API's `next_cursor`).
+    pub fn cursor_after(&self, last: &EnvSummary) -> String {
+        match self.sort {
+            EnvSort::Step => format!("{}:{}", last.step, last.id),
+            s => format!("k{}:{}", s.key(last), last.id),
+        }
+    }
+
     /// The review filter as the queries' two parameters: a verdict some mark must have, and
     /// whether no mark may exist.
     fn review_params(&self) -> (Option<Verdict>, bool) {
@@ -87,8 +273,26 @@ impl EnvFilter {
     }
 }
 
-/// Environments of the scoped run, filtered, one page.
+/// Environments of the scoped run, filtered, one page, in the filter's order.
 pub async fn list(
+    pool: &PgPool,
+    scope: &RunScope,
+    f: &EnvFilter,
+) -> Result<Vec<EnvSummary>, DbError> {
+    let mut rows = if f.sort == EnvSort::Step {
+        list_by_step(pool, scope, f).await?
+    } else {
+        list_sorted(pool, scope, f).await?
+    };
+    // The queries return the head of the code as `title`.
+    for r in &mut rows {
+        r.title = title_of(&r.title);
+    }
+    Ok(rows)
+}
+
+/// Step order, on the `(run_id, step, id)` index.
+async fn list_by_step(
     pool: &PgPool,
     scope: &RunScope,
     f: &EnvFilter,
@@ -99,7 +303,7 @@ pub async fn list(
         EnvSummary,
         r#"SELECT id, env_id, step, skill, kind AS "kind: EnvKind", status AS "status: EnvStatus",
                   rejection_reason, parent_env_id, regret, win_rate_hint, win_rate_no_hint,
-                  designer_reward, reward_levels
+                  designer_reward, reward_levels, left(code, $13) AS "title!"
            FROM environments
            WHERE run_id = $1
              AND ($2::text IS NULL OR skill = $2)
@@ -127,7 +331,70 @@ pub async fn list(
         after_id,
         f.limit,
         marked as Option<Verdict>,
-        unreviewed
+        unreviewed,
+        TITLE_HEAD_CHARS
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows)
+}
+
+/// Any other order. The key is [`EnvSort::key`] in SQL (descending orders negate the value,
+/// missing values are +infinity); no index has it, so a sorted page sorts the run's filtered
+/// rows.
+async fn list_sorted(
+    pool: &PgPool,
+    scope: &RunScope,
+    f: &EnvFilter,
+) -> Result<Vec<EnvSummary>, DbError> {
+    let (after_key, after_id) = f.after_key.unzip();
+    let (marked, unreviewed) = f.review_params();
+    let rows = sqlx::query_as!(
+        EnvSummary,
+        r#"SELECT id, env_id, step, skill, kind AS "kind: EnvKind", status AS "status: EnvStatus",
+                  rejection_reason, parent_env_id, regret, win_rate_hint, win_rate_no_hint,
+                  designer_reward, reward_levels, left(code, $13) AS "title!"
+           FROM environments
+           WHERE run_id = $1
+             AND ($2::text IS NULL OR skill = $2)
+             AND ($3::env_status IS NULL OR status = $3)
+             AND ($4::bigint IS NULL OR step >= $4)
+             AND ($5::bigint IS NULL OR step <= $5)
+             AND ($6::float8 IS NULL OR regret >= $6)
+             AND ($7::float8 IS NULL OR regret <= $7)
+             AND ($8::float8 IS NULL OR (
+                   CASE $14::text
+                     WHEN 'regret' THEN coalesce(-regret, 'Infinity')
+                     WHEN 'win_rate_no_hint' THEN coalesce(win_rate_no_hint, 'Infinity')
+                     WHEN 'win_rate_hint' THEN coalesce(-win_rate_hint, 'Infinity')
+                     ELSE coalesce(-designer_reward, 'Infinity')
+                   END, id) > ($8, $9::bigint))
+             AND ($11::env_verdict IS NULL OR EXISTS (
+                   SELECT 1 FROM env_reviews r
+                   WHERE r.environment_id = environments.id AND r.verdict = $11))
+             AND (NOT $12::bool OR NOT EXISTS (
+                   SELECT 1 FROM env_reviews r WHERE r.environment_id = environments.id))
+           ORDER BY CASE $14::text
+                      WHEN 'regret' THEN coalesce(-regret, 'Infinity')
+                      WHEN 'win_rate_no_hint' THEN coalesce(win_rate_no_hint, 'Infinity')
+                      WHEN 'win_rate_hint' THEN coalesce(-win_rate_hint, 'Infinity')
+                      ELSE coalesce(-designer_reward, 'Infinity')
+                    END, id
+           LIMIT $10"#,
+        scope.run_id,
+        f.skill,
+        f.status as Option<EnvStatus>,
+        f.step_min,
+        f.step_max,
+        f.regret_min,
+        f.regret_max,
+        after_key,
+        after_id,
+        f.limit,
+        marked as Option<Verdict>,
+        unreviewed,
+        TITLE_HEAD_CHARS,
+        f.sort.as_str()
     )
     .fetch_all(pool)
     .await?;
@@ -163,6 +430,7 @@ pub async fn get(pool: &PgPool, scope: &RunScope, env_id: &str) -> Result<EnvDet
             win_rate_no_hint: r.win_rate_no_hint,
             designer_reward: r.designer_reward,
             reward_levels: r.reward_levels,
+            title: title_of(&r.code),
         },
         rejection_message: r.rejection_message,
         code: r.code,
@@ -271,4 +539,89 @@ pub async fn export_page(
     .fetch_all(pool)
     .await?;
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_come_from_the_docstring_after_skill_and_mechanic() {
+        let seed = "\"\"\"Skill: Optimization. Mechanic: single-answer with feedback (3 tries; a feasible but worse pick is told its value). 0/1 knapsack for a hiking trip.\"\"\"\nimport random\n";
+        assert_eq!(title_of(seed), "0/1 knapsack for a hiking trip");
+        let two = "\"\"\"Skill: Logical Deduction. Mechanic: single-answer (one attempt). A small zebra puzzle: three houses. Clues pin one down.\"\"\"";
+        assert_eq!(title_of(two), "A small zebra puzzle: three houses");
+        assert_eq!(
+            title_of("'''Guess the number (1-100).'''\nclass X: pass"),
+            "Guess the number (1-100)"
+        );
+        assert_eq!(
+            title_of("\"\"\"Skill: Optimization.\"\"\"\nclass CoinEnv:\n    pass"),
+            "CoinEnv",
+            "no title sentence: the class name"
+        );
+        assert_eq!(title_of("import random\n"), "");
+        assert_eq!(title_of(""), "");
+        let long = format!("\"\"\"{}\"\"\"", "word ".repeat(40));
+        let t = title_of(&long);
+        assert!(
+            t.ends_with('…') && t.chars().count() <= TITLE_MAX_CHARS,
+            "{t}"
+        );
+        // A docstring cut off by the list's 600-character head still gives its first line.
+        assert_eq!(
+            title_of("\"\"\"Find the odd one out. More"),
+            "Find the odd one out"
+        );
+    }
+
+    #[test]
+    fn cursors_resume_in_their_own_order_and_refuse_others() {
+        let row = EnvSummary {
+            id: 9,
+            env_id: "s1-g0-a0".into(),
+            step: 4,
+            skill: "Optimization".into(),
+            kind: EnvKind::Game,
+            status: EnvStatus::Accepted,
+            rejection_reason: None,
+            parent_env_id: None,
+            regret: Some(0.25),
+            win_rate_hint: None,
+            win_rate_no_hint: Some(0.5),
+            designer_reward: None,
+            reward_levels: None,
+            title: String::new(),
+        };
+        for (sort, want) in [
+            (EnvSort::Step, "4:9"),
+            (EnvSort::Regret, "k-0.25:9"),
+            (EnvSort::WinRateNoHint, "k0.5:9"),
+            (EnvSort::WinRateHint, "kinf:9"),
+            (EnvSort::DesignerReward, "kinf:9"),
+        ] {
+            let f = EnvFilter {
+                sort,
+                ..EnvFilter::default()
+            };
+            let c = f.cursor_after(&row);
+            assert_eq!(c, want);
+            let mut g = EnvFilter::default();
+            g.set_cursor(EnvCursor::parse(sort, &c).expect("its own cursor parses"));
+            match sort {
+                EnvSort::Step => assert_eq!(g.after, Some((4, 9))),
+                _ => assert_eq!(g.after_key, Some((sort.key(&row), 9))),
+            }
+        }
+        assert_eq!(
+            EnvCursor::parse(EnvSort::Regret, "4:9"),
+            None,
+            "a step cursor"
+        );
+        assert_eq!(EnvCursor::parse(EnvSort::Step, "k1:9"), None);
+        assert_eq!(EnvCursor::parse(EnvSort::Regret, "kNaN:9"), None);
+        assert_eq!(EnvCursor::parse(EnvSort::Regret, "k1"), None);
+        assert_eq!(EnvSort::parse("regret"), Some(EnvSort::Regret));
+        assert_eq!(EnvSort::parse("Regret"), None);
+    }
 }

@@ -39,14 +39,77 @@ pub struct NewRun<'a> {
     pub code_version: &'a str,
 }
 
-/// Filters of [`list`]; `before_id` is the keyset cursor (runs are listed newest first).
+/// How the runs list is ordered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RunSort {
+    /// Newest first (by id).
+    #[default]
+    Newest,
+    Oldest,
+    /// By name, ignoring case, then id.
+    Name,
+}
+
+impl RunSort {
+    pub const ALL: [RunSort; 3] = [RunSort::Newest, RunSort::Oldest, RunSort::Name];
+
+    /// The query-parameter spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunSort::Newest => "newest",
+            RunSort::Oldest => "oldest",
+            RunSort::Name => "name",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    /// The cursor of the page after `last` in this order: the id for newest and oldest first
+    /// (the old cursors stay valid), `id:name` by name (lowercased by the query, as it sorts).
+    pub fn cursor_after(self, last: &Run) -> String {
+        match self {
+            RunSort::Newest | RunSort::Oldest => last.id.to_string(),
+            RunSort::Name => format!("{}:{}", last.id, last.name),
+        }
+    }
+
+    /// Reads a cursor of this order into the filter; false when it is not one.
+    pub fn set_cursor(self, f: &mut RunFilter, c: &str) -> bool {
+        match self {
+            RunSort::Newest | RunSort::Oldest => match c.parse() {
+                Ok(id) => {
+                    f.before_id = Some(id);
+                    true
+                }
+                Err(_) => false,
+            },
+            RunSort::Name => match c.split_once(':').map(|(id, n)| (id.parse(), n)) {
+                Some((Ok(id), name)) => {
+                    f.before_id = Some(id);
+                    f.after_name = Some(name.to_owned());
+                    true
+                }
+                _ => false,
+            },
+        }
+    }
+}
+
+/// Filters of [`list`]. The keyset cursor is `before_id` (the last row's id: runs before it
+/// newest first, after it oldest first) and, by name, `after_name` too; see
+/// [`RunSort::set_cursor`].
 #[derive(Debug, Clone, Default)]
 pub struct RunFilter {
     pub project_id: Option<i64>,
     pub status: Option<RunStatus>,
     /// Runs whose name contains this text, ignoring case (`%` and `_` match themselves).
     pub name_contains: Option<String>,
+    pub sort: RunSort,
     pub before_id: Option<i64>,
+    /// By name: the last row's name.
+    pub after_name: Option<String>,
     pub limit: i64,
 }
 
@@ -81,7 +144,7 @@ pub async fn create(pool: &PgPool, scope: &TeamScope, new: &NewRun<'_>) -> Resul
     Ok(row)
 }
 
-/// Runs of the scoped team, newest first, filtered.
+/// Runs of the scoped team, filtered, one page in the filter's order.
 pub async fn list(pool: &PgPool, scope: &TeamScope, f: &RunFilter) -> Result<Vec<Run>, DbError> {
     let rows = sqlx::query_as!(
         Run,
@@ -93,16 +156,23 @@ pub async fn list(pool: &PgPool, scope: &TeamScope, f: &RunFilter) -> Result<Vec
            WHERE p.team_id = $1
              AND ($2::bigint IS NULL OR r.project_id = $2)
              AND ($3::run_status IS NULL OR r.status = $3)
-             AND ($4::bigint IS NULL OR r.id < $4)
+             AND ($4::bigint IS NULL OR CASE $7::text
+                   WHEN 'oldest' THEN r.id > $4
+                   WHEN 'name' THEN (lower(r.name), r.id) > (lower($8::text), $4)
+                   ELSE r.id < $4 END)
              AND ($6::text IS NULL OR r.name ILIKE '%' || $6 || '%' ESCAPE '\')
-           ORDER BY r.id DESC
+           ORDER BY CASE WHEN $7 = 'name' THEN lower(r.name) END,
+                    CASE WHEN $7 IN ('oldest', 'name') THEN r.id END,
+                    r.id DESC
            LIMIT $5"#,
         scope.team_id,
         f.project_id,
         f.status as Option<RunStatus>,
         f.before_id,
         f.limit,
-        f.name_contains.as_deref().map(like_literal)
+        f.name_contains.as_deref().map(like_literal),
+        f.sort.as_str(),
+        f.after_name.as_deref().unwrap_or_default()
     )
     .fetch_all(pool)
     .await?;

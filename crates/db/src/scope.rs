@@ -130,7 +130,8 @@ impl RunScope {
                FROM share_links s
                JOIN runs r ON r.id = s.run_id
                JOIN projects p ON p.id = r.project_id
-               WHERE s.token_hash = $1 AND s.revoked_at IS NULL"#,
+               WHERE s.token_hash = $1 AND s.revoked_at IS NULL
+                 AND (s.expires_at IS NULL OR s.expires_at > now())"#,
             token_hash
         )
         .fetch_optional(pool)

@@ -14,6 +14,18 @@ pub struct ShareLink {
     pub created_by: Option<i64>,
     pub created_at: DateTime<Utc>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// What the link was made for (may be empty).
+    pub label: String,
+    /// After this the link reads as unknown; `None` = until revoked.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// What a new link is: its label and how long it lives.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewShare<'a> {
+    pub label: &'a str,
+    /// Days from now until the link expires; `None` = until revoked.
+    pub expires_in_days: Option<i32>,
 }
 
 /// Creates a link to the scoped run; `user_id` is recorded as its creator.
@@ -22,14 +34,18 @@ pub async fn create(
     scope: &RunScope,
     user_id: i64,
     token_hash: &[u8],
+    new: &NewShare<'_>,
 ) -> Result<ShareLink, DbError> {
     let row = sqlx::query_as!(
         ShareLink,
-        "INSERT INTO share_links (run_id, token_hash, created_by) VALUES ($1, $2, $3)
-         RETURNING id, run_id, created_by, created_at, revoked_at",
+        "INSERT INTO share_links (run_id, token_hash, created_by, label, expires_at)
+         VALUES ($1, $2, $3, $4, now() + make_interval(days => $5::int))
+         RETURNING id, run_id, created_by, created_at, revoked_at, label, expires_at",
         scope.run_id,
         token_hash,
-        user_id
+        user_id,
+        new.label,
+        new.expires_in_days
     )
     .fetch_one(pool)
     .await?;
@@ -40,7 +56,7 @@ pub async fn create(
 pub async fn list(pool: &PgPool, scope: &RunScope) -> Result<Vec<ShareLink>, DbError> {
     let rows = sqlx::query_as!(
         ShareLink,
-        "SELECT id, run_id, created_by, created_at, revoked_at FROM share_links
+        "SELECT id, run_id, created_by, created_at, revoked_at, label, expires_at FROM share_links
          WHERE run_id = $1 ORDER BY id DESC",
         scope.run_id
     )
@@ -56,7 +72,7 @@ pub async fn revoke(pool: &PgPool, scope: &RunScope, id: i64) -> Result<ShareLin
         ShareLink,
         "UPDATE share_links SET revoked_at = coalesce(revoked_at, now())
          WHERE id = $1 AND run_id = $2
-         RETURNING id, run_id, created_by, created_at, revoked_at",
+         RETURNING id, run_id, created_by, created_at, revoked_at, label, expires_at",
         id,
         scope.run_id
     )
