@@ -27,6 +27,15 @@ fn query(name: &'static str) -> impl Fn() -> Option<String> + Copy + Send + Sync
     move || q.with(|m| m.get(name)).filter(|s| !s.is_empty())
 }
 
+/// A query parameter as the page starts with it, read once without tracking: chart settings and
+/// the seed band are read at the start and then live in signals of their own (reading the query
+/// reactively there made Leptos warn on every page).
+fn query_once(name: &'static str) -> Option<String> {
+    use_query_map()
+        .with_untracked(|m| m.get(name))
+        .filter(|s| !s.is_empty())
+}
+
 /// A path parameter of the current route.
 fn param(name: &'static str) -> impl Fn() -> Option<String> + Copy + Send + Sync {
     let p = use_params_map();
@@ -182,9 +191,9 @@ fn bad_run_id(msg: String) -> ServerFnError {
 pub fn RunPage() -> impl IntoView {
     let id = run_id();
     let settings = ChartSettings::from_query(
-        query("smooth")().as_deref(),
-        query("x")().as_deref(),
-        query("log")().as_deref(),
+        query_once("smooth").as_deref(),
+        query_once("x").as_deref(),
+        query_once("log").as_deref(),
     );
     let data = Resource::new(id, |id| async move {
         match id {
@@ -327,11 +336,11 @@ pub fn ComparePage() -> impl IntoView {
         })
     };
     let settings = ChartSettings::from_query(
-        query("smooth")().as_deref(),
-        query("x")().as_deref(),
-        query("log")().as_deref(),
+        query_once("smooth").as_deref(),
+        query_once("x").as_deref(),
+        query_once("log").as_deref(),
     );
-    let band = pages::compare::Band::from_query(query("band")().as_deref());
+    let band = pages::compare::Band::from_query(query_once("band").as_deref());
     let data = Resource::new(ids, data::load_compare);
     view! {
         <Title text="Compare · SPADE Studio" />
@@ -427,9 +436,9 @@ pub fn TeamsPage() -> impl IntoView {
 pub fn SharedPage() -> impl IntoView {
     let token = param("token");
     let settings = ChartSettings::from_query(
-        query("smooth")().as_deref(),
-        query("x")().as_deref(),
-        query("log")().as_deref(),
+        query_once("smooth").as_deref(),
+        query_once("x").as_deref(),
+        query_once("log").as_deref(),
     );
     let data = Resource::new(token, |t| data::load_shared(t.unwrap_or_default()));
     view! {

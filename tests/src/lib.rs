@@ -222,6 +222,8 @@ impl Drop for Browser {
 
 async fn connect(port: u16) -> anyhow::Result<Client> {
     let caps = serde_json::json!({
+        // Console messages, read back by `console_messages`.
+        "goog:loggingPrefs": { "browser": "ALL" },
         "goog:chromeOptions": {
             "binary": "/usr/bin/chromium",
             // Without the background-networking flags Chromium keeps dialling Google's hosts,
@@ -378,4 +380,42 @@ pub async fn user_id(db: &spade_db::Pool, email: &str) -> anyhow::Result<i64> {
         .ok_or_else(|| anyhow::anyhow!("{email} is not registered"))?
         .user
         .id)
+}
+
+/// chromedriver's browser log (`POST /session/{id}/se/log`), which fantoccini has no call for.
+#[derive(Debug)]
+struct BrowserLog;
+
+impl fantoccini::wd::WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/se/log",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _url: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(r#"{"type":"browser"}"#.to_owned()))
+    }
+}
+
+/// The page's console messages since the last call, as (level, message): `WARNING` for
+/// `console.warn`, `SEVERE` for errors, `INFO`/`DEBUG` for the rest.
+pub async fn console_messages(c: &Client) -> anyhow::Result<Vec<(String, String)>> {
+    let log = c.issue_cmd(BrowserLog).await?;
+    Ok(log
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            (
+                e["level"].as_str().unwrap_or_default().to_owned(),
+                e["message"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect())
 }
