@@ -80,11 +80,11 @@ async fn exists(c: &Client, css: &str) -> anyhow::Result<bool> {
     Ok(!c.find_all(Locator::Css(css)).await?.is_empty())
 }
 
-/// The text of each row's first cell (the environment id) in the list.
+/// The ids of the listed environments (each row's first cell shows a title, then the id).
 async fn listed(c: &Client) -> anyhow::Result<Vec<String>> {
     let mut ids = Vec::new();
     for cell in c
-        .find_all(Locator::Css("table.envs tbody tr td:first-child"))
+        .find_all(Locator::Css("table.envs tbody tr td:first-child code"))
         .await?
     {
         ids.push(cell.text().await?);

@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use spade::config::{ConfigError, RunConfig};
 use spade_app::dto::{self, ConfigField, ConfigSection, FieldKind, LaunchForm};
 use spade_db::{TeamScope, teams};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A named starting point of the form.
 #[derive(Debug, Clone, Copy)]
@@ -939,6 +939,8 @@ pub fn check_fields(pairs: &[(String, String)]) -> Checked {
                 .entry(path.clone())
                 .or_default()
                 .push("missing from the form".into());
+            // The default stands in, so the other fields still get their range checks.
+            insert_path(&mut root, path, template.clone());
             continue;
         }
         let parsed = if TEXT_LISTS.contains(&path.as_str()) {
@@ -956,16 +958,16 @@ pub fn check_fields(pairs: &[(String, String)]) -> Checked {
         };
         match parsed {
             Ok(v) => insert_path(&mut root, path, v),
-            Err(msg) => errors.entry(path.clone()).or_default().push(msg),
+            Err(msg) => {
+                errors.entry(path.clone()).or_default().push(msg);
+                insert_path(&mut root, path, template.clone());
+            }
         }
     }
-    if !errors.is_empty() {
-        return Checked::Invalid {
-            values,
-            errors,
-            general: Vec::new(),
-        };
-    }
+    // Fields that did not parse hold their defaults below: every other field is still checked
+    // in this same round (type and range errors came in two rounds), but no rule is reported
+    // about a default the user never typed.
+    let unparsed: BTreeSet<String> = errors.keys().cloned().collect();
     let cfg: RunConfig = match serde_path_to_error::deserialize(Value::Object(root)) {
         Ok(c) => c,
         Err(e) => {
@@ -982,7 +984,7 @@ pub fn check_fields(pairs: &[(String, String)]) -> Checked {
         }
     };
     let issues = cfg.validate();
-    if issues.is_empty() {
+    if issues.is_empty() && errors.is_empty() {
         return Checked::Valid(Box::new(cfg));
     }
     let mut general = Vec::new();
@@ -993,6 +995,9 @@ pub fn check_fields(pairs: &[(String, String)]) -> Checked {
         let mut paths = vec![field_path(issue.path()).to_owned()];
         if let spade::config::ConfigIssue::Conflict { other, .. } = &issue {
             paths.push(field_path(other).to_owned());
+        }
+        if paths.iter().any(|p| unparsed.contains(p)) {
+            continue;
         }
         for p in paths {
             if types.contains_key(&p) {
@@ -1246,21 +1251,33 @@ mod tests {
                 _ => {}
             }
         }
-        let Checked::Invalid { errors, .. } = check_fields(&pairs) else {
+        // A type error and a range error come back together, in one round (issue 20, item 7).
+        let Checked::Invalid { errors, values, .. } = check_fields(&pairs) else {
             panic!("a word is not a learning rate");
         };
         assert!(errors["grpo.lr"][0].contains("must be a number"));
+        let low = errors["designer.plateau.low"].join(" ");
+        assert!(low.contains("designer.plateau.low"), "{low}");
+        assert_eq!(values["designer.plateau.low"], "0.9", "typed values stay");
+        assert_eq!(values["grpo.lr"], "fast", "what did not parse stays too");
+        assert!(
+            errors
+                .keys()
+                .all(|k| k == "grpo.lr" || k.starts_with("designer.plateau.")),
+            "nothing about the default behind grpo.lr: {errors:?}"
+        );
         for (k, v) in &mut pairs {
             if k == "grpo.lr" {
                 *v = "0.0001".into();
             }
         }
-        let Checked::Invalid { errors, values, .. } = check_fields(&pairs) else {
+        let Checked::Invalid { errors, .. } = check_fields(&pairs) else {
             panic!("low above high is refused");
         };
-        let low = errors["designer.plateau.low"].join(" ");
-        assert!(low.contains("designer.plateau.low"), "{low}");
-        assert_eq!(values["designer.plateau.low"], "0.9", "typed values stay");
+        assert!(
+            errors.contains_key("designer.plateau.low") && !errors.contains_key("grpo.lr"),
+            "{errors:?}"
+        );
         // No kinds at all: the checkbox group's own message.
         pairs.retain(|(k, _)| k != "curriculum.kinds");
         let Checked::Invalid { errors, .. } = check_fields(&pairs) else {
