@@ -110,6 +110,9 @@ pub struct ChartSettings {
     pub smoothing: RwSignal<f64>,
     pub x_axis: RwSignal<XAxis>,
     pub log_y: RwSignal<bool>,
+    /// Text the chart titles must contain to be shown (the "Find a chart" box; a page can
+    /// hold 60 charts). Empty: all.
+    pub find: RwSignal<String>,
 }
 
 impl ChartSettings {
@@ -124,6 +127,7 @@ impl ChartSettings {
             smoothing: RwSignal::new(smoothing),
             x_axis: RwSignal::new(XAxis::from_query(x.unwrap_or("step"))),
             log_y: RwSignal::new(matches!(log, Some("1" | "true" | "on"))),
+            find: RwSignal::new(String::new()),
         }
     }
 }
@@ -146,6 +150,7 @@ pub fn ChartControls(
         smoothing,
         x_axis,
         log_y,
+        find,
     } = settings;
     let hidden = keep
         .into_iter()
@@ -195,8 +200,103 @@ pub fn ChartControls(
                 "Log scale"
             </label>
             <button type="submit" class="secondary">"Apply"</button>
+            <label for="chart-find">"Find a chart"</label>
+            <input
+                id="chart-find"
+                type="search"
+                placeholder="title contains…"
+                prop:value=move || find.get()
+                on:input=move |ev| find.set(event_target_value(&ev))
+            />
         </form>
     }
+}
+
+/// Whether a chart titled `title` shows for the search `find` (case-insensitive; empty: yes).
+pub fn chart_matches(title: &str, find: &str) -> bool {
+    let find = find.trim();
+    find.is_empty() || title.to_lowercase().contains(&find.to_lowercase())
+}
+
+/// What the crosshair reads at `x` (SVG units) from a chart's hover points (cx, title as
+/// `render_line_chart` writes it: "name: value at step N"): the nearest x that has points, the
+/// heading ("step N") and one "name: value" line per series there. `None` without points.
+pub fn readout_at(points: &[(f64, String)], x: f64) -> Option<(f64, String, Vec<String>)> {
+    let best = points
+        .iter()
+        .map(|(cx, _)| *cx)
+        .min_by(|a, b| (a - x).abs().total_cmp(&(b - x).abs()))?;
+    let mut heading = String::new();
+    let lines = points
+        .iter()
+        .filter(|(cx, _)| (cx - best).abs() < 0.5)
+        .map(|(_, t)| match t.rsplit_once(" at ") {
+            Some((line, at)) => {
+                heading = at.to_owned();
+                line.to_owned()
+            }
+            None => t.clone(),
+        })
+        .collect();
+    Some((best, heading, lines))
+}
+
+/// The readout under the pointer: where (percent of the chart's width) and what it says.
+#[derive(Debug, Clone, PartialEq)]
+struct Readout {
+    left_pct: f64,
+    heading: String,
+    lines: Vec<String>,
+}
+
+/// Reads the hover points of the chart under the pointer and places the crosshair (hydrate
+/// only; without a script each point keeps its native tooltip).
+fn track_pointer(ev: leptos::ev::MouseEvent, readout: RwSignal<Option<Readout>>) {
+    #[cfg(feature = "hydrate")]
+    {
+        use wasm_bindgen::JsCast;
+        let Some(box_el) = ev
+            .current_target()
+            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+        else {
+            return;
+        };
+        let Some(svg) = box_el.query_selector("svg").ok().flatten() else {
+            return;
+        };
+        let rect = svg.get_bounding_client_rect();
+        let width: f64 = svg
+            .get_attribute("width")
+            .and_then(|w| w.parse().ok())
+            .unwrap_or(640.0);
+        if rect.width() <= 0.0 {
+            return;
+        }
+        let x = (f64::from(ev.client_x()) - rect.left()) * width / rect.width();
+        let Ok(circles) = svg.query_selector_all(".chart-hover circle") else {
+            return;
+        };
+        let mut points = Vec::with_capacity(circles.length() as usize);
+        for i in 0..circles.length() {
+            let Some(c) = circles
+                .item(i)
+                .and_then(|n| n.dyn_into::<web_sys::Element>().ok())
+            else {
+                continue;
+            };
+            let cx = c.get_attribute("cx").and_then(|v| v.parse::<f64>().ok());
+            if let Some(cx) = cx {
+                points.push((cx, c.text_content().unwrap_or_default()));
+            }
+        }
+        readout.set(readout_at(&points, x).map(|(cx, heading, lines)| Readout {
+            left_pct: 100.0 * cx / width,
+            heading,
+            lines,
+        }));
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (ev, readout);
 }
 
 /// Replaces the current history entry's `smooth`, `x` and `log` with these settings, keeping
@@ -253,6 +353,11 @@ pub fn LineChart(
     step_offset: f64,
 ) -> impl IntoView {
     let heading = title.clone();
+    let shown = {
+        let title = title.clone();
+        move || chart_matches(&title, &settings.find.get())
+    };
+    let readout = RwSignal::new(None::<Readout>);
     let svg = Memo::new(move |_| {
         let opts = ChartOptions {
             x_axis: settings.x_axis.get(),
@@ -275,7 +380,7 @@ pub fn LineChart(
         }
     });
     view! {
-        <section class="chart card">
+        <section class="chart card" class:filtered-out=move || !shown()>
             <h3>{heading}</h3>
             {move || (left_out.get() > 0).then(|| {
                 let n = left_out.get();
@@ -299,9 +404,58 @@ pub fn LineChart(
                 })
             }}
             {move || match svg.get() {
-                Ok(svg) => view! { <div class="chart-svg" inner_html=svg></div> }.into_any(),
+                Ok(svg) => view! {
+                    <div
+                        class="chart-svg"
+                        on:mousemove=move |ev| track_pointer(ev, readout)
+                        on:mouseleave=move |_| readout.set(None)
+                    >
+                        <div inner_html=svg></div>
+                        {move || readout.get().map(|r| {
+                            let left = format!("{:.2}%", r.left_pct);
+                            // Keep the box on the chart: right of the line in its left half.
+                            let side = if r.left_pct < 50.0 { "readout-right" } else { "readout-left" };
+                            view! {
+                                <div class="chart-crosshair" style:left=left.clone() aria-hidden="true"></div>
+                                <div class=format!("chart-readout {side}") style:left=left role="status">
+                                    <strong>{r.heading}</strong>
+                                    {r.lines.into_iter().map(|l| view! { <div>{l}</div> }).collect_view()}
+                                </div>
+                            }
+                        })}
+                    </div>
+                }.into_any(),
                 Err(msg) => view! { <p class="chart-error" role="status">{msg}</p> }.into_any(),
             }}
         </section>
+    }
+}
+
+#[cfg(test)]
+mod readout_tests {
+    use super::*;
+
+    #[test]
+    fn the_readout_takes_every_series_at_the_nearest_step() {
+        let pts = vec![
+            (100.0, "regret: 0.1 at step 1".to_owned()),
+            (200.0, "regret: 0.3 at step 2".to_owned()),
+            (100.0, "learnable share: 0.5 at step 1".to_owned()),
+            (200.2, "learnable share: 0.4 at step 2".to_owned()),
+        ];
+        let (cx, heading, lines) = readout_at(&pts, 180.0).expect("points");
+        assert_eq!(cx, 200.0);
+        assert_eq!(heading, "step 2");
+        assert_eq!(lines, ["regret: 0.3", "learnable share: 0.4"]);
+        let (_, heading, lines) = readout_at(&pts, -5.0).expect("points");
+        assert_eq!((heading.as_str(), lines.len()), ("step 1", 2));
+        assert_eq!(readout_at(&[], 3.0), None);
+    }
+
+    #[test]
+    fn chart_search_ignores_case_and_blank_text() {
+        assert!(chart_matches("Win rate per skill", "WIN"));
+        assert!(chart_matches("Win rate per skill", "  "));
+        assert!(!chart_matches("Win rate per skill", "regret"));
     }
 }

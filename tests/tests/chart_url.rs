@@ -5,7 +5,9 @@
 
 use fantoccini::{Client, Locator};
 use spade_db::{Pool, RunScope, TeamScope, ingest, runs, teams};
-use spade_e2e::{Browser, ServerOptions, TestServer, register, user_id, wait_for, wait_hydrated};
+use spade_e2e::{
+    Browser, ServerOptions, TestServer, register, text_of, user_id, wait_for, wait_hydrated,
+};
 use std::time::{Duration, Instant};
 
 const PASSWORD: &str = "correct horse battery";
@@ -32,8 +34,17 @@ async fn seed(db: &Pool, owner: i64) -> anyhow::Result<i64> {
     b.run_started("e2e", 8).await?;
     for step in 0..8 {
         let v = 0.1 * step as f64;
-        b.metrics(step, 2.0 * step as f64, &["loss".into()], &[1.0 - v])
-            .await?;
+        b.metrics(
+            step,
+            2.0 * step as f64,
+            &[
+                "loss".into(),
+                "regret_mean".into(),
+                "learnable_share".into(),
+            ],
+            &[1.0 - v, v / 2.0, 0.2 + v],
+        )
+        .await?;
     }
     b.commit().await?;
     Ok(run.id)
@@ -132,4 +143,97 @@ async fn chart_settings_go_into_the_address_bar_and_come_back_on_reload(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Ok(())
+}
+
+/// Issue 20, item 6: "Find a chart" hides the charts whose title does not contain the text, and
+/// the pointer over a chart shows a crosshair with every series' value at the nearest step.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn charts_can_be_searched_and_read_with_a_crosshair(pool: Pool) -> anyhow::Result<()> {
+    let server = TestServer::start_with(ServerOptions {
+        db: Some(pool.clone()),
+        ..ServerOptions::default()
+    })
+    .await?;
+    let mut browser = Browser::start().await?;
+    let c = browser.client.clone();
+    c.set_window_size(1280, 1000).await?;
+    register(&c, &server, "Cleo Curves", "cleo@example.org", PASSWORD).await?;
+    let run = seed(&pool, user_id(&pool, "cleo@example.org").await?).await?;
+    let started = Instant::now();
+    c.goto(&format!("{}/runs/{run}", server.url)).await?;
+    wait_hydrated(&c, started).await?;
+    wait_for(&c, "#chart-find").await?;
+    let shown = |c: &Client| {
+        let c = c.clone();
+        async move {
+            let v = c
+                .execute(
+                    "return [...document.querySelectorAll('section.chart')]\
+                     .filter(e => getComputedStyle(e).display !== 'none').map(e => e.querySelector('h3').textContent);",
+                    vec![],
+                )
+                .await?;
+            anyhow::Ok(
+                v.as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|t| t.as_str().map(str::to_owned))
+                    .collect::<Vec<_>>(),
+            )
+        }
+    };
+    let all = shown(&c).await?;
+    assert!(all.len() >= 3, "{all:?}");
+    let find = |text: &str| {
+        format!(
+            "const f = document.getElementById('chart-find'); f.value = {text:?}; \
+             f.dispatchEvent(new Event('input', {{ bubbles: true }}));"
+        )
+    };
+    c.execute(&find("REGRET"), vec![]).await?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let only = loop {
+        let v = shown(&c).await?;
+        if v.len() < all.len() || Instant::now() > deadline {
+            break v;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        !only.is_empty() && only.iter().all(|t| t.to_lowercase().contains("regret")),
+        "{only:?} of {all:?}"
+    );
+    browser.screenshot("chart-find").await?;
+    c.execute(&find(""), vec![]).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(shown(&c).await?, all, "an empty search shows every chart");
+
+    // The pointer in the middle of the first chart.
+    c.execute(
+        "const b = document.querySelector('section.chart .chart-svg'); const r = b.getBoundingClientRect(); \
+         b.dispatchEvent(new MouseEvent('mousemove', { bubbles: true, clientX: r.left + r.width / 2, clientY: r.top + r.height / 2 }));",
+        vec![],
+    )
+    .await?;
+    wait_for(&c, ".chart-readout").await?;
+    let text = text_of(&c, ".chart-readout").await?;
+    assert!(text.starts_with("step "), "{text}");
+    assert!(text.contains(": "), "a value per series: {text}");
+    assert!(exists_css(&c, ".chart-crosshair").await?);
+    browser.screenshot("chart-crosshair").await?;
+    c.execute(
+        "document.querySelector('section.chart .chart-svg').dispatchEvent(new MouseEvent('mouseleave'));",
+        vec![],
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !exists_css(&c, ".chart-readout").await?,
+        "the readout goes with the pointer"
+    );
+    Ok(())
+}
+
+async fn exists_css(c: &Client, css: &str) -> anyhow::Result<bool> {
+    Ok(!c.find_all(Locator::Css(css)).await?.is_empty())
 }
