@@ -71,7 +71,7 @@ async fn zip_response(state: &AppState, scope: RunScope, q: ExportQuery) -> ApiR
     let writer = PoolZip::new(card)
         .map_err(|e| AppError::Internal(anyhow::Error::new(e).context("pool zip index file")))?;
     let run_id = run.id;
-    let state = Stream::Pages(ExportPages::new(state, scope, &export), writer);
+    let state = Stream::Pages(Box::new(ExportPages::new(state, scope, &export)), writer);
     // Fused: the compression layer polls its inner body once more after the end, which a bare
     // `unfold` answers with a panic.
     let body = futures_util::stream::unfold(state, move |s| async move {
@@ -100,7 +100,8 @@ async fn zip_response(state: &AppState, scope: RunScope, q: ExportQuery) -> ApiR
 
 /// Where the body is: code files page by page, then the index piece by piece, then done.
 enum Stream {
-    Pages(ExportPages, PoolZip),
+    // Boxed: the page reader holds its filters and a page buffer, the zip writer its own.
+    Pages(Box<ExportPages>, PoolZip),
     Index(PoolZip),
     Done,
 }
