@@ -220,9 +220,9 @@ fn make_fixture() -> Res<Fixture> {
     Ok(Fixture { model_dir })
 }
 
-/// Six windows: two before any designer update lands, two after three and four. At lr 3e-4 an
-/// eighth window already broke the designer's code (0/8 accepted, measured); the agent test's
-/// rate, so both roles train as one update.
+/// Six windows: two before any designer update lands, two after three and four. The learning
+/// rate is the agent test's (one update trains both roles); at it an eighth window already
+/// broke the designer's code (0/8 accepted, measured), so the run stops at six.
 const STEPS: u64 = 6;
 const LR: f64 = 3e-4;
 
