@@ -83,7 +83,7 @@ class {cls}:
     )
 }
 
-fn write(dir: &Path, file: &str, code: &str) -> Res<()> {
+pub(crate) fn write(dir: &Path, file: &str, code: &str) -> Res<()> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join(file), code)?;
     Ok(())
@@ -91,6 +91,26 @@ fn write(dir: &Path, file: &str, code: &str) -> Res<()> {
 
 /// Bumped whenever the fixture's training changes (its texts are hashed anyway).
 const FIXTURE_VERSION: u32 = 1;
+
+/// Where a fixture model trained on `texts` is cached: by content (like the warm start), since
+/// its SFT is a minute of CPU that every run of the test would repeat. `texts` must cover every
+/// input of the fixture's training; `version` covers the code that trains it.
+pub(crate) fn cached_model_dir(prefix: &str, version: u32, texts: &[String]) -> PathBuf {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(version.to_le_bytes());
+    for t in texts {
+        h.update(t.as_bytes());
+        h.update([0]);
+    }
+    let key: String = h
+        .finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    cache_root().join(format!("{prefix}-{key}"))
+}
 
 pub(crate) struct Fixture {
     _dir: tempfile::TempDir,
@@ -126,25 +146,7 @@ fn make_fixture() -> Res<Fixture> {
             write(&pool_dir, &format!("{name}.py"), &fixed)?;
         }
     }
-    // Cached by content (like the warm start): the SFT is a minute of CPU that every run of this
-    // test would repeat. The key covers every input of the fixture.
-    let key = {
-        use sha2::{Digest, Sha256};
-        let mut h = Sha256::new();
-        h.update(FIXTURE_VERSION.to_le_bytes());
-        for t in &texts {
-            h.update(t.as_bytes());
-            h.update([0]);
-        }
-        let hex: String = h
-            .finalize()
-            .iter()
-            .take(8)
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        hex
-    };
-    let model_dir = cache_root().join(format!("learning-fixture-{key}"));
+    let model_dir = cached_model_dir("learning-fixture", FIXTURE_VERSION, &texts);
     if model_dir.join("config.json").exists() {
         return Ok(Fixture {
             _dir: dir,
@@ -275,7 +277,7 @@ fn win_rates(cfg: &RunConfig, label: &str) -> Res<Vec<f64>> {
     Ok(rates)
 }
 
-fn mean(x: &[f64]) -> f64 {
+pub(crate) fn mean(x: &[f64]) -> f64 {
     x.iter().sum::<f64>() / x.len() as f64
 }
 

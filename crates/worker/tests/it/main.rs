@@ -1,12 +1,14 @@
 //! Integration tests of the worker (one test binary, as the style guide asks): the HTTP sink
 //! against a real loopback server, and three steps of the tiny loop with the real sandbox and
 //! the real policy; the checkpoint cadence (`run.weights_every`) with a crash between writes;
-//! environment pools exported from a run and played as a fixed pool; a SPICE run.
+//! environment pools exported from a run and played as a fixed pool; a SPICE run; learning
+//! regressions of the agent (`learning`) and the designer (`learning_designer`).
 
 mod broken_in_play;
 mod frozen_designer;
 mod judge;
 mod learning;
+mod learning_designer;
 mod loop_tiny;
 mod pool;
 mod rollout;
