@@ -169,7 +169,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/teams/{team_id}/runs",
             "runs",
             User,
-            "Runs of a team, newest first (filters: project_id, status; cursor pagination)",
+            "Runs of a team (filters: project_id, status, q (name contains); sort: newest (default), oldest, name; cursor pagination in that order)",
             get(runs::list),
         ),
         ep(
@@ -233,7 +233,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/runs/{run_id}/environments",
             "environments",
             User,
-            "Environments (filters: skill, status, step_min/max, regret_min/max, verdict (good, broken, reward_hackable, unreviewed); cursor pagination)",
+            "Environments, each with a title from its docstring (filters: skill, status, step_min/max, regret_min/max, verdict (good, broken, reward_hackable, unreviewed); sort: step (default), regret, win_rate_no_hint, win_rate_hint, designer_reward; cursor pagination in that order)",
             get(environments::list),
         ),
         ep(
