@@ -203,8 +203,8 @@ async fn seed(db: &spade_db::Pool, user_id: i64, tag: &str) -> anyhow::Result<(i
     Ok((run_id, run_b, run_c))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
+/// A server, a connection to its database, and a tag that makes this test's names unique.
+async fn start() -> anyhow::Result<(TestServer, spade_db::Pool, String)> {
     let server = TestServer::start().await?;
     let db = spade_db::connect(
         &std::env::var("DATABASE_URL")
@@ -215,6 +215,12 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
         .duration_since(UNIX_EPOCH)?
         .as_millis()
         .to_string();
+    Ok((server, db, tag))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
+    let (server, db, tag) = start().await?;
     let email = format!("ada-{tag}@example.org");
     let password = "correct horse battery";
     let mut browser = Browser::start().await?;
@@ -514,16 +520,7 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
 /// and dark, go to `artifacts/screenshots/phone-*.png`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_page_fits_a_phone_and_hydrates_without_console_warnings() -> anyhow::Result<()> {
-    let server = TestServer::start().await?;
-    let db = spade_db::connect(
-        &std::env::var("DATABASE_URL")
-            .unwrap_or_else(|_| spade_server::config::DEFAULT_DATABASE_URL.to_owned()),
-    )
-    .await?;
-    let tag = SystemTime::now()
-        .duration_since(UNIX_EPOCH)?
-        .as_millis()
-        .to_string();
+    let (server, db, tag) = start().await?;
     let email = format!("phone-{tag}@example.org");
     let mut browser = Browser::start().await?;
     let c = browser.client.clone();

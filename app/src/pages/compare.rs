@@ -275,19 +275,37 @@ pub fn CompareView(
     let configs: Vec<&serde_json::Value> = runs.iter().map(|r| &r.config).collect();
     let diff = config_diff(&configs);
     let metric_names: BTreeSet<&str> = metrics.iter().flatten().map(|m| m.name.as_str()).collect();
-    let charts = metric_names
-        .into_iter()
-        .map(|name| {
-            let series: Vec<Series> = metrics
+    // One chart per metric, in collapsible sections (the run page's groups): with eight runs
+    // and 60 metrics a flat grid is a long scroll.
+    let chart_of = |name: &str| {
+        let series: Vec<Series> = metrics
+            .iter()
+            .zip(&names)
+            .filter_map(|(ms, run)| {
+                ms.iter()
+                    .find(|m| m.name == name)
+                    .map(|m| Series::line(run.clone(), m.points.clone()))
+            })
+            .collect();
+        view! { <LineChart title=super::run::metric_title(name) y_label=name.to_owned() series settings /> }
+    };
+    let charts = super::run::metric_sections()
+        .filter_map(|section| {
+            let in_it: Vec<&str> = metric_names
                 .iter()
-                .zip(&names)
-                .filter_map(|(ms, run)| {
-                    ms.iter()
-                        .find(|m| m.name == name)
-                        .map(|m| Series::line(run.clone(), m.points.clone()))
-                })
+                .copied()
+                .filter(|n| super::run::metric_section(n) == section)
                 .collect();
-            view! { <LineChart title=super::run::metric_title(name) y_label=name.to_owned() series settings /> }
+            (!in_it.is_empty()).then(|| {
+                let n = in_it.len();
+                let grid = in_it.into_iter().map(&chart_of).collect_view();
+                view! {
+                    <details class="chart-section" open>
+                        <summary><span class="chart-section-title">{section}</span> <span class="sub">{format!("{n} chart{}", if n == 1 { "" } else { "s" })}</span></summary>
+                        <div class="chart-grid">{grid}</div>
+                    </details>
+                }
+            })
         })
         .collect_view();
     let head = names
@@ -425,7 +443,7 @@ pub fn CompareView(
             <h2 id="overlay-h">"Curves"</h2>
             <p class="sub"><a href=csv_href download>"Download these runs' metrics (CSV)"</a></p>
             <ChartControls settings keep=keep />
-            <div class="chart-grid">{charts}</div>
+            {charts}
         </section>
         {seeds_view}
         <section class="card" aria-labelledby="cmp-bench-h">

@@ -389,6 +389,20 @@ fn compare_shows_only_differing_keys_and_one_overlay_per_metric() {
     assert!(
         html.contains(r#"<input type="hidden" name="run" value="1"><input type="hidden" name="run" value="2"><!><label for="chart-smooth">"#),
         "{html}"
+    ); // The overlays come in the run page's sections, collapsible, regret before diversity.
+    let (reward, diversity) = (
+        html.find(r#"<span class="chart-section-title">Reward and regret</span>"#),
+        html.find(r#"<span class="chart-section-title">Diversity</span>"#),
+    );
+    assert!(
+        matches!((reward, diversity), (Some(a), Some(b)) if a < b),
+        "{html}"
+    );
+    assert_eq!(
+        html.matches(r#"<details open class="chart-section">"#)
+            .count(),
+        2,
+        "{html}"
     );
 }
 

@@ -67,6 +67,26 @@ const GROUPS: [(&str, &str, &[&str]); 6] = [
 ];
 const PER_SKILL_PREFIX: &str = "win_rate/";
 
+/// The section a metric's chart belongs to on a page of one chart per metric (compare): the
+/// run page's group titles, "Win rate per skill", or "Other metrics".
+pub fn metric_section(name: &str) -> &'static str {
+    if name.starts_with(PER_SKILL_PREFIX) {
+        return "Win rate per skill";
+    }
+    GROUPS
+        .iter()
+        .find(|(_, _, names)| names.contains(&name))
+        .map_or("Other metrics", |(title, _, _)| *title)
+}
+
+/// The sections in page order (the run page's), the catch-all last.
+pub fn metric_sections() -> impl Iterator<Item = &'static str> {
+    GROUPS
+        .iter()
+        .map(|(t, _, _)| *t)
+        .chain(["Win rate per skill", "Other metrics"])
+}
+
 /// Titles of the metrics the worker reports (`spade::metrics` and the worker's step metrics),
 /// for charts of one metric; others are spelled out by [`metric_title`].
 const TITLES: [(&str, &str); 30] = [

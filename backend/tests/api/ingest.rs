@@ -478,11 +478,10 @@ async fn metrics_are_downsampled_keeping_endpoints_and_extremes_and_export_as_cs
     Ok(())
 }
 
-#[sqlx::test(migrator = "spade_db::MIGRATOR")]
-async fn environments_filter_and_detail(pool: PgPool) -> TestResult {
-    let f = fixture(pool).await;
-    let (app, run) = (&f.app, f.run);
-    let msgs = vec![
+/// Four environments at steps 0, 4, 8, 12 (a, b, d logic; c math; regrets 0.1, 0.6, 0.9, 0.4),
+/// then a's delayed scores: regret 0.2, win rates 0.9 / 0.3, designer reward 0.5.
+fn four_envs() -> Vec<Message> {
+    vec![
         env("a", 0, "logic", None, 0.1),
         env("b", 4, "logic", Some("a"), 0.6),
         env("c", 8, "math", Some("seed-7"), 0.9),
@@ -496,7 +495,14 @@ async fn environments_filter_and_detail(pool: PgPool) -> TestResult {
             designer_reward: 0.5,
             reward_levels: 2,
         },
-    ];
+    ]
+}
+
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn environments_filter_and_detail(pool: PgPool) -> TestResult {
+    let f = fixture(pool).await;
+    let (app, run) = (&f.app, f.run);
+    let msgs = four_envs();
     assert_eq!(
         app.post(
             &format!("/api/v1/ingest/{run}"),
@@ -675,21 +681,7 @@ async fn an_environment_broken_in_play_keeps_its_plays_and_shows_reason_and_seed
 async fn environments_sort_and_page_in_each_order(pool: PgPool) -> TestResult {
     let f = fixture(pool).await;
     let (app, run) = (&f.app, f.run);
-    let msgs = vec![
-        env("a", 0, "logic", None, 0.1),
-        env("b", 4, "logic", Some("a"), 0.6),
-        env("c", 8, "math", Some("seed-7"), 0.9),
-        env("d", 12, "logic", Some("b"), 0.4),
-        Message::EnvironmentScored {
-            env_id: "a".into(),
-            step: 4,
-            regret: 0.2,
-            win_rate_hint: 0.9,
-            win_rate_no_hint: 0.3,
-            designer_reward: 0.5,
-            reward_levels: 2,
-        },
-    ];
+    let msgs = four_envs();
     let r = app
         .post(
             &format!("/api/v1/ingest/{run}"),
