@@ -203,24 +203,25 @@ async fn seed(db: &spade_db::Pool, user_id: i64, tag: &str) -> anyhow::Result<(i
     Ok((run_id, run_b, run_c))
 }
 
-/// A server, a connection to its database, and a tag that makes this test's names unique.
-async fn start() -> anyhow::Result<(TestServer, spade_db::Pool, String)> {
+/// A server, a connection to its database, and a tag that makes this test's names unique: the
+/// tests share one database and run at once, so the time alone (milliseconds) can repeat.
+async fn start(test: &str) -> anyhow::Result<(TestServer, spade_db::Pool, String)> {
     let server = TestServer::start().await?;
     let db = spade_db::connect(
         &std::env::var("DATABASE_URL")
             .unwrap_or_else(|_| spade_server::config::DEFAULT_DATABASE_URL.to_owned()),
     )
     .await?;
-    let tag = SystemTime::now()
-        .duration_since(UNIX_EPOCH)?
-        .as_millis()
-        .to_string();
+    let tag = format!(
+        "{test}-{}",
+        SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis()
+    );
     Ok((server, db, tag))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
-    let (server, db, tag) = start().await?;
+    let (server, db, tag) = start("ada").await?;
     let email = format!("ada-{tag}@example.org");
     let password = "correct horse battery";
     let mut browser = Browser::start().await?;
@@ -520,7 +521,7 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
 /// and dark, go to `artifacts/screenshots/phone-*.png`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_page_fits_a_phone_and_hydrates_without_console_warnings() -> anyhow::Result<()> {
-    let (server, db, tag) = start().await?;
+    let (server, db, tag) = start("phone").await?;
     let email = format!("phone-{tag}@example.org");
     let mut browser = Browser::start().await?;
     let c = browser.client.clone();
