@@ -208,9 +208,8 @@ pub fn RunPage() -> impl IntoView {
                 match data.await {
                     Ok(Access::Granted(d)) => {
                         let run_id = d.run.summary.id;
-                        let share = d.shares.map(|mut shares| {
-                            let new_token = shares.new_token.take();
-                            view! { <pages::share::ShareSection run_id shares csrf=csrf.clone() new_token /> }
+                        let share = d.shares.map(|shares| view! {
+                            <pages::share::ShareSection run_id shares csrf=csrf.clone() />
                         });
                         view! {
                             <Title text=title(format_args!("{} · Run", d.run.summary.name)) />

@@ -422,14 +422,8 @@ impl DashboardData for Dashboard {
                     DataError::Invalid(format!("status: unknown run status \"{s}\""))
                 })?),
             };
-            let sort = match sort.as_deref().filter(|s| !s.is_empty()) {
-                None => runs::RunSort::Newest,
-                Some(s) => runs::RunSort::parse(s).ok_or_else(|| {
-                    DataError::Invalid(format!(
-                        "sort: expected newest, oldest or name, got \"{s}\""
-                    ))
-                })?,
-            };
+            let sort = runs::RunSort::from_param(sort.as_deref())
+                .map_err(|m| DataError::Invalid(format!("sort: {m}")))?;
             let name_contains = name.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty());
             if name_contains
                 .as_ref()
@@ -561,22 +555,8 @@ impl DashboardData for Dashboard {
             let db = &self.state.db;
             let scope = self.member(&auth, run_id).await?;
             let run = runs::get(db, &scope).await.map_err(db_err)?;
-            let sort = match q.sort.as_deref() {
-                None | Some("") => environments::EnvSort::Step,
-                Some(v) => environments::EnvSort::parse(v).ok_or_else(|| {
-                    DataError::Invalid(format!(
-                        "sort: expected step, regret, win_rate_no_hint, win_rate_hint or designer_reward, got \"{v}\""
-                    ))
-                })?,
-            };
-            let after = match q.cursor.as_deref() {
-                None => None,
-                Some(c) => Some(environments::EnvCursor::parse(sort, c).ok_or_else(|| {
-                    DataError::Invalid(
-                        "cursor: expected the next-page link of a previous page".into(),
-                    )
-                })?),
-            };
+            let sort = environments::EnvSort::from_param(q.sort.as_deref())
+                .map_err(|m| DataError::Invalid(format!("sort: {m}")))?;
             let status = match q.status.as_deref() {
                 None => None,
                 Some("accepted") => Some(spade_db::types::EnvStatus::Accepted),
@@ -597,7 +577,7 @@ impl DashboardData for Dashboard {
                 })?),
             };
             let to_i64 = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
-            let filter = environments::EnvFilter {
+            let mut filter = environments::EnvFilter {
                 skill: q.skill.clone(),
                 status,
                 step_min: to_i64(q.step_min),
@@ -609,9 +589,12 @@ impl DashboardData for Dashboard {
                 limit: ENVS_PER_PAGE + 1,
                 ..environments::EnvFilter::default()
             };
-            let mut filter = filter;
-            if let Some(c) = after {
-                filter.set_cursor(c);
+            if let Some(c) = q.cursor.as_deref() {
+                filter.set_cursor(environments::EnvCursor::parse(sort, c).ok_or_else(|| {
+                    DataError::Invalid(
+                        "cursor: expected the next-page link of a previous page".into(),
+                    )
+                })?);
             }
             let mut rows = environments::list(db, &scope, &filter)
                 .await

@@ -181,11 +181,10 @@ fn share_section_shows_a_new_link_once_and_revoke_for_live_links() {
                 expired: false,
             },
         ],
-        new_token: None,
+        new_token: Some("sps_abc".into()),
     };
-    let html = render(move || {
-        view! { <ShareSection run_id=7 shares csrf="t0k".into() new_token=Some("sps_abc".into()) /> }.into_any()
-    });
+    let html =
+        render(move || view! { <ShareSection run_id=7 shares csrf="t0k".into() /> }.into_any());
     assert!(
         html.contains(r#"value="http://studio.example/share/sps_abc""#),
         "{html}"

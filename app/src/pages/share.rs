@@ -50,14 +50,12 @@ fn expiry_text(l: &ShareDto) -> String {
 
 /// The run page's sharing section.
 #[component]
-pub fn ShareSection(
-    run_id: i64,
-    shares: SharesDto,
-    csrf: String,
-    /// The token of a link created just now (shown once; only its hash is stored).
-    new_token: Option<String>,
-) -> impl IntoView {
-    let new_url = new_token.map(|t| format!("{}{}", shares.origin, share_path(&t)));
+pub fn ShareSection(run_id: i64, shares: SharesDto, csrf: String) -> impl IntoView {
+    // A link created just now (`SharesDto::new_token`): shown once, only its hash is stored.
+    let new_url = shares
+        .new_token
+        .as_deref()
+        .map(|t| format!("{}{}", shares.origin, share_path(t)));
     let copied = RwSignal::new(None::<bool>);
     let has_links = !shares.links.is_empty();
     let rows = shares

@@ -53,20 +53,6 @@ pub struct EnvResponse {
     pub reviews: Vec<Review>,
 }
 
-/// The `sort` query parameter, checked (422 naming it for anything else).
-pub fn parse_sort(v: Option<&str>) -> ApiResult<EnvSort> {
-    match v.filter(|v| !v.is_empty()) {
-        None => Ok(EnvSort::Step),
-        Some(v) => EnvSort::parse(v).ok_or_else(|| {
-            let all: Vec<&str> = EnvSort::ALL.iter().map(|s| s.as_str()).collect();
-            AppError::invalid(
-                "sort",
-                format!("expected one of {}, got {v:?}", all.join(", ")),
-            )
-        }),
-    }
-}
-
 /// The `verdict` query parameter, checked (422 naming it for anything else).
 pub fn parse_verdict(v: Option<&str>) -> ApiResult<Option<VerdictFilter>> {
     v.filter(|v| !v.is_empty())
@@ -131,7 +117,7 @@ pub async fn list_in(
         regret_min: q.regret_min,
         regret_max: q.regret_max,
         review,
-        sort: parse_sort(q.sort.as_deref())?,
+        sort: EnvSort::from_param(q.sort.as_deref()).map_err(|m| AppError::invalid("sort", m))?,
         limit,
         ..EnvFilter::default()
     };

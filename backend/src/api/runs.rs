@@ -134,15 +134,7 @@ pub async fn list(
 ) -> ApiResult<Json<Page<Run>>> {
     let scope = TeamScope::for_member(&state.db, auth.user.id, team_id).await?;
     let limit = limit(q.limit)?;
-    let sort = match q.sort.as_deref().filter(|s| !s.is_empty()) {
-        None => RunSort::Newest,
-        Some(s) => RunSort::parse(s).ok_or_else(|| {
-            AppError::invalid(
-                "sort",
-                format!("expected newest, oldest or name, got {s:?}"),
-            )
-        })?,
-    };
+    let sort = RunSort::from_param(q.sort.as_deref()).map_err(|m| AppError::invalid("sort", m))?;
     let mut filter = RunFilter {
         project_id: q.project_id,
         status: q.status,

@@ -389,7 +389,7 @@ fn session_response(
     Ok(resp)
 }
 
-fn set_cookie(
+pub(crate) fn set_cookie(
     name: &str,
     value: &str,
     max_age: u64,

@@ -415,16 +415,16 @@ async fn create_share(
     match result {
         Ok(token) => {
             let mut resp = back_to_run(run_id, "#sharing", Ok(String::new()));
-            let secure = if state.auth.secure_cookies {
-                "; Secure"
-            } else {
-                ""
-            };
-            let cookie = format!(
-                "{}={token}; Path=/; Max-Age=300; HttpOnly; SameSite=Strict{secure}",
-                spade_app::dto::new_share_cookie(run_id)
+            let cookie = auth_routes::set_cookie(
+                &spade_app::dto::new_share_cookie(run_id),
+                &token,
+                300,
+                "/",
+                true,
+                "Strict",
+                state.auth.secure_cookies,
             );
-            if let Ok(v) = HeaderValue::from_str(&cookie) {
+            if let Ok(v) = cookie {
                 resp.headers_mut().append(header::SET_COOKIE, v);
             }
             resp

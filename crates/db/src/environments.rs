@@ -176,6 +176,18 @@ impl EnvSort {
         Self::ALL.into_iter().find(|v| v.as_str() == s)
     }
 
+    /// The `sort` query parameter: absent or empty is the default; anything else unknown is
+    /// the message the API and the pages both show ("expected a, b or c, got ...").
+    pub fn from_param(v: Option<&str>) -> Result<Self, String> {
+        match v.filter(|v| !v.is_empty()) {
+            None => Ok(Self::default()),
+            Some(v) => Self::parse(v).ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|s| s.as_str()).collect();
+                format!("expected {}, got {v:?}", crate::one_of(&names))
+            }),
+        }
+    }
+
     /// The row's place in a sorted (not step-ordered) list, ascending: the same numbers the
     /// query's `CASE` computes, so a cursor taken from a row resumes exactly after it.
     fn key(self, e: &EnvSummary) -> f64 {

@@ -163,6 +163,15 @@ pub fn redact_password(url: &str) -> String {
     }
 }
 
+/// "a", "a or b", "a, b or c": the choices a message names.
+pub(crate) fn one_of(names: &[&str]) -> String {
+    match names.split_last() {
+        None => String::new(),
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,5 +217,12 @@ mod tests {
             .await;
         assert!(bad.is_err(), "empty team name must violate the CHECK");
         Ok(())
+    }
+
+    #[test]
+    fn choices_read_as_a_list() {
+        assert_eq!(super::one_of(&[]), "");
+        assert_eq!(super::one_of(&["a"]), "a");
+        assert_eq!(super::one_of(&["a", "b", "c"]), "a, b or c");
     }
 }

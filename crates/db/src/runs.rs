@@ -66,6 +66,18 @@ impl RunSort {
         Self::ALL.into_iter().find(|v| v.as_str() == s)
     }
 
+    /// The `sort` query parameter: absent or empty is the default; anything else unknown is
+    /// the message the API and the pages both show ("expected a, b or c, got ...").
+    pub fn from_param(v: Option<&str>) -> Result<Self, String> {
+        match v.filter(|v| !v.is_empty()) {
+            None => Ok(Self::default()),
+            Some(v) => Self::parse(v).ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|s| s.as_str()).collect();
+                format!("expected {}, got {v:?}", crate::one_of(&names))
+            }),
+        }
+    }
+
     /// The cursor of the page after `last` in this order: the id for newest and oldest first
     /// (the old cursors stay valid), `id:name` by name (lowercased by the query, as it sorts).
     pub fn cursor_after(self, last: &Run) -> String {
