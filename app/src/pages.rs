@@ -105,6 +105,41 @@ pub fn encode_query(s: &str) -> String {
     out
 }
 
+/// A list's order from the query, among `sorts` (value, label; the first is the default):
+/// `Ok("")` for none or the default (left out of links), `Ok(value)`, or `Err(value)` for one
+/// the list does not have.
+pub fn sort_from_query(sorts: &[(&str, &str)], v: Option<&str>) -> Result<String, String> {
+    match v.filter(|s| !s.is_empty()) {
+        None => Ok(String::new()),
+        Some(s) if sorts.first().is_some_and(|(d, _)| *d == s) => Ok(String::new()),
+        Some(s) if sorts.iter().any(|(k, _)| *k == s) => Ok(s.to_owned()),
+        Some(s) => Err(s.to_owned()),
+    }
+}
+
+/// The "Sort by" select of a list's filter form; `current` as [`sort_from_query`] gives it.
+#[component]
+pub fn SortSelect(
+    id: &'static str,
+    sorts: &'static [(&'static str, &'static str)],
+    current: String,
+) -> impl IntoView {
+    let options = sorts
+        .iter()
+        .enumerate()
+        .map(|(i, (v, label))| {
+            let sel = current == *v || (current.is_empty() && i == 0);
+            view! { <option value=*v selected=sel>{*label}</option> }
+        })
+        .collect_view();
+    view! {
+        <div class="field">
+            <label for=id>"Sort by"</label>
+            <select id=id name="sort">{options}</select>
+        </div>
+    }
+}
+
 /// Joins `(key, value)` pairs into `?k=v&...`, skipping empty values.
 pub fn query_string(pairs: &[(&str, String)]) -> String {
     let parts: Vec<String> = pairs

@@ -110,19 +110,14 @@ impl EnvFilters {
                 String::new()
             }
         };
-        let sort = match nonempty(q.sort) {
-            None => String::new(),
-            Some(v) if v == SORTS[0].0 => String::new(),
-            Some(v) if SORTS.iter().any(|(k, _)| *k == v) => v,
-            Some(other) => {
-                let all: Vec<&str> = SORTS.iter().map(|(k, _)| *k).collect();
-                problems.push(format!(
-                    "Sort must be one of {}, got \"{other}\".",
-                    all.join(", ")
-                ));
-                String::new()
-            }
-        };
+        let sort = super::sort_from_query(&SORTS, q.sort.map(str::trim)).unwrap_or_else(|other| {
+            let all: Vec<&str> = SORTS.iter().map(|(k, _)| *k).collect();
+            problems.push(format!(
+                "Sort must be one of {}, got \"{other}\".",
+                all.join(", ")
+            ));
+            String::new()
+        });
         let skill = nonempty(q.skill).unwrap_or_default();
         (
             Self {
@@ -249,15 +244,7 @@ pub fn EnvironmentsView(
                     {VERDICTS.iter().map(|(v, label)| view! { <option value=*v selected=filters.verdict == *v>{*label}</option> }).collect_view()}
                 </select>
             </div>
-            <div class="field">
-                <label for="env-sort">"Sort by"</label>
-                <select id="env-sort" name="sort">
-                    {SORTS.iter().map(|(v, label)| {
-                        let sel = filters.sort == *v || (filters.sort.is_empty() && *v == SORTS[0].0);
-                        view! { <option value=*v selected=sel>{*label}</option> }
-                    }).collect_view()}
-                </select>
-            </div>
+            <super::SortSelect id="env-sort" sorts=&SORTS current=filters.sort.clone() />
             <button type="submit">"Filter"</button>
             <a class="button secondary" id="pool-zip" href=filters.export_href(run_id, "pool.zip") download=format!("run-{run_id}-pool.zip")>"Download pool"</a>
             <a class="button secondary" id="pool-jsonl" href=filters.export_href(run_id, "environments.jsonl") download=format!("run-{run_id}-pool.jsonl")>"Download pool (JSONL)"</a>

@@ -37,17 +37,12 @@ impl RunFilters {
         cursor: Option<&str>,
     ) -> (Self, Vec<String>) {
         let mut problems = Vec::new();
-        let sort = match sort.filter(|s| !s.is_empty()) {
-            None => String::new(),
-            Some(s) if s == RUN_SORTS[0].0 => String::new(),
-            Some(s) if RUN_SORTS.iter().any(|(k, _)| *k == s) => s.to_owned(),
-            Some(s) => {
-                problems.push(format!(
-                    "Sort must be newest, oldest or name, got \"{s}\"; showing the newest first."
-                ));
-                String::new()
-            }
-        };
+        let sort = super::sort_from_query(&RUN_SORTS, sort).unwrap_or_else(|s| {
+            problems.push(format!(
+                "Sort must be newest, oldest or name, got \"{s}\"; showing the newest first."
+            ));
+            String::new()
+        });
         let status = match status.filter(|s| !s.is_empty()) {
             None => None,
             Some(s) => RunStatus::parse(s).or_else(|| {
@@ -166,15 +161,7 @@ pub fn RunsView(
                 <label for="runs-q">"Name contains"</label>
                 <input id="runs-q" name="q" type="search" maxlength="200" value=filters.name.clone().unwrap_or_default() />
             </div>
-            <div class="field">
-                <label for="runs-sort">"Sort by"</label>
-                <select id="runs-sort" name="sort">
-                    {RUN_SORTS.iter().map(|(v, label)| {
-                        let sel = filters.sort == *v || (filters.sort.is_empty() && *v == RUN_SORTS[0].0);
-                        view! { <option value=*v selected=sel>{*label}</option> }
-                    }).collect_view()}
-                </select>
-            </div>
+            <super::SortSelect id="runs-sort" sorts=&RUN_SORTS current=filters.sort.clone() />
             <button type="submit">"Filter"</button>
         </form>
         })}
