@@ -12,13 +12,28 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
-/// The viewer resource the app provides as context (loaded once per page render).
+/// The viewer resource of the top bar (loaded once per page render).
 pub type ViewerResource = Resource<Result<Option<Viewer>, ServerFnError>>;
 
-/// The viewer from context, once loaded (`None` when logged out or on error).
-async fn viewer() -> Option<Viewer> {
-    let r = use_context::<ViewerResource>()?;
-    r.await.ok().flatten()
+/// The CSRF token for a page's forms, from a viewer load of the page's own.
+///
+/// The top bar reads the app's viewer resource under its own `<Suspense>`. Reading that same
+/// resource under a page's `<Suspense>` as well is the pattern of leptos issue 4851 (one resource
+/// under two boundaries), and a streamed page built that way once stalled mid-body and never
+/// ended, in CI. So each boundary reads a resource of its own: one more session lookup per server
+/// render, none after hydration (the value travels with the page).
+fn csrf_resource() -> Resource<String> {
+    Resource::new(
+        || (),
+        |_| async {
+            data::load_viewer()
+                .await
+                .ok()
+                .flatten()
+                .map(|v| v.csrf)
+                .unwrap_or_default()
+        },
+    )
 }
 
 /// A query parameter of the current URL, reactively.
@@ -201,10 +216,11 @@ pub fn RunPage() -> impl IntoView {
             Err(msg) => Err(bad_run_id(msg)),
         }
     });
+    let csrf = csrf_resource();
     view! {
         <Suspense fallback=loading>
             {move || Suspend::new(async move {
-                let csrf = viewer().await.map(|v| v.csrf).unwrap_or_default();
+                let csrf = csrf.await;
                 match data.await {
                     Ok(Access::Granted(d)) => {
                         let run_id = d.run.summary.id;
@@ -303,10 +319,11 @@ pub fn EnvironmentPage() -> impl IntoView {
             data::load_environment(id, env.unwrap_or_default()).await
         },
     );
+    let csrf = csrf_resource();
     view! {
         <Suspense fallback=loading>
             {move || Suspend::new(async move {
-                let csrf = viewer().await.map(|v| v.csrf).unwrap_or_default();
+                let csrf = csrf.await;
                 match data.await {
                     Ok(Access::Granted(env)) => view! {
                         <Title text=title(format_args!("{} · {}", env.summary.env_id, env.run_name)) />
@@ -393,11 +410,12 @@ pub fn LaunchPage() -> impl IntoView {
         move || (preset(), project().and_then(|p| p.parse::<i64>().ok())),
         |(preset, project)| data::load_launch(preset, project),
     );
+    let csrf = csrf_resource();
     view! {
         <Title text="New run · SPADE Studio" />
         <Suspense fallback=loading>
             {move || Suspend::new(async move {
-                let csrf = viewer().await.map(|v| v.csrf).unwrap_or_default();
+                let csrf = csrf.await;
                 match data.await {
                     Ok(Access::Granted(form)) => view! { <pages::launch::LaunchView form csrf /> }.into_any(),
                     Ok(Access::LoginRequired) => not_shown(Ok(())),
@@ -413,11 +431,12 @@ pub fn LaunchPage() -> impl IntoView {
 pub fn TeamsPage() -> impl IntoView {
     let data = Resource::new(|| (), |_| data::load_teams());
     let (error, notice) = (query("error"), query("notice"));
+    let csrf = csrf_resource();
     view! {
         <Title text="Teams · SPADE Studio" />
         <Suspense fallback=loading>
             {move || Suspend::new(async move {
-                let csrf = viewer().await.map(|v| v.csrf).unwrap_or_default();
+                let csrf = csrf.await;
                 match data.await {
                     Ok(Access::Granted(data)) => view! {
                         <pages::teams::TeamsView data csrf error=error() notice=notice() />

@@ -137,6 +137,10 @@ pub fn app(state: AppState) -> Router {
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
         .layer(axum::middleware::from_fn(guard::check_request))
         .layer(axum::middleware::from_fn(site::cache_headers))
+        .layer(axum::middleware::from_fn_with_state(
+            site::PAGE_STALL_LIMIT,
+            site::end_stalled_pages,
+        ))
         .layer(CompressionLayer::new())
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,

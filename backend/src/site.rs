@@ -8,11 +8,15 @@
 //! precompressed files are served by leptos_axum's file handler (`ServeDir` with
 //! `precompressed_br`/`precompressed_gzip`), so nothing is compressed at request time.
 
+use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use http_body_util::BodyExt;
 use std::path::Path;
+use std::time::Duration;
+use tower_http::timeout::TimeoutBody;
 
 /// The file `scripts/build-site` writes the bundle's hash into, under `site/pkg/`.
 pub const BUNDLE_FILE: &str = "BUNDLE";
@@ -65,6 +69,41 @@ pub async fn cache_headers(req: Request, next: Next) -> Response {
     res
 }
 
+/// How long a page's body may go without sending anything before the server ends it.
+pub const PAGE_STALL_LIMIT: Duration = crate::REQUEST_TIMEOUT;
+
+/// Ends a page whose body stops moving (state: the stall limit, `PAGE_STALL_LIMIT` in the app).
+///
+/// `TimeoutLayer` bounds the time to a response's head only. A streamed page sends its head and
+/// shell at once and each `<Suspense>` chunk when its data arrives, so a render that never
+/// resolves (a leptos race, seen once in CI as a page that never ended) would hold the
+/// connection and the browser's spinner forever. An HTML body that produces nothing for the
+/// limit is ended with an error, which aborts the connection (the browser reports a failed load)
+/// and is logged with the path. Other bodies are left alone: the live event streams send
+/// keep-alives of their own and the pool download may legitimately take long.
+pub async fn end_stalled_pages(
+    axum::extract::State(limit): axum::extract::State<Duration>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let path = req.uri().path().to_owned();
+    let res = next.run(req).await;
+    let is_html = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/html"));
+    if !is_html {
+        return res;
+    }
+    let (parts, body) = res.into_parts();
+    let body = TimeoutBody::new(limit, body).map_err(move |e| {
+        tracing::error!(path = %path, limit_s = limit.as_secs_f64(), error = %e, "a page's body stalled; ended it");
+        e
+    });
+    Response::from_parts(parts, Body::new(body))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +120,87 @@ mod tests {
         std::fs::write(dir.path().join("pkg/BUNDLE"), "../../etc\n")?;
         assert_eq!(pkg_dir(dir.path()), "pkg", "not a hash");
         Ok(())
+    }
+    /// A router whose pages stall after their first chunk, behind the stall limit.
+    fn stalling_app(limit: Duration) -> axum::Router {
+        use axum::routing::get;
+        use futures_util::StreamExt;
+        let stalls = |content_type: &'static str| {
+            move || async move {
+                let first = futures_util::stream::once(async {
+                    Ok::<_, std::io::Error>(bytes_of("<html><body>shell"))
+                });
+                (
+                    [(header::CONTENT_TYPE, content_type)],
+                    Body::from_stream(first.chain(futures_util::stream::pending())),
+                )
+            }
+        };
+        axum::Router::new()
+            .route("/stalls", get(stalls("text/html; charset=utf-8")))
+            .route("/events", get(stalls("text/event-stream")))
+            .route(
+                "/whole",
+                get(|| async { axum::response::Html("<html><body>done</body></html>") }),
+            )
+            .layer(axum::middleware::from_fn_with_state(
+                limit,
+                end_stalled_pages,
+            ))
+    }
+
+    fn bytes_of(s: &'static str) -> axum::body::Bytes {
+        axum::body::Bytes::from_static(s.as_bytes())
+    }
+
+    async fn open(app: &axum::Router, path: &str) -> Body {
+        use tower::ServiceExt;
+        let req = Request::builder().uri(path).body(Body::empty());
+        match app.clone().oneshot(req.unwrap_or_default()).await {
+            Ok(res) => res.into_body(),
+            Err(never) => match never {},
+        }
+    }
+
+    /// The attack: a page whose render never finishes must not hold the connection forever.
+    #[tokio::test]
+    async fn a_page_that_stops_sending_is_ended_and_other_streams_are_not() {
+        let limit = Duration::from_millis(200);
+        let app = stalling_app(limit);
+        let t0 = std::time::Instant::now();
+
+        let mut page = open(&app, "/stalls").await;
+        let first = page
+            .frame()
+            .await
+            .and_then(|f| f.ok())
+            .and_then(|f| f.into_data().ok());
+        assert_eq!(
+            first.as_deref(),
+            Some(&b"<html><body>shell"[..]),
+            "the shell arrives"
+        );
+        let next = tokio::time::timeout(Duration::from_secs(10), page.frame()).await;
+        assert!(
+            matches!(next, Ok(Some(Err(_)))),
+            "a stalled page ends with an error once the limit passes"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+
+        let whole = open(&app, "/whole")
+            .await
+            .collect()
+            .await
+            .map(|b| b.to_bytes());
+        assert_eq!(
+            whole.ok().as_deref(),
+            Some(&b"<html><body>done</body></html>"[..])
+        );
+
+        // An event stream that is quiet for several limits stays open.
+        let mut events = open(&app, "/events").await;
+        assert!(matches!(events.frame().await, Some(Ok(_))));
+        let quiet = tokio::time::timeout(limit * 4, events.frame()).await;
+        assert!(quiet.is_err(), "the event stream was ended: {quiet:?}");
     }
 }

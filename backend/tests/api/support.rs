@@ -160,23 +160,32 @@ impl TestApp {
         Ok((app, addr, task))
     }
 
+    /// Sends a request and reads the whole answer. A request that does not finish within twice
+    /// the server's own limits fails the test with its path (a hang once held CI for an hour),
+    /// and a body that ends in an error is a failure, not an empty body.
     pub async fn send(&self, req: Request<Body>) -> Resp {
-        let resp = match self.router.clone().oneshot(req).await {
-            Ok(r) => r,
-            Err(never) => match never {},
+        let what = format!("{} {}", req.method(), req.uri());
+        let exchange = async {
+            let resp = match self.router.clone().oneshot(req).await {
+                Ok(r) => r,
+                Err(never) => match never {},
+            };
+            let status = resp.status();
+            let headers = resp.headers().clone();
+            let body = match resp.into_body().collect().await {
+                Ok(b) => b.to_bytes().to_vec(),
+                Err(e) => panic!("{what}: the body ended in an error: {e}"),
+            };
+            Resp {
+                status,
+                headers,
+                body,
+            }
         };
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .map(|b| b.to_bytes().to_vec())
-            .unwrap_or_default();
-        Resp {
-            status,
-            headers,
-            body,
+        let limit = spade_server::REQUEST_TIMEOUT * 2;
+        match tokio::time::timeout(limit, exchange).await {
+            Ok(resp) => resp,
+            Err(_) => panic!("{what}: no complete answer within {limit:?}"),
         }
     }
 
