@@ -277,21 +277,6 @@ fn rfc3339(t: &chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-/// The page's twin of the database's status (exhaustive, so a new status is a compile error
-/// here rather than a silent "failed").
-pub(crate) fn run_status(s: spade_db::RunStatus) -> dto::RunStatus {
-    use spade_db::RunStatus as Db;
-    match s {
-        Db::Queued => dto::RunStatus::Queued,
-        Db::Starting => dto::RunStatus::Starting,
-        Db::Running => dto::RunStatus::Running,
-        Db::Cancelling => dto::RunStatus::Cancelling,
-        Db::Cancelled => dto::RunStatus::Cancelled,
-        Db::Succeeded => dto::RunStatus::Succeeded,
-        Db::Failed => dto::RunStatus::Failed,
-    }
-}
-
 fn run_summary(
     r: &runs::Run,
     project: String,
@@ -301,28 +286,11 @@ fn run_summary(
         id: r.id,
         name: r.name.clone(),
         project,
-        status: run_status(r.status),
+        status: crate::events::run_status(r.status),
         step: u64::try_from(r.progress_step).unwrap_or(0),
-        total_steps: total_steps(r),
+        total_steps: crate::events::total_steps(r),
         created_at: rfc3339(&r.created_at),
         key_metrics,
-    }
-}
-
-/// The run's number of steps: as the worker reported it, or before its first report (queued,
-/// starting, the warm start) the configured `run.steps` (the spec's default when the stored
-/// configuration leaves it out), so a page says 0 / 6 rather than 0 / 0.
-pub(crate) fn total_steps(r: &runs::Run) -> u64 {
-    steps_of(r.progress_total, &r.config)
-}
-
-fn steps_of(progress_total: i64, config: &serde_json::Value) -> u64 {
-    match u64::try_from(progress_total) {
-        Ok(n) if n > 0 => n,
-        _ => config
-            .pointer("/run/steps")
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or_else(|| spade::config::RunConfig::default().run.steps),
     }
 }
 
@@ -881,17 +849,6 @@ mod tests {
             ]))
             .as_deref(),
             Some("warm start (epoch 2/20)")
-        );
-    }
-
-    #[test]
-    fn steps_are_the_configured_ones_until_the_worker_reports() {
-        let cfg = serde_json::json!({"run": {"steps": 6}});
-        assert_eq!(steps_of(0, &cfg), 6);
-        assert_eq!(steps_of(40, &cfg), 40, "the worker's count wins");
-        assert_eq!(
-            steps_of(0, &serde_json::json!({})),
-            spade::config::RunConfig::default().run.steps
         );
     }
 }

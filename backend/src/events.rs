@@ -1,34 +1,19 @@
 //! Live run updates: one tokio broadcast channel per run with open pages, fed by ingestion and
-//! by the API's status changes, read by `GET /api/v1/runs/{id}/events` as server-sent events.
-//! A page that falls behind gets a `lagged` event and should reload; nothing blocks a writer.
+//! by the API's status changes, read by the SSE endpoint ([`crate::api::events`]). A page that
+//! falls behind gets a `lagged` event and should reload; nothing blocks a writer. Access changes
+//! (logout, member removed or re-roled, refresh-token reuse) are announced here too
+//! ([`EventHub::access_changed`]), so open streams re-check their caller.
 //!
-//! A stream is only as good as the access it was opened with: it checks the caller's session and
-//! team membership again whenever an access change is announced ([`EventHub::access_changed`]:
-//! logout, member removed or re-roled, refresh-token reuse) and every [`ACCESS_RECHECK`] in any
-//! case (sessions also end by expiry), and ends with an `access_ended` event when either is gone.
-//! The same tick reads the run's status, so changes nobody published (the scheduler finishing a
-//! job) still reach an open page within [`ACCESS_RECHECK`].
+//! This module is below the API and the dashboard (it uses neither): the run's status and step
+//! count as a page shows them live here, shared by the SSE snapshot and the dashboard's DTOs.
 
-use crate::AppState;
-use crate::api::member_scope;
-use crate::auth::AuthUser;
-use crate::error::{ApiPath, ApiResult};
-use axum::extract::State;
-use axum::response::sse::{Event, KeepAlive, Sse};
-use futures_util::stream::{Stream, StreamExt};
-use spade_db::{runs, users};
+use spade_db::runs;
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio::sync::{broadcast, mpsc};
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::sync::broadcast;
 
 /// Events buffered per run for slow readers.
-const CAPACITY: usize = 256;
-/// Longest time an open stream goes without checking that its caller may still read the run,
-/// and without reading the run's status (see [`run_events`]).
-pub const ACCESS_RECHECK: Duration = Duration::from_secs(5);
+pub const CAPACITY: usize = 256;
 
 /// One update of a run page (the type the hydrated page reads too).
 pub use spade_app::dto::RunEvent;
@@ -36,7 +21,40 @@ pub use spade_app::dto::RunEvent;
 /// The page's status of a database status.
 pub fn status_event(status: spade_db::RunStatus) -> RunEvent {
     RunEvent::Status {
-        status: crate::dashboard::run_status(status),
+        status: run_status(status),
+    }
+}
+
+/// The page's twin of the database's status (exhaustive, so a new status is a compile error
+/// here rather than a silent "failed").
+pub fn run_status(s: spade_db::RunStatus) -> spade_app::dto::RunStatus {
+    use spade_app::dto::RunStatus as Page;
+    use spade_db::RunStatus as Db;
+    match s {
+        Db::Queued => Page::Queued,
+        Db::Starting => Page::Starting,
+        Db::Running => Page::Running,
+        Db::Cancelling => Page::Cancelling,
+        Db::Cancelled => Page::Cancelled,
+        Db::Succeeded => Page::Succeeded,
+        Db::Failed => Page::Failed,
+    }
+}
+
+/// The run's number of steps: as the worker reported it, or before its first report (queued,
+/// starting, the warm start) the configured `run.steps` (the spec's default when the stored
+/// configuration leaves it out), so a page says 0 / 6 rather than 0 / 0.
+pub fn total_steps(r: &runs::Run) -> u64 {
+    steps_of(r.progress_total, &r.config)
+}
+
+fn steps_of(progress_total: i64, config: &serde_json::Value) -> u64 {
+    match u64::try_from(progress_total) {
+        Ok(n) if n > 0 => n,
+        _ => config
+            .pointer("/run/steps")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or_else(|| spade::config::RunConfig::default().run.steps),
     }
 }
 
@@ -65,6 +83,11 @@ impl EventHub {
         let _ = self.access.send(());
     }
 
+    /// Listens to the access-change announcements.
+    pub fn access_announcements(&self) -> broadcast::Receiver<()> {
+        self.access.subscribe()
+    }
+
     /// Listens to one run.
     pub fn subscribe(&self, run_id: i64) -> broadcast::Receiver<RunEvent> {
         let mut map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
@@ -84,101 +107,18 @@ impl EventHub {
     }
 }
 
-fn to_sse(e: &RunEvent) -> Event {
-    Event::default()
-        .event(e.name())
-        .json_data(e)
-        .unwrap_or_else(|_| Event::default().event("error").data("unserializable event"))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// `GET /api/v1/runs/{run_id}/events`: a `status` event with the current state first, then
-/// every update as it happens, until the caller's access ends (`access_ended`, see the module
-/// doc) or the client goes away.
-pub async fn run_events(
-    State(state): State<AppState>,
-    auth: AuthUser,
-    ApiPath(run_id): ApiPath<i64>,
-) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
-    let scope = member_scope(&state, &auth, run_id).await?;
-    // Subscribe before reading the snapshot, so nothing between the two is lost.
-    let mut live = state.events.subscribe(run_id);
-    let mut access = state.events.access.subscribe();
-    let run = runs::get(&state.db, &scope).await?;
-    // Before the worker's first report its total is the configured one, as the page shows
-    // it (`dashboard::total_steps`); an empty phase leaves the page's own (`crate::live`).
-    let first = [
-        status_event(run.status),
-        RunEvent::Progress {
-            step: u64::try_from(run.progress_step).unwrap_or(0),
-            total_steps: crate::dashboard::total_steps(&run),
-            phase: run.phase.clone().unwrap_or_default(),
-        },
-    ];
-    let (tx, rx) = mpsc::channel::<Event>(CAPACITY);
-    for e in &first {
-        let _ = tx.try_send(to_sse(e));
+    #[test]
+    fn steps_are_the_configured_ones_until_the_worker_reports() {
+        let cfg = serde_json::json!({"run": {"steps": 6}});
+        assert_eq!(steps_of(0, &cfg), 6);
+        assert_eq!(steps_of(40, &cfg), 40, "the worker's count wins");
+        assert_eq!(
+            steps_of(0, &serde_json::json!({})),
+            spade::config::RunConfig::default().run.steps
+        );
     }
-    let mut last_status = crate::dashboard::run_status(run.status);
-    tokio::spawn(async move {
-        let mut recheck = tokio::time::interval(ACCESS_RECHECK);
-        recheck.tick().await;
-        loop {
-            // (event to send, whether it is the last one)
-            let (event, last) = tokio::select! {
-                item = live.recv() => match item {
-                    Ok(e) => {
-                        if let RunEvent::Status { status } = &e {
-                            last_status = *status;
-                        }
-                        (to_sse(&e), false)
-                    }
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
-                        (Event::default().event("lagged").data(n.to_string()), false)
-                    }
-                    Err(broadcast::error::RecvError::Closed) => break,
-                },
-                _ = access.recv() => match still_allowed(&state, &auth, run_id).await {
-                    true => continue,
-                    false => (access_ended(), true),
-                },
-                _ = recheck.tick() => {
-                    if !still_allowed(&state, &auth, run_id).await {
-                        (access_ended(), true)
-                    } else {
-                        // Some status changes are made where no event is published (the
-                        // scheduler finishing a job, another server): read it, and tell the
-                        // page when it moved, so an open page never stays "cancelling".
-                        match runs::get(&state.db, &scope).await {
-                            Ok(r) if crate::dashboard::run_status(r.status) != last_status => {
-                                last_status = crate::dashboard::run_status(r.status);
-                                (to_sse(&status_event(r.status)), false)
-                            }
-                            _ => continue,
-                        }
-                    }
-                }
-                () = tx.closed() => break,
-            };
-            if tx.send(event).await.is_err() || last {
-                break;
-            }
-        }
-    });
-    Ok(Sse::new(ReceiverStream::new(rx).map(Ok))
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
-}
-
-/// The last event of a stream whose caller lost access.
-fn access_ended() -> Event {
-    Event::default()
-        .event("access_ended")
-        .data("your session ended or you are no longer a member of this run's team")
-}
-
-/// Whether the caller of a stream may still read the run: the session is live and the user is
-/// still a member of the run's team. A database error counts as "no" (the page reconnects and
-/// is checked from scratch).
-async fn still_allowed(state: &AppState, auth: &AuthUser, run_id: i64) -> bool {
-    let session = users::session_user(&state.db, auth.session_id, auth.user.id).await;
-    matches!(session, Ok(Some(_))) && member_scope(state, auth, run_id).await.is_ok()
 }

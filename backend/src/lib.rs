@@ -12,7 +12,6 @@ pub mod demo;
 pub mod error;
 pub mod events;
 pub mod guard;
-pub mod ingest;
 pub mod openapi;
 pub mod paths;
 pub mod scheduling;

@@ -168,7 +168,7 @@ pub fn spawn<T: TokenSource>(
 }
 
 /// The tokens the scheduler hands to jobs: a training job gets a fresh run token
-/// ([`crate::ingest::issue_for_launch`]: the previous one stops working), an evaluation job a
+/// ([`crate::api::ingest::issue_for_launch`]: the previous one stops working), an evaluation job a
 /// token of its own that can post that evaluation's results and nothing else.
 #[derive(Debug, Clone)]
 pub struct LaunchTokens {
@@ -178,7 +178,7 @@ pub struct LaunchTokens {
 impl TokenSource for LaunchTokens {
     async fn token(&self, job: &Job) -> Result<String, String> {
         match job.kind {
-            JobKind::Train => crate::ingest::issue_for_launch(&self.db, job.run_id).await,
+            JobKind::Train => crate::api::ingest::issue_for_launch(&self.db, job.run_id).await,
             JobKind::Eval => crate::api::evaluations::issue_for_launch(&self.db, job.id).await,
         }
         .map_err(|e| e.to_string())

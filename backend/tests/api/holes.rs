@@ -1034,7 +1034,7 @@ async fn an_open_stream_learns_a_status_nobody_published(pool: PgPool) -> TestRe
         .bind(f.run)
         .execute(&pool)
         .await?;
-    let patience = spade_server::events::ACCESS_RECHECK + Duration::from_secs(5);
+    let patience = spade_server::api::events::ACCESS_RECHECK + Duration::from_secs(5);
     let (rest, _) = read_stream(&mut stream, patience, "\"status\":\"cancelled\"").await;
     assert!(rest.contains("\"status\":\"cancelled\""), "{rest}");
     Ok(())

@@ -795,6 +795,49 @@ impl RunConfig {
         }
     }
 
+    /// When `step` starts a regeneration of `kind`: its index and the designer slots
+    /// (each active skill repeated `envs_per_skill` times, skill-major; with the two-skill
+    /// curriculum the run's `active_game_skills x envs_per_skill` environments are split between
+    /// the two skills, 24 = 2 x 12 as in the reference). `None` between
+    /// regenerations, when the kind is not in `curriculum.kinds`, or for fixed-env runs.
+    pub fn regeneration_at(
+        &self,
+        kind: EnvKind,
+        step: u64,
+    ) -> Option<(u64, Vec<&'static crate::skills::Skill>)> {
+        let cfg = self;
+        if cfg.is_fixed_env() || !cfg.curriculum.kinds.contains(&kind) {
+            return None;
+        }
+        let k = cfg.regenerate_every(kind).max(1);
+        if !step.is_multiple_of(k) {
+            return None;
+        }
+        let regeneration = step / k;
+        let active = match kind {
+            EnvKind::Game => cfg.curriculum.active_game_skills,
+            EnvKind::ToolUse => cfg.curriculum.active_tool_use_skills,
+        };
+        let skills = crate::skills::active_skills(
+            kind,
+            regeneration,
+            active,
+            cfg.ablation.two_skill_curriculum,
+        );
+        let per_skill = if cfg.ablation.two_skill_curriculum && kind == EnvKind::Game {
+            // Reference: 24 games per rollout over SKILLS_PER_REGEN=2 skills.
+            (active * cfg.curriculum.envs_per_skill)
+                .div_ceil(crate::skills::TWO_SKILL_CURRICULUM.len())
+        } else {
+            cfg.curriculum.envs_per_skill
+        };
+        let slots = skills
+            .into_iter()
+            .flat_map(|s| std::iter::repeat_n(s, per_skill))
+            .collect();
+        Some((regeneration, slots))
+    }
+
     /// Corpus truncation for `kind` (spec 2: 6,000 words for games, 4,000 for tool use).
     pub fn corpus_max_words(&self, kind: EnvKind) -> usize {
         match kind {

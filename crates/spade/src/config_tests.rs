@@ -618,3 +618,57 @@ fn the_vllm_backend_needs_servers_and_checks_its_keys() {
     // The section is inert for the local backends.
     assert!(RunConfig::from_toml_str("[model]\npreset = \"tiny\"\n").is_ok());
 }
+
+#[test]
+fn the_two_skill_curriculum_fills_24_slots_12_per_skill() {
+    // 3 x 8 = 24 environments, 12 per skill (train_two_skill_30b.sh: 24 games, 2 skills).
+    let mut cfg = RunConfig::default();
+    cfg.ablation.two_skill_curriculum = true;
+    let (_, slots) = cfg.regeneration_at(EnvKind::Game, 4).expect("k = 4");
+    assert_eq!(slots.len(), 24);
+    let math = slots
+        .iter()
+        .filter(|s| s.name == "Mathematical Reasoning")
+        .count();
+    let pattern = slots
+        .iter()
+        .filter(|s| s.name == "Pattern Recognition")
+        .count();
+    assert_eq!((math, pattern), (12, 12));
+}
+
+#[test]
+fn regenerations_follow_k_and_fill_slots() {
+    let cfg = RunConfig::default();
+    let (r, slots) = cfg
+        .regeneration_at(EnvKind::Game, 8)
+        .expect("k = 4 divides 8");
+    assert_eq!(r, 2);
+    assert_eq!(slots.len(), 24, "spec: 3 skills x 8 environments");
+    assert!(cfg.regeneration_at(EnvKind::Game, 6).is_none());
+    assert!(
+        cfg.regeneration_at(EnvKind::ToolUse, 8).is_none(),
+        "the default run is games only"
+    );
+    let tools = RunConfig::gpu_qwen3_tool_use();
+    assert!(
+        tools.regeneration_at(EnvKind::ToolUse, 4).is_none(),
+        "k = 8 for tool use"
+    );
+    assert_eq!(
+        tools
+            .regeneration_at(EnvKind::ToolUse, 8)
+            .map(|(_, s)| s.len()),
+        Some(24),
+        "6 skills x 4"
+    );
+    let demo = RunConfig::tiny_cpu_demo();
+    assert!(
+        demo.regeneration_at(EnvKind::ToolUse, 0).is_none(),
+        "games only"
+    );
+    assert_eq!(
+        demo.regeneration_at(EnvKind::Game, 2).map(|(_, s)| s.len()),
+        Some(6)
+    );
+}

@@ -9,7 +9,6 @@
 //! (`cmd/ablations/train_two_skill_30b.sh`).
 
 use crate::EnvKind;
-use crate::config::RunConfig;
 
 /// One skill the designer writes environments for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,47 +168,6 @@ pub fn active_skills(
     (0..active).map(|i| all[(start + i) % n]).collect()
 }
 
-/// When `step` starts a regeneration of `kind` under `cfg`: its index and the designer slots
-/// (each active skill repeated `envs_per_skill` times, skill-major; with the two-skill
-/// curriculum the run's `active_game_skills x envs_per_skill` environments are split between
-/// the two skills, 24 = 2 x 12 as in the reference). `None` between
-/// regenerations, when the kind is not in `curriculum.kinds`, or for fixed-env runs.
-pub fn regeneration_at(
-    cfg: &RunConfig,
-    kind: EnvKind,
-    step: u64,
-) -> Option<(u64, Vec<&'static Skill>)> {
-    if cfg.is_fixed_env() || !cfg.curriculum.kinds.contains(&kind) {
-        return None;
-    }
-    let k = cfg.regenerate_every(kind).max(1);
-    if !step.is_multiple_of(k) {
-        return None;
-    }
-    let regeneration = step / k;
-    let active = match kind {
-        EnvKind::Game => cfg.curriculum.active_game_skills,
-        EnvKind::ToolUse => cfg.curriculum.active_tool_use_skills,
-    };
-    let skills = active_skills(
-        kind,
-        regeneration,
-        active,
-        cfg.ablation.two_skill_curriculum,
-    );
-    let per_skill = if cfg.ablation.two_skill_curriculum && kind == EnvKind::Game {
-        // Reference: 24 games per rollout over SKILLS_PER_REGEN=2 skills.
-        (active * cfg.curriculum.envs_per_skill).div_ceil(TWO_SKILL_CURRICULUM.len())
-    } else {
-        cfg.curriculum.envs_per_skill
-    };
-    let slots = skills
-        .into_iter()
-        .flat_map(|s| std::iter::repeat_n(s, per_skill))
-        .collect();
-    Some((regeneration, slots))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,51 +233,5 @@ mod tests {
             assert_eq!(s[0].slug, "mathematical_reasoning");
             assert_eq!(s[1].slug, "pattern_recognition");
         }
-        // 3 x 8 = 24 environments, 12 per skill (train_two_skill_30b.sh: 24 games, 2 skills).
-        let mut cfg = RunConfig::default();
-        cfg.ablation.two_skill_curriculum = true;
-        let (_, slots) = regeneration_at(&cfg, EnvKind::Game, 4).expect("k = 4");
-        assert_eq!(slots.len(), 24);
-        let math = slots
-            .iter()
-            .filter(|s| s.name == "Mathematical Reasoning")
-            .count();
-        let pattern = slots
-            .iter()
-            .filter(|s| s.name == "Pattern Recognition")
-            .count();
-        assert_eq!((math, pattern), (12, 12));
-    }
-
-    #[test]
-    fn regenerations_follow_k_and_fill_slots() {
-        let cfg = RunConfig::default();
-        let (r, slots) = regeneration_at(&cfg, EnvKind::Game, 8).expect("k = 4 divides 8");
-        assert_eq!(r, 2);
-        assert_eq!(slots.len(), 24, "spec: 3 skills x 8 environments");
-        assert!(regeneration_at(&cfg, EnvKind::Game, 6).is_none());
-        assert!(
-            regeneration_at(&cfg, EnvKind::ToolUse, 8).is_none(),
-            "the default run is games only"
-        );
-        let tools = RunConfig::gpu_qwen3_tool_use();
-        assert!(
-            regeneration_at(&tools, EnvKind::ToolUse, 4).is_none(),
-            "k = 8 for tool use"
-        );
-        assert_eq!(
-            regeneration_at(&tools, EnvKind::ToolUse, 8).map(|(_, s)| s.len()),
-            Some(24),
-            "6 skills x 4"
-        );
-        let demo = RunConfig::tiny_cpu_demo();
-        assert!(
-            regeneration_at(&demo, EnvKind::ToolUse, 0).is_none(),
-            "games only"
-        );
-        assert_eq!(
-            regeneration_at(&demo, EnvKind::Game, 2).map(|(_, s)| s.len()),
-            Some(6)
-        );
     }
 }

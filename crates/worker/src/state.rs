@@ -264,7 +264,7 @@ pub struct RunState {
     /// The next sequence number to use.
     pub next_seq: u64,
     pub elapsed_s: f64,
-    /// Windows by kind (`game`, `tool_use`).
+    /// Windows by kind ([`window_key`]: `game`, `tool_use`).
     pub windows: BTreeMap<String, Window>,
     pub memory: spade::memory::Memory,
     /// Per-skill moving averages of the EMA learning-potential reward (that ablation only).
@@ -478,6 +478,11 @@ pub fn dir_bytes(dir: &Path) -> u64 {
                 .sum()
         })
         .unwrap_or(0)
+}
+
+/// The key of a kind's window in [`RunState::windows`].
+pub fn window_key(kind: spade::EnvKind) -> String {
+    kind.as_str().to_string()
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use super::{Loop, env_seed, fnv, play_record};
 use crate::designer::{self, DesignOptions, Slot};
-use crate::state::{Buffered, Embedded, LiveEnv, Window};
+use crate::state::{self, Buffered, Embedded, LiveEnv, Window};
 use crate::{WorkerError, play, seeds};
 use spade::EnvKind;
 use spade::config::{RunConfig, VendiKernel};
@@ -60,11 +60,6 @@ pub(crate) fn attempt_coords(
     [tag, kind, step, slot as u64, u64::from(attempt)]
 }
 
-/// The kind's window key in the state.
-pub fn window_key(kind: EnvKind) -> String {
-    kind.as_str().to_string()
-}
-
 /// Generates a new window of environments of `kind`.
 pub(super) fn regenerate(
     lp: &mut Loop<'_>,
@@ -72,8 +67,8 @@ pub(super) fn regenerate(
     m: &mut BTreeMap<String, f64>,
 ) -> Result<(), WorkerError> {
     let step = lp.state.step;
-    let key = window_key(kind);
-    let Some((round, skills)) = spade::skills::regeneration_at(lp.cfg, kind, step) else {
+    let key = state::window_key(kind);
+    let Some((round, skills)) = lp.cfg.regeneration_at(kind, step) else {
         return Ok(());
     };
     let slots: Vec<Slot> = skills

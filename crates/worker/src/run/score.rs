@@ -11,9 +11,9 @@
 //! generation.
 
 use super::Loop;
-use super::generate::window_key;
 use crate::WorkerError;
 use crate::play::{Episode, PlayFailure};
+use crate::state::window_key;
 use crate::state::{Buffered, LiveEnv};
 use spade::EnvKind;
 use spade::config::{RegretTiming, RunConfig};

@@ -110,7 +110,7 @@ pub async fn ingest(
             // failure here loses only the automatic evaluation (people can still queue it), not
             // the acknowledged report.
             let step = i64::try_from(*step).unwrap_or(i64::MAX);
-            match crate::api::evaluations::auto_for_checkpoint(&state, &scope, step).await {
+            match super::evaluations::auto_for_checkpoint(&state, &scope, step).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(run_id, step, queued = n, "automatic evaluations queued"),
                 Err(e) => {
