@@ -25,8 +25,14 @@
 //! reproduce tch's log-probs of a probe. A rollout remembers the version it started on and
 //! fails if the fleet's changes under it, so one step's episodes never mix two versions.
 //!
-//! Failures are the run's: a server that cannot be reached, answers 5xx, times out or whose
-//! process exits ends the run with its URL and, for started servers, its log's tail.
+//! Failures: a server this run started whose process exits, whose requests keep failing, or
+//! which stops answering `/health` (or stays paused) while requests wait is killed and started
+//! again on the same port with the current weights ([`Fleet::restart`], at most
+//! [`MAX_RESTARTS`] times a run). It must report the current version and reproduce the last
+//! sync's probe (same tokens, log-probs within the sync's tolerance) before its turns are sent
+//! again; requests carry their own seeds, so a resent turn samples what the lost one would have.
+//! A server the run was pointed at by URL is not restarted: its failure ends the run with its
+//! URL, as does a restart that fails or one past the limit (with the log's tail).
 
 pub mod server;
 
@@ -39,6 +45,7 @@ use spade_policy::{Policy, PolicyError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
@@ -95,6 +102,27 @@ pub struct Fleet {
     probe_tolerance: f64,
     /// The last synced weights directory (removed when the next one is loaded).
     current_dir: Mutex<Option<PathBuf>>,
+    /// How the servers were started (None: reached by URL, never restarted).
+    spawn: Option<FleetOptions>,
+    restarts: AtomicU32,
+    /// One restart at a time.
+    restarting: Mutex<()>,
+    /// The last sync's probe as the first server answered it and tch scored it: what a
+    /// restarted server must reproduce.
+    probe: Mutex<Option<Probe>>,
+    /// Restarts not yet logged by the run ([`Fleet::take_notes`]).
+    notes: Mutex<Vec<String>>,
+}
+
+/// Restarts of servers a run may make before a failure ends it.
+pub const MAX_RESTARTS: u32 = 3;
+
+/// A probe completion and tch's log-probs of its tokens.
+#[derive(Debug, Clone)]
+struct Probe {
+    body: serde_json::Value,
+    tokens: Vec<i64>,
+    want: Vec<f32>,
 }
 
 /// How to reach (or start) the servers.
@@ -236,6 +264,11 @@ impl Fleet {
             pad_bias,
             probe_tolerance,
             current_dir: Mutex::new(None),
+            spawn: (opts.start > 0).then(|| opts.clone()),
+            restarts: AtomicU32::new(0),
+            restarting: Mutex::new(()),
+            probe: Mutex::new(None),
+            notes: Mutex::new(Vec::new()),
         };
         let report = if opts.start > 0 {
             fleet.label_loaded(policy, label, first_dir)?
@@ -401,12 +434,8 @@ impl Fleet {
                 .map_err(|e| VllmError(format!("tch log-probs of the probe: {e}")))?
                 .pop()
                 .unwrap_or_default();
-            let gap = c
-                .logprobs
-                .iter()
-                .zip(want.iter().skip(req.tokens.len()))
-                .map(|(a, b)| f64::from((a - b).abs()))
-                .fold(0.0, f64::max);
+            let want: Vec<f32> = want.into_iter().skip(req.tokens.len()).collect();
+            let gap = logprob_gap_of(&c.logprobs, &want);
             if c.tokens.is_empty() || !gap.is_finite() || gap > self.probe_tolerance {
                 return Err(VllmError(format!(
                     "{} does not serve the policy's weights: its log-probs of a probe differ \
@@ -416,8 +445,118 @@ impl Fleet {
                 )));
             }
             worst = worst.max(gap);
+            if let Ok(mut p) = self.probe.lock()
+                && (p.is_none() || s.url == self.servers[0].url)
+            {
+                *p = Some(Probe {
+                    body: body.clone(),
+                    tokens: c.tokens.clone(),
+                    want,
+                });
+            }
         }
         Ok(worst)
+    }
+
+    /// Kills server `i` and starts it again with the current weights (see the module doc);
+    /// `why` is what went wrong with it. Err when it was not started here, when the run has
+    /// used its [`MAX_RESTARTS`], or when the new process does not come up serving the current
+    /// version and the probe: then `why` and the reason it was not brought back.
+    pub fn restart(&self, i: usize, why: &str) -> VResult<()> {
+        let _one = self.restarting.lock();
+        let s = self
+            .servers
+            .get(i)
+            .ok_or_else(|| VllmError(format!("no server {i}")))?;
+        let Some(opts) = &self.spawn else {
+            return Err(VllmError(format!(
+                "{why} ({} was reached by URL, so this run does not restart it)",
+                s.url
+            )));
+        };
+        let n = self.restarts.fetch_add(1, Ordering::SeqCst) + 1;
+        if n > MAX_RESTARTS {
+            return Err(VllmError(format!(
+                "{why} (not restarted: this run restarted its servers {MAX_RESTARTS} times \
+                 already)"
+            )));
+        }
+        let dir = self
+            .current_dir
+            .lock()
+            .ok()
+            .and_then(|d| d.clone())
+            .ok_or_else(|| VllmError(format!("{why} (no synced weights to restart with)")))?;
+        let t0 = Instant::now();
+        let back = || -> VResult<()> {
+            let index = u32::try_from(i).map_err(|_| VllmError(format!("server {i}")))?;
+            s.respawn(opts, &dir, index)?;
+            s.wait_healthy(&self.client, opts.startup_timeout)?;
+            let version = self.version();
+            s.post(
+                &self.client,
+                "/update_weight_version",
+                &serde_json::json!({"new_version": version}),
+            )?;
+            let got = s.weight_version(&self.client)?;
+            if got != version {
+                return Err(VllmError(format!(
+                    "it reports weight version {got:?}, not {version:?}"
+                )));
+            }
+            self.check_probe(s)
+        };
+        back().map_err(|e| {
+            VllmError(format!(
+                "{why}; restarting {} failed: {}{}",
+                s.url,
+                e.0,
+                s.log_tail_note()
+            ))
+        })?;
+        let first = why.lines().next().unwrap_or_default();
+        if let Ok(mut notes) = self.notes.lock() {
+            notes.push(format!(
+                "vllm: restarted {} ({n} of at most {MAX_RESTARTS}) in {:.1} s after: {first}",
+                s.url,
+                t0.elapsed().as_secs_f64()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The last sync's probe, asked of `s`: the same tokens and log-probs within tolerance.
+    fn check_probe(&self, s: &Server) -> VResult<()> {
+        let Some(p) = self.probe.lock().ok().and_then(|p| p.clone()) else {
+            return Ok(());
+        };
+        let url = format!("{}/v1/completions", s.url);
+        let c = match complete(&self.client, &url, &p.body, p.tokens.len().max(1)) {
+            Turn::Done(c) => c,
+            Turn::Refused(m) | Turn::Fatal(m) => return Err(VllmError(format!("the probe: {m}"))),
+        };
+        let gap = logprob_gap_of(&c.logprobs, &p.want);
+        if c.tokens != p.tokens || !gap.is_finite() || gap > self.probe_tolerance {
+            return Err(VllmError(format!(
+                "it does not serve the synced weights: its probe sampled {:?} (log-prob gap \
+                 {gap:.3e}) where the others sampled {:?}",
+                c.tokens, p.tokens
+            )));
+        }
+        Ok(())
+    }
+
+    /// Restarts so far in this run.
+    pub fn restarts(&self) -> u32 {
+        self.restarts.load(Ordering::SeqCst)
+    }
+
+    /// The restarts since the last call, one line each, for the run's log.
+    pub fn take_notes(&self) -> Vec<String> {
+        self.notes
+            .lock()
+            .map(|mut n| std::mem::take(&mut *n))
+            .unwrap_or_default()
     }
 
     /// Process ids of the servers this fleet started (None for the others): each leads its
@@ -450,6 +589,17 @@ impl Drop for Fleet {
 /// README's vLLM section); bf16 weights round far more.
 const PROBE_TOLERANCE_F32: f64 = 2e-3;
 const PROBE_TOLERANCE_HALF: f64 = 0.15;
+
+/// Largest |a - b| over the pairs (infinite when `a` is empty: no tokens, nothing checked).
+fn logprob_gap_of(a: &[f32], b: &[f32]) -> f64 {
+    if a.is_empty() {
+        return f64::INFINITY;
+    }
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| f64::from((x - y).abs()))
+        .fold(0.0, f64::max)
+}
 
 /// `step-N-<12 hex of the weights fingerprint>`: the label names the step and the weights.
 fn version_label(policy: &Policy, label: &str) -> String {
@@ -500,6 +650,12 @@ struct SeqState {
     busy: bool,
     /// The turn in flight's stop strings (its text is cut after the first).
     stops: Vec<String>,
+    /// The turn in flight's request, to send again after a restart of its server.
+    body: serde_json::Value,
+    max_new: usize,
+    /// Sends of the turn in flight: an answer from an earlier send (a request thread of the
+    /// server before its restart) is stale and dropped.
+    attempt: u32,
 }
 
 /// [`Rollout`] over a [`Fleet`]: each submitted turn is one blocking request on its own
@@ -511,8 +667,8 @@ pub struct VllmRollout<'a> {
     next: u64,
     seqs: BTreeMap<SeqId, SeqState>,
     in_flight: usize,
-    tx: Sender<(SeqId, Turn)>,
-    rx: Receiver<(SeqId, Turn)>,
+    tx: Sender<(SeqId, u32, Turn)>,
+    rx: Receiver<(SeqId, u32, Turn)>,
     per_server: Vec<u64>,
 }
 
@@ -545,6 +701,41 @@ impl VllmRollout<'_> {
     fn busy_on(&self, server: usize) -> bool {
         self.seqs.values().any(|s| s.busy && s.server == server)
     }
+
+    /// Sends sequence `seq`'s turn in flight on its own thread.
+    fn send(&self, seq: SeqId) {
+        let Some(s) = self.seqs.get(&seq) else {
+            return;
+        };
+        let url = format!("{}/v1/completions", self.fleet.servers[s.server].url);
+        let (client, tx) = (self.fleet.client.clone(), self.tx.clone());
+        let (body, max_new, attempt) = (s.body.clone(), s.max_new, s.attempt);
+        std::thread::spawn(move || {
+            let turn = complete(&client, &url, &body, max_new);
+            let _ = tx.send((seq, attempt, turn));
+        });
+    }
+
+    /// Server `server` failed (`why`): restart it and send its turns in flight again, or end
+    /// the rollout with the reason it cannot be restarted.
+    fn recover(&mut self, server: usize, why: &str) -> spade_policy::Result<()> {
+        self.fleet
+            .restart(server, why)
+            .map_err(|e| PolicyError::Backend(e.0))?;
+        let lost: Vec<SeqId> = self
+            .seqs
+            .iter()
+            .filter(|(_, s)| s.busy && s.server == server)
+            .map(|(id, _)| *id)
+            .collect();
+        for seq in lost {
+            if let Some(s) = self.seqs.get_mut(&seq) {
+                s.attempt += 1;
+            }
+            self.send(seq);
+        }
+        Ok(())
+    }
 }
 
 impl Rollout for VllmRollout<'_> {
@@ -558,6 +749,9 @@ impl Rollout for VllmRollout<'_> {
                 server,
                 busy: false,
                 stops: vec![],
+                body: serde_json::Value::Null,
+                max_new: 0,
+                attempt: 0,
             },
         );
         id
@@ -580,17 +774,12 @@ impl Rollout for VllmRollout<'_> {
         }
         s.busy = true;
         s.stops = req.params.stop_strings.clone();
+        s.body = body;
+        s.max_new = req.params.max_new_tokens;
+        s.attempt = 0;
         self.in_flight += 1;
         self.per_server[s.server] += 1;
-        let server = &self.fleet.servers[s.server];
-        let url = format!("{}/v1/completions", server.url);
-        let client = self.fleet.client.clone();
-        let tx = self.tx.clone();
-        let max_new = req.params.max_new_tokens;
-        std::thread::spawn(move || {
-            let turn = complete(&client, &url, &body, max_new);
-            let _ = tx.send((seq, turn));
-        });
+        self.send(seq);
         Ok(())
     }
 
@@ -615,14 +804,20 @@ impl Rollout for VllmRollout<'_> {
                     break;
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    self.fleet.check_alive()?;
+                    for i in 0..self.fleet.servers.len() {
+                        if let Err(e) = self.fleet.servers[i].check_alive() {
+                            self.recover(i, &e.0)?;
+                        }
+                    }
                     // A process can live on while its server no longer answers (engine core
-                    // gone, left paused): ask the busy servers themselves now and then.
+                    // gone, stopped, left paused): ask the busy servers themselves now and then.
                     if waiting.elapsed() >= WATCH_EVERY {
                         waiting = Instant::now();
-                        for (i, s) in self.fleet.servers.iter().enumerate() {
-                            if self.busy_on(i) {
-                                s.watch(&self.fleet.client)?;
+                        for i in 0..self.fleet.servers.len() {
+                            if self.busy_on(i)
+                                && let Err(e) = self.fleet.servers[i].watch(&self.fleet.client)
+                            {
+                                self.recover(i, &e.0)?;
                             }
                         }
                     }
@@ -633,13 +828,14 @@ impl Rollout for VllmRollout<'_> {
             }
         }
         let mut out = vec![];
-        for (seq, turn) in got {
-            self.in_flight = self.in_flight.saturating_sub(1);
+        let mut failed: Vec<(usize, String)> = vec![];
+        for (seq, attempt, turn) in got {
             let Some(s) = self.seqs.get_mut(&seq) else {
-                continue; // closed while its turn was in flight
+                continue; // closed while its turn was in flight (counted off by `close`)
             };
-            s.busy = false;
-            let server = &self.fleet.servers[s.server];
+            if attempt != s.attempt || !s.busy {
+                continue; // an answer from before its server's restart
+            }
             let result = match turn {
                 Turn::Done(mut c) => {
                     c.text = Some(decode_cut(self.tok, &c.tokens, &s.stops)?);
@@ -647,19 +843,30 @@ impl Rollout for VllmRollout<'_> {
                 }
                 Turn::Refused(m) => Err(PolicyError::Backend(m)),
                 Turn::Fatal(m) => {
-                    return Err(PolicyError::Backend(format!(
-                        "{m}{}",
-                        server.log_tail_note()
-                    )));
+                    // Its server is restarted below and the turn sent again; still in flight.
+                    let note = self.fleet.servers[s.server].log_tail_note();
+                    failed.push((s.server, format!("{m}{note}")));
+                    continue;
                 }
             };
+            s.busy = false;
+            self.in_flight = self.in_flight.saturating_sub(1);
             out.push(Finished { seq, result });
+        }
+        failed.sort_by_key(|(server, _)| *server);
+        failed.dedup_by_key(|(server, _)| *server);
+        for (server, why) in failed {
+            self.recover(server, &why)?;
         }
         Ok(out)
     }
 
     fn close(&mut self, seq: SeqId) {
-        self.seqs.remove(&seq);
+        // `in_flight` counts busy sequences, so answers that arrive for a closed one (possibly
+        // several, after a restart) are dropped without counting.
+        if self.seqs.remove(&seq).is_some_and(|s| s.busy) {
+            self.in_flight = self.in_flight.saturating_sub(1);
+        }
     }
 
     fn is_idle(&self) -> bool {
@@ -834,7 +1041,8 @@ pub fn for_run(
 }
 
 /// After the update of step `step` (0-based): the new weights on every server. Metrics
-/// `vllm_sync_s` (write + load) and `vllm_probe_gap`.
+/// `vllm_sync_s` (write + load), `vllm_probe_gap` and `vllm_restarts` (so far in the run; each
+/// restart is also a log line).
 pub fn sync_after_update(
     fleet: &Fleet,
     policy: &Policy,
@@ -842,6 +1050,11 @@ pub fn sync_after_update(
     m: &mut BTreeMap<String, f64>,
     on: &mut dyn FnMut(crate::run::Event),
 ) -> Result<(), crate::WorkerError> {
+    // Restarts during this step's rollouts, logged once they are behind us.
+    for note in fleet.take_notes() {
+        on(crate::run::Event::Log(note));
+    }
+    m.insert("vllm_restarts".into(), f64::from(fleet.restarts()));
     let r = fleet.sync(policy, &format!("step-{step}"))?;
     m.insert("vllm_sync_s".into(), r.write_s + r.load_s);
     m.insert("vllm_probe_gap".into(), r.probe_gap);

@@ -33,62 +33,41 @@ impl Server {
     /// `vllm serve weights` on 127.0.0.1, port `opts.port + i`, in its own process group
     /// (vLLM forks an engine-core process; stopping the group stops both).
     pub(super) fn spawn(opts: &FleetOptions, weights: &Path, i: u32) -> VResult<Self> {
-        let port = u32::from(opts.port) + i;
-        let bin = opts.venv.join("bin/vllm");
-        if !bin.is_file() {
-            return Err(VllmError(format!(
-                "no vLLM at {} (vllm.venv): install it with `scripts/setup --vllm`",
-                bin.display()
-            )));
-        }
-        std::fs::create_dir_all(&opts.log_dir)
-            .map_err(|e| VllmError(format!("cannot create {}: {e}", opts.log_dir.display())))?;
-        let log = opts.log_dir.join(format!("server-{i}.log"));
-        let out = std::fs::File::create(&log)
-            .map_err(|e| VllmError(format!("cannot create {}: {e}", log.display())))?;
-        let err = out
-            .try_clone()
-            .map_err(|e| VllmError(format!("cannot share {}: {e}", log.display())))?;
-        let dtype = dtype_of(weights);
-        let mut cmd = Command::new(&bin);
-        cmd.arg("serve")
-            .arg(weights)
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--served-model-name", SERVED_NAME])
-            .args(["--dtype", &dtype])
-            .args(["--max-model-len", &opts.max_model_len.to_string()])
-            // The trainer compares against log softmax(logits / T): see the module doc.
-            .args(["--logprobs-mode", "processed_logprobs"])
-            // The checkpoint's generation_config.json must not change request defaults.
-            .args(["--generation-config", "vllm"])
-            // CUDA graphs and torch.compile are GPU-side speed-ups; on CPU they only delay start.
-            .arg("--enforce-eager")
-            // vLLM 0.32 on CPU crashes its engine when a seeded request's prefill is split
-            // over steps ("CPU Generator does not use offset", gpu_model_runner.py
-            // `_bookkeeping_sync`): whole prefills only, and a step budget that holds one.
-            .arg("--no-enable-chunked-prefill")
-            .args([
-                "--max-num-batched-tokens",
-                &opts.max_model_len.max(8192).to_string(),
-            ])
-            // The pause / reload / version routes of a weight sync.
-            .env("VLLM_SERVER_DEV_MODE", "1")
-            .env("VLLM_CPU_KVCACHE_SPACE", opts.kv_cache_gib.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .process_group(0);
-        if opts.threads > 0 {
-            cmd.env("OMP_NUM_THREADS", opts.threads.to_string());
-        }
-        let child = cmd
-            .spawn()
-            .map_err(|e| VllmError(format!("cannot start {}: {e}", bin.display())))?;
+        let (child, log) = launch(opts, weights, i, false)?;
         Ok(Server {
-            url: format!("http://127.0.0.1:{port}"),
+            url: format!("http://127.0.0.1:{}", u32::from(opts.port) + i),
             child: Mutex::new(Some(child)),
             log: Some(log),
         })
+    }
+
+    /// Kills this started server's process group (whatever state it is in: a stopped process
+    /// ignores SIGTERM) and starts it again on the same port with `weights`, appending to the
+    /// same log so the tail of the dead one stays readable above the new start.
+    pub(super) fn respawn(&self, opts: &FleetOptions, weights: &Path, i: u32) -> VResult<()> {
+        self.kill();
+        let (child, _) = launch(opts, weights, i, true)?;
+        if let Ok(mut g) = self.child.lock() {
+            *g = Some(child);
+        }
+        Ok(())
+    }
+
+    /// SIGKILL to a started server's group, and reap it.
+    fn kill(&self) {
+        let Ok(mut g) = self.child.lock() else {
+            return;
+        };
+        let Some(mut c) = g.take() else {
+            return;
+        };
+        if let Some(pgid) = i32::try_from(c.id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
+        let _ = c.wait();
     }
 
     /// Polls `/health` until it answers 200; fails at once when the process exits, and after
@@ -314,6 +293,68 @@ impl Server {
         let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
         let _ = c.wait();
     }
+}
+
+/// Starts `vllm serve weights` for server `i` (see [`Server::spawn`]); its output goes to
+/// `server-{i}.log`, truncated or appended to.
+fn launch(opts: &FleetOptions, weights: &Path, i: u32, append: bool) -> VResult<(Child, PathBuf)> {
+    let port = u32::from(opts.port) + i;
+    let bin = opts.venv.join("bin/vllm");
+    if !bin.is_file() {
+        return Err(VllmError(format!(
+            "no vLLM at {} (vllm.venv): install it with `scripts/setup --vllm`",
+            bin.display()
+        )));
+    }
+    std::fs::create_dir_all(&opts.log_dir)
+        .map_err(|e| VllmError(format!("cannot create {}: {e}", opts.log_dir.display())))?;
+    let log = opts.log_dir.join(format!("server-{i}.log"));
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(&log)
+        .map_err(|e| VllmError(format!("cannot create {}: {e}", log.display())))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| VllmError(format!("cannot share {}: {e}", log.display())))?;
+    let dtype = dtype_of(weights);
+    let mut cmd = Command::new(&bin);
+    cmd.arg("serve")
+        .arg(weights)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--served-model-name", SERVED_NAME])
+        .args(["--dtype", &dtype])
+        .args(["--max-model-len", &opts.max_model_len.to_string()])
+        // The trainer compares against log softmax(logits / T): see the module doc.
+        .args(["--logprobs-mode", "processed_logprobs"])
+        // The checkpoint's generation_config.json must not change request defaults.
+        .args(["--generation-config", "vllm"])
+        // CUDA graphs and torch.compile are GPU-side speed-ups; on CPU they only delay start.
+        .arg("--enforce-eager")
+        // vLLM 0.32 on CPU crashes its engine when a seeded request's prefill is split
+        // over steps ("CPU Generator does not use offset", gpu_model_runner.py
+        // `_bookkeeping_sync`): whole prefills only, and a step budget that holds one.
+        .arg("--no-enable-chunked-prefill")
+        .args([
+            "--max-num-batched-tokens",
+            &opts.max_model_len.max(8192).to_string(),
+        ])
+        // The pause / reload / version routes of a weight sync.
+        .env("VLLM_SERVER_DEV_MODE", "1")
+        .env("VLLM_CPU_KVCACHE_SPACE", opts.kv_cache_gib.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .process_group(0);
+    if opts.threads > 0 {
+        cmd.env("OMP_NUM_THREADS", opts.threads.to_string());
+    }
+    let child = cmd
+        .spawn()
+        .map_err(|e| VllmError(format!("cannot start {}: {e}", bin.display())))?;
+    Ok((child, log))
 }
 
 /// The dtype the checkpoint in `dir` was written in (`config.json`'s `dtype`), float32 else.
