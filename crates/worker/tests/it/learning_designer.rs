@@ -430,3 +430,72 @@ fn designer_grpo_raises_the_designer_reward_and_a_frozen_designer_does_not() -> 
     );
     Ok(())
 }
+
+/// The designer and the hint writer generate on the vLLM servers when the run has them (the
+/// loop test of `vllm.rs` uses a fixed pool, so only the agent's plays go there). Against real
+/// `vllm serve` with `SPADE_TEST_VLLM=1` only. The fixture's designer writes valid programs
+/// through the engine; through vLLM it must too, and the server must have answered more
+/// completions than the agent's turns: the rest are the designer's and the hint writer's.
+#[test]
+fn the_designer_and_the_hint_writer_sample_on_the_vllm_servers() -> Res<()> {
+    if std::env::var("SPADE_TEST_VLLM").ok().as_deref() != Some("1") {
+        eprintln!("SKIPPED: set SPADE_TEST_VLLM=1 to run against real vLLM (scripts/setup --vllm)");
+        return Ok(());
+    }
+    let f = fixture();
+    let mut cfg = config(&f.model_dir, 1, false)?;
+    cfg.run.steps = 2;
+    cfg.run.checkpoint_every = 2;
+    cfg.model.rollout = spade::config::RolloutBackend::Vllm;
+    cfg.vllm.start = 1;
+    cfg.vllm.port = 8401;
+    cfg.vllm.threads = 1;
+    cfg.vllm.startup_timeout_s = 900;
+    let issues = cfg.validate();
+    assert!(issues.is_empty(), "{issues:?}");
+    let out = tempfile::tempdir()?;
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut opts = RunOptions::new(
+        "it-vllm-designer",
+        repo.join("envs/seed"),
+        out.path().join("cache"),
+    );
+    opts.concurrency = Some(2);
+    let mut sink = FileSink::open(out.path())?;
+    let store = StateStore::new(out.path());
+    let t = Instant::now();
+    run::run(&cfg, &opts, &store, &mut sink, &mut |e| {
+        if let run::Event::Log(l) = e
+            && l.starts_with("vllm:")
+        {
+            eprintln!("{l}");
+        }
+    })?;
+    let (mut attempts, mut accepted, mut play_turns) = (0u32, 0u32, 0u64);
+    for e in FileSink::read_all(out.path())? {
+        match e.message {
+            Message::Environment { record } => {
+                attempts += 1;
+                accepted += u32::from(record.status == EnvStatus::Accepted);
+            }
+            Message::Plays { records } => {
+                play_turns += records.iter().map(|p| u64::from(p.turns)).sum::<u64>();
+            }
+            _ => {}
+        }
+    }
+    let log = std::fs::read_to_string(out.path().join("vllm-logs/server-0.log"))?;
+    let completions = log.matches("POST /v1/completions").count() as u64;
+    eprintln!(
+        "through vLLM: {accepted}/{attempts} environments accepted; the server answered \
+         {completions} completions for {play_turns} agent turns ({:.1} s)",
+        t.elapsed().as_secs_f64()
+    );
+    assert_eq!(attempts, 16, "8 designer attempts a step");
+    assert!(accepted * 2 >= attempts, "{accepted}/{attempts} accepted");
+    assert!(
+        completions >= play_turns + u64::from(attempts),
+        "{completions} completions, {play_turns} agent turns, {attempts} designer attempts"
+    );
+    Ok(())
+}
