@@ -599,6 +599,14 @@ const HELP: &[(&str, &str)] = &[
         "KV-cache GiB of each started server on CPU (VLLM_CPU_KVCACHE_SPACE).",
     ),
     (
+        "vllm.gpus",
+        "CUDA devices the started servers share out, in order (comma-separated): server i gets the i-th run of vllm.tensor_parallel of them as CUDA_VISIBLE_DEVICES. Leave out the trainer's device. Empty = no split (one server, or CPU).",
+    ),
+    (
+        "vllm.tensor_parallel",
+        "GPUs per started server (its --tensor-parallel-size).",
+    ),
+    (
         "vllm.weights_dir",
         "Where the policy is written after every update for the servers to load (a path every server reads; /dev/shm when colocated); empty = the run's state directory.",
     ),
@@ -841,8 +849,40 @@ pub async fn fresh_form(
     })
 }
 
-/// Lists of text shown as one comma-separated text field.
-const TEXT_LISTS: &[&str] = &["vllm.urls"];
+/// Lists shown as one comma-separated text field: text, or whole numbers.
+const LISTS: &[(&str, ListItem)] = &[
+    ("vllm.urls", ListItem::Text),
+    ("vllm.gpus", ListItem::Whole),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ListItem {
+    Text,
+    Whole,
+}
+
+fn list_item(path: &str) -> Option<ListItem> {
+    LISTS.iter().find(|(p, _)| *p == path).map(|(_, k)| *k)
+}
+
+/// One comma-separated field as its list (empty items dropped: a trailing comma is harmless).
+fn parse_list(item: ListItem, raw: &[String]) -> Result<Value, String> {
+    let joined = raw.join(",");
+    let items = joined.split(',').map(str::trim).filter(|u| !u.is_empty());
+    match item {
+        ListItem::Text => Ok(Value::Array(
+            items.map(|u| Value::String(u.to_owned())).collect(),
+        )),
+        ListItem::Whole => items
+            .map(|u| {
+                u.parse::<u64>()
+                    .map(Value::from)
+                    .map_err(|_| format!("must be whole numbers separated by commas, got \"{u}\""))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array),
+    }
+}
 
 /// Parses one submitted value as the type of its path; `Err` is the message for the field.
 fn parse_value(kind: &FieldKind, raw: &[String]) -> Result<Value, String> {
@@ -933,7 +973,7 @@ pub fn check_fields(pairs: &[(String, String)]) -> Checked {
         // An empty list of text values may come as no value at all.
         if raw.is_empty()
             && !matches!(kind, FieldKind::Bool | FieldKind::Multi(_))
-            && !TEXT_LISTS.contains(&path.as_str())
+            && list_item(path).is_none()
         {
             errors
                 .entry(path.clone())
@@ -943,16 +983,9 @@ pub fn check_fields(pairs: &[(String, String)]) -> Checked {
             insert_path(&mut root, path, template.clone());
             continue;
         }
-        let parsed = if TEXT_LISTS.contains(&path.as_str()) {
-            // A list of URLs is one text field, comma-separated, as it is displayed.
-            Ok(Value::Array(
-                raw.join(",")
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|u| !u.is_empty())
-                    .map(|u| Value::String(u.to_owned()))
-                    .collect(),
-            ))
+        let parsed = if let Some(item) = list_item(path) {
+            // A list is one text field, comma-separated, as it is displayed.
+            parse_list(item, &raw)
         } else {
             parse_value(&kind, &raw)
         };
@@ -1237,6 +1270,55 @@ mod tests {
                 cfg.vllm.urls,
                 ["http://10.0.0.5:8000", "http://10.0.0.6:8000"]
             ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn vllm_gpus_are_one_comma_separated_field_of_whole_numbers() {
+        let with = |gpus: &str| {
+            let mut pairs = pairs_of(&RunConfig::tiny_cpu_demo());
+            pairs.retain(|(k, _)| !k.starts_with("vllm.") && k != "model.rollout");
+            pairs.extend(
+                [
+                    ("model.rollout", "vllm"),
+                    ("vllm.start", "2"),
+                    ("vllm.port", "8300"),
+                    ("vllm.threads", "0"),
+                    ("vllm.kv_cache_gib", "1"),
+                    ("vllm.tensor_parallel", "2"),
+                    ("vllm.startup_timeout_s", "600"),
+                    ("vllm.request_timeout_s", "600"),
+                    ("vllm.venv", ""),
+                    ("vllm.weights_dir", ""),
+                    ("vllm.gpus", gpus),
+                ]
+                .map(|(k, v)| (k.to_owned(), v.to_owned())),
+            );
+            check_fields(&pairs)
+        };
+        match with(" 1, 2,3 ,4") {
+            Checked::Valid(cfg) => assert_eq!(cfg.vllm.gpus, [1, 2, 3, 4]),
+            other => panic!("{other:?}"),
+        }
+        match with("1,two") {
+            Checked::Invalid { errors, .. } => {
+                let msg = errors
+                    .get("vllm.gpus")
+                    .map(|m| m.join(" "))
+                    .unwrap_or_default();
+                assert!(
+                    msg.contains("whole numbers") && msg.contains("two"),
+                    "{errors:?}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Two servers of two GPUs need four devices: the rule of spade::config, beside the field.
+        match with("1,2,3") {
+            Checked::Invalid { errors, .. } => {
+                assert!(errors.contains_key("vllm.gpus"), "{errors:?}")
+            }
             other => panic!("{other:?}"),
         }
     }

@@ -223,6 +223,8 @@ fn start_vllm(
         venv,
         threads: u32::try_from(a.threads).unwrap_or(1),
         kv_cache_gib: 2,
+        gpus: vec![],
+        tensor_parallel: 1,
         max_model_len: a.context,
         weights_dir: dir.join("weights"),
         log_dir: dir.join("logs"),

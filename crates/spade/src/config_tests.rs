@@ -615,6 +615,35 @@ fn the_vllm_backend_needs_servers_and_checks_its_keys() {
         )),
         ["vllm.start", "vllm.port", "vllm.kv_cache_gib"]
     );
+    // GPU split: each device once, enough of them, only for started servers.
+    assert_eq!(
+        paths(&format!(
+            "{base}[vllm]\nstart = 2\ntensor_parallel = 2\ngpus = [1, 2, 3]\n"
+        )),
+        ["vllm.gpus"]
+    );
+    assert_eq!(
+        paths(&format!("{base}[vllm]\nstart = 2\ngpus = [1, 1]\n")),
+        ["vllm.gpus[1]"]
+    );
+    assert_eq!(
+        paths(&format!(
+            "{base}[vllm]\nurls = [\"http://a:1\"]\ngpus = [0]\n"
+        )),
+        ["vllm.gpus"]
+    );
+    assert_eq!(
+        paths(&format!("{base}[vllm]\nstart = 2\ntensor_parallel = 2\n")),
+        ["vllm.tensor_parallel"]
+    );
+    assert_eq!(
+        paths(&format!("{base}[vllm]\nstart = 1\ntensor_parallel = 0\n")),
+        ["vllm.tensor_parallel"]
+    );
+    let split = RunConfig::from_toml_str(&format!(
+        "{base}[vllm]\nstart = 2\ntensor_parallel = 2\ngpus = [1, 2, 3, 4]\n"
+    ));
+    assert!(split.is_ok(), "{split:?}");
     // The section is inert for the local backends.
     assert!(RunConfig::from_toml_str("[model]\npreset = \"tiny\"\n").is_ok());
 }

@@ -138,6 +138,10 @@ pub struct FleetOptions {
     /// OMP threads per started server.
     pub threads: u32,
     pub kv_cache_gib: u32,
+    /// CUDA devices split between started servers (`vllm.gpus`; empty: no split).
+    pub gpus: Vec<u32>,
+    /// GPUs per started server.
+    pub tensor_parallel: u32,
     /// `--max-model-len` of started servers.
     pub max_model_len: usize,
     pub weights_dir: PathBuf,
@@ -148,6 +152,15 @@ pub struct FleetOptions {
 }
 
 impl FleetOptions {
+    /// Server `i`'s `CUDA_VISIBLE_DEVICES`: its run of `tensor_parallel` devices of `gpus`
+    /// (None without a split, or past the list, which the configuration check refuses).
+    pub fn devices_of(&self, i: u32) -> Option<String> {
+        let tp = self.tensor_parallel.max(1) as usize;
+        let start = i as usize * tp;
+        let run = self.gpus.get(start..start + tp)?;
+        Some(run.iter().map(u32::to_string).collect::<Vec<_>>().join(","))
+    }
+
     /// The `[vllm]` section of `cfg`, with the run's directories for what it leaves open.
     pub fn from_config(cfg: &spade::config::RunConfig, state_dir: &Path) -> Self {
         let v = &cfg.vllm;
@@ -167,6 +180,8 @@ impl FleetOptions {
             venv,
             threads: v.threads,
             kv_cache_gib: v.kv_cache_gib,
+            gpus: v.gpus.clone(),
+            tensor_parallel: v.tensor_parallel.max(1),
             max_model_len: cfg.model.max_context as usize,
             weights_dir: v
                 .weights_dir

@@ -25,6 +25,13 @@ pub struct VllmSection {
     pub threads: u32,
     /// KV-cache GiB of each started server on CPU (`VLLM_CPU_KVCACHE_SPACE`).
     pub kv_cache_gib: u32,
+    /// CUDA devices the started servers share out, in order: server `i` gets the `i`-th run of
+    /// `tensor_parallel` of them as its `CUDA_VISIBLE_DEVICES` (with `[0, 1, 2, 3]`, two servers
+    /// of 2: `0,1` and `2,3`). Leave out the trainer's device to keep it for the update. Empty =
+    /// no split: every started server sees the worker's devices (one server, or CPU).
+    pub gpus: Vec<u32>,
+    /// GPUs per started server (its `--tensor-parallel-size`).
+    pub tensor_parallel: u32,
     /// Directory the policy is written to after every update for the servers to load (every
     /// server must read it at the same path; `/dev/shm/...` when colocated); absent = the
     /// run's state directory.
@@ -44,6 +51,8 @@ impl Default for VllmSection {
             venv: None,
             threads: 0,
             kv_cache_gib: 1,
+            gpus: vec![],
+            tensor_parallel: 1,
             weights_dir: None,
             startup_timeout_s: 600,
             request_timeout_s: 600,
@@ -76,6 +85,45 @@ pub(super) fn check(k: &mut Checker, v: &VllmSection, rollout_is_vllm: bool) {
     );
     k.count("vllm.threads", v.threads.into(), 0, 4096);
     k.count("vllm.kv_cache_gib", v.kv_cache_gib.into(), 1, 4096);
+    k.count("vllm.tensor_parallel", v.tensor_parallel.into(), 1, 64);
+    for (i, g) in v.gpus.iter().enumerate() {
+        if v.gpus[..i].contains(g) {
+            k.not_allowed(
+                &format!("vllm.gpus[{i}]"),
+                &g.to_string(),
+                "each device once (two servers on one GPU would share its memory unasked)",
+            );
+        }
+    }
+    if !v.gpus.is_empty() {
+        let need = u64::from(v.start) * u64::from(v.tensor_parallel.max(1));
+        if v.start == 0 {
+            k.conflict(
+                "vllm.gpus",
+                "vllm.start",
+                "the devices are split between the servers the worker starts; servers reached \
+                 by vllm.urls choose their own",
+            );
+        } else if need > v.gpus.len() as u64 {
+            k.conflict(
+                "vllm.gpus",
+                "vllm.start",
+                &format!(
+                    "{} server(s) of {} GPU(s) each need {need} devices; vllm.gpus lists {}",
+                    v.start,
+                    v.tensor_parallel,
+                    v.gpus.len()
+                ),
+            );
+        }
+    } else if v.start > 1 && v.tensor_parallel > 1 {
+        k.conflict(
+            "vllm.tensor_parallel",
+            "vllm.gpus",
+            "several started servers of more than one GPU each would all take the first \
+             devices: list the devices to split in vllm.gpus",
+        );
+    }
     k.count(
         "vllm.startup_timeout_s",
         v.startup_timeout_s.into(),

@@ -351,6 +351,12 @@ fn launch(opts: &FleetOptions, weights: &Path, i: u32, append: bool) -> VResult<
     if opts.threads > 0 {
         cmd.env("OMP_NUM_THREADS", opts.threads.to_string());
     }
+    if let Some(devices) = opts.devices_of(i) {
+        cmd.env("CUDA_VISIBLE_DEVICES", devices);
+    }
+    if opts.tensor_parallel > 1 {
+        cmd.args(["--tensor-parallel-size", &opts.tensor_parallel.to_string()]);
+    }
     let child = cmd
         .spawn()
         .map_err(|e| VllmError(format!("cannot start {}: {e}", bin.display())))?;
@@ -382,4 +388,68 @@ fn tail(path: &Path) -> String {
         Ok(String::from_utf8_lossy(&buf).into_owned())
     };
     read().unwrap_or_else(|e| format!("(cannot read it: {e})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(venv: &Path, log_dir: &Path, gpus: Vec<u32>, tensor_parallel: u32) -> FleetOptions {
+        FleetOptions {
+            urls: vec![],
+            start: 2,
+            port: 9100,
+            venv: venv.to_path_buf(),
+            threads: 0,
+            kv_cache_gib: 1,
+            gpus,
+            tensor_parallel,
+            max_model_len: 1024,
+            weights_dir: log_dir.join("weights"),
+            log_dir: log_dir.to_path_buf(),
+            startup_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// What a started server is given, read back from a stand-in `vllm` that prints its
+    /// devices and arguments into the server's log and exits.
+    fn launched(opts: &FleetOptions, i: u32) -> std::io::Result<String> {
+        let (mut child, log) = launch(opts, Path::new("/weights"), i, false)
+            .map_err(|e| std::io::Error::other(e.0))?;
+        child.wait()?;
+        std::fs::read_to_string(log)
+    }
+
+    #[test]
+    fn started_servers_get_their_own_devices_and_tensor_parallel_size() -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir()?;
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin)?;
+        let vllm = bin.join("vllm");
+        std::fs::write(
+            &vllm,
+            "#!/bin/sh\necho \"devices=${CUDA_VISIBLE_DEVICES-unset} args=$*\"\n",
+        )?;
+        std::fs::set_permissions(&vllm, std::fs::Permissions::from_mode(0o755))?;
+        let logs = dir.path().join("logs");
+
+        let split = options(dir.path(), &logs, vec![1, 2, 3, 4], 2);
+        let first = launched(&split, 0)?;
+        let second = launched(&split, 1)?;
+        assert!(first.contains("devices=1,2 "), "{first}");
+        assert!(second.contains("devices=3,4 "), "{second}");
+        assert!(first.contains("--tensor-parallel-size 2"), "{first}");
+        assert!(second.contains("--port 9101"), "{second}");
+
+        // No split: the servers see what the worker sees, and no tensor-parallel flag.
+        let plain = options(dir.path(), &logs, vec![], 1);
+        let out = launched(&plain, 1)?;
+        assert!(out.contains("--port 9101"), "{out}");
+        assert!(!out.contains("--tensor-parallel-size"), "{out}");
+        let inherited = std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "unset".into());
+        assert!(out.contains(&format!("devices={inherited} ")), "{out}");
+        Ok(())
+    }
 }

@@ -36,6 +36,8 @@ fn options(dir: &Path, start: u32, urls: Vec<String>) -> FleetOptions {
         venv,
         threads: 1,
         kv_cache_gib: 1,
+        gpus: vec![],
+        tensor_parallel: 1,
         max_model_len: 1024,
         weights_dir: dir.join("weights"),
         log_dir: dir.join("logs"),
