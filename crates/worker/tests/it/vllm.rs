@@ -164,45 +164,37 @@ fn vllm_serves_play_syncs_weights_and_restarts_a_dead_or_hung_server() -> TestRe
 
     // A killed server (SIGKILL of its group): the fleet starts it again with the current
     // weights and sends its lost turns again, so the rollout ends as it would have.
-    let url1 = fleet.urls()[1].to_string();
-    let pid1 = fleet.server_pids()[1].ok_or("server 1 has no pid")?;
-    signal_group(pid1, rustix::process::Signal::KILL)?;
-    let t = Instant::now();
-    let mut r = fleet.rollout(tok);
-    let again = generate_all(&mut r, &prompts, &seeds, &greedy)?;
-    drop(r);
-    eprintln!(
-        "killed server: rollout done in {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
-    same_outputs(&after, &again, "after a killed server's restart")?;
+    let replay =
+        |server: usize, signal, what: &str| -> Result<String, Box<dyn std::error::Error>> {
+            let pid = fleet.server_pids()[server].ok_or("no pid")?;
+            signal_group(pid, signal)?;
+            let t = Instant::now();
+            let mut r = fleet.rollout(tok);
+            let again = generate_all(&mut r, &prompts, &seeds, &greedy)?;
+            drop(r);
+            eprintln!("{what}: rollout done in {:.1} s", t.elapsed().as_secs_f64());
+            same_outputs(&after, &again, what)?;
+            assert_ne!(
+                fleet.server_pids()[server],
+                Some(pid),
+                "{what}: a new process serves"
+            );
+            let notes = fleet.take_notes();
+            eprintln!("{notes:?}");
+            match notes.as_slice() {
+                [one] if one.contains(fleet.urls()[server]) => Ok(one.clone()),
+                _ => Err(format!("{what}: restart notes {notes:?}").into()),
+            }
+        };
+    replay(1, rustix::process::Signal::KILL, "a killed server")?;
     assert_eq!(fleet.restarts(), 1);
-    assert_ne!(fleet.server_pids()[1], Some(pid1), "a new process serves");
-    let notes = fleet.take_notes();
-    eprintln!("{notes:?}");
-    assert!(notes.len() == 1 && notes[0].contains(&url1), "{notes:?}");
 
     // A server that stops answering while its process lives (SIGSTOP): the watchdog finds its
     // /health silent, and it is restarted the same way.
-    let url0 = fleet.urls()[0].to_string();
-    let pid0 = fleet.server_pids()[0].ok_or("server 0 has no pid")?;
-    signal_group(pid0, rustix::process::Signal::STOP)?;
-    let t = Instant::now();
-    let mut r = fleet.rollout(tok);
-    let again = generate_all(&mut r, &prompts, &seeds, &greedy)?;
-    drop(r);
-    eprintln!(
-        "stopped server: rollout done in {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
-    same_outputs(&after, &again, "after a hung server's restart")?;
+    let note = replay(0, rustix::process::Signal::STOP, "a stopped server")?;
+    assert!(note.contains("did not answer"), "{note}");
     assert_eq!(fleet.restarts(), 2);
-    let notes = fleet.take_notes();
-    eprintln!("{notes:?}");
-    assert!(
-        notes.len() == 1 && notes[0].contains(&url0) && notes[0].contains("did not answer"),
-        "{notes:?}"
-    );
+    let (url0, url1) = (fleet.urls()[0].to_string(), fleet.urls()[1].to_string());
 
     // A server reached by URL is not restarted: when it dies, the rollout fails naming it,
     // instead of hanging.
