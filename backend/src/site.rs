@@ -121,6 +121,7 @@ mod tests {
         assert_eq!(pkg_dir(dir.path()), "pkg", "not a hash");
         Ok(())
     }
+
     /// A router whose pages stall after their first chunk, behind the stall limit.
     fn stalling_app(limit: Duration) -> axum::Router {
         use axum::routing::get;
@@ -128,7 +129,7 @@ mod tests {
         let stalls = |content_type: &'static str| {
             move || async move {
                 let first = futures_util::stream::once(async {
-                    Ok::<_, std::io::Error>(bytes_of("<html><body>shell"))
+                    Ok::<_, std::io::Error>(axum::body::Bytes::from_static(b"<html><body>shell"))
                 });
                 (
                     [(header::CONTENT_TYPE, content_type)],
@@ -147,10 +148,6 @@ mod tests {
                 limit,
                 end_stalled_pages,
             ))
-    }
-
-    fn bytes_of(s: &'static str) -> axum::body::Bytes {
-        axum::body::Bytes::from_static(s.as_bytes())
     }
 
     async fn open(app: &axum::Router, path: &str) -> Body {

@@ -805,31 +805,30 @@ impl RunConfig {
         kind: EnvKind,
         step: u64,
     ) -> Option<(u64, Vec<&'static crate::skills::Skill>)> {
-        let cfg = self;
-        if cfg.is_fixed_env() || !cfg.curriculum.kinds.contains(&kind) {
+        if self.is_fixed_env() || !self.curriculum.kinds.contains(&kind) {
             return None;
         }
-        let k = cfg.regenerate_every(kind).max(1);
+        let k = self.regenerate_every(kind).max(1);
         if !step.is_multiple_of(k) {
             return None;
         }
         let regeneration = step / k;
         let active = match kind {
-            EnvKind::Game => cfg.curriculum.active_game_skills,
-            EnvKind::ToolUse => cfg.curriculum.active_tool_use_skills,
+            EnvKind::Game => self.curriculum.active_game_skills,
+            EnvKind::ToolUse => self.curriculum.active_tool_use_skills,
         };
         let skills = crate::skills::active_skills(
             kind,
             regeneration,
             active,
-            cfg.ablation.two_skill_curriculum,
+            self.ablation.two_skill_curriculum,
         );
-        let per_skill = if cfg.ablation.two_skill_curriculum && kind == EnvKind::Game {
+        let per_skill = if self.ablation.two_skill_curriculum && kind == EnvKind::Game {
             // Reference: 24 games per rollout over SKILLS_PER_REGEN=2 skills.
-            (active * cfg.curriculum.envs_per_skill)
+            (active * self.curriculum.envs_per_skill)
                 .div_ceil(crate::skills::TWO_SKILL_CURRICULUM.len())
         } else {
-            cfg.curriculum.envs_per_skill
+            self.curriculum.envs_per_skill
         };
         let slots = skills
             .into_iter()

@@ -439,7 +439,7 @@ impl Fleet {
                 .pop()
                 .unwrap_or_default();
             let want: Vec<f32> = want.into_iter().skip(req.tokens.len()).collect();
-            let gap = logprob_gap_of(&c.logprobs, &want);
+            let (_, gap, _) = logprob_gap(&c.logprobs, &want, &vec![true; want.len()]);
             if c.tokens.is_empty() || !gap.is_finite() || gap > self.probe_tolerance {
                 return Err(VllmError(format!(
                     "{} does not serve the policy's weights: its log-probs of a probe differ \
@@ -539,7 +539,7 @@ impl Fleet {
             Turn::Done(c) => c,
             Turn::Refused(m) | Turn::Fatal(m) => return Err(VllmError(format!("the probe: {m}"))),
         };
-        let gap = logprob_gap_of(&c.logprobs, &p.want);
+        let (_, gap, _) = logprob_gap(&c.logprobs, &p.want, &vec![true; p.want.len()]);
         if c.tokens != p.tokens || !gap.is_finite() || gap > self.probe_tolerance {
             return Err(VllmError(format!(
                 "it does not serve the synced weights: its probe sampled {:?} (log-prob gap \
@@ -569,11 +569,6 @@ impl Fleet {
         self.servers.iter().map(Server::pid).collect()
     }
 
-    /// Fails with the log tail of a started server whose process has exited.
-    pub fn check_alive(&self) -> VResult<()> {
-        self.servers.iter().try_for_each(Server::check_alive)
-    }
-
     /// Stops the servers this fleet started (their process groups). Running servers it was
     /// pointed at are left alone.
     pub fn shutdown(&self) {
@@ -593,17 +588,6 @@ impl Drop for Fleet {
 /// README's vLLM section); bf16 weights round far more.
 const PROBE_TOLERANCE_F32: f64 = 2e-3;
 const PROBE_TOLERANCE_HALF: f64 = 0.15;
-
-/// Largest |a - b| over the pairs (infinite when `a` is empty: no tokens, nothing checked).
-fn logprob_gap_of(a: &[f32], b: &[f32]) -> f64 {
-    if a.is_empty() {
-        return f64::INFINITY;
-    }
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| f64::from((x - y).abs()))
-        .fold(0.0, f64::max)
-}
 
 /// `step-N-<12 hex of the weights fingerprint>`: the label names the step and the weights.
 fn version_label(policy: &Policy, label: &str) -> String {
