@@ -11,6 +11,19 @@
 //! 16 through `app(state)` without a port (so it measures the handlers and PostgreSQL, not a
 //! network stack) and prints p50 / p99 latency and throughput. At the end it deletes the run
 //! (cascading to everything seeded). Loopback database only; bounded by the arguments.
+//!
+//! `--load` (issue 19, item 6) measures the dashboard's pages instead, over loopback TCP at a
+//! fixed rate (see `api/load.rs`): the run page, the runs list (the team holds `--list-runs`
+//! runs, 50 by default), the environment list and one environment, each at `--load-rate`
+//! requests/s (200) for `--load-secs` (60), against targets of p99 < 50 ms for the run page and
+//! < 20 ms for the others with no errors. Build it in release (plain `cargo bench`):
+//!
+//! ```sh
+//! DATABASE_URL=postgres://spade:spade@127.0.0.1:5432/<scratch db> cargo bench -p spade-server --bench api -- --load
+//! ```
+
+#[path = "api/load.rs"]
+mod load;
 
 use anyhow::{Context, bail};
 use axum::body::Body;
@@ -37,6 +50,18 @@ struct Args {
     /// Requests per query and concurrency level.
     #[arg(long, default_value_t = 200)]
     requests: usize,
+    /// Measure the pages at a fixed rate over TCP instead of the query table (see the module doc).
+    #[arg(long)]
+    load: bool,
+    /// Requests per second for each page under `--load`.
+    #[arg(long, default_value_t = 200.0)]
+    load_rate: f64,
+    /// Seconds each page is loaded for under `--load`.
+    #[arg(long, default_value_t = 60.0)]
+    load_secs: f64,
+    /// Runs in the team (the seeded one included) for the runs list under `--load`.
+    #[arg(long, default_value_t = 50)]
+    list_runs: usize,
     /// `cargo bench` passes `--bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -46,11 +71,11 @@ const METRICS: [&str; 10] = [
     "loss",
     "reward/mean",
     "reward/std",
-    "regret/mean",
+    "regret_mean",
     "kl",
     "entropy",
     "win_rate/hint",
-    "win_rate/no_hint",
+    "acceptance_rate",
     "learnable_share",
     "vendi",
 ];
@@ -281,6 +306,23 @@ async fn main() -> anyhow::Result<()> {
     );
     bench.bearer = user_bearer;
 
+    if args.load {
+        let extra = seed_list_runs(&mut bench, project, args.list_runs.saturating_sub(1)).await?;
+        let result = load_pages(&bench, &args, run, team, args.envs / 2).await;
+        for id in extra.into_iter().chain([run]) {
+            bench
+                .json("POST", &format!("/api/v1/runs/{id}/cancel"), None)
+                .await
+                .ok();
+            bench
+                .call("DELETE", &format!("/api/v1/runs/{id}"), None)
+                .await
+                .ok();
+        }
+        println!("cleanup: deleted the seeded runs");
+        return result;
+    }
+
     let mid = steps / 2;
     let queries = [
         ("run", format!("/api/v1/runs/{run}")),
@@ -387,5 +429,164 @@ async fn main() -> anyhow::Result<()> {
         .call("DELETE", &format!("/api/v1/runs/{run}"), None)
         .await?;
     println!("cleanup: DELETE run {run} -> {status}");
+    Ok(())
+}
+
+/// `n` more runs in the project, each with the runs list's three metric columns logged, so the
+/// list renders full rows. Returns their ids.
+async fn seed_list_runs(bench: &mut Bench, project: i64, n: usize) -> anyhow::Result<Vec<i64>> {
+    let config = spade::config::RunConfig::tiny_cpu_demo().to_toml();
+    let mut ids = Vec::with_capacity(n);
+    for i in 0..n {
+        let id = bench
+            .json(
+                "POST",
+                &format!("/api/v1/projects/{project}/runs"),
+                Some(&json!({ "name": format!("list-{i}"), "config_toml": config })),
+            )
+            .await?["id"]
+            .as_i64()
+            .unwrap_or(0);
+        let token = bench
+            .json("POST", &format!("/api/v1/runs/{id}/token"), None)
+            .await?["token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let user = std::mem::replace(&mut bench.bearer, token);
+        let mut pending: Vec<Envelope> = (0..20u64)
+            .map(|s| {
+                let values: BTreeMap<String, f64> =
+                    ["learnable_share", "regret_mean", "acceptance_rate"]
+                        .iter()
+                        .map(|n| (n.to_string(), (s as f64 + i as f64) / 100.0))
+                        .collect();
+                Envelope::at(
+                    id.to_string(),
+                    s,
+                    0,
+                    Message::Metrics {
+                        step: s,
+                        elapsed_s: s as f64,
+                        values,
+                    },
+                )
+            })
+            .collect();
+        flush(bench, id, &mut pending).await?;
+        bench.bearer = user;
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+/// The four pages at the fixed rate, over a real socket; fails when a page errs or misses its
+/// target (after printing every page's figures).
+async fn load_pages(
+    bench: &Bench,
+    args: &Args,
+    run: i64,
+    team: i64,
+    env: u64,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let router = bench.router.clone();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(spade_server::serve::serve(
+        listener,
+        router,
+        spade_server::serve::HEADER_READ_TIMEOUT,
+        async move {
+            stop_rx.await.ok();
+        },
+    ));
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .timeout(Duration::from_secs(30))
+        .build()?;
+    let targets = [
+        load::Target {
+            name: "run page",
+            path: format!("/runs/{run}"),
+            p99_limit_ms: 50.0,
+        },
+        load::Target {
+            name: "runs list",
+            path: format!("/runs?team={team}"),
+            p99_limit_ms: 20.0,
+        },
+        load::Target {
+            name: "environment list",
+            path: format!("/runs/{run}/environments"),
+            p99_limit_ms: 20.0,
+        },
+        load::Target {
+            name: "one environment",
+            path: format!("/runs/{run}/environments/env-{env}"),
+            p99_limit_ms: 20.0,
+        },
+    ];
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "load: {} req/s for {} s a page, {} build, tokio {threads} worker threads (server and \
+         client share them), {base}",
+        args.load_rate,
+        args.load_secs,
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
+    );
+    // A short warm-up per page, so connection set-up and first-render caches are not timed,
+    // and a check that each page renders the run rather than a log-in prompt.
+    for t in &targets {
+        let (status, body) = bench.call("GET", &t.path, None).await?;
+        let html = String::from_utf8_lossy(&body);
+        if status != StatusCode::OK || html.contains("Log in to continue") {
+            bail!("{}: {} did not render ({status})", t.name, t.path);
+        }
+        load::run(&http, &base, &bench.bearer, &t.path, args.load_rate, 1.0).await?;
+    }
+    println!(
+        "{:<18} {:>6} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "page", "sent", "errors", "p50 ms", "p99 ms", "max ms", "req/s", "target"
+    );
+    let mut missed = Vec::new();
+    for t in &targets {
+        let o = load::run(
+            &http,
+            &base,
+            &bench.bearer,
+            &t.path,
+            args.load_rate,
+            args.load_secs,
+        )
+        .await?;
+        let ok = o.errors == 0 && o.p99_ms < t.p99_limit_ms;
+        println!(
+            "{:<18} {:>6} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>8.1} {:>8}",
+            t.name,
+            o.sent,
+            o.errors,
+            o.p50_ms,
+            o.p99_ms,
+            o.max_ms,
+            o.achieved_rps,
+            format!("{}<{}", if ok { "ok " } else { "MISS " }, t.p99_limit_ms)
+        );
+        if let Some(e) = &o.first_error {
+            println!("  first error: {e}");
+        }
+        if !ok {
+            missed.push(t.name);
+        }
+    }
+    stop_tx.send(()).ok();
+    server.await.ok();
+    if !missed.is_empty() {
+        bail!("missed the target: {}", missed.join(", "));
+    }
     Ok(())
 }

@@ -103,27 +103,11 @@ impl Dashboard {
         r: &runs::Run,
         project: String,
     ) -> Result<dto::RunSummary, DataError> {
-        let names = metrics::names(&self.state.db, scope)
+        let key_metrics = metrics::latest_of(&self.state.db, scope, &KEY_METRICS)
             .await
-            .map_err(db_err)?;
-        let mut key_metrics = BTreeMap::new();
-        for info in names
-            .iter()
-            .filter(|n| KEY_METRICS.contains(&n.name.as_str()))
-        {
-            let last = metrics::series(
-                &self.state.db,
-                scope,
-                &info.name,
-                Some(info.last_step),
-                Some(info.last_step),
-            )
-            .await
-            .map_err(db_err)?;
-            if let Some(p) = last.last() {
-                key_metrics.insert(info.name.clone(), p.value);
-            }
-        }
+            .map_err(db_err)?
+            .into_iter()
+            .collect();
         Ok(run_summary(r, project, key_metrics))
     }
 
@@ -425,12 +409,22 @@ impl DashboardData for Dashboard {
                 .into_iter()
                 .map(|p| (p.id, p.name))
                 .collect();
-            let mut items = Vec::with_capacity(rows.len());
-            for r in &rows {
-                let project = projects.get(&r.project_id).cloned().unwrap_or_default();
-                let run_scope = self.member(&auth, r.id).await?;
-                items.push(self.summary(&run_scope, r, project).await?);
+            // One query for the whole page's metric columns (there were up to five a run).
+            let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+            let mut latest: BTreeMap<i64, BTreeMap<String, f64>> = BTreeMap::new();
+            for (run, name, value) in metrics::latest(db, &scope, &ids, &KEY_METRICS)
+                .await
+                .map_err(db_err)?
+            {
+                latest.entry(run).or_default().insert(name, value);
             }
+            let items = rows
+                .iter()
+                .map(|r| {
+                    let project = projects.get(&r.project_id).cloned().unwrap_or_default();
+                    run_summary(r, project, latest.remove(&r.id).unwrap_or_default())
+                })
+                .collect();
             let next_cursor = if more {
                 rows.last().map(|r| sort.cursor_after(r))
             } else {

@@ -20,6 +20,7 @@ pub mod jobs;
 pub mod logs;
 pub mod metrics;
 pub mod reviews;
+pub mod rollups;
 pub mod runs;
 pub mod scope;
 pub mod shares;

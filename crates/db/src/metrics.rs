@@ -1,7 +1,7 @@
 //! Scalar metric series. Reads go through the primary key `(run_id, name, step)`, so one series
 //! in a step range is an index range scan however many other metrics a run has.
 
-use crate::{DbError, RunScope};
+use crate::{DbError, RunScope, TeamScope, rollups};
 use serde::Serialize;
 use sqlx::PgPool;
 
@@ -106,12 +106,12 @@ pub async fn info(
     Ok(row)
 }
 
-/// One series in the inclusive step range `lo..=hi`, reduced in the database to at most four
-/// points per bucket (`buckets` equal step ranges): each bucket's first, last, lowest and highest
-/// point (the M4 reduction: a line drawn from them looks the same as from all points). One pass
-/// of a hash aggregate over the primary-key range, so a million-point series costs the database
-/// one index range scan and the network a few thousand rows. Returns the points, ordered by step
-/// without duplicates, and how many stored points the range held.
+/// One series in the inclusive step range `lo..=hi`, reduced to at most four points per block
+/// of the range's rollup cover ([`rollups::cover`]: about `buckets` whole buckets of the finest
+/// level that has at most that many over the range, and a few finer blocks at each ragged end,
+/// down to single raw steps). Reads rollup rows, never the range's points, so a million-point
+/// series costs the same as a thousand-point one. Returns the points, ordered by step without
+/// duplicates, and how many stored points the range holds.
 pub async fn series_reduced(
     pool: &PgPool,
     scope: &RunScope,
@@ -120,43 +120,54 @@ pub async fn series_reduced(
     hi: i64,
     buckets: i64,
 ) -> Result<(Vec<Point>, i64), DbError> {
-    // Arrays compare element by element: min(ARRAY[step, value]) is the bucket's first point,
-    // min(ARRAY[value, step]) its lowest (earliest on ties).
+    let top = rollups::level_for(lo, hi, buckets);
+    let (mut levels, mut ids, mut raw) = (Vec::new(), Vec::new(), Vec::new());
+    for (level, bucket) in rollups::cover(lo, hi, top) {
+        if level == 0 {
+            raw.push(bucket);
+        } else {
+            levels.push(level);
+            ids.push(bucket);
+        }
+    }
     let rows = sqlx::query!(
-        r#"SELECT count(*) AS "n!",
-                  min(ARRAY[step::float8, value]) AS "first!",
-                  max(ARRAY[step::float8, value]) AS "last!",
-                  min(ARRAY[value, step::float8]) AS "low!",
-                  max(ARRAY[value, step::float8]) AS "high!"
-           FROM metrics
-           WHERE run_id = $1 AND name = $2 AND step BETWEEN $3 AND $4
-           GROUP BY (step - $3) * $5 / ($4 - $3 + 1)"#,
+        "SELECT r.n, r.first_step, r.first_value, r.last_step, r.last_value,
+                r.low_step, r.low_value, r.high_step, r.high_value
+         FROM UNNEST($3::int2[], $4::int8[]) AS b (level, bucket)
+         JOIN metric_rollups r ON r.run_id = $1 AND r.name = $2
+                              AND r.level = b.level AND r.bucket = b.bucket",
         scope.run_id,
         name,
-        lo,
-        hi,
-        buckets
+        &levels,
+        &ids
     )
     .fetch_all(pool)
     .await?;
     let mut total = 0;
-    let mut points = Vec::with_capacity(rows.len() * 4);
+    let mut points = Vec::with_capacity(rows.len() * 4 + raw.len());
     for r in rows {
         total += r.n;
-        for (pair, step_first) in [
-            (r.first, true),
-            (r.last, true),
-            (r.low, false),
-            (r.high, false),
+        for (step, value) in [
+            (r.first_step, r.first_value),
+            (r.last_step, r.last_value),
+            (r.low_step, r.low_value),
+            (r.high_step, r.high_value),
         ] {
-            if let [a, b] = pair[..] {
-                let (step, value) = if step_first { (a, b) } else { (b, a) };
-                points.push(Point {
-                    step: step as i64,
-                    value,
-                });
-            }
+            points.push(Point { step, value });
         }
+    }
+    if !raw.is_empty() {
+        let ends = sqlx::query_as!(
+            Point,
+            "SELECT step, value FROM metrics WHERE run_id = $1 AND name = $2 AND step = ANY($3)",
+            scope.run_id,
+            name,
+            &raw
+        )
+        .fetch_all(pool)
+        .await?;
+        total += i64::try_from(ends.len()).unwrap_or(i64::MAX);
+        points.extend(ends);
     }
     points.sort_by_key(|p| p.step);
     points.dedup_by_key(|p| p.step);
@@ -172,51 +183,130 @@ pub struct TimedPoint {
     pub elapsed_s: f64,
 }
 
-/// Every series of the scoped run reduced in the database to at most four points per bucket
-/// (`buckets` equal step ranges over each series' own range; the M4 reduction of
-/// [`series_reduced`], with the time of each point kept): what a run page draws. One query for
-/// all series, so a run with a million points costs one aggregate pass instead of shipping
-/// every row. Ordered by name then step, without duplicate steps.
+/// Every series of the scoped run reduced for a chart of `buckets` columns, with the time of
+/// each point: what a run page draws. A series of more than `4 * buckets` points is read as its
+/// rollup rows of the finest level with at most `buckets` buckets over its range
+/// ([`rollups::level_for`]), each row giving its M4 points; a shorter one as its points, which
+/// are no more rows and keep every point. So a page reads at most `4 * buckets` rows a series
+/// and aggregates nothing, however long the run. Ordered by name then step, without duplicate
+/// steps.
 pub async fn overview(
     pool: &PgPool,
     scope: &RunScope,
     buckets: i64,
 ) -> Result<Vec<TimedPoint>, DbError> {
+    let buckets = buckets.max(1);
+    let (mut short, mut long, mut levels) = (Vec::new(), Vec::new(), Vec::new());
+    for s in names(pool, scope).await? {
+        if s.points <= buckets.saturating_mul(4) {
+            short.push(s.name);
+        } else {
+            levels.push(rollups::level_for(s.first_step, s.last_step, buckets));
+            long.push(s.name);
+        }
+    }
+    let mut points = Vec::new();
+    if !short.is_empty() {
+        points = sqlx::query_as!(
+            TimedPoint,
+            "SELECT name, step, value, elapsed_s FROM metrics
+             WHERE run_id = $1 AND name = ANY($2) ORDER BY name, step",
+            scope.run_id,
+            &short
+        )
+        .fetch_all(pool)
+        .await?;
+    }
+    if long.is_empty() {
+        return Ok(points);
+    }
     let rows = sqlx::query!(
-        r#"SELECT m.name AS "name!",
-                  min(ARRAY[m.step::float8, m.value, m.elapsed_s]) AS "first!",
-                  max(ARRAY[m.step::float8, m.value, m.elapsed_s]) AS "last!",
-                  min(ARRAY[m.value, m.step::float8, m.elapsed_s]) AS "low!",
-                  max(ARRAY[m.value, m.step::float8, m.elapsed_s]) AS "high!"
-           FROM metrics m
-           JOIN metric_series s ON s.run_id = m.run_id AND s.name = m.name
-           WHERE m.run_id = $1
-           GROUP BY m.name, (m.step - s.first_step) * $2 / (s.last_step - s.first_step + 1)"#,
+        "SELECT r.name, r.n, r.first_step, r.first_value, r.first_elapsed,
+                r.last_step, r.last_value, r.last_elapsed, r.low_step, r.low_value, r.low_elapsed,
+                r.high_step, r.high_value, r.high_elapsed
+         FROM UNNEST($2::text[], $3::int2[]) AS s (name, level)
+         JOIN metric_rollups r ON r.run_id = $1 AND r.name = s.name AND r.level = s.level
+         ORDER BY r.name, r.bucket",
         scope.run_id,
-        buckets.max(1)
+        &long,
+        &levels
     )
     .fetch_all(pool)
     .await?;
-    let mut points = Vec::with_capacity(rows.len() * 4);
+    points.reserve(rows.len() * 4);
     for r in rows {
-        for (triple, step_first) in [
-            (&r.first, true),
-            (&r.last, true),
-            (&r.low, false),
-            (&r.high, false),
-        ] {
-            if let [a, b, elapsed_s] = triple[..] {
-                let (step, value) = if step_first { (a, b) } else { (b, a) };
-                points.push(TimedPoint {
-                    name: r.name.clone(),
-                    step: step as i64,
-                    value,
-                    elapsed_s,
-                });
-            }
+        let agg = rollups::Agg {
+            n: r.n,
+            first: timed(r.first_step, r.first_value, r.first_elapsed),
+            last: timed(r.last_step, r.last_value, r.last_elapsed),
+            low: timed(r.low_step, r.low_value, r.low_elapsed),
+            high: timed(r.high_step, r.high_value, r.high_elapsed),
+        };
+        for p in agg.points() {
+            points.push(TimedPoint {
+                name: r.name.clone(),
+                step: p.step,
+                value: p.value,
+                elapsed_s: p.elapsed_s,
+            });
         }
     }
+    // The two reads are each by name; the page groups by name, so keep one order.
     points.sort_by(|a, b| a.name.cmp(&b.name).then(a.step.cmp(&b.step)));
-    points.dedup_by(|a, b| a.name == b.name && a.step == b.step);
     Ok(points)
+}
+
+fn timed(step: i64, value: f64, elapsed_s: f64) -> rollups::TimedValue {
+    rollups::TimedValue {
+        step,
+        value,
+        elapsed_s,
+    }
+}
+
+/// The newest value of each of `names` for each of `run_ids` that belongs to the scoped team, as
+/// `(run_id, name, value)`: one query for a whole page of the runs list (its columns), where
+/// there was one per run and metric.
+pub async fn latest(
+    pool: &PgPool,
+    team: &TeamScope,
+    run_ids: &[i64],
+    names: &[&str],
+) -> Result<Vec<(i64, String, f64)>, DbError> {
+    let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    let rows = sqlx::query!(
+        r#"SELECT s.run_id, s.name, s.last_value AS "last_value!" FROM metric_series s
+           JOIN runs r ON r.id = s.run_id
+           JOIN projects p ON p.id = r.project_id
+           WHERE p.team_id = $1 AND s.run_id = ANY($2) AND s.name = ANY($3)
+             AND s.last_value IS NOT NULL
+           ORDER BY s.run_id, s.name"#,
+        team.team_id(),
+        run_ids,
+        &names
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.run_id, r.name, r.last_value))
+        .collect())
+}
+
+/// The newest value of each of `names` that the scoped run has logged, as `(name, value)`.
+pub async fn latest_of(
+    pool: &PgPool,
+    scope: &RunScope,
+    names: &[&str],
+) -> Result<Vec<(String, f64)>, DbError> {
+    let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    let rows = sqlx::query!(
+        r#"SELECT name, last_value AS "last_value!" FROM metric_series
+           WHERE run_id = $1 AND name = ANY($2) AND last_value IS NOT NULL ORDER BY name"#,
+        scope.run_id,
+        &names
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.name, r.last_value)).collect())
 }
