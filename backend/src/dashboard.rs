@@ -11,6 +11,7 @@ pub mod launch;
 pub mod shared;
 
 use crate::AppState;
+use crate::api;
 use crate::api::downsample::lttb;
 use crate::auth::AuthUser;
 use axum::extract::FromRequestParts;
@@ -34,8 +35,6 @@ const BENCHMARK_RUNS: i64 = 50;
 const ENVS_PER_PAGE: i64 = 50;
 /// Points per chart series (LTTB keeps the shape; a 640 px chart shows no more).
 const POINTS_PER_SERIES: usize = 600;
-/// Sample plays shown on an environment page.
-const PLAYS_SHOWN: i64 = 16;
 /// Latest-value columns of the runs list (see `spade_app::pages::runs::KEY_METRICS`).
 const KEY_METRICS: [&str; 3] = ["learnable_share", "regret_mean", "acceptance_rate"];
 
@@ -43,6 +42,21 @@ const KEY_METRICS: [&str; 3] = ["learnable_share", "regret_mean", "acceptance_ra
 #[derive(Debug, Clone)]
 pub struct Dashboard {
     pub state: AppState,
+}
+
+/// A page's error from the API's: the same kinds (404, 422), the message as the API words it.
+pub(crate) fn app_err(e: crate::error::AppError) -> DataError {
+    use crate::error::AppError;
+    match e {
+        AppError::NotFound(what) => DataError::NotFound(what),
+        AppError::Invalid { message, .. } | AppError::BadRequest { message, .. } => {
+            DataError::Invalid(message)
+        }
+        other => {
+            tracing::error!(error = %other, "dashboard: service error");
+            DataError::Unavailable
+        }
+    }
 }
 
 pub(crate) fn db_err(e: DbError) -> DataError {
@@ -517,57 +531,29 @@ impl DashboardData for Dashboard {
             let db = &self.state.db;
             let scope = self.member(&auth, run_id).await?;
             let run = runs::get(db, &scope).await.map_err(db_err)?;
-            let sort = environments::EnvSort::from_param(q.sort.as_deref())
-                .map_err(|m| DataError::Invalid(format!("sort: {m}")))?;
-            let status = match q.status.as_deref() {
-                None => None,
-                Some("accepted") => Some(spade_db::types::EnvStatus::Accepted),
-                Some("rejected") => Some(spade_db::types::EnvStatus::Rejected),
-                Some("broken_in_play") => Some(spade_db::types::EnvStatus::BrokenInPlay),
-                Some(other) => {
-                    return Err(DataError::Invalid(format!(
-                        "status: expected accepted or rejected, got \"{other}\""
-                    )));
-                }
-            };
-            let review = match q.verdict.as_deref() {
-                None => None,
-                Some(v) => Some(spade::pool::VerdictFilter::parse(v).ok_or_else(|| {
-                    DataError::Invalid(format!(
-                        "verdict: expected good, broken, reward_hackable or unreviewed, got \"{v}\""
-                    ))
-                })?),
-            };
+            // The API's query and checks: one place for the filters, limits and cursors.
             let to_i64 = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
-            let mut filter = environments::EnvFilter {
+            let query = api::environments::EnvQuery {
                 skill: q.skill.clone(),
-                status,
+                status: q
+                    .status
+                    .as_deref()
+                    .map(api::environments::parse_status)
+                    .transpose()
+                    .map_err(app_err)?,
                 step_min: to_i64(q.step_min),
                 step_max: to_i64(q.step_max),
                 regret_min: q.regret_min,
                 regret_max: None,
-                review: review.map(crate::api::environments::review_filter),
-                sort,
-                limit: ENVS_PER_PAGE + 1,
-                ..environments::EnvFilter::default()
+                verdict: q.verdict.clone(),
+                sort: q.sort.clone(),
+                limit: Some(ENVS_PER_PAGE),
+                cursor: q.cursor.clone(),
             };
-            if let Some(c) = q.cursor.as_deref() {
-                filter.set_cursor(environments::EnvCursor::parse(sort, c).ok_or_else(|| {
-                    DataError::Invalid(
-                        "cursor: expected the next-page link of a previous page".into(),
-                    )
-                })?);
-            }
-            let mut rows = environments::list(db, &scope, &filter)
+            let page = api::environments::list_in(&self.state, &scope, query)
                 .await
-                .map_err(db_err)?;
-            let more = rows.len() as i64 > ENVS_PER_PAGE;
-            rows.truncate(ENVS_PER_PAGE as usize);
-            let next_cursor = if more {
-                rows.last().map(|e| filter.cursor_after(e))
-            } else {
-                None
-            };
+                .map_err(app_err)?;
+            let (rows, next_cursor) = (page.items, page.next_cursor);
             // The page's marks in one query, shown in the list's Review column.
             let ids: Vec<i64> = rows.iter().map(|e| e.id).collect();
             let mut verdicts: std::collections::HashMap<i64, Vec<String>> = Default::default();
@@ -613,23 +599,12 @@ impl DashboardData for Dashboard {
             let db = &self.state.db;
             let scope = self.member(&auth, run_id).await?;
             let run = runs::get(db, &scope).await.map_err(db_err)?;
-            let e = environments::get(db, &scope, &env_id)
+            let d = api::environments::detail_in(&self.state, &scope, &env_id)
                 .await
-                .map_err(db_err)?;
-            let parent = match e.summary.parent_env_id.as_deref() {
-                Some(p) => match environments::get(db, &scope, p).await {
-                    Ok(parent) => Some(dto::ParentEnvironment {
-                        env_id: parent.summary.env_id,
-                        code: parent.code,
-                    }),
-                    Err(DbError::NotFound(_)) => None,
-                    Err(other) => return Err(db_err(other)),
-                },
-                None => None,
-            };
-            let plays = environments::plays(db, &scope, &env_id, PLAYS_SHOWN)
-                .await
-                .map_err(db_err)?
+                .map_err(app_err)?;
+            let e = d.env;
+            let plays = d
+                .plays
                 .into_iter()
                 .map(|p| dto::PlayDto {
                     with_hint: p.with_hint,
@@ -649,11 +624,13 @@ impl DashboardData for Dashboard {
                 designer_reward: e.summary.designer_reward,
                 reward_levels: e.summary.reward_levels.and_then(|v| u32::try_from(v).ok()),
                 attempts: u32::try_from(e.attempts).unwrap_or(0),
-                parent,
+                parent: d.parent.map(|p| dto::ParentEnvironment {
+                    env_id: p.summary.env_id,
+                    code: p.code,
+                }),
                 plays,
-                reviews: spade_db::reviews::for_env(db, &scope, &env_id)
-                    .await
-                    .map_err(db_err)?
+                reviews: d
+                    .reviews
                     .into_iter()
                     .map(|r| dto::ReviewDto {
                         reviewer: r.reviewer,

@@ -21,8 +21,8 @@ use spade_db::reviews::{self, Review};
 use spade_db::types::{EnvStatus, Verdict};
 use spade_db::{DbError, RunScope};
 
-/// Plays shown with one environment.
-pub const SAMPLE_PLAYS: i64 = 8;
+/// Plays shown with one environment, by the API and the environment page alike.
+pub const SAMPLE_PLAYS: i64 = 16;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,6 +65,16 @@ pub fn parse_verdict(v: Option<&str>) -> ApiResult<Option<VerdictFilter>> {
             })
         })
         .transpose()
+}
+
+/// A `status` given as text (the dashboard's form), read as the API's query reads it.
+pub fn parse_status(s: &str) -> ApiResult<EnvStatus> {
+    serde_json::from_value(serde_json::Value::String(s.to_owned())).map_err(|_| {
+        AppError::invalid(
+            "status",
+            format!("expected accepted, rejected or broken_in_play, got {s:?}"),
+        )
+    })
 }
 
 /// The database's form of a review filter.
@@ -118,7 +128,8 @@ pub async fn list_in(
         regret_max: q.regret_max,
         review,
         sort: EnvSort::from_param(q.sort.as_deref()).map_err(|m| AppError::invalid("sort", m))?,
-        limit,
+        // One more than asked: a next page is offered only when there is one.
+        limit: limit + 1,
         ..EnvFilter::default()
     };
     if let Some(c) = q.cursor.as_deref() {
@@ -128,8 +139,10 @@ pub async fn list_in(
         ))?;
         filter.set_cursor(c);
     }
-    let items = environments::list(&state.db, scope, &filter).await?;
-    let next_cursor = (items.len() as i64 == limit)
+    let mut items = environments::list(&state.db, scope, &filter).await?;
+    let more = items.len() as i64 > limit;
+    items.truncate(usize::try_from(limit).unwrap_or(0));
+    let next_cursor = more
         .then(|| items.last().map(|e| filter.cursor_after(e)))
         .flatten();
     Ok(Page { items, next_cursor })
@@ -145,29 +158,54 @@ pub async fn list(
     Ok(Json(list_in(&state, &scope, q).await?))
 }
 
-pub async fn get(
-    State(state): State<AppState>,
-    auth: AuthUser,
-    ApiPath((run_id, env_id)): ApiPath<(i64, String)>,
-) -> ApiResult<Json<EnvResponse>> {
-    let scope = member_scope(&state, &auth, run_id).await?;
-    let env = environments::get(&state.db, &scope, &env_id).await?;
-    let plays = environments::plays(&state.db, &scope, &env_id, SAMPLE_PLAYS).await?;
+/// One environment with what its page and the API show beside it: a sample of its plays, the
+/// environment it was derived from (when that is in this run) and the team's review marks.
+#[derive(Debug)]
+pub struct EnvWithContext {
+    pub env: EnvDetail,
+    pub plays: Vec<Play>,
+    pub parent: Option<EnvDetail>,
+    pub reviews: Vec<Review>,
+}
+
+/// One environment for any scope (the API and the dashboard read it the same way).
+pub async fn detail_in(
+    state: &AppState,
+    scope: &RunScope,
+    env_id: &str,
+) -> ApiResult<EnvWithContext> {
+    let env = environments::get(&state.db, scope, env_id).await?;
+    let plays = environments::plays(&state.db, scope, env_id, SAMPLE_PLAYS).await?;
     let parent = match env.summary.parent_env_id.as_deref() {
-        Some(p) => match environments::get(&state.db, &scope, p).await {
-            Ok(d) => Some(d.summary),
+        Some(p) => match environments::get(&state.db, scope, p).await {
+            Ok(d) => Some(d),
             // The parent may come from a seed library rather than this run.
             Err(DbError::NotFound(_)) => None,
             Err(e) => return Err(e.into()),
         },
         None => None,
     };
-    let reviews = reviews::for_env(&state.db, &scope, &env_id).await?;
-    Ok(Json(EnvResponse {
+    let reviews = reviews::for_env(&state.db, scope, env_id).await?;
+    Ok(EnvWithContext {
         env,
         plays,
         parent,
         reviews,
+    })
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath((run_id, env_id)): ApiPath<(i64, String)>,
+) -> ApiResult<Json<EnvResponse>> {
+    let scope = member_scope(&state, &auth, run_id).await?;
+    let d = detail_in(&state, &scope, &env_id).await?;
+    Ok(Json(EnvResponse {
+        env: d.env,
+        plays: d.plays,
+        parent: d.parent.map(|p| p.summary),
+        reviews: d.reviews,
     }))
 }
 

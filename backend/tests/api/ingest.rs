@@ -563,6 +563,12 @@ async fn environments_filter_and_detail(pool: PgPool) -> TestResult {
         .await
         .json();
     assert_eq!(ids(&p2), ["d"]);
+    assert!(p2["next_cursor"].is_null(), "the last page offers no next");
+    // A page that ends exactly at the last environment offers none either (the list reads one
+    // more than it shows to know).
+    let exact = app.get(&format!("{base}?limit=4"), &f.owner).await.json();
+    assert_eq!(ids(&exact), ["a", "b", "c", "d"]);
+    assert!(exact["next_cursor"].is_null(), "{exact}");
     assert_eq!(
         app.get(&format!("{base}?step_min=9&step_max=1"), &f.owner)
             .await
