@@ -439,6 +439,16 @@ pub async fn get(pool: &PgPool, job_id: i64) -> Result<Option<Job>, JobError> {
     .await?)
 }
 
+/// The stored configuration of a job's run (JSON, as `runs.config` holds it), for what the
+/// executor must give the job (its GPUs); `None` when the run is gone.
+pub async fn run_config(pool: &PgPool, run_id: i64) -> Result<Option<serde_json::Value>, JobError> {
+    Ok(
+        sqlx::query_scalar!("SELECT config FROM runs WHERE id = $1", run_id)
+            .fetch_optional(pool)
+            .await?,
+    )
+}
+
 /// The newest training job of a run (the one whose logs a run page shows).
 pub async fn latest_for_run(pool: &PgPool, run_id: i64) -> Result<Option<Job>, JobError> {
     Ok(sqlx::query_as!(

@@ -47,3 +47,17 @@ pub async fn set_run_status(pool: &PgPool, run_id: i64, status: &str) -> Result<
         .await
         .map(drop)
 }
+
+/// Replaces a run's stored configuration (JSON, as `runs.config` holds it).
+pub async fn set_config(
+    pool: &PgPool,
+    run_id: i64,
+    config: &serde_json::Value,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE runs SET config = $2 WHERE id = $1")
+        .bind(run_id)
+        .bind(config)
+        .execute(pool)
+        .await?;
+    Ok(())
+}

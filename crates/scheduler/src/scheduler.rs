@@ -291,6 +291,27 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
         Ok(())
     }
 
+    /// GPUs to give `job`: the executor's per-job count, or more when the run's started vLLM
+    /// servers are split over more devices (`RunConfig::job_gpus`; `vllm.gpus` indexes the
+    /// devices the job is given, so it must be given that many). A configuration that does not
+    /// parse keeps the per-job count: the worker refuses it itself, naming the field.
+    async fn gpus_for(&self, job: &Job) -> u32 {
+        if job.kind != JobKind::Train {
+            return self.cfg.gpus_per_job;
+        }
+        let need = match jobs::run_config(&self.pool, job.run_id).await {
+            Ok(Some(v)) => serde_json::from_value::<spade::config::RunConfig>(v)
+                .map(|c| c.job_gpus())
+                .unwrap_or(0),
+            Ok(None) => 0,
+            Err(e) => {
+                tracing::warn!(job = job.id, error = %e, "cannot read the run's configuration");
+                0
+            }
+        };
+        self.cfg.gpus_per_job.max(need)
+    }
+
     /// Starts a claimed job and records its handle; a job the executor cannot start is failed
     /// with the reason. Returns whether it started.
     async fn start(&self, job: &Job) -> Result<bool, SchedError> {
@@ -356,7 +377,7 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
             attempt,
             server_url: self.cfg.server_url.clone(),
             token,
-            gpus: self.cfg.gpus_per_job,
+            gpus: self.gpus_for(job).await,
             program_args,
         };
         match self.executor.start(&spec).await {

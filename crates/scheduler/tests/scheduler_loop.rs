@@ -120,6 +120,56 @@ async fn a_queued_job_runs_to_success(pool: PgPool) -> TestResult {
 }
 
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn a_run_whose_vllm_servers_split_gpus_is_given_that_many(pool: PgPool) -> TestResult {
+    let dir = scratch("gpus");
+    let ex = Arc::new(LocalExecutor::new(LocalConfig {
+        command: ["sh", "-c", "echo devices=$CUDA_VISIBLE_DEVICES"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        jobs_dir: dir.clone(),
+        cpu_slots: 1,
+        gpu_slots: 4,
+        stop_grace: Duration::from_secs(2),
+    }));
+    let s = Scheduler::new(
+        pool.clone(),
+        ex,
+        RunTokens::default(),
+        SchedulerConfig {
+            node: "node-1".into(),
+            server_url: "http://127.0.0.1:9".into(),
+            poll_interval: Duration::from_millis(100),
+            gpus_per_job: 1,
+        },
+    );
+    let [plain, split] = testing::seed_runs(&pool, 2).await?[..] else {
+        return Err("two runs".into());
+    };
+    // Two started servers of one GPU each on the job's devices 1 and 3 (0 for the trainer):
+    // the job needs four devices, one more than the highest index.
+    let mut cfg = spade::config::RunConfig::tiny_cpu_demo();
+    cfg.model.rollout = spade::config::RolloutBackend::Vllm;
+    cfg.vllm.start = 2;
+    cfg.vllm.gpus = vec![1, 3];
+    testing::set_config(&pool, split, &serde_json::to_value(&cfg)?).await?;
+    // Both queued before the first tick (a tick adopts queued runs that have no job).
+    let jobs_of = [
+        jobs::enqueue(&pool, split, JobKind::Train, JobExecutor::Local).await?,
+        jobs::enqueue(&pool, plain, JobKind::Train, JobExecutor::Local).await?,
+    ];
+    let mut seen = Vec::new();
+    for job in jobs_of {
+        let done = run_until_final(&s, &pool, job.id).await?;
+        assert_eq!(done.state, JobState::Succeeded);
+        seen.push(log_of(done.log_path.as_deref()).await);
+    }
+    assert!(seen[0].contains("devices=0,1,2,3"), "{}", seen[0]);
+    assert!(seen[1].contains("devices=0\n"), "{}", seen[1]);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
 async fn a_cancel_request_stops_the_running_job(pool: PgPool) -> TestResult {
     let dir = scratch("cancel");
     let s = scheduler(&pool, local(&dir, &["sh", "-c", "echo up; sleep 300"]));

@@ -795,6 +795,13 @@ impl RunConfig {
         }
     }
 
+    /// GPUs a job of this run needs at least (its started vLLM servers' split, see
+    /// [`VllmSection::job_gpus`]); 0 = whatever the executor gives every job.
+    pub fn job_gpus(&self) -> u32 {
+        self.vllm
+            .job_gpus(self.model.rollout == RolloutBackend::Vllm)
+    }
+
     /// When `step` starts a regeneration of `kind`: its index and the designer slots
     /// (each active skill repeated `envs_per_skill` times, skill-major; with the two-skill
     /// curriculum the run's `active_game_skills x envs_per_skill` environments are split between

@@ -154,11 +154,50 @@ pub struct FleetOptions {
 impl FleetOptions {
     /// Server `i`'s `CUDA_VISIBLE_DEVICES`: its run of `tensor_parallel` devices of `gpus`
     /// (None without a split, or past the list, which the configuration check refuses).
-    pub fn devices_of(&self, i: u32) -> Option<String> {
+    ///
+    /// `gpus` are indices into the devices the worker itself was given: when its
+    /// `CUDA_VISIBLE_DEVICES` is set (Ray sets it to the GPUs it placed the job on, an operator
+    /// may set it by hand), index `k` is that list's `k`-th entry, so `[1, 2]` on a job Ray gave
+    /// `4,5,6,7` starts the server on physical `5,6`, never on a GPU another job holds. Unset,
+    /// the indices are the machine's devices. An index past the worker's list is an error.
+    pub fn devices_of(&self, i: u32) -> Result<Option<String>, VllmError> {
+        let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+        self.devices_within(i, visible.as_deref())
+    }
+
+    /// [`Self::devices_of`] with the worker's device list given.
+    pub fn devices_within(
+        &self,
+        i: u32,
+        visible: Option<&str>,
+    ) -> Result<Option<String>, VllmError> {
         let tp = self.tensor_parallel.max(1) as usize;
         let start = i as usize * tp;
-        let run = self.gpus.get(start..start + tp)?;
-        Some(run.iter().map(u32::to_string).collect::<Vec<_>>().join(","))
+        let Some(run) = self.gpus.get(start..start + tp) else {
+            return Ok(None);
+        };
+        let given: Option<Vec<&str>> = visible
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(|v| v.split(',').map(str::trim).collect());
+        let mut out = Vec::with_capacity(run.len());
+        for &k in run {
+            match &given {
+                None => out.push(k.to_string()),
+                Some(list) => match list.get(k as usize) {
+                    Some(d) => out.push((*d).to_owned()),
+                    None => {
+                        return Err(VllmError(format!(
+                            "vllm.gpus names device {k}, but this worker was given {} GPU(s) \
+                             (CUDA_VISIBLE_DEVICES={}); vllm.gpus indexes the worker's devices",
+                            list.len(),
+                            list.join(",")
+                        )));
+                    }
+                },
+            }
+        }
+        Ok(Some(out.join(",")))
     }
 
     /// The `[vllm]` section of `cfg`, with the run's directories for what it leaves open.

@@ -60,6 +60,19 @@ impl Default for VllmSection {
     }
 }
 
+impl VllmSection {
+    /// GPUs a job of this run must be given for its started servers: `vllm.gpus` indexes the
+    /// devices the job gets (`CUDA_VISIBLE_DEVICES`, as the local executor or Ray sets it), so
+    /// the highest index plus one; 0 without a split (servers reached by URL, or sharing the
+    /// job's devices), where the executor's own per-job count applies.
+    pub fn job_gpus(&self, rollout_is_vllm: bool) -> u32 {
+        if !rollout_is_vllm || self.start == 0 {
+            return 0;
+        }
+        self.gpus.iter().max().map_or(0, |m| m.saturating_add(1))
+    }
+}
+
 /// Range checks of the section, and that `model.rollout = "vllm"` names its servers.
 pub(super) fn check(k: &mut Checker, v: &VllmSection, rollout_is_vllm: bool) {
     for (i, u) in v.urls.iter().enumerate() {

@@ -351,7 +351,7 @@ fn launch(opts: &FleetOptions, weights: &Path, i: u32, append: bool) -> VResult<
     if opts.threads > 0 {
         cmd.env("OMP_NUM_THREADS", opts.threads.to_string());
     }
-    if let Some(devices) = opts.devices_of(i) {
+    if let Some(devices) = opts.devices_of(i)? {
         cmd.env("CUDA_VISIBLE_DEVICES", devices);
     }
     if opts.tensor_parallel > 1 {
@@ -419,6 +419,48 @@ mod tests {
             .map_err(|e| std::io::Error::other(e.0))?;
         child.wait()?;
         std::fs::read_to_string(log)
+    }
+
+    #[test]
+    fn vllm_gpus_index_the_devices_the_worker_was_given() {
+        let dir = std::path::PathBuf::from("/nonexistent");
+        let split = options(&dir, &dir, vec![1, 2, 0, 3], 2);
+        // Nothing given: the indices are the machine's devices.
+        assert_eq!(
+            split.devices_within(0, None).ok().flatten().as_deref(),
+            Some("1,2")
+        );
+        assert_eq!(
+            split.devices_within(1, Some("")).ok().flatten().as_deref(),
+            Some("0,3")
+        );
+        // Ray placed the job on physical 4-7: the servers land on those, in the list's order.
+        let ray = Some("4, 5,6,7");
+        assert_eq!(
+            split.devices_within(0, ray).ok().flatten().as_deref(),
+            Some("5,6")
+        );
+        assert_eq!(
+            split.devices_within(1, ray).ok().flatten().as_deref(),
+            Some("4,7")
+        );
+        // Device UUIDs pass through as they are.
+        let uuids = Some("GPU-a,GPU-b,GPU-c,GPU-d");
+        assert_eq!(
+            split.devices_within(1, uuids).ok().flatten().as_deref(),
+            Some("GPU-a,GPU-d")
+        );
+        // Past the servers there is no split; past the worker's devices an error naming both.
+        assert_eq!(split.devices_within(2, ray).ok().flatten(), None);
+        let err = split
+            .devices_within(1, Some("4,5"))
+            .map(|_| ())
+            .expect_err("device 3 of a worker given 2")
+            .0;
+        assert!(
+            err.contains("device 3") && err.contains("2 GPU(s)") && err.contains("4,5"),
+            "{err}"
+        );
     }
 
     #[test]
