@@ -25,8 +25,12 @@ CREATE TABLE metric_rollups (
 );
 
 -- The newest value of each series, for the runs list's columns (one query for a whole page of
--- runs instead of one per run and metric).
-ALTER TABLE metric_series ADD COLUMN last_value DOUBLE PRECISION;
+-- runs instead of one per run and metric); and a revision counted up by every statement that
+-- stores points of the series (new or re-logged), so a page can tell that a series it drew
+-- before is unchanged without reading it.
+ALTER TABLE metric_series
+    ADD COLUMN last_value DOUBLE PRECISION,
+    ADD COLUMN revision BIGINT NOT NULL DEFAULT 0;
 
 -- Series logged before this migration. Arrays compare element by element, so min(ARRAY[step,
 -- ...]) is the first point and min(ARRAY[value, step, ...]) the lowest (earliest on ties),

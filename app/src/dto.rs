@@ -129,7 +129,56 @@ pub struct RunDetail {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricSeries {
     pub name: String,
+    /// On the wire as three arrays (`{"step": [..], "time_s": [..], "value": [..]}`), not one
+    /// object per point: a run page carries thousands of points for hydration, and the keys
+    /// repeated per point were about a third of its HTML.
+    #[serde(with = "point_columns")]
     pub points: Vec<Point>,
+}
+
+/// The columnar form of a series' points (see [`MetricSeries::points`]).
+mod point_columns {
+    use crate::charts::Point;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer, de::Error};
+
+    #[derive(Serialize, Deserialize)]
+    struct Columns {
+        step: Vec<f64>,
+        time_s: Vec<f64>,
+        value: Vec<f64>,
+    }
+
+    pub fn serialize<S: Serializer>(points: &[Point], s: S) -> Result<S::Ok, S::Error> {
+        Columns {
+            step: points.iter().map(|p| p.step).collect(),
+            time_s: points.iter().map(|p| p.time_s).collect(),
+            value: points.iter().map(|p| p.value).collect(),
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Point>, D::Error> {
+        let c = Columns::deserialize(d)?;
+        if c.step.len() != c.value.len() || c.time_s.len() != c.value.len() {
+            return Err(D::Error::custom(format!(
+                "points: step, time_s and value must have one entry per point \
+                 (got {}, {} and {})",
+                c.step.len(),
+                c.time_s.len(),
+                c.value.len()
+            )));
+        }
+        Ok(c.step
+            .into_iter()
+            .zip(c.time_s)
+            .zip(c.value)
+            .map(|((step, time_s), value)| Point {
+                step,
+                time_s,
+                value,
+            })
+            .collect())
+    }
 }
 
 impl MetricSeries {
@@ -521,5 +570,42 @@ mod tests {
             assert_eq!(v["type"], e.name(), "{text}");
             assert_eq!(serde_json::from_str::<RunEvent>(&text).ok(), Some(e));
         }
+    }
+}
+
+#[cfg(test)]
+mod point_column_tests {
+    use super::*;
+
+    #[test]
+    fn series_points_travel_as_columns_and_come_back_equal() {
+        let m = MetricSeries {
+            name: "loss".into(),
+            points: vec![
+                Point {
+                    step: 1.0,
+                    time_s: 0.5,
+                    value: 2.25,
+                },
+                Point {
+                    step: 2.0,
+                    time_s: 1.5,
+                    value: -0.125,
+                },
+            ],
+        };
+        let json = serde_json::to_string(&m).unwrap_or_default();
+        assert_eq!(
+            json,
+            r#"{"name":"loss","points":{"step":[1.0,2.0],"time_s":[0.5,1.5],"value":[2.25,-0.125]}}"#
+        );
+        let back: Result<MetricSeries, _> = serde_json::from_str(&json);
+        assert_eq!(back.ok(), Some(m));
+        let ragged = r#"{"name":"x","points":{"step":[1.0],"time_s":[],"value":[1.0]}}"#;
+        let err = serde_json::from_str::<MetricSeries>(ragged)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("one entry per point"), "{err}");
     }
 }

@@ -59,9 +59,15 @@ struct Args {
     /// Seconds each page is loaded for under `--load`.
     #[arg(long, default_value_t = 60.0)]
     load_secs: f64,
+    /// Pages to load under `--load`, comma-separated: run, runs, envs, env (default all).
+    #[arg(long, default_value = "run,runs,envs,env")]
+    pages: String,
     /// Runs in the team (the seeded one included) for the runs list under `--load`.
     #[arg(long, default_value_t = 50)]
     list_runs: usize,
+    /// Leave the seeded run in the database (to inspect its queries with EXPLAIN).
+    #[arg(long)]
+    keep: bool,
     /// `cargo bench` passes `--bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -352,6 +358,8 @@ async fn main() -> anyhow::Result<()> {
                 mid + steps / 10
             ),
         ),
+        // The run page's data alone (its server function, JSON): the page minus its rendering.
+        ("ui: run data (JSON)", format!("/ui/run?run_id={run}")),
         // Server-rendered dashboard pages (HTML, the same session extractor as the API): the
         // run page draws every metric's chart, the environment list is the largest table.
         ("page: run (HTML)", format!("/runs/{run}")),
@@ -420,6 +428,10 @@ async fn main() -> anyhow::Result<()> {
                 all.len() as f64 / wall.as_secs_f64()
             );
         }
+    }
+    if args.keep {
+        println!("kept run {run}");
+        return Ok(());
     }
     bench
         .json("POST", &format!("/api/v1/runs/{run}/cancel"), None)
@@ -505,7 +517,8 @@ async fn load_pages(
         .pool_max_idle_per_host(256)
         .timeout(Duration::from_secs(30))
         .build()?;
-    let targets = [
+    let wanted: Vec<&str> = args.pages.split(',').map(str::trim).collect();
+    let all = [
         load::Target {
             name: "run page",
             path: format!("/runs/{run}"),
@@ -527,6 +540,19 @@ async fn load_pages(
             p99_limit_ms: 20.0,
         },
     ];
+    let keys = ["run", "runs", "envs", "env"];
+    if let Some(bad) = wanted.iter().find(|w| !keys.contains(w)) {
+        bail!(
+            "--pages: unknown page {bad:?} (expected some of {})",
+            keys.join(",")
+        );
+    }
+    let targets: Vec<load::Target> = all
+        .into_iter()
+        .zip(keys)
+        .filter(|(_, k)| wanted.contains(k))
+        .map(|(t, _)| t)
+        .collect();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
         "load: {} req/s for {} s a page, {} build, tokio {threads} worker threads (server and \

@@ -25,7 +25,8 @@ use spade_app::dto;
 use spade_db::{
     DbError, RunScope, TeamScope, artifacts, environments, evaluations, metrics, runs, teams,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 /// Runs per page of the runs list.
 const RUNS_PER_PAGE: i64 = 20;
@@ -146,7 +147,7 @@ impl Dashboard {
             .find(|p| p.id == r.project_id)
             .map_or_else(|| format!("project {}", r.project_id), |p| p.name);
         let summary = self.summary(&scope, &r, project).await?;
-        let metrics = self.metric_series(&scope).await?;
+        let metrics = Arc::unwrap_or_clone(self.metric_series(&scope).await?);
         let log_tail = match self.job_output_tail(run_id).await {
             Some(lines) => lines,
             None => spade_db::logs::tail(db, &scope, LOG_TAIL_LINES)
@@ -194,7 +195,6 @@ impl Dashboard {
         })
     }
 
-    /// Every metric of a run, each downsampled for a chart.
     /// The viewer's teams, and the scope of the one a team page shows: `team`, else the
     /// viewer's first (`None` when the viewer is in no team).
     async fn chosen_team(
@@ -221,11 +221,28 @@ impl Dashboard {
         Ok((dtos, Some(scope)))
     }
 
-    async fn metric_series(&self, scope: &RunScope) -> Result<Vec<dto::MetricSeries>, DataError> {
-        // Reduced in the database (M4 over POINTS_PER_SERIES buckets per series), then LTTB:
+    /// Every metric of a run, each downsampled for a chart.
+    async fn metric_series(
+        &self,
+        scope: &RunScope,
+    ) -> Result<Arc<Vec<dto::MetricSeries>>, DataError> {
+        // The series' summaries say whether the charts drawn for this run before still hold
+        // (a finished run, or a live one between two steps): then its rollups are not read
+        // again. Everyone who may see the run sees the same curves.
+        let series = metrics::names(&self.state.db, scope)
+            .await
+            .map_err(db_err)?;
+        let fingerprint: Vec<(String, i64)> = series
+            .iter()
+            .map(|s| (s.name.clone(), s.revision))
+            .collect();
+        if let Some(hit) = self.state.charts.get(scope.run_id(), &fingerprint) {
+            return Ok(hit);
+        }
+        // Each series' rollups at the level that fits POINTS_PER_SERIES buckets, then LTTB:
         // reading every point made the run page take seconds on a run with a million points.
         let buckets = i64::try_from(POINTS_PER_SERIES).unwrap_or(600);
-        let rows = metrics::overview(&self.state.db, scope, buckets)
+        let rows = metrics::overview(&self.state.db, scope, &series, buckets)
             .await
             .map_err(db_err)?;
         let mut by_name: BTreeMap<String, Vec<Point>> = BTreeMap::new();
@@ -236,13 +253,19 @@ impl Dashboard {
                 value: row.value,
             });
         }
-        Ok(by_name
-            .into_iter()
-            .map(|(name, points)| dto::MetricSeries {
-                name,
-                points: lttb(&points, POINTS_PER_SERIES, |p| (p.step, p.value)),
-            })
-            .collect())
+        let drawn: Arc<Vec<dto::MetricSeries>> = Arc::new(
+            by_name
+                .into_iter()
+                .map(|(name, points)| dto::MetricSeries {
+                    name,
+                    points: lttb(&points, POINTS_PER_SERIES, |p| (p.step, p.value)),
+                })
+                .collect(),
+        );
+        self.state
+            .charts
+            .put(scope.run_id(), fingerprint, Arc::clone(&drawn));
+        Ok(drawn)
     }
 }
 
@@ -821,5 +844,118 @@ mod tests {
             .as_deref(),
             Some("warm start (epoch 2/20)")
         );
+    }
+}
+
+/// The charts last drawn for each of the most recently viewed runs, with the series revisions
+/// they were drawn from ([`Dashboard::metric_series`]). Bounded: past [`ChartCache::RUNS`] runs
+/// the one viewed longest ago is dropped.
+#[derive(Debug, Default)]
+pub struct ChartCache {
+    inner: Mutex<ChartCacheInner>,
+}
+
+#[derive(Debug, Default)]
+struct ChartCacheInner {
+    clock: u64,
+    runs: HashMap<i64, CachedCharts>,
+}
+
+#[derive(Debug)]
+struct CachedCharts {
+    used: u64,
+    fingerprint: Vec<(String, i64)>,
+    series: Arc<Vec<dto::MetricSeries>>,
+}
+
+impl ChartCache {
+    /// Runs whose charts are kept (each a few hundred KB at most).
+    pub const RUNS: usize = 64;
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ChartCacheInner> {
+        // Every update leaves the map whole, so a poisoned lock is still usable.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The charts of `run` if they were drawn from exactly these series revisions.
+    pub fn get(
+        &self,
+        run: i64,
+        fingerprint: &[(String, i64)],
+    ) -> Option<Arc<Vec<dto::MetricSeries>>> {
+        let mut inner = self.lock();
+        inner.clock += 1;
+        let now = inner.clock;
+        let hit = inner
+            .runs
+            .get_mut(&run)
+            .filter(|c| c.fingerprint == fingerprint)?;
+        hit.used = now;
+        Some(Arc::clone(&hit.series))
+    }
+
+    pub fn put(
+        &self,
+        run: i64,
+        fingerprint: Vec<(String, i64)>,
+        series: Arc<Vec<dto::MetricSeries>>,
+    ) {
+        let mut inner = self.lock();
+        inner.clock += 1;
+        let used = inner.clock;
+        if inner.runs.len() >= Self::RUNS
+            && !inner.runs.contains_key(&run)
+            && let Some(oldest) = inner
+                .runs
+                .iter()
+                .min_by_key(|(_, c)| c.used)
+                .map(|(id, _)| *id)
+        {
+            inner.runs.remove(&oldest);
+        }
+        inner.runs.insert(
+            run,
+            CachedCharts {
+                used,
+                fingerprint,
+                series,
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod chart_cache_tests {
+    use super::*;
+
+    fn charts(name: &str) -> Arc<Vec<dto::MetricSeries>> {
+        Arc::new(vec![dto::MetricSeries {
+            name: name.into(),
+            points: Vec::new(),
+        }])
+    }
+
+    #[test]
+    fn a_changed_revision_misses_and_the_least_recently_viewed_run_goes_first() {
+        let c = ChartCache::default();
+        let fp = |r: i64| vec![("loss".to_owned(), r)];
+        c.put(1, fp(3), charts("a"));
+        assert!(c.get(1, &fp(3)).is_some());
+        assert!(c.get(1, &fp(4)).is_none(), "a new revision is drawn again");
+        assert!(
+            c.get(2, &fp(3)).is_none(),
+            "another run's charts are not this run's"
+        );
+        for run in 2..=ChartCache::RUNS as i64 {
+            c.put(run, fp(0), charts("b"));
+        }
+        // Run 1 is viewed again, so run 2 is now the one viewed longest ago.
+        assert!(c.get(1, &fp(3)).is_some());
+        c.put(1_000, fp(0), charts("c"));
+        assert!(c.get(2, &fp(0)).is_none());
+        assert!(c.get(1, &fp(3)).is_some());
+        assert!(c.get(1_000, &fp(0)).is_some());
     }
 }

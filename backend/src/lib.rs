@@ -56,6 +56,8 @@ pub struct AppState {
     pub public_url: Option<String>,
     /// Where run configurations may point on this machine (see `paths`); none by default.
     pub paths: Arc<paths::PathRoots>,
+    /// The run pages' charts as last drawn, reused while a run's series are unchanged.
+    pub charts: Arc<dashboard::ChartCache>,
 }
 
 impl AppState {
@@ -68,6 +70,7 @@ impl AppState {
             scheduler: None,
             public_url: None,
             paths: Arc::default(),
+            charts: Arc::default(),
         }
     }
 

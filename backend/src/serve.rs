@@ -51,6 +51,12 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        // A streamed page goes out in several writes; with Nagle's algorithm on, each write
+        // after the first waited for the client's delayed ACK, about 40 ms a page (measured
+        // with the load bench: the runs list's p50 was 44 ms, 4.6 ms without).
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, %addr, "cannot set TCP_NODELAY");
+        }
         let app = app.clone();
         let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
             req.extensions_mut().insert(ConnectInfo(addr));

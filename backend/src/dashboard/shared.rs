@@ -21,7 +21,7 @@ pub(super) async fn shared_run(d: &Dashboard, token: &str) -> Result<SharedRunDa
     let r = runs::get(db, &scope).await.map_err(db_err)?;
     // The project's name is the team's business; a link shows the run alone.
     let summary = d.summary(&scope, &r, String::new()).await?;
-    let metrics = d.metric_series(&scope).await?;
+    let metrics = std::sync::Arc::unwrap_or_clone(d.metric_series(&scope).await?);
     let filter = environments::EnvFilter {
         limit: SHARED_ENVS,
         ..environments::EnvFilter::default()

@@ -176,6 +176,56 @@ async fn a_spice_runs_tasks_render_on_the_environment_and_run_pages(
     Ok(())
 }
 
+/// The run page's charts are reused while a run's series are unchanged, never after: a new
+/// step and a re-logged value (a resume) both show on the next render.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn the_run_page_charts_follow_new_and_relogged_points(pool: sqlx::PgPool) -> TestResult {
+    use crate::ingest::{batch, fixture, metrics};
+    let f = fixture(pool).await;
+    let (app, run) = (&f.app, f.run);
+    let loss = |page: &str| -> Vec<f64> {
+        let v: serde_json::Value = serde_json::from_str(page).unwrap_or_default();
+        let series = v["Granted"]["metrics"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        series
+            .iter()
+            .find(|s| s["name"] == "loss")
+            .and_then(|s| s["points"]["value"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(serde_json::Value::as_f64)
+            .collect()
+    };
+    let data = format!("/ui/run?run_id={run}");
+    for (seq, (step, value, want)) in [
+        (0, 1.5, vec![1.5]),
+        (1, 0.75, vec![1.5, 0.75]),
+        // Step 1 again with another value: no new point, a new revision.
+        (1, 0.25, vec![1.5, 0.25]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = app
+            .post(
+                &format!("/api/v1/ingest/{run}"),
+                &f.worker,
+                batch(run, seq as u64, vec![metrics(step, &[("loss", value)])]),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        // Twice: the second render is served from the cache and must say the same.
+        for _ in 0..2 {
+            let page = app.get(&data, &f.owner).await;
+            assert_eq!(page.status, StatusCode::OK, "{}", page.text());
+            assert_eq!(loss(&page.text()), want, "after step {step} = {value}");
+        }
+    }
+    Ok(())
+}
+
 /// The compare view puts a SPADE run and a SPICE run on the same step axis (issue 21, item 4):
 /// the metric both report (the training loss) is one chart with a series per run, SPICE's own
 /// metrics get their chart, and the configuration diff names the algorithm.

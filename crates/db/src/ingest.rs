@@ -249,6 +249,7 @@ impl Batch {
                        points = metric_series.points + EXCLUDED.points,
                        first_step = least(metric_series.first_step, EXCLUDED.first_step),
                        last_step = greatest(metric_series.last_step, EXCLUDED.last_step),
+                       revision = metric_series.revision + 1,
                        last_value = CASE WHEN EXCLUDED.last_step >= metric_series.last_step
                                          THEN EXCLUDED.last_value
                                          ELSE metric_series.last_value END)

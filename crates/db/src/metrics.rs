@@ -19,6 +19,9 @@ pub struct SeriesInfo {
     pub points: i64,
     pub first_step: i64,
     pub last_step: i64,
+    /// Counts up whenever points of the series are stored (new or re-logged): equal revisions
+    /// mean equal series.
+    pub revision: i64,
 }
 
 /// The metrics the scoped run has logged (from the per-series summary ingestion maintains, so
@@ -26,7 +29,7 @@ pub struct SeriesInfo {
 pub async fn names(pool: &PgPool, scope: &RunScope) -> Result<Vec<SeriesInfo>, DbError> {
     let rows = sqlx::query_as!(
         SeriesInfo,
-        "SELECT name, points, first_step, last_step FROM metric_series
+        "SELECT name, points, first_step, last_step, revision FROM metric_series
          WHERE run_id = $1 ORDER BY name",
         scope.run_id
     )
@@ -96,7 +99,7 @@ pub async fn info(
 ) -> Result<Option<SeriesInfo>, DbError> {
     let row = sqlx::query_as!(
         SeriesInfo,
-        "SELECT name, points, first_step, last_step FROM metric_series
+        "SELECT name, points, first_step, last_step, revision FROM metric_series
          WHERE run_id = $1 AND name = $2",
         scope.run_id,
         name
@@ -190,14 +193,17 @@ pub struct TimedPoint {
 /// are no more rows and keep every point. So a page reads at most `4 * buckets` rows a series
 /// and aggregates nothing, however long the run. Ordered by name then step, without duplicate
 /// steps.
+/// `series` is what [`names`] returned for the run (the caller usually has it already, to tell
+/// whether it drew the same series before).
 pub async fn overview(
     pool: &PgPool,
     scope: &RunScope,
+    series: &[SeriesInfo],
     buckets: i64,
 ) -> Result<Vec<TimedPoint>, DbError> {
     let buckets = buckets.max(1);
     let (mut short, mut long, mut levels) = (Vec::new(), Vec::new(), Vec::new());
-    for s in names(pool, scope).await? {
+    for s in series.iter().cloned() {
         if s.points <= buckets.saturating_mul(4) {
             short.push(s.name);
         } else {
@@ -225,8 +231,7 @@ pub async fn overview(
                 r.last_step, r.last_value, r.last_elapsed, r.low_step, r.low_value, r.low_elapsed,
                 r.high_step, r.high_value, r.high_elapsed
          FROM UNNEST($2::text[], $3::int2[]) AS s (name, level)
-         JOIN metric_rollups r ON r.run_id = $1 AND r.name = s.name AND r.level = s.level
-         ORDER BY r.name, r.bucket",
+         JOIN metric_rollups r ON r.run_id = $1 AND r.name = s.name AND r.level = s.level",
         scope.run_id,
         &long,
         &levels
@@ -251,7 +256,8 @@ pub async fn overview(
             });
         }
     }
-    // The two reads are each by name; the page groups by name, so keep one order.
+    // One order for both reads (sorting here is cheaper than in the database, which would
+    // sort the rows of every bucket before sending them).
     points.sort_by(|a, b| a.name.cmp(&b.name).then(a.step.cmp(&b.step)));
     Ok(points)
 }

@@ -220,7 +220,7 @@ async fn readers_return_the_reference_reduction_of_the_raw_points(
     }
 
     // The run page's read: each series at its level, every bucket's M4 points with their times.
-    let overview = metrics::overview(&pool, &s, 600).await?;
+    let overview = metrics::overview(&pool, &s, &metrics::names(&pool, &s).await?, 600).await?;
     for name in SERIES {
         let points = raw(&pool, run, name).await?;
         let level = level_for(0, 19_999, 600);
@@ -242,7 +242,7 @@ async fn readers_return_the_reference_reduction_of_the_raw_points(
     }
 
     // A chart wide enough for every point draws the points themselves.
-    let wide = metrics::overview(&pool, &s, 10_000).await?;
+    let wide = metrics::overview(&pool, &s, &metrics::names(&pool, &s).await?, 10_000).await?;
     let loss: Vec<TimedValue> = wide
         .iter()
         .filter(|p| p.name == "loss")
@@ -261,7 +261,20 @@ async fn readers_return_the_reference_reduction_of_the_raw_points(
     .bind(run)
     .fetch_one(&pool)
     .await?;
+    let before = metrics::names(&pool, &s).await?;
     log(&pool, run, &[19_999], 4).await?;
+    let after = metrics::names(&pool, &s).await?;
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(
+            (a.points, a.last_step),
+            (b.points, b.last_step),
+            "a re-logged step adds no point"
+        );
+        assert!(
+            a.revision > b.revision,
+            "but it changes the series' revision"
+        );
+    }
     let team = TeamScope {
         team_id: team,
         user_id: 0,
