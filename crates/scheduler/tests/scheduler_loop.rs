@@ -426,6 +426,45 @@ async fn ray_jobs_go_through_the_same_loop(pool: PgPool) -> TestResult {
     let done = run_until_final(&s, &pool, job.id).await?;
     assert_eq!(done.state, JobState::Cancelled, "{:?}", done.message);
     assert_eq!(testing::run_status(&pool, long_run).await?, "cancelled");
+
+    // A run whose started vLLM servers take the job's devices 1 and 3 asks Ray for four GPUs
+    // for its one job (the servers run inside it, beside the worker). This head has none, so
+    // Ray keeps the job pending; what matters is what was asked for. Then it is cancelled.
+    let gpu_run = testing::seed_runs(&pool, 1).await?[0];
+    let mut cfg = spade::config::RunConfig::tiny_cpu_demo();
+    cfg.model.rollout = spade::config::RolloutBackend::Vllm;
+    cfg.vllm.start = 2;
+    cfg.vllm.gpus = vec![1, 3];
+    testing::set_config(&pool, gpu_run, &serde_json::to_value(&cfg)?).await?;
+    let job = jobs::enqueue(&pool, gpu_run, JobKind::Train, JobExecutor::Ray).await?;
+    assert_eq!(s.tick().await?.started, [job.id]);
+    // Ray's job details do not echo the request; its autoscaler lists what waits for resources
+    // (refreshed every few seconds).
+    let submission = spade_scheduler::submission_id(&prefix, gpu_run, 1);
+    let t0 = Instant::now();
+    loop {
+        let status: serde_json::Value =
+            reqwest::get(format!("{address}/api/cluster_status?format=1"))
+                .await?
+                .json()
+                .await?;
+        let text = status["data"]["clusterStatus"].as_str().unwrap_or_default();
+        if text.contains("'GPU': 4.0") {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no demand for 4 GPUs from {submission}: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Cancelled: the stop reaches Ray. Ray keeps a job that never got its resources PENDING
+    // after a stop (seen here for over a minute), so the job stays `cancelling` on our side
+    // until Ray ends it; the README says so.
+    jobs::request_cancel_for_run(&pool, gpu_run).await?;
+    s.tick().await?;
+    let cancelling = jobs::get(&pool, job.id).await?.ok_or("job")?;
+    assert_eq!(cancelling.state, JobState::Cancelling);
     Ok(())
 }
 
