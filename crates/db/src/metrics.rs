@@ -112,8 +112,8 @@ pub async fn info(
 /// One series in the inclusive step range `lo..=hi`, reduced to at most four points per block
 /// of the range's rollup cover ([`rollups::cover`]: about `buckets` whole buckets of the finest
 /// level that has at most that many over the range, and a few finer blocks at each ragged end,
-/// down to single raw steps). Reads rollup rows, never the range's points, so a million-point
-/// series costs the same as a thousand-point one. Returns the points, ordered by step without
+/// down to single raw steps). Reads rollup rows and at most a few raw steps at the two ends, so
+/// a million-point series costs the same as a thousand-point one. Returns the points, ordered by step without
 /// duplicates, and how many stored points the range holds.
 pub async fn series_reduced(
     pool: &PgPool,
@@ -193,6 +193,7 @@ pub struct TimedPoint {
 /// are no more rows and keep every point. So a page reads at most `4 * buckets` rows a series
 /// and aggregates nothing, however long the run. Ordered by name then step, without duplicate
 /// steps.
+///
 /// `series` is what [`names`] returned for the run (the caller usually has it already, to tell
 /// whether it drew the same series before).
 pub async fn overview(
@@ -203,12 +204,12 @@ pub async fn overview(
 ) -> Result<Vec<TimedPoint>, DbError> {
     let buckets = buckets.max(1);
     let (mut short, mut long, mut levels) = (Vec::new(), Vec::new(), Vec::new());
-    for s in series.iter().cloned() {
+    for s in series {
         if s.points <= buckets.saturating_mul(4) {
-            short.push(s.name);
+            short.push(s.name.clone());
         } else {
             levels.push(rollups::level_for(s.first_step, s.last_step, buckets));
-            long.push(s.name);
+            long.push(s.name.clone());
         }
     }
     let mut points = Vec::new();

@@ -181,10 +181,6 @@ impl Pending {
         self.changed.insert((name.to_owned(), step));
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.adds.is_empty() && self.changed.is_empty()
-    }
-
     /// Merges the batch into the stored rollups of `run_id`, then recomputes the buckets of
     /// changed steps bottom-up.
     pub async fn flush(
