@@ -445,6 +445,49 @@ pub struct ConfigSection {
     pub fields: Vec<ConfigField>,
 }
 
+// The launch form's engine lives in `spade::config::form` (no HTTP, no leptos); the page's
+// types are these, converted on the server.
+#[cfg(feature = "ssr")]
+impl From<spade::config::form::FieldKind> for FieldKind {
+    fn from(k: spade::config::form::FieldKind) -> Self {
+        use spade::config::form::FieldKind as K;
+        match k {
+            K::Integer => FieldKind::Integer,
+            K::Number => FieldKind::Number,
+            K::Text { optional } => FieldKind::Text { optional },
+            K::Bool => FieldKind::Bool,
+            K::Choice(v) => FieldKind::Choice(v),
+            K::Multi(v) => FieldKind::Multi(v),
+        }
+    }
+}
+
+#[cfg(feature = "ssr")]
+impl From<spade::config::form::Field> for ConfigField {
+    fn from(f: spade::config::form::Field) -> Self {
+        ConfigField {
+            path: f.path,
+            label: f.label,
+            help: f.help,
+            kind: f.kind.into(),
+            value: f.value,
+            default: f.default,
+            errors: f.errors,
+        }
+    }
+}
+
+#[cfg(feature = "ssr")]
+impl From<spade::config::form::Section> for ConfigSection {
+    fn from(s: spade::config::form::Section) -> Self {
+        ConfigSection {
+            key: s.key,
+            title: s.title,
+            fields: s.fields.into_iter().map(ConfigField::from).collect(),
+        }
+    }
+}
+
 /// A named starting point of the launch form.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PresetDto {

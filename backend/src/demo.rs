@@ -18,8 +18,9 @@ use spade_db::users::Registration;
 use std::io::Write;
 use std::path::Path;
 
-/// The run configuration the demo queues (the same file `spade train` takes).
-pub const DEMO_CONFIG: &str = include_str!("../../configs/tiny-demo.toml");
+/// The run configuration the demo queues (`configs/tiny-demo.toml`, the same file `spade train`
+/// takes).
+pub const DEMO_CONFIG: &str = spade::config::DEMO_TOML;
 /// The demo account's email.
 pub const DEMO_EMAIL: &str = "demo@spade.local";
 const LOGIN_FILE: &str = "demo-login.txt";

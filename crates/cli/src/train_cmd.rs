@@ -105,11 +105,19 @@ pub fn progress(total: u64) -> (ProgressBar, impl FnMut(Event)) {
             if b.is_hidden() {
                 let get = |k: &str| metrics.get(k).map_or("-".into(), |v| format!("{v:.3}"));
                 eprintln!(
-                    "step {}/{total}: acceptance {acceptance}, envs {}, mean regret {}, learnable share {}",
+                    "step {}/{total}: acceptance {acceptance} ({} accepted, {} rejected; {} distinct \
+                     in the run), envs {}, win rate no hint {} / hint {}, mean regret {}, \
+                     learnable share {}, designer reward {}",
                     step + 1,
+                    get("accepted"),
+                    get("rejected"),
+                    get("distinct_accepted_run"),
                     get("envs"),
+                    get("r_no_hint"),
+                    get("r_hint"),
                     get("regret_mean"),
                     get("learnable_share"),
+                    get("designer_reward_mean"),
                 );
             }
             b.set_position(step + 1);

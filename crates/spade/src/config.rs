@@ -13,11 +13,13 @@ use crate::EnvKind;
 use serde::{Deserialize, Serialize};
 
 mod check;
+pub mod form;
+pub mod help;
 mod presets;
 mod vllm;
 
 pub use check::{ConfigError, ConfigIssue};
-pub use presets::MODEL_PRESETS;
+pub use presets::{DEFAULT_PRESET, DEMO_TOML, MODEL_PRESETS, Preset, preset, presets};
 pub use vllm::VllmSection;
 
 /// A complete run configuration.
@@ -158,6 +160,30 @@ pub struct ModelSection {
     pub kv_cache_tokens: u32,
     /// Most sequences the engine decodes at once.
     pub max_batch: u32,
+    /// What the tiny preset's warm start teaches (ignored with `model.path`): `"seeds"` (the
+    /// shortest file of the seed library) or `"families"` (many variants of the built-in game
+    /// families, so the designer writes programs that differ; the CPU demo's choice).
+    pub warm_start: WarmStartData,
+}
+
+/// The data of the tiny model's warm start (`model.warm_start`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarmStartData {
+    /// The seed library's shortest file (`envs/seed`, or the worker's `--seeds`).
+    #[default]
+    Seeds,
+    /// The built-in game families' variants (`spade_worker::warmstart::families`).
+    Families,
+}
+
+impl WarmStartData {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WarmStartData::Seeds => "seeds",
+            WarmStartData::Families => "families",
+        }
+    }
 }
 
 /// The generation backend of rollouts (`model.rollout`).
@@ -575,6 +601,7 @@ impl Default for ModelSection {
             rollout: RolloutBackend::Engine,
             kv_cache_tokens: 262_144,
             max_batch: 256,
+            warm_start: WarmStartData::Seeds,
         }
     }
 }

@@ -574,6 +574,44 @@ fn the_rlve_baseline_is_fixed_env_and_refuses_what_does_not_apply() {
 }
 
 #[test]
+fn the_family_warm_start_is_for_the_tiny_preset_and_games() {
+    let ok = RunConfig::from_toml_str("[model]\npreset = \"tiny\"\nwarm_start = \"families\"\n")
+        .expect("valid");
+    assert_eq!(ok.model.warm_start, crate::config::WarmStartData::Families);
+    assert_eq!(RunConfig::default().model.warm_start.as_str(), "seeds");
+    let text = ok.to_toml();
+    assert_eq!(RunConfig::from_toml_str(&text).ok(), Some(ok), "{text}");
+    let conflicts = |toml: &str| -> Vec<String> {
+        issues(toml)
+            .into_iter()
+            .filter_map(|i| match i {
+                ConfigIssue::Conflict { other, .. } => Some(other),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        conflicts("[model]\npath = \"/m\"\nwarm_start = \"families\"\n"),
+        ["model.path"]
+    );
+    assert_eq!(
+        conflicts(
+            "[model]\npreset = \"tiny\"\nwarm_start = \"families\"\n\
+             [curriculum]\nkinds = [\"tool_use\"]\n"
+        ),
+        ["curriculum.kinds"]
+    );
+    let bad = RunConfig::from_toml_str("[model]\npreset = \"tiny\"\nwarm_start = \"family\"\n")
+        .map(|_| ())
+        .expect_err("an unknown warm start is refused")
+        .to_string();
+    assert!(
+        bad.contains("warm_start") && bad.contains("families"),
+        "{bad}"
+    );
+}
+
+#[test]
 fn the_vllm_backend_needs_servers_and_checks_its_keys() {
     let base = "[model]\npreset = \"tiny\"\nrollout = \"vllm\"\n";
     let c = RunConfig::from_toml_str(&format!(

@@ -550,15 +550,26 @@ pub(crate) fn warm_start_options(
         .iter()
         .map(|k| generate::sandbox_kind(*k))
         .collect();
+    let families = cfg.model.warm_start == spade::config::WarmStartData::Families;
     WarmStartOptions {
         kinds,
         seed: cfg.run.seed,
-        epochs: opts.warm_epochs,
+        // A family's variants are dozens of designer pairs an epoch (see `families::EPOCHS`).
+        epochs: if families {
+            warmstart::families::EPOCHS
+        } else {
+            opts.warm_epochs
+        },
         batch_size: 1,
         lr: opts.warm_lr,
         // Fixed-env GRPO never uses a designer: no designer pairs, no acceptance measurement.
-        designer_variants: if fixed { 0 } else { 4 },
-        designer_files: 1,
+        // A family's variants are one designer pair each: each is another program.
+        designer_variants: match (fixed, families) {
+            (true, _) => 0,
+            (false, true) => 1,
+            (false, false) => 4,
+        },
+        designer_files: if families { usize::MAX } else { 1 },
         agent_episodes: 2,
         hint_code_chars: cfg.hint_code_limit(),
         memory_positives: if cfg.ablation.no_memory {
@@ -580,6 +591,7 @@ pub(crate) fn warm_start_options(
         measure_samples: if fixed { 0 } else { opts.warm_measure },
         designer_max_new_tokens: cfg.model.designer_max_new_tokens as usize,
         max_turns: cfg.agent.max_turns,
+        family: families.then(|| warmstart::families::FAMILIES[0].to_string()),
     }
 }
 

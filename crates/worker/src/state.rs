@@ -273,6 +273,10 @@ pub struct RunState {
     /// Designer attempts and acceptances over the run (for the acceptance metric).
     pub attempts_total: u64,
     pub accepted_total: u64,
+    /// Short hashes of the distinct programs accepted over the run (`distinct_accepted_run`:
+    /// a designer that writes one program again and again shows as 1).
+    #[serde(default)]
+    pub accepted_code: std::collections::BTreeSet<String>,
     /// Messages of the last committed step not yet known to be delivered.
     pub outbox: Vec<Envelope>,
     /// The policy checkpoint the run started from (for the record).
@@ -307,6 +311,7 @@ impl RunState {
             embeddings: vec![],
             attempts_total: 0,
             accepted_total: 0,
+            accepted_code: Default::default(),
             outbox: vec![],
             base_model,
             optimizer_step: None,

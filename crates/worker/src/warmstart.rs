@@ -29,8 +29,10 @@ use spade_sandbox::{EnvKind, Pool, ValidationConfig};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub mod families;
+
 /// Bumped whenever the pairs or the training change, so stale caches are not reused.
-pub const WARMSTART_VERSION: u32 = 1;
+pub const WARMSTART_VERSION: u32 = 2;
 
 /// What the warm start trains on and how.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,6 +65,10 @@ pub struct WarmStartOptions {
     pub designer_max_new_tokens: usize,
     /// The turn limit the designer prompt's contract states.
     pub max_turns: u32,
+    /// Train on the variants of this built-in game family ([`families`]) instead of the seed
+    /// library's files (absent = the seed library; also keeps the cache keys of older options).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
 }
 
 /// What the warm start did, stored next to the checkpoint as `warmstart.json`.
@@ -93,6 +99,15 @@ pub struct SeedEnv {
     pub code: String,
     /// The module docstring without quotes.
     pub doc: String,
+    /// The privileged hint the warm start teaches for it: the docstring for the seed library's
+    /// files, the family's own hint for a family's variants.
+    pub hint: String,
+    /// Whether the designer learns to write it (a family's extra variants teach only the hint
+    /// writer and the agent).
+    pub designer: bool,
+    /// Whether the agent also learns its episodes without the hint (a family's extra variants
+    /// teach only reading the hint).
+    pub no_hint_plays: bool,
 }
 
 /// Reads every `*.py` under `dir/games` and `dir/tooluse`, sorted by path.
@@ -132,7 +147,10 @@ pub fn read_seeds(dir: &Path) -> Result<Vec<SeedEnv>, WorkerError> {
             skill,
             kind,
             code,
+            hint: doc.clone(),
             doc,
+            designer: true,
+            no_hint_plays: true,
         });
     }
     if out.is_empty() {
@@ -188,10 +206,23 @@ fn designer_pair_prompt(
     };
     let doc = (!opts.corpus_docs.is_empty())
         .then(|| opts.corpus_docs[pick(seeds::tag::CORPUS, 0) % opts.corpus_docs.len()].as_str());
-    let others: Vec<usize> = (0..seeds_all.len())
-        .filter(|&i| i != me && seeds_all[i].kind == s.kind)
+    // The loop's examples share the slot's skill (`memory.match_by`, default "skill"); the
+    // seed library has few files a skill, so any of the kind stands in there.
+    let same_skill: Vec<usize> = (0..seeds_all.len())
+        .filter(|&i| i != me && seeds_all[i].designer && seeds_all[i].skill == s.skill)
         .collect();
-    let record = |i: usize, win_rate: f64| MemoryRecord {
+    let others: Vec<usize> = if same_skill.is_empty() {
+        (0..seeds_all.len())
+            .filter(|&i| i != me && seeds_all[i].kind == s.kind)
+            .collect()
+    } else {
+        same_skill
+    };
+    // The loop's memory examples carry measured win rates and regrets, and the first
+    // generation has none: the pairs vary both, so no such prompt is one the model never saw.
+    let rate = |k: usize| (pick(seeds::tag::MEMORY, 200 + k) % 101) as f64 / 100.0;
+    let with_memory = pick(seeds::tag::MEMORY, 300) % 4 != 0;
+    let record = |i: usize, win_rate: f64, regret: f64| MemoryRecord {
         env_id: format!("seed-{i}"),
         step: 0,
         skill: seeds_all[i].skill.clone(),
@@ -202,20 +233,22 @@ fn designer_pair_prompt(
             .take(opts.memory_code_chars)
             .collect(),
         win_rate,
-        regret: 0.3,
+        regret,
     };
     let mut pos = Vec::new();
     let mut neg = Vec::new();
-    if !others.is_empty() {
+    if !others.is_empty() && with_memory {
         for k in 0..opts.memory_positives {
             pos.push(record(
                 others[pick(seeds::tag::MEMORY, k) % others.len()],
-                0.5,
+                0.15 + 0.7 * rate(k),
+                rate(50 + k),
             ));
         }
         for k in 0..opts.memory_negatives {
             neg.push(record(
                 others[pick(seeds::tag::MEMORY, 100 + k) % others.len()],
+                if rate(100 + k) < 0.5 { 0.0 } else { 1.0 },
                 0.0,
             ));
         }
@@ -258,24 +291,31 @@ pub fn build_data(
         }
         // Only the designer's files: every pair costs CPU time, and the loop plays what the
         // designer writes, which is (at best) these files.
-        if !designer_files.contains(&i) {
+        if s.designer && !designer_files.contains(&i) {
             continue;
         }
-        for v in 0..opts.designer_variants {
+        for v in 0..if s.designer {
+            opts.designer_variants
+        } else {
+            0
+        } {
             let prompt = designer::render(&designer_pair_prompt(seeds_all, i, v, opts));
             data.push(pair(tok, &prompt, &format!("```python\n{}```", s.code))?);
             counts[0] += 1;
         }
         let hint_prompt = designer::render(&designer::hint_prompt(&s.code, opts.hint_code_chars));
-        data.push(pair(tok, &hint_prompt, &s.doc)?);
+        data.push(pair(tok, &hint_prompt, &s.hint)?);
         counts[1] += 1;
         let mut session = pool.load(&s.code, Some(s.kind), None)?;
         for ep in 0..opts.agent_episodes {
             let t = session.play_solution(ep as i64, Duration::from_secs(60))?;
             let with_hint = ep % 2 == 1;
+            if !with_hint && !s.no_hint_plays {
+                continue;
+            }
             let first = spade::prompt::agent_first_message(
                 &t.reset.obs,
-                with_hint.then_some(s.doc.as_str()),
+                with_hint.then_some(s.hint.as_str()),
             );
             let mut trace = TokenTrace::start(tok, s.kind, &first)?;
             let n = t.turns.len();
@@ -302,7 +342,7 @@ pub fn build_data(
 /// Indices of the seeds the designer learns: the `designer_files` shortest of the kinds.
 pub fn designer_files(seeds_all: &[SeedEnv], opts: &WarmStartOptions) -> Vec<usize> {
     let mut v: Vec<usize> = (0..seeds_all.len())
-        .filter(|&i| opts.kinds.contains(&seeds_all[i].kind))
+        .filter(|&i| opts.kinds.contains(&seeds_all[i].kind) && seeds_all[i].designer)
         .collect();
     v.sort_by_key(|&i| seeds_all[i].code.len());
     v.truncate(opts.designer_files);
@@ -318,7 +358,14 @@ pub fn warm_start(
     opts: &WarmStartOptions,
     mut progress: impl FnMut(&str),
 ) -> Result<(PathBuf, WarmStartReport), WorkerError> {
-    let seeds_all = read_seeds(seed_dir)?;
+    let seeds_all = match &opts.family {
+        Some(f) => families::variants(f, opts.seed, families::PER_SKILL, families::PLAY_BASES)
+            .map_err(WorkerError::Config)?
+            .into_iter()
+            .filter(|s| opts.kinds.contains(&s.kind))
+            .collect(),
+        None => read_seeds(seed_dir)?,
+    };
     let hash = cache_key(&seeds_all, opts);
     let dir = cache_root.join(format!("warmstart-{hash}"));
     if let Some(report) = load_cached(&dir)? {
@@ -327,6 +374,7 @@ pub fn warm_start(
     }
     let started = Instant::now();
     let mut texts: Vec<String> = seeds_all.iter().map(|s| s.code.clone()).collect();
+    texts.extend(seeds_all.iter().map(|s| s.hint.clone()));
     texts.extend(opts.corpus_docs.iter().cloned());
     texts.push(spade::prompt::DESIGNER_SYSTEM.into());
     texts.push(spade::prompt::HINT_SYSTEM.into());
@@ -340,6 +388,25 @@ pub fn warm_start(
     ));
     texts.push(spade::prompt::agent_system(spade::EnvKind::Game).into());
     texts.push(spade::prompt::agent_system(spade::EnvKind::ToolUse).into());
+    // Every designer pair repeats its kind's prompt (system, skill, contract): a tokenizer
+    // that saw that prose once splits it into short pieces, and the prompt was most of the
+    // warm start's tokens. Twice more for each skill the warm start teaches, so its words
+    // become tokens of their own.
+    if opts.family.is_some() {
+        for skill in spade::skills::SKILLS
+            .iter()
+            .filter(|k| seeds_all.iter().any(|s| s.designer && s.skill == k.name))
+        {
+            let p = designer::render(&spade::prompt::designer_prompt(
+                skill,
+                None,
+                &Examples::default(),
+                opts.max_turns,
+            ));
+            texts.push(p.clone());
+            texts.push(p);
+        }
+    }
     let policy = preset::tiny(&texts, opts.seed, |l| progress(l))?;
     let tok = policy.require_tokenizer()?.clone();
     progress("warm start: playing the seeds' solutions for the agent pairs");

@@ -222,6 +222,23 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
             "a local Hugging Face checkpoint directory (required for preset \"qwen3\")",
         );
     }
+    if c.model.warm_start == super::WarmStartData::Families {
+        // A run that would silently train on something else than it says is refused.
+        if c.model.path.is_some() {
+            k.conflict(
+                "model.warm_start",
+                "model.path",
+                "\"families\" warm-starts the tiny preset; a run from a checkpoint has no warm start",
+            );
+        }
+        if !c.curriculum.kinds.contains(&crate::EnvKind::Game) {
+            k.conflict(
+                "model.warm_start",
+                "curriculum.kinds",
+                "the built-in families are games; add \"game\" or use \"seeds\"",
+            );
+        }
+    }
     if c.model.path.as_deref().is_some_and(str::is_empty) {
         k.not_allowed(
             "model.path",

@@ -1,4 +1,5 @@
-//! Named starting points: the paper's GPU configuration and a CPU demo that finishes in minutes.
+//! Named starting points: the paper's GPU configuration and a CPU demo that finishes in minutes,
+//! and the launch form's presets built from them ([`presets`]).
 
 use super::{
     AgentSection, CorpusSection, CurriculumSection, DesignerSection, EvalSection, GrpoSection,
@@ -182,4 +183,138 @@ impl RunConfig {
             ..d
         }
     }
+}
+
+/// The CPU demo's configuration file (`configs/tiny-demo.toml`), compiled in: what
+/// `scripts/serve` queues and the "as scripts/serve runs it" preset.
+pub const DEMO_TOML: &str = include_str!("../../../../configs/tiny-demo.toml");
+
+/// A named starting point of the form.
+#[derive(Debug, Clone, Copy)]
+pub struct Preset {
+    pub key: &'static str,
+    pub label: &'static str,
+    pub description: &'static str,
+    pub build: fn() -> RunConfig,
+}
+
+/// The preset a fresh form starts from: the one that runs on any machine.
+pub const DEFAULT_PRESET: &str = "tiny_cpu_demo";
+
+/// Where the fixed-env baseline preset reads its pool (the hand-written seed library; relative
+/// to the worker's working directory, so people usually change it).
+const SEED_POOL: &str = "envs/seed";
+
+/// The presets: the tiny CPU demo, the paper's two GPU runs (games, tool use: separate runs, as
+/// the reference's `cmd/games/` and `cmd/tool_use/`), and the games run with each baseline or
+/// ablation of the spec ("Baselines and ablations a run can choose").
+pub fn presets() -> Vec<Preset> {
+    fn gpu_with(f: fn(&mut RunConfig)) -> RunConfig {
+        let mut c = RunConfig::gpu_qwen3_games();
+        f(&mut c);
+        c
+    }
+    vec![
+        Preset {
+            key: "tiny_cpu_demo",
+            label: "Tiny CPU demo",
+            description: "The project's tiny model on CPU: games only, 6 steps, finishes in minutes.",
+            build: RunConfig::tiny_cpu_demo,
+        },
+        Preset {
+            key: "tiny_serve_demo",
+            label: "Tiny CPU demo, as scripts/serve runs it",
+            description: "configs/tiny-demo.toml: the tiny demo warm-started on the built-in game family (model.warm_start = \"families\"), so its designer writes programs that differ, 8 steps, one memory example and no corpus document in the designer's prompt (the tiny model cannot read one).",
+            // The file is compiled in and parsed by a test below; the fallback never shows.
+            build: || {
+                RunConfig::from_toml_str(DEMO_TOML).unwrap_or_else(|_| RunConfig::tiny_cpu_demo())
+            },
+        },
+        Preset {
+            key: "gpu_qwen3_games",
+            label: "GPU Qwen3 (SPADE, games)",
+            description: "The paper's games run: a local Qwen3 checkpoint, 3 of 6 game skills x 8 = 24 environments every 4 steps, 8 no-hint plays each per step, designer loss weight 32, 5 attempts per slot.",
+            build: RunConfig::gpu_qwen3_games,
+        },
+        Preset {
+            key: "gpu_qwen3_tool_use",
+            label: "GPU Qwen3 (SPADE, tool use)",
+            description: "The paper's tool-use run: a local Qwen3 checkpoint, all 6 tool-use skills x 4 = 24 environments every 8 steps, 8 no-hint plays each per step, designer loss weight 50, 5 attempts per slot.",
+            build: RunConfig::gpu_qwen3_tool_use,
+        },
+        Preset {
+            key: "baseline_fixed_env",
+            label: "Baseline: fixed-env GRPO",
+            description: "GPU Qwen3 playing a frozen pool of environments (the seed library), 24 drawn per step without replacement; only the agent trains.",
+            build: || gpu_with(|c| c.ablation.fixed_env_pool = Some(SEED_POOL.into())),
+        },
+        Preset {
+            key: "baseline_rlve",
+            label: "Baseline: fixed-env RLVE",
+            description: "GPU Qwen3 agent-only GRPO on RLVE's 400 verifiable environments (rlve-gym, in the sandbox) with RLVE's adaptive difficulty per environment, 24 drawn per step: the paper's strongest baseline.",
+            build: || gpu_with(|c| c.ablation.rlve = true),
+        },
+        Preset {
+            key: "baseline_stronger_designer",
+            label: "Baseline: frozen stronger designer",
+            description: "GPU Qwen3 agent training on environments, hints and verdicts written by a second, frozen checkpoint (designer.model_path; set it to the stronger model's directory): the paper's stronger-frozen-model baseline and SPICE's strong challenger.",
+            build: || gpu_with(|c| c.designer.model_path = Some("models/Qwen3-8B".into())),
+        },
+        Preset {
+            key: "spice",
+            label: "SPICE (corpus challenger and reasoner)",
+            description: "The predecessor, SPICE (arXiv 2510.24684), on a Qwen3 checkpoint: a challenger writes a multiple-choice or free-form question from each of 128 corpus documents a step, the reasoner answers each 8 times without the document; variance reward for the challenger, DrGRPO for both roles, temperature 1.0.",
+            build: RunConfig::gpu_qwen3_spice,
+        },
+        Preset {
+            key: "spice_strong_challenger",
+            label: "SPICE: strong challenger",
+            description: "SPICE with the questions written by a second, frozen checkpoint (designer.model_path; set it to the stronger model's directory): only the reasoner trains, SPICE's strong-challenger baseline.",
+            build: || {
+                let mut c = RunConfig::gpu_qwen3_spice();
+                c.designer.model_path = Some("models/Qwen3-8B".into());
+                c
+            },
+        },
+        Preset {
+            key: "ablation_frozen_designer",
+            label: "Ablation: frozen designer",
+            description: "GPU Qwen3 generating environments online without designer updates.",
+            build: || gpu_with(|c| c.ablation.frozen_designer = true),
+        },
+        Preset {
+            key: "ablation_no_memory",
+            label: "Ablation: no memory",
+            description: "GPU Qwen3 without memory examples in the designer's prompts.",
+            build: || gpu_with(|c| c.ablation.no_memory = true),
+        },
+        Preset {
+            key: "ablation_no_corpus",
+            label: "Ablation: no corpus",
+            description: "GPU Qwen3 without a corpus document in the designer's prompts.",
+            build: || gpu_with(|c| c.ablation.no_corpus = true),
+        },
+        Preset {
+            key: "ablation_two_skill",
+            label: "Ablation: two-skill curriculum",
+            description: "GPU Qwen3 with only two game skills, Mathematical Reasoning and Pattern Recognition, 12 environments each.",
+            build: || gpu_with(|c| c.ablation.two_skill_curriculum = true),
+        },
+        Preset {
+            key: "ablation_ema",
+            label: "Ablation: EMA learning potential",
+            description: "GPU Qwen3 with the EMA learning-potential designer reward instead of regret + plateau.",
+            build: || gpu_with(|c| c.ablation.ema_learning_potential = true),
+        },
+    ]
+}
+
+/// The preset named `key` (unknown keys: the default preset).
+pub fn preset(key: &str) -> Preset {
+    let all = presets();
+    all.iter()
+        .find(|p| p.key == key)
+        .or_else(|| all.iter().find(|p| p.key == DEFAULT_PRESET))
+        .copied()
+        .unwrap_or(all[0])
 }

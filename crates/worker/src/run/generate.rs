@@ -158,6 +158,7 @@ pub(super) fn regenerate(
             if a.accepted {
                 n_accepted += 1;
                 lp.obs.acceptance.accept();
+                lp.state.accepted_code.insert(code_hash(&a.code));
                 accepted.push((slot, a));
             } else {
                 lp.obs
@@ -590,6 +591,17 @@ pub(crate) fn fixed_env(env_id: String, skill: String, kind: EnvKind, code: Stri
         broken_seed: None,
         reveals_solution: false,
     }
+}
+
+/// A short content hash of a program, whitespace at the ends ignored: what counts as one
+/// distinct program in `distinct_accepted_run`.
+pub(crate) fn code_hash(code: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(code.trim().as_bytes())
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[cfg(test)]

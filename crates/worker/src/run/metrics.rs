@@ -4,7 +4,7 @@
 //! step's play groups (zero-std share), this step's designer attempts (acceptance, rejection
 //! reasons, formula reveals), and the Vendi score of the window's environments with the kernel
 //! of `metrics.vendi_kernel` (n-gram counts by default), named in its metrics. Worker extras:
-//! `envs`, `acceptance_rate_run`, `failed_env_share`, and the checks during play: `play_env_calls` (reset and step returns checked this step),
+//! `envs`, `acceptance_rate_run`, `distinct_accepted_run` (distinct programs accepted so far), `failed_env_share`, and the checks during play: `play_env_calls` (reset and step returns checked this step),
 //! `play_violations` (plays that broke the contract) and `play_violation_rate` (violations per
 //! checked call), `broken_in_play_envs` (live environments retired for a violation).
 
@@ -111,6 +111,12 @@ pub(super) fn step_metrics(
     };
     merge_live(m, metrics::step_metrics(&facts, c));
     m.insert("envs".into(), envs.len() as f64);
+    if lp.state.accepted_total > 0 {
+        m.insert(
+            "distinct_accepted_run".into(),
+            lp.state.accepted_code.len() as f64,
+        );
+    }
     if lp.state.attempts_total > 0 {
         m.insert(
             "acceptance_rate_run".into(),

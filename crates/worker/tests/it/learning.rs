@@ -174,6 +174,7 @@ fn make_fixture() -> Res<Fixture> {
         measure_samples: 0,
         designer_max_new_tokens: 0,
         max_turns: 1,
+        family: None,
     };
     let pool = Pool::new(PoolConfig::new(RunnerConfig::new(
         spade_sandbox::default_runner_path(),

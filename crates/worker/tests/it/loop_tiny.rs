@@ -210,8 +210,10 @@ fn two_steps_of_the_agent_on_a_fixed_tool_use_pool() -> Result<(), Box<dyn std::
     let mut cfg = three_step_config()?;
     cfg.run.steps = 2;
     cfg.curriculum.kinds = vec![spade::EnvKind::ToolUse];
-    // The demo's designer ablation does not apply without a designer.
+    // The demo's designer ablation does not apply without a designer, and its warm start's
+    // family is a game: a tool-use run warm-starts on the seed library.
     cfg.ablation.no_corpus = false;
+    cfg.model.warm_start = spade::config::WarmStartData::Seeds;
     // One task keeps the test short: each play is up to the task's own turn limit of tiny-model
     // replies (six tasks took 463 s here).
     cfg.hint.plays = 1;
@@ -264,8 +266,10 @@ fn two_steps_of_the_agent_on_rlve() -> Result<(), Box<dyn std::error::Error>> {
     let mut cfg = three_step_config()?;
     cfg.run.steps = 2;
     cfg.curriculum.kinds = vec![spade::EnvKind::Game];
-    // The demo's designer ablation does not apply without a designer.
+    // The demo's designer ablation does not apply without a designer, and its warm start's
+    // family is a game: a tool-use run warm-starts on the seed library.
     cfg.ablation.no_corpus = false;
+    cfg.model.warm_start = spade::config::WarmStartData::Seeds;
     cfg.ablation.rlve = true;
     cfg.ablation.fixed_env_envs_per_step = 2;
     cfg.hint.plays = 1;

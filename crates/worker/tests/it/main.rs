@@ -5,6 +5,7 @@
 //! regressions of the agent (`learning`) and the designer (`learning_designer`).
 
 mod broken_in_play;
+mod families;
 mod frozen_designer;
 mod judge;
 mod learning;

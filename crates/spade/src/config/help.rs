@@ -1,0 +1,473 @@
+//! The documentation of every configuration key path, beside the structs it documents, in
+//! their declaration order: what the launch form shows under each field and its section
+//! titles ([`super::form`] walks it; a test there keeps it and `RunConfig` in step).
+
+/// Section titles, in the order of `RunConfig`'s fields.
+pub const SECTIONS: &[(&str, &str)] = &[
+    ("run", "Run length and seed"),
+    ("model", "Model"),
+    ("curriculum", "Curriculum"),
+    ("corpus", "Corpus"),
+    ("memory", "Memory"),
+    ("designer", "Designer"),
+    ("hint", "Hint"),
+    ("agent", "Agent"),
+    ("grpo", "GRPO"),
+    ("sandbox", "Sandbox"),
+    ("metrics", "Metrics"),
+    ("ablation", "Baselines and ablations"),
+    ("spice", "SPICE (run.algorithm = \"spice\")"),
+];
+
+/// Documentation of every key path (from the doc comments of `spade::config`), in declaration
+/// order.
+pub const HELP: &[(&str, &str)] = &[
+    ("run.steps", "Rollout steps (spec, headline results: 400)."),
+    (
+        "run.seed",
+        "Seed of every random choice of the run (corpus, memory, sampling).",
+    ),
+    (
+        "run.checkpoint_every",
+        "Keep the weights as a checkpoint (checkpoints/step-N) every this many steps (and always at the end).",
+    ),
+    (
+        "run.weights_every",
+        "Write the resume point (weights and state.json) every this many steps, at every kept checkpoint and at the end. A step's reports are delivered with the resume point that includes it, so between two writes they wait, and a crash costs the steps since the last write (they run again on resume; none of their reports had been delivered).",
+    ),
+    (
+        "run.optimizer_every",
+        "Write the optimiser state (AdamW's moments, and the float32 masters of bf16 weights: 8 to 12 bytes per parameter) every this many steps (with the first resume point written at or after each multiple of it, see weights_every, and at the end); the resume point carries the last one between. A resume between two writes continues with the moments of the last one (and, for bf16 weights, from the weights of its own step).",
+    ),
+    (
+        "run.checkpoint_keep",
+        "Checkpoints kept: the last this many (0 = all of them).",
+    ),
+    (
+        "run.algorithm",
+        "What the run trains: \"spade\" (designer and agent on environments the designer writes, with the baselines and ablations below) or \"spice\" (the predecessor SPICE: a challenger writes questions from corpus documents, a reasoner answers them; see the SPICE section).",
+    ),
+    (
+        "model.path",
+        "A local Hugging Face checkpoint directory (config.json, *.safetensors, tokenizer.json). Relative paths are relative to the worker's working directory.",
+    ),
+    (
+        "model.preset",
+        "\"tiny\" (the project's own tiny Qwen3-shaped model) or \"qwen3\" (a real checkpoint).",
+    ),
+    (
+        "model.designer_max_new_tokens",
+        "Most tokens the designer may write for one environment.",
+    ),
+    ("model.hint_max_new_tokens", "Most tokens of one hint."),
+    (
+        "model.agent_max_new_tokens",
+        "Most tokens of one agent turn.",
+    ),
+    (
+        "model.max_context",
+        "Longest token sequence the policy is given (prompt and everything generated): an agent episode whose next turn would pass it ends truncated (the reference's context: 32,768).",
+    ),
+    (
+        "model.rollout",
+        "What serves generation: \"engine\" (continuous batching; every episode of a step at once, each keeping its KV cache between turns), \"sampler\" (one environment at a time, each turn prefilled again) or \"vllm\" (the [vllm] servers, weights synced after every update).",
+    ),
+    (
+        "model.kv_cache_tokens",
+        "KV-cache slots the engine may allocate (rows x slots per row, at least one context); Qwen3-4B takes 144 KiB a slot in bf16.",
+    ),
+    (
+        "model.max_batch",
+        "Most sequences the engine decodes at once.",
+    ),
+    (
+        "model.warm_start",
+        "What the tiny preset's warm start teaches (ignored with model.path): \"seeds\" (the seed library's shortest file) or \"families\" (many variants of the built-in game families, so the designer writes programs that differ: the CPU demo's choice).",
+    ),
+    (
+        "curriculum.kinds",
+        "Environment kinds the run generates: [\"game\"], [\"tool_use\"] or both (default games: the paper trains games and tool use as separate runs).",
+    ),
+    (
+        "curriculum.game_regenerate_every",
+        "Regenerate games every k steps (spec 1: k = 4).",
+    ),
+    (
+        "curriculum.tool_use_regenerate_every",
+        "Regenerate tool-use environments every k steps (spec 1: k = 8).",
+    ),
+    (
+        "curriculum.active_game_skills",
+        "Game skills active per regeneration, rotating over the six (spec 1: 3 of 6).",
+    ),
+    (
+        "curriculum.active_tool_use_skills",
+        "Tool-use skills active per regeneration (spec 1: all 6).",
+    ),
+    (
+        "curriculum.envs_per_skill",
+        "Environments generated per active skill (spec 1: 8, so 24 games).",
+    ),
+    (
+        "corpus.path",
+        "JSONL file with a text or orig_doc field per line; absent = the bundled corpus.",
+    ),
+    (
+        "corpus.game_max_words",
+        "Documents are truncated to this many words for games (spec 2: 6,000).",
+    ),
+    (
+        "corpus.tool_use_max_words",
+        "... and for tool use (spec 2: 4,000).",
+    ),
+    (
+        "memory.capacity",
+        "Records kept, newest last (spec 9: 200).",
+    ),
+    (
+        "memory.code_chars",
+        "Characters of code kept per record (spec 9: 2,000).",
+    ),
+    (
+        "memory.positives",
+        "Positive examples per prompt (spec 2: 2).",
+    ),
+    (
+        "memory.negatives",
+        "Negative examples per prompt (spec 2: 1).",
+    ),
+    (
+        "memory.positive_pool_factor",
+        "Positives are drawn from the top max(factor * n, min) records by regret (spec 2: max(3n, 10)), n = positives.",
+    ),
+    (
+        "memory.positive_pool_min",
+        "Positives are drawn from the top max(factor * n, min) records by regret (spec 2: max(3n, 10)), n = positives.",
+    ),
+    (
+        "memory.positive_win_rate_low",
+        "Eligible positives have a win rate in [low, high] (spec 2: [0.15, 0.85]).",
+    ),
+    (
+        "memory.positive_win_rate_high",
+        "Eligible positives have a win rate in [low, high] (spec 2: [0.15, 0.85]).",
+    ),
+    (
+        "memory.negative_below",
+        "Negatives have a win rate below negative_below or above negative_above (spec 2: < 0.1 or > 0.9).",
+    ),
+    (
+        "memory.negative_above",
+        "Negatives have a win rate below negative_below or above negative_above (spec 2: < 0.1 or > 0.9).",
+    ),
+    (
+        "memory.match_by",
+        "Which records a designer prompt's examples come from: \"skill\" (the slot's skill, as the reference's env_memory.py) or \"kind\" (every record of the same kind).",
+    ),
+    (
+        "memory.seed_pool",
+        "A pool (directory with pool.jsonl, or the file) whose scored environments start the memory of a new run. Absent = empty memory.",
+    ),
+    (
+        "designer.attempts",
+        "Attempts per environment slot (spec 2: 8; the reference's rollout and the paper presets: 5).",
+    ),
+    (
+        "designer.temperature",
+        "Sampling temperature (spec 5: 0.6 for both roles).",
+    ),
+    (
+        "designer.regret_scale",
+        "Regret is divided by this and clipped to [0, 1] (spec 7: 0.15).",
+    ),
+    (
+        "designer.regret_weight",
+        "Blend weights r = regret_weight * regret_norm + plateau_weight * plateau(w) (spec 7: 0.4 / 0.6).",
+    ),
+    (
+        "designer.plateau_weight",
+        "Blend weights r = regret_weight * regret_norm + plateau_weight * plateau(w) (spec 7: 0.4 / 0.6).",
+    ),
+    (
+        "designer.plateau.low",
+        "The designer's plateau: 1 on [low, high], linear to 0 over ramp on each side (spec 7: 0.4, 0.6, 0.25).",
+    ),
+    (
+        "designer.plateau.high",
+        "The designer's plateau: 1 on [low, high], linear to 0 over ramp on each side (spec 7: 0.4, 0.6, 0.25).",
+    ),
+    (
+        "designer.plateau.ramp",
+        "The designer's plateau: 1 on [low, high], linear to 0 over ramp on each side (spec 7: 0.4, 0.6, 0.25).",
+    ),
+    (
+        "designer.invalid_reward",
+        "Reward of an invalid environment or a step timeout (spec 7: -0.5).",
+    ),
+    (
+        "designer.regret_timing",
+        "Which no-hint plays the regret compares with the hint plays: \"matched\" (those of the regeneration step, the reference's default) or \"window\" (all of the window).",
+    ),
+    (
+        "designer.train_rejected",
+        "Train rejected attempts too, at invalid_reward (off: in the reference a failed attempt yields no designer sample).",
+    ),
+    (
+        "designer.loss_weight_cap",
+        "Cap of the designer loss weight min(n_agent_samples / n_designer_samples * k, cap) (spec 7: 50).",
+    ),
+    (
+        "designer.self_judge",
+        "Ask the policy whether a validated game works (spec, \"Validation\": on for real models, off for the tiny one).",
+    ),
+    (
+        "designer.judge_temperature",
+        "Sampling temperature of the self-judge's verdict (the reference's 0.3).",
+    ),
+    (
+        "designer.judge_max_new_tokens",
+        "Most tokens of the self-judge's reply (the reference's 2,048).",
+    ),
+    (
+        "designer.model_path",
+        "A second checkpoint (Hugging Face directory on the worker's machine) that writes the environments, hints and self-judge verdicts, frozen, while the agent trains alone: the paper's stronger frozen designer, SPICE's strong challenger. Empty: the policy plays both roles.",
+    ),
+    (
+        "designer.ema.gamma_fast",
+        "Per-skill fast average decay (spec: 0.98).",
+    ),
+    (
+        "designer.ema.gamma_slow",
+        "Per-skill slow average decay (spec: 0.85).",
+    ),
+    (
+        "hint.temperature",
+        "Sampling temperature of the hint call (spec 4: 0.3).",
+    ),
+    (
+        "hint.plays",
+        "Plays with the hint per environment, once at generation (spec 5: 16).",
+    ),
+    (
+        "hint.code_chars",
+        "Characters of the environment's code the hint call reads; 0 = the whole program (the spec's hint writer reads the accepted code).",
+    ),
+    ("agent.temperature", "Sampling temperature (spec 5: 0.6)."),
+    ("agent.max_turns", "Turn limit of one play (spec 5: 25)."),
+    (
+        "agent.global_batch",
+        "No-hint plays per step over all environments: ceil(global_batch / n_envs) per environment (spec 5: 192, so 8 for 24 environments).",
+    ),
+    (
+        "agent.max_episode_tokens",
+        "Tokens the agent may write over a whole episode, all turns together (the reference's agent budget: 8,192); the episode ends truncated when its next turn would pass it.",
+    ),
+    (
+        "agent.concurrency",
+        "Episodes played at once: sandbox runners, and rows of one sampling batch.",
+    ),
+    ("grpo.lr", "Learning rate (spec 8: 1e-6 for 4B-30B models)."),
+    (
+        "grpo.clip_low",
+        "Asymmetric clip range (spec 8: 0.2 low, 0.28 high).",
+    ),
+    (
+        "grpo.clip_high",
+        "Asymmetric clip range (spec 8: 0.2 low, 0.28 high).",
+    ),
+    (
+        "grpo.kl_coef",
+        "KL coefficient (spec 8: 0 by default, 0.005 as an option).",
+    ),
+    (
+        "grpo.tis_cap",
+        "Cap of the truncated importance-sampling ratio of delayed designer samples (spec 8: 2).",
+    ),
+    (
+        "grpo.micro_batch_tokens",
+        "Tokens per forward/backward pass: samples are packed into micro-batches of at most this many tokens (a longer sample gets a micro-batch of its own); gradients accumulate.",
+    ),
+    (
+        "grpo.logprob_chunk_tokens",
+        "Positions per chunk of the language-model head when log-probs are computed, so the logits of a whole micro-batch never exist at once.",
+    ),
+    (
+        "grpo.activation_recompute",
+        "Recompute each layer's activations in the backward pass (less memory, about a third more compute).",
+    ),
+    (
+        "grpo.router_aux_coef",
+        "Coefficient of the router load-balancing loss of a Qwen3-MoE model; 0 = off, as RL fine-tuning usually runs. Dense models ignore it.",
+    ),
+    (
+        "sandbox.step_timeout_s",
+        "Per-call limit of step (spec: 30 s).",
+    ),
+    (
+        "sandbox.validation_timeout_s",
+        "Budget of one validation (spec: 60 s).",
+    ),
+    (
+        "sandbox.max_observation_chars",
+        "Longest observation accepted (spec: 20,000 characters).",
+    ),
+    (
+        "metrics.vendi_window_steps",
+        "Vendi score over the environments of the last this many steps (spec: 40).",
+    ),
+    (
+        "metrics.vendi_subsample",
+        "Environments per Vendi subsample (spec: 24).",
+    ),
+    (
+        "metrics.vendi_draws",
+        "Subsamples drawn; mean and s.d. are reported (spec: 12).",
+    ),
+    (
+        "metrics.vendi_kernel",
+        "The Vendi score's similarity: \"ngram\" (word unigram and bigram counts of the code, the Vendi authors' text kernel), \"policy\" (the policy's mean-pooled hidden states) or \"sentence\" (a BERT or RoBERTa sentence encoder from metrics.vendi_encoder, as the Vendi authors embed text); named in the metric (vendi_ngram_mean).",
+    ),
+    (
+        "metrics.vendi_encoder",
+        "Directory of the sentence encoder for vendi_kernel = \"sentence\" (config.json, safetensors weights, tokenizer.json), on the machine the worker runs on.",
+    ),
+    (
+        "metrics.learnable_low",
+        "Learnable: agent win rate in [low, high] (spec: [0.2, 0.8]).",
+    ),
+    (
+        "metrics.learnable_high",
+        "Learnable: agent win rate in [low, high] (spec: [0.2, 0.8]).",
+    ),
+    (
+        "metrics.easy_above",
+        "Easy above this win rate, hard below hard_below (spec: 0.8 and 0.2).",
+    ),
+    (
+        "metrics.hard_below",
+        "Easy above this win rate, hard below hard_below (spec: 0.8 and 0.2).",
+    ),
+    (
+        "ablation.fixed_env_pool",
+        "Fixed-env GRPO: play the environments of this pool (a pool directory, its pool.jsonl, or a directory of .py files), train only the agent. Absent = off.",
+    ),
+    (
+        "ablation.fixed_env_envs_per_step",
+        "Fixed-env GRPO: environments drawn from the pool per step, without replacement until the pool is exhausted (the reference's 24); 0 = every pool environment every step.",
+    ),
+    (
+        "ablation.rlve",
+        "The fixed-environment RLVE baseline: fixed-env GRPO on RLVE's 400 verifiable environments (rlve-gym in the sandbox's venv) with RLVE's adaptive difficulty instead of a pool; fixed_env_envs_per_step of them per step, answers in \\boxed{}. Needs \"game\" in curriculum.kinds.",
+    ),
+    (
+        "ablation.frozen_designer",
+        "Online generation without designer updates.",
+    ),
+    (
+        "ablation.no_memory",
+        "No memory examples in designer prompts.",
+    ),
+    (
+        "ablation.no_corpus",
+        "No corpus document in designer prompts.",
+    ),
+    (
+        "ablation.two_skill_curriculum",
+        "Only two game skills, always the same two: Mathematical Reasoning and Pattern Recognition, sharing the regeneration's environments (24 = 2 x 12, the reference's ablation).",
+    ),
+    (
+        "ablation.ema_learning_potential",
+        "Designer reward = EMA learning potential instead of regret + plateau.",
+    ),
+    (
+        "eval.every_steps",
+        "Evaluate the checkpoints whose step is a multiple of this, and the last one (0 = only \
+         when asked from the run page). A multiple of run.checkpoint_every.",
+    ),
+    (
+        "eval.base_model",
+        "With every_steps, also evaluate the model the run starts from (the base-model row).",
+    ),
+    (
+        "eval.suites",
+        "Held-out suites each due checkpoint is evaluated on (reasoning-gym hard categories, \
+         or the seed environments' win rate).",
+    ),
+    (
+        "eval.limit",
+        "Items per task at most (questions per reasoning-gym dataset).",
+    ),
+    ("eval.max_new_tokens", "Tokens per answer."),
+    (
+        "spice.tasks_per_step",
+        "Documents drawn per step, one task kept per document (SPICE: batch B = 128).",
+    ),
+    (
+        "spice.group_size",
+        "Reasoner answers per task (SPICE: G = 8); also K of the challenger's variance reward.",
+    ),
+    (
+        "spice.max_attempts",
+        "Challenger attempts per document until a task parses (SPICE: up to N = 1,024).",
+    ),
+    (
+        "spice.max_document_tokens",
+        "Longest document segment the challenger reads, in tokens (SPICE: 5,992); shorter than model.max_context.",
+    ),
+    (
+        "spice.multiple_choice_share",
+        "Share of documents asked for a multiple-choice task (four options), the rest free-form (integer, expression or string); SPICE mixes both formats.",
+    ),
+    (
+        "spice.invalid_reward",
+        "The challenger's reward for an attempt that is not a valid task (SPICE: rho = -0.1).",
+    ),
+    (
+        "spice.temperature",
+        "Sampling temperature of both SPICE roles, and the trainer's (SPICE: 1.0).",
+    ),
+    (
+        "vllm.urls",
+        "With model.rollout = \"vllm\": base URLs of running vLLM servers (comma-separated), used data-parallel; each episode stays on one server. They must run vLLM 0.32 with VLLM_SERVER_DEV_MODE=1, --logprobs-mode processed_logprobs and (on CPU) --no-enable-chunked-prefill, and read vllm.weights_dir.",
+    ),
+    (
+        "vllm.start",
+        "vLLM servers the worker starts itself (vllm serve beside it on 127.0.0.1); 0 = use vllm.urls.",
+    ),
+    (
+        "vllm.port",
+        "First port of the servers the worker starts (then +1 each).",
+    ),
+    (
+        "vllm.venv",
+        "Virtual environment whose bin/vllm starts them; empty = $SPADE_CACHE/venv-vllm (scripts/setup --vllm).",
+    ),
+    (
+        "vllm.threads",
+        "CPU threads of each started server (OMP_NUM_THREADS); 0 = the worker's.",
+    ),
+    (
+        "vllm.kv_cache_gib",
+        "KV-cache GiB of each started server on CPU (VLLM_CPU_KVCACHE_SPACE).",
+    ),
+    (
+        "vllm.gpus",
+        "CUDA devices the started servers share out, in order (comma-separated): server i gets the i-th run of vllm.tensor_parallel of them as CUDA_VISIBLE_DEVICES. Leave out the trainer's device. Empty = no split (one server, or CPU).",
+    ),
+    (
+        "vllm.tensor_parallel",
+        "GPUs per started server (its --tensor-parallel-size).",
+    ),
+    (
+        "vllm.weights_dir",
+        "Where the policy is written after every update for the servers to load (a path every server reads; /dev/shm when colocated); empty = the run's state directory.",
+    ),
+    (
+        "vllm.startup_timeout_s",
+        "Seconds to wait for every server's /health before the first step.",
+    ),
+    (
+        "vllm.request_timeout_s",
+        "Seconds one completion may take before its server counts as hung (the run fails).",
+    ),
+];
