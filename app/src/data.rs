@@ -104,6 +104,10 @@ pub enum DataError {
     /// The thing does not exist or the viewer may not see it (the same answer, on purpose).
     #[error("{0} not found")]
     NotFound(String),
+    /// The viewer may see the thing but not do this with it (a viewer's change to a run of
+    /// their team); the message says what is missing.
+    #[error("{0}")]
+    Forbidden(String),
     /// A request value is wrong; the message names the field.
     #[error("{0}")]
     Invalid(String),
@@ -196,13 +200,14 @@ fn context() -> Result<(SharedData, http::request::Parts), ServerFnError> {
 
 /// The server-function error of a data error. The HTTP status of the `/ui/*` answer follows the
 /// kind (404 for a run the viewer cannot see, as the API answers, 422 for a bad value, 503 when
-/// the database is down), not a blanket 500.
+/// the database is down, 403 for what the viewer's role does not allow), not a blanket 500.
 #[cfg_attr(feature = "hydrate", allow(dead_code))]
 fn to_sfn(e: DataError) -> ServerFnError {
     #[cfg(feature = "ssr")]
     if let Some(opts) = use_context::<leptos_axum::ResponseOptions>() {
         opts.set_status(match &e {
             DataError::NotFound(_) => http::StatusCode::NOT_FOUND,
+            DataError::Forbidden(_) => http::StatusCode::FORBIDDEN,
             DataError::Invalid(_) => http::StatusCode::UNPROCESSABLE_ENTITY,
             DataError::Unavailable => http::StatusCode::SERVICE_UNAVAILABLE,
         });

@@ -45,11 +45,13 @@ pub struct Dashboard {
     pub state: AppState,
 }
 
-/// A page's error from the API's: the same kinds (404, 422), the message as the API words it.
+/// A page's error from the API's: the same kinds (404, 403, 422), the message as the API words
+/// it.
 pub(crate) fn app_err(e: crate::error::AppError) -> DataError {
     use crate::error::AppError;
     match e {
         AppError::NotFound(what) => DataError::NotFound(what),
+        AppError::Forbidden { message, .. } => DataError::Forbidden(message),
         AppError::Invalid { message, .. } | AppError::BadRequest { message, .. } => {
             DataError::Invalid(message)
         }
@@ -814,6 +816,28 @@ async fn run_benchmarks(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A page keeps the API's kind of refusal, so it is answered 404, 403 or 422 as the API
+    /// would, never the 503 of a failure.
+    #[test]
+    fn page_errors_keep_the_apis_kinds() {
+        use crate::error::AppError;
+        assert_eq!(
+            app_err(AppError::NotFound("run".into())),
+            DataError::NotFound("run".into())
+        );
+        assert_eq!(
+            app_err(AppError::Forbidden {
+                code: "role",
+                message: "editors only".into()
+            }),
+            DataError::Forbidden("editors only".into())
+        );
+        assert!(matches!(
+            app_err(AppError::invalid("limit", "too big")),
+            DataError::Invalid(_)
+        ));
+    }
 
     fn out(lines: &[&str]) -> Vec<dto::LogLine> {
         lines

@@ -206,6 +206,69 @@ fn field(pairs: &Pairs, name: &str) -> String {
         .unwrap_or_default()
 }
 
+/// [`form_user`], with the form's fields read into its own struct `F` (the `csrf` field and
+/// any other the struct does not name are ignored). Only the launch form stays a list of
+/// pairs: its fields are the configuration's key paths, which `spade::config::form` parses.
+async fn typed_form<F: serde::de::DeserializeOwned>(
+    state: &AppState,
+    req: Request,
+) -> Result<(AuthUser, F), AppError> {
+    let (user, pairs, _) = form_user(state, req).await?;
+    Ok((user, fields_as(&pairs)?))
+}
+
+/// A form's pairs as the struct `F` (a repeated name keeps its last value).
+fn fields_as<F: serde::de::DeserializeOwned>(pairs: &Pairs) -> Result<F, AppError> {
+    let encoded =
+        serde_urlencoded::to_string(pairs).map_err(|e| AppError::invalid("form", e.to_string()))?;
+    serde_urlencoded::from_str(&encoded).map_err(|e| AppError::invalid("form", e.to_string()))
+}
+
+// One struct per form, its fields as the browser sends them (text; an absent field reads as
+// empty, as an empty text box does). Numbers and choices are parsed by the handler, whose
+// messages name the field.
+
+/// The teams page's "new team" and "new project" forms.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct NameForm {
+    name: String,
+}
+
+/// The teams page's "add or change a member" form.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct MemberForm {
+    email: String,
+    role: String,
+}
+
+/// The run page's "share link" form.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ShareForm {
+    label: String,
+    expires_in_days: String,
+}
+
+/// The run page's "evaluate a checkpoint" form.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct EvaluateForm {
+    checkpoint_step: String,
+    suite: String,
+    custom_suite: String,
+    limit: String,
+}
+
+/// The environment page's review form.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ReviewForm {
+    verdict: String,
+    comment: String,
+}
+
 async fn logout(State(state): State<AppState>, req: Request) -> Response {
     match form_user(&state, req).await {
         Ok((user, _, _)) => match auth_routes::logout(State(state), user).await {
@@ -316,8 +379,7 @@ fn role(s: &str) -> Result<Role, AppError> {
 
 async fn create_team(State(state): State<AppState>, req: Request) -> Response {
     let result = async {
-        let (user, pairs, _) = form_user(&state, req).await?;
-        let name = field(&pairs, "name");
+        let (user, NameForm { name }) = typed_form(&state, req).await?;
         let (_, Json(team)) =
             api::teams::create(State(state.clone()), user, ApiJson(NameRequest { name })).await?;
         Ok((
@@ -338,10 +400,10 @@ async fn upsert_member(
     req: Request,
 ) -> Response {
     let result = async {
-        let (user, pairs, _) = form_user(&state, req).await?;
+        let (user, f): (_, MemberForm) = typed_form(&state, req).await?;
         let req = MemberRequest {
-            email: field(&pairs, "email"),
-            role: role(&field(&pairs, "role"))?,
+            email: f.email,
+            role: role(&f.role)?,
         };
         let Json(m) =
             api::teams::upsert_member(State(state.clone()), user, ApiPath(team_id), ApiJson(req))
@@ -377,8 +439,7 @@ async fn create_project(
     req: Request,
 ) -> Response {
     let result = async {
-        let (user, pairs, _) = form_user(&state, req).await?;
-        let name = field(&pairs, "name");
+        let (user, NameForm { name }) = typed_form(&state, req).await?;
         let (_, Json(p)) = api::teams::create_project(
             State(state.clone()),
             user,
@@ -401,11 +462,10 @@ async fn create_share(
     req: Request,
 ) -> Response {
     let result = async {
-        let (user, pairs, _) = form_user(&state, req).await?;
-        let expires = field(&pairs, "expires_in_days");
+        let (user, f): (_, ShareForm) = typed_form(&state, req).await?;
         let body = api::shares::CreateShareRequest {
-            label: field(&pairs, "label"),
-            expires_in_days: form_number::<i32>("expires_in_days", &expires)?,
+            label: f.label,
+            expires_in_days: form_number::<i32>("expires_in_days", &f.expires_in_days)?,
         };
         let (_, Json(created)) =
             api::shares::create(State(state.clone()), user, ApiPath(run_id), ApiJson(body)).await?;
@@ -467,17 +527,17 @@ async fn evaluate(
     req: Request,
 ) -> Response {
     let result = async {
-        let (user, pairs, _) = form_user(&state, req).await?;
-        let checkpoint_step = form_number("checkpoint_step", &field(&pairs, "checkpoint_step"))?
+        let (user, f): (_, EvaluateForm) = typed_form(&state, req).await?;
+        let checkpoint_step = form_number("checkpoint_step", &f.checkpoint_step)?
             .ok_or_else(|| AppError::invalid("checkpoint_step", "choose a checkpoint"))?;
-        let suite = match field(&pairs, "suite").as_str() {
-            "custom" => field(&pairs, "custom_suite").trim().to_owned(),
+        let suite = match f.suite.as_str() {
+            "custom" => f.custom_suite.trim().to_owned(),
             named => named.to_owned(),
         };
         let req = api::evaluations::CreateEvaluation {
             checkpoint_step,
             suite,
-            limit: form_number("limit", &field(&pairs, "limit"))?,
+            limit: form_number("limit", &f.limit)?,
             max_new_tokens: None,
         };
         api::evaluations::create(State(state.clone()), user, ApiPath(run_id), ApiJson(req))
@@ -496,8 +556,8 @@ async fn review(
     req: Request,
 ) -> Response {
     let result = async {
-        let (user, pairs, _) = form_user(&state, req).await?;
-        let verdict = match field(&pairs, "verdict").as_str() {
+        let (user, f): (_, ReviewForm) = typed_form(&state, req).await?;
+        let verdict = match f.verdict.as_str() {
             "good" => spade_db::types::Verdict::Good,
             "broken" => spade_db::types::Verdict::Broken,
             "reward_hackable" => spade_db::types::Verdict::RewardHackable,
@@ -510,7 +570,7 @@ async fn review(
         };
         let body = api::environments::ReviewBody {
             verdict,
-            comment: field(&pairs, "comment"),
+            comment: f.comment,
         };
         api::environments::review(
             State(state.clone()),
@@ -533,6 +593,29 @@ async fn review(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_form_reads_into_its_struct_ignoring_the_csrf_field() {
+        let pairs: Pairs = [
+            ("csrf", "t0k"),
+            ("label", "for Ana & Bo"),
+            ("expires_in_days", "7"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .to_vec();
+        let f: ShareForm = fields_as(&pairs).expect("a share form");
+        assert_eq!(
+            (f.label.as_str(), f.expires_in_days.as_str()),
+            ("for Ana & Bo", "7")
+        );
+        // A field the browser did not send reads as empty, as an empty text box does.
+        let f: EvaluateForm = fields_as(&pairs).expect("no evaluation fields is still a form");
+        assert!(f.checkpoint_step.is_empty() && f.suite.is_empty());
+        assert!(
+            form_number::<i32>("expires_in_days", "seven")
+                .is_err_and(|e| e.to_string().contains("expires_in_days"))
+        );
+    }
 
     #[test]
     fn only_local_paths_are_followed_after_login() {
