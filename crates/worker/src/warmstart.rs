@@ -3,11 +3,17 @@
 //! fine-tuned (SFT) on three kinds of pairs built from `envs/seed`:
 //!
 //! - designer: the designer prompt for a seed's skill (with a corpus document and memory
-//!   examples drawn from the other seeds, as the loop builds them) -> the seed's code;
+//!   examples drawn from the other seeds of its skill, as the loop builds them) -> the seed's
+//!   code;
 //! - hint: the hint prompt with the seed's code -> the seed's docstring (skill and mechanic);
 //! - agent: the observations of an episode of the seed, played through the sandbox with its own
 //!   `solution()` -> `\boxed{solution()}` each turn (tool use: the solution's tool call), in the
 //!   exact token layout [`crate::play`] uses, half of them with the hint in front.
+//!
+//! With `model.warm_start = "families"` the seeds are the variants of a built-in game family
+//! ([`families`]) instead: many programs that differ in their parameters, with a hint of the
+//! family's own, so the designer writes programs that differ and the hint carries what the
+//! agent needs.
 //!
 //! The result is cached by a content hash of the seed files, the options and
 //! [`WARMSTART_VERSION`], so tests and the demo train it once. After training, designer samples
