@@ -44,7 +44,8 @@ pub struct CommonArgs {
     /// libtorch threads (1 is fastest for the tiny model on a small machine).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
-    /// Epochs of the tiny model's warm start (cached by content hash in $SPADE_CACHE).
+    /// Epochs of the tiny model's warm start on the seed library (cached by content hash in
+    /// $SPADE_CACHE); a `model.warm_start = "families"` run trains the family's own 12.
     #[arg(long, default_value_t = run::DEFAULT_WARM_EPOCHS)]
     pub warm_epochs: usize,
     /// Designer samples validated after the warm start to measure its acceptance rate.
