@@ -190,11 +190,13 @@ pub fn cache_key(seeds: &[SeedEnv], opts: &WarmStartOptions) -> String {
         h.update(s.code.as_bytes());
         h.update([0u8]);
     }
-    h.finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    short_hex(&h.finalize())
+}
+
+/// The first 8 bytes of a digest in hex: the names of cached warm starts and the identity of a
+/// program in `distinct_accepted_run`.
+pub(crate) fn short_hex(digest: &[u8]) -> String {
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 /// The designer prompt for a seed (`spade::prompt::designer_prompt`), with a corpus document
@@ -295,16 +297,18 @@ pub fn build_data(
         if !opts.kinds.contains(&s.kind) {
             continue;
         }
-        // Only the designer's files: every pair costs CPU time, and the loop plays what the
-        // designer writes, which is (at best) these files.
+        // Of the designer's files only those it learns: every pair costs CPU time, and the loop
+        // plays what the designer writes, which is (at best) these files. A family's play-only
+        // variants teach the hint writer and the agent, never the designer.
         if s.designer && !designer_files.contains(&i) {
             continue;
         }
-        for v in 0..if s.designer {
+        let designer_variants = if s.designer {
             opts.designer_variants
         } else {
             0
-        } {
+        };
+        for v in 0..designer_variants {
             let prompt = designer::render(&designer_pair_prompt(seeds_all, i, v, opts));
             data.push(pair(tok, &prompt, &format!("```python\n{}```", s.code))?);
             counts[0] += 1;

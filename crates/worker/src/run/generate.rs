@@ -597,11 +597,7 @@ pub(crate) fn fixed_env(env_id: String, skill: String, kind: EnvKind, code: Stri
 /// distinct program in `distinct_accepted_run`.
 pub(crate) fn code_hash(code: &str) -> String {
     use sha2::{Digest, Sha256};
-    Sha256::digest(code.trim().as_bytes())
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::warmstart::short_hex(&Sha256::digest(code.trim().as_bytes()))
 }
 
 #[cfg(test)]

@@ -473,12 +473,7 @@ pub(super) fn warm_start(
         h.update(d.as_bytes());
         h.update([0u8]);
     }
-    let hash: String = h
-        .finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hash = crate::warmstart::short_hex(&h.finalize());
     let dir = opts.cache_dir.join(format!("spice-warmstart-{hash}"));
     if let Some(report) = crate::warmstart::load_cached(&dir)? {
         on(Event::Log(format!(
