@@ -96,6 +96,19 @@ pub struct SchedulerSettings {
         default_value_t = 1000
     )]
     pub poll_ms: u64,
+
+    /// At start, a run whose job is gone without an exit status (it died with the container or
+    /// machine while no server watched it) is queued again to resume from its last checkpoint
+    /// (at most 3 times in a row); `false` fails such runs instead. Jobs that die while the
+    /// server watches them fail either way.
+    #[arg(
+        long = "resume-lost-jobs",
+        env = "SPADE_RESUME_LOST_JOBS",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        value_name = "BOOL"
+    )]
+    pub resume_lost_jobs: bool,
 }
 
 /// `--executor`.

@@ -130,6 +130,7 @@ pub fn spawn<T: TokenSource>(
         server_url,
         poll_interval: Duration::from_millis(s.poll_ms),
         gpus_per_job: s.gpus_per_job,
+        resume_lost: s.resume_lost_jobs,
     };
     tracing::info!(executor = ?s.executor, node = %cfg.node, "starting the scheduler");
     Ok(match s.executor {

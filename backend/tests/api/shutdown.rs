@@ -36,6 +36,15 @@ struct Server {
 
 impl Server {
     fn start(db: &str, dir: &Path, port: u16) -> Result<Self, Box<dyn std::error::Error>> {
+        Self::start_with(db, dir, port, &[])
+    }
+
+    fn start_with(
+        db: &str,
+        dir: &Path,
+        port: u16,
+        extra: &[&str],
+    ) -> Result<Self, Box<dyn std::error::Error>> {
         let command = format!("/bin/sh {} {{run}}", dir.join("job.sh").display());
         let child = Command::new(env!("CARGO_BIN_EXE_spade-server"))
             .args(["--addr", &format!("127.0.0.1:{port}")])
@@ -45,6 +54,7 @@ impl Server {
             .args(["--worker-command", &command])
             .args(["--scheduler-poll-ms", "100"])
             .args(["--site-root", &dir.join("site").display().to_string()])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::from(std::fs::File::create(
                 dir.join(format!("server-{port}.log")),
@@ -232,6 +242,142 @@ async fn sigterm_answers_requests_in_flight_exits_0_and_leaves_jobs_to_the_next_
     // SIGINT (Ctrl-C) stops it the same way.
     again.signal("-INT")?;
     assert_eq!(again.exit_code(Duration::from_secs(15)).await?, 0);
+    Ok(())
+}
+
+/// The job directory's record of attempt `attempt`, once the scheduler has started it; waits
+/// at most 30 s.
+async fn started_pid(
+    dir: &Path,
+    run: i64,
+    attempt: u32,
+) -> Result<i64, Box<dyn std::error::Error>> {
+    let job_json = dir
+        .join("jobs")
+        .join(format!("spade-run-{run}-a{attempt}"))
+        .join("job.json");
+    let t0 = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&job_json)
+            && let Ok(record) = serde_json::from_str::<serde_json::Value>(&text)
+            && let Some(pid) = record["pid"].as_i64()
+        {
+            return Ok(pid);
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            return Err(format!("attempt {attempt} never started ({})", job_json.display()).into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// What a container's end does: the server and its job die together, the job leaving no exit
+/// status (docker kills what is left in the container with SIGKILL).
+async fn kill_like_a_container(server: &mut Server, job_pid: i64) -> TestResult {
+    server.signal("-KILL")?;
+    server.exit_code(Duration::from_secs(15)).await.ok();
+    Command::new("kill")
+        .args(["-KILL", "--", &format!("-{job_pid}")])
+        .status()?;
+    let t0 = Instant::now();
+    while alive(job_pid) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "job {job_pid} survived SIGKILL"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+/// In a container a job cannot outlive the server: `docker restart` ends both. The next start
+/// finds the job gone without an exit status and queues its run again, so the run goes on as
+/// attempt 2 (which resumes from the run's last checkpoint, as `holes::a_resumed_run_...`
+/// shows) instead of failing. Control: `--resume-lost-jobs false` fails it, naming the process.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn a_job_that_died_with_its_container_is_resumed_by_the_next_start(
+    pool: PgPool,
+) -> TestResult {
+    let dir = tempfile::tempdir()?;
+    std::fs::create_dir_all(dir.path().join("site"))?;
+    std::fs::write(
+        dir.path().join("job.sh"),
+        "echo \"job for run $1\"; exec sleep 300\n",
+    )?;
+    let db = url_of(&pool).await?;
+    let app = TestApp::new(pool.clone());
+    let owner = app.user("owner@x.org").await;
+    let (_, _, run) = app.team_project_run(&owner, "t").await;
+
+    let mut first = Server::start(&db, dir.path(), free_port()?)?;
+    first.wait_ready().await?;
+    let pid1 = started_pid(dir.path(), run, 1).await?;
+    kill_like_a_container(&mut first, pid1).await?;
+    assert_eq!(run_status(&pool, run).await?.0, "running");
+
+    let mut second = Server::start(&db, dir.path(), free_port()?)?;
+    second.wait_ready().await?;
+    let pid2 = started_pid(dir.path(), run, 2).await?;
+    assert!(alive(pid2), "attempt 2 is not running");
+    let (state, message): (String, Option<String>) =
+        sqlx::query_as("SELECT state::text, message FROM jobs WHERE run_id = $1 AND attempt = 1")
+            .bind(run)
+            .fetch_one(&pool)
+            .await?;
+    assert_eq!(state, "failed");
+    let message = message.unwrap_or_default();
+    assert!(
+        message.starts_with(spade_db::jobs::LOST_REQUEUED) && message.contains(&pid1.to_string()),
+        "{message}"
+    );
+    let logged: Vec<String> = sqlx::query_scalar("SELECT line FROM run_logs WHERE run_id = $1")
+        .bind(run)
+        .fetch_all(&pool)
+        .await?;
+    assert!(
+        logged.iter().any(|l| l.starts_with("queued again")),
+        "the run's log does not say why it was queued again: {logged:?}"
+    );
+    let t0 = Instant::now();
+    while run_status(&pool, run).await?.0 != "running" {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "attempt 2's run is not running"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Control: the same end, and a start that does not resume lost jobs.
+    kill_like_a_container(&mut second, pid2).await?;
+    let third = Server::start_with(
+        &db,
+        dir.path(),
+        free_port()?,
+        &["--resume-lost-jobs", "false"],
+    )?;
+    third.wait_ready().await?;
+    let t1 = Instant::now();
+    let (status, message) = loop {
+        let s = run_status(&pool, run).await?;
+        if s.0 != "running" {
+            break s;
+        }
+        assert!(
+            t1.elapsed() < Duration::from_secs(30),
+            "the lost job was never seen"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status, "failed");
+    let message = message.unwrap_or_default();
+    assert!(message.contains("no exit status"), "{message}");
+    assert!(
+        !dir.path()
+            .join("jobs")
+            .join(format!("spade-run-{run}-a3"))
+            .exists(),
+        "a third attempt started"
+    );
     Ok(())
 }
 

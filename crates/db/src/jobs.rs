@@ -281,6 +281,76 @@ pub async fn finish(
     Ok(job)
 }
 
+/// How a job's message starts when its run was queued again by [`requeue_lost`].
+pub const LOST_REQUEUED: &str = "lost while no scheduler watched it";
+/// Times in a row a run is queued again that way before its lost job fails it instead: a job
+/// that takes its container down with it must not restart forever.
+pub const LOST_REQUEUES_MAX: i64 = 3;
+
+/// Ends a train job whose process died while no scheduler watched it (the container or machine
+/// it ran on stopped) and queues its run again, in one transaction; the next tick gives the run
+/// a new attempt, which resumes from the run's last checkpoint. Returns `false`, and changes
+/// nothing, when the job is no longer running, its run is not running (cancelling, say), or
+/// the run was queued again this way [`LOST_REQUEUES_MAX`] times since its last attempt that
+/// ended otherwise: then the caller fails it as usual.
+pub async fn requeue_lost(pool: &PgPool, job_id: i64, why: &str) -> Result<bool, JobError> {
+    let mut tx = pool.begin().await?;
+    // Runtime-checked queries: the offline query data (.sqlx) is made with sqlx-cli, which
+    // these machines do not have.
+    let row: Option<(i64, i64)> = sqlx::query_as(
+        "SELECT j.run_id,
+                (SELECT count(*) FROM jobs p
+                 WHERE p.run_id = j.run_id AND p.kind = 'train' AND p.attempt < j.attempt
+                   AND p.attempt > coalesce((SELECT max(q.attempt) FROM jobs q
+                                             WHERE q.run_id = j.run_id AND q.kind = 'train'
+                                               AND q.attempt < j.attempt
+                                               AND coalesce(q.message, '') NOT LIKE $2 || '%'), 0))
+         FROM jobs j JOIN runs r ON r.id = j.run_id
+         WHERE j.id = $1 AND j.kind = 'train' AND j.state IN ('claimed', 'running')
+           AND r.status IN ('starting', 'running')
+         FOR UPDATE OF j, r",
+    )
+    .bind(job_id)
+    .bind(LOST_REQUEUED)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((run_id, in_a_row)) = row else {
+        return Ok(false);
+    };
+    if in_a_row >= LOST_REQUEUES_MAX {
+        return Ok(false);
+    }
+    let message = format!("{LOST_REQUEUED} ({why}); its run was queued again to resume");
+    sqlx::query(
+        "UPDATE jobs SET state = 'failed', message = $2, finished_at = now(), updated_at = now()
+         WHERE id = $1",
+    )
+    .bind(job_id)
+    .bind(&message)
+    .execute(&mut *tx)
+    .await?;
+    // As a resume by hand: no message on the run (a later end writes its own); the log says why
+    // the run went back to the queue.
+    sqlx::query(
+        "UPDATE runs SET status = 'queued', finished_at = NULL, status_message = NULL,
+                         updated_at = now()
+         WHERE id = $1",
+    )
+    .bind(run_id)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("INSERT INTO run_logs (run_id, level, line) VALUES ($1, 'warn', $2)")
+        .bind(run_id)
+        .bind(format!(
+            "queued again: its job was {LOST_REQUEUED} ({why}; a container or machine restart); \
+             the next attempt resumes from the last checkpoint"
+        ))
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
 /// Requests that the run's unfinished job stop. A queued job is cancelled at once (it never
 /// reached an executor); a claimed or running one becomes `cancelling` and the scheduler that
 /// owns it stops it at the executor. Returns the job's new state, or `None` when the run has no

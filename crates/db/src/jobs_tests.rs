@@ -254,3 +254,47 @@ async fn the_queue_follows_what_the_runs_api_records(pool: PgPool) -> Result<(),
     );
     Ok(())
 }
+
+/// Starts the run's next attempt the way the scheduler does (sync, claim, record); returns it.
+async fn next_running_attempt(pool: &PgPool, run: i64) -> Result<Job, JobError> {
+    sync_with_runs(pool).await?;
+    let job = claim_next(pool, JobExecutor::Local, "n1")
+        .await?
+        .expect("the run's next attempt is queued");
+    assert_eq!(job.run_id, run);
+    record_started(pool, job.id, &format!("pid:{}:1", 100 + job.attempt), None).await?;
+    Ok(job)
+}
+
+#[sqlx::test(migrator = "crate::MIGRATOR")]
+async fn a_lost_job_requeues_its_run_three_times_in_a_row_then_no_more(
+    pool: PgPool,
+) -> Result<(), JobError> {
+    let run = runs(&pool, 1).await?[0];
+    for attempt in 1..=3 {
+        let job = next_running_attempt(&pool, run).await?;
+        assert_eq!(job.attempt, attempt);
+        assert!(requeue_lost(&pool, job.id, "process gone").await?);
+        assert_eq!(run_status(&pool, run).await?, "queued");
+        let ended = list_active(&pool, JobExecutor::Local, "n1").await?;
+        assert!(ended.is_empty(), "attempt {attempt} still active");
+    }
+    // A fourth loss in a row is not requeued: the caller fails the run as usual.
+    let fourth = next_running_attempt(&pool, run).await?;
+    assert!(!requeue_lost(&pool, fourth.id, "process gone").await?);
+    assert_eq!(run_status(&pool, run).await?, "running");
+    finish(&pool, fourth.id, JobState::Failed, None, "process gone").await?;
+    assert_eq!(run_status(&pool, run).await?, "failed");
+
+    // An attempt that ended otherwise (resumed by hand after that failure) starts the count anew.
+    testing::set_run_status(&pool, run, "queued").await?;
+    let fifth = next_running_attempt(&pool, run).await?;
+    assert_eq!(fifth.attempt, 5);
+    assert!(requeue_lost(&pool, fifth.id, "process gone").await?);
+
+    // Nor is a run being cancelled queued again.
+    let sixth = next_running_attempt(&pool, run).await?;
+    testing::set_run_status(&pool, run, "cancelling").await?;
+    assert!(!requeue_lost(&pool, sixth.id, "process gone").await?);
+    Ok(())
+}

@@ -32,6 +32,10 @@ pub struct SchedulerConfig {
     pub poll_interval: Duration,
     /// GPUs each job asks for.
     pub gpus_per_job: u32,
+    /// Whether a train job found gone at re-attach, with no exit status (it died with the
+    /// container or machine while no scheduler watched it), queues its run again to resume
+    /// from its last checkpoint instead of failing it. Jobs that die under watch fail as ever.
+    pub resume_lost: bool,
 }
 
 /// Issues the per-run worker token handed to a job (the backend's auth layer implements it).
@@ -150,7 +154,12 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
                 continue; // claimed, never started: the next tick starts it
             };
             match self.executor.adopt(&handle).await {
-                Ok(()) => adopted += 1,
+                Ok(()) => {
+                    adopted += 1;
+                    if self.cfg.resume_lost && job.kind == JobKind::Train {
+                        self.requeue_if_lost(&job, &handle).await?;
+                    }
+                }
                 Err(e) => {
                     self.finish(
                         &job,
@@ -163,6 +172,23 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
             }
         }
         Ok(adopted)
+    }
+
+    /// A train job whose process is gone without an exit status when this scheduler starts
+    /// died while nobody watched it: in a container, jobs are children of the server and end
+    /// with it, so every restart of the container would otherwise fail every running run.
+    /// Its run is queued again (the next attempt resumes from the last checkpoint); past
+    /// `jobs::LOST_REQUEUES_MAX` times in a row, or when the run is being cancelled, the next
+    /// tick fails or cancels it as usual.
+    async fn requeue_if_lost(&self, job: &Job, handle: &JobHandle) -> Result<(), SchedError> {
+        let Ok(JobStatus::Lost { message }) = self.executor.poll(handle).await else {
+            return Ok(());
+        };
+        if jobs::requeue_lost(&self.pool, job.id, &message).await? {
+            tracing::warn!(job = job.id, run = job.run_id, %message, "lost job: its run is queued again to resume");
+            self.executor.release(handle);
+        }
+        Ok(())
     }
 
     /// Runs until `shutdown` turns true: re-attach, then a tick every `poll_interval`. Errors

@@ -61,6 +61,7 @@ fn scheduler_counting<E: Executor>(
             server_url: "http://127.0.0.1:9".into(),
             poll_interval: Duration::from_millis(100),
             gpus_per_job: 0,
+            resume_lost: false,
         },
     )
 }
@@ -141,6 +142,7 @@ async fn a_run_whose_vllm_servers_split_gpus_is_given_that_many(pool: PgPool) ->
             server_url: "http://127.0.0.1:9".into(),
             poll_interval: Duration::from_millis(100),
             gpus_per_job: 1,
+            resume_lost: false,
         },
     );
     let [plain, split] = testing::seed_runs(&pool, 2).await?[..] else {
