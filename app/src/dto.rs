@@ -101,6 +101,32 @@ impl RunSummary {
     }
 }
 
+/// A run as the JSON API returns it (create, get, list, cancel, resume): the stored run with
+/// every field its members may read (never the worker token's hash). Times are RFC 3339 with
+/// the fraction of a second the database keeps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub id: i64,
+    pub project_id: i64,
+    pub name: String,
+    /// The whole `spade::config::RunConfig`, every default filled in.
+    pub config: serde_json::Value,
+    pub status: RunStatus,
+    /// `local` or `ray`.
+    pub executor: String,
+    pub seed: i64,
+    pub code_version: String,
+    pub progress_step: i64,
+    pub progress_total: i64,
+    pub phase: Option<String>,
+    pub status_message: Option<String>,
+    pub created_by: Option<i64>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+}
+
 /// One log line of a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogLine {

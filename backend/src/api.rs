@@ -19,7 +19,7 @@ use crate::AppState;
 use crate::auth::{AuthUser, routes as auth_routes};
 use crate::error::AppError;
 use axum::routing::{MethodRouter, delete, get, post, put};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use spade_db::RunScope;
 
 /// How a route authenticates.
@@ -429,11 +429,8 @@ pub const MAX_LIMIT: i64 = 500;
 pub const DEFAULT_LIMIT: i64 = 50;
 
 /// One page of a list; `next_cursor` goes into the next request's `cursor` (absent on the last).
-#[derive(Debug, Serialize)]
-pub struct Page<T> {
-    pub items: Vec<T>,
-    pub next_cursor: Option<String>,
-}
+/// The pages' type: the API and the dashboard page the same way.
+pub use spade_app::dto::Page;
 
 /// `limit` query parameter, checked.
 pub fn limit(requested: Option<i64>) -> Result<i64, AppError> {

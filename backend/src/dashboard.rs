@@ -36,8 +36,6 @@ const BENCHMARK_RUNS: i64 = 50;
 const ENVS_PER_PAGE: i64 = 50;
 /// Points per chart series (LTTB keeps the shape; a 640 px chart shows no more).
 const POINTS_PER_SERIES: usize = 600;
-/// Latest-value columns of the runs list (see `spade_app::pages::runs::KEY_METRICS`).
-const KEY_METRICS: [&str; 3] = ["learnable_share", "regret_mean", "acceptance_rate"];
 
 /// The backend's [`DashboardData`].
 #[derive(Debug, Clone)]
@@ -120,12 +118,9 @@ impl Dashboard {
         r: &runs::Run,
         project: String,
     ) -> Result<dto::RunSummary, DataError> {
-        let key_metrics = metrics::latest_of(&self.state.db, scope, &KEY_METRICS)
+        crate::service::runs::summary(&self.state.db, scope, r, project)
             .await
-            .map_err(db_err)?
-            .into_iter()
-            .collect();
-        Ok(run_summary(r, project, key_metrics))
+            .map_err(app_err)
     }
 
     /// `new_token`: a share token created just now (from its cookie), shown to editors once.
@@ -300,23 +295,6 @@ fn rfc3339(t: &chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-fn run_summary(
-    r: &runs::Run,
-    project: String,
-    key_metrics: BTreeMap<String, f64>,
-) -> dto::RunSummary {
-    dto::RunSummary {
-        id: r.id,
-        name: r.name.clone(),
-        project,
-        status: crate::events::run_status(r.status),
-        step: u64::try_from(r.progress_step).unwrap_or(0),
-        total_steps: crate::events::total_steps(r),
-        created_at: rfc3339(&r.created_at),
-        key_metrics,
-    }
-}
-
 /// The phase of a run whose worker has reported none yet, from its output: the tiny model's
 /// warm start (minutes of SFT before the first step) prints `warm start: ...` lines, with
 /// `epoch N/M` as it trains. `None` when the output says nothing of a warm start.
@@ -407,72 +385,21 @@ impl DashboardData for Dashboard {
                 }));
             };
             let team_id = scope.team_id();
-            let status = match status.as_deref() {
-                None => None,
-                Some(s) => Some(parse_db_status(s).ok_or_else(|| {
-                    DataError::Invalid(format!("status: unknown run status \"{s}\""))
-                })?),
+            let args = crate::service::runs::ListArgs {
+                status: status.as_deref(),
+                q: name.as_deref(),
+                sort: sort.as_deref(),
+                cursor: cursor.as_deref(),
+                limit: RUNS_PER_PAGE,
+                ..Default::default()
             };
-            let sort = runs::RunSort::from_param(sort.as_deref())
-                .map_err(|m| DataError::Invalid(format!("sort: {m}")))?;
-            let name_contains = name.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty());
-            if name_contains
-                .as_ref()
-                .is_some_and(|n| n.chars().count() > 200)
-            {
-                return Err(DataError::Invalid(
-                    "q: a name search of at most 200 characters".into(),
-                ));
-            }
-            let mut filter = runs::RunFilter {
-                project_id: None,
-                status,
-                name_contains,
-                sort,
-                limit: RUNS_PER_PAGE + 1,
-                ..runs::RunFilter::default()
-            };
-            if let Some(c) = cursor.as_deref()
-                && !sort.set_cursor(&mut filter, c)
-            {
-                return Err(DataError::Invalid(
-                    "cursor: expected the next-page link of a previous page".into(),
-                ));
-            }
-            let mut rows = runs::list(db, &scope, &filter).await.map_err(db_err)?;
-            let more = rows.len() as i64 > RUNS_PER_PAGE;
-            rows.truncate(RUNS_PER_PAGE as usize);
-            let projects: BTreeMap<i64, String> = teams::projects(db, &scope)
+            let runs = crate::service::runs::summaries(db, &scope, args)
                 .await
-                .map_err(db_err)?
-                .into_iter()
-                .map(|p| (p.id, p.name))
-                .collect();
-            // One query for the whole page's metric columns (there were up to five a run).
-            let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-            let mut latest: BTreeMap<i64, BTreeMap<String, f64>> = BTreeMap::new();
-            for (run, name, value) in metrics::latest(db, &scope, &ids, &KEY_METRICS)
-                .await
-                .map_err(db_err)?
-            {
-                latest.entry(run).or_default().insert(name, value);
-            }
-            let items = rows
-                .iter()
-                .map(|r| {
-                    let project = projects.get(&r.project_id).cloned().unwrap_or_default();
-                    run_summary(r, project, latest.remove(&r.id).unwrap_or_default())
-                })
-                .collect();
-            let next_cursor = if more {
-                rows.last().map(|r| sort.cursor_after(r))
-            } else {
-                None
-            };
+                .map_err(app_err)?;
             Ok(Access::Granted(RunsData {
                 teams: teams_dto,
                 team: Some(team_id),
-                runs: dto::Page { items, next_cursor },
+                runs,
             }))
         })
     }
@@ -749,15 +676,6 @@ fn role_name(r: spade_db::Role) -> &'static str {
         spade_db::Role::Editor => "editor",
         spade_db::Role::Owner => "owner",
     }
-}
-
-fn parse_db_status(s: &str) -> Option<spade_db::RunStatus> {
-    use spade_db::RunStatus::*;
-    [
-        Queued, Starting, Running, Cancelling, Cancelled, Succeeded, Failed,
-    ]
-    .into_iter()
-    .find(|v| v.as_str() == s)
 }
 
 /// A run's benchmark rows, evaluations and checkpoint steps for its page and the compare view.

@@ -16,6 +16,7 @@ pub mod openapi;
 pub mod paths;
 pub mod scheduling;
 pub mod serve;
+pub mod service;
 pub mod site;
 
 use axum::extract::DefaultBodyLimit;

@@ -3,16 +3,18 @@
 //! (`config_toml`) or as JSON (`config`); what is stored is its JSON with every default filled
 //! in, so a run can be repeated from the row alone.
 
-use super::{AppState, Page, editor_scope, limit, member_scope};
+use super::{AppState, editor_scope, limit, member_scope};
 use crate::auth::{AuthUser, tokens};
 use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult, AppError};
+use crate::service;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use spade::config::{ConfigError, RunConfig};
-use spade_db::runs::{self, NewRun, Run, RunFilter, RunSort};
-use spade_db::{RunStatus, TeamScope, audit};
+use spade_app::dto::{Page, RunRecord};
+use spade_db::runs::{self, NewRun};
+use spade_db::{TeamScope, audit};
 
 /// Executors a run may ask for.
 pub const EXECUTORS: [&str; 2] = ["local", "ray"];
@@ -37,7 +39,8 @@ fn default_executor() -> String {
 #[derive(Debug, Deserialize)]
 pub struct ListQuery {
     pub project_id: Option<i64>,
-    pub status: Option<RunStatus>,
+    /// A run status (`queued`, `running`, ...).
+    pub status: Option<String>,
     /// Runs whose name contains this, ignoring case.
     pub q: Option<String>,
     /// `newest` (default), `oldest` or `name`.
@@ -90,7 +93,7 @@ pub async fn create(
     auth: AuthUser,
     ApiPath(project_id): ApiPath<i64>,
     ApiJson(req): ApiJson<CreateRun>,
-) -> ApiResult<(StatusCode, Json<Run>)> {
+) -> ApiResult<(StatusCode, Json<RunRecord>)> {
     let scope = TeamScope::for_project(&state.db, auth.user.id, project_id).await?;
     if !scope.role().can_edit() {
         return Err(AppError::read_only());
@@ -123,7 +126,7 @@ pub async fn create(
     )
     .await?;
     record(&state, &auth, scope.team_id(), "run.create", run.id).await?;
-    Ok((StatusCode::CREATED, Json(run)))
+    Ok((StatusCode::CREATED, Json(service::runs::record(&run))))
 }
 
 pub async fn list(
@@ -131,79 +134,56 @@ pub async fn list(
     auth: AuthUser,
     ApiPath(team_id): ApiPath<i64>,
     ApiQuery(q): ApiQuery<ListQuery>,
-) -> ApiResult<Json<Page<Run>>> {
+) -> ApiResult<Json<Page<RunRecord>>> {
     let scope = TeamScope::for_member(&state.db, auth.user.id, team_id).await?;
-    let limit = limit(q.limit)?;
-    let sort = RunSort::from_param(q.sort.as_deref()).map_err(|m| AppError::invalid("sort", m))?;
-    let mut filter = RunFilter {
+    let args = service::runs::ListArgs {
         project_id: q.project_id,
-        status: q.status,
-        name_contains: name_query(q.q.as_deref())?,
-        sort,
-        limit,
-        ..RunFilter::default()
+        status: q.status.as_deref(),
+        q: q.q.as_deref(),
+        sort: q.sort.as_deref(),
+        cursor: q.cursor.as_deref(),
+        limit: limit(q.limit)?,
     };
-    if let Some(c) = q.cursor.as_deref()
-        && !sort.set_cursor(&mut filter, c)
-    {
-        return Err(AppError::invalid(
-            "cursor",
-            "expected the next_cursor of a previous page in the same sort order",
-        ));
-    }
-    let items = runs::list(&state.db, &scope, &filter).await?;
-    let next_cursor = (items.len() as i64 == limit)
-        .then(|| items.last().map(|r| sort.cursor_after(r)))
-        .flatten();
-    Ok(Json(Page { items, next_cursor }))
-}
-
-/// `q`: a name search, trimmed; blank is none, over 200 characters is refused.
-fn name_query(q: Option<&str>) -> ApiResult<Option<String>> {
-    match q.map(str::trim).filter(|s| !s.is_empty()) {
-        Some(s) if s.chars().count() > 200 => Err(AppError::invalid(
-            "q",
-            "a name search of at most 200 characters",
-        )),
-        other => Ok(other.map(str::to_owned)),
-    }
+    Ok(Json(service::runs::records(&state.db, &scope, args).await?))
 }
 
 pub async fn get(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
-) -> ApiResult<Json<Run>> {
+) -> ApiResult<Json<RunRecord>> {
     let scope = member_scope(&state, &auth, run_id).await?;
-    Ok(Json(runs::get(&state.db, &scope).await?))
+    Ok(Json(service::runs::record(
+        &runs::get(&state.db, &scope).await?,
+    )))
 }
 
 pub async fn cancel(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
-) -> ApiResult<Json<Run>> {
+) -> ApiResult<Json<RunRecord>> {
     let scope = editor_scope(&state, &auth, run_id).await?;
     let run = runs::cancel(&state.db, &scope).await?;
     state
         .events
         .publish(run_id, crate::events::status_event(run.status));
     record(&state, &auth, scope.team_id(), "run.cancel", run_id).await?;
-    Ok(Json(run))
+    Ok(Json(service::runs::record(&run)))
 }
 
 pub async fn resume(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
-) -> ApiResult<Json<Run>> {
+) -> ApiResult<Json<RunRecord>> {
     let scope = editor_scope(&state, &auth, run_id).await?;
     let run = runs::resume(&state.db, &scope).await?;
     state
         .events
         .publish(run_id, crate::events::status_event(run.status));
     record(&state, &auth, scope.team_id(), "run.resume", run_id).await?;
-    Ok(Json(run))
+    Ok(Json(service::runs::record(&run)))
 }
 
 pub async fn delete(
