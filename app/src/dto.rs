@@ -253,6 +253,58 @@ pub struct EnvironmentSummary {
     pub title: String,
 }
 
+/// An environment as the JSON API lists it: the stored summary row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvRecord {
+    /// The row id (stable; the list's cursors and review marks refer to it).
+    pub id: i64,
+    pub env_id: String,
+    pub step: i64,
+    pub skill: String,
+    pub kind: EnvKind,
+    pub status: EnvStatus,
+    pub rejection_reason: Option<String>,
+    pub parent_env_id: Option<String>,
+    pub regret: Option<f64>,
+    pub win_rate_hint: Option<f64>,
+    pub win_rate_no_hint: Option<f64>,
+    pub designer_reward: Option<f64>,
+    pub reward_levels: Option<i32>,
+    /// A short title from the docstring (what the game is); may be empty.
+    pub title: String,
+}
+
+/// A sampled play as the JSON API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlayRecord {
+    pub id: i64,
+    pub env_id: String,
+    pub step: i64,
+    pub with_hint: bool,
+    pub episode_return: f64,
+    pub won: bool,
+    pub turns: i32,
+    /// `[{role, content}, ...]` as the worker sent it.
+    pub transcript: serde_json::Value,
+}
+
+/// One environment as the JSON API returns it: the summary's fields, its code and hint, a
+/// sample of plays, the environment it was derived from (when that is in the run) and the
+/// team's review marks, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvRecordDetail {
+    #[serde(flatten)]
+    pub summary: EnvRecord,
+    pub rejection_message: Option<String>,
+    pub code: String,
+    pub hint: Option<String>,
+    pub attempts: i32,
+    pub created_at: String,
+    pub plays: Vec<PlayRecord>,
+    pub parent: Option<EnvRecord>,
+    pub reviews: Vec<ReviewDto>,
+}
+
 /// One turn of a played transcript.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnDto {

@@ -11,9 +11,9 @@ pub mod launch;
 pub mod shared;
 
 use crate::AppState;
-use crate::api;
 use crate::api::downsample::lttb;
 use crate::auth::AuthUser;
+use crate::service;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use spade_app::charts::Point;
@@ -22,9 +22,7 @@ use spade_app::data::{
     EnvironmentsData, RunData, RunsData, SharedRunData, TeamsData,
 };
 use spade_app::dto;
-use spade_db::{
-    DbError, RunScope, TeamScope, artifacts, environments, evaluations, metrics, runs, teams,
-};
+use spade_db::{DbError, RunScope, TeamScope, artifacts, evaluations, metrics, runs, teams};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -320,30 +318,6 @@ pub(crate) fn warm_start_phase(lines: &[dto::LogLine]) -> Option<String> {
     })
 }
 
-fn env_summary(e: &environments::EnvSummary, run_id: i64) -> dto::EnvironmentSummary {
-    dto::EnvironmentSummary {
-        env_id: e.env_id.clone(),
-        run_id,
-        step: u64::try_from(e.step).unwrap_or(0),
-        skill: e.skill.clone(),
-        kind: match e.kind {
-            spade_db::types::EnvKind::Game => dto::EnvKind::Game,
-            spade_db::types::EnvKind::ToolUse => dto::EnvKind::ToolUse,
-        },
-        status: match e.status {
-            spade_db::types::EnvStatus::Accepted => dto::EnvStatus::Accepted,
-            spade_db::types::EnvStatus::Rejected => dto::EnvStatus::Rejected,
-            spade_db::types::EnvStatus::BrokenInPlay => dto::EnvStatus::BrokenInPlay,
-        },
-        rejection_reason: e.rejection_reason.clone(),
-        regret: e.regret,
-        win_rate_hint: e.win_rate_hint,
-        win_rate_no_hint: e.win_rate_no_hint,
-        verdicts: vec![],
-        title: e.title.clone(),
-    }
-}
-
 impl DashboardData for Dashboard {
     fn viewer<'a>(&'a self, req: &'a Parts) -> DataFuture<'a, Option<dto::Viewer>> {
         Box::pin(async move {
@@ -485,12 +459,12 @@ impl DashboardData for Dashboard {
             let run = runs::get(db, &scope).await.map_err(db_err)?;
             // The API's query and checks: one place for the filters, limits and cursors.
             let to_i64 = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
-            let query = api::environments::EnvQuery {
+            let query = service::environments::EnvQuery {
                 skill: q.skill.clone(),
                 status: q
                     .status
                     .as_deref()
-                    .map(api::environments::parse_status)
+                    .map(service::environments::parse_status)
                     .transpose()
                     .map_err(app_err)?,
                 step_min: to_i64(q.step_min),
@@ -502,38 +476,16 @@ impl DashboardData for Dashboard {
                 limit: Some(ENVS_PER_PAGE),
                 cursor: q.cursor.clone(),
             };
-            let page = api::environments::list_in(&self.state, &scope, query)
+            let envs = service::environments::summaries(db, &scope, query)
                 .await
                 .map_err(app_err)?;
-            let (rows, next_cursor) = (page.items, page.next_cursor);
-            // The page's marks in one query, shown in the list's Review column.
-            let ids: Vec<i64> = rows.iter().map(|e| e.id).collect();
-            let mut verdicts: std::collections::HashMap<i64, Vec<String>> = Default::default();
-            for (env, r) in spade_db::reviews::for_envs(db, &scope, &ids)
-                .await
-                .map_err(db_err)?
-            {
-                verdicts
-                    .entry(env)
-                    .or_default()
-                    .push(r.verdict.as_str().to_owned());
-            }
             Ok(Access::Granted(EnvironmentsData {
                 run_name: run.name,
                 skills: spade::skills::SKILLS
                     .iter()
                     .map(|s| s.name.to_owned())
                     .collect(),
-                envs: dto::Page {
-                    items: rows
-                        .iter()
-                        .map(|e| dto::EnvironmentSummary {
-                            verdicts: verdicts.remove(&e.id).unwrap_or_default(),
-                            ..env_summary(e, run_id)
-                        })
-                        .collect(),
-                    next_cursor,
-                },
+                envs,
             }))
         })
     }
@@ -551,48 +503,10 @@ impl DashboardData for Dashboard {
             let db = &self.state.db;
             let scope = self.member(&auth, run_id).await?;
             let run = runs::get(db, &scope).await.map_err(db_err)?;
-            let d = api::environments::detail_in(&self.state, &scope, &env_id)
+            let detail = service::environments::page_detail(db, &scope, &env_id, run.name)
                 .await
                 .map_err(app_err)?;
-            let e = d.env;
-            let plays = d
-                .plays
-                .into_iter()
-                .map(|p| dto::PlayDto {
-                    with_hint: p.with_hint,
-                    episode_return: p.episode_return,
-                    won: p.won,
-                    turns: u32::try_from(p.turns).unwrap_or(0),
-                    // Transcripts are stored as the worker sent them: [{role, content}, ...].
-                    transcript: serde_json::from_value(p.transcript).unwrap_or_default(),
-                })
-                .collect();
-            Ok(Access::Granted(dto::EnvironmentDetail {
-                summary: env_summary(&e.summary, run_id),
-                run_name: run.name,
-                code: e.code,
-                hint: e.hint,
-                rejection_message: e.rejection_message,
-                designer_reward: e.summary.designer_reward,
-                reward_levels: e.summary.reward_levels.and_then(|v| u32::try_from(v).ok()),
-                attempts: u32::try_from(e.attempts).unwrap_or(0),
-                parent: d.parent.map(|p| dto::ParentEnvironment {
-                    env_id: p.summary.env_id,
-                    code: p.code,
-                }),
-                plays,
-                reviews: d
-                    .reviews
-                    .into_iter()
-                    .map(|r| dto::ReviewDto {
-                        reviewer: r.reviewer,
-                        verdict: r.verdict.as_str().to_owned(),
-                        comment: r.comment,
-                        updated_at: rfc3339(&r.updated_at),
-                    })
-                    .collect(),
-                can_review: scope.can_edit(),
-            }))
+            Ok(Access::Granted(detail))
         })
     }
 

@@ -5,4 +5,5 @@
 //! with the callers: extractors and status codes in `api`, cookies and page errors in
 //! `dashboard`.
 
+pub mod environments;
 pub mod runs;

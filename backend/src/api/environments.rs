@@ -2,211 +2,48 @@
 //! code, hint, a sample of plays and the environment it was derived from, and the whole
 //! filtered set as a pool's JSONL (`spade::pool`), streamed page by page.
 
-use super::{AppState, Page, editor_scope, limit, member_scope};
+use super::{AppState, Page, editor_scope, member_scope};
 use crate::auth::AuthUser;
 use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult, AppError};
+use crate::service::{
+    self,
+    environments::{EnvQuery, check_ranges, parse_verdict, review_filter},
+};
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
-use serde::{Deserialize, Serialize};
-use spade::pool::{PoolEntry, PoolFilter, VerdictFilter};
-use spade_db::environments::{
-    self, EnvCursor, EnvDetail, EnvExport, EnvFilter, EnvSort, EnvSummary, ExportFilter, Play,
-    ReviewFilter,
-};
+use serde::Deserialize;
+use spade::pool::{PoolEntry, PoolFilter};
+use spade_app::dto::{EnvRecord, EnvRecordDetail};
+use spade_db::environments::{self, EnvExport, EnvFilter, ExportFilter};
 use spade_db::reviews::{self, Review};
 use spade_db::types::{EnvStatus, Verdict};
 use spade_db::{DbError, RunScope};
-
-/// Plays shown with one environment, by the API and the environment page alike.
-pub const SAMPLE_PLAYS: i64 = 16;
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EnvQuery {
-    pub skill: Option<String>,
-    pub status: Option<EnvStatus>,
-    pub step_min: Option<i64>,
-    pub step_max: Option<i64>,
-    pub regret_min: Option<f64>,
-    pub regret_max: Option<f64>,
-    /// `good`, `broken`, `reward_hackable` (some member marked it so) or `unreviewed`.
-    pub verdict: Option<String>,
-    /// `step` (default), `regret`, `win_rate_no_hint`, `win_rate_hint` or `designer_reward`.
-    pub sort: Option<String>,
-    pub limit: Option<i64>,
-    /// The `next_cursor` of the previous page in the same order.
-    pub cursor: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct EnvResponse {
-    #[serde(flatten)]
-    pub env: EnvDetail,
-    pub plays: Vec<Play>,
-    /// The parent's summary, when the parent is known in this run.
-    pub parent: Option<EnvSummary>,
-    /// The team's review marks, oldest first.
-    pub reviews: Vec<Review>,
-}
-
-/// The `verdict` query parameter, checked (422 naming it for anything else).
-pub fn parse_verdict(v: Option<&str>) -> ApiResult<Option<VerdictFilter>> {
-    v.filter(|v| !v.is_empty())
-        .map(|v| {
-            VerdictFilter::parse(v).ok_or_else(|| {
-                AppError::invalid(
-                    "verdict",
-                    format!("expected good, broken, reward_hackable or unreviewed, got {v:?}"),
-                )
-            })
-        })
-        .transpose()
-}
-
-/// A `status` given as text (the dashboard's form), read as the API's query reads it.
-pub fn parse_status(s: &str) -> ApiResult<EnvStatus> {
-    serde_json::from_value(serde_json::Value::String(s.to_owned())).map_err(|_| {
-        AppError::invalid(
-            "status",
-            format!("expected accepted, rejected or broken_in_play, got {s:?}"),
-        )
-    })
-}
-
-/// The database's form of a review filter.
-pub fn review_filter(v: VerdictFilter) -> ReviewFilter {
-    match v {
-        VerdictFilter::Good => ReviewFilter::Marked(Verdict::Good),
-        VerdictFilter::Broken => ReviewFilter::Marked(Verdict::Broken),
-        VerdictFilter::RewardHackable => ReviewFilter::Marked(Verdict::RewardHackable),
-        VerdictFilter::Unreviewed => ReviewFilter::Unreviewed,
-    }
-}
-
-/// The checks every environment filter shares: a step range in order, finite regret bounds.
-fn check_ranges(
-    step_min: Option<i64>,
-    step_max: Option<i64>,
-    regret_min: Option<f64>,
-    regret_max: Option<f64>,
-) -> ApiResult<()> {
-    if let (Some(a), Some(b)) = (step_min, step_max)
-        && a > b
-    {
-        return Err(AppError::invalid(
-            "step_min",
-            format!("must not exceed step_max ({a} > {b})"),
-        ));
-    }
-    for (field, v) in [("regret_min", regret_min), ("regret_max", regret_max)] {
-        if v.is_some_and(|x| !x.is_finite()) {
-            return Err(AppError::invalid(field, "must be a finite number"));
-        }
-    }
-    Ok(())
-}
-
-/// The list for any scope (members and share links).
-pub async fn list_in(
-    state: &AppState,
-    scope: &RunScope,
-    q: EnvQuery,
-) -> ApiResult<Page<EnvSummary>> {
-    check_ranges(q.step_min, q.step_max, q.regret_min, q.regret_max)?;
-    let review = parse_verdict(q.verdict.as_deref())?.map(review_filter);
-    let limit = limit(q.limit)?;
-    let mut filter = EnvFilter {
-        skill: q.skill,
-        status: q.status,
-        step_min: q.step_min,
-        step_max: q.step_max,
-        regret_min: q.regret_min,
-        regret_max: q.regret_max,
-        review,
-        sort: EnvSort::from_param(q.sort.as_deref()).map_err(|m| AppError::invalid("sort", m))?,
-        // One more than asked: a next page is offered only when there is one.
-        limit: limit + 1,
-        ..EnvFilter::default()
-    };
-    if let Some(c) = q.cursor.as_deref() {
-        let c = EnvCursor::parse(filter.sort, c).ok_or(AppError::invalid(
-            "cursor",
-            "expected the next_cursor of a previous page in the same sort order",
-        ))?;
-        filter.set_cursor(c);
-    }
-    let mut items = environments::list(&state.db, scope, &filter).await?;
-    let more = items.len() as i64 > limit;
-    items.truncate(usize::try_from(limit).unwrap_or(0));
-    let next_cursor = more
-        .then(|| items.last().map(|e| filter.cursor_after(e)))
-        .flatten();
-    Ok(Page { items, next_cursor })
-}
 
 pub async fn list(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
     ApiQuery(q): ApiQuery<EnvQuery>,
-) -> ApiResult<Json<Page<EnvSummary>>> {
+) -> ApiResult<Json<Page<EnvRecord>>> {
     let scope = member_scope(&state, &auth, run_id).await?;
-    Ok(Json(list_in(&state, &scope, q).await?))
-}
-
-/// One environment with what its page and the API show beside it: a sample of its plays, the
-/// environment it was derived from (when that is in this run) and the team's review marks.
-#[derive(Debug)]
-pub struct EnvWithContext {
-    pub env: EnvDetail,
-    pub plays: Vec<Play>,
-    pub parent: Option<EnvDetail>,
-    pub reviews: Vec<Review>,
-}
-
-/// One environment for any scope (the API and the dashboard read it the same way).
-pub async fn detail_in(
-    state: &AppState,
-    scope: &RunScope,
-    env_id: &str,
-) -> ApiResult<EnvWithContext> {
-    let env = environments::get(&state.db, scope, env_id).await?;
-    let plays = environments::plays(&state.db, scope, env_id, SAMPLE_PLAYS).await?;
-    let parent = match env.summary.parent_env_id.as_deref() {
-        Some(p) => match environments::get(&state.db, scope, p).await {
-            Ok(d) => Some(d),
-            // The parent may come from a seed library rather than this run.
-            Err(DbError::NotFound(_)) => None,
-            Err(e) => return Err(e.into()),
-        },
-        None => None,
-    };
-    let reviews = reviews::for_env(&state.db, scope, env_id).await?;
-    Ok(EnvWithContext {
-        env,
-        plays,
-        parent,
-        reviews,
-    })
+    Ok(Json(
+        service::environments::records(&state.db, &scope, q).await?,
+    ))
 }
 
 pub async fn get(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath((run_id, env_id)): ApiPath<(i64, String)>,
-) -> ApiResult<Json<EnvResponse>> {
+) -> ApiResult<Json<EnvRecordDetail>> {
     let scope = member_scope(&state, &auth, run_id).await?;
-    let d = detail_in(&state, &scope, &env_id).await?;
-    Ok(Json(EnvResponse {
-        env: d.env,
-        plays: d.plays,
-        parent: d.parent.map(|p| p.summary),
-        reviews: d.reviews,
-    }))
+    Ok(Json(
+        service::environments::record_detail(&state.db, &scope, &env_id).await?,
+    ))
 }
 
 /// Body of `POST /runs/{id}/environments/{env_id}/review`.

@@ -2,17 +2,17 @@
 //! a live link reads the run, its environments and its metrics without logging in. A revoked or
 //! unknown link is a 404.
 
-use super::environments::{EnvQuery, list_in};
 use super::metrics::{Series, SeriesQuery, series_in};
 use super::{AppState, Page, editor_scope, member_scope};
 use crate::auth::{AuthUser, tokens};
 use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult, AppError};
+use crate::service::environments::{self, EnvQuery};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use spade_db::environments::EnvSummary;
-use spade_db::runs::{self, Run};
+use spade_app::dto::{EnvRecord, RunRecord};
+use spade_db::runs;
 use spade_db::shares::{self, NewShare, ShareLink};
 use spade_db::{RunScope, audit};
 
@@ -149,18 +149,20 @@ async fn shared_scope(state: &AppState, token: &str) -> ApiResult<RunScope> {
 pub async fn shared_run(
     State(state): State<AppState>,
     ApiPath(token): ApiPath<String>,
-) -> ApiResult<Json<Run>> {
+) -> ApiResult<Json<RunRecord>> {
     let scope = shared_scope(&state, &token).await?;
-    Ok(Json(runs::get(&state.db, &scope).await?))
+    Ok(Json(crate::service::runs::record(
+        &runs::get(&state.db, &scope).await?,
+    )))
 }
 
 pub async fn shared_environments(
     State(state): State<AppState>,
     ApiPath(token): ApiPath<String>,
     ApiQuery(q): ApiQuery<EnvQuery>,
-) -> ApiResult<Json<Page<EnvSummary>>> {
+) -> ApiResult<Json<Page<EnvRecord>>> {
     let scope = shared_scope(&state, &token).await?;
-    Ok(Json(list_in(&state, &scope, q).await?))
+    Ok(Json(environments::records(&state.db, &scope, q).await?))
 }
 
 pub async fn shared_series(
