@@ -127,6 +127,34 @@ pub struct RunRecord {
     pub finished_at: Option<String>,
 }
 
+/// One point of a metric as the JSON API returns it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MetricPoint {
+    pub step: i64,
+    pub value: f64,
+}
+
+/// One metric of a run over a step range, downsampled, as the JSON API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesRecord {
+    pub name: String,
+    /// Points stored in the requested range, before downsampling.
+    pub total_points: usize,
+    pub points: Vec<MetricPoint>,
+}
+
+/// A metric a run has logged: how many points, over which steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesSummary {
+    pub name: String,
+    pub points: i64,
+    pub first_step: i64,
+    pub last_step: i64,
+    /// Counts up whenever points of the series are stored (new or re-logged): equal revisions
+    /// mean equal series.
+    pub revision: i64,
+}
+
 /// One log line of a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogLine {

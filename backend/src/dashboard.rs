@@ -11,19 +11,17 @@ pub mod launch;
 pub mod shared;
 
 use crate::AppState;
-use crate::api::downsample::lttb;
 use crate::auth::AuthUser;
 use crate::service;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use spade_app::charts::Point;
 use spade_app::data::{
     Access, BenchmarksPageData, DashboardData, DataError, DataFuture, EnvListQuery,
     EnvironmentsData, RunData, RunsData, SharedRunData, TeamsData,
 };
 use spade_app::dto;
-use spade_db::{DbError, RunScope, TeamScope, artifacts, evaluations, metrics, runs, teams};
-use std::collections::{BTreeMap, HashMap};
+use spade_db::{DbError, RunScope, TeamScope, artifacts, evaluations, runs, teams};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Runs per page of the runs list.
@@ -32,8 +30,6 @@ const RUNS_PER_PAGE: i64 = 20;
 const BENCHMARK_RUNS: i64 = 50;
 /// Environments per page of the browser.
 const ENVS_PER_PAGE: i64 = 50;
-/// Points per chart series (LTTB keeps the shape; a 640 px chart shows no more).
-const POINTS_PER_SERIES: usize = 600;
 
 /// The backend's [`DashboardData`].
 #[derive(Debug, Clone)]
@@ -216,51 +212,14 @@ impl Dashboard {
         Ok((dtos, Some(scope)))
     }
 
-    /// Every metric of a run, each downsampled for a chart.
+    /// Every metric of a run, each downsampled for a chart (cached per run).
     async fn metric_series(
         &self,
         scope: &RunScope,
     ) -> Result<Arc<Vec<dto::MetricSeries>>, DataError> {
-        // The series' summaries say whether the charts drawn for this run before still hold
-        // (a finished run, or a live one between two steps): then its rollups are not read
-        // again. Everyone who may see the run sees the same curves.
-        let series = metrics::names(&self.state.db, scope)
+        service::metrics::charts(&self.state, scope)
             .await
-            .map_err(db_err)?;
-        let fingerprint: Vec<(String, i64)> = series
-            .iter()
-            .map(|s| (s.name.clone(), s.revision))
-            .collect();
-        if let Some(hit) = self.state.charts.get(scope.run_id(), &fingerprint) {
-            return Ok(hit);
-        }
-        // Each series' rollups at the level that fits POINTS_PER_SERIES buckets, then LTTB:
-        // reading every point made the run page take seconds on a run with a million points.
-        let buckets = i64::try_from(POINTS_PER_SERIES).unwrap_or(600);
-        let rows = metrics::overview(&self.state.db, scope, &series, buckets)
-            .await
-            .map_err(db_err)?;
-        let mut by_name: BTreeMap<String, Vec<Point>> = BTreeMap::new();
-        for row in rows {
-            by_name.entry(row.name).or_default().push(Point {
-                step: row.step as f64,
-                time_s: row.elapsed_s,
-                value: row.value,
-            });
-        }
-        let drawn: Arc<Vec<dto::MetricSeries>> = Arc::new(
-            by_name
-                .into_iter()
-                .map(|(name, points)| dto::MetricSeries {
-                    name,
-                    points: lttb(&points, POINTS_PER_SERIES, |p| (p.step, p.value)),
-                })
-                .collect(),
-        );
-        self.state
-            .charts
-            .put(scope.run_id(), fingerprint, Arc::clone(&drawn));
-        Ok(drawn)
+            .map_err(app_err)
     }
 }
 

@@ -6,4 +6,5 @@
 //! `dashboard`.
 
 pub mod environments;
+pub mod metrics;
 pub mod runs;

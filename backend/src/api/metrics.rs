@@ -1,38 +1,18 @@
 //! Metric series: names, one series downsampled on the server (LTTB), and CSV export.
 
-use super::downsample::lttb;
 use super::{AppState, member_scope};
 use crate::auth::AuthUser;
 use crate::error::{ApiPath, ApiQuery, ApiResult, AppError};
+use crate::service::{self, metrics::SeriesQuery};
 use axum::Json;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+use spade_app::dto::{SeriesRecord, SeriesSummary};
 use spade_db::RunScope;
-use spade_db::metrics::{self, Point, SeriesInfo};
+use spade_db::metrics;
 use std::fmt::Write;
-
-/// Points returned when the request does not say, and the most it may ask for.
-pub const DEFAULT_POINTS: usize = 1_000;
-pub const MAX_POINTS: usize = 20_000;
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SeriesQuery {
-    /// At most this many points (LTTB keeps the first, the last and the shape between).
-    pub points: Option<usize>,
-    pub step_min: Option<i64>,
-    pub step_max: Option<i64>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct Series {
-    pub name: String,
-    /// Points stored in the requested range, before downsampling.
-    pub total_points: usize,
-    pub points: Vec<Point>,
-}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -41,59 +21,13 @@ pub struct CsvQuery {
     pub names: Option<String>,
 }
 
-/// One series for any scope (members and share links).
-pub async fn series_in(
-    state: &AppState,
-    scope: &RunScope,
-    name: String,
-    q: SeriesQuery,
-) -> ApiResult<Series> {
-    let n = q.points.unwrap_or(DEFAULT_POINTS);
-    if !(2..=MAX_POINTS).contains(&n) {
-        return Err(AppError::invalid(
-            "points",
-            format!("must be 2 to {MAX_POINTS}, got {n}"),
-        ));
-    }
-    let info = metrics::info(&state.db, scope, &name)
-        .await?
-        .ok_or_else(|| AppError::NotFound(format!("metric `{name}`")))?;
-    let lo = q.step_min.unwrap_or(info.first_step).max(info.first_step);
-    let hi = q.step_max.unwrap_or(info.last_step).min(info.last_step);
-    if lo > hi {
-        return Ok(Series {
-            name,
-            total_points: 0,
-            points: Vec::new(),
-        });
-    }
-    // Reading every point of a long series per request is the cost that matters (a 100k-point
-    // series took ~400 ms in the API bench); above 4 points per requested point the database
-    // first reduces each of `n` step buckets to its first, last, lowest and highest point.
-    let n_i64 = i64::try_from(n).unwrap_or(i64::MAX);
-    let (all, total_points) = if (hi - lo).saturating_add(1) > n_i64.saturating_mul(4) {
-        let (pts, total) = metrics::series_reduced(&state.db, scope, &name, lo, hi, n_i64).await?;
-        (pts, usize::try_from(total).unwrap_or(usize::MAX))
-    } else {
-        let pts = metrics::series(&state.db, scope, &name, Some(lo), Some(hi)).await?;
-        let len = pts.len();
-        (pts, len)
-    };
-    let points = lttb(&all, n, |p| (p.step as f64, p.value));
-    Ok(Series {
-        name,
-        total_points,
-        points,
-    })
-}
-
 pub async fn names(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
-) -> ApiResult<Json<Vec<SeriesInfo>>> {
+) -> ApiResult<Json<Vec<SeriesSummary>>> {
     let scope = member_scope(&state, &auth, run_id).await?;
-    Ok(Json(metrics::names(&state.db, &scope).await?))
+    Ok(Json(service::metrics::names(&state.db, &scope).await?))
 }
 
 pub async fn series(
@@ -101,9 +35,11 @@ pub async fn series(
     auth: AuthUser,
     ApiPath((run_id, name)): ApiPath<(i64, String)>,
     ApiQuery(q): ApiQuery<SeriesQuery>,
-) -> ApiResult<Json<Series>> {
+) -> ApiResult<Json<SeriesRecord>> {
     let scope = member_scope(&state, &auth, run_id).await?;
-    Ok(Json(series_in(&state, &scope, name, q).await?))
+    Ok(Json(
+        service::metrics::series(&state.db, &scope, name, q).await?,
+    ))
 }
 
 /// `GET /compare/metrics.csv`: the runs of a compare view.

@@ -2,16 +2,16 @@
 //! a live link reads the run, its environments and its metrics without logging in. A revoked or
 //! unknown link is a 404.
 
-use super::metrics::{Series, SeriesQuery, series_in};
 use super::{AppState, Page, editor_scope, member_scope};
 use crate::auth::{AuthUser, tokens};
 use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult, AppError};
 use crate::service::environments::{self, EnvQuery};
+use crate::service::metrics::SeriesQuery;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use spade_app::dto::{EnvRecord, RunRecord};
+use spade_app::dto::{EnvRecord, RunRecord, SeriesRecord};
 use spade_db::runs;
 use spade_db::shares::{self, NewShare, ShareLink};
 use spade_db::{RunScope, audit};
@@ -169,7 +169,9 @@ pub async fn shared_series(
     State(state): State<AppState>,
     ApiPath((token, name)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<SeriesQuery>,
-) -> ApiResult<Json<Series>> {
+) -> ApiResult<Json<SeriesRecord>> {
     let scope = shared_scope(&state, &token).await?;
-    Ok(Json(series_in(&state, &scope, name, q).await?))
+    Ok(Json(
+        crate::service::metrics::series(&state.db, &scope, name, q).await?,
+    ))
 }
