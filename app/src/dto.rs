@@ -14,6 +14,17 @@ pub struct UserDto {
     pub display_name: String,
 }
 
+/// An account as the JSON API returns it (register, `/auth/me`); never the password hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserRecord {
+    pub id: i64,
+    pub email: String,
+    pub display_name: String,
+    /// The studio's administrator (the first account registered).
+    pub is_admin: bool,
+    pub created_at: String,
+}
+
 /// Who is looking at the page: the user and the CSRF token that the page's POST forms carry
 /// (the backend turns the form field into the header its API checks).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -423,6 +434,73 @@ pub struct EvaluationDto {
     pub finished_at: Option<String>,
 }
 
+/// An evaluation as the JSON API returns it, with the state of its job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvaluationRecord {
+    pub id: i64,
+    pub run_id: i64,
+    pub job_id: i64,
+    pub checkpoint_step: i64,
+    pub suite: String,
+    pub item_limit: Option<i32>,
+    pub max_new_tokens: i32,
+    /// `manual` or `auto`.
+    pub trigger: String,
+    /// The job's state: queued, claimed, running, cancelling, succeeded, failed, cancelled.
+    pub state: String,
+    /// Why the job ended (exit status, the executor's reason), when it did.
+    pub message: Option<String>,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+}
+
+/// A checkpoint a run's worker reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointRecord {
+    pub step: i64,
+    pub path: String,
+    pub bytes: i64,
+    pub created_at: String,
+}
+
+/// One benchmark score of a run as the JSON API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchmarkRecord {
+    pub id: i64,
+    pub checkpoint_step: Option<i64>,
+    pub suite: String,
+    pub task: String,
+    pub score: f64,
+    pub n: i32,
+    pub created_at: String,
+}
+
+/// A share link as the JSON API returns it to the run's members (never the token).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareRecord {
+    pub id: i64,
+    pub run_id: i64,
+    pub created_by: Option<i64>,
+    pub created_at: String,
+    pub revoked_at: Option<String>,
+    /// What the link was made for (may be empty).
+    pub label: String,
+    /// After this the link reads as unknown; `None` = until revoked.
+    pub expires_at: Option<String>,
+}
+
+/// A share link just made: the only time its token is shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatedShare {
+    #[serde(flatten)]
+    pub link: ShareRecord,
+    /// Shown once; only its hash is stored.
+    pub token: String,
+    /// Where the shared run is read.
+    pub path: String,
+}
+
 /// A run's held-out results, its evaluations and what can be evaluated.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BenchmarksDto {
@@ -458,6 +536,44 @@ pub struct MemberDto {
 pub struct ProjectDto {
     pub id: i64,
     pub name: String,
+}
+
+/// A team as the JSON API returns it: the caller's role in it and when it was made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TeamRecord {
+    pub id: i64,
+    pub name: String,
+    /// The caller's role: owner, editor or viewer.
+    pub role: String,
+    pub created_at: String,
+}
+
+impl From<TeamRecord> for TeamDto {
+    fn from(t: TeamRecord) -> Self {
+        TeamDto {
+            id: t.id,
+            name: t.name,
+            role: t.role,
+        }
+    }
+}
+
+/// A project as the JSON API returns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectRecord {
+    pub id: i64,
+    pub team_id: i64,
+    pub name: String,
+    pub created_at: String,
+}
+
+impl From<ProjectRecord> for ProjectDto {
+    fn from(p: ProjectRecord) -> Self {
+        ProjectDto {
+            id: p.id,
+            name: p.name,
+        }
+    }
 }
 
 /// A team as the teams page shows it: the viewer's role, its members and projects.

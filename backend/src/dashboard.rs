@@ -194,16 +194,12 @@ impl Dashboard {
         team: Option<i64>,
     ) -> Result<(Vec<dto::TeamDto>, Option<TeamScope>), DataError> {
         let db = &self.state.db;
-        let mine = teams::teams_of(db, auth.user.id).await.map_err(db_err)?;
-        let dtos = mine
-            .iter()
-            .map(|t| dto::TeamDto {
-                id: t.id,
-                name: t.name.clone(),
-                role: role_name(t.role).to_owned(),
-            })
-            .collect();
-        let Some(team_id) = team.or_else(|| mine.first().map(|t| t.id)) else {
+        let mine = service::teams::teams_of(db, auth.user.id)
+            .await
+            .map_err(app_err)?;
+        let first = mine.first().map(|t| t.id);
+        let dtos = mine.into_iter().map(dto::TeamDto::from).collect();
+        let Some(team_id) = team.or(first) else {
             return Ok((dtos, None));
         };
         let scope = TeamScope::for_member(db, auth.user.id, team_id)
@@ -497,36 +493,22 @@ impl DashboardData for Dashboard {
             };
             let db = &self.state.db;
             let mut out = Vec::new();
-            for t in teams::teams_of(db, auth.user.id).await.map_err(db_err)? {
+            for t in service::teams::teams_of(db, auth.user.id)
+                .await
+                .map_err(app_err)?
+            {
                 let scope = TeamScope::for_member(db, auth.user.id, t.id)
                     .await
                     .map_err(db_err)?;
-                let members = teams::members(db, &scope)
+                let members = service::teams::members(db, &scope).await.map_err(app_err)?;
+                let projects = service::teams::projects(db, &scope)
                     .await
-                    .map_err(db_err)?
+                    .map_err(app_err)?
                     .into_iter()
-                    .map(|m| dto::MemberDto {
-                        user_id: m.user_id,
-                        email: m.email,
-                        display_name: m.display_name,
-                        role: role_name(m.role).to_owned(),
-                    })
-                    .collect();
-                let projects = teams::projects(db, &scope)
-                    .await
-                    .map_err(db_err)?
-                    .into_iter()
-                    .map(|p| dto::ProjectDto {
-                        id: p.id,
-                        name: p.name,
-                    })
+                    .map(dto::ProjectDto::from)
                     .collect();
                 out.push(dto::TeamDetail {
-                    team: dto::TeamDto {
-                        id: t.id,
-                        name: t.name,
-                        role: role_name(t.role).to_owned(),
-                    },
+                    team: t.into(),
                     members,
                     projects,
                 });
@@ -540,14 +522,6 @@ impl DashboardData for Dashboard {
 
     fn shared<'a>(&'a self, _req: &'a Parts, token: String) -> DataFuture<'a, SharedRunData> {
         Box::pin(async move { shared::shared_run(self, &token).await })
-    }
-}
-
-fn role_name(r: spade_db::Role) -> &'static str {
-    match r {
-        spade_db::Role::Viewer => "viewer",
-        spade_db::Role::Editor => "editor",
-        spade_db::Role::Owner => "owner",
     }
 }
 

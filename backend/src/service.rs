@@ -5,6 +5,8 @@
 //! with the callers: extractors and status codes in `api`, cookies and page errors in
 //! `dashboard`.
 
+pub mod artifacts;
 pub mod environments;
 pub mod metrics;
 pub mod runs;
+pub mod teams;

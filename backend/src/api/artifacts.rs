@@ -3,24 +3,29 @@
 use super::{AppState, member_scope};
 use crate::auth::AuthUser;
 use crate::error::{ApiPath, ApiResult};
+use crate::service;
 use axum::Json;
 use axum::extract::State;
-use spade_db::artifacts::{self, BenchmarkResult, Checkpoint};
+use spade_app::dto::{BenchmarkRecord, CheckpointRecord};
 
 pub async fn checkpoints(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
-) -> ApiResult<Json<Vec<Checkpoint>>> {
+) -> ApiResult<Json<Vec<CheckpointRecord>>> {
     let scope = member_scope(&state, &auth, run_id).await?;
-    Ok(Json(artifacts::checkpoints(&state.db, &scope).await?))
+    Ok(Json(
+        service::artifacts::checkpoints(&state.db, &scope).await?,
+    ))
 }
 
 pub async fn benchmarks(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
-) -> ApiResult<Json<Vec<BenchmarkResult>>> {
+) -> ApiResult<Json<Vec<BenchmarkRecord>>> {
     let scope = member_scope(&state, &auth, run_id).await?;
-    Ok(Json(artifacts::benchmark_results(&state.db, &scope).await?))
+    Ok(Json(
+        service::artifacts::benchmarks(&state.db, &scope).await?,
+    ))
 }

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use spade::pool::{PoolEntry, PoolFilter};
-use spade_app::dto::{EnvRecord, EnvRecordDetail};
+use spade_app::dto::{EnvRecord, EnvRecordDetail, ReviewDto};
 use spade_db::environments::{self, EnvExport, EnvFilter, ExportFilter};
 use spade_db::reviews::{self, Review};
 use spade_db::types::{EnvStatus, Verdict};
@@ -62,7 +62,7 @@ pub async fn review(
     auth: AuthUser,
     ApiPath((run_id, env_id)): ApiPath<(i64, String)>,
     ApiJson(body): ApiJson<ReviewBody>,
-) -> ApiResult<Json<Review>> {
+) -> ApiResult<Json<ReviewDto>> {
     let scope = editor_scope(&state, &auth, run_id).await?;
     let chars = body.comment.chars().count();
     if chars > reviews::MAX_COMMENT_CHARS {
@@ -83,7 +83,7 @@ pub async fn review(
         &body.comment,
     )
     .await?;
-    Ok(Json(r))
+    Ok(Json(service::environments::review_record(r)))
 }
 
 /// Rows read from the database per chunk of an export: what the export holds in memory at once.

@@ -13,7 +13,8 @@ use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use spade::config::RunConfig;
 use spade::report::Message;
-use spade_db::evaluations::{self, Evaluation, NewEvaluation, NewResult, Trigger};
+use spade_app::dto::EvaluationRecord;
+use spade_db::evaluations::{self, NewEvaluation, NewResult, Trigger};
 use spade_db::{DbError, RunScope, artifacts, audit};
 
 /// Most results one post may carry (reasoning-gym has 58 hard datasets; QA sets are per task).
@@ -37,9 +38,11 @@ pub async fn list(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
-) -> ApiResult<Json<Vec<Evaluation>>> {
+) -> ApiResult<Json<Vec<EvaluationRecord>>> {
     let scope = member_scope(&state, &auth, run_id).await?;
-    Ok(Json(evaluations::list(&state.db, &scope).await?))
+    Ok(Json(
+        crate::service::artifacts::evaluations(&state.db, &scope).await?,
+    ))
 }
 
 /// `POST /runs/{run_id}/evaluations`: queues `spade eval` on one checkpoint and suite.
@@ -48,7 +51,7 @@ pub async fn create(
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
     ApiJson(req): ApiJson<CreateEvaluation>,
-) -> ApiResult<(StatusCode, Json<Evaluation>)> {
+) -> ApiResult<(StatusCode, Json<EvaluationRecord>)> {
     let scope = editor_scope(&state, &auth, run_id).await?;
     spade::suites::check(&req.suite).map_err(|e| AppError::invalid("suite", e))?;
     let suite = state.paths.suite("suite", &req.suite)?;
@@ -110,7 +113,10 @@ pub async fn create(
         },
     )
     .await?;
-    Ok((StatusCode::CREATED, Json(evaluation)))
+    Ok((
+        StatusCode::CREATED,
+        Json(crate::service::artifacts::evaluation(&evaluation)),
+    ))
 }
 
 fn positive(field: &str, v: u32, max: u32) -> ApiResult<i32> {

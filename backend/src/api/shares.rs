@@ -10,21 +10,11 @@ use crate::service::metrics::SeriesQuery;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::{Deserialize, Serialize};
-use spade_app::dto::{EnvRecord, RunRecord, SeriesRecord};
+use serde::Deserialize;
+use spade_app::dto::{CreatedShare, EnvRecord, RunRecord, SeriesRecord, ShareRecord};
 use spade_db::runs;
-use spade_db::shares::{self, NewShare, ShareLink};
+use spade_db::shares::{self, NewShare};
 use spade_db::{RunScope, audit};
-
-#[derive(Debug, Serialize)]
-pub struct CreatedShare {
-    #[serde(flatten)]
-    pub link: ShareLink,
-    /// Shown once; only its hash is stored.
-    pub token: String,
-    /// Where the shared run is read.
-    pub path: String,
-}
 
 /// The body of `POST /runs/{id}/shares`; `{}` makes an unlabelled link that lives until revoked.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -108,7 +98,11 @@ pub async fn create(
     let path = format!("/api/v1/shared/{token}");
     Ok((
         StatusCode::CREATED,
-        Json(CreatedShare { link, token, path }),
+        Json(CreatedShare {
+            link: crate::service::artifacts::share(&link),
+            token,
+            path,
+        }),
     ))
 }
 
@@ -116,16 +110,18 @@ pub async fn list(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
-) -> ApiResult<Json<Vec<ShareLink>>> {
+) -> ApiResult<Json<Vec<ShareRecord>>> {
     let scope = member_scope(&state, &auth, run_id).await?;
-    Ok(Json(shares::list(&state.db, &scope).await?))
+    Ok(Json(
+        crate::service::artifacts::share_links(&state.db, &scope).await?,
+    ))
 }
 
 pub async fn revoke(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath((run_id, share_id)): ApiPath<(i64, i64)>,
-) -> ApiResult<Json<ShareLink>> {
+) -> ApiResult<Json<ShareRecord>> {
     let scope = editor_scope(&state, &auth, run_id).await?;
     let link = shares::revoke(&state.db, &scope, share_id).await?;
     audit::record(
@@ -139,7 +135,7 @@ pub async fn revoke(
         },
     )
     .await?;
-    Ok(Json(link))
+    Ok(Json(crate::service::artifacts::share(&link)))
 }
 
 async fn shared_scope(state: &AppState, token: &str) -> ApiResult<RunScope> {

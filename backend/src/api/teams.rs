@@ -4,11 +4,13 @@
 use crate::AppState;
 use crate::auth::AuthUser;
 use crate::error::{ApiJson, ApiPath, ApiResult, AppError};
+use crate::service;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use spade_db::teams::{self, Member, MemberChange, MemberChanged, Project, Team};
+use spade_app::dto::{MemberDto, ProjectRecord, TeamRecord};
+use spade_db::teams::{self, MemberChange, MemberChanged};
 use spade_db::{Role, TeamScope, audit};
 
 #[derive(Debug, Deserialize)]
@@ -75,15 +77,20 @@ async fn log(
     Ok(())
 }
 
-pub async fn list(State(state): State<AppState>, auth: AuthUser) -> ApiResult<Json<Vec<Team>>> {
-    Ok(Json(teams::teams_of(&state.db, auth.user.id).await?))
+pub async fn list(
+    State(state): State<AppState>,
+    auth: AuthUser,
+) -> ApiResult<Json<Vec<TeamRecord>>> {
+    Ok(Json(
+        service::teams::teams_of(&state.db, auth.user.id).await?,
+    ))
 }
 
 pub async fn create(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiJson(req): ApiJson<NameRequest>,
-) -> ApiResult<(StatusCode, Json<Team>)> {
+) -> ApiResult<(StatusCode, Json<TeamRecord>)> {
     let team = teams::create_team(&state.db, auth.user.id, checked_name(&req.name, 100)?).await?;
     log(
         &state,
@@ -93,16 +100,16 @@ pub async fn create(
         format!("team:{}", team.id),
     )
     .await?;
-    Ok((StatusCode::CREATED, Json(team)))
+    Ok((StatusCode::CREATED, Json(service::teams::team(&team))))
 }
 
 pub async fn members(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(team_id): ApiPath<i64>,
-) -> ApiResult<Json<Vec<Member>>> {
+) -> ApiResult<Json<Vec<MemberDto>>> {
     let scope = scope(&state, &auth, team_id, Role::Viewer).await?;
-    Ok(Json(teams::members(&state.db, &scope).await?))
+    Ok(Json(service::teams::members(&state.db, &scope).await?))
 }
 
 /// Invites (adds) a registered user by email, or changes a member's role. A change that would
@@ -113,7 +120,7 @@ pub async fn upsert_member(
     auth: AuthUser,
     ApiPath(team_id): ApiPath<i64>,
     ApiJson(req): ApiJson<MemberRequest>,
-) -> ApiResult<Json<Member>> {
+) -> ApiResult<Json<MemberDto>> {
     let scope = scope(&state, &auth, team_id, Role::Owner).await?;
     let email = req.email.trim().to_lowercase();
     let change = MemberChange::Upsert {
@@ -133,7 +140,7 @@ pub async fn upsert_member(
         format!("user:{}", member.user_id),
     )
     .await?;
-    Ok(Json(member))
+    Ok(Json(service::teams::member(member)))
 }
 
 pub async fn remove_member(
@@ -177,9 +184,9 @@ pub async fn projects(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(team_id): ApiPath<i64>,
-) -> ApiResult<Json<Vec<Project>>> {
+) -> ApiResult<Json<Vec<ProjectRecord>>> {
     let scope = scope(&state, &auth, team_id, Role::Viewer).await?;
-    Ok(Json(teams::projects(&state.db, &scope).await?))
+    Ok(Json(service::teams::projects(&state.db, &scope).await?))
 }
 
 pub async fn create_project(
@@ -187,7 +194,7 @@ pub async fn create_project(
     auth: AuthUser,
     ApiPath(team_id): ApiPath<i64>,
     ApiJson(req): ApiJson<NameRequest>,
-) -> ApiResult<(StatusCode, Json<Project>)> {
+) -> ApiResult<(StatusCode, Json<ProjectRecord>)> {
     let scope = scope(&state, &auth, team_id, Role::Editor).await?;
     let project = teams::create_project(&state.db, &scope, checked_name(&req.name, 100)?).await?;
     log(
@@ -198,5 +205,5 @@ pub async fn create_project(
         format!("project:{}", project.id),
     )
     .await?;
-    Ok((StatusCode::CREATED, Json(project)))
+    Ok((StatusCode::CREATED, Json(service::teams::project(&project))))
 }

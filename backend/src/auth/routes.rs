@@ -131,7 +131,11 @@ pub async fn register(
         },
     )
     .await?;
-    Ok((StatusCode::CREATED, Json(user)).into_response())
+    Ok((
+        StatusCode::CREATED,
+        Json(crate::service::teams::user(&user)),
+    )
+        .into_response())
 }
 
 /// `POST /api/v1/auth/login`: rate-limited per client IP and email, and per email.
@@ -315,8 +319,8 @@ pub async fn logout(State(state): State<AppState>, auth: AuthUser) -> ApiResult<
 }
 
 /// `GET /api/v1/auth/me`: the caller.
-pub async fn me(auth: AuthUser) -> Json<User> {
-    Json(auth.user)
+pub async fn me(auth: AuthUser) -> Json<spade_app::dto::UserRecord> {
+    Json(crate::service::teams::user(&auth.user))
 }
 
 fn refresh_expiry() -> chrono::DateTime<chrono::Utc> {

@@ -410,9 +410,7 @@ async fn upsert_member(
                 .await?;
         Ok(format!(
             "{} ({}) is now {}.",
-            m.display_name,
-            m.email,
-            super::role_name(m.role)
+            m.display_name, m.email, m.role
         ))
     }
     .await;

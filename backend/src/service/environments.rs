@@ -291,6 +291,11 @@ fn time(t: &chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(AUTO_SI, true)
 }
 
+/// A review mark as the API returns it.
+pub fn review_record(r: Review) -> dto::ReviewDto {
+    review(r, AUTO_SI)
+}
+
 fn review(r: Review, format: chrono::SecondsFormat) -> dto::ReviewDto {
     dto::ReviewDto {
         reviewer: r.reviewer,
