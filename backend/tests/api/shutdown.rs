@@ -142,21 +142,29 @@ async fn run_status(pool: &PgPool, run: i64) -> Result<(String, Option<String>),
         .await
 }
 
-#[sqlx::test(migrator = "spade_db::MIGRATOR")]
-async fn sigterm_answers_requests_in_flight_exits_0_and_leaves_jobs_to_the_next_start(
-    pool: PgPool,
-) -> TestResult {
+/// A directory for a server (site root, job script), the test database's URL and a queued
+/// run. The job: a long-lived process that never reports (as a worker in its warm start).
+async fn studio_with_a_queued_run(
+    pool: &PgPool,
+) -> Result<(tempfile::TempDir, String, i64), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     std::fs::create_dir_all(dir.path().join("site"))?;
-    // The job: a long-lived process that never reports (as a worker in its warm start).
     std::fs::write(
         dir.path().join("job.sh"),
         "echo \"job for run $1\"; exec sleep 300\n",
     )?;
-    let db = url_of(&pool).await?;
+    let db = url_of(pool).await?;
     let app = TestApp::new(pool.clone());
     let owner = app.user("owner@x.org").await;
     let (_, _, run) = app.team_project_run(&owner, "t").await;
+    Ok((dir, db, run))
+}
+
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn sigterm_answers_requests_in_flight_exits_0_and_leaves_jobs_to_the_next_start(
+    pool: PgPool,
+) -> TestResult {
+    let (dir, db, run) = studio_with_a_queued_run(&pool).await?;
 
     let mut server = Server::start(&db, dir.path(), free_port()?)?;
     server.wait_ready().await?;
@@ -298,16 +306,7 @@ async fn kill_like_a_container(server: &mut Server, job_pid: i64) -> TestResult 
 async fn a_job_that_died_with_its_container_is_resumed_by_the_next_start(
     pool: PgPool,
 ) -> TestResult {
-    let dir = tempfile::tempdir()?;
-    std::fs::create_dir_all(dir.path().join("site"))?;
-    std::fs::write(
-        dir.path().join("job.sh"),
-        "echo \"job for run $1\"; exec sleep 300\n",
-    )?;
-    let db = url_of(&pool).await?;
-    let app = TestApp::new(pool.clone());
-    let owner = app.user("owner@x.org").await;
-    let (_, _, run) = app.team_project_run(&owner, "t").await;
+    let (dir, db, run) = studio_with_a_queued_run(&pool).await?;
 
     let mut first = Server::start(&db, dir.path(), free_port()?)?;
     first.wait_ready().await?;

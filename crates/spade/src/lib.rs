@@ -21,6 +21,7 @@ pub mod prompt;
 pub mod report;
 pub mod reward;
 pub mod rlve;
+pub mod seeds;
 pub mod skills;
 pub mod spice;
 pub mod suites;
@@ -46,21 +47,7 @@ impl EnvKind {
 }
 
 /// A reproducible random stream for `(seed, stream...)`, e.g. `(run seed, step, slot,
-/// attempt)`: every random choice of a run derives from its seed and the choice's coordinates,
-/// so a resumed run repeats exactly the choices it would have made, with no generator state
-/// to save. (ChaCha8 is stable across `rand` versions; the mixing is SplitMix64.)
+/// attempt)`: the positional-seed scheme of [`seeds`] as a `rand` generator.
 pub fn seeded_rng(seed: u64, stream: &[u64]) -> rand_chacha::ChaCha8Rng {
-    use rand::SeedableRng;
-    let mut state = splitmix64(seed ^ 0x5350_4144_4500_0000); // "SPADE"
-    for &part in stream {
-        state = splitmix64(state ^ part);
-    }
-    rand_chacha::ChaCha8Rng::seed_from_u64(state)
-}
-
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    seeds::rng(seed, stream)
 }

@@ -17,7 +17,8 @@ pub mod http;
 pub mod play;
 pub mod pool;
 pub mod run;
-pub mod seeds;
+/// The positional-seed scheme every draw of a run uses (one for the whole workspace).
+pub use spade::seeds;
 pub mod sink;
 pub mod state;
 pub mod vllm;
