@@ -94,6 +94,7 @@ fn worker_settings(port: u16) -> anyhow::Result<spade_server::config::SchedulerS
         ray_num_cpus: 1.0,
         ray_submission_prefix: format!("e2e-{port}"),
         poll_ms: 250,
+        resume_lost_jobs: true,
     })
 }
 
