@@ -271,6 +271,47 @@ pub enum EnvStatus {
     BrokenInPlay,
 }
 
+/// The database's enums list the same values as their twins here; the server converts with
+/// these (and nothing else does: a value added on one side fails to compile here).
+#[cfg(feature = "ssr")]
+mod from_db {
+    use super::{EnvKind, EnvStatus, RunStatus};
+    use spade_db::types;
+
+    impl From<types::RunStatus> for RunStatus {
+        fn from(s: types::RunStatus) -> Self {
+            match s {
+                types::RunStatus::Queued => RunStatus::Queued,
+                types::RunStatus::Starting => RunStatus::Starting,
+                types::RunStatus::Running => RunStatus::Running,
+                types::RunStatus::Cancelling => RunStatus::Cancelling,
+                types::RunStatus::Cancelled => RunStatus::Cancelled,
+                types::RunStatus::Succeeded => RunStatus::Succeeded,
+                types::RunStatus::Failed => RunStatus::Failed,
+            }
+        }
+    }
+
+    impl From<types::EnvKind> for EnvKind {
+        fn from(k: types::EnvKind) -> Self {
+            match k {
+                types::EnvKind::Game => EnvKind::Game,
+                types::EnvKind::ToolUse => EnvKind::ToolUse,
+            }
+        }
+    }
+
+    impl From<types::EnvStatus> for EnvStatus {
+        fn from(s: types::EnvStatus) -> Self {
+            match s {
+                types::EnvStatus::Accepted => EnvStatus::Accepted,
+                types::EnvStatus::Rejected => EnvStatus::Rejected,
+                types::EnvStatus::BrokenInPlay => EnvStatus::BrokenInPlay,
+            }
+        }
+    }
+}
+
 /// A row of the environment browser.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EnvironmentSummary {

@@ -21,23 +21,7 @@ pub use spade_app::dto::RunEvent;
 /// The page's status of a database status.
 pub fn status_event(status: spade_db::RunStatus) -> RunEvent {
     RunEvent::Status {
-        status: run_status(status),
-    }
-}
-
-/// The page's twin of the database's status (exhaustive, so a new status is a compile error
-/// here rather than a silent "failed").
-pub fn run_status(s: spade_db::RunStatus) -> spade_app::dto::RunStatus {
-    use spade_app::dto::RunStatus as Page;
-    use spade_db::RunStatus as Db;
-    match s {
-        Db::Queued => Page::Queued,
-        Db::Starting => Page::Starting,
-        Db::Running => Page::Running,
-        Db::Cancelling => Page::Cancelling,
-        Db::Cancelled => Page::Cancelled,
-        Db::Succeeded => Page::Succeeded,
-        Db::Failed => Page::Failed,
+        status: status.into(),
     }
 }
 

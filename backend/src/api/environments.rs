@@ -145,11 +145,7 @@ impl ExportQuery {
         let verdict = parse_verdict(self.verdict.as_deref())?;
         let step = |v: Option<i64>| v.and_then(|x| u64::try_from(x).ok());
         let pool = PoolFilter {
-            status: self.status.map(|s| match s {
-                EnvStatus::Accepted => spade::report::EnvStatus::Accepted,
-                EnvStatus::Rejected => spade::report::EnvStatus::Rejected,
-                EnvStatus::BrokenInPlay => spade::report::EnvStatus::BrokenInPlay,
-            }),
+            status: self.status.map(Into::into),
             skill: self.skill.clone(),
             win_rate_min: self.win_rate_min,
             win_rate_max: self.win_rate_max,
@@ -182,13 +178,9 @@ impl ExportQuery {
 
 /// The pool line of one stored environment, with its code inline.
 pub fn pool_entry(run_id: i64, e: EnvExport) -> PoolEntry {
-    use spade::report::EnvStatus as S;
     PoolEntry {
         id: e.env_id,
-        kind: match e.kind {
-            spade_db::types::EnvKind::Game => spade::EnvKind::Game,
-            spade_db::types::EnvKind::ToolUse => spade::EnvKind::ToolUse,
-        },
+        kind: e.kind.into(),
         skill: e.skill,
         code_file: None,
         code: Some(e.code),
@@ -201,11 +193,7 @@ pub fn pool_entry(run_id: i64, e: EnvExport) -> PoolEntry {
         parent_id: e.parent_env_id,
         run: Some(run_id.to_string()),
         step: u64::try_from(e.step).ok(),
-        status: match e.status {
-            EnvStatus::Accepted => S::Accepted,
-            EnvStatus::Rejected => S::Rejected,
-            EnvStatus::BrokenInPlay => S::BrokenInPlay,
-        },
+        status: e.status.into(),
         reviews: vec![],
     }
 }

@@ -12,7 +12,7 @@ use super::member_scope;
 use crate::AppState;
 use crate::auth::AuthUser;
 use crate::error::{ApiPath, ApiResult};
-use crate::events::{CAPACITY, RunEvent, run_status, status_event, total_steps};
+use crate::events::{CAPACITY, RunEvent, status_event, total_steps};
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::{Stream, StreamExt};
@@ -60,7 +60,7 @@ pub async fn run_events(
     for e in &first {
         let _ = tx.try_send(to_sse(e));
     }
-    let mut last_status = run_status(run.status);
+    let mut last_status: spade_app::dto::RunStatus = run.status.into();
     tokio::spawn(async move {
         let mut recheck = tokio::time::interval(ACCESS_RECHECK);
         recheck.tick().await;
@@ -91,8 +91,8 @@ pub async fn run_events(
                         // scheduler finishing a job, another server): read it, and tell the
                         // page when it moved, so an open page never stays "cancelling".
                         match runs::get(&state.db, &scope).await {
-                            Ok(r) if run_status(r.status) != last_status => {
-                                last_status = run_status(r.status);
+                            Ok(r) if spade_app::dto::RunStatus::from(r.status) != last_status => {
+                                last_status = r.status.into();
                                 (to_sse(&status_event(r.status)), false)
                             }
                             _ => continue,

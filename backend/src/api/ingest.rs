@@ -12,13 +12,11 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use spade::EnvKind;
 use spade::config::RunConfig;
 use spade::report::{
     EnvStatus, Envelope, FinishStatus, IngestReply, IngestRequest, MAX_ENVELOPES_PER_BATCH, Message,
 };
 use spade_db::ingest::{self, Batch, NewEnvironment, NewPlay, Scores};
-use spade_db::types;
 use spade_db::{DbError, RunScope, RunStatus, runs};
 
 /// Issues a fresh worker token for a run the scheduler is launching (the previous one stops
@@ -194,15 +192,8 @@ async fn apply(
                     env_id: &r.env_id,
                     step: to_i64(r.step, i, "message.record.step")?,
                     skill: &r.skill,
-                    kind: match r.kind {
-                        EnvKind::Game => types::EnvKind::Game,
-                        EnvKind::ToolUse => types::EnvKind::ToolUse,
-                    },
-                    status: match r.status {
-                        EnvStatus::Accepted => types::EnvStatus::Accepted,
-                        EnvStatus::Rejected => types::EnvStatus::Rejected,
-                        EnvStatus::BrokenInPlay => types::EnvStatus::BrokenInPlay,
-                    },
+                    kind: r.kind.into(),
+                    status: r.status.into(),
                     rejection_reason: r.rejection_reason.as_deref(),
                     rejection_message: r.rejection_message.as_deref(),
                     code: &r.code,

@@ -13,7 +13,7 @@ use spade_db::environments::{
     self, EnvCursor, EnvDetail, EnvFilter, EnvSort, EnvSummary, Play, ReviewFilter,
 };
 use spade_db::reviews::{self, Review};
-use spade_db::types::{EnvKind, EnvStatus, Verdict};
+use spade_db::types::{EnvStatus, Verdict};
 use spade_db::{DbError, Pool, RunScope};
 use std::collections::HashMap;
 
@@ -305,21 +305,6 @@ fn review(r: Review, format: chrono::SecondsFormat) -> dto::ReviewDto {
     }
 }
 
-fn kind(k: EnvKind) -> dto::EnvKind {
-    match k {
-        EnvKind::Game => dto::EnvKind::Game,
-        EnvKind::ToolUse => dto::EnvKind::ToolUse,
-    }
-}
-
-fn status(s: EnvStatus) -> dto::EnvStatus {
-    match s {
-        EnvStatus::Accepted => dto::EnvStatus::Accepted,
-        EnvStatus::Rejected => dto::EnvStatus::Rejected,
-        EnvStatus::BrokenInPlay => dto::EnvStatus::BrokenInPlay,
-    }
-}
-
 /// The API's view of a stored environment's summary.
 pub fn record(e: &EnvSummary) -> dto::EnvRecord {
     dto::EnvRecord {
@@ -327,8 +312,8 @@ pub fn record(e: &EnvSummary) -> dto::EnvRecord {
         env_id: e.env_id.clone(),
         step: e.step,
         skill: e.skill.clone(),
-        kind: kind(e.kind),
-        status: status(e.status),
+        kind: e.kind.into(),
+        status: e.status.into(),
         rejection_reason: e.rejection_reason.clone(),
         parent_env_id: e.parent_env_id.clone(),
         regret: e.regret,
@@ -347,8 +332,8 @@ pub fn summary(e: &EnvSummary, run_id: i64) -> dto::EnvironmentSummary {
         run_id,
         step: u64::try_from(e.step).unwrap_or(0),
         skill: e.skill.clone(),
-        kind: kind(e.kind),
-        status: status(e.status),
+        kind: e.kind.into(),
+        status: e.status.into(),
         rejection_reason: e.rejection_reason.clone(),
         regret: e.regret,
         win_rate_hint: e.win_rate_hint,

@@ -151,7 +151,7 @@ fn summary_of(r: &Run, project: String, key_metrics: BTreeMap<String, f64>) -> d
         id: r.id,
         name: r.name.clone(),
         project,
-        status: crate::events::run_status(r.status),
+        status: r.status.into(),
         step: u64::try_from(r.progress_step).unwrap_or(0),
         total_steps: crate::events::total_steps(r),
         created_at: r
@@ -171,7 +171,7 @@ pub fn record(r: &Run) -> dto::RunRecord {
         project_id: r.project_id,
         name: r.name.clone(),
         config: r.config.clone(),
-        status: crate::events::run_status(r.status),
+        status: r.status.into(),
         executor: r.executor.clone(),
         seed: r.seed,
         code_version: r.code_version.clone(),

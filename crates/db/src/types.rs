@@ -80,6 +80,24 @@ pub enum EnvKind {
     ToolUse,
 }
 
+impl From<EnvKind> for spade::EnvKind {
+    fn from(k: EnvKind) -> Self {
+        match k {
+            EnvKind::Game => spade::EnvKind::Game,
+            EnvKind::ToolUse => spade::EnvKind::ToolUse,
+        }
+    }
+}
+
+impl From<spade::EnvKind> for EnvKind {
+    fn from(k: spade::EnvKind) -> Self {
+        match k {
+            spade::EnvKind::Game => EnvKind::Game,
+            spade::EnvKind::ToolUse => EnvKind::ToolUse,
+        }
+    }
+}
+
 /// Whether validation accepted an environment, and whether it kept to the contract in play
 /// (`env_status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
@@ -95,6 +113,28 @@ pub enum EnvStatus {
     #[sqlx(rename = "broken_in_play")]
     #[serde(rename = "broken_in_play")]
     BrokenInPlay,
+}
+
+impl From<EnvStatus> for spade::report::EnvStatus {
+    fn from(s: EnvStatus) -> Self {
+        use spade::report::EnvStatus as R;
+        match s {
+            EnvStatus::Accepted => R::Accepted,
+            EnvStatus::Rejected => R::Rejected,
+            EnvStatus::BrokenInPlay => R::BrokenInPlay,
+        }
+    }
+}
+
+impl From<spade::report::EnvStatus> for EnvStatus {
+    fn from(s: spade::report::EnvStatus) -> Self {
+        use spade::report::EnvStatus as R;
+        match s {
+            R::Accepted => EnvStatus::Accepted,
+            R::Rejected => EnvStatus::Rejected,
+            R::BrokenInPlay => EnvStatus::BrokenInPlay,
+        }
+    }
 }
 
 /// A member's review mark on an environment (`env_verdict`).

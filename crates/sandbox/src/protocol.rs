@@ -29,6 +29,24 @@ pub enum EnvKind {
     ToolUse,
 }
 
+impl From<spade::EnvKind> for EnvKind {
+    fn from(k: spade::EnvKind) -> Self {
+        match k {
+            spade::EnvKind::Game => EnvKind::Game,
+            spade::EnvKind::ToolUse => EnvKind::ToolUse,
+        }
+    }
+}
+
+impl From<EnvKind> for spade::EnvKind {
+    fn from(k: EnvKind) -> Self {
+        match k {
+            EnvKind::Game => spade::EnvKind::Game,
+            EnvKind::ToolUse => spade::EnvKind::ToolUse,
+        }
+    }
+}
+
 /// Resource limits the runner applies to itself before any environment code runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {

@@ -191,14 +191,6 @@ pub fn env_action(kind: EnvKind, reply: &str) -> Result<String, FormatError> {
     }
 }
 
-/// The algorithm's twin of the sandbox's kind.
-pub fn core_kind(kind: EnvKind) -> spade::EnvKind {
-    match kind {
-        EnvKind::Game => spade::EnvKind::Game,
-        EnvKind::ToolUse => spade::EnvKind::ToolUse,
-    }
-}
-
 /// The chat frame between an agent turn (which ended with `<|im_end|>`) and the next one.
 pub fn observation_frame(obs: &str) -> String {
     format!("\n<|im_start|>user\n{obs}{IM_END}\n<|im_start|>assistant\n")
@@ -216,7 +208,7 @@ pub struct TokenTrace {
 impl TokenTrace {
     /// The agent's prompt (its system prompt for `kind`) with its first message.
     pub fn start(tok: &Tokenizer, kind: EnvKind, first: &str) -> Result<Self, WorkerError> {
-        let system = prompt::agent_system(core_kind(kind));
+        let system = prompt::agent_system(kind.into());
         let ids = tok.encode(&Role::Agent.prompt(Some(system), first))?;
         let n = ids.len();
         Ok(Self {

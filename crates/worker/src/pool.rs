@@ -189,14 +189,11 @@ pub fn validate_pool(
     let mut problems = Vec::new();
     for env in envs {
         let mut cfg = vcfg.clone();
-        cfg.kind = env.kind.map(|k| match k {
-            EnvKind::Game => spade_sandbox::EnvKind::Game,
-            EnvKind::ToolUse => spade_sandbox::EnvKind::ToolUse,
-        });
+        cfg.kind = env.kind.map(Into::into);
         let report = spade_sandbox::validate(sandbox, &env.code, &cfg);
         match (&report.rejection, report.kind) {
             (None, Some(k)) if report.accepted => {
-                let kind = crate::play::core_kind(k);
+                let kind = k.into();
                 ok.push(ValidEnv { env, kind });
             }
             (rejection, _) => {

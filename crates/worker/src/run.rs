@@ -548,7 +548,7 @@ pub(crate) fn warm_start_options(
         .curriculum
         .kinds
         .iter()
-        .map(|k| generate::sandbox_kind(*k))
+        .map(|&k| spade_sandbox::EnvKind::from(k))
         .collect();
     let families = cfg.model.warm_start == spade::config::WarmStartData::Families;
     WarmStartOptions {
@@ -955,7 +955,7 @@ impl Loop<'_> {
             .iter()
             .map(|(_, _, env, env_seeds)| play::PlayJob {
                 code: &env.code,
-                kind: generate::sandbox_kind(env.kind),
+                kind: env.kind.into(),
                 hint: None,
                 seeds: env_seeds.clone(),
                 sample_seed: seeds::derive(

@@ -234,7 +234,7 @@ fn designer_pair_prompt(
         env_id: format!("seed-{i}"),
         step: 0,
         skill: seeds_all[i].skill.clone(),
-        kind: crate::play::core_kind(seeds_all[i].kind),
+        kind: seeds_all[i].kind.into(),
         code: seeds_all[i]
             .code
             .chars()

@@ -15,14 +15,6 @@ use spade_sandbox::ValidationConfig;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// The sandbox's twin of a kind.
-pub fn sandbox_kind(k: EnvKind) -> spade_sandbox::EnvKind {
-    match k {
-        EnvKind::Game => spade_sandbox::EnvKind::Game,
-        EnvKind::ToolUse => spade_sandbox::EnvKind::ToolUse,
-    }
-}
-
 /// The corpus: the configured JSONL file (a `text` or `orig_doc` field per line), else the
 /// bundled one; none with the no-corpus ablation.
 pub fn load_corpus(cfg: &RunConfig) -> Result<Option<Corpus>, WorkerError> {
@@ -75,7 +67,7 @@ pub(super) fn regenerate(
         .iter()
         .map(|s| Slot {
             skill: s.name.to_string(),
-            kind: sandbox_kind(kind),
+            kind: kind.into(),
         })
         .collect();
     let d = DesignOptions {
@@ -198,7 +190,7 @@ pub(super) fn regenerate(
     let mut hints_by_id = BTreeMap::new();
     for ((slot, a), hint) in accepted.iter().zip(hints) {
         hints_by_id.insert(a.env_id.clone(), hint.clone());
-        let reveals = reveals_solution(lp, &a.code, sandbox_kind(kind));
+        let reveals = reveals_solution(lp, &a.code, kind.into());
         lp.obs.formula_reveals.push(reveals);
         window.envs.push(LiveEnv {
             env_id: a.env_id.clone(),
@@ -260,7 +252,7 @@ pub(super) fn regenerate(
         .iter()
         .map(|env| play::PlayJob {
             code: &env.code,
-            kind: sandbox_kind(kind),
+            kind: kind.into(),
             hint: Some(&env.hint),
             seeds: (0..lp.cfg.hint.plays as usize)
                 .map(|i| env_seed(run_seed, step, &format!("hint/{}", env.env_id), i))
