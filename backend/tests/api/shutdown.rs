@@ -142,6 +142,26 @@ async fn run_status(pool: &PgPool, run: i64) -> Result<(String, Option<String>),
         .await
 }
 
+/// The run's status and message once it is no longer `running` (at most 30 s; `what` names
+/// the event waited for in the failure).
+async fn status_once_not_running(
+    pool: &PgPool,
+    run: i64,
+    what: &str,
+) -> Result<(String, Option<String>), Box<dyn std::error::Error>> {
+    let t0 = Instant::now();
+    loop {
+        let s = run_status(pool, run).await?;
+        if s.0 != "running" {
+            return Ok(s);
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            return Err(format!("{what} was never seen").into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A directory for a server (site root, job script), the test database's URL and a queued
 /// run. The job: a long-lived process that never reports (as a worker in its warm start).
 async fn studio_with_a_queued_run(
@@ -227,18 +247,8 @@ async fn sigterm_answers_requests_in_flight_exits_0_and_leaves_jobs_to_the_next_
     Command::new("kill")
         .args(["-KILL", "--", &format!("-{pid}")])
         .status()?;
-    let t1 = Instant::now();
-    let (status, message) = loop {
-        let s = run_status(&pool, run).await?;
-        if s.0 != "running" {
-            break s;
-        }
-        assert!(
-            t1.elapsed() < Duration::from_secs(30),
-            "the re-attached job's end was never seen"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let (status, message) =
+        status_once_not_running(&pool, run, "the re-attached job's end").await?;
     assert_eq!(status, "failed");
     assert!(
         message
@@ -355,18 +365,7 @@ async fn a_job_that_died_with_its_container_is_resumed_by_the_next_start(
         &["--resume-lost-jobs", "false"],
     )?;
     third.wait_ready().await?;
-    let t1 = Instant::now();
-    let (status, message) = loop {
-        let s = run_status(&pool, run).await?;
-        if s.0 != "running" {
-            break s;
-        }
-        assert!(
-            t1.elapsed() < Duration::from_secs(30),
-            "the lost job was never seen"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let (status, message) = status_once_not_running(&pool, run, "the lost job").await?;
     assert_eq!(status, "failed");
     let message = message.unwrap_or_default();
     assert!(message.contains("no exit status"), "{message}");
