@@ -215,6 +215,9 @@ fn to_sfn(e: DataError) -> ServerFnError {
     ServerFnError::new(e.to_string())
 }
 
+/// The viewer resource of the top bar (loaded once per page render).
+pub type ViewerResource = Resource<Result<Option<Viewer>, ServerFnError>>;
+
 /// The signed-in viewer, if any.
 #[server(prefix = "/ui", endpoint = "viewer", input = GetUrl)]
 pub async fn load_viewer() -> Result<Option<Viewer>, ServerFnError> {

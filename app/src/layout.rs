@@ -1,8 +1,8 @@
 //! The application shell around every page: a skip link, the top bar (product name, main
 //! navigation, theme switch, user menu) and the `<main>` landmark the skip link targets.
 
+use crate::data::ViewerResource;
 use crate::dto::Viewer;
-use crate::routes::ViewerResource;
 use crate::theme::ThemeToggle;
 use leptos::prelude::*;
 use leptos_router::hooks::use_location;

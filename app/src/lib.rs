@@ -64,7 +64,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 pub fn App() -> impl IntoView {
     provide_meta_context();
     // Read by the top bar only: pages load their own (see `routes::csrf_resource`).
-    let viewer: routes::ViewerResource = Resource::new(|| (), |_| data::load_viewer());
+    let viewer: data::ViewerResource = Resource::new(|| (), |_| data::load_viewer());
     // In the browser only (effects do not run on the server): keep the session alive.
     #[cfg(feature = "hydrate")]
     Effect::new(|_| session::keep_alive());

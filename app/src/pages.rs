@@ -21,6 +21,7 @@ mod render_tests_forms;
 
 use crate::dto::RunStatus;
 use leptos::prelude::*;
+use std::collections::BTreeMap;
 
 /// A run's status as a coloured badge with the word in it (never colour alone).
 #[component]
@@ -81,6 +82,48 @@ pub fn fmt_pct(v: Option<f64>) -> String {
         Some(v) if v.is_finite() => format!("{:.0}%", v * 100.0),
         _ => "—".to_owned(),
     }
+}
+
+/// Flattens a JSON configuration into dotted keys (`grpo.clip_low`) and display values; arrays
+/// are indexed (`skills.0`). Scalars at the root get the key `(root)`.
+pub fn flatten_config(v: &serde_json::Value) -> BTreeMap<String, String> {
+    fn walk(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, String>) {
+        let key = |k: &str| {
+            if prefix.is_empty() {
+                k.to_owned()
+            } else {
+                format!("{prefix}.{k}")
+            }
+        };
+        match v {
+            serde_json::Value::Object(m) if !m.is_empty() => {
+                for (k, v) in m {
+                    walk(&key(k), v, out);
+                }
+            }
+            serde_json::Value::Array(a) if !a.is_empty() => {
+                for (i, v) in a.iter().enumerate() {
+                    walk(&key(&i.to_string()), v, out);
+                }
+            }
+            serde_json::Value::String(s) => {
+                out.insert(prefix_or_root(prefix), s.clone());
+            }
+            other => {
+                out.insert(prefix_or_root(prefix), other.to_string());
+            }
+        }
+    }
+    fn prefix_or_root(p: &str) -> String {
+        if p.is_empty() {
+            "(root)".to_owned()
+        } else {
+            p.to_owned()
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk("", v, &mut out);
+    out
 }
 
 /// An RFC 3339 time as `YYYY-MM-DD HH:MM` (UTC as stored); other text is shown as it is.

@@ -4,16 +4,12 @@
 
 use crate::charts::ChartSettings;
 use crate::data::{self, Access, EnvListQuery};
-use crate::dto::Viewer;
 use crate::pages;
 use crate::pages::environments::{EnvFilters, EnvQuery};
 use crate::pages::runs::RunFilters;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::{use_params_map, use_query_map};
-
-/// The viewer resource of the top bar (loaded once per page render).
-pub type ViewerResource = Resource<Result<Option<Viewer>, ServerFnError>>;
 
 /// The CSRF token for a page's forms, from a viewer load of the page's own.
 ///

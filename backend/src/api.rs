@@ -3,7 +3,6 @@
 //! the document cannot drift from what is served.
 
 pub mod artifacts;
-pub mod downsample;
 pub mod environments;
 pub mod evaluations;
 pub mod events;
@@ -16,11 +15,8 @@ pub mod shares;
 pub mod teams;
 
 use crate::AppState;
-use crate::auth::{AuthUser, routes as auth_routes};
-use crate::error::AppError;
+use crate::auth::routes as auth_routes;
 use axum::routing::{MethodRouter, delete, get, post, put};
-use serde::Deserialize;
-use spade_db::RunScope;
 
 /// How a route authenticates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -422,53 +418,4 @@ pub fn endpoints() -> Vec<Endpoint> {
             post(evaluations::results),
         ),
     ]
-}
-
-/// Largest and default page sizes.
-pub const MAX_LIMIT: i64 = 500;
-pub const DEFAULT_LIMIT: i64 = 50;
-
-/// One page of a list; `next_cursor` goes into the next request's `cursor` (absent on the last).
-/// The pages' type: the API and the dashboard page the same way.
-pub use spade_app::dto::Page;
-
-/// `limit` query parameter, checked.
-pub fn limit(requested: Option<i64>) -> Result<i64, AppError> {
-    match requested {
-        None => Ok(DEFAULT_LIMIT),
-        Some(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
-        Some(n) => Err(AppError::invalid(
-            "limit",
-            format!("must be 1 to {MAX_LIMIT}, got {n}"),
-        )),
-    }
-}
-
-/// Query parameters shared by list endpoints.
-#[derive(Debug, Default, Deserialize)]
-pub struct PageQuery {
-    pub limit: Option<i64>,
-    pub cursor: Option<String>,
-}
-
-/// The caller's access to a run (404 for runs of teams the caller is not in).
-pub async fn member_scope(
-    state: &AppState,
-    auth: &AuthUser,
-    run_id: i64,
-) -> Result<RunScope, AppError> {
-    Ok(RunScope::for_member(&state.db, auth.user.id, run_id).await?)
-}
-
-/// The caller's access to a run, which must allow changes (editor or owner).
-pub async fn editor_scope(
-    state: &AppState,
-    auth: &AuthUser,
-    run_id: i64,
-) -> Result<RunScope, AppError> {
-    let scope = member_scope(state, auth, run_id).await?;
-    if !scope.can_edit() {
-        return Err(AppError::read_only());
-    }
-    Ok(scope)
 }

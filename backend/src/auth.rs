@@ -12,6 +12,7 @@
 //!   logout ends the session's access tokens at once, not when they expire.
 //! - Workers use per-run tokens (see `ingest`), share links their own tokens (see `api::shares`).
 
+pub mod job_tokens;
 pub mod origin;
 pub mod password;
 pub mod rate_limit;

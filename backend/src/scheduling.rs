@@ -4,6 +4,7 @@
 //! this node left running, then claims and watches jobs until shutdown. [`run_logs`] reads a
 //! run's job output for the API.
 
+use crate::auth::job_tokens;
 use crate::config::{ExecutorSetting, SchedulerSettings};
 use spade_db::jobs::{self, Job, JobExecutor, JobKind};
 use spade_scheduler::{
@@ -169,7 +170,7 @@ pub fn spawn<T: TokenSource>(
 }
 
 /// The tokens the scheduler hands to jobs: a training job gets a fresh run token
-/// ([`crate::api::ingest::issue_for_launch`]: the previous one stops working), an evaluation job a
+/// ([`crate::auth::job_tokens`]: the previous one stops working), an evaluation job a
 /// token of its own that can post that evaluation's results and nothing else.
 #[derive(Debug, Clone)]
 pub struct LaunchTokens {
@@ -179,8 +180,8 @@ pub struct LaunchTokens {
 impl TokenSource for LaunchTokens {
     async fn token(&self, job: &Job) -> Result<String, String> {
         match job.kind {
-            JobKind::Train => crate::api::ingest::issue_for_launch(&self.db, job.run_id).await,
-            JobKind::Eval => crate::api::evaluations::issue_for_launch(&self.db, job.id).await,
+            JobKind::Train => job_tokens::for_launch(&self.db, job.run_id).await,
+            JobKind::Eval => job_tokens::for_evaluation(&self.db, job.id).await,
         }
         .map_err(|e| e.to_string())
     }

@@ -3,52 +3,11 @@
 //! two settings among a hundred.
 
 use super::benchmarks::CompareBenchmarks;
+use super::flatten_config;
 use crate::charts::{ChartControls, ChartSettings, LineChart, Point, Series};
 use crate::dto::{BenchmarksDto, MetricSeries, RunDetail};
 use leptos::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Flattens a JSON configuration into dotted keys (`grpo.clip_low`) and display values; arrays
-/// are indexed (`skills.0`). Scalars at the root get the key `(root)`.
-pub fn flatten_config(v: &serde_json::Value) -> BTreeMap<String, String> {
-    fn walk(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, String>) {
-        let key = |k: &str| {
-            if prefix.is_empty() {
-                k.to_owned()
-            } else {
-                format!("{prefix}.{k}")
-            }
-        };
-        match v {
-            serde_json::Value::Object(m) if !m.is_empty() => {
-                for (k, v) in m {
-                    walk(&key(k), v, out);
-                }
-            }
-            serde_json::Value::Array(a) if !a.is_empty() => {
-                for (i, v) in a.iter().enumerate() {
-                    walk(&key(&i.to_string()), v, out);
-                }
-            }
-            serde_json::Value::String(s) => {
-                out.insert(prefix_or_root(prefix), s.clone());
-            }
-            other => {
-                out.insert(prefix_or_root(prefix), other.to_string());
-            }
-        }
-    }
-    fn prefix_or_root(p: &str) -> String {
-        if p.is_empty() {
-            "(root)".to_owned()
-        } else {
-            p.to_owned()
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk("", v, &mut out);
-    out
-}
 
 /// Keys whose values are not the same in every configuration, with each run's value (`None`
 /// where a run lacks the key).

@@ -3,8 +3,7 @@
 //! server-sent events of the run.
 
 use super::benchmarks::BenchmarksSection;
-use super::compare::flatten_config;
-use super::{ProgressBar, StatusBadge, fmt_time};
+use super::{ProgressBar, StatusBadge, flatten_config, fmt_time};
 use crate::charts::{ChartControls, ChartSettings, LineChart, Series};
 use crate::dto::{BenchmarksDto, MetricSeries, RunDetail};
 use crate::live::{self, LiveRun};

@@ -1,9 +1,10 @@
 //! Checkpoints and benchmark results of a run (read-only; workers report them via ingestion).
 
-use super::{AppState, member_scope};
+use crate::AppState;
 use crate::auth::AuthUser;
 use crate::error::{ApiPath, ApiResult};
 use crate::service;
+use crate::service::member_scope;
 use axum::Json;
 use axum::extract::State;
 use spade_app::dto::{BenchmarkRecord, CheckpointRecord};

@@ -2,9 +2,10 @@
 //! code, hint, a sample of plays and the environment it was derived from, and the whole
 //! filtered set as a pool's JSONL (`spade::pool`), streamed page by page.
 
-use super::{AppState, Page, editor_scope, member_scope};
+use crate::AppState;
 use crate::auth::AuthUser;
 use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult, AppError};
+use crate::service::member_scope;
 use crate::service::{
     self,
     environments::{EnvQuery, check_ranges, parse_verdict, review_filter},
@@ -17,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use spade::pool::{PoolEntry, PoolFilter};
-use spade_app::dto::{EnvRecord, EnvRecordDetail, ReviewDto};
+use spade_app::dto::{EnvRecord, EnvRecordDetail, Page, ReviewDto};
 use spade_db::environments::{self, EnvExport, EnvFilter, ExportFilter};
 use spade_db::reviews::{self, Review};
 use spade_db::types::{EnvStatus, Verdict};
@@ -55,35 +56,17 @@ pub struct ReviewBody {
     pub comment: String,
 }
 
-/// Marks an environment good, broken or reward-hackable (editors and owners; a viewer gets 403,
-/// someone outside the team 404). Marking again replaces the caller's mark.
+/// Marks an environment (see [`service::environments::mark`]).
 pub async fn review(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath((run_id, env_id)): ApiPath<(i64, String)>,
     ApiJson(body): ApiJson<ReviewBody>,
 ) -> ApiResult<Json<ReviewDto>> {
-    let scope = editor_scope(&state, &auth, run_id).await?;
-    let chars = body.comment.chars().count();
-    if chars > reviews::MAX_COMMENT_CHARS {
-        return Err(AppError::invalid(
-            "comment",
-            format!(
-                "at most {} characters, got {chars}",
-                reviews::MAX_COMMENT_CHARS
-            ),
-        ));
-    }
-    let r = reviews::mark(
-        &state.db,
-        &scope,
-        auth.user.id,
-        &env_id,
-        body.verdict,
-        &body.comment,
-    )
-    .await?;
-    Ok(Json(service::environments::review_record(r)))
+    let r =
+        service::environments::mark(&state, &auth, run_id, &env_id, body.verdict, &body.comment)
+            .await?;
+    Ok(Json(r))
 }
 
 /// Rows read from the database per chunk of an export: what the export holds in memory at once.

@@ -8,11 +8,11 @@
 //! event when either is gone. The same tick reads the run's status, so changes nobody published
 //! (the scheduler finishing a job) still reach an open page within [`ACCESS_RECHECK`].
 
-use super::member_scope;
 use crate::AppState;
 use crate::auth::AuthUser;
 use crate::error::{ApiPath, ApiResult};
 use crate::events::{CAPACITY, RunEvent, status_event, total_steps};
+use crate::service::member_scope;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::{Stream, StreamExt};

@@ -12,20 +12,11 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use spade::config::RunConfig;
 use spade::report::{
     EnvStatus, Envelope, FinishStatus, IngestReply, IngestRequest, MAX_ENVELOPES_PER_BATCH, Message,
 };
 use spade_db::ingest::{self, Batch, NewEnvironment, NewPlay, Scores};
-use spade_db::{DbError, RunScope, RunStatus, runs};
-
-/// Issues a fresh worker token for a run the scheduler is launching (the previous one stops
-/// working) and returns it; only its hash is stored.
-pub async fn issue_for_launch(db: &spade_db::Pool, run_id: i64) -> Result<String, DbError> {
-    let token = tokens::random_token("spr_");
-    runs::set_token_hash_for_launch(db, run_id, &tokens::hash_token(&token)).await?;
-    Ok(token)
-}
+use spade_db::{DbError, RunScope, RunStatus};
 
 async fn worker_scope(state: &AppState, headers: &HeaderMap, run_id: i64) -> ApiResult<RunScope> {
     let refused =
@@ -48,10 +39,7 @@ pub async fn config(
     ApiPath(run_id): ApiPath<i64>,
 ) -> ApiResult<Response> {
     let scope = worker_scope(&state, &headers, run_id).await?;
-    let run = runs::get(&state.db, &scope).await?;
-    let cfg: RunConfig = serde_json::from_value(run.config).map_err(|e| {
-        AppError::Internal(anyhow::Error::new(e).context(format!("stored config of run {run_id}")))
-    })?;
+    let cfg = crate::service::runs::stored_config(&state.db, &scope).await?;
     Ok((
         [(header::CONTENT_TYPE, "application/toml; charset=utf-8")],
         cfg.to_toml(),

@@ -3,9 +3,9 @@
 //! structured `Log` lines a worker reports through ingestion.
 
 use crate::AppState;
-use crate::api::member_scope;
 use crate::auth::AuthUser;
 use crate::error::{ApiPath, ApiQuery, ApiResult, AppError};
+use crate::service::member_scope;
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};

@@ -1,8 +1,9 @@
 //! Metric series: names, one series downsampled on the server (LTTB), and CSV export.
 
-use super::{AppState, member_scope};
+use crate::AppState;
 use crate::auth::AuthUser;
 use crate::error::{ApiPath, ApiQuery, ApiResult, AppError};
+use crate::service::member_scope;
 use crate::service::{self, metrics::SeriesQuery};
 use axum::Json;
 use axum::extract::State;

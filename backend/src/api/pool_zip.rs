@@ -11,9 +11,10 @@
 //! index, about half a kilobyte per environment) is gone when the response ends.
 
 use super::environments::{Export, ExportPages, ExportQuery};
-use super::{AppState, member_scope};
+use crate::AppState;
 use crate::auth::{AuthUser, tokens};
 use crate::error::{ApiPath, ApiQuery, ApiResult, AppError};
+use crate::service::member_scope;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header;

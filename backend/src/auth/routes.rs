@@ -131,11 +131,7 @@ pub async fn register(
         },
     )
     .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(crate::service::teams::user(&user)),
-    )
-        .into_response())
+    Ok((StatusCode::CREATED, Json(account(&user))).into_response())
 }
 
 /// `POST /api/v1/auth/login`: rate-limited per client IP and email, and per email.
@@ -320,7 +316,21 @@ pub async fn logout(State(state): State<AppState>, auth: AuthUser) -> ApiResult<
 
 /// `GET /api/v1/auth/me`: the caller.
 pub async fn me(auth: AuthUser) -> Json<spade_app::dto::UserRecord> {
-    Json(crate::service::teams::user(&auth.user))
+    Json(account(&auth.user))
+}
+
+/// An account as the API returns it.
+pub fn account(u: &User) -> spade_app::dto::UserRecord {
+    spade_app::dto::UserRecord {
+        id: u.id,
+        email: u.email.clone(),
+        display_name: u.display_name.clone(),
+        is_admin: u.is_admin,
+        // What chrono's own serializer writes, as the API's other times.
+        created_at: u
+            .created_at
+            .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+    }
 }
 
 fn refresh_expiry() -> chrono::DateTime<chrono::Utc> {

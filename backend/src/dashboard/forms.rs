@@ -1,7 +1,9 @@
 //! POST routes of the dashboard's HTML forms, so logging in, registering, logging out,
 //! cancelling and resuming, launching a run, managing teams and share links work without
-//! JavaScript. Each one calls the API handler that does the same thing (same validation, rate
-//! limit, roles, audit) and answers with a 303 redirect: to the next page on success, back to
+//! JavaScript. Each one reads its form into a struct of its own and calls the service function
+//! the API route that does the same calls (same checks, roles, audit; logging in and
+//! registering go through the auth routes, for their rate limit and cookies), and answers with a
+//! 303 redirect: to the next page on success, back to
 //! the form with `?error=...` on failure. The launch form is the exception on failure: it has
 //! too many fields for a URL, so the page is rendered in the POST's response with what was
 //! typed and the messages beside the fields (see `super::launch`). Forms that act on a session
@@ -11,17 +13,19 @@
 use super::Dashboard;
 use super::launch::{self, LaunchDraft};
 use crate::AppState;
-use crate::api;
-use crate::api::teams::{MemberRequest, NameRequest};
 use crate::auth::routes::{self as auth_routes, ClientIp, LoginRequest, RegisterRequest};
 use crate::auth::{AuthUser, CSRF_HEADER, origin};
-use crate::error::{ApiJson, ApiPath, AppError};
-use axum::body::Body;
+use crate::error::{ApiJson, AppError};
+use crate::service::{
+    self,
+    artifacts::{CreateEvaluation, CreateShareRequest},
+};
+use axum::Form;
+use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{Router, post};
-use axum::{Form, Json};
 use serde::Deserialize;
 use spade_app::pages::encode_query;
 use spade_db::Role;
@@ -179,49 +183,72 @@ async fn register(
     }
 }
 
-/// The fields of a form, in order (a checkbox group repeats its name).
+/// The fields of the launch form, in order (its names are configuration key paths, which
+/// `spade::config::form` parses; a checkbox group repeats its name).
 type Pairs = Vec<(String, String)>;
 
+/// A form POST whose session checked out.
+struct Posted {
+    user: AuthUser,
+    /// The urlencoded body, read once; [`Posted::fields`] reads it as a form's struct.
+    body: Bytes,
+    /// The request's head, for rendering a page in the answer.
+    parts: Parts,
+}
+
+impl Posted {
+    /// The form's fields as its struct `F`: a field `F` does not name (the `csrf` field) is
+    /// ignored, one it names but the browser did not send reads as empty (`#[serde(default)]`).
+    fn fields<F: serde::de::DeserializeOwned>(&self) -> Result<F, AppError> {
+        form_fields(&self.body)
+    }
+}
+
+fn form_fields<F: serde::de::DeserializeOwned>(body: &[u8]) -> Result<F, AppError> {
+    serde_urlencoded::from_bytes(body).map_err(|e| AppError::invalid("form", e.to_string()))
+}
+
+/// The one field every session form carries.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct CsrfField {
+    csrf: String,
+}
+
 /// Reads a form POST and authenticates it: the `csrf` field becomes the CSRF header, then the
-/// API's extractor decides (session live, token matches).
-async fn form_user(state: &AppState, req: Request) -> Result<(AuthUser, Pairs, Parts), AppError> {
+/// API's extractor decides (session live, token matches), so a form route is exactly as
+/// protected as the API route that does the same.
+async fn posted(state: &AppState, req: Request) -> Result<Posted, AppError> {
     let (mut parts, body) = req.into_parts();
-    let Form(pairs) = Form::<Pairs>::from_request(Request::from_parts(parts.clone(), body), state)
+    let is_form = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
+    if !is_form {
+        return Err(AppError::invalid(
+            "form",
+            "expected an HTML form (application/x-www-form-urlencoded)",
+        ));
+    }
+    let body = Bytes::from_request(Request::from_parts(parts.clone(), body), state)
         .await
-        .map_err(|_| AppError::invalid("form", "expected an HTML form (urlencoded)"))?;
-    let csrf = field(&pairs, "csrf");
+        .map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                AppError::BadRequest {
+                    code: "body_too_large",
+                    message: e.body_text(),
+                }
+            } else {
+                AppError::invalid("form", e.body_text())
+            }
+        })?;
+    let CsrfField { csrf } = form_fields(&body)?;
     if let Ok(v) = HeaderValue::from_str(&csrf) {
         parts.headers.insert(CSRF_HEADER, v);
     }
     let user = AuthUser::from_request_parts(&mut parts, state).await?;
-    Ok((user, pairs, parts))
-}
-
-/// The first value of `name` in a form (empty when absent).
-fn field(pairs: &Pairs, name: &str) -> String {
-    pairs
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default()
-}
-
-/// [`form_user`], with the form's fields read into its own struct `F` (the `csrf` field and
-/// any other the struct does not name are ignored). Only the launch form stays a list of
-/// pairs: its fields are the configuration's key paths, which `spade::config::form` parses.
-async fn typed_form<F: serde::de::DeserializeOwned>(
-    state: &AppState,
-    req: Request,
-) -> Result<(AuthUser, F), AppError> {
-    let (user, pairs, _) = form_user(state, req).await?;
-    Ok((user, fields_as(&pairs)?))
-}
-
-/// A form's pairs as the struct `F` (a repeated name keeps its last value).
-fn fields_as<F: serde::de::DeserializeOwned>(pairs: &Pairs) -> Result<F, AppError> {
-    let encoded =
-        serde_urlencoded::to_string(pairs).map_err(|e| AppError::invalid("form", e.to_string()))?;
-    serde_urlencoded::from_str(&encoded).map_err(|e| AppError::invalid("form", e.to_string()))
+    Ok(Posted { user, body, parts })
 }
 
 // One struct per form, its fields as the browser sends them (text; an absent field reads as
@@ -270,8 +297,8 @@ struct ReviewForm {
 }
 
 async fn logout(State(state): State<AppState>, req: Request) -> Response {
-    match form_user(&state, req).await {
-        Ok((user, _, _)) => match auth_routes::logout(State(state), user).await {
+    match posted(&state, req).await {
+        Ok(p) => match auth_routes::logout(State(state), p.user).await {
             Ok(resp) => redirect_with_cookies("/login", &resp),
             Err(e) => back_to_login(&e.to_string(), "", "/runs"),
         },
@@ -281,37 +308,35 @@ async fn logout(State(state): State<AppState>, req: Request) -> Response {
 }
 
 async fn cancel(State(state): State<AppState>, Path(run_id): Path<i64>, req: Request) -> Response {
-    run_action(state, run_id, req, true).await
+    let result = async {
+        let p = posted(&state, req).await?;
+        service::runs::cancel(&state, &p.user, run_id).await
+    };
+    back_to_run(run_id, "", result.await.map(|_| String::new()))
 }
 
 async fn resume(State(state): State<AppState>, Path(run_id): Path<i64>, req: Request) -> Response {
-    run_action(state, run_id, req, false).await
-}
-
-async fn run_action(state: AppState, run_id: i64, req: Request, cancel: bool) -> Response {
-    let result = match form_user(&state, req).await {
-        Ok((user, _, _)) if cancel => api::runs::cancel(State(state), user, ApiPath(run_id))
-            .await
-            .map(|_| String::new()),
-        Ok((user, _, _)) => api::runs::resume(State(state), user, ApiPath(run_id))
-            .await
-            .map(|_| String::new()),
-        Err(e) => Err(e),
+    let result = async {
+        let p = posted(&state, req).await?;
+        service::runs::resume(&state, &p.user, run_id).await
     };
-    back_to_run(run_id, "", result)
+    back_to_run(run_id, "", result.await.map(|_| String::new()))
 }
 
 /// `POST /runs/new`: a valid form creates the run and opens its page; a refused one renders
 /// the form again (422) with what was typed and each message beside its field.
 async fn launch_run(State(state): State<AppState>, req: Request) -> Response {
-    let (user, pairs, parts) = match form_user(&state, req).await {
-        Ok(v) => v,
+    let (p, pairs) = match posted(&state, req).await {
+        Ok(p) => match p.fields::<Pairs>() {
+            Ok(pairs) => (p, pairs),
+            Err(e) => return back_to_login(&e.to_string(), "", "/runs/new"),
+        },
         Err(e) => return back_to_login(&e.to_string(), "", "/runs/new"),
     };
-    match launch::submit(&state, user, &pairs).await {
+    match launch::submit(&state, p.user, &pairs).await {
         Ok(run_id) => Redirect::to(&format!("/runs/{run_id}")).into_response(),
         Err(form) => {
-            let mut resp = render_page(&state, parts, LaunchDraft(form)).await;
+            let mut resp = render_page(&state, p.parts, LaunchDraft(form)).await;
             *resp.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
             resp
         }
@@ -379,9 +404,9 @@ fn role(s: &str) -> Result<Role, AppError> {
 
 async fn create_team(State(state): State<AppState>, req: Request) -> Response {
     let result = async {
-        let (user, NameForm { name }) = typed_form(&state, req).await?;
-        let (_, Json(team)) =
-            api::teams::create(State(state.clone()), user, ApiJson(NameRequest { name })).await?;
+        let p = posted(&state, req).await?;
+        let NameForm { name } = p.fields()?;
+        let team = service::teams::create_team(&state, &p.user, &name).await?;
         Ok((
             format!("Team \"{}\" created; you are its owner.", team.name),
             team.id,
@@ -400,14 +425,10 @@ async fn upsert_member(
     req: Request,
 ) -> Response {
     let result = async {
-        let (user, f): (_, MemberForm) = typed_form(&state, req).await?;
-        let req = MemberRequest {
-            email: f.email,
-            role: role(&f.role)?,
-        };
-        let Json(m) =
-            api::teams::upsert_member(State(state.clone()), user, ApiPath(team_id), ApiJson(req))
-                .await?;
+        let p = posted(&state, req).await?;
+        let f: MemberForm = p.fields()?;
+        let m = service::teams::upsert_member(&state, &p.user, team_id, &f.email, role(&f.role)?)
+            .await?;
         Ok(format!(
             "{} ({}) is now {}.",
             m.display_name, m.email, m.role
@@ -423,8 +444,8 @@ async fn remove_member(
     req: Request,
 ) -> Response {
     let result = async {
-        let (user, _, _) = form_user(&state, req).await?;
-        api::teams::remove_member(State(state.clone()), user, ApiPath((team_id, user_id))).await?;
+        let p = posted(&state, req).await?;
+        service::teams::remove_member(&state, &p.user, team_id, user_id).await?;
         Ok("Member removed.".to_owned())
     }
     .await;
@@ -437,15 +458,10 @@ async fn create_project(
     req: Request,
 ) -> Response {
     let result = async {
-        let (user, NameForm { name }) = typed_form(&state, req).await?;
-        let (_, Json(p)) = api::teams::create_project(
-            State(state.clone()),
-            user,
-            ApiPath(team_id),
-            ApiJson(NameRequest { name }),
-        )
-        .await?;
-        Ok(format!("Project \"{}\" created.", p.name))
+        let p = posted(&state, req).await?;
+        let NameForm { name } = p.fields()?;
+        let project = service::teams::create_project(&state, &p.user, team_id, &name).await?;
+        Ok(format!("Project \"{}\" created.", project.name))
     }
     .await;
     back_to_teams(result, Some(team_id))
@@ -460,13 +476,13 @@ async fn create_share(
     req: Request,
 ) -> Response {
     let result = async {
-        let (user, f): (_, ShareForm) = typed_form(&state, req).await?;
-        let body = api::shares::CreateShareRequest {
+        let p = posted(&state, req).await?;
+        let f: ShareForm = p.fields()?;
+        let body = CreateShareRequest {
             label: f.label,
             expires_in_days: form_number::<i32>("expires_in_days", &f.expires_in_days)?,
         };
-        let (_, Json(created)) =
-            api::shares::create(State(state.clone()), user, ApiPath(run_id), ApiJson(body)).await?;
+        let created = service::artifacts::create_share(&state, &p.user, run_id, &body).await?;
         Ok::<_, AppError>(created.token)
     }
     .await;
@@ -497,9 +513,8 @@ async fn revoke_share(
     req: Request,
 ) -> Response {
     let result = async {
-        let (user, _, _) = form_user(&state, req).await?;
-        let Json(_revoked) =
-            api::shares::revoke(State(state.clone()), user, ApiPath((run_id, share_id))).await?;
+        let p = posted(&state, req).await?;
+        service::artifacts::revoke_share(&state, &p.user, run_id, share_id).await?;
         Ok::<_, AppError>(String::new())
     }
     .await;
@@ -525,20 +540,21 @@ async fn evaluate(
     req: Request,
 ) -> Response {
     let result = async {
-        let (user, f): (_, EvaluateForm) = typed_form(&state, req).await?;
+        let p = posted(&state, req).await?;
+        let f: EvaluateForm = p.fields()?;
         let checkpoint_step = form_number("checkpoint_step", &f.checkpoint_step)?
             .ok_or_else(|| AppError::invalid("checkpoint_step", "choose a checkpoint"))?;
         let suite = match f.suite.as_str() {
             "custom" => f.custom_suite.trim().to_owned(),
             named => named.to_owned(),
         };
-        let req = api::evaluations::CreateEvaluation {
+        let req = CreateEvaluation {
             checkpoint_step,
             suite,
             limit: form_number("limit", &f.limit)?,
             max_new_tokens: None,
         };
-        api::evaluations::create(State(state.clone()), user, ApiPath(run_id), ApiJson(req))
+        service::artifacts::request_evaluation(&state, &p.user, run_id, &req)
             .await
             .map(|_| String::new())
     }
@@ -554,7 +570,8 @@ async fn review(
     req: Request,
 ) -> Response {
     let result = async {
-        let (user, f): (_, ReviewForm) = typed_form(&state, req).await?;
+        let p = posted(&state, req).await?;
+        let f: ReviewForm = p.fields()?;
         let verdict = match f.verdict.as_str() {
             "good" => spade_db::types::Verdict::Good,
             "broken" => spade_db::types::Verdict::Broken,
@@ -566,18 +583,9 @@ async fn review(
                 ));
             }
         };
-        let body = api::environments::ReviewBody {
-            verdict,
-            comment: f.comment,
-        };
-        api::environments::review(
-            State(state.clone()),
-            user,
-            ApiPath((run_id, env_id.clone())),
-            ApiJson(body),
-        )
-        .await
-        .map(|_| ())
+        service::environments::mark(&state, &p.user, run_id, &env_id, verdict, &f.comment)
+            .await
+            .map(|_| ())
     }
     .await;
     let page = format!("/runs/{run_id}/environments/{}", encode_query(&env_id));
@@ -594,20 +602,14 @@ mod tests {
 
     #[test]
     fn a_form_reads_into_its_struct_ignoring_the_csrf_field() {
-        let pairs: Pairs = [
-            ("csrf", "t0k"),
-            ("label", "for Ana & Bo"),
-            ("expires_in_days", "7"),
-        ]
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .to_vec();
-        let f: ShareForm = fields_as(&pairs).expect("a share form");
+        let body = b"csrf=t0k&label=for+Ana+%26+Bo&expires_in_days=7";
+        let f: ShareForm = form_fields(body).expect("a share form");
         assert_eq!(
             (f.label.as_str(), f.expires_in_days.as_str()),
             ("for Ana & Bo", "7")
         );
         // A field the browser did not send reads as empty, as an empty text box does.
-        let f: EvaluateForm = fields_as(&pairs).expect("no evaluation fields is still a form");
+        let f: EvaluateForm = form_fields(body).expect("no evaluation fields is still a form");
         assert!(f.checkpoint_step.is_empty() && f.suite.is_empty());
         assert!(
             form_number::<i32>("expires_in_days", "seven")

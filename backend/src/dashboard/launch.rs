@@ -1,15 +1,13 @@
 //! The launch form (`/runs/new`), HTTP glue: the form's engine (presets, the field table,
 //! parsing a submission, placing each `ConfigIssue` beside its field) is `spade::config::form`;
 //! here are the projects a user may launch into, the name/project/executor fields, and the
-//! submission. A valid form creates the run through the API handler (roles, audit, the same
-//! checks); an invalid one renders the page again with what was typed, through the request
+//! submission. A valid form creates the run through [`crate::service::runs::create`], as the API
+//! does (roles, audit, the same checks); an invalid one renders the page again with what was typed, through the request
 //! extension [`LaunchDraft`] that `Dashboard::launch` answers from.
 
 use crate::AppState;
-use crate::api::runs::{CreateRun, EXECUTORS, create};
 use crate::auth::AuthUser;
-use crate::error::{ApiJson, ApiPath};
-use axum::extract::State;
+use crate::service::runs::{CreateRun, EXECUTORS, create};
 use spade::config::form::{self, Checked};
 use spade::config::{ConfigError, DEFAULT_PRESET, RunConfig, preset, presets};
 use spade_app::dto::{self, ConfigSection, LaunchForm};
@@ -227,8 +225,8 @@ pub async fn submit(
     else {
         return Err(form);
     };
-    match create(State(state.clone()), auth, ApiPath(project), ApiJson(req)).await {
-        Ok((_, axum::Json(run))) => Ok(run.id),
+    match create(state, &auth, project, &req).await {
+        Ok(run) => Ok(run.id),
         Err(e) => {
             form.errors.push(e.to_string());
             Err(form)

@@ -1,13 +1,18 @@
 //! What a run produced besides metrics and environments: checkpoints, benchmark scores,
-//! held-out evaluations and share links, in the JSON API's shapes. The run page's own views of
-//! them (`dashboard::run_benchmarks`, the shares panel) read the same rows.
+//! held-out evaluations and share links, in the JSON API's shapes, and the changes: queue an
+//! evaluation, create or revoke a share link. The run page's own views of them
+//! (`dashboard::run_benchmarks`, the shares panel) read the same rows.
 
-use crate::error::ApiResult;
+use super::{audit, editor_scope};
+use crate::AppState;
+use crate::auth::{AuthUser, tokens};
+use crate::error::{ApiResult, AppError};
+use serde::Deserialize;
 use spade_app::dto;
 use spade_db::artifacts::{self, BenchmarkResult, Checkpoint};
-use spade_db::evaluations::{self, Evaluation};
-use spade_db::shares::{self, ShareLink};
-use spade_db::{Pool, RunScope};
+use spade_db::evaluations::{self, Evaluation, NewEvaluation, Trigger};
+use spade_db::shares::{self, NewShare, ShareLink};
+use spade_db::{DbError, Pool, RunScope};
 
 type Time = chrono::DateTime<chrono::Utc>;
 
@@ -102,4 +107,187 @@ pub async fn evaluations(db: &Pool, scope: &RunScope) -> ApiResult<Vec<dto::Eval
 
 pub async fn share_links(db: &Pool, scope: &RunScope) -> ApiResult<Vec<dto::ShareRecord>> {
     Ok(shares::list(db, scope).await?.iter().map(share).collect())
+}
+
+/// The body of `POST /runs/{id}/shares`; `{}` makes an unlabelled link that lives until revoked.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CreateShareRequest {
+    /// What the link is for (at most [`LABEL_MAX_CHARS`] characters, no control characters).
+    pub label: String,
+    /// Days until the link stops working, 1 to [`MAX_EXPIRY_DAYS`]; absent = until revoked.
+    pub expires_in_days: Option<i32>,
+}
+
+pub const LABEL_MAX_CHARS: usize = 100;
+pub const MAX_EXPIRY_DAYS: i32 = 365;
+
+impl CreateShareRequest {
+    /// The request as the database takes it, or an error naming the field at fault.
+    fn checked(&self) -> Result<NewShare<'_>, AppError> {
+        let label = self.label.trim();
+        if label.chars().count() > LABEL_MAX_CHARS {
+            return Err(AppError::invalid(
+                "label",
+                format!(
+                    "at most {LABEL_MAX_CHARS} characters, got {}",
+                    label.chars().count()
+                ),
+            ));
+        }
+        if label.chars().any(char::is_control) {
+            return Err(AppError::invalid(
+                "label",
+                "no control characters (line breaks, tabs)",
+            ));
+        }
+        if let Some(d) = self.expires_in_days
+            && !(1..=MAX_EXPIRY_DAYS).contains(&d)
+        {
+            return Err(AppError::invalid(
+                "expires_in_days",
+                format!("expected 1 to {MAX_EXPIRY_DAYS} days, or no value for no expiry, got {d}"),
+            ));
+        }
+        Ok(NewShare {
+            label,
+            expires_in_days: self.expires_in_days,
+        })
+    }
+}
+
+/// Creates a read-only share link of run `run_id` (editors). The token is in the answer once;
+/// only its hash is stored.
+pub async fn create_share(
+    state: &AppState,
+    auth: &AuthUser,
+    run_id: i64,
+    req: &CreateShareRequest,
+) -> ApiResult<dto::CreatedShare> {
+    let scope = editor_scope(state, auth, run_id).await?;
+    let new = req.checked()?;
+    let token = tokens::random_token("sps_");
+    let link = shares::create(
+        &state.db,
+        &scope,
+        auth.user.id,
+        &tokens::hash_token(&token),
+        &new,
+    )
+    .await?;
+    let detail = serde_json::json!({
+        "run_id": run_id,
+        "label": link.label,
+        "expires_at": link.expires_at,
+    });
+    let target = format!("share:{}", link.id);
+    audit(state, auth, scope.team_id(), "share.create", target, detail).await?;
+    let path = format!("/api/v1/shared/{token}");
+    Ok(dto::CreatedShare {
+        link: share(&link),
+        token,
+        path,
+    })
+}
+
+/// Revokes share link `share_id` of run `run_id` (editors).
+pub async fn revoke_share(
+    state: &AppState,
+    auth: &AuthUser,
+    run_id: i64,
+    share_id: i64,
+) -> ApiResult<dto::ShareRecord> {
+    let scope = editor_scope(state, auth, run_id).await?;
+    let link = shares::revoke(&state.db, &scope, share_id).await?;
+    let detail = serde_json::json!({ "run_id": run_id });
+    let target = format!("share:{share_id}");
+    audit(state, auth, scope.team_id(), "share.revoke", target, detail).await?;
+    Ok(share(&link))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateEvaluation {
+    /// The checkpoint's step; 0 is the model the run started from.
+    pub checkpoint_step: i64,
+    /// A `spade eval --suite` name (rg-hard, rg-logic, ..., envs, envs:DIR, qa:PATH.jsonl).
+    pub suite: String,
+    /// Items per task at most (default: the run configuration's `eval.limit`).
+    pub limit: Option<u32>,
+    /// Tokens per answer (default: the run configuration's `eval.max_new_tokens`).
+    pub max_new_tokens: Option<u32>,
+}
+
+/// Queues `spade eval` on one checkpoint of run `run_id` and one suite (editors); limits left
+/// out come from the run's configuration.
+pub async fn request_evaluation(
+    state: &AppState,
+    auth: &AuthUser,
+    run_id: i64,
+    req: &CreateEvaluation,
+) -> ApiResult<dto::EvaluationRecord> {
+    let scope = editor_scope(state, auth, run_id).await?;
+    spade::suites::check(&req.suite).map_err(|e| AppError::invalid("suite", e))?;
+    let suite = state.paths.suite("suite", &req.suite)?;
+    if req.checkpoint_step < 0 {
+        return Err(AppError::invalid("checkpoint_step", "must be 0 or more"));
+    }
+    let cfg = super::runs::stored_config(&state.db, &scope).await?;
+    let limit = positive("limit", req.limit.unwrap_or(cfg.eval.limit), 1_000_000)?;
+    let max_new_tokens = positive(
+        "max_new_tokens",
+        req.max_new_tokens.unwrap_or(cfg.eval.max_new_tokens),
+        131_072,
+    )?;
+    let new = NewEvaluation {
+        checkpoint_step: req.checkpoint_step,
+        suite: &suite,
+        item_limit: Some(limit),
+        max_new_tokens,
+        trigger: Trigger::Manual,
+        requested_by: Some(auth.user.id),
+    };
+    let created = match evaluations::create(&state.db, &scope, &new).await {
+        Err(DbError::NotFound("checkpoint")) => {
+            let steps: Vec<String> = artifacts::checkpoints(&state.db, &scope)
+                .await?
+                .iter()
+                .map(|c| c.step.to_string())
+                .collect();
+            let has = if steps.is_empty() {
+                "it has none yet".to_owned()
+            } else {
+                format!("it has {}", steps.join(", "))
+            };
+            return Err(AppError::invalid(
+                "checkpoint_step",
+                format!(
+                    "run {run_id} has no checkpoint at step {} ({has})",
+                    req.checkpoint_step
+                ),
+            ));
+        }
+        other => other?,
+    };
+    let evaluation = created.ok_or_else(|| {
+        AppError::Internal(anyhow::anyhow!("a manual evaluation was not created"))
+    })?;
+    let detail = serde_json::json!({
+        "checkpoint_step": req.checkpoint_step,
+        "suite": req.suite,
+        "job_id": evaluation.job_id,
+    });
+    let target = format!("run:{run_id}");
+    audit(state, auth, scope.team_id(), "run.evaluate", target, detail).await?;
+    Ok(self::evaluation(&evaluation))
+}
+
+fn positive(field: &str, v: u32, max: u32) -> ApiResult<i32> {
+    if v == 0 || v > max {
+        return Err(AppError::invalid(
+            field,
+            format!("must be 1 to {max}, got {v}"),
+        ));
+    }
+    i32::try_from(v).map_err(|_| AppError::invalid(field, format!("must be 1 to {max}")))
 }

@@ -2,9 +2,12 @@
 //! checked once) and one environment with its plays, parent and review marks, each in the API's
 //! shape ([`dto::EnvRecord`], [`dto::EnvRecordDetail`]) and the pages' shape
 //! ([`dto::EnvironmentSummary`], [`dto::EnvironmentDetail`]). Members and share links read
-//! through the same functions; the caller resolved the scope.
+//! through the same functions; the caller resolved the scope. Editors mark environments
+//! ([`mark`]).
 
-use crate::api::limit;
+use super::{editor_scope, limit};
+use crate::AppState;
+use crate::auth::AuthUser;
 use crate::error::{ApiResult, AppError};
 use serde::Deserialize;
 use spade::pool::VerdictFilter;
@@ -341,4 +344,30 @@ pub fn summary(e: &EnvSummary, run_id: i64) -> dto::EnvironmentSummary {
         verdicts: vec![],
         title: e.title.clone(),
     }
+}
+
+/// Marks environment `env_id` of run `run_id` good, broken or reward-hackable (editors and
+/// owners; a viewer gets 403, someone outside the team 404). Marking again replaces the
+/// caller's mark.
+pub async fn mark(
+    state: &AppState,
+    auth: &AuthUser,
+    run_id: i64,
+    env_id: &str,
+    verdict: Verdict,
+    comment: &str,
+) -> ApiResult<dto::ReviewDto> {
+    let scope = editor_scope(state, auth, run_id).await?;
+    let chars = comment.chars().count();
+    if chars > reviews::MAX_COMMENT_CHARS {
+        return Err(AppError::invalid(
+            "comment",
+            format!(
+                "at most {} characters, got {chars}",
+                reviews::MAX_COMMENT_CHARS
+            ),
+        ));
+    }
+    let r = reviews::mark(&state.db, &scope, auth.user.id, env_id, verdict, comment).await?;
+    Ok(review_record(r))
 }

@@ -2,8 +2,8 @@
 //! series drawn for the run page's charts. Both read the rollups ingestion keeps (see
 //! `spade_db::rollups`) above a few points per requested point, never every stored point.
 
+use super::downsample::lttb;
 use crate::AppState;
-use crate::api::downsample::lttb;
 use crate::error::{ApiResult, AppError};
 use serde::Deserialize;
 use spade_app::charts::Point;

@@ -1,9 +1,15 @@
-//! Runs: the team's list (filters, sort, keyset cursor, page size) and a run's two shapes, the
-//! API's [`dto::RunRecord`] and the pages' [`dto::RunSummary`].
+//! Runs: the team's list (filters, sort, keyset cursor, page size), a run's two shapes, the
+//! API's [`dto::RunRecord`] and the pages' [`dto::RunSummary`], and the changes: create from a
+//! validated configuration, cancel, resume, delete, a worker token.
 
-use crate::error::AppError;
+use super::{audit, editor_scope};
+use crate::AppState;
+use crate::auth::{AuthUser, job_tokens};
+use crate::error::{ApiResult, AppError};
+use serde::Deserialize;
+use spade::config::{ConfigError, RunConfig};
 use spade_app::dto;
-use spade_db::runs::{self, Run, RunFilter, RunSort};
+use spade_db::runs::{self, NewRun, Run, RunFilter, RunSort};
 use spade_db::{Pool, RunScope, TeamScope, metrics, teams};
 use std::collections::BTreeMap;
 
@@ -195,4 +201,168 @@ pub fn parse_status(s: &str) -> Option<spade_db::RunStatus> {
     ]
     .into_iter()
     .find(|v| v.as_str() == s)
+}
+
+/// Executors a run may ask for.
+pub const EXECUTORS: [&str; 2] = ["local", "ray"];
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRun {
+    pub name: String,
+    /// The configuration as TOML text (what `spade worker` reads).
+    pub config_toml: Option<String>,
+    /// The configuration as JSON (the same keys as the TOML).
+    pub config: Option<serde_json::Value>,
+    /// `local` (default) or `ray`.
+    #[serde(default = "default_executor")]
+    pub executor: String,
+}
+
+fn default_executor() -> String {
+    "local".into()
+}
+
+/// Parses and validates a run configuration given as TOML or JSON; errors name the key path.
+pub fn parse_config(req: &CreateRun) -> Result<RunConfig, AppError> {
+    let cfg = match (&req.config_toml, &req.config) {
+        (Some(text), None) => RunConfig::from_toml_str(text).map_err(|e| match e {
+            ConfigError::Invalid(_) => AppError::Invalid {
+                code: "invalid_config",
+                message: e.to_string(),
+            },
+            other => AppError::invalid("config_toml", other),
+        })?,
+        (None, Some(json)) => {
+            let cfg: RunConfig = serde_path_to_error::deserialize(json)
+                .map_err(|e| AppError::invalid(&format!("config.{}", e.path()), e.inner()))?;
+            let issues = cfg.validate();
+            if !issues.is_empty() {
+                return Err(AppError::Invalid {
+                    code: "invalid_config",
+                    message: ConfigError::Invalid(issues).to_string(),
+                });
+            }
+            cfg
+        }
+        _ => {
+            return Err(AppError::invalid(
+                "config",
+                "give exactly one of `config_toml` (TOML text) and `config` (JSON)",
+            ));
+        }
+    };
+    Ok(cfg)
+}
+
+/// Creates a run in project `project_id` (editors): the name, the executor and the
+/// configuration are checked here (errors name the field or the configuration's key path), and
+/// what is stored is the configuration's JSON with every default filled in, so a run can be
+/// repeated from the row alone.
+pub async fn create(
+    state: &AppState,
+    auth: &AuthUser,
+    project_id: i64,
+    req: &CreateRun,
+) -> ApiResult<dto::RunRecord> {
+    let scope = TeamScope::for_project(&state.db, auth.user.id, project_id).await?;
+    if !scope.role().can_edit() {
+        return Err(AppError::read_only());
+    }
+    let name = req.name.trim();
+    if name.is_empty() || name.chars().count() > 200 {
+        return Err(AppError::invalid("name", "must have 1 to 200 characters"));
+    }
+    if !EXECUTORS.contains(&req.executor.as_str()) {
+        return Err(AppError::invalid(
+            "executor",
+            format!("expected one of {EXECUTORS:?}"),
+        ));
+    }
+    let mut cfg = parse_config(req)?;
+    state.paths.check_config(&mut cfg)?;
+    let seed = i64::try_from(cfg.run.seed)
+        .map_err(|_| AppError::invalid("config.run.seed", "must be at most 2^63 - 1"))?;
+    let run = runs::create(
+        &state.db,
+        &scope,
+        &NewRun {
+            project_id,
+            name,
+            config: &cfg.to_json(),
+            executor: &req.executor,
+            seed,
+            code_version: env!("CARGO_PKG_VERSION"),
+        },
+    )
+    .await?;
+    logged(state, auth, scope.team_id(), "run.create", run.id).await?;
+    Ok(record(&run))
+}
+
+/// Cancels run `run_id` (editors): a queued run stops at once, a running one goes to
+/// cancelling. Open pages hear of it.
+pub async fn cancel(state: &AppState, auth: &AuthUser, run_id: i64) -> ApiResult<dto::RunRecord> {
+    let scope = editor_scope(state, auth, run_id).await?;
+    let run = runs::cancel(&state.db, &scope).await?;
+    state
+        .events
+        .publish(run_id, crate::events::status_event(run.status));
+    logged(state, auth, scope.team_id(), "run.cancel", run_id).await?;
+    Ok(record(&run))
+}
+
+/// Queues a cancelled or failed run `run_id` again (editors).
+pub async fn resume(state: &AppState, auth: &AuthUser, run_id: i64) -> ApiResult<dto::RunRecord> {
+    let scope = editor_scope(state, auth, run_id).await?;
+    let run = runs::resume(&state.db, &scope).await?;
+    state
+        .events
+        .publish(run_id, crate::events::status_event(run.status));
+    logged(state, auth, scope.team_id(), "run.resume", run_id).await?;
+    Ok(record(&run))
+}
+
+/// Deletes run `run_id` (editors), which must have no live job.
+pub async fn delete(state: &AppState, auth: &AuthUser, run_id: i64) -> ApiResult<()> {
+    let scope = editor_scope(state, auth, run_id).await?;
+    runs::delete(&state.db, &scope).await?;
+    logged(state, auth, scope.team_id(), "run.delete", run_id).await
+}
+
+/// A new worker token for run `run_id` (editors), for a worker started by hand; the previous
+/// one stops working.
+pub async fn issue_token(state: &AppState, auth: &AuthUser, run_id: i64) -> ApiResult<String> {
+    let scope = editor_scope(state, auth, run_id).await?;
+    let token = job_tokens::for_worker_by_hand(&state.db, &scope).await?;
+    logged(state, auth, scope.team_id(), "run.token", run_id).await?;
+    Ok(token)
+}
+
+async fn logged(
+    state: &AppState,
+    auth: &AuthUser,
+    team_id: i64,
+    action: &str,
+    run_id: i64,
+) -> ApiResult<()> {
+    audit(
+        state,
+        auth,
+        team_id,
+        action,
+        format!("run:{run_id}"),
+        serde_json::json!({}),
+    )
+    .await
+}
+
+/// The configuration a run was created with (stored with every default filled in).
+pub async fn stored_config(db: &Pool, scope: &RunScope) -> ApiResult<RunConfig> {
+    let run = runs::get(db, scope).await?;
+    serde_json::from_value(run.config).map_err(|e| {
+        AppError::Internal(
+            anyhow::Error::new(e).context(format!("stored config of run {}", scope.run_id())),
+        )
+    })
 }

@@ -1,21 +1,14 @@
-//! Accounts, teams, their members and projects, as the API returns them and the teams page shows them
-//! (the page's `TeamDto` / `ProjectDto` are the records less what it does not show).
+//! Teams, their members and projects, as the API returns them and the teams page shows them
+//! (the page's `TeamDto` / `ProjectDto` are the records less what it does not show), and the
+//! changes: create a team or a project, add, re-role or remove a member.
 
-use crate::error::ApiResult;
+use super::audit;
+use crate::AppState;
+use crate::auth::AuthUser;
+use crate::error::{ApiResult, AppError};
 use spade_app::dto;
-use spade_db::teams::{self, Member, Project, Team};
+use spade_db::teams::{self, Member, MemberChange, MemberChanged, Project, Team};
 use spade_db::{Pool, Role, TeamScope};
-
-/// An account as the API returns it.
-pub fn user(u: &spade_db::users::User) -> dto::UserRecord {
-    dto::UserRecord {
-        id: u.id,
-        email: u.email.clone(),
-        display_name: u.display_name.clone(),
-        is_admin: u.is_admin,
-        created_at: time(&u.created_at),
-    }
-}
 
 /// A role as the API and the pages name it.
 pub fn role_name(r: Role) -> &'static str {
@@ -81,4 +74,139 @@ pub async fn projects(db: &Pool, scope: &TeamScope) -> ApiResult<Vec<dto::Projec
         .iter()
         .map(project)
         .collect())
+}
+
+/// The caller's access to team `team_id`, which must be at least `need` (404 outside the team;
+/// 403 below the role).
+pub async fn team_scope(
+    state: &AppState,
+    auth: &AuthUser,
+    team_id: i64,
+    need: Role,
+) -> ApiResult<TeamScope> {
+    let scope = TeamScope::for_member(&state.db, auth.user.id, team_id).await?;
+    if scope.role() < need {
+        return Err(match need {
+            Role::Owner => AppError::Forbidden {
+                code: "insufficient_role",
+                message: "only an owner of this team can do this".into(),
+            },
+            _ => AppError::read_only(),
+        });
+    }
+    Ok(scope)
+}
+
+/// Longest team or project name.
+const MAX_NAME_CHARS: usize = 100;
+
+fn checked_name(name: &str) -> Result<&str, AppError> {
+    let n = name.trim();
+    if n.is_empty() || n.chars().count() > MAX_NAME_CHARS {
+        return Err(AppError::invalid(
+            "name",
+            format!("must have 1 to {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    Ok(n)
+}
+
+/// Creates a team; the caller becomes its owner.
+pub async fn create_team(
+    state: &AppState,
+    auth: &AuthUser,
+    name: &str,
+) -> ApiResult<dto::TeamRecord> {
+    let created = teams::create_team(&state.db, auth.user.id, checked_name(name)?).await?;
+    let target = format!("team:{}", created.id);
+    logged(state, auth, created.id, "team.create", target).await?;
+    Ok(team(&created))
+}
+
+/// Adds a registered user to team `team_id` by email, or changes a member's role (owners). A
+/// change that would leave the team without an owner is refused (409 `last_owner`), also when
+/// two owners act at the same moment (see `spade_db::teams::change_member`).
+pub async fn upsert_member(
+    state: &AppState,
+    auth: &AuthUser,
+    team_id: i64,
+    email: &str,
+    role: Role,
+) -> ApiResult<dto::MemberDto> {
+    let scope = team_scope(state, auth, team_id, Role::Owner).await?;
+    let email = email.trim().to_lowercase();
+    let change = MemberChange::Upsert {
+        email: &email,
+        role,
+    };
+    let changed = match teams::change_member(&state.db, &scope, change).await? {
+        MemberChanged::Upserted(m) => m,
+        other => return Err(refused(other, "step down")),
+    };
+    state.events.access_changed();
+    let target = format!("user:{}", changed.user_id);
+    logged(state, auth, team_id, "member.upsert", target).await?;
+    Ok(member(changed))
+}
+
+/// Removes member `user_id` from team `team_id` (owners; never the last owner).
+pub async fn remove_member(
+    state: &AppState,
+    auth: &AuthUser,
+    team_id: i64,
+    user_id: i64,
+) -> ApiResult<()> {
+    let scope = team_scope(state, auth, team_id, Role::Owner).await?;
+    match teams::change_member(&state.db, &scope, MemberChange::Remove { user_id }).await? {
+        MemberChanged::Removed => {}
+        other => return Err(refused(other, "be removed")),
+    }
+    // Open event streams of the removed member end now, not when they next reconnect.
+    state.events.access_changed();
+    logged(
+        state,
+        auth,
+        team_id,
+        "member.remove",
+        format!("user:{user_id}"),
+    )
+    .await
+}
+
+/// The error of a membership change the database refused.
+fn refused(outcome: MemberChanged, what: &str) -> AppError {
+    match outcome {
+        MemberChanged::NotOwner => AppError::Forbidden {
+            code: "insufficient_role",
+            message: "you are no longer an owner of this team".into(),
+        },
+        _ => AppError::Conflict {
+            code: "last_owner",
+            message: format!("the team's last owner cannot {what}; make someone else owner first"),
+        },
+    }
+}
+
+/// Creates a project in team `team_id` (editors).
+pub async fn create_project(
+    state: &AppState,
+    auth: &AuthUser,
+    team_id: i64,
+    name: &str,
+) -> ApiResult<dto::ProjectRecord> {
+    let scope = team_scope(state, auth, team_id, Role::Editor).await?;
+    let created = teams::create_project(&state.db, &scope, checked_name(name)?).await?;
+    let target = format!("project:{}", created.id);
+    logged(state, auth, team_id, "project.create", target).await?;
+    Ok(project(&created))
+}
+
+async fn logged(
+    state: &AppState,
+    auth: &AuthUser,
+    team_id: i64,
+    action: &str,
+    target: String,
+) -> ApiResult<()> {
+    audit(state, auth, team_id, action, target, serde_json::json!({})).await
 }

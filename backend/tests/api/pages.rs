@@ -496,3 +496,123 @@ async fn the_runs_list_sorts_and_pages_in_each_order(pool: sqlx::PgPool) -> Test
     assert!(page.contains(r#"<option value="name" selected"#));
     Ok(())
 }
+
+/// A browser session: the access cookie and the CSRF token a page puts in its forms.
+async fn browser_session(app: &TestApp, email: &str) -> (String, String) {
+    let login = app
+        .post(
+            "/api/v1/auth/login",
+            &Cred::None,
+            serde_json::json!({ "email": email, "password": PASSWORD }),
+        )
+        .await;
+    assert_eq!(login.status, StatusCode::OK, "{}", login.text());
+    (
+        login.cookie("spade_access").unwrap_or_default(),
+        login.cookie("spade_csrf").unwrap_or_default(),
+    )
+}
+
+/// A form POST as a browser without JavaScript sends it.
+async fn post_form(
+    app: &TestApp,
+    path: &str,
+    access: &str,
+    content_type: &str,
+    body: &str,
+) -> Resp {
+    let req = axum::http::Request::builder()
+        .method(axum::http::Method::POST)
+        .uri(path)
+        .header(axum::http::header::CONTENT_TYPE, content_type)
+        .header(axum::http::header::COOKIE, format!("spade_access={access}"))
+        .body(axum::body::Body::from(body.to_owned()))
+        .unwrap_or_default();
+    app.send(req).await
+}
+
+const FORM: &str = "application/x-www-form-urlencoded";
+
+/// The dashboard's forms act through the service functions the API calls, with the same
+/// checks: an owner's cancel form cancels; the same form from a viewer, without its CSRF field,
+/// or sent as JSON changes nothing and comes back with the reason; the share form's fields
+/// reach the link, and a field that does not parse is named.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn dashboard_forms_change_through_the_service_with_the_apis_checks(
+    pool: sqlx::PgPool,
+) -> TestResult {
+    let app = TestApp::new(pool);
+    let owner = app.user("owner@x.org").await;
+    let (team, _, run) = app.team_project_run(&owner, "t").await;
+    app.register("viewer@x.org").await;
+    let r = app
+        .call(
+            axum::http::Method::PUT,
+            &format!("/api/v1/teams/{team}/members"),
+            &owner,
+            Some(serde_json::json!({ "email": "viewer@x.org", "role": "viewer" })),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let status = || async {
+        app.get(&format!("/api/v1/runs/{run}"), &owner).await.json()["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let cancel = format!("/runs/{run}/cancel");
+    let location = |r: &Resp| r.header("location");
+
+    let (v_access, v_csrf) = browser_session(&app, "viewer@x.org").await;
+    let r = post_form(&app, &cancel, &v_access, FORM, &format!("csrf={v_csrf}")).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text());
+    assert!(
+        location(&r).starts_with(&format!("/runs/{run}?error=")) && location(&r).contains("viewer"),
+        "a viewer is told why: {}",
+        location(&r)
+    );
+    assert_eq!(status().await, "queued");
+
+    let (access, csrf) = browser_session(&app, "owner@x.org").await;
+    let r = post_form(&app, &cancel, &access, FORM, "").await;
+    assert!(
+        location(&r).contains("error=") && location(&r).contains("csrf"),
+        "no CSRF field: {}",
+        location(&r)
+    );
+    let json = format!("{{\"csrf\": \"{csrf}\"}}");
+    let r = post_form(&app, &cancel, &access, "application/json", &json).await;
+    assert!(
+        location(&r).contains("error=") && location(&r).contains("form"),
+        "not a form: {}",
+        location(&r)
+    );
+    assert_eq!(status().await, "queued", "refused forms changed nothing");
+
+    let r = post_form(&app, &cancel, &access, FORM, &format!("csrf={csrf}")).await;
+    assert_eq!(
+        (r.status, location(&r)),
+        (StatusCode::SEE_OTHER, format!("/runs/{run}"))
+    );
+    assert_eq!(status().await, "cancelled");
+
+    let shares = format!("/runs/{run}/shares");
+    let body = format!("csrf={csrf}&label=for+Ana+%26+Bo&expires_in_days=seven");
+    let r = post_form(&app, &shares, &access, FORM, &body).await;
+    assert!(
+        location(&r).contains("error=") && location(&r).contains("expires_in_days"),
+        "{}",
+        location(&r)
+    );
+    let body = format!("csrf={csrf}&label=for+Ana+%26+Bo&expires_in_days=7");
+    let r = post_form(&app, &shares, &access, FORM, &body).await;
+    assert_eq!(location(&r), format!("/runs/{run}#sharing"));
+    let links = app
+        .get(&format!("/api/v1/runs/{run}/shares"), &owner)
+        .await
+        .json();
+    assert_eq!(links.as_array().map(Vec::len), Some(1), "{links}");
+    assert_eq!(links[0]["label"], "for Ana & Bo");
+    assert!(links[0]["expires_at"].is_string(), "{links}");
+    Ok(())
+}

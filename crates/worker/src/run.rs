@@ -264,7 +264,9 @@ pub fn run(
     };
     let mut trainer = GrpoTrainer::new(&policy, grpo)?;
     check_checkpoint_disk(cfg, &policy, trainer.optimizer().is_mixed(), store, on)?;
-    let vllm = crate::vllm::for_run(cfg, &policy, store.root(), state.step, on)?;
+    let vllm = crate::vllm::for_run(cfg, &policy, store.root(), state.step, &mut |l| {
+        on(Event::Log(l))
+    })?;
     if let Some(dir) = resumed_from {
         // An optimiser state older than the weights (written every `run.optimizer_every`
         // steps) gives its moments, not its masters: those would undo the steps since.
@@ -1056,7 +1058,9 @@ impl Loop<'_> {
         self.phase("update")?;
         let st = self.trainer.step(&self.policy, &batch)?;
         if let Some(f) = &self.vllm {
-            crate::vllm::sync_after_update(f, &self.policy, self.state.step + 1, m, self.on)?;
+            let on = &mut *self.on;
+            let log = &mut |l| on(Event::Log(l));
+            crate::vllm::sync_after_update(f, &self.policy, self.state.step + 1, m, log)?;
         }
         m.insert("loss".into(), st.loss);
         m.insert("clip_frac".into(), st.clip_frac);

@@ -681,7 +681,7 @@ pub fn for_run(
     policy: &Policy,
     state_dir: &Path,
     step: u64,
-    on: &mut dyn FnMut(crate::run::Event),
+    log: &mut dyn FnMut(String),
 ) -> Result<Option<std::sync::Arc<Fleet>>, crate::WorkerError> {
     if cfg.model.rollout != spade::config::RolloutBackend::Vllm {
         return Ok(None);
@@ -690,9 +690,7 @@ pub fn for_run(
     // vLLM refuses a --max-model-len past the checkpoint's positions.
     let positions = usize::try_from(policy.config().max_position_embeddings).unwrap_or(usize::MAX);
     opts.max_model_len = opts.max_model_len.min(positions);
-    let fleet = Fleet::connect(&opts, policy, &format!("step-{step}"), &mut |line| {
-        on(crate::run::Event::Log(line))
-    })?;
+    let fleet = Fleet::connect(&opts, policy, &format!("step-{step}"), log)?;
     Ok(Some(std::sync::Arc::new(fleet)))
 }
 
@@ -704,23 +702,23 @@ pub fn sync_after_update(
     policy: &Policy,
     step: u64,
     m: &mut BTreeMap<String, f64>,
-    on: &mut dyn FnMut(crate::run::Event),
+    log: &mut dyn FnMut(String),
 ) -> Result<(), crate::WorkerError> {
     // Restarts during this step's rollouts, logged once they are behind us.
     for note in fleet.take_notes() {
-        on(crate::run::Event::Log(note));
+        log(note);
     }
     m.insert("vllm_restarts".into(), f64::from(fleet.restarts()));
     let r = fleet.sync(policy, &format!("step-{step}"))?;
     m.insert("vllm_sync_s".into(), r.write_s + r.load_s);
     m.insert("vllm_probe_gap".into(), r.probe_gap);
-    on(crate::run::Event::Log(format!(
+    log(format!(
         "vllm: weights {} on {} server(s): written in {:.2} s, loaded in {:.2} s",
         r.version,
         fleet.servers.len(),
         r.write_s,
         r.load_s
-    )));
+    ));
     Ok(())
 }
 

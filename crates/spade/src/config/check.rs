@@ -1,6 +1,6 @@
 //! Parsing and validation of [`RunConfig`]: errors name the full key path and what was allowed.
 
-use super::RunConfig;
+use super::{RunConfig, VllmSection};
 use crate::EnvKind;
 use std::fmt;
 
@@ -632,7 +632,7 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
         }
     }
 
-    super::vllm::check(
+    check_vllm(
         &mut k,
         &c.vllm,
         c.model.rollout == super::RolloutBackend::Vllm,
@@ -789,5 +789,106 @@ fn spice(k: &mut Checker, c: &RunConfig) {
                  or SPADE designer reward for this switch to change",
             );
         }
+    }
+}
+
+/// Range checks of the section, and that `model.rollout = "vllm"` names its servers.
+fn check_vllm(k: &mut Checker, v: &VllmSection, rollout_is_vllm: bool) {
+    for (i, u) in v.urls.iter().enumerate() {
+        let ok = (u.starts_with("http://") || u.starts_with("https://"))
+            && u.split("://")
+                .nth(1)
+                .is_some_and(|h| !h.trim_matches('/').is_empty())
+            && !u.chars().any(char::is_whitespace);
+        if !ok {
+            k.not_allowed(
+                &format!("vllm.urls[{i}]"),
+                u,
+                "a base URL such as \"http://127.0.0.1:8000\"",
+            );
+        }
+    }
+    k.count("vllm.start", v.start.into(), 0, 64);
+    k.count(
+        "vllm.port",
+        v.port.into(),
+        1024,
+        65_535 - u64::from(v.start),
+    );
+    k.count("vllm.threads", v.threads.into(), 0, 4096);
+    k.count("vllm.kv_cache_gib", v.kv_cache_gib.into(), 1, 4096);
+    k.count("vllm.tensor_parallel", v.tensor_parallel.into(), 1, 64);
+    for (i, g) in v.gpus.iter().enumerate() {
+        if v.gpus[..i].contains(g) {
+            k.not_allowed(
+                &format!("vllm.gpus[{i}]"),
+                &g.to_string(),
+                "each device once (two servers on one GPU would share its memory unasked)",
+            );
+        }
+    }
+    if !v.gpus.is_empty() {
+        let need = u64::from(v.start) * u64::from(v.tensor_parallel.max(1));
+        if v.start == 0 {
+            k.conflict(
+                "vllm.gpus",
+                "vllm.start",
+                "the devices are split between the servers the worker starts; servers reached \
+                 by vllm.urls choose their own",
+            );
+        } else if need > v.gpus.len() as u64 {
+            k.conflict(
+                "vllm.gpus",
+                "vllm.start",
+                &format!(
+                    "{} server(s) of {} GPU(s) each need {need} devices; vllm.gpus lists {}",
+                    v.start,
+                    v.tensor_parallel,
+                    v.gpus.len()
+                ),
+            );
+        }
+    } else if v.start > 1 && v.tensor_parallel > 1 {
+        k.conflict(
+            "vllm.tensor_parallel",
+            "vllm.gpus",
+            "several started servers of more than one GPU each would all take the first \
+             devices: list the devices to split in vllm.gpus",
+        );
+    }
+    k.count(
+        "vllm.startup_timeout_s",
+        v.startup_timeout_s.into(),
+        1,
+        86_400,
+    );
+    k.count(
+        "vllm.request_timeout_s",
+        v.request_timeout_s.into(),
+        1,
+        86_400,
+    );
+    if v.start > 0 && !v.urls.is_empty() {
+        k.conflict(
+            "vllm.start",
+            "vllm.urls",
+            "either the worker starts its servers or it uses running ones, not both",
+        );
+    }
+    if v.venv.as_deref().is_some_and(|p| p.trim().is_empty()) {
+        k.not_allowed("vllm.venv", "", "a directory (or leave the key out)");
+    }
+    if v.weights_dir
+        .as_deref()
+        .is_some_and(|p| p.trim().is_empty())
+    {
+        k.not_allowed("vllm.weights_dir", "", "a directory (or leave the key out)");
+    }
+    if rollout_is_vllm && v.start == 0 && v.urls.is_empty() {
+        k.conflict(
+            "model.rollout",
+            "vllm.urls",
+            "\"vllm\" needs servers: list their URLs in vllm.urls or set vllm.start",
+        );
     }
 }
