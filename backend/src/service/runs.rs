@@ -305,22 +305,29 @@ pub async fn create(
 pub async fn cancel(state: &AppState, auth: &AuthUser, run_id: i64) -> ApiResult<dto::RunRecord> {
     let scope = editor_scope(state, auth, run_id).await?;
     let run = runs::cancel(&state.db, &scope).await?;
-    state
-        .events
-        .publish(run_id, crate::events::status_event(run.status));
-    logged(state, auth, scope.team_id(), "run.cancel", run_id).await?;
-    Ok(record(&run))
+    status_changed(state, auth, &scope, &run, "run.cancel").await
 }
 
 /// Queues a cancelled or failed run `run_id` again (editors).
 pub async fn resume(state: &AppState, auth: &AuthUser, run_id: i64) -> ApiResult<dto::RunRecord> {
     let scope = editor_scope(state, auth, run_id).await?;
     let run = runs::resume(&state.db, &scope).await?;
+    status_changed(state, auth, &scope, &run, "run.resume").await
+}
+
+/// After a user changed `run`'s status: open pages hear of it and the audit log records it.
+async fn status_changed(
+    state: &AppState,
+    auth: &AuthUser,
+    scope: &RunScope,
+    run: &Run,
+    action: &str,
+) -> ApiResult<dto::RunRecord> {
     state
         .events
-        .publish(run_id, crate::events::status_event(run.status));
-    logged(state, auth, scope.team_id(), "run.resume", run_id).await?;
-    Ok(record(&run))
+        .publish(run.id, crate::events::status_event(run.status));
+    logged(state, auth, scope.team_id(), action, run.id).await?;
+    Ok(record(run))
 }
 
 /// Deletes run `run_id` (editors), which must have no live job.
