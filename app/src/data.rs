@@ -61,6 +61,9 @@ pub struct TeamsData {
     /// The viewer's user id (their own row gets no "remove" button).
     pub viewer_id: i64,
     pub teams: Vec<TeamDetail>,
+    /// Invitations to the viewer that wait for an answer (Accept / Decline).
+    #[serde(default)]
+    pub invitations: Vec<crate::dto::IncomingInvitation>,
 }
 
 /// The read-only page of a shared run: no session, no actions.

@@ -617,12 +617,42 @@ impl From<ProjectRecord> for ProjectDto {
     }
 }
 
-/// A team as the teams page shows it: the viewer's role, its members and projects.
+/// A team as the teams page shows it: the viewer's role, its members and projects, and (for
+/// owners) its open invitations.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TeamDetail {
     pub team: TeamDto,
     pub members: Vec<MemberDto>,
     pub projects: Vec<ProjectDto>,
+    /// Pending invitations; empty unless the viewer is an owner.
+    #[serde(default)]
+    pub invitations: Vec<InvitationRecord>,
+}
+
+/// An open invitation into a team, as its owners see it (the API and the teams page). It names
+/// an email, never an account: whether the email has one is not told.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvitationRecord {
+    pub id: i64,
+    pub team_id: i64,
+    pub email: String,
+    /// The role the invited person gets on accepting: owner, editor or viewer.
+    pub role: String,
+    pub created_at: String,
+    pub expires_at: String,
+}
+
+/// An open invitation to the signed-in user (the API's `GET /invitations` and the teams page).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncomingInvitation {
+    pub id: i64,
+    pub team_id: i64,
+    pub team_name: String,
+    pub role: String,
+    /// The display name of the owner who invited, if their account still exists.
+    pub invited_by: Option<String>,
+    pub created_at: String,
+    pub expires_at: String,
 }
 
 /// The roles a member can have, lowest first (the API's `role` values).

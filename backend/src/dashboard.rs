@@ -20,7 +20,7 @@ use spade_app::data::{
     EnvironmentsData, RunData, RunsData, SharedRunData, TeamsData,
 };
 use spade_app::dto;
-use spade_db::{DbError, RunScope, TeamScope, artifacts, evaluations, runs, teams};
+use spade_db::{DbError, Role, RunScope, TeamScope, artifacts, evaluations, runs, teams};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -507,15 +507,28 @@ impl DashboardData for Dashboard {
                     .into_iter()
                     .map(dto::ProjectDto::from)
                     .collect();
+                // Open invitations name emails that are not members: owners only.
+                let invitations = if scope.role() == Role::Owner {
+                    service::teams::invitations::of_team(&self.state, &auth, t.id)
+                        .await
+                        .map_err(app_err)?
+                } else {
+                    Vec::new()
+                };
                 out.push(dto::TeamDetail {
                     team: t.into(),
                     members,
                     projects,
+                    invitations,
                 });
             }
+            let invitations = service::teams::invitations::mine(&self.state, &auth)
+                .await
+                .map_err(app_err)?;
             Ok(Access::Granted(TeamsData {
                 viewer_id: auth.user.id,
                 teams: out,
+                invitations,
             }))
         })
     }

@@ -122,10 +122,12 @@ fn teams_page_gives_owner_controls_to_owners_only() {
             id: 9,
             name: "games".into(),
         }],
+        invitations: vec![],
     };
     let data = TeamsData {
         viewer_id: 1,
         teams: vec![team(10, "owner"), team(11, "viewer")],
+        invitations: vec![],
     };
     let html = render(move || {
         view! { <TeamsView data csrf="t0k".into() error=Some("only an owner can do this".into()) notice=None /> }.into_any()
@@ -149,6 +151,59 @@ fn teams_page_gives_owner_controls_to_owners_only() {
         "error as a sentence"
     );
     assert!(html.contains(r#"action="/teams""#));
+}
+
+#[test]
+fn teams_page_invites_instead_of_adding_and_offers_answers_to_invitations() {
+    let team = |id: i64, role: &str, invitations| TeamDetail {
+        team: TeamDto {
+            id,
+            name: format!("team {id}"),
+            role: role.into(),
+        },
+        members: vec![],
+        projects: vec![],
+        invitations,
+    };
+    let open = InvitationRecord {
+        id: 31,
+        team_id: 10,
+        email: "new@example.org".into(),
+        role: "editor".into(),
+        created_at: "2026-12-03T10:00:00Z".into(),
+        expires_at: "2026-12-17T10:00:00Z".into(),
+    };
+    let data = TeamsData {
+        viewer_id: 1,
+        teams: vec![team(10, "owner", vec![open]), team(11, "viewer", vec![])],
+        invitations: vec![IncomingInvitation {
+            id: 44,
+            team_id: 12,
+            team_name: "Bravo <b>".into(),
+            role: "viewer".into(),
+            invited_by: Some("Bob".into()),
+            created_at: "2026-12-03T10:00:00Z".into(),
+            expires_at: "2026-12-17T10:00:00Z".into(),
+        }],
+    };
+    let html = render(move || {
+        view! { <TeamsView data csrf="t0k".into() error=None notice=None /> }.into_any()
+    });
+    assert!(html.contains(r#"action="/teams/10/invitations""#), "{html}");
+    assert!(html.contains(">Invite</button>"));
+    assert!(!html.contains("Add member"));
+    assert!(
+        !html.contains("/teams/11/invitations"),
+        "a viewer invites nobody"
+    );
+    assert!(html.contains(r#"action="/teams/10/invitations/31/revoke""#));
+    assert!(html.contains("new@example.org as editor"));
+    assert!(html.contains(r#"action="/invitations/44/accept""#));
+    assert!(html.contains(r#"action="/invitations/44/decline""#));
+    assert!(
+        html.contains("Bravo &lt;b&gt; as viewer, invited by Bob"),
+        "escaped"
+    );
 }
 
 #[test]

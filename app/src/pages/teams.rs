@@ -1,11 +1,12 @@
-//! The teams page (`/teams`): the viewer's teams with their members, roles and projects.
-//! Owners invite registered users by email, change roles and remove members; editors add
-//! projects; anyone creates a team. Every change is a POST form the backend routes to the API
-//! handler that does the same thing, so roles and the last-owner rule are the API's.
+//! The teams page (`/teams`): the viewer's teams with their members, roles and projects, and
+//! the invitations waiting for the viewer's answer. Owners invite people by email (they join
+//! only by accepting), revoke open invitations, change roles and remove members; editors add
+//! projects; anyone creates a team. Every change is a POST form the backend routes to the
+//! service function the API uses, so roles and the last-owner rule are the API's.
 
 use super::auth::sentence as pages_sentence;
 use crate::data::TeamsData;
-use crate::dto::{MemberDto, ROLES, TeamDetail};
+use crate::dto::{IncomingInvitation, InvitationRecord, MemberDto, ROLES, TeamDetail};
 use leptos::prelude::*;
 
 /// The teams page.
@@ -21,6 +22,19 @@ pub fn TeamsView(
 ) -> impl IntoView {
     let viewer_id = data.viewer_id;
     let empty = data.teams.is_empty();
+    let incoming = (!data.invitations.is_empty()).then(|| {
+        let rows = data
+            .invitations
+            .into_iter()
+            .map(|i| incoming_row(i, csrf.clone()))
+            .collect_view();
+        view! {
+            <section class="card" id="invitations" aria-labelledby="invitations-h">
+                <h2 id="invitations-h">"Invitations to you"</h2>
+                <ul class="invitation-list">{rows}</ul>
+            </section>
+        }
+    });
     let teams = data
         .teams
         .into_iter()
@@ -30,7 +44,8 @@ pub fn TeamsView(
         <div class="page-head"><h1>"Teams"</h1></div>
         {error.map(|e| view! { <p class="form-error" role="alert" id="teams-error">{pages_sentence(e)}</p> })}
         {notice.map(|n| view! { <p class="notice ok" role="status" id="teams-notice">{n}</p> })}
-        {empty.then(|| view! { <p class="empty">"You are not in a team yet. Create one, or ask a team owner to add you."</p> })}
+        {incoming}
+        {empty.then(|| view! { <p class="empty">"You are not in a team yet. Create one, or ask a team owner to invite you."</p> })}
         {teams}
         <form method="post" action="/teams" class="card filters" aria-label="Create a team">
             <input type="hidden" name="csrf" value=csrf.clone() />
@@ -72,7 +87,7 @@ fn team_view(t: TeamDetail, viewer_id: i64, csrf: String) -> impl IntoView {
     let invite = is_owner.then(|| {
         let csrf = csrf.clone();
         view! {
-            <form method="post" action=format!("/teams/{id}/members") class="filters inline-form" id=format!("invite-{id}") aria-label="Add a member">
+            <form method="post" action=format!("/teams/{id}/invitations") class="filters inline-form" id=format!("invite-{id}") aria-label="Invite a member">
                 <input type="hidden" name="csrf" value=csrf />
                 <div class="field">
                     <label for=format!("invite-email-{id}")>"Email"</label>
@@ -82,9 +97,20 @@ fn team_view(t: TeamDetail, viewer_id: i64, csrf: String) -> impl IntoView {
                     <label for=format!("invite-role-{id}")>"Role"</label>
                     <select id=format!("invite-role-{id}") name="role">{role_options("viewer")}</select>
                 </div>
-                <button type="submit" class="secondary">"Add member"</button>
-                <p class="help">"The person needs an account already (they register at /register)."</p>
+                <button type="submit" class="secondary">"Invite"</button>
+                <p class="help">"They join once they accept, signed in with this email (they can register at /register)."</p>
             </form>
+        }
+    });
+    let pending = (is_owner && !t.invitations.is_empty()).then(|| {
+        let rows = t
+            .invitations
+            .into_iter()
+            .map(|i| pending_row(id, i, csrf.clone()))
+            .collect_view();
+        view! {
+            <h4>"Open invitations"</h4>
+            <ul class="invitation-list" id=format!("invitations-{id}")>{rows}</ul>
         }
     });
     let new_project = can_edit.then(|| {
@@ -117,6 +143,7 @@ fn team_view(t: TeamDetail, viewer_id: i64, csrf: String) -> impl IntoView {
                             <tbody>{members}</tbody>
                         </table>
                     </div>
+                    {pending}
                     {invite}
                 </div>
                 <div>
@@ -180,5 +207,39 @@ fn member_row(
             <td>{role_cell}</td>
             {remove}
         </tr>
+    }
+}
+
+/// An invitation to the viewer, with Accept and Decline forms.
+fn incoming_row(i: IncomingInvitation, csrf: String) -> impl IntoView {
+    let by = i
+        .invited_by
+        .map(|n| format!(", invited by {n}"))
+        .unwrap_or_default();
+    view! {
+        <li id=format!("invitation-{}", i.id)>
+            <span>{format!("{} as {}{by}", i.team_name, i.role)}</span>
+            <form method="post" action=format!("/invitations/{}/accept", i.id) class="inline-form">
+                <input type="hidden" name="csrf" value=csrf.clone() />
+                <button type="submit" aria-label=format!("Accept the invitation to {}", i.team_name)>"Accept"</button>
+            </form>
+            <form method="post" action=format!("/invitations/{}/decline", i.id) class="inline-form">
+                <input type="hidden" name="csrf" value=csrf />
+                <button type="submit" class="secondary" aria-label=format!("Decline the invitation to {}", i.team_name)>"Decline"</button>
+            </form>
+        </li>
+    }
+}
+
+/// An open invitation of a team the viewer owns, with a Revoke form.
+fn pending_row(team: i64, i: InvitationRecord, csrf: String) -> impl IntoView {
+    view! {
+        <li>
+            <span>{format!("{} as {}", i.email, i.role)}</span>
+            <form method="post" action=format!("/teams/{team}/invitations/{}/revoke", i.id) class="inline-form">
+                <input type="hidden" name="csrf" value=csrf />
+                <button type="submit" class="danger" aria-label=format!("Revoke the invitation to {}", i.email)>"Revoke"</button>
+            </form>
+        </li>
     }
 }

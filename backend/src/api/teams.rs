@@ -1,5 +1,6 @@
-//! Teams, members and projects, over [`service::teams`]: managing members needs the owner
-//! role; creating projects the editor role; reading any membership.
+//! Teams, members, invitations and projects, over [`service::teams`]: managing members and
+//! invitations needs the owner role; creating projects the editor role; reading any
+//! membership; answering an invitation being the account it was sent to.
 
 use crate::AppState;
 use crate::auth::AuthUser;
@@ -9,8 +10,10 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use spade_app::dto::{MemberDto, ProjectRecord, TeamRecord};
+use service::teams::invitations;
+use spade_app::dto::{IncomingInvitation, InvitationRecord, MemberDto, ProjectRecord, TeamRecord};
 use spade_db::Role;
+use spade_db::teams::invitations::Answer;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -52,14 +55,69 @@ pub async fn members(
     Ok(Json(service::teams::members(&state.db, &scope).await?))
 }
 
-pub async fn upsert_member(
+pub async fn set_member_role(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(team_id): ApiPath<i64>,
     ApiJson(req): ApiJson<MemberRequest>,
 ) -> ApiResult<Json<MemberDto>> {
-    let m = service::teams::upsert_member(&state, &auth, team_id, &req.email, req.role).await?;
+    let m = service::teams::set_member_role(&state, &auth, team_id, &req.email, req.role).await?;
     Ok(Json(m))
+}
+
+pub async fn invitations(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(team_id): ApiPath<i64>,
+) -> ApiResult<Json<Vec<InvitationRecord>>> {
+    Ok(Json(invitations::of_team(&state, &auth, team_id).await?))
+}
+
+/// `201` with the invitation, for every well-formed email: the answer does not tell whether
+/// the email has an account.
+pub async fn invite(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(team_id): ApiPath<i64>,
+    ApiJson(req): ApiJson<MemberRequest>,
+) -> ApiResult<(StatusCode, Json<InvitationRecord>)> {
+    let inv = invitations::invite(&state, &auth, team_id, &req.email, req.role).await?;
+    Ok((StatusCode::CREATED, Json(inv)))
+}
+
+pub async fn revoke_invitation(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath((team_id, id)): ApiPath<(i64, i64)>,
+) -> ApiResult<StatusCode> {
+    invitations::revoke(&state, &auth, team_id, id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn my_invitations(
+    State(state): State<AppState>,
+    auth: AuthUser,
+) -> ApiResult<Json<Vec<IncomingInvitation>>> {
+    Ok(Json(invitations::mine(&state, &auth).await?))
+}
+
+/// The team joined: `{"team_id": N}`.
+pub async fn accept_invitation(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(id): ApiPath<i64>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let team_id = invitations::answer(&state, &auth, id, Answer::Accept).await?;
+    Ok(Json(serde_json::json!({ "team_id": team_id })))
+}
+
+pub async fn decline_invitation(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(id): ApiPath<i64>,
+) -> ApiResult<StatusCode> {
+    invitations::answer(&state, &auth, id, Answer::Decline).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 pub async fn remove_member(

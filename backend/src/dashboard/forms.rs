@@ -10,6 +10,8 @@
 //! carry the CSRF token as a `csrf` field; it is moved into the header the API checks, so the
 //! form route is exactly as protected as the API.
 
+mod invitations;
+
 use super::Dashboard;
 use super::launch::{self, LaunchDraft};
 use crate::AppState;
@@ -48,7 +50,20 @@ pub fn routes() -> Router<AppState> {
             post(revoke_share),
         )
         .route("/teams", post(create_team))
-        .route("/teams/{team_id}/members", post(upsert_member))
+        .route("/teams/{team_id}/members", post(set_member_role))
+        .route("/teams/{team_id}/invitations", post(invitations::invite))
+        .route(
+            "/teams/{team_id}/invitations/{invitation_id}/revoke",
+            post(invitations::revoke),
+        )
+        .route(
+            "/invitations/{invitation_id}/accept",
+            post(invitations::accept),
+        )
+        .route(
+            "/invitations/{invitation_id}/decline",
+            post(invitations::decline),
+        )
         .route(
             "/teams/{team_id}/members/{user_id}/remove",
             post(remove_member),
@@ -262,7 +277,7 @@ struct NameForm {
     name: String,
 }
 
-/// The teams page's "add or change a member" form.
+/// The teams page's "invite" and "change a member's role" forms.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct MemberForm {
@@ -419,7 +434,7 @@ async fn create_team(State(state): State<AppState>, req: Request) -> Response {
     }
 }
 
-async fn upsert_member(
+async fn set_member_role(
     State(state): State<AppState>,
     Path(team_id): Path<i64>,
     req: Request,
@@ -427,7 +442,7 @@ async fn upsert_member(
     let result = async {
         let p = posted(&state, req).await?;
         let f: MemberForm = p.fields()?;
-        let m = service::teams::upsert_member(&state, &p.user, team_id, &f.email, role(&f.role)?)
+        let m = service::teams::set_member_role(&state, &p.user, team_id, &f.email, role(&f.role)?)
             .await?;
         Ok(format!(
             "{} ({}) is now {}.",

@@ -1,6 +1,9 @@
 //! Teams, their members and projects, as the API returns them and the teams page shows them
 //! (the page's `TeamDto` / `ProjectDto` are the records less what it does not show), and the
-//! changes: create a team or a project, add, re-role or remove a member.
+//! changes: create a team or a project, re-role or remove a member. Joining a team is an
+//! invitation the invited account accepts ([`invitations`]); nothing here adds a member.
+
+pub mod invitations;
 
 use super::audit;
 use crate::AppState;
@@ -123,10 +126,12 @@ pub async fn create_team(
     Ok(team(&created))
 }
 
-/// Adds a registered user to team `team_id` by email, or changes a member's role (owners). A
-/// change that would leave the team without an owner is refused (409 `last_owner`), also when
-/// two owners act at the same moment (see `spade_db::teams::change_member`).
-pub async fn upsert_member(
+/// Changes the role of the member of team `team_id` with this email (owners). Only members are
+/// found (404 `member` otherwise, whether or not the email has an account); adding someone is
+/// an invitation. A change that would leave the team without an owner is refused (409
+/// `last_owner`), also when two owners act at the same moment (see
+/// `spade_db::teams::change_member`).
+pub async fn set_member_role(
     state: &AppState,
     auth: &AuthUser,
     team_id: i64,
@@ -135,17 +140,17 @@ pub async fn upsert_member(
 ) -> ApiResult<dto::MemberDto> {
     let scope = team_scope(state, auth, team_id, Role::Owner).await?;
     let email = email.trim().to_lowercase();
-    let change = MemberChange::Upsert {
+    let change = MemberChange::SetRole {
         email: &email,
         role,
     };
     let changed = match teams::change_member(&state.db, &scope, change).await? {
-        MemberChanged::Upserted(m) => m,
+        MemberChanged::RoleSet(m) => m,
         other => return Err(refused(other, "step down")),
     };
     state.events.access_changed();
     let target = format!("user:{}", changed.user_id);
-    logged(state, auth, team_id, "member.upsert", target).await?;
+    logged(state, auth, team_id, "member.role", target).await?;
     Ok(member(changed))
 }
 

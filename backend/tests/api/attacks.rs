@@ -276,14 +276,7 @@ async fn viewer_cannot_cancel_or_change_anything(pool: PgPool) -> TestResult {
     let owner = app.user("owner@x.org").await;
     let viewer = app.user("viewer@x.org").await;
     let (team, project, run) = app.team_project_run(&owner, "t").await;
-    let r = app
-        .call(
-            Method::PUT,
-            &format!("/api/v1/teams/{team}/members"),
-            &owner,
-            Some(json!({ "email": "viewer@x.org", "role": "viewer" })),
-        )
-        .await;
+    let r = app.join(&owner, team, "viewer@x.org", "viewer").await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     // The viewer reads...
     assert_eq!(
@@ -616,14 +609,7 @@ async fn only_editors_can_mark_an_environment(pool: PgPool) -> TestResult {
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     let viewer = app.user("viewer@x.org").await;
-    let r = app
-        .call(
-            Method::PUT,
-            &format!("/api/v1/teams/{team}/members"),
-            &owner,
-            Some(json!({ "email": "viewer@x.org", "role": "viewer" })),
-        )
-        .await;
+    let r = app.join(&owner, team, "viewer@x.org", "viewer").await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     let stranger = app.user("stranger@x.org").await;
     let path = format!("/api/v1/runs/{run}/environments/e1/review");

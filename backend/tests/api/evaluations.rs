@@ -5,7 +5,7 @@
 
 use crate::ingest::batch;
 use crate::support::*;
-use axum::http::{Method, StatusCode};
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 use spade::report::Message;
 use spade_db::jobs::{self, JobExecutor, JobKind, JobState};
@@ -124,14 +124,7 @@ async fn evaluations_are_queued_by_editors_and_results_need_the_jobs_own_token(
 
     // A viewer reads evaluations but cannot queue one.
     let viewer = app.user("viewer@x.org").await;
-    let added = app
-        .call(
-            Method::PUT,
-            &format!("/api/v1/teams/{team}/members"),
-            owner,
-            Some(json!({ "email": "viewer@x.org", "role": "viewer" })),
-        )
-        .await;
+    let added = app.join(owner, team, "viewer@x.org", "viewer").await;
     assert_eq!(added.status, StatusCode::OK, "{}", added.text());
     let refused = app
         .post(

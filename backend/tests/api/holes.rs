@@ -58,14 +58,7 @@ async fn concurrent_owner_changes_never_leave_a_team_without_an_owner(pool: PgPo
             .as_i64()
             .unwrap_or(-1);
         let members = format!("/api/v1/teams/{team}/members");
-        let r = app
-            .call(
-                Method::PUT,
-                &members,
-                &a,
-                Some(json!({ "email": "b@x.org", "role": "owner" })),
-            )
-            .await;
+        let r = app.join(&a, team, "b@x.org", "owner").await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.text());
         let (del_b, del_a) = (format!("{members}/{idb}"), format!("{members}/{ida}"));
         let (ra, rb) = if round % 2 == 0 {
@@ -257,15 +250,7 @@ async fn an_event_stream_ends_when_its_access_ends(pool: PgPool) -> TestResult {
     for (round, how) in ["removed", "logged out"].into_iter().enumerate() {
         let email = format!("viewer{round}@x.org");
         f.app.register(&email).await;
-        let r = f
-            .app
-            .call(
-                Method::PUT,
-                &format!("/api/v1/teams/{team}/members"),
-                &f.owner,
-                Some(json!({ "email": email, "role": "viewer" })),
-            )
-            .await;
+        let r = f.app.join(&f.owner, team, &email, "viewer").await;
         assert_eq!(r.status, StatusCode::OK);
         let (access, _) = f.app.login_api(&email).await;
         let mut stream = client

@@ -7,6 +7,7 @@ mod evaluations;
 mod flows;
 mod holes;
 mod ingest;
+mod invitations;
 mod live;
 mod pages;
 mod pools;

@@ -545,14 +545,7 @@ async fn dashboard_forms_change_through_the_service_with_the_apis_checks(
     let owner = app.user("owner@x.org").await;
     let (team, _, run) = app.team_project_run(&owner, "t").await;
     app.register("viewer@x.org").await;
-    let r = app
-        .call(
-            axum::http::Method::PUT,
-            &format!("/api/v1/teams/{team}/members"),
-            &owner,
-            Some(serde_json::json!({ "email": "viewer@x.org", "role": "viewer" })),
-        )
-        .await;
+    let r = app.join(&owner, team, "viewer@x.org", "viewer").await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     let status = || async {
         app.get(&format!("/api/v1/runs/{run}"), &owner).await.json()["status"]

@@ -6,7 +6,7 @@
 use crate::ingest::{batch, fixture_with};
 use crate::pools::env;
 use crate::support::*;
-use axum::http::{Method, StatusCode, header};
+use axum::http::{StatusCode, header};
 use serde_json::json;
 use sqlx::PgPool;
 use std::collections::BTreeMap;
@@ -91,15 +91,7 @@ async fn seeded(pool: PgPool) -> Result<Seeded, Box<dyn std::error::Error>> {
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     let editor = f.app.user("editor@x.org").await;
     let team = f.app.get("/api/v1/teams", &f.owner).await.json()[0]["id"].clone();
-    let r = f
-        .app
-        .call(
-            Method::PUT,
-            &format!("/api/v1/teams/{team}/members"),
-            &f.owner,
-            Some(json!({ "email": "editor@x.org", "role": "editor" })),
-        )
-        .await;
+    let r = f.app.join(&f.owner, team, "editor@x.org", "editor").await;
     assert!(r.status.is_success(), "{}", r.text());
     for (who, e, verdict) in [
         (&f.owner, "e1", "good"),

@@ -259,6 +259,36 @@ impl TestApp {
         Cred::Bearer(self.login_api(email).await.0)
     }
 
+    /// Brings the registered account `email` into `team` with `role` the only way there is:
+    /// `owner` invites the email and the account (logged in here) accepts. Returns the answer
+    /// to the accept (200 with the team's id).
+    pub async fn join(
+        &self,
+        owner: &Cred,
+        team: impl std::fmt::Display,
+        email: &str,
+        role: &str,
+    ) -> Resp {
+        let inv = self
+            .post(
+                &format!("/api/v1/teams/{team}/invitations"),
+                owner,
+                json!({ "email": email, "role": role }),
+            )
+            .await;
+        if inv.status != StatusCode::CREATED {
+            return inv;
+        }
+        let id = inv.json()["id"].as_i64().unwrap_or(-1);
+        let member = Cred::Bearer(self.login_api(email).await.0);
+        self.post(
+            &format!("/api/v1/invitations/{id}/accept"),
+            &member,
+            json!({}),
+        )
+        .await
+    }
+
     /// Creates team + project + run as `cred`; returns (team_id, project_id, run_id).
     pub async fn team_project_run(&self, cred: &Cred, team: &str) -> (i64, i64, i64) {
         let t = self

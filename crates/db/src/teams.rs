@@ -1,5 +1,8 @@
 //! Teams, their members and their projects. Creating a team makes its creator the owner; all
-//! other functions take a [`TeamScope`], i.e. a checked membership.
+//! other functions take a [`TeamScope`], i.e. a checked membership. New members come only
+//! through an invitation the invited account accepts ([`invitations`]).
+
+pub mod invitations;
 
 use crate::{DbError, Role, TeamScope};
 use chrono::{DateTime, Utc};
@@ -33,16 +36,19 @@ pub struct Project {
     pub created_at: DateTime<Utc>,
 }
 
-/// Creates a team owned by `user_id`.
+/// Creates a team owned by `user_id`. Names are unique per creator, not globally, so the
+/// `Conflict` a taken name gets can only be about one of the caller's own teams (a global rule
+/// told anyone every other team's name).
 pub async fn create_team(pool: &PgPool, user_id: i64, name: &str) -> Result<Team, DbError> {
     let mut tx = pool.begin().await?;
     let row = sqlx::query!(
-        "INSERT INTO teams (name) VALUES ($1) RETURNING id, name, created_at",
-        name
+        "INSERT INTO teams (name, created_by) VALUES ($1, $2) RETURNING id, name, created_at",
+        name,
+        user_id
     )
     .fetch_one(&mut *tx)
     .await
-    .map_err(|e| DbError::unique(e, "team with this name"))?;
+    .map_err(|e| DbError::unique(e, "a team of yours with this name"))?;
     sqlx::query!(
         "INSERT INTO memberships (team_id, user_id, role) VALUES ($1, $2, 'owner')",
         row.id,
@@ -88,11 +94,12 @@ pub async fn members(pool: &PgPool, scope: &TeamScope) -> Result<Vec<Member>, Db
 }
 
 /// A change of one membership. Both kinds go through [`change_member`], which keeps the team's
-/// last owner.
+/// last owner. Neither adds anyone: joining is [`invitations::accept`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemberChange<'a> {
-    /// Adds the registered user with this email, or changes their role if already a member.
-    Upsert { email: &'a str, role: Role },
+    /// Changes the role of the member with this email (members only: the email is matched
+    /// within the team, so the answer says nothing about accounts outside it).
+    SetRole { email: &'a str, role: Role },
     /// Removes this user from the team.
     Remove { user_id: i64 },
 }
@@ -100,7 +107,7 @@ pub enum MemberChange<'a> {
 /// What [`change_member`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemberChanged {
-    Upserted(Member),
+    RoleSet(Member),
     Removed,
     /// Refused: the change would leave the team without an owner. Nothing changed.
     LastOwner,
@@ -114,7 +121,7 @@ pub enum MemberChanged {
 /// memberships run one after another; inside that lock the caller's ownership is checked again,
 /// the change is made and the owners counted, and a change that leaves none is rolled back. (Two
 /// owners removing each other at the same moment: the second sees it is no longer an owner.)
-/// Errors: `NotFound("user")` for an unknown email, `NotFound("member")` for a non-member.
+/// Errors: `NotFound("member")` for an email or user that is not a member of the team.
 pub async fn change_member(
     pool: &PgPool,
     scope: &TeamScope,
@@ -139,25 +146,21 @@ pub async fn change_member(
         return Ok(MemberChanged::NotOwner);
     }
     let done = match change {
-        MemberChange::Upsert { email, role } => {
+        MemberChange::SetRole { email, role } => {
             let row = sqlx::query_as!(
                 Member,
-                r#"WITH u AS (SELECT id, email, display_name FROM users WHERE lower(email) = lower($2)),
-                        m AS (INSERT INTO memberships (team_id, user_id, role)
-                              SELECT $1, u.id, $3 FROM u
-                              ON CONFLICT (team_id, user_id) DO UPDATE SET role = EXCLUDED.role
-                              RETURNING user_id, role)
-                   SELECT u.id AS "user_id!", u.email AS "email!", u.display_name AS "display_name!",
-                          m.role AS "role!: Role"
-                   FROM u JOIN m ON m.user_id = u.id"#,
+                r#"UPDATE memberships m SET role = $3
+                   FROM users u
+                   WHERE m.team_id = $1 AND m.user_id = u.id AND lower(u.email) = lower($2)
+                   RETURNING u.id AS user_id, u.email, u.display_name, m.role AS "role: Role""#,
                 scope.team_id,
                 email,
                 role as Role
             )
             .fetch_optional(&mut *tx)
             .await?
-            .ok_or(DbError::NotFound("user"))?;
-            MemberChanged::Upserted(row)
+            .ok_or(DbError::NotFound("member"))?;
+            MemberChanged::RoleSet(row)
         }
         MemberChange::Remove { user_id } => {
             let gone = sqlx::query!(

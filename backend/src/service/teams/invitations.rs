@@ -1,0 +1,152 @@
+//! Team invitations, the only way into a team: an owner invites an email, the account with that
+//! email accepts or declines, an owner lists or revokes the open ones. Every change takes the
+//! signed-in user, checks what it needs (owner for inviting and revoking; being the invited
+//! account for answering) and writes the audit entry.
+//!
+//! Inviting answers the same for every well-formed email: no account is looked up, so an owner
+//! (or anyone who makes themselves one by creating a team) cannot learn which emails are
+//! registered. An email that is already a member's is answered 409: owners see their members'
+//! emails anyway.
+
+use super::{logged, role_name, team_scope, time};
+use crate::AppState;
+use crate::auth::AuthUser;
+use crate::error::{ApiResult, AppError};
+use spade_app::dto;
+use spade_db::Role;
+use spade_db::teams::invitations::{self as db, Answer, Incoming, Invitation, Invited};
+
+fn record(i: Invitation) -> dto::InvitationRecord {
+    dto::InvitationRecord {
+        id: i.id,
+        team_id: i.team_id,
+        email: i.email,
+        role: role_name(i.role).to_owned(),
+        created_at: time(&i.created_at),
+        expires_at: time(&i.expires_at),
+    }
+}
+
+fn incoming(i: Incoming) -> dto::IncomingInvitation {
+    dto::IncomingInvitation {
+        id: i.id,
+        team_id: i.team_id,
+        team_name: i.team_name,
+        role: role_name(i.role).to_owned(),
+        invited_by: i.invited_by,
+        created_at: time(&i.created_at),
+        expires_at: time(&i.expires_at),
+    }
+}
+
+/// The email lower-cased, if it is shaped like an address (the rule registration applies, so
+/// an email that can hold an account can be invited).
+fn checked_email(email: &str) -> Result<String, AppError> {
+    let e = email.trim().to_lowercase();
+    let ok = (3..=320).contains(&e.len())
+        && e.split_once('@')
+            .is_some_and(|(l, d)| !l.is_empty() && !d.is_empty() && !d.contains('@'))
+        && !e.chars().any(char::is_whitespace);
+    if ok {
+        Ok(e)
+    } else {
+        Err(AppError::invalid(
+            "email",
+            "expected an address like name@example.org",
+        ))
+    }
+}
+
+/// Invites `email` into team `team_id` with `role` (owners). The answer is the invitation, the
+/// same whether or not the email has an account; inviting it again changes the open
+/// invitation's role.
+pub async fn invite(
+    state: &AppState,
+    auth: &AuthUser,
+    team_id: i64,
+    email: &str,
+    role: Role,
+) -> ApiResult<dto::InvitationRecord> {
+    let scope = team_scope(state, auth, team_id, Role::Owner).await?;
+    let email = checked_email(email)?;
+    let inv = match db::invite(&state.db, &scope, &email, role).await? {
+        Invited::Pending(inv) => inv,
+        Invited::AlreadyMember => {
+            return Err(AppError::Conflict {
+                code: "already_member",
+                message: "this email is already a member's; change their role in the members list"
+                    .into(),
+            });
+        }
+        Invited::NotOwner => {
+            return Err(AppError::Forbidden {
+                code: "insufficient_role",
+                message: "you are no longer an owner of this team".into(),
+            });
+        }
+    };
+    let target = format!("invitation:{}", inv.id);
+    logged(state, auth, team_id, "invitation.create", target).await?;
+    Ok(record(inv))
+}
+
+/// The open invitations of team `team_id` (owners: they name emails that are not members).
+pub async fn of_team(
+    state: &AppState,
+    auth: &AuthUser,
+    team_id: i64,
+) -> ApiResult<Vec<dto::InvitationRecord>> {
+    let scope = team_scope(state, auth, team_id, Role::Owner).await?;
+    Ok(db::pending_of_team(&state.db, &scope)
+        .await?
+        .into_iter()
+        .map(record)
+        .collect())
+}
+
+/// Revokes the open invitation `id` of team `team_id` (owners); 404 once it was answered.
+pub async fn revoke(state: &AppState, auth: &AuthUser, team_id: i64, id: i64) -> ApiResult<()> {
+    let scope = team_scope(state, auth, team_id, Role::Owner).await?;
+    db::revoke(&state.db, &scope, id).await?;
+    logged(
+        state,
+        auth,
+        team_id,
+        "invitation.revoke",
+        format!("invitation:{id}"),
+    )
+    .await
+}
+
+/// The signed-in user's open invitations.
+pub async fn mine(state: &AppState, auth: &AuthUser) -> ApiResult<Vec<dto::IncomingInvitation>> {
+    Ok(db::pending_for_user(&state.db, auth.user.id)
+        .await?
+        .into_iter()
+        .map(incoming)
+        .collect())
+}
+
+/// Accepts (joining the team with the invited role) or declines invitation `id`. Only the
+/// invited account can: another's invitation is 404, like a missing one; one already answered,
+/// revoked or expired is 409 `invalid_state`. Returns the team's id.
+pub async fn answer(state: &AppState, auth: &AuthUser, id: i64, answer: Answer) -> ApiResult<i64> {
+    let done = db::answer(&state.db, auth.user.id, id, answer).await?;
+    let action = match answer {
+        Answer::Accept => {
+            // Open pages of the new member may now show the team's runs.
+            state.events.access_changed();
+            "invitation.accept"
+        }
+        Answer::Decline => "invitation.decline",
+    };
+    logged(
+        state,
+        auth,
+        done.team_id,
+        action,
+        format!("invitation:{id}"),
+    )
+    .await?;
+    Ok(done.team_id)
+}
