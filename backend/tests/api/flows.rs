@@ -405,7 +405,15 @@ async fn teams_projects_and_runs(pool: PgPool) -> TestResult {
     );
 
     // Removing the last owner is refused; removing the editor works.
-    let editor_id = add.json()["user_id"].as_i64().unwrap_or(-1);
+    let members = app
+        .get(&format!("/api/v1/teams/{team}/members"), &owner)
+        .await
+        .json();
+    let editor_id = members
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["email"] == "editor@x.org"))
+        .and_then(|m| m["user_id"].as_i64())
+        .unwrap_or(-1);
     assert_eq!(
         app.call(
             Method::DELETE,
