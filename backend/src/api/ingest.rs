@@ -32,17 +32,18 @@ async fn worker_scope(state: &AppState, headers: &HeaderMap, run_id: i64) -> Api
     })
 }
 
-/// `GET /api/v1/ingest/{run_id}/config`: the run configuration as TOML.
+/// `GET /api/v1/ingest/{run_id}/config`: the run configuration as TOML; 409
+/// `unreadable_config` (and the run failed, once) when this version cannot read it.
 pub async fn config(
     State(state): State<AppState>,
     headers: HeaderMap,
     ApiPath(run_id): ApiPath<i64>,
 ) -> ApiResult<Response> {
     let scope = worker_scope(&state, &headers, run_id).await?;
-    let cfg = crate::service::runs::stored_config(&state.db, &scope).await?;
+    let toml = crate::service::runs::config_for_worker(&state, &scope).await?;
     Ok((
         [(header::CONTENT_TYPE, "application/toml; charset=utf-8")],
-        cfg.to_toml(),
+        toml,
     )
         .into_response())
 }

@@ -364,6 +364,43 @@ async fn logged(
     .await
 }
 
+/// The configuration the worker of run `scope` runs (`GET /api/v1/ingest/{run}/config`), as
+/// TOML. A stored configuration this version cannot read (stored by an older version, or
+/// written into the database by hand) can never start: the run fails once, with the reason in
+/// its log and status message, and the worker gets a 409 (`unreadable_config`) naming it, which
+/// it does not retry. (Issue 35: such runs answered their workers 500 again and again, and the
+/// page never said why.)
+pub async fn config_for_worker(state: &AppState, scope: &RunScope) -> ApiResult<String> {
+    let run = runs::get(&state.db, scope).await?;
+    let already_final = run.status.is_terminal();
+    let e = match serde_json::from_value::<RunConfig>(run.config) {
+        Ok(cfg) => return Ok(cfg.to_toml()),
+        Err(e) => e,
+    };
+    let message = format!(
+        "the stored configuration of run {} cannot be read by this version ({e}); the run \
+         cannot start: launch a new run",
+        scope.run_id()
+    );
+    // Once: a run that already ended (this refusal, or a cancel) keeps its status and log.
+    if !already_final {
+        tracing::warn!(run_id = scope.run_id(), error = %e, "unreadable stored configuration");
+        let mut batch = spade_db::ingest::begin(&state.db, scope).await?;
+        batch.log("error", &message).await?;
+        batch
+            .finished(spade_db::RunStatus::Failed, &message)
+            .await?;
+        let status = batch.commit().await?;
+        state
+            .events
+            .publish(scope.run_id(), crate::events::status_event(status));
+    }
+    Err(AppError::Conflict {
+        code: "unreadable_config",
+        message,
+    })
+}
+
 /// The configuration a run was created with (stored with every default filled in).
 pub async fn stored_config(db: &Pool, scope: &RunScope) -> ApiResult<RunConfig> {
     let run = runs::get(db, scope).await?;

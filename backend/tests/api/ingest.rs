@@ -376,6 +376,55 @@ async fn ingestion_refuses_bad_tokens_and_bad_envelopes(pool: PgPool) -> TestRes
     Ok(())
 }
 
+/// Issue 35: a stored configuration no worker can read (`{"preset": "tiny"}`, what the browser
+/// tests once seeded) answers its worker 409 `unreadable_config` naming the field, which the
+/// worker does not retry, and fails the run once with that reason in its status and log,
+/// instead of answering 500 to every attempt.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn a_stored_configuration_no_worker_can_read_fails_the_run_once_saying_why(
+    pool: PgPool,
+) -> TestResult {
+    let f = fixture(pool.clone()).await;
+    let (app, run) = (&f.app, f.run);
+    sqlx::query("UPDATE runs SET config = $2 WHERE id = $1")
+        .bind(run)
+        .bind(json!({"preset": "tiny", "seed": 7}))
+        .execute(&pool)
+        .await?;
+    let config = format!("/api/v1/ingest/{run}/config");
+    let r = app.get(&config, &f.worker).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text());
+    assert_eq!(r.code(), "unreadable_config");
+    assert!(
+        r.message().contains("unknown field `preset`"),
+        "{}",
+        r.message()
+    );
+    let record = app
+        .get(&format!("/api/v1/runs/{run}"), &f.owner)
+        .await
+        .json();
+    assert_eq!(record["status"], "failed", "{record}");
+    assert!(
+        record["status_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown field `preset`")),
+        "{record}"
+    );
+    // Asked again (a worker started by hand), it is refused again, and the run keeps one line.
+    let again = app.get(&config, &f.worker).await;
+    assert!(again.status.is_client_error(), "{}", again.status);
+    let lines: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM run_logs WHERE run_id = $1 AND level = 'error' \
+         AND line LIKE '%unknown field `preset`%'",
+    )
+    .bind(run)
+    .fetch_one(&pool)
+    .await?;
+    assert_eq!(lines, 1, "the reason is logged once");
+    Ok(())
+}
+
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]
 async fn metrics_are_downsampled_keeping_endpoints_and_extremes_and_export_as_csv(
     pool: PgPool,

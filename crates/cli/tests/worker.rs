@@ -145,3 +145,66 @@ fn the_worker_fetches_its_config_and_reports_every_step() -> Result<(), Box<dyn 
     assert!(spool.trim().is_empty(), "everything was acknowledged");
     Ok(())
 }
+
+/// Issue 35: the service refuses a configuration it cannot read (409 `unreadable_config`, the
+/// run already failed there). The worker asks once, not six times with backoff, and exits with
+/// the service's reason, which is what the run's job output shows.
+#[test]
+fn a_refused_configuration_ends_the_worker_at_once_with_the_services_reason()
+-> Result<(), Box<dyn std::error::Error>> {
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = asked.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        rt.block_on(async move {
+            let Ok(l) = tokio::net::TcpListener::bind("127.0.0.1:0").await else {
+                return;
+            };
+            let _ = tx.send(l.local_addr().map(|a| a.port()).unwrap_or(0));
+            let refuse = move || {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                std::future::ready((
+                    StatusCode::CONFLICT,
+                    Json(serde_json::json!({
+                        "status": 409,
+                        "code": "unreadable_config",
+                        "message": "the stored configuration of run 4 cannot be read by this \
+                                    version (unknown field `preset`); the run cannot start",
+                    })),
+                ))
+            };
+            let app = Router::new().route("/api/v1/ingest/{run}/config", get(refuse));
+            let _ = axum::serve(l, app).await;
+        });
+    });
+    let port = rx.recv_timeout(Duration::from_secs(10))?;
+    let data = tempfile::tempdir()?;
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_spade"))
+        .current_dir(repo())
+        .env("SPADE_WORKER_TOKEN", "secret")
+        .args(["worker", "--run", "4", "--server"])
+        .arg(format!("http://127.0.0.1:{port}"))
+        .arg("--data-dir")
+        .arg(data.path())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the worker must fail: {stderr}");
+    assert!(
+        stderr.contains("unknown field `preset`"),
+        "the service's reason in the output: {stderr}"
+    );
+    assert_eq!(
+        asked.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "asked once, not again with backoff"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20), "no retries");
+    Ok(())
+}

@@ -336,10 +336,17 @@ pub fn fetch_config(server: &str, run_id: &str, token: &str) -> Result<String, W
                     .text()
                     .map_err(|e| WorkerError::Service(format!("GET {url}: {e}")));
             }
+            // A refusal is final (a bad token, a configuration this version cannot read): the
+            // service's own message says why, and is what the run's job output shows.
             Ok(r) if r.status().is_client_error() => {
+                let status = r.status();
+                let why = r
+                    .json::<serde_json::Value>()
+                    .ok()
+                    .and_then(|v| v.get("message")?.as_str().map(str::to_owned))
+                    .map_or_else(String::new, |m| format!(": {m}"));
                 return Err(WorkerError::Service(format!(
-                    "GET {url} answered {}",
-                    r.status()
+                    "GET {url} answered {status}{why}"
                 )));
             }
             Ok(r) => last = format!("answered {}", r.status()),
