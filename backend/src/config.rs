@@ -194,6 +194,37 @@ pub struct Config {
     )]
     pub pool_roots: Vec<PathBuf>,
 
+    /// Directories `vllm.venv` may name (a virtual environment whose `bin/vllm` the worker
+    /// runs as this server's user). Without the key the worker uses its own
+    /// `$SPADE_CACHE/venv-vllm`.
+    #[arg(
+        long = "venv-root",
+        env = "SPADE_VENV_ROOTS",
+        value_delimiter = ':',
+        default_value = "data/venvs"
+    )]
+    pub venv_roots: Vec<PathBuf>,
+
+    /// Directories `vllm.weights_dir` may name (where the worker writes the policy for its
+    /// vLLM servers, e.g. under `/dev/shm`). Without the key it is the run's state directory.
+    #[arg(
+        long = "vllm-weights-root",
+        env = "SPADE_VLLM_WEIGHTS_ROOTS",
+        value_delimiter = ':',
+        default_value = "data/vllm-weights"
+    )]
+    pub vllm_weights_roots: Vec<PathBuf>,
+
+    /// Hosts (`host` or `host:port`) `vllm.urls` may name besides loopback addresses; repeat
+    /// the flag or separate with `,` in the variable. Anything else is refused, so a run cannot
+    /// make its worker connect into this server's network.
+    #[arg(
+        long = "vllm-url-allow",
+        env = "SPADE_VLLM_URL_ALLOW",
+        value_delimiter = ','
+    )]
+    pub vllm_url_allow: Vec<String>,
+
     /// Mark cookies `Secure` (set this when the server is reached over HTTPS).
     #[arg(long, env = "SPADE_SECURE_COOKIES", default_value_t = false, action = clap::ArgAction::Set)]
     pub secure_cookies: bool,
@@ -238,6 +269,9 @@ impl std::fmt::Debug for Config {
             .field("model_roots", &self.model_roots)
             .field("corpus_roots", &self.corpus_roots)
             .field("pool_roots", &self.pool_roots)
+            .field("venv_roots", &self.venv_roots)
+            .field("vllm_weights_roots", &self.vllm_weights_roots)
+            .field("vllm_url_allow", &self.vllm_url_allow)
             .finish()
     }
 }

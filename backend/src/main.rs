@@ -81,11 +81,17 @@ async fn main() -> anyhow::Result<()> {
     let state = AppState::new(leptos, db, auth)
         .with_scheduler(cfg.scheduler.clone())
         .with_public_url(public_url)
-        .with_paths(spade_server::paths::PathRoots::new(
-            &cfg.model_roots,
-            &cfg.corpus_roots,
-            &cfg.pool_roots,
-        ));
+        .with_paths(
+            spade_server::paths::PathRoots::new(
+                &cfg.model_roots,
+                &cfg.corpus_roots,
+                &cfg.pool_roots,
+            )
+            .with_venvs(&cfg.venv_roots)
+            .with_vllm_weights(&cfg.vllm_weights_roots)
+            .with_vllm_hosts(&cfg.vllm_url_allow)
+            .with_run_states(&cfg.scheduler.jobs_dir),
+        );
     spade_server::serve::serve(
         listener,
         app(state),

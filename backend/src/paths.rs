@@ -1,18 +1,32 @@
-//! Which files on the server machine a run configuration may name. Any member of any team can
-//! write a run configuration, and the worker reads what it names (`model.path`,
-//! `designer.model_path`, `metrics.vendi_encoder`, `corpus.path`, `ablation.fixed_env_pool`,
-//! `memory.seed_pool`, evaluation suites `qa:PATH` and `envs:DIR`) and reports errors into the
-//! run's log, so an unchecked path lets a user read or probe any file the server can. Paths must
-//! therefore resolve inside roots an administrator configures (`--model-root`,
-//! `--corpus-root`, `--pool-root`); a relative path is looked up in each root in turn. The check
-//! is lexical first (`..` removed, never touching the file system for a path outside every root,
-//! so the answer says nothing about what exists there), then on the canonical path (a symlink
-//! inside a root that points outside is refused). An accepted path is stored resolved and
-//! absolute, which is what the worker reads wherever its working directory is.
+//! Which files on the server machine, and which hosts on its network, a run or its worker may
+//! name. Any member of any team can write a run configuration, and the worker reads what it
+//! names (`model.path`, `designer.model_path`, `metrics.vendi_encoder`, `corpus.path`,
+//! `ablation.fixed_env_pool`, `memory.seed_pool`, evaluation suites `qa:PATH` and `envs:DIR`),
+//! runs programs from it (`vllm.venv`'s `bin/vllm`), writes into it (`vllm.weights_dir`) and
+//! connects to it (`vllm.urls`), and reports errors into the run's log; a run token reports
+//! checkpoints that evaluation jobs then load. An unchecked path lets a user read, probe or
+//! plant files anywhere the server can (another team's checkpoints among them), and an unchecked
+//! URL makes the worker a proxy into the server's network. So every such path goes through
+//! one rule here: it must resolve inside roots an administrator configures (`--model-root`,
+//! `--corpus-root`, `--pool-root`, `--venv-root`, `--vllm-weights-root`) or, for what a run
+//! itself writes (checkpoints), inside that run's own state directory
+//! (`<--jobs-dir>/spade-run-<id>-state`, [`spade_scheduler::run_state_dir`]); a relative path
+//! is looked up in each root in turn. The check is lexical first (`..` removed, never touching
+//! the file system for a path outside every root, so the answer says nothing about what exists
+//! there), then on the canonical path (a symlink inside a root that points outside is refused).
+//! An accepted path is stored resolved and absolute, which is what the worker reads wherever
+//! its working directory is; what the API shows of a checkpoint is relative to its root
+//! ([`PathRoots::shown_checkpoint`]), never the server's absolute path. `vllm.urls` must name
+//! a loopback address or a host an administrator allows (`--vllm-url-allow`).
 
 use crate::error::AppError;
 use spade::config::RunConfig;
+use std::net::IpAddr;
 use std::path::{Component, Path, PathBuf};
+
+/// The longest path accepted anywhere (PATH_MAX on Linux; the database's limit on a stored
+/// checkpoint path, so a longer one is refused here with a 422 instead of a failed INSERT).
+pub const MAX_PATH_BYTES: usize = 4096;
 
 /// What a path names, and so which roots apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +37,11 @@ pub enum PathKind {
     Corpus,
     /// Environment pools (`ablation.fixed_env_pool`, `memory.seed_pool`, `envs:DIR`).
     Pool,
+    /// Python virtual environments whose `bin/vllm` the worker runs (`vllm.venv`).
+    Venv,
+    /// Directories the worker writes policy weights into for vLLM (`vllm.weights_dir`); they
+    /// need not exist yet.
+    VllmWeights,
 }
 
 impl PathKind {
@@ -31,6 +50,8 @@ impl PathKind {
             PathKind::Model => "--model-root",
             PathKind::Corpus => "--corpus-root",
             PathKind::Pool => "--pool-root",
+            PathKind::Venv => "--venv-root",
+            PathKind::VllmWeights => "--vllm-weights-root",
         }
     }
 }
@@ -42,6 +63,13 @@ pub struct PathRoots {
     models: Vec<PathBuf>,
     corpora: Vec<PathBuf>,
     pools: Vec<PathBuf>,
+    venvs: Vec<PathBuf>,
+    vllm_weights: Vec<PathBuf>,
+    /// The directory that holds every run's state directory (the local executor's
+    /// `--jobs-dir`); `None`: no run has one on this server.
+    run_states: Option<PathBuf>,
+    /// Hosts (`host` or `host:port`, lower case) `vllm.urls` may name besides loopback.
+    vllm_hosts: Vec<String>,
 }
 
 /// `path` made absolute against the current directory, with `.` and `..` removed lexically.
@@ -71,14 +99,99 @@ fn root(dir: &Path) -> PathBuf {
     n.canonicalize().unwrap_or(n)
 }
 
+/// The canonical form of `path` where it exists; for a path that does not exist yet, its
+/// deepest existing ancestor canonicalized with the rest appended (the rest is already free of
+/// `..`, see [`normalize`]). `None` when not even `/` resolves.
+fn canonical_or_planned(path: &Path) -> Option<PathBuf> {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            let mut out = real;
+            out.extend(rest.iter().rev());
+            return Some(out);
+        }
+        rest.push(existing.file_name()?.to_owned());
+        if !existing.pop() {
+            return None;
+        }
+    }
+}
+
+/// Where a path of `given` may lie: `roots`, each a candidate for a relative `given`.
+/// `must_exist`: the path must name something that exists (what the worker reads); otherwise
+/// only its existing part must resolve inside (what the worker creates).
+fn resolve_in(roots: &[PathBuf], given: &str, must_exist: bool) -> Option<String> {
+    let given = given.trim();
+    if given.is_empty() || given.len() > MAX_PATH_BYTES {
+        return None;
+    }
+    let given_path = Path::new(given);
+    let candidates: Vec<PathBuf> = if given_path.is_absolute() {
+        vec![normalize(given_path)]
+    } else {
+        roots
+            .iter()
+            .map(|r| normalize(&r.join(given_path)))
+            .collect()
+    };
+    for c in candidates {
+        // Lexically first: a path outside every root is never looked up on disk.
+        if !roots.iter().any(|r| c.starts_with(r)) {
+            continue;
+        }
+        let real = if must_exist {
+            c.canonicalize().ok()
+        } else {
+            canonical_or_planned(&c)
+        };
+        if let Some(real) = real
+            && roots.iter().any(|r| real.starts_with(r))
+        {
+            return Some(real.to_string_lossy().into_owned());
+        }
+    }
+    None
+}
+
 impl PathRoots {
     pub fn new(models: &[PathBuf], corpora: &[PathBuf], pools: &[PathBuf]) -> Self {
-        let all = |v: &[PathBuf]| v.iter().map(|d| root(d)).collect();
         Self {
             models: all(models),
             corpora: all(corpora),
             pools: all(pools),
+            ..Self::default()
         }
+    }
+
+    /// Allows `vllm.venv` inside these directories (`--venv-root`).
+    pub fn with_venvs(mut self, dirs: &[PathBuf]) -> Self {
+        self.venvs = all(dirs);
+        self
+    }
+
+    /// Allows `vllm.weights_dir` inside these directories (`--vllm-weights-root`).
+    pub fn with_vllm_weights(mut self, dirs: &[PathBuf]) -> Self {
+        self.vllm_weights = all(dirs);
+        self
+    }
+
+    /// Runs keep their state in `<jobs_dir>/spade-run-<id>-state` (the local executor's
+    /// `--jobs-dir`): their checkpoints may lie there.
+    pub fn with_run_states(mut self, jobs_dir: &Path) -> Self {
+        self.run_states = Some(normalize(jobs_dir));
+        self
+    }
+
+    /// Allows `vllm.urls` to name these hosts (`host` or `host:port`) besides loopback
+    /// (`--vllm-url-allow`).
+    pub fn with_vllm_hosts(mut self, hosts: &[String]) -> Self {
+        self.vllm_hosts = hosts
+            .iter()
+            .map(|h| h.trim().to_ascii_lowercase())
+            .filter(|h| !h.is_empty())
+            .collect();
+        self
     }
 
     fn of(&self, kind: PathKind) -> &[PathBuf] {
@@ -86,6 +199,8 @@ impl PathRoots {
             PathKind::Model => &self.models,
             PathKind::Corpus => &self.corpora,
             PathKind::Pool => &self.pools,
+            PathKind::Venv => &self.venvs,
+            PathKind::VllmWeights => &self.vllm_weights,
         }
     }
 
@@ -93,50 +208,78 @@ impl PathRoots {
     /// names the allowed roots.
     pub fn resolve(&self, kind: PathKind, field: &str, given: &str) -> Result<String, AppError> {
         let roots = self.of(kind);
-        let refused = || {
+        let must_exist = kind != PathKind::VllmWeights;
+        resolve_in(roots, given, must_exist).ok_or_else(|| {
             let allowed = if roots.is_empty() {
                 format!(
                     "none on this server (an administrator allows some with {})",
                     kind.flag()
                 )
             } else {
-                roots
-                    .iter()
-                    .map(|r| r.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                listed(roots)
+            };
+            let what = if must_exist {
+                "an existing file or directory"
+            } else {
+                "a directory"
             };
             AppError::invalid(
                 field,
                 format!(
-                    "must name an existing file or directory inside the allowed roots ({allowed}); \
-                     relative paths are looked up in each root"
+                    "must name {what} inside the allowed roots ({allowed}), at most \
+                     {MAX_PATH_BYTES} bytes; relative paths are looked up in each root"
                 ),
             )
-        };
-        let given_path = Path::new(given.trim());
-        if given.trim().is_empty() {
-            return Err(refused());
-        }
-        let candidates: Vec<PathBuf> = if given_path.is_absolute() {
-            vec![normalize(given_path)]
-        } else {
-            roots
-                .iter()
-                .map(|r| normalize(&r.join(given_path)))
-                .collect()
-        };
-        for c in candidates {
-            if !roots.iter().any(|r| c.starts_with(r)) {
-                continue;
-            }
-            if let Ok(real) = c.canonicalize()
-                && roots.iter().any(|r| real.starts_with(r))
+        })
+    }
+
+    /// Run `run_id`'s state directory on this server (absolute, canonical where it exists),
+    /// if runs have one here.
+    pub fn run_state_dir(&self, run_id: i64) -> Option<PathBuf> {
+        let jobs = self.run_states.as_deref()?;
+        Some(root(&spade_scheduler::run_state_dir(jobs, run_id)))
+    }
+
+    /// Where a checkpoint of run `run_id` may lie: its own state directory, then the model
+    /// roots (a run's step 0 is its configured `model.path`).
+    fn checkpoint_roots(&self, run_id: i64) -> Vec<PathBuf> {
+        self.run_state_dir(run_id)
+            .into_iter()
+            .chain(self.models.iter().cloned())
+            .collect()
+    }
+
+    /// A checkpoint path a run token reported for run `run_id` (or that an evaluation is about
+    /// to load), resolved: it must exist inside that run's own state directory or a model root,
+    /// so a run can neither point evaluations at another run's weights nor probe the file
+    /// system. A 422 about `field` otherwise.
+    pub fn checkpoint(&self, run_id: i64, field: &str, given: &str) -> Result<String, AppError> {
+        resolve_in(&self.checkpoint_roots(run_id), given, true).ok_or_else(|| {
+            AppError::invalid(
+                field,
+                format!(
+                    "must name an existing checkpoint directory inside this run's state \
+                     directory or a model root, at most {MAX_PATH_BYTES} bytes"
+                ),
+            )
+        })
+    }
+
+    /// What people see of a stored checkpoint path: relative to the run's state directory or
+    /// to its model root (as `model.path` may be written), else only its last component; never
+    /// the server's absolute path.
+    pub fn shown_checkpoint(&self, run_id: i64, stored: &str) -> String {
+        let path = Path::new(stored);
+        for r in self.checkpoint_roots(run_id) {
+            if let Ok(rest) = path.strip_prefix(&r)
+                && !rest.as_os_str().is_empty()
             {
-                return Ok(real.to_string_lossy().into_owned());
+                return rest.to_string_lossy().into_owned();
             }
         }
-        Err(refused())
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
     }
 
     /// An evaluation suite name with its path (if any) resolved: `qa:` files are corpora,
@@ -151,8 +294,62 @@ impl PathRoots {
         }
     }
 
-    /// Resolves every path of a run configuration in place (see the module doc); the first path
-    /// outside the roots is refused, named by its key path.
+    /// A `vllm.urls` entry the worker may connect to: an `http(s)` URL without credentials
+    /// whose host is a loopback address (`localhost`, 127.0.0.0/8, `::1`) or allowed by
+    /// `--vllm-url-allow`. Parsed as the worker's HTTP client parses it (the `url` crate), so
+    /// the host checked is the host connected to.
+    pub fn vllm_url(&self, field: &str, given: &str) -> Result<(), AppError> {
+        let refused = || {
+            let allowed = if self.vllm_hosts.is_empty() {
+                "none besides loopback on this server (an administrator allows hosts with \
+                 --vllm-url-allow)"
+                    .to_owned()
+            } else {
+                self.vllm_hosts.join(", ")
+            };
+            AppError::invalid(
+                field,
+                format!(
+                    "must be an http(s) URL of a loopback address (127.0.0.1, ::1, localhost) \
+                     or of an allowed host ({allowed})"
+                ),
+            )
+        };
+        let url = url::Url::parse(given.trim()).map_err(|_| refused())?;
+        if !matches!(url.scheme(), "http" | "https")
+            || !url.username().is_empty()
+            || url.password().is_some()
+        {
+            return Err(refused());
+        }
+        let loopback = match url.host() {
+            Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+            Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
+            Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
+            None => return Err(refused()),
+        };
+        if loopback {
+            return Ok(());
+        }
+        let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+        let with_port = url
+            .port_or_known_default()
+            .map(|p| format!("{host}:{p}"))
+            .unwrap_or_else(|| host.clone());
+        if self
+            .vllm_hosts
+            .iter()
+            .any(|a| *a == host || *a == with_port)
+        {
+            Ok(())
+        } else {
+            Err(refused())
+        }
+    }
+
+    /// Resolves every path of a run configuration in place and checks its vLLM URLs (see the
+    /// module doc); the first path or URL outside what is allowed is refused, named by its key
+    /// path.
     pub fn check_config(&self, cfg: &mut RunConfig) -> Result<(), AppError> {
         if let Some(p) = &cfg.model.path {
             cfg.model.path = Some(self.resolve(PathKind::Model, "config.model.path", p)?);
@@ -179,8 +376,32 @@ impl PathRoots {
         for (i, s) in cfg.eval.suites.iter_mut().enumerate() {
             *s = self.suite(&format!("config.eval.suites[{i}]"), s)?;
         }
+        // Absent, both keys mean what the administrator set up: the worker's own vLLM venv and
+        // the run's state directory.
+        if let Some(p) = &cfg.vllm.venv {
+            cfg.vllm.venv = Some(self.resolve(PathKind::Venv, "config.vllm.venv", p)?);
+        }
+        if let Some(p) = &cfg.vllm.weights_dir {
+            cfg.vllm.weights_dir =
+                Some(self.resolve(PathKind::VllmWeights, "config.vllm.weights_dir", p)?);
+        }
+        for (i, u) in cfg.vllm.urls.iter().enumerate() {
+            self.vllm_url(&format!("config.vllm.urls[{i}]"), u)?;
+        }
         Ok(())
     }
+}
+
+fn all(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    dirs.iter().map(|d| root(d)).collect()
+}
+
+fn listed(roots: &[PathBuf]) -> String {
+    roots
+        .iter()
+        .map(|r| r.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

@@ -154,7 +154,13 @@ impl TestServer {
                 stopped,
             )?
             .context("the local executor always starts a scheduler")?;
-            state = state.with_scheduler(settings);
+            // The workers' checkpoints lie in their runs' state directories, where the path
+            // rule accepts them (as `spade-server` sets it from --jobs-dir).
+            state = state
+                .with_paths(
+                    spade_server::paths::PathRoots::default().with_run_states(&settings.jobs_dir),
+                )
+                .with_scheduler(settings);
             scheduler = Some((stop, task));
         }
         let app = spade_server::app(state);

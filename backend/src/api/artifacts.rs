@@ -15,9 +15,7 @@ pub async fn checkpoints(
     ApiPath(run_id): ApiPath<i64>,
 ) -> ApiResult<Json<Vec<CheckpointRecord>>> {
     let scope = member_scope(&state, &auth, run_id).await?;
-    Ok(Json(
-        service::artifacts::checkpoints(&state.db, &scope).await?,
-    ))
+    Ok(Json(service::artifacts::checkpoints(&state, &scope).await?))
 }
 
 pub async fn benchmarks(

@@ -53,6 +53,13 @@ pub async fn auto_for_checkpoint(
     if !cfg.eval_due(u64::try_from(step).unwrap_or(0)) {
         return Ok(0);
     }
+    // The path rule once more, as for an evaluation people queue (ingestion checked it too).
+    if artifacts::checked_checkpoint(state, scope, step, "checkpoint_step")
+        .await?
+        .is_none()
+    {
+        return Ok(0);
+    }
     let mut queued = 0;
     for suite in &cfg.eval.suites {
         let new = NewEvaluation {
@@ -103,6 +110,14 @@ pub async fn results(
         DbError::NotFound(_) => refused(),
         other => other.into(),
     })?;
+    // The token dies with its job: a finished evaluation takes nothing more from it.
+    let ended = spade_db::jobs::get(&state.db, job_id)
+        .await
+        .map_err(|e| AppError::Internal(e.into()))?
+        .is_none_or(|j| j.state.is_final());
+    if ended {
+        return Err(refused());
+    }
     if req.messages.len() > MAX_RESULTS {
         return Err(AppError::invalid(
             "messages",

@@ -3,11 +3,19 @@
 //! each envelope's key is claimed first, so a replayed key is acknowledged again but stored once.
 //! After the commit the new facts are pushed to the run's live pages. The reply says whether a
 //! user asked to cancel, which is how the worker learns to stop.
+//!
+//! A run token is a credential anyone with an editor role can mint, so nothing it reports is
+//! trusted further than the database's own rules: a checkpoint path must lie inside the run's
+//! own state directory or a model root (`paths::PathRoots::checkpoint`), an `env_id` has 1 to
+//! 200 characters (422 before the database's CHECK turns it into a 500 the worker would retry),
+//! and a log line is cut at [`MAX_LOG_LINE_BYTES`].
+//! A token is valid only while its run is unfinished.
 
 use crate::AppState;
 use crate::auth::{bearer, tokens};
 use crate::error::{ApiJson, ApiPath, ApiResult, AppError};
 use crate::events::RunEvent;
+use crate::paths::PathRoots;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
@@ -18,18 +26,35 @@ use spade::report::{
 use spade_db::ingest::{self, Batch, NewEnvironment, NewPlay, Scores};
 use spade_db::{DbError, RunScope, RunStatus};
 
+/// Longest log line stored (bytes); a longer one is cut at a character boundary and marked, so
+/// one worker line cannot make the run page megabytes long.
+pub const MAX_LOG_LINE_BYTES: usize = 16 * 1024;
+
+/// Longest `env_id` (characters): the database's CHECK on `environments.env_id`.
+const MAX_ENV_ID_CHARS: usize = 200;
+
 async fn worker_scope(state: &AppState, headers: &HeaderMap, run_id: i64) -> ApiResult<RunScope> {
     let refused =
         || AppError::unauthenticated("invalid_run_token", "a valid run token is required");
     let token = bearer(headers)?.ok_or_else(refused)?.to_owned();
-    RunScope::for_worker(&state.db, run_id, |stored| {
+    let scope = RunScope::for_worker(&state.db, run_id, |stored| {
         tokens::token_matches(&token, stored)
     })
     .await
     .map_err(|e| match e {
         DbError::NotFound(_) => refused(),
         other => other.into(),
-    })
+    })?;
+    // The token dies with its job: once the run has finished (the worker's own `finished`
+    // report, or the scheduler recording the job's end) nothing more may be written with it,
+    // so a leaked token is worth nothing after the run.
+    if spade_db::runs::status(&state.db, &scope)
+        .await?
+        .is_terminal()
+    {
+        return Err(refused());
+    }
+    Ok(scope)
 }
 
 /// `GET /api/v1/ingest/{run_id}/config`: the run configuration as TOML; 409
@@ -86,7 +111,12 @@ pub async fn ingest(
     for (i, e) in req.envelopes.iter().enumerate() {
         let seq = to_i64(e.seq, i, "seq")?;
         if batch.claim(&e.key, seq).await? {
-            apply(&mut batch, &e.message, i, &mut events).await?;
+            let ctx = Ctx {
+                paths: &state.paths,
+                run_id,
+                i,
+            };
+            apply(&mut batch, &e.message, &ctx, &mut events).await?;
         }
         acknowledged.push(e.key.clone());
     }
@@ -143,6 +173,36 @@ fn to_i32(v: u32, i: usize, field: &str) -> ApiResult<i32> {
         .map_err(|_| AppError::invalid(&format!("envelopes[{i}].{field}"), "must be below 2^31"))
 }
 
+/// An `env_id` the database accepts: 1 to 200 characters.
+fn env_id<'a>(v: &'a str, i: usize, field: &str) -> ApiResult<&'a str> {
+    let n = v.chars().count();
+    if n == 0 || n > MAX_ENV_ID_CHARS {
+        return Err(AppError::invalid(
+            &format!("envelopes[{i}].{field}"),
+            format!("must have 1 to {MAX_ENV_ID_CHARS} characters, got {n}"),
+        ));
+    }
+    Ok(v)
+}
+
+/// `line` cut to at most [`MAX_LOG_LINE_BYTES`] at a character boundary, with a marker that
+/// says how much was left out.
+pub fn capped_log_line(line: &str) -> std::borrow::Cow<'_, str> {
+    if line.len() <= MAX_LOG_LINE_BYTES {
+        return line.into();
+    }
+    let mut end = MAX_LOG_LINE_BYTES;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{} [... {} more bytes not stored]",
+        &line[..end],
+        line.len() - end
+    )
+    .into()
+}
+
 fn finite(v: f64, i: usize, field: &str) -> ApiResult<f64> {
     if v.is_finite() {
         Ok(v)
@@ -154,12 +214,20 @@ fn finite(v: f64, i: usize, field: &str) -> ApiResult<f64> {
     }
 }
 
+/// What [`apply`] needs besides the message: the path rule, the run and the envelope's index.
+struct Ctx<'a> {
+    paths: &'a PathRoots,
+    run_id: i64,
+    i: usize,
+}
+
 async fn apply(
     batch: &mut Batch,
     m: &Message,
-    i: usize,
+    ctx: &Ctx<'_>,
     events: &mut Vec<RunEvent>,
 ) -> ApiResult<()> {
+    let i = ctx.i;
     match m {
         Message::RunStarted {
             code_version,
@@ -178,7 +246,7 @@ async fn apply(
             let opt = |v: Option<f64>, f: &str| v.map(|x| finite(x, i, f)).transpose();
             batch
                 .environment(&NewEnvironment {
-                    env_id: &r.env_id,
+                    env_id: env_id(&r.env_id, i, "message.record.env_id")?,
                     step: to_i64(r.step, i, "message.record.step")?,
                     skill: &r.skill,
                     kind: r.kind.into(),
@@ -223,7 +291,7 @@ async fn apply(
                 ));
             }
             batch
-                .broken_in_play(env_id, reason, message)
+                .broken_in_play(self::env_id(env_id, i, "message.env_id")?, reason, message)
                 .await
                 .map_err(|e| match e {
                     DbError::NotFound(_) => AppError::invalid(
@@ -243,7 +311,7 @@ async fn apply(
             ..
         } => {
             let scores = Scores {
-                env_id,
+                env_id: self::env_id(env_id, i, "message.env_id")?,
                 regret: Some(finite(*regret, i, "message.regret")?),
                 win_rate_hint: Some(finite(*win_rate_hint, i, "message.win_rate_hint")?),
                 win_rate_no_hint: Some(finite(*win_rate_no_hint, i, "message.win_rate_no_hint")?),
@@ -262,7 +330,7 @@ async fn apply(
             let mut plays = Vec::with_capacity(records.len());
             for (j, p) in records.iter().enumerate() {
                 plays.push(NewPlay {
-                    env_id: &p.env_id,
+                    env_id: env_id(&p.env_id, i, &format!("message.records[{j}].env_id"))?,
                     step: to_i64(p.step, i, &format!("message.records[{j}].step"))?,
                     with_hint: p.with_hint,
                     episode_return: finite(
@@ -309,10 +377,13 @@ async fn apply(
             });
         }
         Message::Checkpoint { step, path, bytes } => {
+            let path =
+                ctx.paths
+                    .checkpoint(ctx.run_id, &format!("envelopes[{i}].message.path"), path)?;
             batch
                 .checkpoint(
                     to_i64(*step, i, "message.step")?,
-                    path,
+                    &path,
                     to_i64(*bytes, i, "message.bytes")?,
                 )
                 .await?;
@@ -341,10 +412,11 @@ async fn apply(
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_else(|| "info".into());
-            batch.log(&level, line).await?;
+            let line = capped_log_line(line);
+            batch.log(&level, &line).await?;
             events.push(RunEvent::Log {
                 level,
-                line: line.clone(),
+                line: line.into_owned(),
             });
         }
         Message::BenchmarkResult {

@@ -7,6 +7,7 @@ use super::{audit, editor_scope};
 use crate::AppState;
 use crate::auth::{AuthUser, tokens};
 use crate::error::{ApiResult, AppError};
+use crate::paths::PathRoots;
 use serde::Deserialize;
 use spade_app::dto;
 use spade_db::artifacts::{self, BenchmarkResult, Checkpoint};
@@ -21,10 +22,12 @@ fn time(t: &Time) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }
 
-pub fn checkpoint(c: &Checkpoint) -> dto::CheckpointRecord {
+/// A checkpoint as people see it: its path relative to the run's state directory or model
+/// root, never the server's absolute path (`paths::PathRoots::shown_checkpoint`).
+pub fn checkpoint(c: &Checkpoint, paths: &PathRoots, run_id: i64) -> dto::CheckpointRecord {
     dto::CheckpointRecord {
         step: c.step,
-        path: c.path.clone(),
+        path: paths.shown_checkpoint(run_id, &c.path),
         bytes: c.bytes,
         created_at: time(&c.created_at),
     }
@@ -81,12 +84,37 @@ pub fn share(l: &ShareLink) -> dto::ShareRecord {
     }
 }
 
-pub async fn checkpoints(db: &Pool, scope: &RunScope) -> ApiResult<Vec<dto::CheckpointRecord>> {
-    Ok(artifacts::checkpoints(db, scope)
+pub async fn checkpoints(
+    state: &AppState,
+    scope: &RunScope,
+) -> ApiResult<Vec<dto::CheckpointRecord>> {
+    Ok(artifacts::checkpoints(&state.db, scope)
         .await?
         .iter()
-        .map(checkpoint)
+        .map(|c| checkpoint(c, &state.paths, scope.run_id()))
         .collect())
+}
+
+/// The stored path of run `scope`'s checkpoint at `step`, held again to the path rule before
+/// an evaluation loads it (a row stored before the rule, or a root an administrator has since
+/// removed, is refused with a 422 about `field`); `None` when there is no such checkpoint.
+pub async fn checked_checkpoint(
+    state: &AppState,
+    scope: &RunScope,
+    step: i64,
+    field: &str,
+) -> ApiResult<Option<String>> {
+    let Some(c) = artifacts::checkpoints(&state.db, scope)
+        .await?
+        .into_iter()
+        .find(|c| c.step == step)
+    else {
+        return Ok(None);
+    };
+    state
+        .paths
+        .checkpoint(scope.run_id(), field, &c.path)
+        .map(Some)
 }
 
 pub async fn benchmarks(db: &Pool, scope: &RunScope) -> ApiResult<Vec<dto::BenchmarkRecord>> {
@@ -232,6 +260,8 @@ pub async fn request_evaluation(
     if req.checkpoint_step < 0 {
         return Err(AppError::invalid("checkpoint_step", "must be 0 or more"));
     }
+    // The path is checked here; a missing checkpoint is answered below with the steps it has.
+    checked_checkpoint(state, &scope, req.checkpoint_step, "checkpoint_step").await?;
     let cfg = super::runs::stored_config(&state.db, &scope).await?;
     let limit = positive("limit", req.limit.unwrap_or(cfg.eval.limit), 1_000_000)?;
     let max_new_tokens = positive(

@@ -9,6 +9,7 @@ use crate::error::{ApiResult, AppError};
 use serde::Deserialize;
 use spade::config::{ConfigError, RunConfig};
 use spade_app::dto;
+use spade_db::jobs::JobState;
 use spade_db::runs::{self, NewRun, Run, RunFilter, RunSort};
 use spade_db::{Pool, RunScope, TeamScope, metrics, teams};
 use std::collections::BTreeMap;
@@ -338,9 +339,29 @@ pub async fn delete(state: &AppState, auth: &AuthUser, run_id: i64) -> ApiResult
 }
 
 /// A new worker token for run `run_id` (editors), for a worker started by hand; the previous
-/// one stops working.
+/// one stops working. Refused (409) while a scheduled job of the run is live: its worker holds
+/// the current token, and replacing it would make that worker's next report a 401, which ends
+/// the run.
 pub async fn issue_token(state: &AppState, auth: &AuthUser, run_id: i64) -> ApiResult<String> {
     let scope = editor_scope(state, auth, run_id).await?;
+    let job = spade_db::jobs::latest_for_run(&state.db, run_id)
+        .await
+        .map_err(|e| AppError::Internal(e.into()))?;
+    if let Some(job) = job
+        && matches!(
+            job.state,
+            JobState::Claimed | JobState::Running | JobState::Cancelling
+        )
+    {
+        return Err(AppError::Conflict {
+            code: "job_running",
+            message: format!(
+                "run {run_id} has a running job (job {}) whose worker holds the run's token; \
+                 cancel the run before starting a worker by hand",
+                job.id
+            ),
+        });
+    }
     let token = job_tokens::for_worker_by_hand(&state.db, &scope).await?;
     logged(state, auth, scope.team_id(), "run.token", run_id).await?;
     Ok(token)

@@ -52,23 +52,19 @@ async fn evaluations(app: &TestApp, run: i64, cred: &Cred) -> Vec<Value> {
 async fn evaluations_are_queued_by_editors_and_results_need_the_jobs_own_token(
     pool: PgPool,
 ) -> TestResult {
-    let app = &TestApp::new(pool.clone());
+    let dir = tempfile::tempdir()?;
+    let app = &TestApp::with_checkpoint_roots(pool.clone(), dir.path());
     let owner = &app.user("owner@x.org").await;
     let (team, _, run) = app.team_project_run(owner, "t").await;
     let worker = Cred::Bearer(worker_token(app, owner, run).await);
+    let base = model_in(dir.path(), "base");
+    let step3 = checkpoint_in(dir.path(), run, "checkpoints/step-3");
     // The demo configuration evaluates checkpoint 0 (the base model) and every 6th step.
     let r = app
         .post(
             &format!("/api/v1/ingest/{run}"),
             &worker,
-            batch(
-                run,
-                0,
-                vec![
-                    checkpoint(0, "/models/base"),
-                    checkpoint(3, "/runs/r/step-3"),
-                ],
-            ),
+            batch(run, 0, vec![checkpoint(0, &base), checkpoint(3, &step3)]),
         )
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
@@ -82,7 +78,7 @@ async fn evaluations_are_queued_by_editors_and_results_need_the_jobs_own_token(
     app.post(
         &format!("/api/v1/ingest/{run}"),
         &worker,
-        batch(run, 10, vec![checkpoint(0, "/models/base")]),
+        batch(run, 10, vec![checkpoint(0, &base)]),
     )
     .await;
     assert_eq!(evaluations(app, run, owner).await.len(), 1);
@@ -261,7 +257,8 @@ async fn evaluations_are_queued_by_editors_and_results_need_the_jobs_own_token(
             body(vec![result("rg-hard", Some(3), "all", 1.0)]),
         )
         .await;
-    assert_eq!(late.status, StatusCode::CONFLICT, "{}", late.text());
+    // Issue 36, item 8: the job's token died with the job.
+    assert_eq!(late.status, StatusCode::UNAUTHORIZED, "{}", late.text());
     let status_after =
         app.get(&format!("/api/v1/runs/{run}"), owner).await.json()["status"].clone();
     assert_eq!(status_before, status_after);
@@ -321,21 +318,27 @@ async fn a_tiny_models_evaluation_runs_as_a_job_and_lands_in_the_database(
     let (addr, server) = app.serve().await?;
     let owner = app.user("owner@x.org").await;
     let (_, _, run) = app.team_project_run(&owner, "t").await;
+    // The model as the run's checkpoint 0, in its state directory (where the path rule
+    // accepts a run's checkpoints), reported while the run is queued (a token dies with its
+    // run).
+    let ckpt = spade_scheduler::run_state_dir(&jobs_dir, run).join("checkpoints/base");
+    std::fs::create_dir_all(ckpt.parent().ok_or("parent")?)?;
+    std::fs::rename(&model, &ckpt)?;
+    let token = worker_token(&app, &owner, run).await;
+    let r = app
+        .post(
+            &format!("/api/v1/ingest/{run}"),
+            &Cred::Bearer(token),
+            batch(run, 0, vec![checkpoint(0, ckpt.to_str().ok_or("path")?)]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     // No training here: the run is cancelled before any job starts; its checkpoint 0 is still
     // evaluated, as the configuration asks (eval.base_model).
     let c = app
         .post(&format!("/api/v1/runs/{run}/cancel"), &owner, json!({}))
         .await;
     assert_eq!(c.json()["status"], "cancelled", "{}", c.text());
-    let token = worker_token(&app, &owner, run).await;
-    let r = app
-        .post(
-            &format!("/api/v1/ingest/{run}"),
-            &Cred::Bearer(token),
-            batch(run, 0, vec![checkpoint(0, model.to_str().ok_or("path")?)]),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
 
     let mut argv = vec!["spade-server"];
     argv.extend_from_slice(&flags);

@@ -83,8 +83,10 @@ pub fn metrics(step: u64, values: &[(&str, f64)]) -> Message {
 
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]
 async fn ingestion_is_idempotent_and_reports_cancellation(pool: PgPool) -> TestResult {
-    let f = fixture(pool).await;
+    let dir = tempfile::tempdir()?;
+    let f = fixture_with(TestApp::with_checkpoint_roots(pool, dir.path())).await;
     let (app, run) = (&f.app, f.run);
+    let ckpt = checkpoint_in(dir.path(), run, "checkpoints/step-1");
     let path = format!("/api/v1/ingest/{run}");
     let body = batch(
         run,
@@ -118,7 +120,7 @@ async fn ingestion_is_idempotent_and_reports_cancellation(pool: PgPool) -> TestR
             },
             Message::Checkpoint {
                 step: 1,
-                path: "/ckpt/1".into(),
+                path: ckpt.clone(),
                 bytes: 1234,
             },
             Message::BenchmarkResult {

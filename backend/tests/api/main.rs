@@ -14,3 +14,4 @@ mod pools;
 mod pools_zip;
 mod shutdown;
 mod support;
+mod worker_attacks;

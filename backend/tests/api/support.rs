@@ -110,8 +110,23 @@ impl TestApp {
         use clap::Parser;
         let mut argv = vec!["spade-server"];
         argv.extend_from_slice(args);
-        let settings = spade_server::config::Config::parse_from(argv).scheduler;
-        Self::with_state(pool, |s| s.with_scheduler(settings))
+        let cfg = spade_server::config::Config::parse_from(argv);
+        // The path rule as `main` builds it: checkpoints in the jobs' state directories.
+        let paths = spade_server::paths::PathRoots::new(
+            &cfg.model_roots,
+            &cfg.corpus_roots,
+            &cfg.pool_roots,
+        )
+        .with_run_states(&cfg.scheduler.jobs_dir);
+        Self::with_state(pool, |s| s.with_scheduler(cfg.scheduler).with_paths(paths))
+    }
+
+    /// An app whose runs keep their state under `<dir>/jobs` and whose model root is
+    /// `<dir>/models` (see [`checkpoint_in`]).
+    pub fn with_checkpoint_roots(pool: PgPool, dir: &std::path::Path) -> Self {
+        let paths = spade_server::paths::PathRoots::new(&[dir.join("models")], &[], &[])
+            .with_run_states(&dir.join("jobs"));
+        Self::with_state(pool, |s| s.with_paths(paths))
     }
 
     /// The app as the tests' common settings make it, then adjusted by `f`.
@@ -338,4 +353,19 @@ pub fn claims_of(token: &str) -> Value {
 
 pub fn b64(v: &Value) -> String {
     URL_SAFE_NO_PAD.encode(v.to_string())
+}
+
+/// Creates `rel` under run `run`'s state directory in `<dir>/jobs` (as the local executor names
+/// it) and returns its absolute path: a checkpoint the run may report.
+pub fn checkpoint_in(dir: &std::path::Path, run: i64, rel: &str) -> String {
+    let p = spade_scheduler::run_state_dir(&dir.join("jobs"), run).join(rel);
+    let _ = std::fs::create_dir_all(&p);
+    p.to_string_lossy().into_owned()
+}
+
+/// Creates `<dir>/models/<name>` and returns its absolute path.
+pub fn model_in(dir: &std::path::Path, name: &str) -> String {
+    let p = dir.join("models").join(name);
+    let _ = std::fs::create_dir_all(&p);
+    p.to_string_lossy().into_owned()
 }

@@ -8,7 +8,7 @@ mod local;
 mod ray;
 mod scheduler;
 
-pub use local::{LocalConfig, LocalExecutor};
+pub use local::{LocalConfig, LocalExecutor, run_state_dir};
 pub use ray::{RayConfig, RayExecutor};
 pub use scheduler::{SchedError, Scheduler, SchedulerConfig, Tick, TokenSource};
 

@@ -33,6 +33,12 @@ code=$?
 printf '%s\n' "$code" > "$exit_file.tmp" && mv "$exit_file.tmp" "$exit_file"
 exit "$code""#;
 
+/// Run `run_id`'s state directory in `jobs_dir`: the one name the executor gives it and the
+/// server's path rule (`spade_server::paths`) holds the run's checkpoints to.
+pub fn run_state_dir(jobs_dir: &Path, run_id: i64) -> PathBuf {
+    jobs_dir.join(format!("spade-run-{run_id}-state"))
+}
+
 /// Configuration of [`LocalExecutor`].
 #[derive(Debug, Clone)]
 pub struct LocalConfig {
@@ -85,7 +91,7 @@ impl LocalExecutor {
     /// `<jobs_dir>/spade-run-<run>-state`, absolute (the job runs in its own directory): what
     /// every attempt of the run shares (see the module doc).
     pub fn state_dir(&self, run_id: i64) -> PathBuf {
-        let dir = self.cfg.jobs_dir.join(format!("spade-run-{run_id}-state"));
+        let dir = run_state_dir(&self.cfg.jobs_dir, run_id);
         if dir.is_absolute() {
             dir
         } else {
