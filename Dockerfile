@@ -71,8 +71,7 @@ COPY envs /srv/spade/envs
 COPY configs /srv/spade/configs
 COPY corpus /srv/spade/corpus
 WORKDIR /srv/spade
-ENV SPADE_CACHE=/opt/spade-cache SPADE_SEEDS=/srv/spade/envs/seed OMP_NUM_THREADS=1 \
-    ATEN_CPU_CAPABILITY=avx2
+ENV SPADE_CACHE=/opt/spade-cache SPADE_SEEDS=/srv/spade/envs/seed OMP_NUM_THREADS=1
 ENTRYPOINT ["spade"]
 
 FROM worker AS studio

@@ -44,13 +44,19 @@ pub struct CommonArgs {
     /// libtorch threads (1 is fastest for the tiny model on a small machine).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
-    /// Epochs of the tiny model's warm start on the seed library (cached by content hash in
-    /// $SPADE_CACHE); a `model.warm_start = "families"` run trains the family's own 12.
+    /// Epochs of the tiny model's warm start on the seed library before its criterion is first
+    /// checked; it trains on, one epoch at a time, until the criterion is met or twice this
+    /// many (cached by content hash and CPU kernels in $SPADE_CACHE). A
+    /// `model.warm_start = "families"` run checks after the family's own 12, up to 24.
     #[arg(long, default_value_t = run::DEFAULT_WARM_EPOCHS)]
     pub warm_epochs: usize,
-    /// Designer samples validated after the warm start to measure its acceptance rate.
+    /// Designer samples, on prompts held back from training, validated at each check of the
+    /// warm start's criterion.
     #[arg(long, default_value_t = run::DEFAULT_WARM_MEASURE)]
     pub warm_measure: usize,
+    /// The warm start's criterion: the share of --warm-measure samples the sandbox must accept.
+    #[arg(long, default_value_t = run::DEFAULT_WARM_MIN_ACCEPTANCE)]
+    pub warm_min_acceptance: f64,
 }
 
 /// Where warm starts are cached: `$SPADE_CACHE/warmstart`, else `~/.cache/spade-studio/warmstart`.
@@ -75,6 +81,13 @@ impl CommonArgs {
         o.concurrency = self.concurrency.map(|n| n.max(1));
         o.warm_epochs = self.warm_epochs;
         o.warm_measure = self.warm_measure;
+        if !(0.0..=1.0).contains(&self.warm_min_acceptance) {
+            bail!(
+                "--warm-min-acceptance {}: a share, from 0 to 1",
+                self.warm_min_acceptance
+            );
+        }
+        o.warm_min_acceptance = self.warm_min_acceptance;
         o.resume = resume;
         Ok(o)
     }
@@ -197,6 +210,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
             "warm start: designer acceptance {}/{} ({:.2})",
             w.accepted, w.measured, w.acceptance_rate
         );
+        if w.needed > 0 {
+            println!("{}", w.verdict());
+        }
     }
     println!("outputs in {}", args.out.display());
     Ok(ExitCode::SUCCESS)

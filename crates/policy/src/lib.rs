@@ -8,7 +8,8 @@
 //!   drives); [`chat`]: the three roles' templates.
 //! - [`grpo`]: the GRPO step (its module doc states the exact variant); [`sft`]: supervised
 //!   fine-tuning; [`train`]: what they share; [`optim`]: AdamW with a saveable state.
-//! - [`embed`]: mean-pooled hidden states (for diversity metrics).
+//! - [`embed`]: mean-pooled hidden states (for diversity metrics); [`kernels`]: which CPU
+//!   kernels libtorch computes with, the part of a trained-weights cache key inputs do not name.
 //! - [`preset`]: the tiny model for tests and the CPU demo, and random-init Qwen3 shapes;
 //!   [`bench`]: one timed training step of such a shape (`spade model bench`);
 //!   [`rollout_bench`]: one step's generation on the sampler and on the engine
@@ -29,6 +30,7 @@ pub mod encoder;
 pub mod engine;
 pub mod error;
 pub mod grpo;
+pub mod kernels;
 pub mod optim;
 pub mod policy;
 pub mod preset;

@@ -59,17 +59,26 @@ pub struct RunOptions {
     /// Episodes (runner processes) played at once, overriding the run configuration's
     /// `agent.concurrency` (`--concurrency`); None = the configuration's.
     pub concurrency: Option<usize>,
+    /// Epochs of the seed-library warm start before its criterion is first checked (a family's
+    /// warm start uses `warmstart::families::EPOCHS`); the bound is twice this.
     pub warm_epochs: usize,
     pub warm_lr: f64,
+    /// Designer samples validated at each check of the warm start's criterion.
     pub warm_measure: usize,
+    /// The warm start's criterion: the share of `warm_measure` samples the sandbox must accept.
+    pub warm_min_acceptance: f64,
     /// Continue from the last checkpoint.
     pub resume: bool,
 }
 
 /// Epochs of the tiny model's warm start (see [`crate::warmstart`]).
 pub const DEFAULT_WARM_EPOCHS: usize = 70;
-/// Designer samples validated after the warm start.
+/// Designer samples validated at each check of the warm start's criterion.
 pub const DEFAULT_WARM_MEASURE: usize = 12;
+/// The warm start's criterion: half of its designer samples accepted. Above the CPU demo's own
+/// target (acceptance >= 0.3 over the run), since a run samples at the same temperature from
+/// prompts with memory parents the warm start never showed.
+pub const DEFAULT_WARM_MIN_ACCEPTANCE: f64 = 0.5;
 
 impl RunOptions {
     /// The defaults `spade train` uses (tests use them too, so they share its cached warm start).
@@ -83,6 +92,7 @@ impl RunOptions {
             warm_epochs: DEFAULT_WARM_EPOCHS,
             warm_lr: 3e-3,
             warm_measure: DEFAULT_WARM_MEASURE,
+            warm_min_acceptance: DEFAULT_WARM_MIN_ACCEPTANCE,
             resume: false,
         }
     }
@@ -336,13 +346,33 @@ pub fn run(
         bytes: state::dir_bytes(&base),
     })?;
     if let Some(r) = &warm_report {
-        lp.live(Message::Log {
-            level: spade::report::LogLevel::Info,
-            line: format!(
-                "warm start: designer acceptance {}/{} ({:.2}), SFT loss {:.3} -> {:.3}",
-                r.accepted, r.measured, r.acceptance_rate, r.first_loss, r.last_loss
-            ),
-        })?;
+        // A warm start with a criterion says whether it met it, in the run's own log (what its
+        // page shows): a designer that writes nothing valid means a run without a curriculum.
+        let (level, line) = if r.needed > 0 {
+            let level = if r.designer_ready() {
+                spade::report::LogLevel::Info
+            } else {
+                spade::report::LogLevel::Warn
+            };
+            (
+                level,
+                format!(
+                    "{}; SFT loss {:.3} -> {:.3}",
+                    r.verdict(),
+                    r.first_loss,
+                    r.last_loss
+                ),
+            )
+        } else {
+            (
+                spade::report::LogLevel::Info,
+                format!(
+                    "warm start: designer acceptance {}/{} ({:.2}), SFT loss {:.3} -> {:.3}",
+                    r.accepted, r.measured, r.acceptance_rate, r.first_loss, r.last_loss
+                ),
+            )
+        };
+        lp.live(Message::Log { level, line })?;
     }
     let mut last = BTreeMap::new();
     while lp.state.step < cfg.run.steps && !lp.cancel {
@@ -370,6 +400,19 @@ pub fn run(
         steps: lp.state.step,
         last_metrics: last,
         warm_start: warm_report,
+    })
+}
+
+/// What a run that designed environments but had none accepted says at its end (issue 35: a
+/// run whose designer wrote nothing valid finished "succeeded" with flat curves and no word
+/// why); `None` when something was accepted or nothing was designed (fixed-environment runs).
+pub(crate) fn nothing_usable(st: &state::RunState) -> Option<String> {
+    (st.attempts_total > 0 && st.accepted_total == 0).then(|| {
+        format!(
+            "nothing usable: the sandbox accepted none of the {} environments the designer \
+             wrote, so there was no curriculum to play or train on",
+            st.attempts_total
+        )
     })
 }
 
@@ -500,11 +543,22 @@ pub fn prepare_base_model(
     opts: &RunOptions,
     on: &mut dyn FnMut(Event),
 ) -> Result<PathBuf, WorkerError> {
+    Ok(prepare_warm_start(cfg, opts, on)?.0)
+}
+
+/// [`prepare_base_model`] with the warm start's report (`None` for a `model.path`): a test that
+/// needs a working tiny designer checks [`warmstart::WarmStartReport::designer_ready`] first and
+/// fails with its verdict, not later with a vaguer message.
+pub fn prepare_warm_start(
+    cfg: &RunConfig,
+    opts: &RunOptions,
+    on: &mut dyn FnMut(Event),
+) -> Result<(PathBuf, Option<warmstart::WarmStartReport>), WorkerError> {
     let mut pool_cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
     pool_cfg.max_runners = concurrency(cfg, opts);
     let pool = Pool::new(pool_cfg);
     let corpus = generate::load_corpus(cfg)?;
-    Ok(base_model(cfg, opts, &pool, &corpus, on)?.0)
+    base_model(cfg, opts, &pool, &corpus, on)
 }
 
 fn base_model(
@@ -553,15 +607,23 @@ pub(crate) fn warm_start_options(
         .map(|&k| spade_sandbox::EnvKind::from(k))
         .collect();
     let families = cfg.model.warm_start == spade::config::WarmStartData::Families;
+    // A family's variants are dozens of designer pairs an epoch (see `families::EPOCHS`).
+    let epochs = if families {
+        warmstart::families::EPOCHS
+    } else {
+        opts.warm_epochs
+    };
     WarmStartOptions {
         kinds,
         seed: cfg.run.seed,
-        // A family's variants are dozens of designer pairs an epoch (see `families::EPOCHS`).
-        epochs: if families {
-            warmstart::families::EPOCHS
+        epochs,
+        // Up to as many epochs again to meet the criterion (see `warmstart`'s module doc).
+        max_epochs: if families {
+            warmstart::families::MAX_EPOCHS
         } else {
-            opts.warm_epochs
+            2 * epochs
         },
+        min_acceptance: opts.warm_min_acceptance,
         batch_size: 1,
         lr: opts.warm_lr,
         // Fixed-env GRPO never uses a designer: no designer pairs, no acceptance measurement.
@@ -852,10 +914,16 @@ impl Loop<'_> {
         // The last progress names the steps completed, so a finished run shows 6/6, not the
         // index of its last step.
         self.phase("done")?;
-        self.live(Message::Finished {
-            status,
-            message: format!("{} of {} steps", self.state.step, self.cfg.run.steps),
-        })?;
+        let mut message = format!("{} of {} steps", self.state.step, self.cfg.run.steps);
+        if let Some(nothing) = nothing_usable(&self.state) {
+            (self.on)(Event::Log(nothing.clone()));
+            self.live(Message::Log {
+                level: spade::report::LogLevel::Warn,
+                line: nothing.clone(),
+            })?;
+            message = format!("{message}; {nothing}");
+        }
+        self.live(Message::Finished { status, message })?;
         self.sink.flush(Duration::from_secs(60))?;
         Ok(())
     }

@@ -465,6 +465,8 @@ pub(super) fn warm_start(
         opts.warm_lr.to_string(),
         cfg.spice.max_document_tokens.to_string(),
         cfg.spice.temperature.to_string(),
+        // Trained weights differ between CPU kernel sets (issue 35).
+        spade_policy::kernels::fingerprint(),
     ] {
         h.update(part.as_bytes());
         h.update([0u8]);
@@ -594,6 +596,12 @@ pub(super) fn warm_start(
         accepted,
         acceptance_rate: accepted as f64 / measured as f64,
         rejections,
+        // SPICE's warm start trains a fixed number of epochs and has no criterion (yet).
+        epochs: opts.warm_epochs,
+        needed: 0,
+        criterion_met: true,
+        checks: vec![],
+        kernels: spade_policy::kernels::fingerprint(),
     };
     on(Event::Log(format!(
         "spice warm start: {accepted}/{measured} challenger samples parse after {train_seconds:.0} s"

@@ -5,7 +5,7 @@
 //! trains: its weights fingerprint is the same before and after, no designer sample joins a
 //! GRPO batch, and the agent's weights move.
 
-use crate::loop_tiny::{cache_root, three_step_config};
+use crate::loop_tiny::{cache_root, ready_designer, three_step_config};
 use spade::report::{EnvStatus, Message};
 use spade_policy::Policy;
 use spade_worker::run::{self, Event, RunOptions};
@@ -59,7 +59,7 @@ fn a_frozen_designer_from_another_checkpoint_never_changes_while_the_agent_train
         cache_root().join("warmstart"),
     );
     opts.concurrency = Some(4);
-    let base = run::prepare_base_model(&cfg, &opts, &mut |_| {})?;
+    let base = ready_designer(&cfg, &opts)?;
     let work = tempfile::tempdir()?;
     let designer_dir = work.path().join("designer");
     copy_dir(&base, &designer_dir)?;

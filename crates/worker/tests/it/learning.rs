@@ -99,6 +99,10 @@ pub(crate) fn cached_model_dir(prefix: &str, version: u32, texts: &[String]) -> 
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     h.update(version.to_le_bytes());
+    // Trained weights differ between CPU kernel sets (issue 35): a fixture trained with other
+    // kernels is another fixture.
+    h.update(spade_policy::kernels::fingerprint().as_bytes());
+    h.update([0]);
     for t in texts {
         h.update(t.as_bytes());
         h.update([0]);
@@ -161,6 +165,8 @@ fn make_fixture() -> Res<Fixture> {
         kinds: vec![EnvKind::Game],
         seed: 7,
         epochs: 0,
+        max_epochs: 0,
+        min_acceptance: 0.0,
         batch_size: 8,
         lr: 0.0,
         designer_variants: 0,

@@ -148,6 +148,8 @@ fn make_fixture() -> Res<Fixture> {
         kinds: vec![EnvKind::Game],
         seed: 11,
         epochs: 0,
+        max_epochs: 0,
+        min_acceptance: 0.0,
         batch_size: 8,
         lr: 0.0,
         designer_variants: DESIGNER_COPIES,

@@ -3,9 +3,11 @@
 //! designer rewards arrive when the first window closes, metrics are present every step and
 //! every reported number is in its range.
 //!
-//! The warm-started tiny model is cached by content hash in `$SPADE_CACHE/warmstart` (default
-//! `~/.cache/spade-studio/warmstart`), shared with `spade train` and the demo; the first run on a
-//! machine trains it (minutes), later runs reuse it.
+//! The warm-started tiny model is cached by content hash and CPU kernels in
+//! `$SPADE_CACHE/warmstart` (default `~/.cache/spade-studio/warmstart`), shared with `spade train`
+//! and the demo; the first run on a machine trains it (minutes, until its criterion is met),
+//! later runs reuse it. Tests that need its designer check that criterion first
+//! ([`ready_designer`]).
 
 use spade::config::RunConfig;
 use spade::report::{EnvStatus, Message};
@@ -46,6 +48,27 @@ pub fn three_step_config() -> Result<RunConfig, Box<dyn std::error::Error>> {
     Ok(cfg)
 }
 
+/// The warm-started tiny model of `cfg` (trained now when the cache has none), checked against
+/// the warm start's criterion first: a test that needs a working tiny designer fails here with
+/// the warm start's own verdict (what it measured, after how many epochs), not later with
+/// "no valid environment".
+pub fn ready_designer(
+    cfg: &RunConfig,
+    opts: &RunOptions,
+) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    let (dir, report) = run::prepare_warm_start(cfg, opts, &mut |e| {
+        if let run::Event::Log(l) = e {
+            eprintln!("{l}");
+        }
+    })?;
+    if let Some(r) = report
+        && !r.designer_ready()
+    {
+        return Err(format!("{} (cached at {})", r.verdict(), dir.display()).into());
+    }
+    Ok(dir)
+}
+
 #[test]
 fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
     spade_policy::embed::set_threads(1);
@@ -53,6 +76,7 @@ fn three_steps_of_the_tiny_loop() -> Result<(), Box<dyn std::error::Error>> {
     let out = tempfile::tempdir()?;
     let mut opts = RunOptions::new("it-loop", repo().join("envs/seed"), cache_dir());
     opts.concurrency = Some(4);
+    ready_designer(&cfg, &opts)?;
     let mut sink = FileSink::open(out.path())?;
     let store = StateStore::new(out.path());
     let mut log = Vec::new();

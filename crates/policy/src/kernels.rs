@@ -1,0 +1,103 @@
+//! Which CPU kernels libtorch computes with, as a fingerprint for caches of trained weights.
+//!
+//! Training is bit-for-bit reproducible for one kernel set but not across sets: libtorch picks
+//! its vectorised kernels (ATen's "CPU capability": AVX-512, AVX2 or the default build) from the
+//! CPU and `ATEN_CPU_CAPABILITY`, MKL picks its GEMM code paths from the CPU (vendor and model,
+//! `MKL_CBWR`, `MKL_ENABLE_INSTRUCTIONS`), and the number of intra-op threads changes how
+//! reductions are split. The tiny warm start trained under AVX-512 and under AVX2 kernels on the
+//! same machine gave two different models (issue 35), so a cache key of trained weights must
+//! name all of these.
+//!
+//! tch has no call for ATen's choice, so [`aten_cpu_capability`] repeats ATen's rule
+//! (`aten/src/ATen/native/DispatchStub.cpp`, `compute_cpu_capability`): a valid
+//! `ATEN_CPU_CAPABILITY` wins, else AVX-512 when the CPU has AVX-512 F/BW/VL/DQ and FMA, else
+//! AVX2 with FMA, else the default kernels.
+
+/// The kernel set ATen dispatches CPU operators to in this process: `"avx512"`, `"avx2"` or
+/// `"default"` (on x86-64; other architectures report `"default"` unless the variable says
+/// otherwise).
+pub fn aten_cpu_capability() -> String {
+    if let Ok(v) = std::env::var("ATEN_CPU_CAPABILITY") {
+        // ATen ignores (with a warning) any other value and detects instead.
+        if matches!(v.as_str(), "avx512" | "avx2" | "default") {
+            return v;
+        }
+    }
+    detected().to_owned()
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detected() -> &'static str {
+    let fma = std::arch::is_x86_feature_detected!("fma");
+    if fma
+        && std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+        && std::arch::is_x86_feature_detected!("avx512dq")
+    {
+        "avx512"
+    } else if fma && std::arch::is_x86_feature_detected!("avx2") {
+        "avx2"
+    } else {
+        "default"
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detected() -> &'static str {
+    "default"
+}
+
+/// The CPU's vendor and model as `/proc/cpuinfo` names them (MKL's code paths depend on both);
+/// `unknown` where that file is not there.
+fn cpu_model() -> String {
+    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+        return "unknown".into();
+    };
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                (k.trim() == name).then(|| v.trim().to_owned())
+            })
+            .unwrap_or_default()
+    };
+    format!("{} {}", field("vendor_id"), field("model name"))
+}
+
+/// Everything about this process's CPU kernels that changes trained weights, in one line:
+/// ATen's kernel set, the CPU (MKL's dispatch), MKL's reproducibility switches when set, and
+/// libtorch's intra-op thread count.
+pub fn fingerprint() -> String {
+    let mkl: Vec<String> = ["MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
+        .collect();
+    format!(
+        "aten={} cpu={} threads={}{}{}",
+        aten_cpu_capability(),
+        cpu_model(),
+        tch::get_num_threads(),
+        if mkl.is_empty() { "" } else { " " },
+        mkl.join(" ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fingerprint_names_the_kernel_set_and_the_threads() {
+        let f = fingerprint();
+        assert!(f.starts_with("aten="), "{f}");
+        assert!(
+            ["avx512", "avx2", "default"].contains(&aten_cpu_capability().as_str()),
+            "{f}"
+        );
+        assert!(
+            f.contains(&format!(" threads={}", tch::get_num_threads())),
+            "{f}"
+        );
+    }
+}
