@@ -203,7 +203,7 @@ async fn a_viewer_sees_no_cancel_button_and_a_forged_cancel_is_refused(
         ..ServerOptions::default()
     })
     .await?;
-    // The viewer needs an account before an owner can add them.
+    // Vera has an account, so she can accept the owner's invitation.
     let mut viewer = Browser::start().await?;
     let v = viewer.client.clone();
     register(&v, &server, "Vera Viewer", "vera@example.org", PASSWORD).await?;
@@ -213,7 +213,7 @@ async fn a_viewer_sees_no_cancel_button_and_a_forged_cancel_is_refused(
     register(&c, &server, "Olga Owner", "olga@example.org", PASSWORD).await?;
     let (team_id, run_id) = seed_run(&pool, user_id(&pool, "olga@example.org").await?).await?;
 
-    // The owner adds Vera as a viewer on the teams page.
+    // The owner invites Vera as a viewer on the teams page; she joins by accepting.
     c.goto(&format!("{}/teams", server.url)).await?;
     wait_for(&c, &format!("#invite-email-{team_id}")).await?;
     fill(&c, &format!("invite-email-{team_id}"), "vera@example.org").await?;
@@ -227,8 +227,15 @@ async fn a_viewer_sees_no_cancel_button_and_a_forged_cancel_is_refused(
     assert!(
         text_of(&c, "#teams-notice")
             .await?
-            .contains("is now viewer")
+            .contains("Invitation sent to vera@example.org as viewer")
     );
+    let accept = "#invitations form[action$='/accept'] button";
+    v.goto(&format!("{}/teams", server.url)).await?;
+    wait_for(&v, accept).await?;
+    click(&v, accept).await?;
+    wait_for_path(&v, "/teams?notice=").await?;
+    c.goto(&format!("{}/teams", server.url)).await?;
+    wait_for(&c, &format!("#team-{team_id} table.members tbody")).await?;
     let members = text_of(&c, &format!("#team-{team_id} table.members tbody")).await?;
     assert!(members.contains("vera@example.org"), "{members}");
     owner.screenshot("teams-owner").await?;
