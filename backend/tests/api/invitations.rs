@@ -355,3 +355,77 @@ async fn concurrent_accepts_make_one_membership(pool: PgPool) -> TestResult {
     assert_eq!(audited, 1);
     Ok(())
 }
+
+/// The teams page's forms go through the same service: the owner's invite form invites (the
+/// notice says the same for any email), the page shows the invited user their invitation with
+/// Accept / Decline forms and nothing of the team before they accept, another account's
+/// Accept form post is refused, and the invited user's joins the team.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn the_teams_page_invites_and_the_invited_user_accepts_there(pool: PgPool) -> TestResult {
+    use crate::pages::{FORM, browser_session, post_form};
+    let app = TestApp::new(pool);
+    let owner = app.user("owner@x.org").await;
+    let bob = app.user("bob@x.org").await;
+    app.register("mallory@x.org").await;
+    let (team, _, _) = app.team_project_run(&owner, "lab").await;
+    let (o_access, o_csrf) = browser_session(&app, "owner@x.org").await;
+    let invite_form = format!("/teams/{team}/invitations");
+    let mut notices = Vec::new();
+    for email in ["bob%40x.org", "nobody%40x.org"] {
+        let body = format!("csrf={o_csrf}&email={email}&role=editor");
+        let r = post_form(&app, &invite_form, &o_access, FORM, &body).await;
+        assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text());
+        let to = r.header("location");
+        assert!(to.starts_with("/teams?notice=Invitation"), "{to}");
+        notices.push(
+            to.replace("bob%40x.org", "E")
+                .replace("nobody%40x.org", "E"),
+        );
+    }
+    assert_eq!(
+        notices[0], notices[1],
+        "the same answer for a known and an unknown email"
+    );
+
+    let (b_access, b_csrf) = browser_session(&app, "bob@x.org").await;
+    let page = app
+        .get(
+            "/teams",
+            &Cred::Cookie {
+                access: b_access.clone(),
+                csrf: None,
+            },
+        )
+        .await
+        .text();
+    let inv = app.get("/api/v1/invitations", &bob).await.json()[0]["id"]
+        .as_i64()
+        .unwrap_or(-1);
+    assert!(
+        page.contains(&format!(r#"action="/invitations/{inv}/accept""#)),
+        "{page}"
+    );
+    assert!(page.contains(&format!(r#"action="/invitations/{inv}/decline""#)));
+    assert!(
+        !page.contains(&format!(r#"id="team-{team}""#)),
+        "not a member yet"
+    );
+
+    let (m_access, m_csrf) = browser_session(&app, "mallory@x.org").await;
+    let accept = format!("/invitations/{inv}/accept");
+    let r = post_form(&app, &accept, &m_access, FORM, &format!("csrf={m_csrf}")).await;
+    assert!(
+        r.header("location").starts_with("/teams?error="),
+        "{}",
+        r.header("location")
+    );
+    let r = post_form(&app, &accept, &b_access, FORM, &format!("csrf={b_csrf}")).await;
+    let to = r.header("location");
+    assert!(
+        to.starts_with("/teams?notice=Invitation%20accepted")
+            && to.ends_with(&format!("#team-{team}")),
+        "{to}"
+    );
+    assert_eq!(team_ids(&app, &bob).await, vec![team]);
+    Ok(())
+}

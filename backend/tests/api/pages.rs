@@ -498,7 +498,7 @@ async fn the_runs_list_sorts_and_pages_in_each_order(pool: sqlx::PgPool) -> Test
 }
 
 /// A browser session: the access cookie and the CSRF token a page puts in its forms.
-async fn browser_session(app: &TestApp, email: &str) -> (String, String) {
+pub(crate) async fn browser_session(app: &TestApp, email: &str) -> (String, String) {
     let login = app
         .post(
             "/api/v1/auth/login",
@@ -514,7 +514,7 @@ async fn browser_session(app: &TestApp, email: &str) -> (String, String) {
 }
 
 /// A form POST as a browser without JavaScript sends it.
-async fn post_form(
+pub(crate) async fn post_form(
     app: &TestApp,
     path: &str,
     access: &str,
@@ -531,7 +531,7 @@ async fn post_form(
     app.send(req).await
 }
 
-const FORM: &str = "application/x-www-form-urlencoded";
+pub(crate) const FORM: &str = "application/x-www-form-urlencoded";
 
 /// The dashboard's forms act through the service functions the API calls, with the same
 /// checks: an owner's cancel form cancels; the same form from a viewer, without its CSRF field,
