@@ -40,6 +40,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     // In the shell (rendered by the server only), so the versioned bundle directory the server
     // was configured with names the stylesheet too.
     let css = format!("/{}/{OUTPUT_NAME}.css", options.site_pkg_dir);
+    #[cfg(feature = "ssr")]
+    send_page_policy();
     view! {
         <!DOCTYPE html>
         <html lang="en" data-theme=theme>
@@ -59,6 +61,43 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     }
 }
 
+/// The Content-Security-Policy of a page whose inline scripts carry `nonce` (leptos puts the
+/// request's nonce on its hydration and streaming scripts). Scripts run only from this origin or
+/// with the nonce, so markup that slipped into a page cannot run script; nothing may frame a page
+/// (clickjacking of the one-click buttons); forms post only here. Styles may be inline: the
+/// charts and the crosshair set `style` attributes, and a style cannot run script.
+pub fn page_policy(nonce: &str) -> String {
+    format!(
+        "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
+         style-src 'self' 'unsafe-inline'; img-src 'self' data:; object-src 'none'; \
+         base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    )
+}
+
+/// Sends [`page_policy`] with this request's nonce as the page's `Content-Security-Policy`
+/// header (the server sets a stricter one on every response that has none).
+#[cfg(feature = "ssr")]
+fn send_page_policy() {
+    if let (Some(nonce), Some(opts)) = (
+        leptos::nonce::use_nonce(),
+        use_context::<leptos_axum::ResponseOptions>(),
+    ) && let Ok(v) = http::HeaderValue::from_str(&page_policy(&nonce))
+    {
+        opts.insert_header(http::header::CONTENT_SECURITY_POLICY, v);
+    }
+}
+
+/// The text of `<title>` as a page is rendered. leptos_meta 0.8 writes the title into the
+/// server-rendered `<head>` as it is, unescaped (`ServerMetaContext` pushes the string between
+/// `<title>` and `</title>`), and titles carry names users and workers choose (a run named
+/// `x</title><script>...` was markup). So every render that produces HTML escapes it; the browser
+/// build sets `document.title`, which takes text, and must not.
+fn title_text(text: String) -> String {
+    #[cfg(not(feature = "hydrate"))]
+    let text = code::python::escape_html(&text);
+    text
+}
+
 /// Root component: metadata, the app shell and routes.
 #[component]
 pub fn App() -> impl IntoView {
@@ -71,7 +110,8 @@ pub fn App() -> impl IntoView {
     #[cfg(feature = "hydrate")]
     Effect::new(|_| mark_hydrated());
     view! {
-        <Title text="SPADE Studio" />
+        // The one formatter of every page's title (see `title_text`).
+        <Title formatter=title_text text="SPADE Studio" />
         <Router>
             <layout::AppShell viewer>
                 <Routes fallback=|| view! { <p class="notfound">"Page not found."</p> }>

@@ -508,7 +508,7 @@ async fn load_pages(
     let server = tokio::spawn(spade_server::serve::serve(
         listener,
         router,
-        spade_server::serve::HEADER_READ_TIMEOUT,
+        spade_server::serve::IDLE_TIMEOUT,
         async move {
             stop_rx.await.ok();
         },

@@ -43,6 +43,10 @@ pub enum AppError {
     /// (`Retry-After: 1`).
     #[error("the service is busy; retry shortly")]
     Busy,
+    /// 503: the database cannot be reached (down, restarting, refusing connections); retry
+    /// shortly (`Retry-After: 5`). The cause is logged, never sent.
+    #[error("the database is unavailable; retry shortly")]
+    Unavailable,
     /// 500: anything else. The client sees only "internal error"; the cause is logged.
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
@@ -81,7 +85,7 @@ impl AppError {
             AppError::Conflict { .. } => StatusCode::CONFLICT,
             AppError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            AppError::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::Busy | AppError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -97,6 +101,7 @@ impl AppError {
             AppError::TooLarge { .. } => "body_too_large",
             AppError::RateLimited { .. } => "rate_limited",
             AppError::Busy => "busy",
+            AppError::Unavailable => "database_unavailable",
             AppError::Internal(_) => "internal",
         }
     }
@@ -126,6 +131,7 @@ impl IntoResponse for AppError {
         let retry_after = match self {
             AppError::RateLimited { retry_after_s } => Some(retry_after_s),
             AppError::Busy => Some(1),
+            AppError::Unavailable => Some(5),
             _ => None,
         };
         if let Some(s) = retry_after
@@ -153,6 +159,10 @@ impl From<DbError> for AppError {
             e if e.is_pool_timeout() => {
                 tracing::warn!("no database connection free in time: answering 503");
                 AppError::Busy
+            }
+            e if e.is_unavailable() => {
+                tracing::error!(error = %e, "the database is unavailable: answering 503");
+                AppError::Unavailable
             }
             e => AppError::Internal(anyhow::Error::new(e)),
         }

@@ -15,9 +15,11 @@ pub mod guard;
 pub mod openapi;
 pub mod paths;
 pub mod scheduling;
+pub mod security;
 pub mod serve;
 pub mod service;
 pub mod site;
+pub mod ui_errors;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Request, StatusCode};
@@ -138,6 +140,7 @@ pub fn app(state: AppState) -> Router {
             },
         )
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .layer(axum::middleware::from_fn(ui_errors::client_errors))
         .layer(axum::middleware::from_fn(guard::check_request))
         .layer(axum::middleware::from_fn(site::cache_headers))
         .layer(axum::middleware::from_fn_with_state(
@@ -149,6 +152,8 @@ pub fn app(state: AppState) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             REQUEST_TIMEOUT,
         ))
+        // Outside the timeout, the guard and the fallback, so their answers carry it too.
+        .layer(axum::middleware::from_fn(security::headers))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
             let id = req

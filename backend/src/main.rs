@@ -95,7 +95,7 @@ async fn main() -> anyhow::Result<()> {
     spade_server::serve::serve(
         listener,
         app(state),
-        spade_server::serve::HEADER_READ_TIMEOUT,
+        spade_server::serve::IDLE_TIMEOUT,
         spade_server::serve::shutdown_signal(),
     )
     .await?;

@@ -92,6 +92,14 @@ impl Window {
         Ok(())
     }
 
+    /// Gives back the last slot `key` took (an attempt that never got to be judged).
+    pub fn give_back(&self, key: &str) {
+        let mut map = self.hits.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(times) = map.get_mut(key) {
+            times.pop_back();
+        }
+    }
+
     /// Forgets the slots `key` has taken.
     pub fn forget(&self, key: &str) {
         let mut map = self.hits.lock().unwrap_or_else(|p| p.into_inner());
@@ -124,6 +132,13 @@ impl LoginLimiter {
     pub fn attempt(&self, ip: &str, email: &str) -> Result<(), u64> {
         self.per_ip.take(&key(ip, email))?;
         self.per_account.take(&email.to_lowercase())
+    }
+
+    /// Gives back the slots of an attempt that failed on the server's side (the database down),
+    /// not on the password.
+    pub fn abandoned(&self, ip: &str, email: &str) {
+        self.per_ip.give_back(&key(ip, email));
+        self.per_account.give_back(&email.to_lowercase());
     }
 
     /// Forgets the attempts of a key after a successful login.

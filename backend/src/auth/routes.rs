@@ -148,9 +148,23 @@ pub async fn login(
         .login
         .attempt(&ip, &email)
         .map_err(|retry_after_s| AppError::RateLimited { retry_after_s })?;
-    let creds = users::credentials(&state.db, &email).await?;
-    let stored = creds.as_ref().map(|c| c.password_hash.clone());
-    if !password::verify(req.password, stored).await? {
+    // Only a wrong password spends the attempt: one that fails because the database is down
+    // (or anything else on the server's side) gives its slot back, so an outage does not lock
+    // people out once it is over.
+    let checked = async {
+        let creds = users::credentials(&state.db, &email).await?;
+        let stored = creds.as_ref().map(|c| c.password_hash.clone());
+        Ok::<_, AppError>((password::verify(req.password, stored).await?, creds))
+    }
+    .await;
+    let (verified, creds) = match checked {
+        Ok(v) => v,
+        Err(e) => {
+            state.auth.limits.login.abandoned(&ip, &email);
+            return Err(e);
+        }
+    };
+    if !verified {
         return Err(AppError::unauthenticated(
             "invalid_credentials",
             "wrong email or password",
@@ -185,7 +199,15 @@ pub async fn login(
         },
     )
     .await?;
-    session_response(&state, creds.user, session_id, refresh, req.api_client)
+    let secure = cookies_secure(&state, &headers);
+    session_response(
+        &state,
+        creds.user,
+        session_id,
+        Some(refresh),
+        req.api_client,
+        secure,
+    )
 }
 
 /// `POST /api/v1/auth/refresh`: rotates the refresh token and issues a new access token.
@@ -251,6 +273,11 @@ pub async fn refresh(
         &presented_hash,
         &tokens::hash_token(&next),
         refresh_expiry(),
+        if api_client {
+            0.0
+        } else {
+            users::REFRESH_RACE_GRACE_S
+        },
     )
     .await?
     {
@@ -259,7 +286,18 @@ pub async fn refresh(
             user_id,
         } => {
             let user = users::get(&state.db, user_id).await?;
-            session_response(&state, user, session_id, next, api_client)
+            let secure = cookies_secure(&state, &headers);
+            session_response(&state, user, session_id, Some(next), api_client, secure)
+        }
+        Refresh::Raced {
+            session_id,
+            user_id,
+        } => {
+            // Another tab of this browser rotated the token a moment ago and the browser keeps
+            // its new cookie: this one gets an access token only.
+            let user = users::get(&state.db, user_id).await?;
+            let secure = cookies_secure(&state, &headers);
+            session_response(&state, user, session_id, None, api_client, secure)
         }
         Refresh::Reused {
             session_id,
@@ -288,7 +326,12 @@ pub async fn refresh(
 
 /// `POST /api/v1/auth/logout`: revokes the session (its access and refresh tokens stop working
 /// now) and clears the cookies.
-pub async fn logout(State(state): State<AppState>, auth: AuthUser) -> ApiResult<Response> {
+pub async fn logout(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    auth: AuthUser,
+) -> ApiResult<Response> {
+    let secure = cookies_secure(&state, &headers);
     users::revoke_session(&state.db, auth.session_id, auth.user.id).await?;
     state.events.access_changed();
     let mut resp = StatusCode::NO_CONTENT.into_response();
@@ -300,15 +343,7 @@ pub async fn logout(State(state): State<AppState>, auth: AuthUser) -> ApiResult<
     ] {
         h.append(
             header::SET_COOKIE,
-            set_cookie(
-                name,
-                "",
-                0,
-                path,
-                name != CSRF_COOKIE,
-                "Lax",
-                state.auth.secure_cookies,
-            )?,
+            set_cookie(name, "", 0, path, name != CSRF_COOKIE, "Lax", secure)?,
         );
     }
     Ok(resp)
@@ -338,12 +373,32 @@ fn refresh_expiry() -> chrono::DateTime<chrono::Utc> {
         + chrono::Duration::from_std(REFRESH_TTL).unwrap_or_else(|_| chrono::Duration::days(30))
 }
 
+/// Whether cookies get `Secure`: the server is configured so (`--secure-cookies`), its public
+/// URL is HTTPS, or the request came through a TLS-terminating proxy that says so
+/// (`X-Forwarded-Proto: https`). A client that claims HTTPS over plain HTTP only keeps its own
+/// cookies from coming back, so the header needs no trust.
+pub(crate) fn cookies_secure(state: &AppState, headers: &HeaderMap) -> bool {
+    state.auth.secure_cookies
+        || state
+            .public_url
+            .as_deref()
+            .is_some_and(|u| u.starts_with("https://"))
+        || headers
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(',').next())
+            .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"))
+}
+
+/// The answer of a login or refresh: a new access token, and the refresh token when there is a
+/// new one (`None`: a tab that lost a refresh race keeps the winner's cookie).
 fn session_response(
     state: &AppState,
     user: User,
     session_id: i64,
-    refresh: String,
+    refresh: Option<String>,
     api_client: bool,
+    secure: bool,
 ) -> ApiResult<Response> {
     let now = chrono::Utc::now().timestamp();
     let ttl = ACCESS_TTL.as_secs();
@@ -360,13 +415,12 @@ fn session_response(
             AppError::Internal(anyhow::Error::new(e).context("signing an access token"))
         })?;
     let csrf = state.auth.signer.csrf_token(session_id);
-    let secure = state.auth.secure_cookies;
     let reply = SessionReply {
         user,
         expires_in: ttl,
         csrf_token: csrf.clone(),
         access_token: api_client.then(|| access.clone()),
-        refresh_token: api_client.then(|| refresh.clone()),
+        refresh_token: refresh.clone().filter(|_| api_client),
     };
     let mut resp = Json(reply).into_response();
     if !api_client {
@@ -375,18 +429,20 @@ fn session_response(
             header::SET_COOKIE,
             set_cookie(ACCESS_COOKIE, &access, ttl, "/", true, "Lax", secure)?,
         );
-        h.append(
-            header::SET_COOKIE,
-            set_cookie(
-                REFRESH_COOKIE,
-                &refresh,
-                REFRESH_TTL.as_secs(),
-                "/api/v1/auth",
-                true,
-                "Strict",
-                secure,
-            )?,
-        );
+        if let Some(refresh) = &refresh {
+            h.append(
+                header::SET_COOKIE,
+                set_cookie(
+                    REFRESH_COOKIE,
+                    refresh,
+                    REFRESH_TTL.as_secs(),
+                    "/api/v1/auth",
+                    true,
+                    "Strict",
+                    secure,
+                )?,
+            );
+        }
         h.append(
             header::SET_COOKIE,
             set_cookie(

@@ -312,8 +312,9 @@ struct ReviewForm {
 }
 
 async fn logout(State(state): State<AppState>, req: Request) -> Response {
+    let headers = req.headers().clone();
     match posted(&state, req).await {
-        Ok(p) => match auth_routes::logout(State(state), p.user).await {
+        Ok(p) => match auth_routes::logout(State(state), headers, p.user).await {
             Ok(resp) => redirect_with_cookies("/login", &resp),
             Err(e) => back_to_login(&e.to_string(), "", "/runs"),
         },
@@ -490,6 +491,7 @@ async fn create_share(
     Path(run_id): Path<i64>,
     req: Request,
 ) -> Response {
+    let headers = req.headers().clone();
     let result = async {
         let p = posted(&state, req).await?;
         let f: ShareForm = p.fields()?;
@@ -511,7 +513,7 @@ async fn create_share(
                 "/",
                 true,
                 "Strict",
-                state.auth.secure_cookies,
+                auth_routes::cookies_secure(&state, &headers),
             );
             if let Ok(v) = cookie {
                 resp.headers_mut().append(header::SET_COOKIE, v);

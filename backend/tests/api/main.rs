@@ -9,6 +9,7 @@ mod holes;
 mod ingest;
 mod invitations;
 mod live;
+mod markup;
 mod pages;
 mod pools;
 mod pools_zip;

@@ -81,6 +81,27 @@ impl DbError {
         matches!(self, DbError::Query(sqlx::Error::PoolTimedOut))
     }
 
+    /// The database cannot be reached or is going away (connection refused or lost, server
+    /// shutting down or not yet accepting, too many connections): a fault of the moment that a
+    /// client should retry, not a fault of its request. A pool timeout is [`Self::is_pool_timeout`].
+    pub fn is_unavailable(&self) -> bool {
+        let DbError::Query(e) = self else {
+            return matches!(self, DbError::Connect { .. });
+        };
+        match e {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => true,
+            // SQLSTATE class 08: connection exception; 57P01-57P03: admin or crash shutdown,
+            // cannot connect now; 53300: too many connections.
+            sqlx::Error::Database(d) => d.code().is_some_and(|c| {
+                c.starts_with("08") || matches!(c.as_ref(), "57P01" | "57P02" | "57P03" | "53300")
+            }),
+            _ => false,
+        }
+    }
+
     /// Maps a unique-violation (SQLSTATE 23505) to [`DbError::Conflict`], anything else unchanged.
     pub(crate) fn unique(e: sqlx::Error, what: &'static str) -> Self {
         match &e {

@@ -142,20 +142,37 @@ pub enum Refresh {
     /// (every token of its family, the current one included) has been revoked. Carries
     /// (session id, user id).
     Reused { session_id: i64, user_id: i64 },
+    /// The token was rotated away less than the race grace ago: two tabs of one
+    /// browser refreshed at once with the same cookie and the other won. Not a replay: the
+    /// session stays, and the caller gets a new access token but no refresh token (the winner's
+    /// is the session's). Carries (session id, user id).
+    Raced { session_id: i64, user_id: i64 },
     /// The token is unknown or belongs to a revoked or expired session (e.g. after logout):
     /// refused.
     Refused,
 }
 
+/// Seconds after a rotation during which a browser's rotated-away token counts as a race between
+/// its tabs, not a replay ([`Refresh::Raced`]): the other tab's request left before the winner's
+/// answer set the new cookie, so the window is one request long; 10 s covers a slow one, and a
+/// copied token presented later is still caught (OAuth 2.0 Security BCP 4.14.2 allows such a
+/// window).
+pub const REFRESH_RACE_GRACE_S: f64 = 10.0;
+
 /// Rotates a refresh token: the presented hash must be the current one of a live session. The
 /// old hash is kept as retired, so presenting it again is recognised as reuse and revokes the
 /// session (see [`Refresh::Reused`]). One transaction: the current hash is locked while it is
 /// replaced, so two concurrent rotations of one token cannot both succeed.
+///
+/// `race_grace_s`: how long after its rotation a token counts as [`Refresh::Raced`] rather than
+/// reused ([`REFRESH_RACE_GRACE_S`] for browsers, whose tabs share one cookie; 0 for API clients,
+/// which hold their token alone).
 pub async fn rotate_refresh(
     pool: &PgPool,
     presented_hash: &[u8],
     new_hash: &[u8],
     expires_at: DateTime<Utc>,
+    race_grace_s: f64,
 ) -> Result<Refresh, DbError> {
     let mut tx = pool.begin().await?;
     let row = sqlx::query!(
@@ -179,6 +196,27 @@ pub async fn rotate_refresh(
         .await?;
         tx.commit().await?;
         return Ok(Refresh::Rotated {
+            session_id: r.id,
+            user_id: r.user_id,
+        });
+    }
+    // A token retired moments ago by the same session's latest rotation is a race between tabs;
+    // any older retired token, or one presented after the grace, is a replay.
+    let raced = sqlx::query!(
+        r#"SELECT s.id, s.user_id
+           FROM retired_refresh_tokens r JOIN sessions s ON s.id = r.session_id
+           WHERE r.refresh_token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()
+             AND r.retired_at > now() - make_interval(secs => $2)
+             AND r.retired_at = (SELECT max(retired_at) FROM retired_refresh_tokens
+                                 WHERE session_id = s.id)"#,
+        presented_hash,
+        race_grace_s
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some(r) = raced {
+        tx.commit().await?;
+        return Ok(Refresh::Raced {
             session_id: r.id,
             user_id: r.user_id,
         });

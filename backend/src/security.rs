@@ -1,0 +1,70 @@
+//! One policy of security headers for every response the server sends: pages, API answers,
+//! CSV and zip downloads, static files, errors and the share page.
+//!
+//! - `Content-Security-Policy`: a page sets its own (`spade_app::page_policy`, with the request's
+//!   script nonce: markup injected into a page cannot run script); every other response gets
+//!   [`STRICT_POLICY`], which lets a JSON, CSV or file answer opened in a tab run nothing.
+//! - `X-Frame-Options: DENY` (and `frame-ancestors 'none'` in both policies): no other site can
+//!   frame a page and trick a click onto Cancel, Revoke or Remove member.
+//! - `X-Content-Type-Options: nosniff`: a file is never read as another type (a CSV as HTML).
+//! - `Referrer-Policy: same-origin`: the share page carries its token in its URL, so no
+//!   referrer leaves for another site; same-origin requests keep it (and their `Origin`, which
+//!   the CSRF check reads; `no-referrer` would make a form's `Origin` "null").
+//! - `Cache-Control: no-store` on pages and API answers that set nothing else (they carry
+//!   personal data and tokens); static files keep what `site::cache_headers` gave them.
+
+use axum::extract::Request;
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::Response;
+
+/// The policy of every response that is not a page.
+pub const STRICT_POLICY: &str =
+    "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+/// Whether `path` is a static file of the site (its last segment has a dot) rather than a page
+/// or an API route; the API's own files (`openapi.json`, CSV exports) are API answers.
+fn is_static_file(path: &str) -> bool {
+    !path.starts_with("/api/")
+        && !path.starts_with("/ui/")
+        && path.rsplit('/').next().is_some_and(|f| f.contains('.'))
+}
+
+/// The middleware (see the module doc).
+pub async fn headers(req: Request, next: Next) -> Response {
+    let static_file = is_static_file(req.uri().path());
+    let mut res = next.run(req).await;
+    let h = res.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    h.entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert(HeaderValue::from_static(STRICT_POLICY));
+    if !static_file {
+        h.entry(header::CACHE_CONTROL)
+            .or_insert(HeaderValue::from_static("no-store"));
+    }
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_files_are_api_answers_and_site_files_are_static() {
+        assert!(is_static_file("/pkg/0123456789abcdef/spade.js"));
+        assert!(is_static_file("/favicon.svg"));
+        assert!(!is_static_file("/api/v1/openapi.json"));
+        assert!(!is_static_file("/api/v1/runs/3/metrics.csv"));
+        assert!(!is_static_file("/ui/run"));
+        assert!(!is_static_file("/runs/3"));
+        assert!(!is_static_file("/share/abc"));
+    }
+}
