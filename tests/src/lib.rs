@@ -1,5 +1,7 @@
-//! Helpers for end-to-end tests: start the real server on a loopback port against the real
-//! database, and drive headless Chromium through chromedriver (WebDriver).
+//! Helpers for end-to-end tests: start the real server on a loopback port against the test's
+//! own database, seed it (`seed`), and drive headless Chromium through chromedriver (WebDriver).
+
+pub mod seed;
 
 use anyhow::{Context, bail};
 use fantoccini::{Client, ClientBuilder};
@@ -46,13 +48,9 @@ impl Drop for TestServer {
     }
 }
 
-/// How [`TestServer::start_with`] sets the server up.
+/// How [`TestServer::start_with`] sets the server up beyond its database.
 #[derive(Debug, Default)]
 pub struct ServerOptions {
-    /// The database to serve, already migrated (say, the fresh one `#[sqlx::test]` hands a
-    /// test, so a scheduler sees no other test's queued runs). Default: `DATABASE_URL` (or the
-    /// local default), migrated at start.
-    pub db: Option<spade_db::Pool>,
     /// Start the job scheduler with the local executor, running queued runs as real
     /// `target/debug/spade worker` processes (build `spade-cli` and `spade-sandbox-runner`
     /// first). Default: no scheduler; runs stay queued.
@@ -99,14 +97,18 @@ fn worker_settings(port: u16) -> anyhow::Result<spade_server::config::SchedulerS
 }
 
 impl TestServer {
-    /// Starts the app against `DATABASE_URL` (or the default local database), migrating it, and
-    /// serving the site built by `scripts/build-site`.
-    pub async fn start() -> anyhow::Result<Self> {
-        Self::start_with(ServerOptions::default()).await
+    /// Starts the app on `db`, serving the site built by `scripts/build-site`.
+    ///
+    /// `db` is the test's own database, already migrated: the fresh one `#[sqlx::test]` hands
+    /// a test. There is deliberately no default: a browser test that served `DATABASE_URL`'s
+    /// database seeded its teams and runs into whatever server ran there (issue 35), and a
+    /// scheduler would see other tests' queued runs.
+    pub async fn start(db: spade_db::Pool) -> anyhow::Result<Self> {
+        Self::start_with(db, ServerOptions::default()).await
     }
 
-    /// Starts the app as [`ServerOptions`] say.
-    pub async fn start_with(opts: ServerOptions) -> anyhow::Result<Self> {
+    /// Starts the app on `db` as [`ServerOptions`] say.
+    pub async fn start_with(db: spade_db::Pool, opts: ServerOptions) -> anyhow::Result<Self> {
         let site_root = workspace_root().join("site");
         let wasm = site_root
             .join("pkg")
@@ -117,16 +119,6 @@ impl TestServer {
                 wasm.display()
             );
         }
-        let db = match opts.db {
-            Some(db) => db,
-            None => {
-                let url = std::env::var("DATABASE_URL")
-                    .unwrap_or_else(|_| spade_server::config::DEFAULT_DATABASE_URL.to_owned());
-                let db = spade_db::connect(&url).await?;
-                spade_db::migrate(&db).await?;
-                db
-            }
-        };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let leptos = LeptosOptions::builder()

@@ -5,9 +5,7 @@
 
 use fantoccini::{Client, Locator};
 use spade_db::{Pool, RunScope, TeamScope, ingest, runs, teams};
-use spade_e2e::{
-    Browser, ServerOptions, TestServer, register, text_of, user_id, wait_for, wait_hydrated,
-};
+use spade_e2e::{Browser, TestServer, register, text_of, user_id, wait_for, wait_hydrated};
 use std::time::{Duration, Instant};
 
 const PASSWORD: &str = "correct horse battery";
@@ -75,11 +73,7 @@ async fn wait_for_search(c: &Client, want: &str) -> anyhow::Result<String> {
 async fn chart_settings_go_into_the_address_bar_and_come_back_on_reload(
     pool: Pool,
 ) -> anyhow::Result<()> {
-    let server = TestServer::start_with(ServerOptions {
-        db: Some(pool.clone()),
-        ..ServerOptions::default()
-    })
-    .await?;
+    let server = TestServer::start(pool.clone()).await?;
     let mut browser = Browser::start().await?;
     let c = browser.client.clone();
     c.set_window_size(1280, 1000).await?;
@@ -149,11 +143,7 @@ async fn chart_settings_go_into_the_address_bar_and_come_back_on_reload(
 /// the pointer over a chart shows a crosshair with every series' value at the nearest step.
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]
 async fn charts_can_be_searched_and_read_with_a_crosshair(pool: Pool) -> anyhow::Result<()> {
-    let server = TestServer::start_with(ServerOptions {
-        db: Some(pool.clone()),
-        ..ServerOptions::default()
-    })
-    .await?;
+    let server = TestServer::start(pool.clone()).await?;
     let mut browser = Browser::start().await?;
     let c = browser.client.clone();
     c.set_window_size(1280, 1000).await?;

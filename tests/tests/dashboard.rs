@@ -1,18 +1,15 @@
 //! The dashboard in a real browser against the real server and database: a person registers,
 //! logs out and in again through the HTML forms, sees the runs page, opens a run with curves
 //! and an environment with its diff, and switches the theme. Rows are seeded through `spade-db`
-//! (the worker's ingestion path) for a team the new user owns. Each step saves a screenshot
+//! (the worker's ingestion path, `spade_e2e::seed`) for a team the new user owns, in the test's
+//! own database (`#[sqlx::test]`). Each step saves a screenshot
 //! under `artifacts/screenshots/` for people to look at.
 
 use fantoccini::Locator;
-use spade_db::ingest::{NewEnvironment, NewPlay};
-use spade_db::types::{EnvKind, EnvStatus};
-use spade_db::{RunScope, TeamScope, ingest, runs, teams, users};
+use spade_db::{Pool, RunScope, runs, users};
+use spade_e2e::seed::dashboard_runs;
 use spade_e2e::{Browser, TestServer, fill, text_of, wait_for, wait_for_path};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-const PARENT_CODE: &str = "class CoinEnv:\n    \"\"\"Pay an amount with the fewest coins.\"\"\"\n\n    def reset(self, seed=None):\n        self.amount = 7\n        return f\"Pay {self.amount}\", {}\n";
-const CHILD_CODE: &str = "class CoinEnv:\n    \"\"\"Pay an amount with the fewest coins.\"\"\"\n\n    def reset(self, seed=None):\n        self.amount = 11  # harder than its parent\n        return f\"Pay {self.amount} with coins 1, 5, 7\", {}\n";
 
 /// POSTs JSON with a bearer token over a plain HTTP/1.1 connection; fails unless 200.
 async fn http_post_json(
@@ -40,188 +37,20 @@ async fn http_post_json(
     Ok(out)
 }
 
-/// A queued run in `project` with `config`, reported started, with five curves.
-async fn seeded_run(
-    db: &spade_db::Pool,
-    team_scope: &TeamScope,
-    user_id: i64,
-    project_id: i64,
-    name: &str,
-    config: &serde_json::Value,
-    offset: f64,
-) -> anyhow::Result<(i64, ingest::Batch)> {
-    let run = runs::create(
-        db,
-        team_scope,
-        &runs::NewRun {
-            project_id,
-            name,
-            config,
-            executor: "local",
-            seed: 7,
-            code_version: "e2e",
-        },
-    )
-    .await?;
-    let scope = RunScope::for_member(db, user_id, run.id).await?;
-    let mut b = ingest::begin(db, &scope).await?;
-    b.run_started("e2e", 40).await?;
-    let names: Vec<String> = [
-        "regret_mean",
-        "learnable_share",
-        "acceptance_rate",
-        "r_hint",
-        "r_no_hint",
-    ]
-    .map(String::from)
-    .to_vec();
-    for step in 0..24i64 {
-        let t = step as f64;
-        let values = [
-            offset + 0.05 + 0.01 * t + 0.03 * (t * 1.3).sin(),
-            (offset + 0.1 + 0.01 * t).min(0.33),
-            0.6 + 0.01 * t - offset,
-            0.4 + 0.012 * t,
-            0.35 + 0.006 * t + offset,
-        ];
-        b.metrics(step, 12.0 * t, &names, &values).await?;
-    }
-    // Held-out results of three checkpoints (0 = the base model both runs start from), as
-    // evaluation jobs report them: per task and the aggregate `all`.
-    for (step, gain) in [(0i64, 0.0), (12, 0.5), (24, 1.0)] {
-        b.checkpoint(step, &format!("/ckpt/{name}/step-{step}"), 1 << 20)
-            .await?;
-        let tasks = [
-            ("aiw", 0.10),
-            ("zebra_puzzles", 0.05),
-            ("propositional_logic", 0.20),
-        ];
-        let mut sum = 0.0;
-        for (task, base) in tasks {
-            let score = if step == 0 {
-                base
-            } else {
-                base + gain * (0.1 + offset)
-            };
-            sum += score;
-            b.benchmark(Some(step), "rg-logic", task, score, 20).await?;
-        }
-        b.benchmark(Some(step), "rg-logic", "all", sum / 3.0, 60)
-            .await?;
-    }
-    Ok((run.id, b))
-}
-
-/// A team and project for `user_id` with two runs that differ in two settings; the newer one
-/// ("tiny-demo") also has progress, logs and two environments (one derived from the other), as
-/// a worker would have reported them; a third repeats tiny-demo's setting with another seed.
-/// Returns the ids of (tiny-demo, tiny-demo-b, tiny-demo-seed9).
-async fn seed(db: &spade_db::Pool, user_id: i64, tag: &str) -> anyhow::Result<(i64, i64, i64)> {
-    let team = teams::create_team(db, user_id, &format!("lab-{tag}")).await?;
-    let team_scope = TeamScope::for_member(db, user_id, team.id).await?;
-    let project = teams::create_project(db, &team_scope, "coin games").await?;
-    let config_b = serde_json::json!({"preset": "tiny", "seed": 8, "grpo": {"clip_low": 0.2, "clip_high": 0.3}});
-    let (run_b, b) = seeded_run(
-        db,
-        &team_scope,
-        user_id,
-        project.id,
-        "tiny-demo-b",
-        &config_b,
-        0.04,
-    )
-    .await?;
-    b.commit().await?;
-    // The same setting as "tiny-demo" with another seed: the compare view averages the two.
-    let config_c = serde_json::json!({"preset": "tiny", "seed": 9, "grpo": {"clip_low": 0.2, "clip_high": 0.28}});
-    let (run_c, c) = seeded_run(
-        db,
-        &team_scope,
-        user_id,
-        project.id,
-        "tiny-demo-seed9",
-        &config_c,
-        0.02,
-    )
-    .await?;
-    c.commit().await?;
-    let config = serde_json::json!({"preset": "tiny", "seed": 7, "grpo": {"clip_low": 0.2, "clip_high": 0.28}});
-    let (run_id, mut b) = seeded_run(
-        db,
-        &team_scope,
-        user_id,
-        project.id,
-        "tiny-demo",
-        &config,
-        0.0,
-    )
-    .await?;
-
-    b.progress(24, 40, "playing").await?;
-    b.log("info", "step 23: 24 environments, 19 accepted")
-        .await?;
-    b.log("warn", "environment e-23 rejected: not_solvable")
-        .await?;
-    for (env_id, code, parent, status) in [
-        ("m-1", PARENT_CODE, None, EnvStatus::Accepted),
-        ("e-24", CHILD_CODE, Some("m-1"), EnvStatus::Accepted),
-    ] {
-        b.environment(&NewEnvironment {
-            env_id,
-            step: if parent.is_some() { 20 } else { 4 },
-            skill: "Optimization",
-            kind: EnvKind::Game,
-            status,
-            rejection_reason: None,
-            rejection_message: None,
-            code,
-            hint: Some("Use the largest coin first, then check whether 5 + 5 + 1 beats it."),
-            parent_env_id: parent,
-            regret: Some(0.35),
-            win_rate_hint: Some(0.65),
-            win_rate_no_hint: Some(0.3),
-            designer_reward: Some(0.83),
-            reward_levels: Some(2),
-            attempts: 1,
-        })
-        .await?;
-    }
-    b.plays(&[NewPlay {
-        env_id: "e-24",
-        step: 20,
-        with_hint: true,
-        episode_return: 1.0,
-        won: true,
-        turns: 2,
-        transcript: serde_json::json!([
-            {"role": "user", "content": "Pay 11 with coins 1, 5, 7"},
-            {"role": "assistant", "content": "7 + 1 + 1 + 1 + 1 uses five coins; 5 +5 + 1 uses three. \\boxed{3}"}
-        ]),
-    }])
-    .await?;
-    b.commit().await?;
-    Ok((run_id, run_b, run_c))
-}
-
-/// A server, a connection to its database, and a tag that makes this test's names unique: the
-/// tests share one database and run at once, so the time alone (milliseconds) can repeat.
-async fn start(test: &str) -> anyhow::Result<(TestServer, spade_db::Pool, String)> {
-    let server = TestServer::start().await?;
-    let db = spade_db::connect(
-        &std::env::var("DATABASE_URL")
-            .unwrap_or_else(|_| spade_server::config::DEFAULT_DATABASE_URL.to_owned()),
-    )
-    .await?;
+/// A server on the test's own database (`#[sqlx::test]`), that database, and a tag for this
+/// test's names.
+async fn start(pool: Pool, test: &str) -> anyhow::Result<(TestServer, Pool, String)> {
+    let server = TestServer::start(pool.clone()).await?;
     let tag = format!(
         "{test}-{}",
         SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis()
     );
-    Ok((server, db, tag))
+    Ok((server, pool, tag))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
-    let (server, db, tag) = start("ada").await?;
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn a_new_user_registers_logs_in_and_reads_a_run(pool: Pool) -> anyhow::Result<()> {
+    let (server, db, tag) = start(pool, "ada").await?;
     let email = format!("ada-{tag}@example.org");
     let password = "correct horse battery";
     let mut browser = Browser::start().await?;
@@ -285,7 +114,7 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
         .await?
         .ok_or_else(|| anyhow::anyhow!("registered user not found"))?
         .user;
-    let (run_id, run_b, run_c) = seed(&db, user.id, &tag).await?;
+    let (run_id, run_b, run_c) = dashboard_runs(&db, user.id, &tag).await?;
     c.goto(&format!("{}/runs", server.url)).await?;
     wait_for(&c, "#runs-table").await?;
     let row = text_of(&c, "#runs-table tbody tr").await?;
@@ -519,9 +348,11 @@ async fn a_new_user_registers_logs_in_and_reads_a_run() -> anyhow::Result<()> {
 /// screen (wide tables scroll inside their own region), and hydrating a page logs no warning or
 /// error in the console (Leptos warned three times per page). Screenshots of each page, light
 /// and dark, go to `artifacts/screenshots/phone-*.png`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_page_fits_a_phone_and_hydrates_without_console_warnings() -> anyhow::Result<()> {
-    let (server, db, tag) = start("phone").await?;
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn every_page_fits_a_phone_and_hydrates_without_console_warnings(
+    pool: Pool,
+) -> anyhow::Result<()> {
+    let (server, db, tag) = start(pool, "phone").await?;
     let email = format!("phone-{tag}@example.org");
     let mut browser = Browser::start().await?;
     let c = browser.client.clone();
@@ -530,7 +361,7 @@ async fn every_page_fits_a_phone_and_hydrates_without_console_warnings() -> anyh
         .await?
         .ok_or_else(|| anyhow::anyhow!("registered user not found"))?
         .user;
-    let (run_id, run_b, run_c) = seed(&db, user.id, &tag).await?;
+    let (run_id, run_b, run_c) = dashboard_runs(&db, user.id, &tag).await?;
     c.set_window_size(390, 844).await?;
     let pages = [
         ("runs", "/runs".to_owned()),

@@ -8,8 +8,8 @@
 use fantoccini::{Client, Locator};
 use spade_db::{Pool, RunScope, RunStatus, TeamScope, runs, teams};
 use spade_e2e::{
-    Browser, ServerOptions, TestServer, click, fill, register, set_theme, text_of, user_id,
-    wait_for, wait_for_path,
+    Browser, TestServer, click, fill, register, set_theme, text_of, user_id, wait_for,
+    wait_for_path,
 };
 
 const PASSWORD: &str = "correct horse battery";
@@ -42,11 +42,7 @@ async fn shots(b: &mut Browser, name: &str, ready: &str, open: Option<&str>) -> 
 }
 
 async fn server(pool: &Pool) -> anyhow::Result<TestServer> {
-    TestServer::start_with(ServerOptions {
-        db: Some(pool.clone()),
-        ..ServerOptions::default()
-    })
-    .await
+    TestServer::start(pool.clone()).await
 }
 
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]

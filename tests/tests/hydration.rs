@@ -29,10 +29,11 @@ async fn click_theme_switch(c: &fantoccini::Client) -> anyhow::Result<()> {
     anyhow::bail!("no theme button is displayed")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_home_page_hydrates_and_its_theme_switch_works_without_reloading() -> anyhow::Result<()>
-{
-    let server = TestServer::start().await?;
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn the_home_page_hydrates_and_its_theme_switch_works_without_reloading(
+    pool: sqlx::PgPool,
+) -> anyhow::Result<()> {
+    let server = TestServer::start(pool).await?;
     let mut browser = Browser::start().await?;
     let c = browser.client.clone();
     c.goto(&server.url).await?;
@@ -112,10 +113,11 @@ async fn wasm_entry(c: &fantoccini::Client) -> anyhow::Result<(String, f64, f64)
 /// Issue 20, item 2: the bundle is served from a content-hashed directory, precompressed (no
 /// compression at request time) and marked immutable, so a reload takes it from the cache.
 /// Prints the time to interactive with a cold and a warm cache.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_bundle_is_precompressed_cached_and_not_fetched_again_on_reload() -> anyhow::Result<()>
-{
-    let server = TestServer::start().await?;
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn the_bundle_is_precompressed_cached_and_not_fetched_again_on_reload(
+    pool: sqlx::PgPool,
+) -> anyhow::Result<()> {
+    let server = TestServer::start(pool).await?;
     let browser = Browser::start().await?;
     let c = browser.client.clone();
     let t0 = Instant::now();
@@ -199,9 +201,9 @@ async fn http_head(base: &str, path: &str, encoding: &str) -> anyhow::Result<Str
     Ok(head)
 }
 
-#[tokio::test]
-async fn the_health_endpoint_reports_the_migrated_schema() -> anyhow::Result<()> {
-    let server = TestServer::start().await?;
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn the_health_endpoint_reports_the_migrated_schema(pool: sqlx::PgPool) -> anyhow::Result<()> {
+    let server = TestServer::start(pool).await?;
     let body = http_get(&format!("{}/api/v1/health", server.url)).await?;
     let v: serde_json::Value = serde_json::from_str(&body)?;
     assert_eq!(v["status"], "ok", "{body}");

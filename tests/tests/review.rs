@@ -11,8 +11,8 @@ use spade_db::ingest::NewEnvironment;
 use spade_db::types::{EnvKind, EnvStatus, Role};
 use spade_db::{Pool, RunScope, TeamScope, ingest, runs, teams};
 use spade_e2e::{
-    Browser, ServerOptions, TestServer, click, fill, register, scroll_to, set_theme, text_of,
-    user_id, wait_for, wait_for_path,
+    Browser, TestServer, click, fill, register, scroll_to, set_theme, text_of, user_id, wait_for,
+    wait_for_path,
 };
 
 const PASSWORD: &str = "correct horse battery";
@@ -96,11 +96,7 @@ async fn listed(c: &Client) -> anyhow::Result<Vec<String>> {
 async fn an_editor_marks_an_environment_good_and_the_review_filter_finds_it(
     pool: Pool,
 ) -> anyhow::Result<()> {
-    let server = TestServer::start_with(ServerOptions {
-        db: Some(pool.clone()),
-        ..ServerOptions::default()
-    })
-    .await?;
+    let server = TestServer::start(pool.clone()).await?;
     let mut viewer = Browser::start().await?;
     let v = viewer.client.clone();
     register(&v, &server, "Vera Viewer", "vera@example.org", PASSWORD).await?;

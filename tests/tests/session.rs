@@ -4,18 +4,14 @@
 //! browser without a refresh cookie stays on the login prompt instead of looping.
 
 use fantoccini::Locator;
-use spade_e2e::{Browser, ServerOptions, TestServer, register, text_of, wait_for};
+use spade_e2e::{Browser, TestServer, register, text_of, wait_for};
 use std::time::Duration;
 
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]
 async fn an_expired_access_cookie_is_renewed_from_the_refresh_cookie(
     pool: sqlx::PgPool,
 ) -> anyhow::Result<()> {
-    let server = TestServer::start_with(ServerOptions {
-        db: Some(pool),
-        ..ServerOptions::default()
-    })
-    .await?;
+    let server = TestServer::start(pool).await?;
     let mut browser = Browser::start().await?;
     let c = browser.client.clone();
     register(

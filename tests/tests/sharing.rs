@@ -10,8 +10,8 @@ use spade_db::ingest::NewEnvironment;
 use spade_db::types::{EnvKind, EnvStatus};
 use spade_db::{Pool, RunScope, RunStatus, TeamScope, ingest, runs, teams};
 use spade_e2e::{
-    Browser, ServerOptions, TestServer, click, fill, register, scroll_to, set_theme, text_of,
-    user_id, wait_for, wait_for_path,
+    Browser, TestServer, click, fill, register, scroll_to, set_theme, text_of, user_id, wait_for,
+    wait_for_path,
 };
 
 const PASSWORD: &str = "correct horse battery";
@@ -81,11 +81,7 @@ async fn exists(c: &Client, css: &str) -> anyhow::Result<bool> {
 async fn a_shared_link_shows_the_run_to_a_logged_out_browser_until_revoked(
     pool: Pool,
 ) -> anyhow::Result<()> {
-    let server = TestServer::start_with(ServerOptions {
-        db: Some(pool.clone()),
-        ..ServerOptions::default()
-    })
-    .await?;
+    let server = TestServer::start(pool.clone()).await?;
     let mut owner = Browser::start().await?;
     let c = owner.client.clone();
     c.set_window_size(1280, 1400).await?;
@@ -198,11 +194,7 @@ async fn a_shared_link_shows_the_run_to_a_logged_out_browser_until_revoked(
 async fn a_viewer_sees_no_cancel_button_and_a_forged_cancel_is_refused(
     pool: Pool,
 ) -> anyhow::Result<()> {
-    let server = TestServer::start_with(ServerOptions {
-        db: Some(pool.clone()),
-        ..ServerOptions::default()
-    })
-    .await?;
+    let server = TestServer::start(pool.clone()).await?;
     // Vera has an account, so she can accept the owner's invitation.
     let mut viewer = Browser::start().await?;
     let v = viewer.client.clone();
