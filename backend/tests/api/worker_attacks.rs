@@ -102,6 +102,9 @@ async fn a_checkpoint_of_another_teams_run_is_refused_at_ingest_and_at_evaluatio
     Ok(())
 }
 
+/// A change to one key of a run configuration.
+type SetKey<'a> = Box<dyn Fn(&mut spade::config::RunConfig) + 'a>;
+
 async fn create_run(app: &TestApp, cred: &Cred, project: i64, toml: String) -> Resp {
     app.post(
         &format!("/api/v1/projects/{project}/runs"),
@@ -135,7 +138,7 @@ async fn vllm_paths_and_urls_outside_what_is_allowed_are_refused_at_run_creation
     let a = app.user("a@x.org").await;
     let (_, project, _) = app.team_project_run(&a, "t").await;
     let planted = dir.path().join("planted").display().to_string();
-    let cases: Vec<(&str, Box<dyn Fn(&mut spade::config::RunConfig)>)> = vec![
+    let cases: Vec<(&str, SetKey<'_>)> = vec![
         (
             "config.vllm.venv",
             Box::new(|c| c.vllm.venv = Some(planted.clone())),

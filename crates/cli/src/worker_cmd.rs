@@ -31,6 +31,15 @@ pub struct WorkerArgs {
     /// resumed run continues from its last checkpoint.
     #[arg(long, env = "SPADE_WORKER_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Seconds the run's end waits for the service to take every spooled report (retrying with
+    /// growing pauses) before the worker exits as failed, leaving them in the spool for a
+    /// resumed attempt. A run is never reported succeeded with reports unsent.
+    #[arg(
+        long,
+        env = "SPADE_FINAL_FLUSH_SECS",
+        default_value_t = spade_worker::sink::FINAL_PATIENCE.as_secs()
+    )]
+    pub final_flush_secs: u64,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -48,6 +57,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let resume = store.load()?.is_some();
     let opts = args.common.options(args.run.clone(), resume)?;
     let mut sink = HttpSink::new(&args.server, &args.run, &args.token, &data)?;
+    sink.final_patience = std::time::Duration::from_secs(args.final_flush_secs);
     let (bar, mut on) = progress(cfg.run.steps);
     let outcome = run::run(&cfg, &opts, &store, &mut sink, &mut on);
     bar.finish_and_clear();

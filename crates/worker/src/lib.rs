@@ -51,6 +51,13 @@ pub enum WorkerError {
     /// The service refused a request in a way retrying cannot fix (bad token, unknown run).
     #[error("service: {0}")]
     Service(String),
+    /// The run's end came while the service had not acknowledged everything it reported, and
+    /// it did not within the sink's patience: the run must not count as done.
+    #[error(
+        "{pending} report(s) could not be sent to the service; they stay in the run's spool \
+         (spool.jsonl in its state directory) and are sent when the run is resumed"
+    )]
+    Unsent { pending: usize },
 }
 
 impl WorkerError {

@@ -340,10 +340,19 @@ pub fn run(
     // The starting weights are checkpoint 0, so that evaluations can put the base model beside
     // the trained ones (the row is replaced on every start: a resume reports the same path).
     let base = PathBuf::from(&lp.state.base_model);
+    // A configured `model.path` lies in the service's model roots; a warm start lies in the
+    // shared cache, outside anything the service accepts as this run's, so it is reported
+    // through a link in the run's own directory.
+    let (base, bytes) = if cfg.model.path.is_some() {
+        let bytes = state::dir_bytes(&base);
+        (base, bytes)
+    } else {
+        store.base_snapshot(&base)?
+    };
     lp.live(Message::Checkpoint {
         step: 0,
         path: reported_path(&base),
-        bytes: state::dir_bytes(&base),
+        bytes,
     })?;
     if let Some(r) = &warm_report {
         // A warm start with a criterion says whether it met it, in the run's own log (what its
@@ -828,10 +837,23 @@ impl Loop<'_> {
         step: u64,
         m: BTreeMap<String, f64>,
     ) -> Result<BTreeMap<String, f64>, WorkerError> {
+        // JSON has no NaN or infinity (serde_json writes `null`, which no reader takes as a
+        // number), so a diverged value would make the whole report unreadable and fail the run:
+        // it is left out of the step's metrics and named in the log instead.
+        let (values, skipped) = metrics::finite_only(&m);
+        for name in skipped {
+            self.pending.push(Message::Log {
+                level: spade::report::LogLevel::Warn,
+                line: format!(
+                    "metric {name} at step {step} is {}; not reported",
+                    m.get(&name).copied().unwrap_or(f64::NAN)
+                ),
+            });
+        }
         self.pending.push(Message::Metrics {
             step,
             elapsed_s: self.state.elapsed_s + self.step_started.elapsed().as_secs_f64(),
-            values: m.clone(),
+            values,
         });
         self.state.step = step + 1;
         self.state.elapsed_s += self.step_started.elapsed().as_secs_f64();
@@ -914,6 +936,10 @@ impl Loop<'_> {
         // The last progress names the steps completed, so a finished run shows 6/6, not the
         // index of its last step.
         self.phase("done")?;
+        // The service hears of the end only once everything before it is acknowledged (and
+        // this fails, ending the worker as failed, if the service does not take it in time):
+        // a run never counts as succeeded with reports left in its spool.
+        self.sink.finish()?;
         let mut message = format!("{} of {} steps", self.state.step, self.cfg.run.steps);
         if let Some(nothing) = nothing_usable(&self.state) {
             (self.on)(Event::Log(nothing.clone()));
@@ -924,7 +950,7 @@ impl Loop<'_> {
             message = format!("{message}; {nothing}");
         }
         self.live(Message::Finished { status, message })?;
-        self.sink.flush(Duration::from_secs(60))?;
+        self.sink.finish()?;
         Ok(())
     }
 

@@ -10,6 +10,15 @@
 //!   with the run token, retrying with exponential backoff. Acknowledged keys leave the spool;
 //!   while the service is unreachable the spool grows and the run goes on. A reply with
 //!   `cancel_requested` is passed up so the loop stops at the next step boundary.
+//!
+//! At the end of a run ([`Sink::finish`]) the HTTP sink waits, retrying with growing pauses,
+//! until the spool is empty, for at most [`HttpSink::final_patience`] (15 minutes by default);
+//! what is still unsent then is an error ([`WorkerError::Unsent`]), never a quiet success. The
+//! loop calls it before it reports the run's end and again after, so the service hears that a
+//! run succeeded only once everything before it was acknowledged. The spool stays in the
+//! run's state directory, which a resumed attempt shares: its sink loads the spool and sends it
+//! first. A spooled `finished` report is dropped at load, since the resumed worker reports its
+//! own end.
 
 use crate::WorkerError;
 use crate::http::Posted;
@@ -38,7 +47,28 @@ pub trait Sink {
     fn deliver(&mut self, envelopes: &[Envelope]) -> Result<Delivery, WorkerError>;
     /// Tries to empty any spool, waiting up to `patience` in total.
     fn flush(&mut self, patience: Duration) -> Result<Delivery, WorkerError>;
+    /// Empties the spool before a run may report its end: [`WorkerError::Unsent`] when
+    /// envelopes are still unacknowledged after the sink's own patience.
+    fn finish(&mut self) -> Result<Delivery, WorkerError> {
+        let d = self.flush(Duration::ZERO)?;
+        unsent(d)
+    }
 }
+
+fn unsent(d: Delivery) -> Result<Delivery, WorkerError> {
+    if d.pending > 0 {
+        return Err(WorkerError::Unsent { pending: d.pending });
+    }
+    Ok(d)
+}
+
+/// How long a run's end waits for the service to take what is spooled (see the module doc):
+/// long enough for a server restart or a short outage, bounded so a run whose service is gone
+/// ends (as failed) instead of holding its GPUs forever.
+pub const FINAL_PATIENCE: Duration = Duration::from_secs(15 * 60);
+
+/// The longest pause between two attempts to empty the spool at the end.
+const FINAL_MAX_PAUSE: Duration = Duration::from_secs(30);
 
 /// The file of a run directory an envelope belongs in.
 pub fn file_for(message: &Message) -> &'static str {
@@ -169,6 +199,8 @@ pub struct HttpSink {
     pub max_backoff: Duration,
     /// Tries per delivery before the envelopes stay spooled for the next one.
     pub tries: u32,
+    /// How long [`Sink::finish`] waits for the spool to empty.
+    pub final_patience: Duration,
 }
 
 impl HttpSink {
@@ -186,8 +218,11 @@ impl HttpSink {
             let mut seen = HashSet::new();
             // A torn last line (killed mid-write) is dropped: its envelope is still in the
             // worker's outbox and comes again.
+            // A spooled end (of an attempt that could not send it) is stale: this worker
+            // reports the run's end itself, and an old `finished` would end the run under it.
             for line in text.lines() {
                 if let Ok(e) = serde_json::from_str::<Envelope>(line)
+                    && !matches!(e.message, Message::Finished { .. })
                     && seen.insert(e.key.clone())
                 {
                     spool.push(e);
@@ -207,6 +242,12 @@ impl HttpSink {
             first_backoff: Duration::from_millis(250),
             max_backoff: Duration::from_secs(8),
             tries: 4,
+            final_patience: FINAL_PATIENCE,
+        })
+        .and_then(|sink| {
+            // What was dropped at load leaves the file too.
+            sink.rewrite_spool()?;
+            Ok(sink)
         })
     }
 
@@ -311,12 +352,31 @@ impl Sink for HttpSink {
 
     fn flush(&mut self, patience: Duration) -> Result<Delivery, WorkerError> {
         let started = std::time::Instant::now();
+        let mut pause = self.max_backoff;
+        let mut seen = Delivery::default();
         loop {
             let d = self.drain(self.tries)?;
-            if d.pending == 0 || started.elapsed() >= patience {
-                return Ok(d);
+            seen.cancel_requested |= d.cancel_requested;
+            for r in d.retire {
+                if !seen.retire.contains(&r) {
+                    seen.retire.push(r);
+                }
             }
+            seen.pending = d.pending;
+            let left = patience.saturating_sub(started.elapsed());
+            if d.pending == 0 || left.is_zero() {
+                return Ok(seen);
+            }
+            // Between rounds the pause grows, so a long outage costs a request every 30 s,
+            // not a tight loop.
+            std::thread::sleep(pause.min(left));
+            pause = (pause * 2).min(FINAL_MAX_PAUSE.max(self.max_backoff));
         }
+    }
+
+    fn finish(&mut self) -> Result<Delivery, WorkerError> {
+        let d = self.flush(self.final_patience)?;
+        unsent(d)
     }
 }
 

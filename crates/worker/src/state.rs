@@ -422,6 +422,25 @@ impl StateStore {
         Ok((to, bytes))
     }
 
+    /// `checkpoints/base`: the files of a starting model that lies outside the run (a warm
+    /// start in the shared cache) linked (or copied) into the run's own directory, so the
+    /// checkpoint 0 the run reports lies inside its state directory, where the service's path
+    /// rule accepts a run's checkpoints (and no other run's). Replaced on every start.
+    pub fn base_snapshot(&self, from: &Path) -> Result<(PathBuf, u64), WorkerError> {
+        let to = self.checkpoints().join("base");
+        let _ = std::fs::remove_dir_all(&to);
+        std::fs::create_dir_all(&to).map_err(|e| WorkerError::io(&to, e))?;
+        let mut bytes = 0;
+        let entries = std::fs::read_dir(from).map_err(|e| WorkerError::io(from, e))?;
+        for e in entries {
+            let p = e.map_err(|e| WorkerError::io(from, e))?.path();
+            if p.is_file() {
+                bytes += link_or_copy(&p, &to.join(p.file_name().unwrap_or_default()))?;
+            }
+        }
+        Ok((to, bytes))
+    }
+
     /// Removes all but the last `keep` snapshots (`keep` = 0 keeps all); returns the steps
     /// removed.
     pub fn prune(&self, keep: u64) -> Result<Vec<u64>, WorkerError> {

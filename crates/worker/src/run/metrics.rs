@@ -44,6 +44,21 @@ pub fn merge_live(m: &mut BTreeMap<String, f64>, live: BTreeMap<String, f64>) {
     }
 }
 
+/// The finite values of `m`, and the names of the others (NaN or infinite: a diverged loss),
+/// which a report cannot carry (see `Loop::end_step`).
+pub fn finite_only(m: &BTreeMap<String, f64>) -> (BTreeMap<String, f64>, Vec<String>) {
+    let mut kept = BTreeMap::new();
+    let mut skipped = Vec::new();
+    for (k, v) in m {
+        if v.is_finite() {
+            kept.insert(k.clone(), *v);
+        } else {
+            skipped.push(k.clone());
+        }
+    }
+    (kept, skipped)
+}
+
 pub(super) fn step_metrics(
     lp: &Loop<'_>,
     obs: StepObservations,
@@ -135,6 +150,29 @@ pub(super) fn step_metrics(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The attack: a loss that diverges to NaN. Serialized into the report it becomes `null`,
+    /// which the service refuses, so the run failed; it is left out and named instead, and the
+    /// step's metrics still round-trip through JSON.
+    #[test]
+    fn a_non_finite_metric_is_left_out_not_sent() -> Result<(), serde_json::Error> {
+        let m = BTreeMap::from([
+            ("loss".to_string(), f64::NAN),
+            ("grad_norm".to_string(), f64::INFINITY),
+            ("reward_mean".to_string(), 0.5),
+        ]);
+        let (kept, skipped) = finite_only(&m);
+        assert_eq!(kept, BTreeMap::from([("reward_mean".to_string(), 0.5)]));
+        assert_eq!(skipped, ["grad_norm", "loss"]);
+        let msg = spade::report::Message::Metrics {
+            step: 3,
+            elapsed_s: 1.0,
+            values: kept,
+        };
+        let back: spade::report::Message = serde_json::from_str(&serde_json::to_string(&msg)?)?;
+        assert_eq!(back, msg);
+        Ok(())
+    }
 
     #[test]
     fn the_live_window_never_overwrites_what_the_step_reported() {

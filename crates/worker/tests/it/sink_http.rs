@@ -313,3 +313,120 @@ fn retirements_in_the_reply_reach_the_loop() -> Result<(), Box<dyn std::error::E
     assert_eq!(d.retire, vec![r]);
     Ok(())
 }
+
+/// A run's reports: metrics for every step and a log line between them, `n` in all.
+fn run_reports(run: &str, n: u64) -> Vec<Envelope> {
+    (0..n)
+        .map(|seq| {
+            let message = if seq % 2 == 0 {
+                Message::Metrics {
+                    step: seq / 2,
+                    elapsed_s: seq as f64,
+                    values: BTreeMap::from([("loss".to_string(), 1.0 / (seq as f64 + 1.0))]),
+                }
+            } else {
+                Message::Log {
+                    level: LogLevel::Info,
+                    line: format!("line {seq}"),
+                }
+            };
+            Envelope::new(run, seq, message)
+        })
+        .collect()
+}
+
+fn finished(run: &str, seq: u64) -> Envelope {
+    Envelope::new(
+        run,
+        seq,
+        Message::Finished {
+            status: spade::report::FinishStatus::Succeeded,
+            message: "6 of 6 steps".into(),
+        },
+    )
+}
+
+fn free_port() -> Result<u16, std::io::Error> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The attack (silent loss): the service is down when the run ends and stays down longer than
+/// the end waits. Before, the worker flushed for 60 s, reported success anyway and left the
+/// rest in its spool for good. Now the end is an error naming what is unsent, `finished` is
+/// never sent ahead of the data, and a resumed attempt's sink sends the spool (without the
+/// stale end) once the service is back: every report arrives exactly once.
+#[test]
+fn an_outage_at_the_runs_end_is_a_failure_and_the_resumed_attempt_sends_the_spool()
+-> Result<(), Box<dyn std::error::Error>> {
+    let port = free_port()?;
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir()?;
+    {
+        let mut sink = fast(HttpSink::new(&url, "r5", "token", dir.path())?);
+        sink.tries = 2;
+        sink.final_patience = Duration::from_millis(600);
+        sink.deliver(&run_reports("r5", 54))?;
+        // What the loop's end does: everything first, then the end, then everything again.
+        let err = match sink.finish() {
+            Err(e) => e.to_string(),
+            Ok(d) => return Err(format!("the end succeeded with the service down: {d:?}").into()),
+        };
+        assert!(err.contains("54 report(s) could not be sent"), "{err}");
+        // An end that was spooled anyway (the service died between the two waits).
+        sink.deliver(&[finished("r5", 54)])?;
+        assert!(sink.finish().is_err());
+    }
+    let spooled = std::fs::read_to_string(dir.path().join("spool.jsonl"))?;
+    assert_eq!(
+        spooled.lines().count(),
+        55,
+        "nothing unsent is lost from disk"
+    );
+
+    // The service is back; the resumed attempt's sink finds the spool and sends it first.
+    let state = Shared::default();
+    let url = serve(state.clone(), Some(port));
+    let mut sink = fast(HttpSink::new(&url, "r5", "token2", dir.path())?);
+    assert_eq!(sink.pending(), 54, "the stale end is dropped at load");
+    sink.finish()?;
+    sink.deliver(&[finished("r5", 55)])?;
+    sink.finish()?;
+    let s = state.lock().map_err(|_| "poisoned")?;
+    assert_eq!(
+        s.stored.len(),
+        55,
+        "54 reports and the new end: {:?}",
+        s.stored
+    );
+    assert!(s.stored.values().all(|&n| n == 1), "{:?}", s.stored);
+    assert!(!s.stored.contains_key("r5/54"), "the stale end was sent");
+    Ok(())
+}
+
+/// The other half: the service is down at the end but back within the end's patience. The end
+/// waits (with growing pauses) instead of giving up after one round, and everything arrives
+/// before it returns.
+#[test]
+fn the_runs_end_waits_for_a_service_that_comes_back() -> Result<(), Box<dyn std::error::Error>> {
+    let port = free_port()?;
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir()?;
+    let mut sink = fast(HttpSink::new(&url, "r6", "token", dir.path())?);
+    sink.tries = 2;
+    sink.final_patience = Duration::from_secs(60);
+    sink.deliver(&run_reports("r6", 54))?;
+    assert_eq!(sink.pending(), 54);
+    let state = Shared::default();
+    let later = state.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        serve(later, Some(port));
+    });
+    let d = sink.finish()?;
+    assert_eq!(d.pending, 0);
+    let s = state.lock().map_err(|_| "poisoned")?;
+    assert_eq!(s.stored.len(), 54, "{:?}", s.stored);
+    Ok(())
+}
