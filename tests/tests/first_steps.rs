@@ -102,13 +102,22 @@ async fn a_viewer_cannot_launch_and_is_told_so_and_cancel_asks_first(
     let team = teams::create_team(&pool, olga, "lab").await?;
     let scope = TeamScope::for_member(&pool, olga, team.id).await?;
     let project = teams::create_project(&pool, &scope, "coin games").await?;
-    teams::change_member(
+    // Joining is by invitation the invited account accepts (issue 36).
+    let invited = teams::invitations::invite(
         &pool,
         &scope,
-        teams::MemberChange::Upsert {
-            email: "vera@example.org",
-            role: spade_db::types::Role::Viewer,
-        },
+        "vera@example.org",
+        spade_db::types::Role::Viewer,
+    )
+    .await?;
+    let teams::invitations::Invited::Pending(invitation) = invited else {
+        anyhow::bail!("inviting {}: {invited:?}", "vera@example.org");
+    };
+    teams::invitations::answer(
+        &pool,
+        spade_e2e::user_id(&pool, "vera@example.org").await?,
+        invitation.id,
+        teams::invitations::Answer::Accept,
     )
     .await?;
     let run = runs::create(

@@ -22,13 +22,16 @@ const PASSWORD: &str = "correct horse battery";
 async fn seed(db: &Pool, owner: i64, viewer: &str) -> anyhow::Result<i64> {
     let team = teams::create_team(db, owner, "lab").await?;
     let team_scope = TeamScope::for_member(db, owner, team.id).await?;
-    teams::change_member(
+    // Joining is by invitation the invited account accepts (issue 36).
+    let invited = teams::invitations::invite(db, &team_scope, viewer, Role::Viewer).await?;
+    let teams::invitations::Invited::Pending(invitation) = invited else {
+        anyhow::bail!("inviting {}: {invited:?}", viewer);
+    };
+    teams::invitations::answer(
         db,
-        &team_scope,
-        teams::MemberChange::Upsert {
-            email: viewer,
-            role: Role::Viewer,
-        },
+        spade_e2e::user_id(db, viewer).await?,
+        invitation.id,
+        teams::invitations::Answer::Accept,
     )
     .await?;
     let project = teams::create_project(db, &team_scope, "coin games").await?;
