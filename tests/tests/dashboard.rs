@@ -384,7 +384,11 @@ async fn every_page_fits_a_phone_and_hydrates_without_console_warnings(
             let _ = spade_e2e::console_messages(&c).await?;
             // A fresh load, so the log holds this page's hydration alone.
             c.refresh().await?;
-            spade_e2e::wait_hydrated(&c, Instant::now()).await?;
+            if let Err(e) = spade_e2e::wait_hydrated(&c, Instant::now()).await {
+                // What the page said is the reason (a panic in the bundle, a refused script).
+                let said = spade_e2e::console_messages(&c).await.unwrap_or_default();
+                anyhow::bail!("{name} ({suffix}): {e}; console: {said:?}");
+            }
             tokio::time::sleep(Duration::from_millis(300)).await;
             let width = c
                 .execute(
