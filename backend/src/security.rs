@@ -23,18 +23,10 @@ use axum::response::Response;
 pub const STRICT_POLICY: &str =
     "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
-/// Whether `path` is a static file of the site (its last segment has a dot) rather than a page
-/// or an API route; the API's own files (`openapi.json`, CSV exports) are API answers.
-fn is_static_file(path: &str) -> bool {
-    !path.starts_with("/api/")
-        && !path.starts_with("/ui/")
-        && path.rsplit('/').next().is_some_and(|f| f.contains('.'))
-}
-
 /// The middleware (see the module doc).
 pub async fn headers(req: Request, next: Next) -> Response {
     let path = req.uri().path().to_owned();
-    let static_file = is_static_file(&path);
+    let static_file = crate::site::is_static_file(&path);
     let mut res = next.run(req).await;
     let h = res.headers_mut();
     h.insert(
@@ -69,20 +61,4 @@ pub async fn headers(req: Request, next: Next) -> Response {
             .or_insert(HeaderValue::from_static("no-store"));
     }
     res
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn api_files_are_api_answers_and_site_files_are_static() {
-        assert!(is_static_file("/pkg/0123456789abcdef/spade.js"));
-        assert!(is_static_file("/favicon.svg"));
-        assert!(!is_static_file("/api/v1/openapi.json"));
-        assert!(!is_static_file("/api/v1/runs/3/metrics.csv"));
-        assert!(!is_static_file("/ui/run"));
-        assert!(!is_static_file("/runs/3"));
-        assert!(!is_static_file("/share/abc"));
-    }
 }

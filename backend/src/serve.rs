@@ -30,8 +30,6 @@ use tower::ServiceExt;
 /// Longest time a connection may stay open with no request in flight: after accept (so also the
 /// longest time a client may take to send a request's headers) and after each response.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
-/// The name the header deadline had; it is now the idle deadline, which starts at accept.
-pub const HEADER_READ_TIMEOUT: Duration = IDLE_TIMEOUT;
 /// Longest time in-flight requests get to finish after shutdown was asked for.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 

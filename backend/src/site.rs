@@ -43,6 +43,15 @@ fn is_bundle_hash(s: &str) -> bool {
     s.len() == 16 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+/// Whether `path` is a static file of the site (its last segment has a dot) rather than a page,
+/// a server function or an API route; the API's own files (`openapi.json`, CSV exports) are API
+/// answers.
+pub fn is_static_file(path: &str) -> bool {
+    !path.starts_with("/api/")
+        && !path.starts_with("/ui/")
+        && path.rsplit('/').next().is_some_and(|f| f.contains('.'))
+}
+
 /// Sets `Cache-Control` on static files (see the module doc); responses that set their own,
 /// and API and page responses, are left alone.
 pub async fn cache_headers(req: Request, next: Next) -> Response {
@@ -51,8 +60,7 @@ pub async fn cache_headers(req: Request, next: Next) -> Response {
     if !res.status().is_success() || res.headers().contains_key(header::CACHE_CONTROL) {
         return res;
     }
-    let is_file = path.rsplit('/').next().is_some_and(|f| f.contains('.'));
-    if !is_file || path.starts_with("/api/") {
+    if !is_static_file(&path) {
         return res;
     }
     let versioned = path
@@ -107,6 +115,17 @@ pub async fn end_stalled_pages(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn api_files_are_api_answers_and_site_files_are_static() {
+        assert!(is_static_file("/pkg/0123456789abcdef/spade.js"));
+        assert!(is_static_file("/favicon.svg"));
+        assert!(!is_static_file("/api/v1/openapi.json"));
+        assert!(!is_static_file("/api/v1/runs/3/metrics.csv"));
+        assert!(!is_static_file("/ui/run"));
+        assert!(!is_static_file("/runs/3"));
+        assert!(!is_static_file("/share/abc"));
+    }
 
     #[test]
     fn the_bundle_directory_is_used_only_when_it_exists() -> std::io::Result<()> {

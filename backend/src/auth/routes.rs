@@ -75,7 +75,9 @@ pub struct SessionReply {
     pub refresh_token: Option<String>,
 }
 
-fn normalize_email(email: &str) -> Result<String, AppError> {
+/// The email lower-cased, if it is shaped like an address: the rule of registration, which
+/// invitations share (an email that can hold an account can be invited).
+pub(crate) fn normalize_email(email: &str) -> Result<String, AppError> {
     let e = email.trim().to_lowercase();
     let ok = (3..=320).contains(&e.len())
         && e.split_once('@')

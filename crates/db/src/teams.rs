@@ -116,6 +116,22 @@ pub enum MemberChanged {
     NotOwner,
 }
 
+/// Whether the scope's user is an owner of its team now, read in the caller's transaction: a
+/// concurrent change may have demoted them after their request was authorised.
+pub(crate) async fn still_owner(
+    conn: &mut sqlx::PgConnection,
+    scope: &TeamScope,
+) -> Result<bool, DbError> {
+    let role = sqlx::query_scalar!(
+        r#"SELECT role AS "role: Role" FROM memberships WHERE team_id = $1 AND user_id = $2"#,
+        scope.team_id,
+        scope.user_id
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(role == Some(Role::Owner))
+}
+
 /// Applies one membership change for an owner, atomically with the rule that a team always has
 /// an owner. The team row is locked first (`FOR UPDATE`), so concurrent changes of one team's
 /// memberships run one after another; inside that lock the caller's ownership is checked again,
@@ -135,14 +151,7 @@ pub async fn change_member(
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(DbError::NotFound("team"))?;
-    let caller = sqlx::query_scalar!(
-        r#"SELECT role AS "role: Role" FROM memberships WHERE team_id = $1 AND user_id = $2"#,
-        scope.team_id,
-        scope.user_id
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    if caller != Some(Role::Owner) {
+    if !still_owner(&mut tx, scope).await? {
         return Ok(MemberChanged::NotOwner);
     }
     let done = match change {

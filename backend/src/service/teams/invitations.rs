@@ -39,24 +39,6 @@ fn incoming(i: Incoming) -> dto::IncomingInvitation {
     }
 }
 
-/// The email lower-cased, if it is shaped like an address (the rule registration applies, so
-/// an email that can hold an account can be invited).
-fn checked_email(email: &str) -> Result<String, AppError> {
-    let e = email.trim().to_lowercase();
-    let ok = (3..=320).contains(&e.len())
-        && e.split_once('@')
-            .is_some_and(|(l, d)| !l.is_empty() && !d.is_empty() && !d.contains('@'))
-        && !e.chars().any(char::is_whitespace);
-    if ok {
-        Ok(e)
-    } else {
-        Err(AppError::invalid(
-            "email",
-            "expected an address like name@example.org",
-        ))
-    }
-}
-
 /// Invites `email` into team `team_id` with `role` (owners). The answer is the invitation, the
 /// same whether or not the email has an account; inviting it again changes the open
 /// invitation's role.
@@ -68,7 +50,7 @@ pub async fn invite(
     role: Role,
 ) -> ApiResult<dto::InvitationRecord> {
     let scope = team_scope(state, auth, team_id, Role::Owner).await?;
-    let email = checked_email(email)?;
+    let email = crate::auth::routes::normalize_email(email)?;
     let inv = match db::invite(&state.db, &scope, &email, role).await? {
         Invited::Pending(inv) => inv,
         Invited::AlreadyMember => {

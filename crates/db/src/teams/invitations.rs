@@ -76,16 +76,7 @@ pub async fn invite(
     role: Role,
 ) -> Result<Invited, DbError> {
     let mut tx = pool.begin().await?;
-    // The owner check is made again inside the transaction: a concurrent change may have demoted
-    // the caller after their request was authorised.
-    let caller = sqlx::query_scalar!(
-        r#"SELECT role AS "role: Role" FROM memberships WHERE team_id = $1 AND user_id = $2"#,
-        scope.team_id,
-        scope.user_id
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    if caller != Some(Role::Owner) {
+    if !super::still_owner(&mut tx, scope).await? {
         return Ok(Invited::NotOwner);
     }
     let member = sqlx::query_scalar!(
