@@ -255,9 +255,10 @@ pub async fn refresh(
         )
     };
     if !api_client {
-        let (sid, _) = users::session_by_refresh(&state.db, &presented_hash)
-            .await?
-            .ok_or_else(refused)?;
+        let (sid, _) =
+            users::session_by_refresh(&state.db, &presented_hash, users::REFRESH_RACE_GRACE_S)
+                .await?
+                .ok_or_else(refused)?;
         let csrf = headers
             .get(CSRF_HEADER)
             .and_then(|v| v.to_str().ok())

@@ -326,6 +326,31 @@ async fn two_tabs_refreshing_together_both_stay_logged_in(pool: PgPool) -> TestR
     let replay = app.send(cookie_refresh(&refresh, &csrf)).await;
     assert_eq!(replay.status, StatusCode::UNAUTHORIZED, "{}", replay.text());
 
+    // The race where the losing tab's request is read only after the winner committed.
+    let login = app
+        .post(
+            "/api/v1/auth/login",
+            &Cred::None,
+            json!({ "email": "ada@example.org", "password": PASSWORD }),
+        )
+        .await;
+    let refresh = login.cookie("spade_refresh").unwrap_or_default();
+    let csrf = login.cookie("spade_csrf").unwrap_or_default();
+    let won = app.send(cookie_refresh(&refresh, &csrf)).await;
+    assert_eq!(won.status, StatusCode::OK, "{}", won.text());
+    let lost = app.send(cookie_refresh(&refresh, &csrf)).await;
+    assert_eq!(
+        lost.status,
+        StatusCode::OK,
+        "the late loser: {}",
+        lost.text()
+    );
+    assert_eq!(
+        lost.cookie("spade_refresh"),
+        None,
+        "the loser keeps the winner's cookie"
+    );
+
     // Control: an API client holds its token alone, so presenting a rotated one at once is a replay.
     let (_, first) = app.login_api("ada@example.org").await;
     assert_eq!(app.refresh_api(&first).await.status, StatusCode::OK);

@@ -265,15 +265,28 @@ pub async fn revoke_by_refresh(pool: &PgPool, refresh_hash: &[u8]) -> Result<boo
     Ok(done.rows_affected() == 1)
 }
 
-/// The live session a refresh token belongs to, as (session id, user id).
+/// The live session a refresh token belongs to, as (session id, user id): its current token, or
+/// one its latest rotation retired less than `race_grace_s` seconds ago (the tab that lost a
+/// refresh race may be looked up after the winner committed; [`rotate_refresh`] then answers
+/// [`Refresh::Raced`] with the same grace).
 pub async fn session_by_refresh(
     pool: &PgPool,
     refresh_hash: &[u8],
+    race_grace_s: f64,
 ) -> Result<Option<(i64, i64)>, DbError> {
     let row = sqlx::query!(
-        "SELECT id, user_id FROM sessions
-         WHERE refresh_token_hash = $1 AND revoked_at IS NULL AND expires_at > now()",
-        refresh_hash
+        r#"SELECT id AS "id!", user_id AS "user_id!" FROM sessions
+           WHERE refresh_token_hash = $1 AND revoked_at IS NULL AND expires_at > now()
+           UNION ALL
+           SELECT s.id, s.user_id
+           FROM retired_refresh_tokens r JOIN sessions s ON s.id = r.session_id
+           WHERE r.refresh_token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()
+             AND r.retired_at > now() - make_interval(secs => $2)
+             AND r.retired_at = (SELECT max(retired_at) FROM retired_refresh_tokens
+                                 WHERE session_id = s.id)
+           LIMIT 1"#,
+        refresh_hash,
+        race_grace_s
     )
     .fetch_optional(pool)
     .await?;
