@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the Hugging Face reference fixtures that crates/policy/tests/hf_reference.rs reads.
 
-Each case is a random small Qwen3 model (transformers' Qwen3ForCausalLM, float32) or Qwen3-MoE
-model (Qwen3MoeForCausalLM; the `moe_*` cases) saved with `save_pretrained`, plus expected.json: prompts (token ids), the last position's logits of each
+Each case is a random small Qwen3 model (transformers' Qwen3ForCausalLM, float32), Qwen3-MoE
+model (Qwen3MoeForCausalLM; the `moe_*` cases), Llama or Qwen2 model (`llama_*`, `qwen2_*`) saved with `save_pretrained`, plus expected.json: prompts (token ids), the last position's logits of each
 prompt run alone, and the 32-token greedy continuation of the prompts batched with left padding
 (transformers' `generate`). A tokenizer case checks that the Rust `tokenizers` crate encodes like
 the Python one with a Qwen-style pre-tokenizer (regex split + byte level).
@@ -62,6 +62,24 @@ MOE_CASES = {
                                   num_experts=4, num_experts_per_tok=2, norm_topk_prob=True,
                                   tie_word_embeddings=True), {}),
 }
+# Llama (LlamaForCausalLM) and Qwen2 (Qwen2ForCausalLM): the families the same decoder loads
+# from config.json. No q/k norm; Llama with and without attention/MLP biases and Llama 3's rope
+# scaling (at a scale where the rule changes the low frequencies of a 512-token context); Qwen2
+# with its fixed q/k/v biases; head_dim defaulted (hidden / heads) in all of them.
+FAMILY_CASES = {
+    "llama_gqa_tied": ("llama", 21, dict(hidden_size=64, num_attention_heads=4,
+                                         num_key_value_heads=2, rope_theta=10000.0,
+                                         tie_word_embeddings=True), {}),
+    "llama_bias_rope_llama3": ("llama", 22, dict(
+        hidden_size=48, num_attention_heads=3, num_key_value_heads=1, attention_bias=True,
+        mlp_bias=True, rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False,
+        rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                          high_freq_factor=4.0, original_max_position_embeddings=64)), {}),
+    "qwen2_bias_untied": ("qwen2", 23, dict(hidden_size=64, num_attention_heads=8,
+                                            num_key_value_heads=2, rope_theta=1e6,
+                                            tie_word_embeddings=False),
+                          dict(max_shard_size="100KB")),
+}
 MOE_BASE = dict(moe_intermediate_size=24)
 BASE = dict(vocab_size=256, intermediate_size=96, num_hidden_layers=2, max_position_embeddings=512,
             eos_token_id=None, bos_token_id=None, pad_token_id=None)
@@ -81,9 +99,16 @@ def randomize(model: torch.nn.Module, gen: torch.Generator) -> None:
                 p.copy_(0.15 * noise)
 
 
-def make_case(name: str, seed: int, overrides: dict, save_kwargs: dict, moe: bool = False) -> None:
+def make_case(name: str, seed: int, overrides: dict, save_kwargs: dict, moe: bool = False,
+              family: str = "qwen3") -> None:
     gen = torch.Generator().manual_seed(seed)
-    if moe:
+    if family == "llama":
+        cfg = transformers.LlamaConfig(**{**BASE, **overrides})
+        model = transformers.LlamaForCausalLM(cfg).eval()
+    elif family == "qwen2":
+        cfg = transformers.Qwen2Config(**{**BASE, **overrides})
+        model = transformers.Qwen2ForCausalLM(cfg).eval()
+    elif moe:
         cfg = Qwen3MoeConfig(**{**BASE, **MOE_BASE, **overrides})
         model = Qwen3MoeForCausalLM(cfg).eval()
     else:
@@ -167,6 +192,9 @@ def main() -> int:
     for name, (seed, overrides, save_kwargs) in MOE_CASES.items():
         if not only or name in only:
             make_case(name, seed, overrides, save_kwargs, moe=True)
+    for name, (family, seed, overrides, save_kwargs) in FAMILY_CASES.items():
+        if not only or name in only:
+            make_case(name, seed, overrides, save_kwargs, family=family)
     if not only or "tokenizer_qwen_style" in only:
         make_tokenizer_case()
     return 0

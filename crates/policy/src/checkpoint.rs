@@ -75,8 +75,21 @@ fn kind_dtype(k: Kind) -> Result<Dtype> {
     })
 }
 
-/// Copies the checkpoint's weights in `dir` into the variables of `vs`.
+/// Copies the checkpoint's weights in `dir` into the variables of `vs`. A tensor with no
+/// variable is an error (the config and the weights disagree: loading would drop it), except
+/// the rotary tables old Llama checkpoints carry and a tied model's copy of its head.
 pub fn load_weights(vs: &VarStore, dir: &Path) -> Result<()> {
+    let vars = vs.variables();
+    let tied = !vars.contains_key("lm_head.weight");
+    for name in tensor_names(dir)? {
+        let harmless = name.ends_with(".rotary_emb.inv_freq") || (tied && name == "lm_head.weight");
+        if !vars.contains_key(&name) && !harmless {
+            return Err(PolicyError::UnexpectedTensor {
+                name,
+                path: dir.to_path_buf(),
+            });
+        }
+    }
     load_weights_renamed(vs, dir, |n| n)
 }
 

@@ -21,7 +21,7 @@ pub enum PolicyError {
     ConfigField { field: String, reason: String },
     /// `architectures` / `model_type` names a model this crate does not implement.
     #[error(
-        "unsupported architecture {found}: this crate implements Qwen3ForCausalLM (model_type \"qwen3\")"
+        "unsupported architecture {found}: this crate implements Qwen3ForCausalLM, Qwen3MoeForCausalLM, Qwen2ForCausalLM and LlamaForCausalLM"
     )]
     UnsupportedArchitecture { found: String },
     /// The config asks for a feature this implementation lacks (e.g. YaRN rope scaling).
@@ -30,6 +30,12 @@ pub enum PolicyError {
     /// A weight the config requires is in none of the checkpoint's safetensors files.
     #[error("missing tensor `{name}` in {path}")]
     MissingTensor { name: String, path: PathBuf },
+    /// A checkpoint holds a weight the config's model has no place for (e.g. `q_norm` in a
+    /// checkpoint whose config says Llama): loading would silently drop it.
+    #[error(
+        "unexpected tensor `{name}` in {path}: the model the config describes has no such weight"
+    )]
+    UnexpectedTensor { name: String, path: PathBuf },
     /// A weight has a shape other than the config implies.
     #[error("shape mismatch for `{name}`: expected {expected:?}, found {found:?}")]
     ShapeMismatch {

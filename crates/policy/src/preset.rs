@@ -133,6 +133,7 @@ pub fn tiny_config(vocab_size: i64, eos: Option<i64>, pad: Option<i64>) -> Confi
     let mut extra = Map::new();
     extra.insert("initializer_range".into(), json!(INIT_STD));
     Config {
+        family: crate::qwen3::config::Family::Qwen3,
         vocab_size,
         hidden_size: 256,
         intermediate_size: 768,
@@ -144,8 +145,10 @@ pub fn tiny_config(vocab_size: i64, eos: Option<i64>, pad: Option<i64>) -> Confi
         rms_norm_eps: 1e-6,
         // Qwen3's theta.
         rope_theta: 1_000_000.0,
+        rope_scaling: crate::qwen3::config::RopeScaling::Default,
         tie_word_embeddings: true,
         attention_bias: false,
+        mlp_bias: false,
         bos_token_id: None,
         eos_token_ids: eos.into_iter().collect(),
         pad_token_id: pad,

@@ -1,11 +1,16 @@
-//! Qwen3: the decoder-only transformer of Hugging Face's `Qwen3ForCausalLM`, and with the
-//! sparse feed-forward of [`moe`] its mixture-of-experts variant `Qwen3MoeForCausalLM`.
+//! The decoder-only transformer of Hugging Face's `Qwen3ForCausalLM`, with the sparse
+//! feed-forward of [`moe`] its mixture-of-experts variant `Qwen3MoeForCausalLM`, and the two
+//! families that differ from it only in details [`Config`] reads from `config.json`:
+//! `Qwen2ForCausalLM` (Qwen2, Qwen2.5: q/k/v biases, no q/k norm) and `LlamaForCausalLM`
+//! (Llama 2/3, SmolLM2: no q/k norm, optional biases, `llama3`/`linear` rope scaling). The type
+//! keeps its first family's name.
 //!
-//! References: transformers `models/qwen3/modeling_qwen3.py` (5.24, which this matches to 1e-4
-//! in float32, see `tests/hf_reference.rs`); the Qwen3 technical report (arXiv 2505.09388).
+//! References: transformers `models/{qwen3,qwen2,llama}/modeling_*.py` (5.24, which this
+//! matches to 1e-4 in float32, see `tests/hf_reference.rs`); the Qwen3 technical report (arXiv
+//! 2505.09388).
 //! Architecture per layer: `x + attn(rms(x))`, then `x + mlp(rms(x))`, where attention is
-//! grouped-query attention with a per-head RMSNorm on queries and keys *before* rotary
-//! embeddings (rotate-half layout, theta from the config), scale `head_dim^-0.5`, and the MLP is
+//! grouped-query attention with (Qwen3 only) a per-head RMSNorm on queries and keys *before*
+//! rotary embeddings (rotate-half layout, theta from the config), scale `head_dim^-0.5`, and the MLP is
 //! SwiGLU `down(silu(gate(x)) * up(x))`. Variables carry the Hugging Face names
 //! (`model.layers.3.self_attn.q_norm.weight`), so checkpoints load by name.
 //!
@@ -21,7 +26,7 @@ mod moe;
 mod packed;
 mod slots;
 
-pub use config::{Config, Moe};
+pub use config::{Config, Family, Moe, RopeScaling};
 pub use packed::{PackedIds, PassOptions};
 pub use slots::SlotCache;
 
@@ -100,8 +105,9 @@ struct Attention {
     k_proj: Linear,
     v_proj: Linear,
     o_proj: Linear,
-    q_norm: RmsNorm,
-    k_norm: RmsNorm,
+    /// Qwen3's per-head norms; None for Qwen2 and Llama.
+    q_norm: Option<RmsNorm>,
+    k_norm: Option<RmsNorm>,
     n_heads: i64,
     n_kv: i64,
     head_dim: i64,
@@ -109,15 +115,20 @@ struct Attention {
 
 impl Attention {
     fn new(vs: nn::Path<'_>, c: &Config, init: WeightInit) -> Result<Self> {
-        let (h, hd, b) = (c.hidden_size, c.head_dim, c.attention_bias);
+        let (h, hd, b) = (c.hidden_size, c.head_dim, c.qkv_bias());
         let (q, kv) = (c.num_attention_heads * hd, c.num_key_value_heads * hd);
+        let norm = |name: &str| {
+            c.qk_norm()
+                .then(|| RmsNorm::new(&vs / name, hd, c.rms_norm_eps))
+                .transpose()
+        };
         Ok(Self {
             q_proj: Linear::new(&vs / "q_proj", h, q, b, init)?,
             k_proj: Linear::new(&vs / "k_proj", h, kv, b, init)?,
             v_proj: Linear::new(&vs / "v_proj", h, kv, b, init)?,
-            o_proj: Linear::new(&vs / "o_proj", q, h, b, init)?,
-            q_norm: RmsNorm::new(&vs / "q_norm", hd, c.rms_norm_eps)?,
-            k_norm: RmsNorm::new(&vs / "k_norm", hd, c.rms_norm_eps)?,
+            o_proj: Linear::new(&vs / "o_proj", q, h, c.o_bias(), init)?,
+            q_norm: norm("q_norm")?,
+            k_norm: norm("k_norm")?,
             n_heads: c.num_attention_heads,
             n_kv: c.num_key_value_heads,
             head_dim: hd,
@@ -149,10 +160,16 @@ impl Attention {
                 self.v_proj.forward(x),
             ),
         };
-        let heads = |y: Tensor, n: i64| y.view([b, t, n, self.head_dim]);
-        let q = self.q_norm.forward(&heads(q, self.n_heads));
-        let k = self.k_norm.forward(&heads(k, self.n_kv));
-        let v = heads(v, self.n_kv).transpose(1, 2);
+        let heads = |y: Tensor, n: i64, norm: &Option<RmsNorm>| {
+            let y = y.view([b, t, n, self.head_dim]);
+            match norm {
+                Some(norm) => norm.forward(&y),
+                None => y,
+            }
+        };
+        let q = heads(q, self.n_heads, &self.q_norm);
+        let k = heads(k, self.n_kv, &self.k_norm);
+        let v = heads(v, self.n_kv, &None).transpose(1, 2);
         let (q, k) = apply_rope(&q.transpose(1, 2), &k.transpose(1, 2), rope);
         (q, k, v)
     }
@@ -241,11 +258,11 @@ struct Mlp {
 
 impl Mlp {
     fn new(vs: nn::Path<'_>, c: &Config, init: WeightInit) -> Result<Self> {
-        let (h, i) = (c.hidden_size, c.intermediate_size);
+        let (h, i, b) = (c.hidden_size, c.intermediate_size, c.mlp_bias());
         Ok(Self {
-            gate_proj: Linear::new(&vs / "gate_proj", h, i, false, init)?,
-            up_proj: Linear::new(&vs / "up_proj", h, i, false, init)?,
-            down_proj: Linear::new(&vs / "down_proj", i, h, false, init)?,
+            gate_proj: Linear::new(&vs / "gate_proj", h, i, b, init)?,
+            up_proj: Linear::new(&vs / "up_proj", h, i, b, init)?,
+            down_proj: Linear::new(&vs / "down_proj", i, h, b, init)?,
         })
     }
 
@@ -389,14 +406,23 @@ impl Qwen3 {
         } else {
             (vs / "lm_head").f_var("weight", &shape, init.init())?
         };
-        // As transformers computes it: 1 / theta^(arange(0, d, 2) / d), in float32.
+        // As transformers computes it: 1 / theta^(arange(0, d, 2) / d), in float32; scaled
+        // frequencies (Llama 3) in float64 first, as its rule compares wavelengths.
         let d = cfg.head_dim;
-        let exponent = Tensor::arange_start_step(0, d, 2, (Kind::Float, vs.device())) / d as f64;
-        let inv_freq = Tensor::from(cfg.rope_theta)
-            .to_kind(Kind::Float)
-            .to_device(vs.device())
-            .pow(&exponent)
-            .reciprocal();
+        let inv_freq = match cfg.rope_scaling {
+            RopeScaling::Default => {
+                let exponent =
+                    Tensor::arange_start_step(0, d, 2, (Kind::Float, vs.device())) / d as f64;
+                Tensor::from(cfg.rope_theta)
+                    .to_kind(Kind::Float)
+                    .to_device(vs.device())
+                    .pow(&exponent)
+                    .reciprocal()
+            }
+            _ => Tensor::from_slice(&cfg.inv_freq())
+                .to_kind(Kind::Float)
+                .to_device(vs.device()),
+        };
         Ok(Self {
             cfg: cfg.clone(),
             embed_tokens,
@@ -547,8 +573,11 @@ impl Qwen3 {
                     _ => None,
                 };
                 let weight = [&a.q_proj.weight, &a.k_proj.weight, &a.v_proj.weight];
+                // A biased MLP (Llama's mlp_bias) decodes unfused: the fused path has no bias.
                 let gate_up = match m {
-                    Ffn::Dense(m) if fuse => Some(cat(&[&m.gate_proj.weight, &m.up_proj.weight])),
+                    Ffn::Dense(m) if fuse && m.gate_proj.bias.is_none() => {
+                        Some(cat(&[&m.gate_proj.weight, &m.up_proj.weight]))
+                    }
                     _ => None,
                 };
                 (

@@ -1,15 +1,120 @@
-//! `config.json` of a Qwen3 or Qwen3-MoE checkpoint, parsed by hand from JSON so that every
-//! error names its field, and written back so that transformers (4.5x and 5.x) loads it.
+//! `config.json` of a Qwen3, Qwen3-MoE, Qwen2/Qwen2.5 or Llama checkpoint, parsed by hand from
+//! JSON so that every error names its field, and written back so that transformers (4.5x and
+//! 5.x) loads it.
 //!
-//! Defaults follow transformers' `Qwen3Config` and `Qwen3MoeConfig` (5.24): notably a dense
-//! model's `head_dim` defaults to 128, a MoE model's to `hidden_size / num_attention_heads`
-//! (`Qwen3MoeAttention` reads it with `getattr(config, "head_dim", hidden // heads)`), and
-//! `num_key_value_heads` to `num_attention_heads`. Rope theta is read from `rope_theta` (4.x
-//! layout) or `rope_parameters.rope_theta` (5.x).
+//! The four architectures are one decoder ([`crate::qwen3`]); what differs is read from the
+//! config into [`Family`] and a few flags:
+//! - Qwen3 (and Qwen3-MoE): RMSNorm on each head's queries and keys; q/k/v/o bias when
+//!   `attention_bias`.
+//! - Qwen2 (`Qwen2ForCausalLM`, also Qwen2.5): no q/k norm; q/k/v always carry a bias, o never
+//!   (`Qwen2Attention` hard-codes it; `attention_bias` is not a Qwen2 key).
+//! - Llama (`LlamaForCausalLM`: Llama 2/3, SmolLM2): no q/k norm; q/k/v/o bias when
+//!   `attention_bias`, gate/up/down bias when `mlp_bias`; rope scaling `linear` or `llama3`.
+//!
+//! Defaults follow transformers' config classes (5.24): a dense Qwen3's `head_dim` defaults to
+//! 128, every other family's to `hidden_size / num_attention_heads`, `num_key_value_heads` to
+//! `num_attention_heads`. Rope theta and scaling are read from `rope_theta` / `rope_scaling`
+//! (4.x layout) or `rope_parameters` (5.x).
 
 use crate::error::{PolicyError, Result};
 use serde_json::{Map, Value, json};
 use std::path::Path;
+
+/// Which of the implemented architectures a config describes; see the module doc for what
+/// each changes in the decoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Qwen3 and, with [`Config::moe`], Qwen3-MoE.
+    Qwen3,
+    /// Qwen2 and Qwen2.5.
+    Qwen2,
+    /// Llama 2/3 and models of its layout (SmolLM2).
+    Llama,
+}
+
+impl Family {
+    /// `architectures[0]` and `model_type` of a config of this family.
+    pub fn names(self, moe: bool) -> (&'static str, &'static str) {
+        match (self, moe) {
+            (Family::Qwen3, false) => (ARCHITECTURE, MODEL_TYPE),
+            (Family::Qwen3, true) => (MOE_ARCHITECTURE, MOE_MODEL_TYPE),
+            (Family::Qwen2, _) => (QWEN2_ARCHITECTURE, QWEN2_MODEL_TYPE),
+            (Family::Llama, _) => (LLAMA_ARCHITECTURE, LLAMA_MODEL_TYPE),
+        }
+    }
+}
+
+/// How rotary frequencies are rescaled for longer contexts (transformers'
+/// `ROPE_INIT_FUNCTIONS`). Only the types that leave attention's scale alone are implemented;
+/// `yarn`, `dynamic` and `longrope` are refused by name.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RopeScaling {
+    Default,
+    /// Every frequency divided by `factor`.
+    Linear {
+        factor: f64,
+    },
+    /// Llama 3.1's piecewise rule: wavelengths longer than
+    /// `original_max_position_embeddings / low_freq_factor` are divided by `factor`, shorter
+    /// than `.. / high_freq_factor` kept, and those between interpolated smoothly.
+    Llama3 {
+        factor: f64,
+        low_freq_factor: f64,
+        high_freq_factor: f64,
+        original_max_position_embeddings: f64,
+    },
+}
+
+impl RopeScaling {
+    /// The inverse frequencies after scaling; `inv_freq` are the unscaled ones.
+    pub fn apply(&self, inv_freq: &[f64]) -> Vec<f64> {
+        match *self {
+            RopeScaling::Default => inv_freq.to_vec(),
+            RopeScaling::Linear { factor } => inv_freq.iter().map(|f| f / factor).collect(),
+            RopeScaling::Llama3 {
+                factor,
+                low_freq_factor: low,
+                high_freq_factor: high,
+                original_max_position_embeddings: old,
+            } => inv_freq
+                .iter()
+                .map(|&f| {
+                    let wavelen = 2.0 * std::f64::consts::PI / f;
+                    if wavelen > old / low {
+                        f / factor
+                    } else if wavelen < old / high {
+                        f
+                    } else {
+                        let smooth = (old / wavelen - low) / (high - low);
+                        (1.0 - smooth) * f / factor + smooth * f
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    fn to_json(&self, theta: f64) -> Value {
+        match *self {
+            RopeScaling::Default => json!({"rope_type": "default", "rope_theta": theta}),
+            RopeScaling::Linear { factor } => {
+                json!({"rope_type": "linear", "factor": factor, "rope_theta": theta})
+            }
+            RopeScaling::Llama3 {
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_position_embeddings,
+            } => json!({
+                "rope_type": "llama3",
+                "factor": factor,
+                "low_freq_factor": low_freq_factor,
+                "high_freq_factor": high_freq_factor,
+                "original_max_position_embeddings": original_max_position_embeddings as i64,
+                "rope_theta": theta,
+            }),
+        }
+    }
+}
 
 /// The dense architecture.
 pub const ARCHITECTURE: &str = "Qwen3ForCausalLM";
@@ -19,6 +124,22 @@ pub const MODEL_TYPE: &str = "qwen3";
 pub const MOE_ARCHITECTURE: &str = "Qwen3MoeForCausalLM";
 /// `model_type` of Qwen3-MoE configs.
 pub const MOE_MODEL_TYPE: &str = "qwen3_moe";
+/// Qwen2 and Qwen2.5.
+pub const QWEN2_ARCHITECTURE: &str = "Qwen2ForCausalLM";
+/// `model_type` of Qwen2 configs.
+pub const QWEN2_MODEL_TYPE: &str = "qwen2";
+/// Llama and its look-alikes (SmolLM2).
+pub const LLAMA_ARCHITECTURE: &str = "LlamaForCausalLM";
+/// `model_type` of Llama configs.
+pub const LLAMA_MODEL_TYPE: &str = "llama";
+
+/// (architecture, model_type, family, moe) of every implemented architecture.
+const ARCHITECTURES: &[(&str, &str, Family, bool)] = &[
+    (ARCHITECTURE, MODEL_TYPE, Family::Qwen3, false),
+    (MOE_ARCHITECTURE, MOE_MODEL_TYPE, Family::Qwen3, true),
+    (QWEN2_ARCHITECTURE, QWEN2_MODEL_TYPE, Family::Qwen2, false),
+    (LLAMA_ARCHITECTURE, LLAMA_MODEL_TYPE, Family::Llama, false),
+];
 
 /// The mixture-of-experts part of a Qwen3-MoE config (transformers' `Qwen3MoeConfig`).
 #[derive(Debug, Clone, PartialEq)]
@@ -49,9 +170,11 @@ impl Moe {
     }
 }
 
-/// The hyper-parameters of a Qwen3 model, mirroring `config.json`.
+/// The hyper-parameters of a model, mirroring `config.json`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
+    /// Which architecture; decides q/k norm and which projections carry biases.
+    pub family: Family,
     pub vocab_size: i64,
     pub hidden_size: i64,
     pub intermediate_size: i64,
@@ -62,8 +185,12 @@ pub struct Config {
     pub max_position_embeddings: i64,
     pub rms_norm_eps: f64,
     pub rope_theta: f64,
+    pub rope_scaling: RopeScaling,
     pub tie_word_embeddings: bool,
+    /// Qwen3 and Llama: q/k/v/o carry biases. Ignored by Qwen2 (q/k/v always, o never).
     pub attention_bias: bool,
+    /// Llama: gate/up/down carry biases.
+    pub mlp_bias: bool,
     pub bos_token_id: Option<i64>,
     pub eos_token_ids: Vec<i64>,
     pub pad_token_id: Option<i64>,
@@ -92,6 +219,7 @@ const KNOWN: &[&str] = &[
     "rope_scaling",
     "tie_word_embeddings",
     "attention_bias",
+    "mlp_bias",
     "hidden_act",
     "use_sliding_window",
     "layer_types",
@@ -134,7 +262,7 @@ impl Config {
 
     /// Parses an already decoded `config.json` object.
     pub fn from_map(map: Map<String, Value>) -> Result<Self> {
-        let is_moe = check_architecture(&map)?;
+        let (family, is_moe) = check_architecture(&map)?;
         let f = Fields(&map);
         for (field, expected) in [("hidden_act", "silu")] {
             if let Some(v) = f.string(field)?
@@ -154,11 +282,17 @@ impl Config {
         let num_attention_heads = f.positive("num_attention_heads", None)?;
         let hidden_size = f.positive("hidden_size", None)?;
         let moe = is_moe.then(|| moe_fields(&f)).transpose()?;
-        let (default_head_dim, default_intermediate) = match moe {
-            Some(_) => (hidden_size / num_attention_heads, Some(6144)),
-            None => (128, None),
+        // transformers' per-class defaults (5.24).
+        let per_head = hidden_size / num_attention_heads;
+        let (default_head_dim, default_intermediate, default_context) = match (family, &moe) {
+            (Family::Qwen3, Some(_)) => (per_head, Some(6144), 32768),
+            (Family::Qwen3, None) => (128, None, 32768),
+            (Family::Qwen2, _) => (per_head, Some(22016), 32768),
+            (Family::Llama, _) => (per_head, Some(11008), 2048),
         };
+        let (rope_theta, rope_scaling) = rope(&map)?;
         let cfg = Config {
+            family,
             vocab_size: f.positive("vocab_size", None)?,
             hidden_size,
             intermediate_size: f.positive("intermediate_size", default_intermediate)?,
@@ -166,11 +300,14 @@ impl Config {
             num_attention_heads,
             num_key_value_heads: f.positive("num_key_value_heads", Some(num_attention_heads))?,
             head_dim: f.positive("head_dim", Some(default_head_dim.max(1)))?,
-            max_position_embeddings: f.positive("max_position_embeddings", Some(32768))?,
+            max_position_embeddings: f
+                .positive("max_position_embeddings", Some(default_context))?,
             rms_norm_eps: f.float("rms_norm_eps", Some(1e-6))?,
-            rope_theta: rope_theta(&map)?,
+            rope_theta,
+            rope_scaling,
             tie_word_embeddings: f.bool("tie_word_embeddings", false)?,
             attention_bias: f.bool("attention_bias", false)?,
+            mlp_bias: f.bool("mlp_bias", false)?,
             bos_token_id: f.opt_int("bos_token_id")?,
             eos_token_ids: eos_ids(&map)?,
             pad_token_id: f.opt_int("pad_token_id")?,
@@ -185,7 +322,43 @@ impl Config {
         Ok(cfg)
     }
 
-    /// Checks relations between fields that a well-formed Qwen3 config satisfies.
+    /// Queries and keys pass a per-head RMSNorm (`q_norm`, `k_norm`): Qwen3 only.
+    pub fn qk_norm(&self) -> bool {
+        self.family == Family::Qwen3
+    }
+
+    /// q/k/v projections carry biases.
+    pub fn qkv_bias(&self) -> bool {
+        match self.family {
+            Family::Qwen2 => true,
+            Family::Qwen3 | Family::Llama => self.attention_bias,
+        }
+    }
+
+    /// The output projection carries a bias.
+    pub fn o_bias(&self) -> bool {
+        match self.family {
+            Family::Qwen2 => false,
+            Family::Qwen3 | Family::Llama => self.attention_bias,
+        }
+    }
+
+    /// The dense MLP's projections carry biases (Llama's `mlp_bias`).
+    pub fn mlp_bias(&self) -> bool {
+        self.family == Family::Llama && self.mlp_bias
+    }
+
+    /// Rotary inverse frequencies `1 / theta^(2i / head_dim)`, rescaled per
+    /// [`Config::rope_scaling`].
+    pub fn inv_freq(&self) -> Vec<f64> {
+        let d = self.head_dim as f64;
+        let base: Vec<f64> = (0..self.head_dim / 2)
+            .map(|i| 1.0 / self.rope_theta.powf(2.0 * i as f64 / d))
+            .collect();
+        self.rope_scaling.apply(&base)
+    }
+
+    /// Checks relations between fields that a well-formed config satisfies.
     pub fn validate(&self) -> Result<()> {
         if self.num_attention_heads % self.num_key_value_heads != 0 {
             return Err(PolicyError::field(
@@ -207,6 +380,12 @@ impl Config {
         }
         if self.rope_theta.is_nan() || self.rope_theta <= 0.0 {
             return Err(PolicyError::field("rope_theta", "must be > 0"));
+        }
+        if self.moe.is_some() && self.family != Family::Qwen3 {
+            return Err(PolicyError::field(
+                "model_type",
+                "experts are implemented for Qwen3-MoE only",
+            ));
         }
         if let Some(m) = &self.moe {
             if m.num_experts_per_tok > m.num_experts {
@@ -254,9 +433,12 @@ impl Config {
             [one] => json!(one),
             many => json!(many),
         };
-        let (architecture, model_type) = match self.moe {
-            Some(_) => (MOE_ARCHITECTURE, MOE_MODEL_TYPE),
-            None => (ARCHITECTURE, MODEL_TYPE),
+        let (architecture, model_type) = self.family.names(self.moe.is_some());
+        let rope = self.rope_scaling.to_json(self.rope_theta);
+        // 4.x reads scaling from `rope_scaling` (null = none), 5.x from `rope_parameters`.
+        let rope_scaling = match self.rope_scaling {
+            RopeScaling::Default => Value::Null,
+            _ => rope.clone(),
         };
         let known = json!({
             "architectures": [architecture],
@@ -272,9 +454,11 @@ impl Config {
             "rms_norm_eps": self.rms_norm_eps,
             // Both layouts: 4.x reads `rope_theta`, 5.x `rope_parameters` (and accepts both).
             "rope_theta": self.rope_theta,
-            "rope_parameters": {"rope_type": "default", "rope_theta": self.rope_theta},
+            "rope_parameters": rope,
+            "rope_scaling": rope_scaling,
             "tie_word_embeddings": self.tie_word_embeddings,
             "attention_bias": self.attention_bias,
+            "mlp_bias": self.mlp_bias,
             "hidden_act": "silu",
             "use_sliding_window": false,
             "bos_token_id": self.bos_token_id,
@@ -315,18 +499,17 @@ impl Config {
         let (h, hd) = (self.hidden_size, self.head_dim);
         let q = self.num_attention_heads * hd;
         let kv = self.num_key_value_heads * hd;
-        let bias = if self.attention_bias {
-            q + 2 * kv + h
-        } else {
-            0
-        };
-        let attn = h * q + 2 * h * kv + q * h + bias + 2 * hd;
+        let bias = if self.qkv_bias() { q + 2 * kv } else { 0 } + if self.o_bias() { h } else { 0 };
+        let norms = if self.qk_norm() { 2 * hd } else { 0 };
+        let attn = h * q + 2 * h * kv + q * h + bias + norms;
+        let i = self.intermediate_size;
+        let mlp_bias = if self.mlp_bias() { 2 * i + h } else { 0 };
         let ffn: i64 = (0..self.num_hidden_layers)
-            .map(|i| match &self.moe {
-                Some(m) if m.is_sparse(i) => {
+            .map(|l| match &self.moe {
+                Some(m) if m.is_sparse(l) => {
                     m.num_experts * h + m.num_experts * 3 * h * m.moe_intermediate_size
                 }
-                _ => 3 * h * self.intermediate_size,
+                _ => 3 * h * i + mlp_bias,
             })
             .sum();
         let embed = self.vocab_size * h;
@@ -355,43 +538,37 @@ fn unsupported(field: &str, value: &str) -> PolicyError {
     }
 }
 
-/// Checks `model_type` and `architectures` name one of the two implemented architectures
-/// consistently; returns whether it is the MoE one.
-fn check_architecture(map: &Map<String, Value>) -> Result<bool> {
+/// Checks `model_type` and `architectures` name one implemented architecture consistently;
+/// returns its family and whether it is Qwen3-MoE.
+fn check_architecture(map: &Map<String, Value>) -> Result<(Family, bool)> {
     let model_type = map.get("model_type").and_then(Value::as_str);
-    let mut moe = match model_type {
+    let by_type = match model_type {
         None => None,
-        Some(MODEL_TYPE) => Some(false),
-        Some(MOE_MODEL_TYPE) => Some(true),
-        Some(t) => {
-            return Err(PolicyError::UnsupportedArchitecture {
-                found: format!("model_type \"{t}\""),
-            });
-        }
+        Some(t) => match ARCHITECTURES.iter().find(|a| a.1 == t) {
+            Some(&(_, _, family, moe)) => Some((family, moe)),
+            None => {
+                return Err(PolicyError::UnsupportedArchitecture {
+                    found: format!("model_type \"{t}\""),
+                });
+            }
+        },
     };
-    match map.get("architectures") {
-        None | Some(Value::Null) => {}
+    let by_name = match map.get("architectures") {
+        None | Some(Value::Null) => None,
         Some(Value::Array(a)) => {
             let names: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
-            let named_moe = match (
-                names.contains(&ARCHITECTURE),
-                names.contains(&MOE_ARCHITECTURE),
-            ) {
-                (true, false) => false,
-                (false, true) => true,
+            let known: Vec<_> = ARCHITECTURES
+                .iter()
+                .filter(|arch| names.contains(&arch.0))
+                .collect();
+            match known.as_slice() {
+                [(_, _, family, moe)] => Some((*family, *moe, names)),
                 _ => {
                     return Err(PolicyError::UnsupportedArchitecture {
                         found: format!("{names:?}"),
                     });
                 }
-            };
-            if moe.is_some_and(|m| m != named_moe) {
-                return Err(PolicyError::field(
-                    "architectures",
-                    format!("{names:?} contradicts model_type {model_type:?}"),
-                ));
             }
-            moe = Some(named_moe);
         }
         Some(other) => {
             return Err(PolicyError::field(
@@ -399,8 +576,19 @@ fn check_architecture(map: &Map<String, Value>) -> Result<bool> {
                 format!("expected a list of names, found {other}"),
             ));
         }
+    };
+    match (by_type, by_name) {
+        (Some(t), Some((family, moe, names))) if t != (family, moe) => Err(PolicyError::field(
+            "architectures",
+            format!("{names:?} contradicts model_type {model_type:?}"),
+        )),
+        (_, Some((family, moe, _))) => Ok((family, moe)),
+        (Some(t), None) => Ok(t),
+        (None, None) => Err(PolicyError::field(
+            "model_type",
+            "missing (and no `architectures` either)",
+        )),
     }
-    moe.ok_or_else(|| PolicyError::field("model_type", "missing (and no `architectures` either)"))
 }
 
 /// The MoE fields, with transformers' `Qwen3MoeConfig` defaults where a key is absent.
@@ -441,26 +629,75 @@ fn moe_fields(f: &Fields<'_>) -> Result<Moe> {
     })
 }
 
-fn rope_theta(map: &Map<String, Value>) -> Result<f64> {
+/// Theta and scaling, from the 5.x `rope_parameters` or the 4.x `rope_theta` + `rope_scaling`
+/// (whose type key is `rope_type`, or `type` in older files).
+fn rope(map: &Map<String, Value>) -> Result<(f64, RopeScaling)> {
+    let mut theta = None;
+    let mut scaling = RopeScaling::Default;
     for key in ["rope_scaling", "rope_parameters"] {
-        if let Some(Value::Object(p)) = map.get(key) {
-            let kind = p.get("rope_type").or_else(|| p.get("type"));
-            if let Some(k) = kind.and_then(Value::as_str)
-                && k != "default"
-            {
-                return Err(unsupported(&format!("{key}.rope_type"), k));
+        let Some(Value::Object(p)) = map.get(key) else {
+            if let Some(v) = map.get(key).filter(|v| !v.is_null()) {
+                return Err(PolicyError::field(
+                    key,
+                    format!("expected an object, found {v}"),
+                ));
             }
+            continue;
+        };
+        if let Some(v) = p.get("rope_theta") {
+            theta = Some(v.as_f64().ok_or_else(|| {
+                PolicyError::field(&format!("{key}.rope_theta"), "expected a number")
+            })?);
         }
+        let kind = p.get("rope_type").or_else(|| p.get("type"));
+        let num = |name: &str, default: Option<f64>| -> Result<f64> {
+            let field = format!("{key}.{name}");
+            match (p.get(name), default) {
+                (Some(v), _) => match v.as_f64() {
+                    Some(x) if x > 0.0 => Ok(x),
+                    _ => Err(PolicyError::field(
+                        &field,
+                        format!("expected a number > 0, found {v}"),
+                    )),
+                },
+                (None, Some(d)) => Ok(d),
+                (None, None) => Err(PolicyError::field(&field, "missing")),
+            }
+        };
+        scaling = match kind.and_then(Value::as_str) {
+            None | Some("default") => scaling,
+            Some("linear") => RopeScaling::Linear {
+                factor: num("factor", None)?,
+            },
+            Some("llama3") => {
+                let (low, high) = (
+                    num("low_freq_factor", None)?,
+                    num("high_freq_factor", None)?,
+                );
+                if high <= low {
+                    return Err(PolicyError::field(
+                        &format!("{key}.high_freq_factor"),
+                        format!("{high} is not above low_freq_factor {low}"),
+                    ));
+                }
+                RopeScaling::Llama3 {
+                    factor: num("factor", None)?,
+                    low_freq_factor: low,
+                    high_freq_factor: high,
+                    original_max_position_embeddings: num(
+                        "original_max_position_embeddings",
+                        None,
+                    )?,
+                }
+            }
+            Some(k) => return Err(unsupported(&format!("{key}.rope_type"), k)),
+        };
     }
-    if let Some(Value::Object(p)) = map.get("rope_parameters")
-        && let Some(v) = p.get("rope_theta")
-    {
-        return v
-            .as_f64()
-            .ok_or_else(|| PolicyError::field("rope_parameters.rope_theta", "expected a number"));
+    match theta {
+        Some(t) => Ok((t, scaling)),
+        // transformers' RotaryEmbeddingConfigMixin.default_theta.
+        None => Ok((Fields(map).float("rope_theta", Some(10_000.0))?, scaling)),
     }
-    // transformers' RotaryEmbeddingConfigMixin.default_theta.
-    Fields(map).float("rope_theta", Some(10_000.0))
 }
 
 fn eos_ids(map: &Map<String, Value>) -> Result<Vec<i64>> {
@@ -600,20 +837,92 @@ mod tests {
     }
 
     #[test]
-    fn other_architectures_and_rope_scaling_are_refused() {
+    fn other_architectures_and_rope_scaling_types_are_refused() {
         let mut m = base();
-        m.insert("architectures".into(), json!(["LlamaForCausalLM"]));
-        m.insert("model_type".into(), json!("llama"));
-        assert!(err_text(m).contains("unsupported architecture model_type \"llama\""));
+        m.insert("architectures".into(), json!(["MistralForCausalLM"]));
+        m.insert("model_type".into(), json!("mistral"));
+        assert!(err_text(m).contains("unsupported architecture model_type \"mistral\""));
         let mut m = base();
         m.insert("architectures".into(), json!(["Qwen2ForCausalLM"]));
-        assert!(err_text(m).contains("Qwen2ForCausalLM"));
+        assert!(err_text(m).contains("contradicts model_type"));
         let mut m = base();
         m.insert(
             "rope_scaling".into(),
             json!({"rope_type": "yarn", "factor": 4.0}),
         );
         assert!(err_text(m).contains("rope_scaling.rope_type` = yarn"));
+        let mut m = base();
+        m.insert(
+            "rope_scaling".into(),
+            json!({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0}),
+        );
+        assert!(err_text(m).contains("`rope_scaling.high_freq_factor`: missing"));
+    }
+
+    fn llama() -> Map<String, Value> {
+        let mut m = base();
+        m.insert("architectures".into(), json!([LLAMA_ARCHITECTURE]));
+        m.insert("model_type".into(), json!(LLAMA_MODEL_TYPE));
+        m.remove("head_dim");
+        m
+    }
+
+    #[test]
+    fn llama_and_qwen2_read_their_own_defaults_and_round_trip() -> Result<()> {
+        let c = Config::from_map(llama())?;
+        assert_eq!(c.family, Family::Llama);
+        assert_eq!(c.head_dim, 8, "hidden / heads, not Qwen3's 128");
+        assert!(!c.qk_norm() && !c.qkv_bias() && !c.o_bias() && !c.mlp_bias());
+        let Value::Object(round) = c.to_json("float32") else {
+            panic!("not an object")
+        };
+        assert_eq!(round["architectures"], json!([LLAMA_ARCHITECTURE]));
+        assert_eq!(Config::from_map(round)?, c);
+
+        let mut m = llama();
+        m.insert("architectures".into(), json!([QWEN2_ARCHITECTURE]));
+        m.insert("model_type".into(), json!(QWEN2_MODEL_TYPE));
+        let q2 = Config::from_map(m)?;
+        assert!(q2.qkv_bias() && !q2.o_bias() && !q2.qk_norm());
+        // Hand count of the biases: q 32, k and v 16 each, per layer.
+        let mut no_bias = q2.clone();
+        no_bias.family = Family::Llama;
+        assert_eq!(q2.num_parameters() - no_bias.num_parameters(), 2 * 64);
+        Ok(())
+    }
+
+    #[test]
+    fn llama3_rope_scaling_matches_transformers_rule_and_round_trips() -> Result<()> {
+        let mut m = llama();
+        m.remove("rope_theta");
+        m.insert("head_dim".into(), json!(64));
+        m.insert(
+            "rope_parameters".into(),
+            json!({"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0,
+                   "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 8192}),
+        );
+        let c = Config::from_map(m)?;
+        let f = c.inv_freq();
+        let base: Vec<f64> = (0..32)
+            .map(|i| 500000f64.powf(-(2.0 * i as f64) / 64.0))
+            .collect();
+        // High frequencies (wavelength < 8192 / 4) unchanged, low (> 8192) divided by 32.
+        assert_eq!(f[0], base[0]);
+        assert!((f[31] - base[31] / 32.0).abs() < 1e-18);
+        // One in between is interpolated: strictly between the two.
+        let mid = (0..32)
+            .find(|&i| {
+                let w = 2.0 * std::f64::consts::PI / base[i];
+                w > 2048.0 && w < 8192.0
+            })
+            .unwrap_or_else(|| panic!("no medium frequency"));
+        assert!(f[mid] < base[mid] && f[mid] > base[mid] / 32.0);
+        let Value::Object(round) = c.to_json("float32") else {
+            panic!("not an object")
+        };
+        assert_eq!(Config::from_map(round)?, c);
+        Ok(())
     }
 
     fn moe_base() -> Map<String, Value> {

@@ -217,6 +217,43 @@ fn a_rust_saved_moe_checkpoint_loads_in_transformers_with_the_same_logits() -> R
     Ok(())
 }
 
+#[test]
+fn rust_saved_llama_and_qwen2_checkpoints_load_in_transformers_with_the_same_logits() -> Result<()>
+{
+    let Some(python) = torch_python() else {
+        eprintln!("SKIPPED: no torch venv with transformers and safetensors; see above");
+        return Ok(());
+    };
+    for (case, arch) in [
+        ("llama_bias_rope_llama3", "LlamaForCausalLM"),
+        ("qwen2_bias_untied", "Qwen2ForCausalLM"),
+    ] {
+        // Through a training step first, so the file holds weights transformers never saw.
+        let p = Policy::load_as(&fixture(case), Device::Cpu, Kind::Float)?;
+        let mut t = spade_policy::sft::SftTrainer::new(&p, Default::default())?;
+        let seq: Vec<i64> = (0..16).map(|i| (i * 13 + 1) % 256).collect();
+        t.step(
+            &p,
+            &[spade_policy::train::MaskedSeq::prompt_completion(
+                &seq[..4],
+                &seq[4..],
+            )],
+        )?;
+        let dir = tempdir(&format!("{case}-to-hf"));
+        p.save(&dir)?;
+        let prompts = [vec![5, 17, 200, 42, 9], vec![1, 2, 3]];
+        let logits: Vec<Vec<f32>> = prompts
+            .iter()
+            .map(|q| p.last_logits(q))
+            .collect::<Result<_>>()?;
+        let expected = json!({"prompts": prompts, "last_logits": logits});
+        checkpoint::write_json(&dir.join("expected.json"), &expected)?;
+        let report = check_in_transformers(&python, &dir);
+        assert!(report.contains(arch), "{case}: {report}");
+    }
+    Ok(())
+}
+
 fn load_err(dir: &Path) -> PolicyError {
     match Policy::load_as(dir, Device::Cpu, Kind::Float) {
         Ok(_) => panic!("{} loaded", dir.display()),
@@ -236,14 +273,25 @@ fn broken_checkpoints_give_errors_that_name_the_problem() {
 
     copy_dir(&fixture("gqa2_tied"), &dir);
     edit_config(&dir, |m| {
-        m.insert("model_type".into(), json!("llama"));
-        m.insert("architectures".into(), json!(["LlamaForCausalLM"]));
+        m.insert("model_type".into(), json!("mistral"));
+        m.insert("architectures".into(), json!(["MistralForCausalLM"]));
     });
     let e = load_err(&dir).to_string();
     assert!(
-        e.contains("unsupported architecture") && e.contains("llama"),
+        e.contains("unsupported architecture") && e.contains("mistral"),
         "{e}"
     );
+
+    // A Qwen3 checkpoint whose config says Llama: its q/k norms have no place in a Llama.
+    copy_dir(&fixture("gqa2_tied"), &dir);
+    edit_config(&dir, |m| {
+        m.insert("model_type".into(), json!("llama"));
+        m.insert("architectures".into(), json!(["LlamaForCausalLM"]));
+    });
+    match load_err(&dir) {
+        PolicyError::UnexpectedTensor { name, .. } => assert!(name.contains("_norm"), "{name}"),
+        e => panic!("{e}"),
+    }
 
     copy_dir(&fixture("gqa2_tied"), &dir);
     edit_config(&dir, |m| {

@@ -21,6 +21,10 @@ const CASES: &[&str] = &[
     "moe_top2_norm_untied",
     "moe_dense_layer",
     "moe_sparse_step2",
+    // The other families of the same decoder (see make_fixtures.py's FAMILY_CASES).
+    "llama_gqa_tied",
+    "llama_bias_rope_llama3",
+    "qwen2_bias_untied",
 ];
 
 fn expected(dir: &Path) -> serde_json::Value {
