@@ -5,7 +5,8 @@
 //!   Face layout (safetensors, shards, `tokenizer.json` through [`tokenizer`]).
 //! - [`sample`]: batched sampling with a KV cache; [`engine`]: continuous batching over a
 //!   slotted KV cache that keeps sequences between turns (the rollout engine the worker
-//!   drives); [`chat`]: the three roles' templates.
+//!   drives); [`chat`]: the three roles' templates; [`chat_template`]: a checkpoint's own
+//!   Jinja chat template.
 //! - [`grpo`]: the GRPO step (its module doc states the exact variant); [`sft`]: supervised
 //!   fine-tuning; [`train`]: what they share; [`optim`]: AdamW with a saveable state.
 //! - [`embed`]: mean-pooled hidden states (for diversity metrics); [`kernels`]: which CPU
@@ -24,6 +25,7 @@
 
 pub mod bench;
 pub mod chat;
+pub mod chat_template;
 pub mod checkpoint;
 pub mod embed;
 pub mod encoder;

@@ -4,6 +4,7 @@
 use crate::checkpoint::{self, DEFAULT_SHARD_BYTES, write_json};
 use crate::error::{PolicyError, Result};
 use crate::qwen3::{Config, Qwen3, WeightInit};
+use crate::chat_template::ChatTemplate;
 use crate::tokenizer::{END_OF_TEXT, IM_END, Tokenizer};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -26,6 +27,8 @@ pub struct Policy {
     vs: VarStore,
     model: Qwen3,
     tokenizer: Option<Tokenizer>,
+    /// The checkpoint's own chat template (ChatML when it has none).
+    chat: ChatTemplate,
     /// JSON files of the source checkpoint this crate does not interpret, written back on save.
     side_files: Vec<(String, Value)>,
 }
@@ -56,6 +59,7 @@ impl Policy {
             vs,
             model,
             tokenizer,
+            chat: ChatTemplate::chatml(),
             side_files: vec![],
         })
     }
@@ -75,6 +79,7 @@ impl Policy {
             None
         };
         let mut p = Self::new(&cfg, device, kind, WeightInit::Zeros, tokenizer)?;
+        p.chat = ChatTemplate::from_dir(dir)?;
         checkpoint::load_weights(&p.vs, dir)?;
         for name in SIDE_FILES {
             let path = dir.join(name);
@@ -100,6 +105,11 @@ impl Policy {
         checkpoint::save_weights(&self.vs, dir, kind, DEFAULT_SHARD_BYTES)?;
         if let Some(t) = &self.tokenizer {
             t.save(&dir.join("tokenizer.json"))?;
+        }
+        // Written beside tokenizer_config.json too: transformers 4.5x+ reads this file first.
+        if let Some(src) = self.chat.source() {
+            let path = dir.join("chat_template.jinja");
+            std::fs::write(&path, src).map_err(|e| PolicyError::io(&path, e))?;
         }
         let mut wrote_tok_config = false;
         for (name, v) in &self.side_files {
@@ -176,6 +186,11 @@ impl Policy {
         self.tokenizer.as_ref()
     }
 
+    /// The checkpoint's own chat template (ChatML when it has none).
+    pub fn chat_template(&self) -> &ChatTemplate {
+        &self.chat
+    }
+
     /// The tokenizer, or an error naming what needs it.
     pub fn require_tokenizer(&self) -> Result<&Tokenizer> {
         self.tokenizer.as_ref().ok_or_else(|| {
@@ -212,6 +227,7 @@ impl Policy {
             self.tokenizer.clone(),
         )?;
         p.copy_weights_from(self)?;
+        p.chat = self.chat.clone();
         p.side_files = self.side_files.clone();
         Ok(p)
     }
