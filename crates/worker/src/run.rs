@@ -257,6 +257,7 @@ pub fn run(
             (p, RunState::new(dir.display().to_string(), cfg), None)
         }
     };
+    speaks_chatml(&policy)?;
     let grpo = GrpoConfig {
         clip_low: cfg.grpo.clip_low,
         clip_high: cfg.grpo.clip_high,
@@ -461,6 +462,19 @@ pub(crate) fn retire_live(
     out
 }
 
+/// The roles' transcripts are ChatML token by token (`play::observation_frame`); a model
+/// whose own template lays conversations out otherwise would be prompted in a format it never
+/// saw, so it is refused with both renderings.
+fn speaks_chatml(p: &Policy) -> Result<(), WorkerError> {
+    match p.chat_template().chatml_mismatch() {
+        Ok(None) => Ok(()),
+        Ok(Some(why)) => Err(WorkerError::Config(format!(
+            "model: the worker speaks ChatML (Qwen2/2.5/3, SmolLM2); {why}"
+        ))),
+        Err(e) => Err(WorkerError::Config(format!("model: {e}"))),
+    }
+}
+
 /// The frozen designer of `designer.model_path`, loaded before anything expensive starts, and
 /// its weights fingerprint (one pass over the weights; the run's end compares against it).
 fn load_designer(
@@ -474,6 +488,7 @@ fn load_designer(
         .map_err(|e| WorkerError::Config(format!("designer.model_path = {dir:?}: {e}")))?;
     p.require_tokenizer()
         .map_err(|e| WorkerError::Config(format!("designer.model_path = {dir:?}: {e}")))?;
+    speaks_chatml(&p)?;
     let print = p.weights_fingerprint();
     on(Event::Log(format!(
         "frozen designer from {dir} ({} parameters), weights fingerprint {print}; the agent \
@@ -580,9 +595,17 @@ fn base_model(
     if let Some(path) = &cfg.model.path {
         return Ok((PathBuf::from(path), None));
     }
+    if cfg.model.preset == spade_policy::preset::SMOLLM2 {
+        let dir = spade_policy::preset::smollm2(&spade_policy::preset::cache_root(), &mut |l| {
+            on(Event::Log(l.to_string()))
+        })
+        .map_err(|e| WorkerError::Config(format!("model.preset = \"smollm2-135m\": {e}")))?;
+        return Ok((dir, None));
+    }
     if cfg.model.preset != "tiny" {
         return Err(WorkerError::Config(format!(
-            "model.path is required for model.preset = \"{}\" (only \"tiny\" is built here)",
+            "model.path is required for model.preset = \"{}\" (\"tiny\" and \"smollm2-135m\" \
+             are built here)",
             cfg.model.preset
         )));
     }

@@ -224,6 +224,13 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
     }
     if c.model.warm_start == super::WarmStartData::Families {
         // A run that would silently train on something else than it says is refused.
+        if c.model.preset != "tiny" && c.model.path.is_none() {
+            k.conflict(
+                "model.warm_start",
+                "model.preset",
+                "\"families\" warm-starts the tiny preset only",
+            );
+        }
         if c.model.path.is_some() {
             k.conflict(
                 "model.warm_start",

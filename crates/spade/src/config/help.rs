@@ -53,7 +53,7 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     (
         "model.preset",
-        "\"tiny\" (the project's own tiny Qwen3-shaped model) or \"qwen3\" (a real checkpoint).",
+        "\"tiny\" (the project's own tiny Qwen3-shaped model, warm-started on this machine), \"smollm2-135m\" (SmolLM2-135M-Instruct, a real pretrained model imported from the GGUF scripts/setup installs) or \"qwen3\" (a real checkpoint at model.path).",
     ),
     (
         "model.designer_max_new_tokens",

@@ -8,7 +8,7 @@ use super::{
 use crate::EnvKind;
 
 /// Values `model.preset` may take: the project's tiny model or a real Qwen3 checkpoint.
-pub const MODEL_PRESETS: &[&str] = &["tiny", "qwen3"];
+pub const MODEL_PRESETS: &[&str] = &["tiny", "smollm2-135m", "qwen3"];
 
 /// Where [`RunConfig::gpu_qwen3`] expects the checkpoint (a local Hugging Face directory; the
 /// weights never come from a hub at run time).
