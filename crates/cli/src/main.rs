@@ -34,8 +34,8 @@ enum Command {
     /// environments as a pool.
     #[command(subcommand)]
     Env(EnvCommand),
-    /// Create, inspect and sample from policy checkpoints (Hugging Face layout); time a
-    /// training step of a Qwen3 shape.
+    /// Create (from a preset, or by importing a GGUF file), inspect and sample from policy
+    /// checkpoints (Hugging Face layout); time a training step of a Qwen3 shape.
     #[command(subcommand)]
     Model(model_cmd::ModelCommand),
     /// Run a training worker for a run scheduled by the service (reports over HTTP, resumes

@@ -1,6 +1,7 @@
-//! `spade model init | forward | generate | bench`: create, inspect and sample from policy
-//! checkpoints (Hugging Face layout), and time a training step of a random-init Qwen3 shape
-//! (`model_bench`). Errors are usage errors (exit 2) with the library's precise message.
+//! `spade model init | import | forward | generate | bench`: create (from a preset or a GGUF
+//! file), inspect and sample from policy checkpoints (Hugging Face layout), and time a training
+//! step of a random-init Qwen3 shape (`model_bench`). Errors are usage errors (exit 2) with the
+//! library's precise message.
 
 use anyhow::{Context, bail};
 use clap::{Subcommand, ValueEnum};
@@ -30,6 +31,21 @@ pub enum ModelCommand {
         #[arg(long = "corpus")]
         corpus: Vec<PathBuf>,
         /// Overwrite a checkpoint already in --out.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Convert a GGUF file (llama.cpp's format: llama or qwen2 models in F32, F16, BF16, Q8_0,
+    /// Q4_0 or Q4_1) into a Hugging Face checkpoint directory: config.json, model.safetensors
+    /// (dequantised to float32), tokenizer.json, tokenizer_config.json (with the chat template)
+    /// and generation_config.json. The directory appears only once complete.
+    Import {
+        /// The .gguf file.
+        #[arg(long)]
+        gguf: PathBuf,
+        /// The checkpoint directory to create (absent or empty unless --force).
+        #[arg(long)]
+        out: PathBuf,
+        /// Replace what --out holds (only after the new checkpoint is complete).
         #[arg(long)]
         force: bool,
     },
@@ -88,6 +104,7 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<ExitCode> {
             corpus,
             force,
         } => init(&preset, &out, seed, &corpus, force),
+        ModelCommand::Import { gguf, out, force } => import(&gguf, &out, force),
         ModelCommand::Forward {
             checkpoint,
             ids,
@@ -150,6 +167,37 @@ fn init(
         out.display(),
         policy.config().num_parameters(),
         started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn import(gguf: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
+    let occupied = std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some());
+    if occupied && !force {
+        bail!(
+            "{} exists and is not empty; pass --force to replace it",
+            out.display()
+        );
+    }
+    let progress = |k: usize, n: usize| {
+        // One line per tensor would be 270 lines for a small model; every tenth and the last.
+        if k % 10 == 0 || k == n {
+            eprintln!("spade model import: tensor {k}/{n}");
+        }
+    };
+    let summary = if force {
+        spade_policy::gguf::import_replacing(gguf, out, progress)
+    } else {
+        spade_policy::gguf::import(gguf, out, progress)
+    }
+    .with_context(|| format!("cannot import {}", gguf.display()))?;
+    eprintln!(
+        "spade model import: wrote {} ({}, {} tensors, {} parameters) in {:.1} s",
+        out.display(),
+        summary.architecture,
+        summary.tensors,
+        summary.parameters,
+        summary.seconds
     );
     Ok(())
 }

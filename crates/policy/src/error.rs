@@ -52,6 +52,13 @@ pub enum PolicyError {
     /// The checkpoint has no `*.safetensors` weights at all.
     #[error("no weights in {dir}: expected model.safetensors or model.safetensors.index.json")]
     NoWeights { dir: PathBuf },
+    /// A GGUF file is malformed or holds something the import does not support; the reason
+    /// names the key or tensor.
+    #[error("GGUF {path}: {reason}")]
+    Gguf {
+        path: PathBuf,
+        reason: crate::gguf::GgufError,
+    },
     /// Reading or writing a file failed.
     #[error("cannot read or write {path}")]
     Io {

@@ -11,6 +11,8 @@
 //!   fine-tuning; [`train`]: what they share; [`optim`]: AdamW with a saveable state.
 //! - [`embed`]: mean-pooled hidden states (for diversity metrics); [`kernels`]: which CPU
 //!   kernels libtorch computes with, the part of a trained-weights cache key inputs do not name.
+//! - [`gguf`]: imports a GGUF file (llama.cpp's format; llama and qwen2 models) as a Hugging
+//!   Face checkpoint directory (`spade model import`).
 //! - [`preset`]: the tiny model for tests and the CPU demo, and random-init Qwen3 shapes;
 //!   [`bench`]: one timed training step of such a shape (`spade model bench`);
 //!   [`rollout_bench`]: one step's generation on the sampler and on the engine
@@ -31,6 +33,7 @@ pub mod embed;
 pub mod encoder;
 pub mod engine;
 pub mod error;
+pub mod gguf;
 pub mod grpo;
 pub mod kernels;
 pub mod optim;
