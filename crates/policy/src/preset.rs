@@ -44,6 +44,9 @@ pub fn cache_root() -> PathBuf {
 /// first use (about a second; written beside and renamed into place, so a failed or
 /// concurrent import never leaves half a checkpoint).
 pub fn smollm2(cache: &Path, progress: &mut dyn FnMut(&str)) -> Result<PathBuf> {
+    // Threads of one process import once; processes race through unique temp dirs.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let models = cache.join("models");
     let out = models.join(format!("smollm2-135m-instruct-v{SMOLLM2_IMPORT_VERSION}"));
     if out.join("config.json").exists() {
@@ -57,7 +60,11 @@ pub fn smollm2(cache: &Path, progress: &mut dyn FnMut(&str)) -> Result<PathBuf> 
         )));
     }
     progress(&format!("importing {} (once)", gguf.display()));
-    let tmp = models.join(format!(".import-{}", std::process::id()));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tmp = models.join(format!(".import-{}-{nanos}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let summary = crate::gguf::import(&gguf, &tmp, |_, _| {})?;
     match std::fs::rename(&tmp, &out) {
@@ -68,7 +75,10 @@ pub fn smollm2(cache: &Path, progress: &mut dyn FnMut(&str)) -> Result<PathBuf> 
         }
         Err(e) => return Err(PolicyError::io(&out, e)),
     }
-    progress(&format!("imported SmolLM2-135M-Instruct: {summary:?}"));
+    progress(&format!(
+        "imported SmolLM2-135M-Instruct: {} tensors, {} parameters, {:.1} s",
+        summary.tensors, summary.parameters, summary.seconds
+    ));
     Ok(out)
 }
 

@@ -11,6 +11,7 @@ mod mixed;
 mod moe;
 mod optim;
 mod sampling;
+mod smollm2;
 mod training;
 
 use std::path::{Path, PathBuf};
