@@ -79,13 +79,14 @@ impl ChatTemplate {
     /// unreadable or does not compile is an error, not a silent fallback.
     pub fn from_dir(dir: &Path) -> Result<Self> {
         let config_path = dir.join("tokenizer_config.json");
-        let config: Option<Value> = match std::fs::read_to_string(&config_path) {
-            Ok(text) => Some(serde_json::from_str(&text).map_err(|e| {
-                PolicyError::Tokenizer(format!("{}: {e}", config_path.display()))
-            })?),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(PolicyError::io(&config_path, e)),
-        };
+        let config: Option<Value> =
+            match std::fs::read_to_string(&config_path) {
+                Ok(text) => Some(serde_json::from_str(&text).map_err(|e| {
+                    PolicyError::Tokenizer(format!("{}: {e}", config_path.display()))
+                })?),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(PolicyError::io(&config_path, e)),
+            };
         let token = |key: &str| -> String {
             match config.as_ref().and_then(|c| c.get(key)) {
                 Some(Value::String(s)) => s.clone(),
@@ -101,16 +102,21 @@ impl ChatTemplate {
         let (bos, eos) = (token("bos_token"), token("eos_token"));
         let jinja_path = dir.join("chat_template.jinja");
         if jinja_path.exists() {
-            let src =
-                std::fs::read_to_string(&jinja_path).map_err(|e| PolicyError::io(&jinja_path, e))?;
+            let src = std::fs::read_to_string(&jinja_path)
+                .map_err(|e| PolicyError::io(&jinja_path, e))?;
             return Self::from_source(&src, &bos, &eos);
         }
         match config.as_ref().and_then(|c| c.get("chat_template")) {
             None | Some(Value::Null) => Ok(Self::chatml()),
             Some(Value::String(src)) => Self::from_source(src, &bos, &eos),
             Some(Value::Array(named)) => {
-                let default = named.iter().find(|t| t.get("name") == Some(&"default".into()));
-                match default.and_then(|t| t.get("template")).and_then(Value::as_str) {
+                let default = named
+                    .iter()
+                    .find(|t| t.get("name") == Some(&"default".into()));
+                match default
+                    .and_then(|t| t.get("template"))
+                    .and_then(Value::as_str)
+                {
                     Some(src) => Self::from_source(src, &bos, &eos),
                     None => Err(PolicyError::Tokenizer(format!(
                         "{}: `chat_template` is a list without a template named \"default\"",
@@ -205,7 +211,9 @@ mod tests {
         let t = ChatTemplate::from_source(SMOL, "<|im_start|>", "<|im_end|>")?;
         assert_eq!(t.chatml_mismatch()?, None);
         let alone = t.render(&[Message::new(Speaker::User, "hi")], true)?;
-        assert!(alone.starts_with("<|im_start|>system\nYou are a helpful AI assistant named SmolLM"));
+        assert!(
+            alone.starts_with("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
+        );
         assert!(alone.ends_with("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"));
         Ok(())
     }
@@ -214,7 +222,10 @@ mod tests {
     fn another_layout_is_reported_with_both_texts() -> Result<()> {
         let t = ChatTemplate::from_source(LLAMA3, "<|begin_of_text|>", "<|eot_id|>")?;
         let why = t.chatml_mismatch()?.unwrap_or_default();
-        assert!(why.contains("<|start_header_id|>") && why.contains("<|im_start|>"), "{why}");
+        assert!(
+            why.contains("<|start_header_id|>") && why.contains("<|im_start|>"),
+            "{why}"
+        );
         Ok(())
     }
 

@@ -1,10 +1,10 @@
 //! [`Policy`]: a Qwen3 model with its variables, device and tokenizer, loaded from and saved to
 //! a Hugging Face checkpoint directory.
 
+use crate::chat_template::ChatTemplate;
 use crate::checkpoint::{self, DEFAULT_SHARD_BYTES, write_json};
 use crate::error::{PolicyError, Result};
 use crate::qwen3::{Config, Qwen3, WeightInit};
-use crate::chat_template::ChatTemplate;
 use crate::tokenizer::{END_OF_TEXT, IM_END, Tokenizer};
 use serde_json::{Value, json};
 use std::path::Path;
