@@ -9,7 +9,7 @@ use crate::{crate_dir, fixture, read_json, tempdir};
 use safetensors::SafeTensors;
 use spade_policy::gguf::{Gguf, import};
 use spade_policy::tokenizer::Tokenizer;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 const FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -29,6 +29,7 @@ fn gguf_path() -> PathBuf {
 fn imported() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
+        remove_stale_imports();
         let out = tempdir("gguf-smollm2").join("ckpt");
         let mut last = (0, 0);
         let summary = import(&gguf_path(), &out, |k, n| last = (k, n))
@@ -41,6 +42,25 @@ fn imported() -> &'static PathBuf {
         eprintln!("imported {FILE} in {:.1} s", summary.seconds);
         out
     })
+}
+
+/// Each run leaves a 540 MB import behind (tests have no teardown); the next run removes those
+/// of processes that have ended.
+fn remove_stale_imports() {
+    let prefix = "spade-policy-gguf-smollm2-";
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix(prefix) else {
+            continue;
+        };
+        let alive = Path::new("/proc").join(pid).exists();
+        if !alive && pid.parse::<u32>().is_ok() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 fn expected() -> serde_json::Value {
