@@ -9,8 +9,12 @@ $SPADE_CACHE/models/. crates/policy/tests/it/gguf.rs imports the same file with
   expected.json
     source     the file (name, sha256, bytes) and the library versions that read it
     config     transformers' config fields for the model
-    tensors    {hf_name: {shape, sum, sum_sq, first, last}} for a few tensors: sums in float64
-               over the float32 values, first/last = the first and last 16 values flattened
+    tensors    {hf_name: {shape, sum, sum_sq, weighted_sum, first, last, samples}} for a few
+               tensors, all over the flattened float32 values: sums in float64 (weighted_sum =
+               sum of v[i] * (i % 1000 + 1), which a row permutation changes), first/last = the
+               first and last 16 values, samples = {index, values} at 64 evenly spaced indices
+               (the first and last rows of a head are fixed points of llama.cpp's Q/K
+               permutation, so first/last alone would not see it)
     texts      [{text, ids, ids_smollm, agree}]: `ids` = transformers' GGUF tokenizer
                (add_special_tokens=False); `ids_smollm` = the same vocabulary and merges with
                SmolLM2's own pre-tokenizer (individual digits, then GPT-2's byte-level regex),
@@ -101,12 +105,17 @@ GREEDY_TOKENS = 24
 def tensor_summary(t):
     flat = t.detach().to(torch.float32).flatten()
     d = flat.to(torch.float64)
+    n = flat.numel()
+    weights = (torch.arange(n, dtype=torch.float64) % 1000) + 1
+    index = [round(k * (n - 1) / 63) for k in range(64)]
     return {
         "shape": list(t.shape),
         "sum": d.sum().item(),
         "sum_sq": (d * d).sum().item(),
+        "weighted_sum": (d * weights).sum().item(),
         "first": flat[:16].tolist(),
         "last": flat[-16:].tolist(),
+        "samples": {"index": index, "values": flat[index].tolist()},
     }
 
 

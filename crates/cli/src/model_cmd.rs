@@ -181,7 +181,7 @@ fn import(gguf: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
     }
     let progress = |k: usize, n: usize| {
         // One line per tensor would be 270 lines for a small model; every tenth and the last.
-        if k % 10 == 0 || k == n {
+        if k.is_multiple_of(10) || k == n {
             eprintln!("spade model import: tensor {k}/{n}");
         }
     };

@@ -118,7 +118,7 @@ fn sharded_saves_write_an_index_and_load_back() -> Result<()> {
 }
 
 /// The Python of the torch venv (see scripts/policy/make_fixtures.py), if installed.
-fn torch_python() -> Option<PathBuf> {
+pub(crate) fn torch_python() -> Option<PathBuf> {
     let candidates = [
         std::env::var_os("SPADE_TORCH_PYTHON").map(PathBuf::from),
         std::env::var_os("HOME")
@@ -137,7 +137,7 @@ fn torch_python() -> Option<PathBuf> {
 
 /// Runs scripts/policy/check_rust_checkpoint.py on `dir` (which holds the Rust side's
 /// expected.json) and returns its report; fails the test when transformers disagrees.
-fn check_in_transformers(python: &Path, dir: &Path) -> String {
+pub(crate) fn check_in_transformers(python: &Path, dir: &Path) -> String {
     let script = crate::crate_dir().join("../../scripts/policy/check_rust_checkpoint.py");
     let out = Command::new(python)
         .arg(&script)
