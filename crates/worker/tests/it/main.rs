@@ -10,6 +10,7 @@ mod frozen_designer;
 mod judge;
 mod learning;
 mod learning_designer;
+mod learning_smol;
 mod loop_tiny;
 mod pool;
 mod rollout;

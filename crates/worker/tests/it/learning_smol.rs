@@ -1,0 +1,197 @@
+//! Learning regression on a real pretrained model (issue 37): SmolLM2-135M-Instruct (the
+//! `smollm2-135m` preset, imported from the GGUF scripts/setup installs), trained by the
+//! fixed-environment GRPO baseline through the real loop (`run::run`, the sandbox, the engine,
+//! the trainer) on a pool of four one-turn questions of our own. Nothing is taught first: the
+//! instruction-tuned model answers them as it is.
+//!
+//! The questions ask it to rewrite a sentence with the right number in a box ("The larger of
+//! 18 and 11 is \boxed{}."): the action format of every game (the last `\boxed{}`), which this
+//! small model rarely writes on its own (measured with transformers: about half its replies
+//! box anything, about one in sixteen box the right number). GRPO must raise the no-hint win rate by at least 0.2 within the test; the
+//! negative control runs the same code with a learning rate of 1e-12 (the configuration
+//! requires lr > 0) and must not rise.
+//!
+//! Slow (about 2 CPU-minutes a step): behind `SPADE_SLOW_TESTS=1` or `--ignored`.
+
+use crate::learning::{Res, mean, write};
+use spade::config::RunConfig;
+use spade::report::Message;
+use spade_worker::run::{self, RunOptions};
+use spade_worker::sink::FileSink;
+use spade_worker::state::StateStore;
+use std::path::Path;
+use std::time::Instant;
+
+/// (class-name stem, sentence with an empty box, answer). The answer is always the first
+/// number of the sentence, which the model copies into the box more often than the second.
+const QUESTIONS: [(&str, &str, i64); 4] = [
+    ("LargerFirst", "The larger of 52 and 47 is \\\\boxed{}.", 52),
+    ("SmallerFirst", "The smaller of 11 and 18 is \\\\boxed{}.", 11),
+    ("LargerSecond", "The larger of 18 and 11 is \\\\boxed{}.", 18),
+    ("SmallerSecond", "The smaller of 47 and 52 is \\\\boxed{}.", 47),
+];
+
+fn question_game(stem: &str, sentence: &str, answer: i64) -> String {
+    format!(
+        r#""""Skill: Mathematical Reasoning. Mechanic: single-answer (1 try). Compare two numbers."""
+
+
+def last_boxed(text):
+    end = len(text)
+    while (start := text.rfind("\\boxed{{", 0, end)) >= 0:
+        close = text.find("}}", start)
+        if close >= 0:
+            return text[start + 7:close].strip()
+        end = start
+    return None
+
+
+class {stem}Env:
+    def __init__(self, max_turns=1, **kwargs):
+        self.max_turns = 1
+
+    def reset(self, seed=None):
+        self.turn, self.over = 0, False
+        return ("Write this sentence with the right number in the box: {sentence}"), {{"turn": 0}}
+
+    def step(self, action):
+        if self.over:
+            return "The episode is over.", 0.0, True, False, {{"turn": self.turn}}
+        self.turn, self.over = 1, True
+        if last_boxed(action) == "{answer}":
+            return "Correct.", 1.0, True, False, {{"turn": 1}}
+        return "Wrong. The answer was {answer}.", 0.0, True, False, {{"turn": 1}}
+
+    def solution(self):
+        return "\\boxed{{{answer}}}"
+
+    def close(self):
+        pass
+"#
+    )
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn config(pool: &Path, seed: u64, lr: f64, steps: u64) -> RunConfig {
+    let mut cfg = RunConfig::tiny_cpu_demo();
+    cfg.run.steps = steps;
+    cfg.run.seed = seed;
+    cfg.run.checkpoint_every = steps;
+    cfg.model.preset = "smollm2-135m".into();
+    cfg.model.path = None;
+    cfg.model.warm_start = spade::config::WarmStartData::Seeds;
+    cfg.model.agent_max_new_tokens = env_or("SMOL_MAX_NEW_TOKENS", 32);
+    cfg.ablation.fixed_env_pool = Some(pool.display().to_string());
+    // 4 sentences x 8 plays: groups large enough that z-scored advantages carry signal.
+    cfg.agent.global_batch = 32;
+    cfg.grpo.lr = lr;
+    cfg.eval.every_steps = 0;
+    cfg.eval.base_model = false;
+    let issues = cfg.validate();
+    assert!(issues.is_empty(), "{issues:?}");
+    cfg
+}
+
+/// No-hint win rate of every step of one run.
+fn win_rates(cfg: &RunConfig, label: &str) -> Res<Vec<f64>> {
+    let started = Instant::now();
+    let out = tempfile::tempdir()?;
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut opts = RunOptions::new(label, repo.join("envs/seed"), out.path().join("cache"));
+    opts.concurrency = Some(2);
+    let mut sink = FileSink::open(out.path())?;
+    let store = StateStore::new(out.path());
+    let mut last = Instant::now();
+    run::run(cfg, &opts, &store, &mut sink, &mut |e| {
+        if let run::Event::Log(l) = e {
+            eprintln!("{label} [{:.0} s]: {l}", last.elapsed().as_secs_f64());
+            last = Instant::now();
+        }
+    })?;
+    let mut per_step = std::collections::BTreeMap::<u64, (u32, u32)>::new();
+    for e in FileSink::read_all(out.path())? {
+        if let Message::Plays { records } = e.message {
+            for p in records.iter().filter(|p| !p.with_hint) {
+                if std::env::var_os("LEARNING_DEBUG").is_some() {
+                    let actions: Vec<&str> = p
+                        .transcript
+                        .iter()
+                        .filter(|t| t.role == spade::report::TurnRole::Assistant)
+                        .map(|t| t.content.as_str())
+                        .collect();
+                    eprintln!("{label} step {} {actions:?} won={}", p.step, p.won);
+                }
+                let slot = per_step.entry(p.step).or_default();
+                slot.0 += u32::from(p.won);
+                slot.1 += 1;
+            }
+        }
+    }
+    assert_eq!(per_step.len() as u64, cfg.run.steps, "plays in every step");
+    let rates: Vec<f64> = per_step
+        .values()
+        .map(|&(w, n)| f64::from(w) / f64::from(n))
+        .collect();
+    eprintln!(
+        "{label}: win rate per step {:?} ({:.1} s)",
+        rates.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(rates)
+}
+
+#[test]
+#[ignore = "slow: about 2 CPU-minutes a step; scripts/test runs it with SPADE_SLOW_TESTS=1"]
+fn grpo_raises_smollm2_no_hint_win_rate_and_a_zero_update_does_not() -> Res<()> {
+    spade_policy::embed::set_threads(1);
+    let dir = tempfile::tempdir()?;
+    let pool = dir.path().join("pool");
+    for (stem, q, a) in QUESTIONS {
+        write(&pool, &format!("{}.py", stem.to_lowercase()), &question_game(stem, q, a))?;
+    }
+    let steps: u64 = env_or("SMOL_STEPS", 10);
+    let lr: f64 = env_or("SMOL_LR", 2e-5);
+    let runs: Vec<(String, RunConfig)> = vec![
+        (format!("grpo lr {lr:e}"), config(&pool, 1, lr, steps)),
+        ("control lr 1e-12".into(), config(&pool, 1, 1e-12, steps)),
+    ];
+    // The two runs are independent: side by side, one torch thread each.
+    let results: Vec<Res<Vec<f64>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = runs
+            .iter()
+            .map(|(label, cfg)| s.spawn(move || win_rates(cfg, label)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a run panicked".into())))
+            .collect()
+    });
+    let window = (steps as usize / 4).max(2);
+    for ((label, _), r) in runs.iter().zip(results) {
+        let r = r?;
+        let (start, end) = (mean(&r[..window]), mean(&r[r.len() - window..]));
+        eprintln!("{label}: start {start:.2} end {end:.2}");
+        assert!(
+            (0.05..=0.6).contains(&start),
+            "{label}: starting win rate {start:.2} outside 0.05..0.6 ({r:?})"
+        );
+        if label.starts_with("control") {
+            assert!(
+                end < start + 0.1,
+                "{label}: win rate {start:.2} -> {end:.2} without a real update ({r:?})"
+            );
+        } else {
+            assert!(
+                end >= start + 0.2,
+                "{label}: win rate {start:.2} -> {end:.2}, expected a rise of at least 0.2 ({r:?})"
+            );
+        }
+    }
+    Ok(())
+}
