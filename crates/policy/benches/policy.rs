@@ -1,7 +1,8 @@
 //! Side-by-side benchmark of spade-policy against PyTorch / transformers on the same weights,
 //! inputs and thread count (not a timed test; `scripts/policy/bench_torch.py` is the other side):
 //!
-//! - greedy generation with a KV cache: batch 8, 32-token prompts, 128 new tokens -> tokens/s;
+//! - greedy generation with a KV cache: batch 8 (`--batch`), 32-token prompts, 128 new tokens
+//!   -> tokens/s;
 //! - one GRPO step: forward + backward + gradient clipping + AdamW over 8 x 256 tokens (64
 //!   prompt tokens and 192 trained ones per row) -> seconds.
 //!
@@ -11,8 +12,12 @@
 //!
 //! ```text
 //! cargo bench -p spade-policy --bench policy -- [--threads 1] [--repeats 5] [--rounds 3]
-//!     [--size tiny|small] [--device cpu|cuda] [--python PATH] [--script PATH] [--dir DIR]
+//!     [--size tiny|small|smollm2] [--batch N] [--device cpu|cuda] [--python PATH]
+//!     [--script PATH] [--dir DIR]
 //! ```
+//!
+//! `--size smollm2` runs the real SmolLM2-135M-Instruct of the `smollm2-135m` preset (its
+//! trained weights, imported from the GGUF scripts/setup installs) instead of random weights.
 //!
 //! The Python side needs torch + transformers: `--python`, else `$SPADE_TORCH_PYTHON`, else
 //! `~/.cache/spade-studio/venv-torch/bin/python`; without one only the Rust side runs.
@@ -40,6 +45,7 @@ struct Args {
     repeats: usize,
     rounds: usize,
     size: String,
+    batch: usize,
     device: Device,
     python: Option<PathBuf>,
     script: PathBuf,
@@ -52,6 +58,7 @@ fn parse_args() -> std::result::Result<Args, String> {
         repeats: 5,
         rounds: 3,
         size: "tiny".into(),
+        batch: BATCH,
         device: Device::Cpu,
         python: std::env::var_os("SPADE_TORCH_PYTHON")
             .map(PathBuf::from)
@@ -74,6 +81,7 @@ fn parse_args() -> std::result::Result<Args, String> {
             "--repeats" => a.repeats = value()?.parse().map_err(|e| format!("--repeats: {e}"))?,
             "--rounds" => a.rounds = value()?.parse().map_err(|e| format!("--rounds: {e}"))?,
             "--size" => a.size = value()?,
+            "--batch" => a.batch = value()?.parse().map_err(|e| format!("--batch: {e}"))?,
             "--device" => {
                 a.device = match value()?.as_str() {
                     "cpu" => Device::Cpu,
@@ -94,7 +102,7 @@ fn config(size: &str) -> std::result::Result<Config, String> {
     // The CPU-sized shapes of `spade model bench` (preset::shape).
     match size {
         "tiny" | "small" => spade_policy::preset::shape(size).map_err(|e| e.to_string()),
-        s => Err(format!("--size {s}: expected tiny or small")),
+        s => Err(format!("--size {s}: expected tiny, small or smollm2")),
     }
 }
 
@@ -142,20 +150,28 @@ fn main() -> Result<()> {
         }
     };
     tch::set_num_threads(args.threads);
-    let cfg = config(&args.size).map_err(spade_policy::PolicyError::InvalidInput)?;
     let kind = default_kind(args.device);
     tch::manual_seed(0);
-    let policy = Policy::new(
-        &cfg,
-        args.device,
-        kind,
-        WeightInit::Normal { std: 0.02 },
-        None,
-    )?;
+    let policy = if args.size == "smollm2" {
+        let dir = spade_policy::preset::smollm2(&spade_policy::preset::cache_root(), &mut |l| {
+            eprintln!("policy bench: {l}")
+        })?;
+        Policy::load_as(&dir, args.device, kind)?
+    } else {
+        let cfg = config(&args.size).map_err(spade_policy::PolicyError::InvalidInput)?;
+        Policy::new(
+            &cfg,
+            args.device,
+            kind,
+            WeightInit::Normal { std: 0.02 },
+            None,
+        )?
+    };
+    let cfg = policy.config().clone();
     policy.save(&args.dir)?;
 
     let mut rng = SplitMix64::new(0);
-    let prompts: Vec<Vec<i64>> = (0..BATCH)
+    let prompts: Vec<Vec<i64>> = (0..args.batch)
         .map(|_| random_ids(&mut rng, PROMPT, cfg.vocab_size))
         .collect();
     let gen_params = SamplingParams {
@@ -163,7 +179,7 @@ fn main() -> Result<()> {
         max_new_tokens: NEW_TOKENS,
         ..Default::default()
     };
-    let seeds: Vec<u64> = (0..BATCH as u64).collect();
+    let seeds: Vec<u64> = (0..args.batch as u64).collect();
     let gcfg = GrpoConfig::default();
     let seqs: Vec<Vec<i64>> = (0..BATCH)
         .map(|_| random_ids(&mut rng, SEQ, cfg.vocab_size))
@@ -222,12 +238,13 @@ fn main() -> Result<()> {
         }
     }
 
-    let tokens = (BATCH * NEW_TOKENS) as f64;
+    let tokens = (args.batch * NEW_TOKENS) as f64;
     let (rg, rg_min) = stats(&rust_gen);
     let (rs, rs_min) = stats(&rust_step);
     println!(
-        "model: Qwen3 `{}` preset shape, {} parameters, {:?} {:?}; libtorch threads {}; {} runs a side",
+        "model: `{}` ({:?}), {} parameters, {:?} {:?}; libtorch threads {}; {} runs a side",
         args.size,
+        cfg.family,
         cfg.num_parameters(),
         args.device,
         kind,
@@ -235,7 +252,8 @@ fn main() -> Result<()> {
         rust_gen.len()
     );
     println!(
-        "generation (batch {BATCH}, {PROMPT}-token prompts, {NEW_TOKENS} new tokens, greedy, KV cache): tokens/s, median (best)"
+        "generation (batch {}, {PROMPT}-token prompts, {NEW_TOKENS} new tokens, greedy, KV cache): tokens/s, median (best)",
+        args.batch
     );
     println!("  rust   {:>9.1} ({:.1})", tokens / rg, tokens / rg_min);
     println!(

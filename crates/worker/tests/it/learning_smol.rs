@@ -11,7 +11,11 @@
 //! negative control runs the same code with a learning rate of 1e-12 (the configuration
 //! requires lr > 0) and must not rise.
 //!
-//! Slow (about 2 CPU-minutes a step): behind `SPADE_SLOW_TESTS=1` or `--ignored`.
+//! Measured on an Intel Xeon (AVX-512), both arms side by side on its 2 cores while another
+//! test suite ran: default kernels, 10 steps: GRPO 0.03 -> 0.34 -> 0.81 -> 0.94 ... 1.00,
+//! control 0.03-0.12 (770 s); `ATEN_CPU_CAPABILITY=avx2`, 6 steps: GRPO 0.03 -> 0.34 -> 0.59
+//! -> 0.88 -> 0.97 -> 1.00, control 0.03-0.09 (460 s). What GRPO teaches is the format and the
+//! choice: "The larger of 52 and 47 is \boxed{52}." instead of "... is 21." or an empty box.
 
 use crate::learning::{Res, mean, write};
 use spade::config::RunConfig;
@@ -147,13 +151,16 @@ fn win_rates(cfg: &RunConfig, label: &str) -> Res<Vec<f64>> {
 }
 
 #[test]
-#[ignore = "slow: about 2 CPU-minutes a step; scripts/test runs it with SPADE_SLOW_TESTS=1"]
 fn grpo_raises_smollm2_no_hint_win_rate_and_a_zero_update_does_not() -> Res<()> {
     spade_policy::embed::set_threads(1);
     let dir = tempfile::tempdir()?;
     let pool = dir.path().join("pool");
     for (stem, q, a) in QUESTIONS {
-        write(&pool, &format!("{}.py", stem.to_lowercase()), &question_game(stem, q, a))?;
+        write(
+            &pool,
+            &format!("{}.py", stem.to_lowercase()),
+            &question_game(stem, q, a),
+        )?;
     }
     let steps: u64 = env_or("SMOL_STEPS", 6);
     let lr: f64 = env_or("SMOL_LR", 2e-5);
