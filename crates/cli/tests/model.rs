@@ -187,11 +187,12 @@ fn bad_input_exits_2_with_a_precise_message() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
     }
-    // A config naming another architecture.
+    // A config naming an architecture the policy does not implement.
     let cfg = tmp.path().join("config.json");
     let text = std::fs::read_to_string(&cfg)
         .unwrap_or_default()
-        .replace("\"qwen3\"", "\"llama\"");
+        .replace("\"qwen3\"", "\"mistral\"")
+        .replace("Qwen3ForCausalLM", "MistralForCausalLM");
     std::fs::write(&cfg, text).unwrap_or_else(|e| panic!("{e}"));
     let out = spade(&["model", "forward", "--checkpoint", dir, "--ids", "1"]);
     assert_eq!(out.status.code(), Some(2));

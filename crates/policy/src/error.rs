@@ -57,7 +57,7 @@ pub enum PolicyError {
     #[error("GGUF {path}: {reason}")]
     Gguf {
         path: PathBuf,
-        reason: crate::gguf::GgufError,
+        reason: crate::gguf_error::GgufError,
     },
     /// Reading or writing a file failed.
     #[error("cannot read or write {path}")]

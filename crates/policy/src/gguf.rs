@@ -22,14 +22,14 @@
 //! 2-core machine.
 
 mod dequant;
-mod error;
 mod import;
 #[cfg(test)]
 mod tests;
 mod vocab;
 
 pub use dequant::{GgmlType, dequantize};
-pub use error::GgufError;
+pub use crate::gguf_error::GgufError;
+use crate::gguf_error::MAX_NESTING;
 pub use import::{ImportSummary, import, import_replacing, unpermute_rows};
 
 use std::collections::BTreeMap;
@@ -39,9 +39,6 @@ use std::path::Path;
 pub const MAGIC: [u8; 4] = *b"GGUF";
 /// `general.alignment` when the file does not set it (ggml's `GGUF_DEFAULT_ALIGNMENT`).
 pub const DEFAULT_ALIGNMENT: u64 = 32;
-/// Arrays nested deeper than this are refused (no real file nests at all; the limit keeps a
-/// hostile file from exhausting the stack).
-const MAX_NESTING: usize = 4;
 
 /// A metadata value.
 #[derive(Debug, Clone, PartialEq)]

@@ -34,6 +34,7 @@ pub mod encoder;
 pub mod engine;
 pub mod error;
 pub mod gguf;
+mod gguf_error;
 pub mod grpo;
 pub mod kernels;
 pub mod optim;

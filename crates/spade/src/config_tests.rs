@@ -347,7 +347,7 @@ fn conflicting_switches_and_choices_are_refused() {
     let v = issues("[model]\npreset = \"llama\"\n");
     assert!(
         matches!(&v[0], ConfigIssue::NotAllowed { path, allowed, .. }
-        if path == "model.preset" && allowed == "tiny or qwen3")
+        if path == "model.preset" && allowed == "tiny or smollm2-135m or qwen3")
     );
     let v = issues("[model]\npreset = \"qwen3\"\n");
     assert_eq!(v[0].path(), "model.path", "a real model needs a checkpoint");

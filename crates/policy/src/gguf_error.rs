@@ -1,6 +1,9 @@
 //! Why a GGUF file was refused: one variant per kind of fault, each naming the key or tensor.
+//! Beside [`crate::gguf`] rather than inside it, so that [`crate::error`] can carry it without
+//! the error module and the importer using each other.
 
-use super::MAX_NESTING;
+/// Array nesting the reader accepts (no writer nests deeper); also named in the error.
+pub(crate) const MAX_NESTING: usize = 4;
 
 /// Why a GGUF file was refused. Every variant names the key or tensor at fault.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
