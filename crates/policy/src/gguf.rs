@@ -27,9 +27,9 @@ mod import;
 mod tests;
 mod vocab;
 
-pub use dequant::{GgmlType, dequantize};
 pub use crate::gguf_error::GgufError;
 use crate::gguf_error::MAX_NESTING;
+pub use dequant::{GgmlType, dequantize};
 pub use import::{ImportSummary, import, import_replacing, unpermute_rows};
 
 use std::collections::BTreeMap;
