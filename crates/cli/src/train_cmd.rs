@@ -9,7 +9,7 @@ use spade::config::RunConfig;
 use spade_worker::run::{self, Event, RunOptions};
 use spade_worker::sink::FileSink;
 use spade_worker::state::StateStore;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -61,11 +61,7 @@ pub struct CommonArgs {
 
 /// Where warm starts are cached: `$SPADE_CACHE/warmstart`, else `~/.cache/spade-studio/warmstart`.
 pub fn cache_dir() -> PathBuf {
-    let root = std::env::var_os("SPADE_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/spade-studio")))
-        .unwrap_or_else(|| std::env::temp_dir().join("spade-studio"));
-    root.join("warmstart")
+    spade_policy::preset::cache_root().join("warmstart")
 }
 
 impl CommonArgs {

@@ -186,14 +186,10 @@ fn a_rust_checkpoint_loads_in_transformers_with_the_same_logits() -> Result<()> 
     Ok(())
 }
 
-#[test]
-fn a_rust_saved_moe_checkpoint_loads_in_transformers_with_the_same_logits() -> Result<()> {
-    let Some(python) = torch_python() else {
-        eprintln!("SKIPPED: no torch venv with transformers and safetensors; see above");
-        return Ok(());
-    };
-    // Through a training step first, so the file holds weights transformers never saw.
-    let p = Policy::load_as(&fixture("moe_dense_layer"), Device::Cpu, Kind::Float)?;
+/// Fixture `case` after one SFT step (so the file holds weights transformers never saw), saved
+/// by us, must load in transformers as `arch` with our last-position logits.
+fn trained_fixture_loads_in_transformers(python: &Path, case: &str, arch: &str) -> Result<()> {
+    let p = Policy::load_as(&fixture(case), Device::Cpu, Kind::Float)?;
     let mut t = spade_policy::sft::SftTrainer::new(&p, Default::default())?;
     let seq: Vec<i64> = (0..16).map(|i| (i * 13 + 1) % 256).collect();
     t.step(
@@ -203,7 +199,7 @@ fn a_rust_saved_moe_checkpoint_loads_in_transformers_with_the_same_logits() -> R
             &seq[4..],
         )],
     )?;
-    let dir = tempdir("moe-to-hf");
+    let dir = tempdir(&format!("{case}-to-hf"));
     p.save(&dir)?;
     let prompts = [vec![5, 17, 200, 42, 9], vec![1, 2, 3]];
     let logits: Vec<Vec<f32>> = prompts
@@ -212,9 +208,18 @@ fn a_rust_saved_moe_checkpoint_loads_in_transformers_with_the_same_logits() -> R
         .collect::<Result<_>>()?;
     let expected = json!({"prompts": prompts, "last_logits": logits});
     checkpoint::write_json(&dir.join("expected.json"), &expected)?;
-    let report = check_in_transformers(&python, &dir);
-    assert!(report.contains("Qwen3MoeForCausalLM"), "{report}");
+    let report = check_in_transformers(python, &dir);
+    assert!(report.contains(arch), "{case}: {report}");
     Ok(())
+}
+
+#[test]
+fn a_rust_saved_moe_checkpoint_loads_in_transformers_with_the_same_logits() -> Result<()> {
+    let Some(python) = torch_python() else {
+        eprintln!("SKIPPED: no torch venv with transformers and safetensors; see above");
+        return Ok(());
+    };
+    trained_fixture_loads_in_transformers(&python, "moe_dense_layer", "Qwen3MoeForCausalLM")
 }
 
 #[test]
@@ -224,34 +229,8 @@ fn rust_saved_llama_and_qwen2_checkpoints_load_in_transformers_with_the_same_log
         eprintln!("SKIPPED: no torch venv with transformers and safetensors; see above");
         return Ok(());
     };
-    for (case, arch) in [
-        ("llama_bias_rope_llama3", "LlamaForCausalLM"),
-        ("qwen2_bias_untied", "Qwen2ForCausalLM"),
-    ] {
-        // Through a training step first, so the file holds weights transformers never saw.
-        let p = Policy::load_as(&fixture(case), Device::Cpu, Kind::Float)?;
-        let mut t = spade_policy::sft::SftTrainer::new(&p, Default::default())?;
-        let seq: Vec<i64> = (0..16).map(|i| (i * 13 + 1) % 256).collect();
-        t.step(
-            &p,
-            &[spade_policy::train::MaskedSeq::prompt_completion(
-                &seq[..4],
-                &seq[4..],
-            )],
-        )?;
-        let dir = tempdir(&format!("{case}-to-hf"));
-        p.save(&dir)?;
-        let prompts = [vec![5, 17, 200, 42, 9], vec![1, 2, 3]];
-        let logits: Vec<Vec<f32>> = prompts
-            .iter()
-            .map(|q| p.last_logits(q))
-            .collect::<Result<_>>()?;
-        let expected = json!({"prompts": prompts, "last_logits": logits});
-        checkpoint::write_json(&dir.join("expected.json"), &expected)?;
-        let report = check_in_transformers(&python, &dir);
-        assert!(report.contains(arch), "{case}: {report}");
-    }
-    Ok(())
+    trained_fixture_loads_in_transformers(&python, "llama_bias_rope_llama3", "LlamaForCausalLM")?;
+    trained_fixture_loads_in_transformers(&python, "qwen2_bias_untied", "Qwen2ForCausalLM")
 }
 
 fn load_err(dir: &Path) -> PolicyError {

@@ -239,8 +239,27 @@ pub(crate) fn config(f: &Fixture, seed: u64, lr: f64, steps: u64) -> Res<RunConf
     Ok(cfg)
 }
 
-/// No-hint win rate of every step of one run.
-fn win_rates(cfg: &RunConfig, label: &str) -> Res<Vec<f64>> {
+/// `runs` side by side, one thread each (2 cores, one torch thread each): `f(config, label)`'s
+/// result per run, in order; a panicking run is an error of its own.
+pub(crate) fn side_by_side<T: Send>(
+    runs: &[(String, RunConfig)],
+    f: impl Fn(&RunConfig, &str) -> Res<T> + Sync,
+) -> Vec<Res<T>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = runs
+            .iter()
+            .map(|(label, cfg)| s.spawn(|| f(cfg, label)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a run panicked".into())))
+            .collect()
+    })
+}
+
+/// No-hint win rate of every step of one run. With `LEARNING_DEBUG` set, the run's log lines
+/// and every play's actions are printed.
+pub(crate) fn win_rates(cfg: &RunConfig, label: &str) -> Res<Vec<f64>> {
     let started = Instant::now();
     let out = tempfile::tempdir()?;
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -248,12 +267,17 @@ fn win_rates(cfg: &RunConfig, label: &str) -> Res<Vec<f64>> {
     opts.concurrency = Some(2);
     let mut sink = FileSink::open(out.path())?;
     let store = StateStore::new(out.path());
-    run::run(cfg, &opts, &store, &mut sink, &mut |_| {})?;
+    let debug = std::env::var_os("LEARNING_DEBUG").is_some();
+    run::run(cfg, &opts, &store, &mut sink, &mut |e| {
+        if let (true, run::Event::Log(l)) = (debug, e) {
+            eprintln!("{label}: {l}");
+        }
+    })?;
     let mut per_step = std::collections::BTreeMap::<u64, (u32, u32)>::new();
     for e in FileSink::read_all(out.path())? {
         if let Message::Plays { records } = e.message {
             for p in records.iter().filter(|p| !p.with_hint) {
-                if std::env::var_os("LEARNING_DEBUG").is_some() {
+                if debug {
                     let actions: Vec<&str> = p
                         .transcript
                         .iter()
@@ -308,16 +332,7 @@ fn grpo_raises_the_no_hint_win_rate_and_a_zero_update_does_not() -> Res<()> {
         ("grpo seed 2".into(), config(f, 2, LR, STEPS)?),
         ("control lr 1e-12".into(), config(f, 1, 1e-12, STEPS)?),
     ];
-    let results: Vec<Res<Vec<f64>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = runs
-            .iter()
-            .map(|(label, cfg)| s.spawn(move || win_rates(cfg, label)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("a run panicked".into())))
-            .collect()
-    });
+    let results = side_by_side(&runs, win_rates);
     for ((label, _), r) in runs.iter().zip(results) {
         let r = r?;
         let (start, end) = start_end(&r);

@@ -377,16 +377,7 @@ fn designer_grpo_raises_the_designer_reward_and_a_frozen_designer_does_not() -> 
             config(&f.model_dir, 1, true)?,
         ),
     ];
-    let results: Vec<Res<Vec<WindowStats>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = runs
-            .iter()
-            .map(|(label, cfg)| s.spawn(move || designer_windows(cfg, label)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("a run panicked".into())))
-            .collect()
-    });
+    let results = crate::learning::side_by_side(&runs, designer_windows);
     // Windows 0 and 1 are sampled before any designer update lands (window 0's samples train
     // in step 1's update, after window 1 was sampled): the starting level, the same in both arms.
     // Windows 4 and 5 are sampled after three and four designer updates.

@@ -17,14 +17,9 @@
 //! -> 0.88 -> 0.97 -> 1.00, control 0.03-0.09 (460 s). What GRPO teaches is the format and the
 //! choice: "The larger of 52 and 47 is \boxed{52}." instead of "... is 21." or an empty box.
 
-use crate::learning::{Res, mean, write};
+use crate::learning::{Res, mean, side_by_side, win_rates, write};
 use spade::config::RunConfig;
-use spade::report::Message;
-use spade_worker::run::{self, RunOptions};
-use spade_worker::sink::FileSink;
-use spade_worker::state::StateStore;
 use std::path::Path;
-use std::time::Instant;
 
 /// (class-name stem, sentence with an empty box, answer). The answer is always the first
 /// number of the sentence, which the model copies into the box more often than the second.
@@ -102,54 +97,6 @@ fn config(pool: &Path, seed: u64, lr: f64, steps: u64) -> RunConfig {
     cfg
 }
 
-/// No-hint win rate of every step of one run.
-fn win_rates(cfg: &RunConfig, label: &str) -> Res<Vec<f64>> {
-    let started = Instant::now();
-    let out = tempfile::tempdir()?;
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut opts = RunOptions::new(label, repo.join("envs/seed"), out.path().join("cache"));
-    opts.concurrency = Some(2);
-    let mut sink = FileSink::open(out.path())?;
-    let store = StateStore::new(out.path());
-    let mut last = Instant::now();
-    run::run(cfg, &opts, &store, &mut sink, &mut |e| {
-        if let run::Event::Log(l) = e {
-            eprintln!("{label} [{:.0} s]: {l}", last.elapsed().as_secs_f64());
-            last = Instant::now();
-        }
-    })?;
-    let mut per_step = std::collections::BTreeMap::<u64, (u32, u32)>::new();
-    for e in FileSink::read_all(out.path())? {
-        if let Message::Plays { records } = e.message {
-            for p in records.iter().filter(|p| !p.with_hint) {
-                if std::env::var_os("LEARNING_DEBUG").is_some() {
-                    let actions: Vec<&str> = p
-                        .transcript
-                        .iter()
-                        .filter(|t| t.role == spade::report::TurnRole::Assistant)
-                        .map(|t| t.content.as_str())
-                        .collect();
-                    eprintln!("{label} step {} {actions:?} won={}", p.step, p.won);
-                }
-                let slot = per_step.entry(p.step).or_default();
-                slot.0 += u32::from(p.won);
-                slot.1 += 1;
-            }
-        }
-    }
-    assert_eq!(per_step.len() as u64, cfg.run.steps, "plays in every step");
-    let rates: Vec<f64> = per_step
-        .values()
-        .map(|&(w, n)| f64::from(w) / f64::from(n))
-        .collect();
-    eprintln!(
-        "{label}: win rate per step {:?} ({:.1} s)",
-        rates.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>(),
-        started.elapsed().as_secs_f64()
-    );
-    Ok(rates)
-}
-
 #[test]
 fn grpo_raises_smollm2_no_hint_win_rate_and_a_zero_update_does_not() -> Res<()> {
     spade_policy::embed::set_threads(1);
@@ -169,16 +116,7 @@ fn grpo_raises_smollm2_no_hint_win_rate_and_a_zero_update_does_not() -> Res<()> 
         ("control lr 1e-12".into(), config(&pool, 1, 1e-12, steps)),
     ];
     // The two runs are independent: side by side, one torch thread each.
-    let results: Vec<Res<Vec<f64>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = runs
-            .iter()
-            .map(|(label, cfg)| s.spawn(move || win_rates(cfg, label)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("a run panicked".into())))
-            .collect()
-    });
+    let results = side_by_side(&runs, win_rates);
     let (grpo, control) = match results.as_slice() {
         [Ok(g), Ok(c)] => (g.clone(), c.clone()),
         _ => {

@@ -23,10 +23,7 @@ fn repo() -> PathBuf {
 /// The machine cache the tests share with `spade train` and the demo (`$SPADE_CACHE`, default
 /// `~/.cache/spade-studio`).
 pub fn cache_root() -> PathBuf {
-    std::env::var_os("SPADE_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/spade-studio")))
-        .unwrap_or_else(|| std::env::temp_dir().join("spade-studio"))
+    spade_policy::preset::cache_root()
 }
 
 fn cache_dir() -> PathBuf {
