@@ -1,6 +1,8 @@
 //! The documentation of every configuration key path, beside the structs it documents, in
 //! their declaration order: what the launch form shows under each field and its section
 //! titles ([`super::form`] walks it; a test there keeps it and `RunConfig` in step).
+//! `docs/configuration.md` lists every key from it (`tests/config_doc.rs` keeps the page in step;
+//! `SPADE_BLESS=1` rewrites it).
 
 /// Section titles, in the order of `RunConfig`'s fields.
 pub const SECTIONS: &[(&str, &str)] = &[
