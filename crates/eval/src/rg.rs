@@ -3,7 +3,7 @@
 //! The datasets and their hard configurations are `rg_hard.json`, written by
 //! `python/derive_rg_hard.py` from the package's own curricula (every attribute at its top
 //! level unless that fails, takes over 2 s per item or writes questions over 4,000 characters;
-//! the README lists them). Each task is one dataset: a fresh runner imports reasoning-gym,
+//! docs/evaluation.md lists them). Each task is one dataset: a fresh runner imports reasoning-gym,
 //! builds the dataset with `seed` = [`dataset_seed`] and the hard config, returns the
 //! questions, keeps the entries, and later scores the model's answers with the dataset's own
 //! `score_answer(answer, entry)`: exactly the library's scoring, on the library's entries.

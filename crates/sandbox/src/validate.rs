@@ -45,7 +45,7 @@ pub const CHECK_SEEDS: [i64; 3] = [0, 1, 2];
 /// spec "Environment contract (games)": rewards stay in [-10, 10].
 pub const REWARD_BOUND: f64 = 10.0;
 /// Seeds drawn per validation by default (beyond the spec; three keeps `spade env check`
-/// within twice its cost without them, see the README).
+/// within twice its cost without them, see docs/benchmarks.md, "Sandbox validation time").
 pub const DRAWN_SEEDS: usize = 3;
 /// Drawn seeds lie in [0, 2^31), the range play draws its seeds from.
 pub const SEED_RANGE: i64 = 1 << 31;

@@ -462,7 +462,7 @@ async fn ray_jobs_go_through_the_same_loop(pool: PgPool) -> TestResult {
     }
     // Cancelled: the stop reaches Ray. Ray keeps a job that never got its resources PENDING
     // after a stop (seen here for over a minute), so the job stays `cancelling` on our side
-    // until Ray ends it; the README says so.
+    // until Ray ends it; docs/operations.md says so.
     jobs::request_cancel_for_run(&pool, gpu_run).await?;
     s.tick().await?;
     let cancelling = jobs::get(&pool, job.id).await?.ok_or("job")?;

@@ -623,8 +623,8 @@ impl Drop for Fleet {
     }
 }
 
-/// Probe log-probs of float32 weights agree with tch to float rounding (measured: see the
-/// README's vLLM section); bf16 weights round far more.
+/// Probe log-probs of float32 weights agree with tch to float rounding (measured: see
+/// docs/benchmarks.md, "The vLLM rollout backend"); bf16 weights round far more.
 const PROBE_TOLERANCE_F32: f64 = 2e-3;
 const PROBE_TOLERANCE_HALF: f64 = 0.15;
 

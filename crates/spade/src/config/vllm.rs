@@ -11,7 +11,7 @@ pub struct VllmSection {
     /// Base URLs of servers that already run (`http://host:port`), used data-parallel: the
     /// turns of one episode go to one server (its prefix cache), episodes spread over them.
     /// They must serve `model.path`'s architecture and read `weights_dir` (the flags they need:
-    /// the README's vLLM section).
+    /// docs/worker.md, "vLLM as the rollout backend").
     pub urls: Vec<String>,
     /// Servers the worker starts itself (`vllm serve` beside it on 127.0.0.1, ports `port`,
     /// `port + 1`, ...); 0 = use `urls`.

@@ -78,7 +78,8 @@ fn pool(runners: usize) -> Pool {
 }
 
 /// |vLLM - tch| log-prob allowed per sampled token of float32 weights. Measured here (2
-/// servers, 8 episodes of 4 turns, 12 tokens a turn, T 0.6): see the README's vLLM section.
+/// servers, 8 episodes of 4 turns, 12 tokens a turn, T 0.6): see docs/benchmarks.md, "The vLLM
+/// rollout backend".
 const TRACE_TOLERANCE: f64 = 2e-3;
 
 #[test]
