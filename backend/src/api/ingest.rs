@@ -344,6 +344,18 @@ async fn apply(
                         .map_err(|e| AppError::Internal(e.into()))?,
                 });
             }
+            // A play must belong to an environment this run reported (earlier in this batch
+            // or before): otherwise it shows on no page and skews no reviewer-visible count.
+            let ids: Vec<&str> = plays.iter().map(|p| p.env_id).collect();
+            if let Some(unknown) = batch.unreported_envs(&ids).await?.first() {
+                let j = ids.iter().position(|id| id == unknown).unwrap_or(0);
+                return Err(AppError::invalid(
+                    &format!("envelopes[{i}].message.records[{j}].env_id"),
+                    format!(
+                        "{unknown:?} was never reported in this run: report the environment before its plays"
+                    ),
+                ));
+            }
             batch.plays(&plays).await?;
         }
         Message::Metrics {

@@ -789,3 +789,120 @@ async fn environments_sort_and_page_in_each_order(pool: PgPool) -> TestResult {
         .assert_refused("cursor", "same sort order", "a step cursor for regret");
     Ok(())
 }
+
+fn play(env_id: &str) -> PlayRecord {
+    PlayRecord {
+        env_id: env_id.into(),
+        step: 0,
+        with_hint: false,
+        episode_return: 1.0,
+        won: true,
+        turns: 1,
+        transcript: vec![Turn {
+            role: TurnRole::Assistant,
+            content: "\\boxed{1}".into(),
+        }],
+    }
+}
+
+/// Before the fix a run token could store plays under any env_id: plays that show on no
+/// environment page and that no reviewer can see (fixed-pool and RLVE runs sent only plays).
+/// Now a play names an environment the run reported, earlier in the batch or before; one that
+/// does not is refused by name, and the batch stores nothing. An env_id of another run (same
+/// team) is as unknown as a made-up one, and the database refuses such a play even when
+/// ingestion is bypassed.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn plays_of_an_environment_the_run_never_reported_are_refused(pool: PgPool) -> TestResult {
+    let f = fixture(pool.clone()).await;
+    let (app, run) = (&f.app, f.run);
+    let path = format!("/api/v1/ingest/{run}");
+    let plays_count = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM plays WHERE run_id = $1")
+            .bind(run)
+            .fetch_one(&pool)
+            .await
+            .unwrap_or(-1)
+    };
+    // Another run of the same team reports "theirs".
+    let (_, _, other) = app.team_project_run(&f.owner, "t2").await;
+    let other_token = app
+        .post(&format!("/api/v1/runs/{other}/token"), &f.owner, json!({}))
+        .await
+        .json()["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let r = app
+        .post(
+            &format!("/api/v1/ingest/{other}"),
+            &Cred::Bearer(other_token),
+            batch(other, 0, vec![env("theirs", 0, "arithmetic", None, 0.1)]),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+
+    for (attack, messages) in [
+        (
+            "a made-up env_id",
+            vec![Message::Plays {
+                records: vec![play("ghost")],
+            }],
+        ),
+        (
+            "another run's env_id",
+            vec![Message::Plays {
+                records: vec![play("theirs")],
+            }],
+        ),
+        (
+            "a known env then an unknown one in the same message",
+            vec![
+                env("e1", 0, "arithmetic", None, 0.3),
+                Message::Plays {
+                    records: vec![play("e1"), play("ghost")],
+                },
+            ],
+        ),
+    ] {
+        let r = app.post(&path, &f.worker, batch(run, 0, messages)).await;
+        assert_eq!(
+            r.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{attack}: {}",
+            r.text()
+        );
+        assert!(
+            r.message().contains(".records[") && r.message().contains("never reported"),
+            "{attack}: {}",
+            r.message()
+        );
+        assert_eq!(plays_count().await, 0, "{attack}: nothing stored");
+    }
+    // Reported first, in the same batch: stored.
+    let ok = batch(
+        run,
+        0,
+        vec![
+            env("e1", 0, "arithmetic", None, 0.3),
+            Message::Plays {
+                records: vec![play("e1"), play("e1")],
+            },
+        ],
+    );
+    let r = app.post(&path, &f.worker, ok).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(plays_count().await, 2);
+    // The rule is the database's, not only ingestion's.
+    let direct = sqlx::query(
+        "INSERT INTO plays (run_id, env_id, step, with_hint, episode_return, won, turns, transcript)
+         VALUES ($1, 'ghost', 0, false, 0, false, 0, '[]')",
+    )
+    .bind(run)
+    .execute(&pool)
+    .await;
+    assert!(
+        direct.is_err(),
+        "the database stored a play of an unknown env"
+    );
+    Ok(())
+}

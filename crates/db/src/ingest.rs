@@ -198,8 +198,33 @@ impl Batch {
         Ok(())
     }
 
-    /// Stores plays.
+    /// The env_ids among `ids` this run never reported (in the order given, each once): plays
+    /// may only name environments the run stored (`plays_reported_env`), and the caller names
+    /// the offending one before the database refuses the batch.
+    pub async fn unreported_envs(&mut self, ids: &[&str]) -> Result<Vec<String>, DbError> {
+        let ids: Vec<String> = ids.iter().map(|s| (*s).to_owned()).collect();
+        let known = sqlx::query_scalar!(
+            "SELECT env_id FROM environments WHERE run_id = $1 AND env_id = ANY($2::text[])",
+            self.run_id,
+            &ids
+        )
+        .fetch_all(&mut *self.tx)
+        .await?;
+        let known: std::collections::HashSet<String> = known.into_iter().collect();
+        let mut seen = std::collections::HashSet::new();
+        Ok(ids
+            .into_iter()
+            .filter(|id| !known.contains(id) && seen.insert(id.clone()))
+            .collect())
+    }
+
+    /// Stores plays; `NotFound("environment")` when one names an environment this run never
+    /// reported (see [`Batch::unreported_envs`] for which).
     pub async fn plays(&mut self, plays: &[NewPlay<'_>]) -> Result<(), DbError> {
+        let ids: Vec<&str> = plays.iter().map(|p| p.env_id).collect();
+        if !self.unreported_envs(&ids).await?.is_empty() {
+            return Err(DbError::NotFound("environment"));
+        }
         for p in plays {
             sqlx::query!(
                 "INSERT INTO plays (run_id, env_id, step, with_hint, episode_return, won, turns,

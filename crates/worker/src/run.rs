@@ -334,6 +334,10 @@ pub fn run(
     })?;
     if let Some(fixed) = fixed_pool {
         lp.install_fixed_pool(fixed)?;
+    } else {
+        // A resumed fixed-env run: its pool came back with the state; report it again, since
+        // a checkpoint taken before fixed pools were reported holds plays of unreported envs.
+        lp.report_fixed_envs()?;
     }
     if let Some((records, problems)) = seed_memory {
         lp.install_seed_memory(records, &problems)?;
@@ -751,6 +755,7 @@ impl Loop<'_> {
     fn install_fixed_pool(&mut self, fixed: generate::FixedPool) -> Result<(), WorkerError> {
         let n = fixed.window.envs.len();
         self.state.windows.insert("fixed".into(), fixed.window);
+        self.report_fixed_envs()?;
         if fixed.rlve.is_some() {
             self.state.rlve = fixed.rlve;
             let line = format!("ablation.rlve: {n} RLVE environments, at their initial difficulty");
@@ -765,6 +770,45 @@ impl Loop<'_> {
             fixed.problems.len()
         );
         self.report_pool("fixed_env_pool", &fixed.problems, summary)
+    }
+
+    /// Reports every environment of a fixed pool (fixed-env GRPO, RLVE) as accepted at step 0,
+    /// in one delivery: the service stores plays only for environments the run reported, and a
+    /// reviewer sees the pool the agent trains on. Reporting again (a resume) overwrites.
+    fn report_fixed_envs(&mut self) -> Result<(), WorkerError> {
+        let Some(window) = self.state.windows.get("fixed") else {
+            return Ok(());
+        };
+        let records: Vec<Message> = window
+            .envs
+            .iter()
+            .map(|env| Message::Environment {
+                record: spade::report::EnvironmentRecord {
+                    env_id: env.env_id.clone(),
+                    step: 0,
+                    skill: env.skill.clone(),
+                    kind: env.kind,
+                    status: spade::report::EnvStatus::Accepted,
+                    rejection_reason: None,
+                    rejection_message: None,
+                    code: env.code.clone(),
+                    // Fixed pools play without hints (see `generate::load_fixed_pool`).
+                    hint: None,
+                    parent_env_id: None,
+                    regret: None,
+                    win_rate_hint: None,
+                    win_rate_no_hint: None,
+                    designer_reward: None,
+                    reward_levels: None,
+                    attempts: 0,
+                },
+            })
+            .collect();
+        let envelopes = records
+            .into_iter()
+            .map(|m| self.next_envelope(m))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.deliver(&envelopes)
     }
 
     /// One warning per problem of a pool, then `summary`: to the caller and to the run's log.

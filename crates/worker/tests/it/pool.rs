@@ -118,10 +118,24 @@ fn an_exported_run_imports_as_a_fixed_pool_and_a_training_step_plays_it() -> Res
     let mut played = std::collections::BTreeSet::new();
     let mut plays = 0;
     let mut warnings = vec![];
+    // The service stores plays only of environments the run reported before them (issue 36).
+    let mut reported = std::collections::BTreeSet::new();
     for e in FileSink::read_all(out.path())? {
         match e.message {
+            Message::Environment { record } => {
+                assert_eq!(record.status, EnvStatus::Accepted, "{record:?}");
+                reported.insert(record.env_id);
+            }
             Message::Plays { records } => {
                 plays += records.len();
+                for p in &records {
+                    assert!(
+                        reported.contains(&p.env_id),
+                        "{} played before it was reported (seq {})",
+                        p.env_id,
+                        e.seq
+                    );
+                }
                 played.extend(records.into_iter().map(|p| p.env_id));
             }
             Message::Log { line, .. } => warnings.push(line),
