@@ -328,7 +328,22 @@ pub async fn load_launch(
 #[server(prefix = "/ui", endpoint = "teams", input = GetUrl)]
 pub async fn load_teams() -> Result<Access<TeamsData>, ServerFnError> {
     let (data, parts) = context()?;
-    data.teams(&parts).await.map_err(to_sfn)
+    #[cfg(feature = "ssr")]
+    let opts = use_context::<leptos_axum::ResponseOptions>();
+    let out = data.teams(&parts).await.map_err(to_sfn)?;
+    // A new invitation's link is shown once: the cookie that brought it goes with this answer.
+    #[cfg(feature = "ssr")]
+    if let (Some(opts), Access::Granted(d)) = (opts, &out) {
+        for t in d.teams.iter().filter(|t| t.new_invitation.is_some()) {
+            if let Ok(v) = http::HeaderValue::from_str(&format!(
+                "{}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict",
+                crate::dto::new_invitation_cookie(t.team.id)
+            )) {
+                opts.append_header(http::header::SET_COOKIE, v);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// A shared run (no log-in).

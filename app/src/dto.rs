@@ -627,6 +627,9 @@ pub struct TeamDetail {
     /// Pending invitations; empty unless the viewer is an owner.
     #[serde(default)]
     pub invitations: Vec<InvitationRecord>,
+    /// The invitation this viewer made just now, with its link (shown once).
+    #[serde(default)]
+    pub new_invitation: Option<NewInvitation>,
 }
 
 /// An open invitation into a team, as its owners see it (the API and the teams page). It names
@@ -640,6 +643,32 @@ pub struct InvitationRecord {
     pub role: String,
     pub created_at: String,
     pub expires_at: String,
+    /// The code that answers it, in the answer that created it and never again (only its hash
+    /// is stored). The invited person needs it to accept or decline: the owner sends them the
+    /// link [`invitation_path`] makes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+/// The page an invited person opens to answer invitation `id` with its `code` (the teams page,
+/// which fills the code into that invitation's form).
+pub fn invitation_path(id: i64, code: &str) -> String {
+    format!("/teams?invitation={id}&code={code}#invitation-{id}")
+}
+
+/// The cookie that carries a just-created invitation's `ID:CODE` from the invite form's
+/// redirect to the teams page, where its link is shown once (one per team).
+pub fn new_invitation_cookie(team_id: i64) -> String {
+    format!("spade_new_invitation_{team_id}")
+}
+
+/// An invitation created just now, with the link its owner sends (shown once).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewInvitation {
+    pub id: i64,
+    pub email: String,
+    /// Absolute when the server knows its public address, else a path.
+    pub link: String,
 }
 
 /// An open invitation to the signed-in user (the API's `GET /invitations` and the teams page).

@@ -136,7 +136,10 @@ pub fn App() -> impl IntoView {
                     />
                     <Route path=StaticSegment("compare") view=routes::ComparePage />
                     <Route path=StaticSegment("benchmarks") view=routes::BenchmarksPage />
-                    <Route path=StaticSegment("teams") view=routes::TeamsPage />
+                    // Rendered whole before the response starts too: the answer that shows a
+                    // new invitation's link must also clear the cookie that brought it, and a
+                    // streamed response has sent its headers before the data is loaded.
+                    <Route path=StaticSegment("teams") view=routes::TeamsPage ssr=SsrMode::Async />
                     <Route path=(StaticSegment("share"), ParamSegment("token")) view=routes::SharedPage ssr=SsrMode::Async />
                 </Routes>
             </layout::AppShell>

@@ -427,6 +427,12 @@ pub fn LaunchPage() -> impl IntoView {
 pub fn TeamsPage() -> impl IntoView {
     let data = Resource::new(|| (), |_| data::load_teams());
     let (error, notice) = (query("error"), query("notice"));
+    // An invitation link (`?invitation=ID&code=CODE`) fills in that invitation's code.
+    let (invitation, code) = (query("invitation"), query("code"));
+    let link = move || {
+        let id = invitation()?.parse::<i64>().ok()?;
+        Some((id, code()?))
+    };
     let csrf = csrf_resource();
     view! {
         <Title text="Teams · SPADE Studio" />
@@ -435,7 +441,7 @@ pub fn TeamsPage() -> impl IntoView {
                 let csrf = csrf.await;
                 match data.await {
                     Ok(Access::Granted(data)) => view! {
-                        <pages::teams::TeamsView data csrf error=error() notice=notice() />
+                        <pages::teams::TeamsView data csrf error=error() notice=notice() link=link() />
                     }.into_any(),
                     Ok(Access::LoginRequired) => not_shown(Ok(())),
                     Err(e) => not_shown(Err(e)),

@@ -174,7 +174,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/invitations/{invitation_id}/accept",
             "teams",
             User,
-            "Accept an invitation to the caller's email: join the team with its role",
+            "Accept an invitation to the caller's email with its code (`{\"code\"}` from the owner's link): join the team with its role",
             post(teams::accept_invitation),
         ),
         ep(
@@ -182,7 +182,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/invitations/{invitation_id}/decline",
             "teams",
             User,
-            "Decline an invitation to the caller's email",
+            "Decline an invitation to the caller's email, with its code (`{\"code\"}`)",
             post(teams::decline_invitation),
         ),
         ep(

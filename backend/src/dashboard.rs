@@ -217,6 +217,29 @@ impl Dashboard {
             .await
             .map_err(app_err)
     }
+
+    /// The invitation of team `team_id` the invite form made just now (its `ID:CODE` cookie),
+    /// if it is still open: its link, shown once.
+    fn new_invitation(
+        &self,
+        req: &Parts,
+        team_id: i64,
+        open: &[dto::InvitationRecord],
+    ) -> Option<dto::NewInvitation> {
+        let value = crate::auth::cookie(&req.headers, &dto::new_invitation_cookie(team_id))?;
+        let (id, code) = value.split_once(':')?;
+        let id: i64 = id.parse().ok()?;
+        if !service::teams::invitations::looks_like_code(code) {
+            return None;
+        }
+        let inv = open.iter().find(|i| i.id == id)?;
+        let origin = self.state.public_url.clone().unwrap_or_default();
+        Some(dto::NewInvitation {
+            id,
+            email: inv.email.clone(),
+            link: format!("{origin}{}", dto::invitation_path(id, code)),
+        })
+    }
 }
 
 /// A run's row as its page shows it.
@@ -515,11 +538,13 @@ impl DashboardData for Dashboard {
                 } else {
                     Vec::new()
                 };
+                let new_invitation = self.new_invitation(req, t.id, &invitations);
                 out.push(dto::TeamDetail {
                     team: t.into(),
                     members,
                     projects,
                     invitations,
+                    new_invitation,
                 });
             }
             let invitations = service::teams::invitations::mine(&self.state, &auth)

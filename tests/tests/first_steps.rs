@@ -12,6 +12,10 @@ use spade_e2e::{
     wait_for_path,
 };
 
+/// The hash of the invitation code a seeded invitation is answered with (the service makes a
+/// random code; the database only compares hashes).
+const CODE_HASH: [u8; 32] = [7; 32];
+
 const PASSWORD: &str = "correct horse battery";
 
 async fn exists(c: &Client, css: &str) -> anyhow::Result<bool> {
@@ -108,6 +112,7 @@ async fn a_viewer_cannot_launch_and_is_told_so_and_cancel_asks_first(
         &scope,
         "vera@example.org",
         spade_db::types::Role::Viewer,
+        &CODE_HASH,
     )
     .await?;
     let teams::invitations::Invited::Pending(invitation) = invited else {
@@ -118,6 +123,7 @@ async fn a_viewer_cannot_launch_and_is_told_so_and_cancel_asks_first(
         spade_e2e::user_id(&pool, "vera@example.org").await?,
         invitation.id,
         teams::invitations::Answer::Accept,
+        &CODE_HASH,
     )
     .await?;
     let run = runs::create(

@@ -23,7 +23,10 @@ async fn seed(db: &Pool, owner: i64, viewer: &str) -> anyhow::Result<i64> {
     let team = teams::create_team(db, owner, "lab").await?;
     let team_scope = TeamScope::for_member(db, owner, team.id).await?;
     // Joining is by invitation the invited account accepts (issue 36).
-    let invited = teams::invitations::invite(db, &team_scope, viewer, Role::Viewer).await?;
+    // The database compares hashes of invitation codes; any 32 bytes stand for one here.
+    let code_hash = [7u8; 32];
+    let invited =
+        teams::invitations::invite(db, &team_scope, viewer, Role::Viewer, &code_hash).await?;
     let teams::invitations::Invited::Pending(invitation) = invited else {
         anyhow::bail!("inviting {}: {invited:?}", viewer);
     };
@@ -32,6 +35,7 @@ async fn seed(db: &Pool, owner: i64, viewer: &str) -> anyhow::Result<i64> {
         spade_e2e::user_id(db, viewer).await?,
         invitation.id,
         teams::invitations::Answer::Accept,
+        &code_hash,
     )
     .await?;
     let project = teams::create_project(db, &team_scope, "coin games").await?;

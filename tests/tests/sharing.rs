@@ -221,8 +221,23 @@ async fn a_viewer_sees_no_cancel_button_and_a_forged_cancel_is_refused(
             .await?
             .contains("Invitation sent to vera@example.org as viewer")
     );
-    let accept = "#invitations form[action$='/accept'] button";
-    v.goto(&format!("{}/teams", server.url)).await?;
+    // The owner's page shows the invitation's link once; Vera opens it, which fills its code in.
+    let link_box = format!("#invitation-link-{team_id} input");
+    wait_for(&c, &link_box).await?;
+    let link = c
+        .find(Locator::Css(&link_box))
+        .await?
+        .prop("value")
+        .await?
+        .unwrap_or_default();
+    anyhow::ensure!(link.contains("code=spi_"), "invitation link {link:?}");
+    let link = if link.starts_with('/') {
+        format!("{}{link}", server.url)
+    } else {
+        link
+    };
+    let accept = "#invitations form[action$='/accept'] button[type=submit]:not([formaction])";
+    v.goto(&link).await?;
     wait_for(&v, accept).await?;
     click(&v, accept).await?;
     wait_for_path(&v, "/teams?notice=").await?;

@@ -123,6 +123,7 @@ fn teams_page_gives_owner_controls_to_owners_only() {
             name: "games".into(),
         }],
         invitations: vec![],
+        new_invitation: None,
     };
     let data = TeamsData {
         viewer_id: 1,
@@ -164,6 +165,11 @@ fn teams_page_invites_instead_of_adding_and_offers_answers_to_invitations() {
         members: vec![],
         projects: vec![],
         invitations,
+        new_invitation: (id == 10).then(|| NewInvitation {
+            id: 31,
+            email: "new@example.org".into(),
+            link: "http://studio.example/teams?invitation=31&code=spi_x".into(),
+        }),
     };
     let open = InvitationRecord {
         id: 31,
@@ -172,6 +178,7 @@ fn teams_page_invites_instead_of_adding_and_offers_answers_to_invitations() {
         role: "editor".into(),
         created_at: "2026-12-03T10:00:00Z".into(),
         expires_at: "2026-12-17T10:00:00Z".into(),
+        code: None,
     };
     let data = TeamsData {
         viewer_id: 1,
@@ -187,9 +194,14 @@ fn teams_page_invites_instead_of_adding_and_offers_answers_to_invitations() {
         }],
     };
     let html = render(move || {
-        view! { <TeamsView data csrf="t0k".into() error=None notice=None /> }.into_any()
+        view! { <TeamsView data csrf="t0k".into() error=None notice=None link=Some((44, "spi_from_link".into())) /> }.into_any()
     });
     assert!(html.contains(r#"action="/teams/10/invitations""#), "{html}");
+    assert!(
+        html.contains(r#"value="http://studio.example/teams?invitation=31&amp;code=spi_x""#),
+        "the new invitation's link, once"
+    );
+    assert!(html.contains(r#"name="code""#) && html.contains(r#"value="spi_from_link""#));
     assert!(html.contains(">Invite</button>"));
     assert!(!html.contains("Add member"));
     assert!(
@@ -199,7 +211,7 @@ fn teams_page_invites_instead_of_adding_and_offers_answers_to_invitations() {
     assert!(html.contains(r#"action="/teams/10/invitations/31/revoke""#));
     assert!(html.contains("new@example.org as editor"));
     assert!(html.contains(r#"action="/invitations/44/accept""#));
-    assert!(html.contains(r#"action="/invitations/44/decline""#));
+    assert!(html.contains(r#"formaction="/invitations/44/decline""#));
     assert!(
         html.contains("Bravo &lt;b&gt; as viewer, invited by Bob"),
         "escaped"

@@ -19,6 +19,10 @@ pub fn TeamsView(
     error: Option<String>,
     /// What the last change did.
     notice: Option<String>,
+    /// The invitation id and code of the link the viewer opened (`?invitation=&code=`): that
+    /// invitation's form comes filled in.
+    #[prop(default = None)]
+    link: Option<(i64, String)>,
 ) -> impl IntoView {
     let viewer_id = data.viewer_id;
     let empty = data.teams.is_empty();
@@ -26,7 +30,13 @@ pub fn TeamsView(
         let rows = data
             .invitations
             .into_iter()
-            .map(|i| incoming_row(i, csrf.clone()))
+            .map(|i| {
+                let code = link
+                    .as_ref()
+                    .filter(|(id, _)| *id == i.id)
+                    .map(|(_, c)| c.clone());
+                incoming_row(i, csrf.clone(), code)
+            })
             .collect_view();
         view! {
             <section class="card" id="invitations" aria-labelledby="invitations-h">
@@ -98,8 +108,17 @@ fn team_view(t: TeamDetail, viewer_id: i64, csrf: String) -> impl IntoView {
                     <select id=format!("invite-role-{id}") name="role">{role_options("viewer")}</select>
                 </div>
                 <button type="submit" class="secondary">"Invite"</button>
-                <p class="help">"They join once they accept, signed in with this email (they can register at /register)."</p>
+                <p class="help">"You get a link to send them: they join once they open it and accept, signed in with this email (they can register at /register)."</p>
             </form>
+        }
+    });
+    // Shown once: only the code's hash is stored.
+    let new_link = t.new_invitation.map(|n| {
+        view! {
+            <div class="notice ok" role="status" id=format!("invitation-link-{id}")>
+                <p>{format!("Send this link to {}; it is shown only now, and accepting needs it:", n.email)}</p>
+                <input type="text" readonly class="share-url" value=n.link aria-label=format!("Invitation link for {}", n.email) />
+            </div>
         }
     });
     let pending = (is_owner && !t.invitations.is_empty()).then(|| {
@@ -143,6 +162,7 @@ fn team_view(t: TeamDetail, viewer_id: i64, csrf: String) -> impl IntoView {
                             <tbody>{members}</tbody>
                         </table>
                     </div>
+                    {new_link}
                     {pending}
                     {invite}
                 </div>
@@ -210,22 +230,23 @@ fn member_row(
     }
 }
 
-/// An invitation to the viewer, with Accept and Decline forms.
-fn incoming_row(i: IncomingInvitation, csrf: String) -> impl IntoView {
+/// An invitation to the viewer: one form with the code of its link (filled in when the viewer
+/// opened that link) and Accept and Decline buttons.
+fn incoming_row(i: IncomingInvitation, csrf: String, code: Option<String>) -> impl IntoView {
     let by = i
         .invited_by
         .map(|n| format!(", invited by {n}"))
         .unwrap_or_default();
+    let code_id = format!("invitation-code-{}", i.id);
     view! {
         <li id=format!("invitation-{}", i.id)>
             <span>{format!("{} as {}{by}", i.team_name, i.role)}</span>
             <form method="post" action=format!("/invitations/{}/accept", i.id) class="inline-form">
-                <input type="hidden" name="csrf" value=csrf.clone() />
-                <button type="submit" aria-label=format!("Accept the invitation to {}", i.team_name)>"Accept"</button>
-            </form>
-            <form method="post" action=format!("/invitations/{}/decline", i.id) class="inline-form">
                 <input type="hidden" name="csrf" value=csrf />
-                <button type="submit" class="secondary" aria-label=format!("Decline the invitation to {}", i.team_name)>"Decline"</button>
+                <label for=code_id.clone() class="sub">"Code from the invitation link"</label>
+                <input id=code_id name="code" type="text" required autocomplete="off" spellcheck="false" value=code.unwrap_or_default() placeholder="spi_..." />
+                <button type="submit" aria-label=format!("Accept the invitation to {}", i.team_name)>"Accept"</button>
+                <button type="submit" class="secondary" formaction=format!("/invitations/{}/decline", i.id) aria-label=format!("Decline the invitation to {}", i.team_name)>"Decline"</button>
             </form>
         </li>
     }

@@ -1,6 +1,6 @@
 //! Teams, members, invitations and projects, over [`service::teams`]: managing members and
 //! invitations needs the owner role; creating projects the editor role; reading any
-//! membership; answering an invitation being the account it was sent to.
+//! membership; answering an invitation being the account it was sent to, with its code.
 
 use crate::AppState;
 use crate::auth::AuthUser;
@@ -101,13 +101,22 @@ pub async fn my_invitations(
     Ok(Json(invitations::mine(&state, &auth).await?))
 }
 
+/// The body of an answer to an invitation: the code from its link.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerRequest {
+    /// The invitation's code, told once to the owner who invited (`code` of the invite answer).
+    pub code: String,
+}
+
 /// The team joined: `{"team_id": N}`.
 pub async fn accept_invitation(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(id): ApiPath<i64>,
+    ApiJson(req): ApiJson<AnswerRequest>,
 ) -> ApiResult<Json<serde_json::Value>> {
-    let team_id = invitations::answer(&state, &auth, id, Answer::Accept).await?;
+    let team_id = invitations::answer(&state, &auth, id, Answer::Accept, &req.code).await?;
     Ok(Json(serde_json::json!({ "team_id": team_id })))
 }
 
@@ -115,8 +124,9 @@ pub async fn decline_invitation(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(id): ApiPath<i64>,
+    ApiJson(req): ApiJson<AnswerRequest>,
 ) -> ApiResult<StatusCode> {
-    invitations::answer(&state, &auth, id, Answer::Decline).await?;
+    invitations::answer(&state, &auth, id, Answer::Decline, &req.code).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

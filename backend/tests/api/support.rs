@@ -295,11 +295,12 @@ impl TestApp {
             return inv;
         }
         let id = inv.json()["id"].as_i64().unwrap_or(-1);
+        let code = inv.json()["code"].as_str().unwrap_or_default().to_owned();
         let member = Cred::Bearer(self.login_api(email).await.0);
         self.post(
             &format!("/api/v1/invitations/{id}/accept"),
             &member,
-            json!({}),
+            json!({ "code": code }),
         )
         .await
     }

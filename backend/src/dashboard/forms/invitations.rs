@@ -1,13 +1,17 @@
 //! The teams page's invitation forms: an owner invites an email or revokes an open invitation;
-//! the signed-in user accepts or declines one sent to their email. Each calls the service
+//! the signed-in user accepts or declines one sent to their email, with the code of its link
+//! (filled in when they open the link). Each calls the service
 //! function the API route calls, so roles, the "only the invited account" rule and the audit
 //! entries are the API's.
 
 use super::{MemberForm, back_to_teams, posted, role};
 use crate::AppState;
+use crate::auth::routes as auth_routes;
 use crate::service::teams::invitations as service;
 use axum::extract::{Path, Request, State};
+use axum::http::header;
 use axum::response::Response;
+use serde::Deserialize;
 use spade_db::teams::invitations::Answer;
 
 pub(super) async fn invite(
@@ -15,18 +19,41 @@ pub(super) async fn invite(
     Path(team_id): Path<i64>,
     req: Request,
 ) -> Response {
+    let headers = req.headers().clone();
     let result = async {
         let p = posted(&state, req).await?;
         let f: MemberForm = p.fields()?;
         let inv = service::invite(&state, &p.user, team_id, &f.email, role(&f.role)?).await?;
         // Says the same whether or not the email has an account, as the API does.
-        Ok(format!(
-            "Invitation sent to {} as {}; they join the team once they accept it.",
+        let notice = format!(
+            "Invitation sent to {} as {}; send them the link below: they join the team once they \
+             accept it there.",
             inv.email, inv.role
-        ))
+        );
+        Ok((notice, inv.id, inv.code.unwrap_or_default()))
     }
     .await;
-    back_to_teams(result, Some(team_id))
+    match result {
+        Ok((notice, id, code)) => {
+            let mut resp = back_to_teams(Ok(notice), Some(team_id));
+            // The code reaches the page in a short-lived HttpOnly cookie, shown there once,
+            // and never in the owner's address bar or history.
+            let cookie = auth_routes::set_cookie(
+                &spade_app::dto::new_invitation_cookie(team_id),
+                &format!("{id}:{code}"),
+                300,
+                "/",
+                true,
+                "Strict",
+                auth_routes::cookies_secure(&state, &headers),
+            );
+            if let Ok(v) = cookie {
+                resp.headers_mut().append(header::SET_COOKIE, v);
+            }
+            resp
+        }
+        Err(e) => back_to_teams(Err(e), Some(team_id)),
+    }
 }
 
 pub(super) async fn revoke(
@@ -59,10 +86,18 @@ pub(super) async fn decline(
     answer(state, id, req, Answer::Decline).await
 }
 
+/// The invitation forms' answer: the code from the invitation's link.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct CodeForm {
+    code: String,
+}
+
 async fn answer(state: AppState, id: i64, req: Request, answer: Answer) -> Response {
     let result = async {
         let p = posted(&state, req).await?;
-        let team_id = service::answer(&state, &p.user, id, answer).await?;
+        let f: CodeForm = p.fields()?;
+        let team_id = service::answer(&state, &p.user, id, answer, &f.code).await?;
         let notice = match answer {
             Answer::Accept => "Invitation accepted; you are now a member of the team.",
             Answer::Decline => "Invitation declined.",

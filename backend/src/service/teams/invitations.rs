@@ -14,7 +14,7 @@ use crate::auth::AuthUser;
 use crate::error::{ApiResult, AppError};
 use spade_app::dto;
 use spade_db::Role;
-use spade_db::teams::invitations::{self as db, Answer, Incoming, Invitation, Invited};
+use spade_db::teams::invitations::{self as db, Answer, Incoming, Invitation, Invited, Outcome};
 
 fn record(i: Invitation) -> dto::InvitationRecord {
     dto::InvitationRecord {
@@ -24,6 +24,7 @@ fn record(i: Invitation) -> dto::InvitationRecord {
         role: role_name(i.role).to_owned(),
         created_at: time(&i.created_at),
         expires_at: time(&i.expires_at),
+        code: None,
     }
 }
 
@@ -39,9 +40,9 @@ fn incoming(i: Incoming) -> dto::IncomingInvitation {
     }
 }
 
-/// Invites `email` into team `team_id` with `role` (owners). The answer is the invitation, the
-/// same whether or not the email has an account; inviting it again changes the open
-/// invitation's role.
+/// Invites `email` into team `team_id` with `role` (owners). The answer is the invitation with
+/// its code (the only time the code is told), the same whether or not the email has an
+/// account; inviting it again changes the open invitation's role and code.
 pub async fn invite(
     state: &AppState,
     auth: &AuthUser,
@@ -51,7 +52,9 @@ pub async fn invite(
 ) -> ApiResult<dto::InvitationRecord> {
     let scope = team_scope(state, auth, team_id, Role::Owner).await?;
     let email = crate::auth::routes::normalize_email(email)?;
-    let inv = match db::invite(&state.db, &scope, &email, role).await? {
+    let code = crate::auth::tokens::random_token(CODE_PREFIX);
+    let hash = crate::auth::tokens::hash_token(&code);
+    let inv = match db::invite(&state.db, &scope, &email, role, &hash).await? {
         Invited::Pending(inv) => inv,
         Invited::AlreadyMember => {
             return Err(AppError::Conflict {
@@ -69,7 +72,24 @@ pub async fn invite(
     };
     let target = format!("invitation:{}", inv.id);
     logged(state, auth, team_id, "invitation.create", target).await?;
-    Ok(record(inv))
+    Ok(dto::InvitationRecord {
+        code: Some(code),
+        ..record(inv)
+    })
+}
+
+/// How invitation codes start (`spi_` and 32 random bytes, base64url).
+pub const CODE_PREFIX: &str = "spi_";
+
+/// Whether `c` has the shape of an invitation code, so only such text from a cookie or an
+/// address is put on a page.
+pub fn looks_like_code(c: &str) -> bool {
+    c.strip_prefix(CODE_PREFIX).is_some_and(|rest| {
+        rest.len() == 43
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    })
 }
 
 /// The open invitations of team `team_id` (owners: they name emails that are not members).
@@ -109,11 +129,30 @@ pub async fn mine(state: &AppState, auth: &AuthUser) -> ApiResult<Vec<dto::Incom
         .collect())
 }
 
-/// Accepts (joining the team with the invited role) or declines invitation `id`. Only the
-/// invited account can: another's invitation is 404, like a missing one; one already answered,
-/// revoked or expired is 409 `invalid_state`. Returns the team's id.
-pub async fn answer(state: &AppState, auth: &AuthUser, id: i64, answer: Answer) -> ApiResult<i64> {
-    let done = db::answer(&state.db, auth.user.id, id, answer).await?;
+/// Accepts (joining the team with the invited role) or declines invitation `id` with its
+/// `code`. Only the invited account can: another's invitation is 404, like a missing one; one
+/// already answered, revoked or expired is 409 `invalid_state`; a wrong code is 403
+/// `wrong_invitation_code` (whoever registers an invited email sees the invitation, but only
+/// the person the owner sent the link to has its code). Returns the team's id.
+pub async fn answer(
+    state: &AppState,
+    auth: &AuthUser,
+    id: i64,
+    answer: Answer,
+    code: &str,
+) -> ApiResult<i64> {
+    let hash = crate::auth::tokens::hash_token(code.trim());
+    let done = match db::answer(&state.db, auth.user.id, id, answer, &hash).await? {
+        Outcome::Done(done) => done,
+        Outcome::WrongCode => {
+            return Err(AppError::Forbidden {
+                code: "wrong_invitation_code",
+                message: "`code` does not match this invitation: open the invitation link the \
+                          team's owner sent you (an owner can invite you again for a new one)"
+                    .into(),
+            });
+        }
+    };
     let action = match answer {
         Answer::Accept => {
             // Open pages of the new member may now show the team's runs.

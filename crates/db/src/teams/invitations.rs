@@ -4,6 +4,11 @@
 //! account with that email exists when inviting, so inviting cannot tell an owner which emails
 //! are registered. An invitation is decided once: accept, decline and revoke all move it out of
 //! `pending` under a row lock, so two accepts at the same moment make one membership.
+//!
+//! Answering also needs the invitation's code: inviting stores the SHA-256 of a random code the
+//! caller hands to the owner once (for the link they send), and an answer presents its hash.
+//! The studio sends no mail, so an account's email proves nothing: without the code, whoever
+//! registered an invited email first could have joined the team.
 
 use crate::{DbError, Role, TeamScope};
 use chrono::{DateTime, Utc};
@@ -67,13 +72,15 @@ pub enum Invited {
     NotOwner,
 }
 
-/// Invites `email` (lower-cased by the caller) into the scoped team with `role`. Inviting an
-/// email that already has an open invitation changes its role and restarts its expiry.
+/// Invites `email` (lower-cased by the caller) into the scoped team with `role`, answerable with
+/// the code whose SHA-256 is `code_hash`. Inviting an email that already has an open invitation
+/// changes its role, replaces its code and restarts its expiry.
 pub async fn invite(
     pool: &PgPool,
     scope: &TeamScope,
     email: &str,
     role: Role,
+    code_hash: &[u8],
 ) -> Result<Invited, DbError> {
     let mut tx = pool.begin().await?;
     if !super::still_owner(&mut tx, scope).await? {
@@ -92,15 +99,18 @@ pub async fn invite(
     }
     let row = sqlx::query_as!(
         Invitation,
-        r#"INSERT INTO team_invitations (team_id, email, role, invited_by) VALUES ($1, $2, $3, $4)
+        r#"INSERT INTO team_invitations (team_id, email, role, invited_by, code_hash)
+           VALUES ($1, $2, $3, $4, $5)
            ON CONFLICT (team_id, email) WHERE status = 'pending'
            DO UPDATE SET role = EXCLUDED.role, invited_by = EXCLUDED.invited_by,
+                         code_hash = EXCLUDED.code_hash,
                          created_at = now(), expires_at = now() + interval '14 days'
            RETURNING id, team_id, email, role AS "role: Role", created_at, expires_at"#,
         scope.team_id,
         email,
         role as Role,
-        scope.user_id
+        scope.user_id,
+        code_hash
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -174,22 +184,35 @@ pub struct Answered {
     pub role: Role,
 }
 
+/// What [`answer`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Accepted or declined.
+    Done(Answered),
+    /// The presented code is not this invitation's (or it has none: it was made before codes,
+    /// and an owner must invite again). Nothing changed.
+    WrongCode,
+}
+
 /// Accepts or declines invitation `id` for the account `user_id`. Only the account whose email
 /// was invited can answer: anyone else's invitation is `NotFound("invitation")`, exactly like
 /// a missing one. An invitation already decided (accepted, declined, revoked) or expired is
 /// `State`. The invitation row is locked first, so of two answers at once the second sees the
 /// first's decision. Accepting adds the membership with the invited role; someone who became a
 /// member meanwhile keeps their role (an invitation never demotes, so it cannot unseat an owner).
+/// Both answers need the invitation's code (`code_hash`, its SHA-256): a squatter on the email
+/// can neither join nor decline in the invited person's place.
 pub async fn answer(
     pool: &PgPool,
     user_id: i64,
     id: i64,
     answer: Answer,
-) -> Result<Answered, DbError> {
+    code_hash: &[u8],
+) -> Result<Outcome, DbError> {
     let mut tx = pool.begin().await?;
     let row = sqlx::query!(
         r#"SELECT i.team_id, i.role AS "role: Role", i.status AS "status: InvitationStatus",
-                  i.expires_at <= now() AS "expired!"
+                  i.expires_at <= now() AS "expired!", i.code_hash
            FROM team_invitations i JOIN users u ON i.email = lower(u.email)
            WHERE i.id = $1 AND u.id = $2
            FOR UPDATE OF i"#,
@@ -212,6 +235,10 @@ pub async fn answer(
             state: "expired".to_owned(),
             hint: "ask an owner of the team to invite you again",
         });
+    }
+    // Digests of 256-bit random codes: comparing them in variable time reveals nothing usable.
+    if row.code_hash.as_deref() != Some(code_hash) {
+        return Ok(Outcome::WrongCode);
     }
     let status = match answer {
         Answer::Accept => {
@@ -237,8 +264,8 @@ pub async fn answer(
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(Answered {
+    Ok(Outcome::Done(Answered {
         team_id: row.team_id,
         role: row.role,
-    })
+    }))
 }
