@@ -47,7 +47,10 @@ pub struct SchedulerSettings {
     #[arg(long = "gpus-per-job", env = "SPADE_GPUS_PER_JOB", default_value_t = 0)]
     pub gpus_per_job: u32,
 
-    /// Local executor: one directory per job (output.log, job.json, exit_status).
+    /// One directory per local job (output.log, job.json, exit_status), and every run's state
+    /// directory `spade-run-<id>-state` (checkpoints, report spool) for both executors: with
+    /// Ray it must be the same path on every node (the head on this machine, or a shared file
+    /// system).
     #[arg(long = "jobs-dir", env = "SPADE_JOBS_DIR", default_value = "data/jobs")]
     pub jobs_dir: PathBuf,
 

@@ -218,6 +218,9 @@ fn ray_config(s: &SchedulerSettings, command: Vec<String>) -> RayConfig {
         max_jobs: s.ray_max_jobs,
         request_timeout: Duration::from_secs(30),
         submission_prefix: s.ray_submission_prefix.clone(),
+        // Where the path rule accepts checkpoints and spools are taken from (see RayConfig).
+        // Absolute: the Ray job runs in a working directory of Ray's.
+        jobs_dir: Some(std::path::absolute(&s.jobs_dir).unwrap_or_else(|_| s.jobs_dir.clone())),
     }
 }
 

@@ -32,6 +32,13 @@ pub struct RayConfig {
     /// Submission ids are `<prefix>-run-<run>-a<attempt>`; distinct per database sharing the
     /// cluster (run ids of two databases overlap), `spade` by default.
     pub submission_prefix: String,
+    /// The server's jobs directory: a job's worker keeps its checkpoints and report spool in
+    /// [`crate::run_state_dir`] of it (`SPADE_WORKER_DATA_DIR`), as a local job does, where the
+    /// server's path rule accepts its checkpoints and the server finds its spool. It must be
+    /// the same path on every Ray node (the head on this machine, or a shared file system);
+    /// `None` leaves the worker's default (`./spade-worker/<run>` in Ray's working directory,
+    /// whose checkpoints the server refuses).
+    pub jobs_dir: Option<std::path::PathBuf>,
 }
 
 /// Runs jobs on a Ray cluster; see the module docs.
@@ -236,14 +243,19 @@ impl Executor for RayExecutor {
         let submission_id =
             crate::submission_id(&self.cfg.submission_prefix, spec.run_id, spec.attempt);
         let job_id = spec.job_id.to_string();
+        let mut env_vars = json!({
+            "SPADE_WORKER_TOKEN": spec.token,
+            "SPADE_RUN_ID": spec.run_id.to_string(),
+            "SPADE_JOB_ID": job_id,
+        });
+        if let Some(dir) = &self.cfg.jobs_dir {
+            env_vars["SPADE_WORKER_DATA_DIR"] =
+                json!(crate::run_state_dir(dir, spec.run_id).display().to_string());
+        }
         let body = json!({
             "entrypoint": entrypoint.join(" "),
             "submission_id": submission_id,
-            "runtime_env": {"env_vars": {
-                "SPADE_WORKER_TOKEN": spec.token,
-                "SPADE_RUN_ID": spec.run_id.to_string(),
-                "SPADE_JOB_ID": job_id,
-            }},
+            "runtime_env": {"env_vars": env_vars},
             "metadata": {
                 "spade_job_id": job_id,
                 "spade_run_id": spec.run_id.to_string(),

@@ -20,6 +20,7 @@ async fn ray(command: &[&str]) -> Option<RayExecutor> {
         max_jobs: 4,
         request_timeout: Duration::from_secs(20),
         submission_prefix: "spade".into(),
+        jobs_dir: Some(jobs_dir()),
     })
     .expect("http client");
     match ex.version().await {
@@ -27,6 +28,11 @@ async fn ray(command: &[&str]) -> Option<RayExecutor> {
         Err(e) => panic!("SPADE_RAY_ADDRESS={address} is set but Ray is unreachable: {e}"),
     }
     Some(ex)
+}
+
+/// The jobs directory the executor names the workers' state directories in.
+fn jobs_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join("spade-ray-test-jobs")
 }
 
 /// Run ids unique across test runs against one long-lived head (Ray keeps every submission id
@@ -65,7 +71,7 @@ async fn a_job_runs_to_success_with_its_token_and_logs() {
     let Some(ex) = ray(&[
         "sh",
         "-c",
-        "echo run={run} job={job} token=$SPADE_WORKER_TOKEN 'quoted arg'",
+        "echo run={run} job={job} token=$SPADE_WORKER_TOKEN data=$SPADE_WORKER_DATA_DIR 'quoted arg'",
     ])
     .await
     else {
@@ -82,9 +88,14 @@ async fn a_job_runs_to_success_with_its_token_and_logs() {
         JobStatus::Succeeded
     );
     let logs = ex.logs(&h, 100_000).await.expect("logs");
+    // The worker keeps its state where the server's path rule and spool taking look, as a
+    // local job does (before, a Ray job's checkpoints landed in Ray's working directory and
+    // the server refused them).
     let want = format!(
-        "run={} job={} token=ray-token-1 quoted arg",
-        s.run_id, s.job_id
+        "run={} job={} token=ray-token-1 data={} quoted arg",
+        s.run_id,
+        s.job_id,
+        spade_scheduler::run_state_dir(&jobs_dir(), s.run_id).display()
     );
     assert!(logs.contains(&want), "{logs}");
     let tail = ex.logs(&h, 20).await.expect("tail");
@@ -192,6 +203,7 @@ async fn an_unknown_submission_is_lost_and_an_unreachable_head_is_an_error() {
         max_jobs: 1,
         request_timeout: Duration::from_secs(2),
         submission_prefix: "spade".into(),
+        jobs_dir: None,
     })
     .expect("client");
     let err = dead.start(&spec(5)).await.expect_err("no Ray there");

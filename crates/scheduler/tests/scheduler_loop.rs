@@ -478,5 +478,6 @@ fn ex_config(address: &str, prefix: &str) -> RayConfig {
         max_jobs: 2,
         request_timeout: Duration::from_secs(20),
         submission_prefix: prefix.to_owned(),
+        jobs_dir: None,
     }
 }
