@@ -133,13 +133,19 @@ pub fn app(state: AppState) -> Router {
         .leptos_routes_with_context(
             &state,
             routes,
-            move || leptos::prelude::provide_context(data.clone()),
+            move || {
+                security::capture_nonce();
+                leptos::prelude::provide_context(data.clone());
+            },
             {
                 let options = state.leptos.clone();
                 move || shell(options.clone())
             },
         )
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .fallback(leptos_axum::file_and_error_handler_with_context::<AppState, _>(
+            security::capture_nonce,
+            shell,
+        ))
         .layer(axum::middleware::from_fn(ui_errors::client_errors))
         .layer(axum::middleware::from_fn(guard::check_request))
         .layer(axum::middleware::from_fn(site::cache_headers))
