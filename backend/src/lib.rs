@@ -19,6 +19,7 @@ pub mod security;
 pub mod serve;
 pub mod service;
 pub mod site;
+pub mod spool;
 pub mod ui_errors;
 
 use axum::extract::DefaultBodyLimit;

@@ -63,15 +63,6 @@ async fn main() -> anyhow::Result<()> {
             None => println!("Demo: not seeded (this database already has users)"),
         }
     }
-    // The job scheduler (backend/src/scheduling.rs); running jobs outlive a shutdown and are
-    // re-attached at the next start.
-    let (stop_scheduler, scheduler_stopped) = tokio::sync::watch::channel(false);
-    let scheduler = spade_server::scheduling::spawn_with_run_tokens(
-        db.clone(),
-        &cfg.scheduler,
-        listener.local_addr()?,
-        scheduler_stopped,
-    )?;
     // Connect info gives handlers the client address (login rate limiting is per IP).
     let public_url = cfg
         .scheduler
@@ -92,6 +83,15 @@ async fn main() -> anyhow::Result<()> {
             .with_vllm_hosts(&cfg.vllm_url_allow)
             .with_run_states(&cfg.scheduler.jobs_dir),
         );
+    // The job scheduler (backend/src/scheduling.rs); running jobs outlive a shutdown and are
+    // re-attached at the next start, and an ended job's unsent reports are taken (spool.rs).
+    let (stop_scheduler, scheduler_stopped) = tokio::sync::watch::channel(false);
+    let scheduler = spade_server::scheduling::spawn_for_app(
+        &state,
+        &cfg.scheduler,
+        listener.local_addr()?,
+        scheduler_stopped,
+    )?;
     spade_server::serve::serve(
         listener,
         app(state),

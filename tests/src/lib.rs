@@ -31,6 +31,9 @@ pub struct TestServer {
     /// The database it serves.
     pub db: spade_db::Pool,
     task: tokio::task::JoinHandle<()>,
+    /// Ends [`Self::task`] the way a stopped server ends: no new connections, requests in
+    /// flight drained, every connection closed.
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     /// The scheduler task and its stop signal, with [`ServerOptions::workers`].
     scheduler: Option<(
         tokio::sync::watch::Sender<bool>,
@@ -55,11 +58,19 @@ pub struct ServerOptions {
     /// `target/debug/spade worker` processes (build `spade-cli` and `spade-sandbox-runner`
     /// first). Default: no scheduler; runs stay queued.
     pub workers: bool,
+    /// Serve on this port (a restarted server: the same port is the same scheduler node and
+    /// jobs directory, so it re-attaches to the first one's jobs). Default: an ephemeral port.
+    pub port: Option<u16>,
+    /// Extra environment of every worker (`NAME=value`), e.g. `SPADE_FINAL_FLUSH_SECS=5`.
+    pub worker_env: Vec<String>,
 }
 
 /// The scheduler settings of a test server: one CPU slot, a quick poll, a short stop grace,
 /// jobs in a temporary directory and the worker built next to this test.
-fn worker_settings(port: u16) -> anyhow::Result<spade_server::config::SchedulerSettings> {
+fn worker_settings(
+    port: u16,
+    worker_env: &[String],
+) -> anyhow::Result<spade_server::config::SchedulerSettings> {
     let root = workspace_root();
     let bin = root.join("target").join("debug");
     for exe in ["spade", "spade-sandbox-runner"] {
@@ -73,8 +84,9 @@ fn worker_settings(port: u16) -> anyhow::Result<spade_server::config::SchedulerS
     // The job runs in its own directory, so paths are absolute; `env` sets what
     // scripts/serve exports (one BLAS thread per worker, the seed library).
     let worker_command = format!(
-        "/usr/bin/env OMP_NUM_THREADS=1 SPADE_SEEDS={} {} worker --run {{run}} --server {{server}}",
+        "/usr/bin/env OMP_NUM_THREADS=1 SPADE_SEEDS={} {} {} worker --run {{run}} --server {{server}}",
         root.join("envs").join("seed").display(),
+        worker_env.join(" "),
         bin.join("spade").display()
     );
     Ok(spade_server::config::SchedulerSettings {
@@ -97,6 +109,30 @@ fn worker_settings(port: u16) -> anyhow::Result<spade_server::config::SchedulerS
 }
 
 impl TestServer {
+    /// The port it serves on (give it to [`ServerOptions::port`] to start it again).
+    pub fn port(&self) -> u16 {
+        self.url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Stops serving and scheduling as a killed server would: its workers, children in process
+    /// groups of their own, keep running (and find nobody at the address until a server with
+    /// the same [`ServerOptions::port`] starts).
+    pub async fn stop(mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        let _ = (&mut self.task).await;
+        if let Some((stop, task)) = self.scheduler.take() {
+            let _ = stop.send(true);
+            task.abort();
+            let _ = task.await;
+        }
+    }
+
     /// Starts the app on `db`, serving the site built by `scripts/build-site`.
     ///
     /// `db` is the test's own database, already migrated: the fresh one `#[sqlx::test]` hands
@@ -119,7 +155,7 @@ impl TestServer {
                 wasm.display()
             );
         }
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", opts.port.unwrap_or(0))).await?;
         let addr = listener.local_addr()?;
         let leptos = LeptosOptions::builder()
             .output_name(spade_server::OUTPUT_NAME)
@@ -137,27 +173,35 @@ impl TestServer {
             .with_public_url(format!("http://{addr}"));
         let mut scheduler = None;
         if opts.workers {
-            let settings = worker_settings(addr.port())?;
-            let (stop, stopped) = tokio::sync::watch::channel(false);
-            let task = spade_server::scheduling::spawn_with_run_tokens(
-                db.clone(),
-                &settings,
-                addr,
-                stopped,
-            )?
-            .context("the local executor always starts a scheduler")?;
+            let settings = worker_settings(addr.port(), &opts.worker_env)?;
             // The workers' checkpoints lie in their runs' state directories, where the path
             // rule accepts them (as `spade-server` sets it from --jobs-dir).
             state = state
                 .with_paths(
                     spade_server::paths::PathRoots::default().with_run_states(&settings.jobs_dir),
                 )
-                .with_scheduler(settings);
+                .with_scheduler(settings.clone());
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let task = spade_server::scheduling::spawn_for_app(&state, &settings, addr, stopped)?
+                .context("the local executor always starts a scheduler")?;
             scheduler = Some((stop, task));
         }
         let app = spade_server::app(state);
+        // The server's own loop (idle deadline, drain on shutdown), so that [`Self::stop`]
+        // closes every connection as a stopped server does.
+        let (shutdown, stopping) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
+            let stopping = async {
+                let _ = stopping.await;
+            };
+            if let Err(e) = spade_server::serve::serve(
+                listener,
+                app,
+                spade_server::serve::IDLE_TIMEOUT,
+                stopping,
+            )
+            .await
+            {
                 eprintln!("test server stopped: {e}");
             }
         });
@@ -165,6 +209,7 @@ impl TestServer {
             url: format!("http://{addr}"),
             db,
             task,
+            shutdown: Some(shutdown),
             scheduler,
         })
     }

@@ -27,7 +27,14 @@ async fn a_run_launched_from_the_form_progresses_live_and_cancels(
     pool: Pool,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
-    let server = TestServer::start_with(pool.clone(), ServerOptions { workers: true }).await?;
+    let server = TestServer::start_with(
+        pool.clone(),
+        ServerOptions {
+            workers: true,
+            ..ServerOptions::default()
+        },
+    )
+    .await?;
     let mut browser = Browser::start().await?;
     let c = browser.client.clone();
     c.set_window_size(1280, 1400).await?;

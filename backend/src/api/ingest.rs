@@ -90,8 +90,46 @@ pub async fn ingest(
             ),
         ));
     }
+    let (acknowledged, status) = store(&state, &scope, &req.envelopes).await?;
+    // Reviews can retire live environments; the worker hears of it on its next report.
+    let retire = spade_db::reviews::retirements(&state.db, run_id)
+        .await?
+        .into_iter()
+        .map(|r| spade::report::Retire {
+            env_id: r.env_id,
+            verdict: r.verdict.as_str().to_owned(),
+            message: format!(
+                "marked {} by {}{}",
+                r.verdict.as_str(),
+                r.reviewer,
+                if r.comment.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", r.comment)
+                }
+            ),
+        })
+        .collect();
+    Ok(Json(IngestReply {
+        acknowledged,
+        cancel_requested: matches!(status, RunStatus::Cancelling | RunStatus::Cancelled),
+        retire,
+    }))
+}
+
+/// Stores one batch of `scope`'s run in one transaction, as the ingest route does: each
+/// envelope's key is claimed first (a replay is acknowledged, stored once), every field is
+/// checked, the new facts go to the run's live pages after the commit, and a checkpoint queues
+/// its automatic evaluations. Returns the acknowledged keys and the run's status. The route
+/// calls it for a worker's batch; [`crate::spool`] for what an ended worker could not send.
+pub(crate) async fn store(
+    state: &AppState,
+    scope: &RunScope,
+    envelopes: &[Envelope],
+) -> ApiResult<(Vec<String>, RunStatus)> {
+    let run_id = scope.run_id();
     let run_id_text = run_id.to_string();
-    for (i, e) in req.envelopes.iter().enumerate() {
+    for (i, e) in envelopes.iter().enumerate() {
         if e.run_id != run_id_text {
             return Err(AppError::invalid(
                 &format!("envelopes[{i}].run_id"),
@@ -106,9 +144,9 @@ pub async fn ingest(
         }
     }
     let mut batch = ingest::begin(&state.db, &scope).await?;
-    let mut acknowledged = Vec::with_capacity(req.envelopes.len());
+    let mut acknowledged = Vec::with_capacity(envelopes.len());
     let mut events = Vec::new();
-    for (i, e) in req.envelopes.iter().enumerate() {
+    for (i, e) in envelopes.iter().enumerate() {
         let seq = to_i64(e.seq, i, "seq")?;
         if batch.claim(&e.key, seq).await? {
             let ctx = Ctx {
@@ -137,30 +175,7 @@ pub async fn ingest(
         }
         state.events.publish(run_id, ev);
     }
-    // Reviews can retire live environments; the worker hears of it on its next report.
-    let retire = spade_db::reviews::retirements(&state.db, run_id)
-        .await?
-        .into_iter()
-        .map(|r| spade::report::Retire {
-            env_id: r.env_id,
-            verdict: r.verdict.as_str().to_owned(),
-            message: format!(
-                "marked {} by {}{}",
-                r.verdict.as_str(),
-                r.reviewer,
-                if r.comment.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", r.comment)
-                }
-            ),
-        })
-        .collect();
-    Ok(Json(IngestReply {
-        acknowledged,
-        cancel_requested: matches!(status, RunStatus::Cancelling | RunStatus::Cancelled),
-        retire,
-    }))
+    Ok((acknowledged, status))
 }
 
 fn to_i64(v: u64, i: usize, field: &str) -> ApiResult<i64> {

@@ -144,6 +144,25 @@ impl RunScope {
         })
     }
 
+    /// The server's own access to `run_id` on behalf of its ended training job, to store the
+    /// reports its worker spooled but could not send (the backend's `spool` module): what the
+    /// worker could have stored with its token, nothing more. Only the scheduler's end-of-job
+    /// path calls it; no request can.
+    pub async fn for_ended_job(pool: &PgPool, run_id: i64) -> Result<Self, DbError> {
+        let team_id = sqlx::query_scalar!(
+            "SELECT p.team_id FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id = $1",
+            run_id
+        )
+        .fetch_optional(pool)
+        .await?
+        .ok_or(DbError::NotFound("run"))?;
+        Ok(Self {
+            run_id,
+            team_id,
+            access: Access::Worker,
+        })
+    }
+
     /// A worker's access to `run_id`. `verify` receives the stored hash of the run token and
     /// says whether the presented token matches it (the backend compares in constant time); a
     /// run without a token, or a mismatch, gives `NotFound("run")`.

@@ -10,7 +10,7 @@ mod scheduler;
 
 pub use local::{LocalConfig, LocalExecutor, run_state_dir};
 pub use ray::{RayConfig, RayExecutor};
-pub use scheduler::{SchedError, Scheduler, SchedulerConfig, Tick, TokenSource};
+pub use scheduler::{JobEnd, SchedError, Scheduler, SchedulerConfig, Tick, TokenSource};
 
 use serde::{Deserialize, Serialize};
 use std::future::Future;

@@ -38,10 +38,28 @@ pub struct SchedulerConfig {
     pub resume_lost: bool,
 }
 
-/// Issues the per-run worker token handed to a job (the backend's auth layer implements it).
+/// How a job ended, as it is about to be recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobEnd {
+    pub state: JobState,
+    pub exit_code: Option<i32>,
+    pub message: String,
+}
+
+/// What the server does for the jobs the scheduler runs: issue the per-run worker token handed
+/// to a job (the backend's auth layer), and look at a training job's end before it is recorded.
 pub trait TokenSource: Send + Sync + 'static {
     /// A token that lets the worker of `job` report to the server.
     fn token(&self, job: &Job) -> impl Future<Output = Result<String, String>> + Send;
+
+    /// Called when a training job has ended (seen while watching it or on re-attaching after a
+    /// restart), before its end is recorded; returns the end to record. The backend takes the
+    /// reports the worker spooled but could not send, which may turn a worker that failed only
+    /// at sending its last reports into a success. By default the end stays as it is.
+    fn train_job_ended(&self, job: &Job, end: JobEnd) -> impl Future<Output = JobEnd> + Send {
+        let _ = job;
+        async move { end }
+    }
 }
 
 /// Errors of the scheduler loop.
@@ -295,7 +313,18 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
                 }
                 JobStatus::Pending | JobStatus::Running => return Ok(()),
             };
-            self.finish(job, state, code, &message).await?;
+            let end = JobEnd {
+                state,
+                exit_code: code,
+                message,
+            };
+            let end = if job.kind == JobKind::Train {
+                self.tokens.train_job_ended(job, end).await
+            } else {
+                end
+            };
+            let state = end.state;
+            self.finish(job, state, end.exit_code, &end.message).await?;
             self.executor.release(&handle);
             self.lock_stopping().remove(&job.id);
             tick.finished.push((job.id, state));

@@ -1003,10 +1003,6 @@ impl Loop<'_> {
         // The last progress names the steps completed, so a finished run shows 6/6, not the
         // index of its last step.
         self.phase("done")?;
-        // The service hears of the end only once everything before it is acknowledged (and
-        // this fails, ending the worker as failed, if the service does not take it in time):
-        // a run never counts as succeeded with reports left in its spool.
-        self.sink.finish()?;
         let mut message = format!("{} of {} steps", self.state.step, self.cfg.run.steps);
         if let Some(nothing) = nothing_usable(&self.state) {
             (self.on)(Event::Log(nothing.clone()));
@@ -1016,6 +1012,12 @@ impl Loop<'_> {
             })?;
             message = format!("{message}; {nothing}");
         }
+        // The end is spooled behind every report before it, and the sink sends in seq order,
+        // a batch per transaction: the service hears of the end only once everything before it
+        // is stored, so a run never counts as succeeded with reports left in its spool. When
+        // the service does not take them in time this fails, ending the worker as failed with
+        // the end still spooled; a server that takes the spool then (the backend's `spool`
+        // module) stores everything and records the success the end reports.
         self.live(Message::Finished { status, message })?;
         self.sink.finish()?;
         Ok(())
