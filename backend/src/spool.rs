@@ -87,13 +87,11 @@ pub async fn take(state: &AppState, run_id: i64, dir: &Path) -> Result<Option<Ta
     }
     taken.stored = stored;
     taken.left = envelopes.len() - stored;
-    taken.finished = envelopes[..stored]
-        .iter()
-        .rev()
-        .find_map(|e| match &e.message {
-            Message::Finished { status, .. } => Some(*status),
-            _ => None,
-        });
+    // The first end counts, as in the database (a finished run stays finished).
+    taken.finished = envelopes[..stored].iter().find_map(|e| match &e.message {
+        Message::Finished { status, .. } => Some(*status),
+        _ => None,
+    });
     // What was stored leaves the file; the rest stays for a resumed attempt or an operator.
     if taken.left == 0 {
         tokio::fs::remove_file(&path).await.map_err(io(&path))?;

@@ -63,6 +63,10 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     let outcome = match outcome {
         Ok(o) => o,
+        // The run finished and its end is spooled behind everything else: only the service
+        // did not take it in time. A failure report now would contradict that end, which the
+        // server stores when it takes the spool (or a resumed attempt sends it).
+        Err(e @ spade_worker::WorkerError::Unsent { .. }) => return Err(e.into()),
         Err(e) => {
             report_failure(&store, &mut sink, &args.run, &e.to_string());
             return Err(e.into());
