@@ -86,7 +86,7 @@ async fn main() -> anyhow::Result<()> {
     // The job scheduler (backend/src/scheduling.rs); running jobs outlive a shutdown and are
     // re-attached at the next start, and an ended job's unsent reports are taken (spool.rs).
     let (stop_scheduler, scheduler_stopped) = tokio::sync::watch::channel(false);
-    let scheduler = spade_server::scheduling::spawn_for_app(
+    let scheduler = spade_server::spool::spawn_scheduler(
         &state,
         &cfg.scheduler,
         listener.local_addr()?,

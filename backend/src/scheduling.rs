@@ -8,7 +8,7 @@ use crate::auth::job_tokens;
 use crate::config::{ExecutorSetting, SchedulerSettings};
 use spade_db::jobs::{self, Job, JobExecutor, JobKind};
 use spade_scheduler::{
-    Executor, JobEnd, JobHandle, LocalConfig, LocalExecutor, RayConfig, RayExecutor, Scheduler,
+    Executor, JobHandle, LocalConfig, LocalExecutor, RayConfig, RayExecutor, Scheduler,
     SchedulerConfig, TokenSource,
 };
 use std::future::Future;
@@ -171,21 +171,11 @@ pub fn spawn<T: TokenSource>(
 
 /// The tokens the scheduler hands to jobs: a training job gets a fresh run token
 /// ([`crate::auth::job_tokens`]: the previous one stops working), an evaluation job a
-/// token of its own that can post that evaluation's results and nothing else. With `spools`,
-/// an ended training job's unsent reports are taken from its run's state directory
-/// ([`crate::spool`]).
+/// token of its own that can post that evaluation's results and nothing else. The server wraps
+/// it in [`crate::spool::SpoolTaking`], which also takes an ended job's unsent reports.
 #[derive(Debug, Clone)]
 pub struct LaunchTokens {
     pub db: spade_db::Pool,
-    pub spools: Option<Spools>,
-}
-
-/// Where ended jobs' spools are taken from, and the state that stores them.
-#[derive(Debug, Clone)]
-pub struct Spools {
-    pub state: crate::AppState,
-    /// `--jobs-dir`: a run's state directory is `spade_scheduler::run_state_dir(jobs_dir, run)`.
-    pub jobs_dir: std::path::PathBuf,
 }
 
 impl TokenSource for LaunchTokens {
@@ -196,46 +186,18 @@ impl TokenSource for LaunchTokens {
         }
         .map_err(|e| e.to_string())
     }
-
-    async fn train_job_ended(&self, job: &Job, end: JobEnd) -> JobEnd {
-        let Some(spools) = &self.spools else {
-            return end;
-        };
-        let dir = spade_scheduler::run_state_dir(&spools.jobs_dir, job.run_id);
-        crate::spool::settle(&spools.state, job.run_id, &dir, end).await
-    }
 }
 
-/// [`spawn`] with [`LaunchTokens`] that take no spools (tests of the scheduler alone).
+/// [`spawn`] with [`LaunchTokens`] alone, taking no spools (tests of the scheduler alone); the
+/// server starts it with [`crate::spool::spawn_scheduler`].
 pub fn spawn_with_run_tokens(
     db: spade_db::Pool,
     s: &SchedulerSettings,
     listen: SocketAddr,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Option<JoinHandle<()>>, SchedulingError> {
-    let tokens = LaunchTokens {
-        db: db.clone(),
-        spools: None,
-    };
+    let tokens = LaunchTokens { db: db.clone() };
     spawn(db, s, listen, tokens, shutdown)
-}
-
-/// [`spawn`] as the server runs it: [`LaunchTokens`] that take an ended job's spool into
-/// `state`'s database (its path rules and live pages apply).
-pub fn spawn_for_app(
-    state: &crate::AppState,
-    s: &SchedulerSettings,
-    listen: SocketAddr,
-    shutdown: watch::Receiver<bool>,
-) -> Result<Option<JoinHandle<()>>, SchedulingError> {
-    let tokens = LaunchTokens {
-        db: state.db.clone(),
-        spools: Some(Spools {
-            state: state.clone(),
-            jobs_dir: s.jobs_dir.clone(),
-        }),
-    };
-    spawn(state.db.clone(), s, listen, tokens, shutdown)
 }
 
 fn local_config(s: &SchedulerSettings, command: Vec<String>) -> LocalConfig {

@@ -13,7 +13,7 @@ use crate::AppState;
 use spade::report::{Envelope, FinishStatus, MAX_ENVELOPES_PER_BATCH, Message};
 use spade_db::RunScope;
 use spade_db::jobs::JobState;
-use spade_scheduler::JobEnd;
+use spade_scheduler::{JobEnd, TokenSource};
 use std::path::{Path, PathBuf};
 
 /// The file a worker spools its reports in, inside its data directory (`crate::sink` of the
@@ -151,4 +151,43 @@ pub async fn settle(state: &AppState, run_id: i64, dir: &Path, end: JobEnd) -> J
         message,
         ..end
     }
+}
+
+/// [`crate::scheduling::LaunchTokens`] that also take an ended training job's spool from its
+/// run's state directory under `jobs_dir` ([`settle`]).
+#[derive(Debug, Clone)]
+pub struct SpoolTaking {
+    pub tokens: crate::scheduling::LaunchTokens,
+    pub state: AppState,
+    /// `--jobs-dir`: a run's state directory is `spade_scheduler::run_state_dir(jobs_dir, run)`.
+    pub jobs_dir: PathBuf,
+}
+
+impl TokenSource for SpoolTaking {
+    async fn token(&self, job: &spade_db::jobs::Job) -> Result<String, String> {
+        self.tokens.token(job).await
+    }
+
+    async fn train_job_ended(&self, job: &spade_db::jobs::Job, end: JobEnd) -> JobEnd {
+        let dir = spade_scheduler::run_state_dir(&self.jobs_dir, job.run_id);
+        settle(&self.state, job.run_id, &dir, end).await
+    }
+}
+
+/// The scheduler as the server runs it ([`crate::scheduling::spawn`]): tokens that take an
+/// ended job's spool into `state`'s database (its path rules and live pages apply).
+pub fn spawn_scheduler(
+    state: &AppState,
+    s: &crate::config::SchedulerSettings,
+    listen: std::net::SocketAddr,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<Option<tokio::task::JoinHandle<()>>, crate::scheduling::SchedulingError> {
+    let tokens = SpoolTaking {
+        tokens: crate::scheduling::LaunchTokens {
+            db: state.db.clone(),
+        },
+        state: state.clone(),
+        jobs_dir: s.jobs_dir.clone(),
+    };
+    crate::scheduling::spawn(state.db.clone(), s, listen, tokens, shutdown)
 }

@@ -182,7 +182,7 @@ impl TestServer {
                 )
                 .with_scheduler(settings.clone());
             let (stop, stopped) = tokio::sync::watch::channel(false);
-            let task = spade_server::scheduling::spawn_for_app(&state, &settings, addr, stopped)?
+            let task = spade_server::spool::spawn_scheduler(&state, &settings, addr, stopped)?
                 .context("the local executor always starts a scheduler")?;
             scheduler = Some((stop, task));
         }

@@ -143,7 +143,7 @@ pub(crate) async fn store(
             ));
         }
     }
-    let mut batch = ingest::begin(&state.db, &scope).await?;
+    let mut batch = ingest::begin(&state.db, scope).await?;
     let mut acknowledged = Vec::with_capacity(envelopes.len());
     let mut events = Vec::new();
     for (i, e) in envelopes.iter().enumerate() {
@@ -165,7 +165,7 @@ pub(crate) async fn store(
             // failure here loses only the automatic evaluation (people can still queue it), not
             // the acknowledged report.
             let step = i64::try_from(*step).unwrap_or(i64::MAX);
-            match super::evaluations::auto_for_checkpoint(&state, &scope, step).await {
+            match super::evaluations::auto_for_checkpoint(state, scope, step).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(run_id, step, queued = n, "automatic evaluations queued"),
                 Err(e) => {
