@@ -243,6 +243,16 @@ pub async fn load_runs(
         .map_err(to_sfn)
 }
 
+/// Clears the show-once cookie `name` with this answer (its secret is on the page now).
+#[cfg(feature = "ssr")]
+fn clear_cookie(opts: &leptos_axum::ResponseOptions, name: &str) {
+    if let Ok(v) = http::HeaderValue::from_str(&format!(
+        "{name}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"
+    )) {
+        opts.append_header(http::header::SET_COOKIE, v);
+    }
+}
+
 /// A run with its metrics.
 #[server(prefix = "/ui", endpoint = "run", input = GetUrl)]
 pub async fn load_run(run_id: i64) -> Result<Access<RunData>, ServerFnError> {
@@ -254,12 +264,8 @@ pub async fn load_run(run_id: i64) -> Result<Access<RunData>, ServerFnError> {
     #[cfg(feature = "ssr")]
     if let (Some(opts), Access::Granted(d)) = (opts, &out)
         && d.shares.as_ref().is_some_and(|s| s.new_token.is_some())
-        && let Ok(v) = http::HeaderValue::from_str(&format!(
-            "{}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict",
-            crate::dto::new_share_cookie(run_id)
-        ))
     {
-        opts.append_header(http::header::SET_COOKIE, v);
+        clear_cookie(&opts, &crate::dto::new_share_cookie(run_id));
     }
     Ok(out)
 }
@@ -335,12 +341,7 @@ pub async fn load_teams() -> Result<Access<TeamsData>, ServerFnError> {
     #[cfg(feature = "ssr")]
     if let (Some(opts), Access::Granted(d)) = (opts, &out) {
         for t in d.teams.iter().filter(|t| t.new_invitation.is_some()) {
-            if let Ok(v) = http::HeaderValue::from_str(&format!(
-                "{}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict",
-                crate::dto::new_invitation_cookie(t.team.id)
-            )) {
-                opts.append_header(http::header::SET_COOKIE, v);
-            }
+            clear_cookie(&opts, &crate::dto::new_invitation_cookie(t.team.id));
         }
     }
     Ok(out)

@@ -117,6 +117,40 @@ fn spooled_env_ids(spool: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// The report spool of `run`'s worker under the jobs directory of the server on `port`.
+fn spool_file(port: u16, run: i64) -> PathBuf {
+    jobs_dir(port)
+        .join(format!("spade-run-{run}-state"))
+        .join("spool.jsonl")
+}
+
+/// Starts the server again on `port` (same node and jobs directory: it re-attaches) and waits
+/// up to `limit_s` for `run` to end; returns the server and the run's status and message.
+async fn restart_until_ended(
+    pool: &Pool,
+    port: u16,
+    run: i64,
+    limit_s: u64,
+) -> anyhow::Result<(TestServer, RunStatus, String)> {
+    let server = TestServer::start_with(
+        pool.clone(),
+        ServerOptions {
+            workers: true,
+            port: Some(port),
+            ..ServerOptions::default()
+        },
+    )
+    .await?;
+    until(
+        Duration::from_secs(limit_s),
+        "the run never ended",
+        || async { Ok(status(pool, run).await?.0.is_terminal()) },
+    )
+    .await?;
+    let (st, message) = status(pool, run).await?;
+    Ok((server, st, message))
+}
+
 /// Starts a run on a server with workers, stops the server once step 0 is stored, and returns
 /// the stopped server's port, the run and the environments stored before the outage.
 async fn run_into_an_outage(
@@ -153,9 +187,7 @@ async fn an_outage_at_the_runs_end_loses_nothing_and_a_restarted_server_takes_th
     // 1. Down for 90 s across the final flush; the worker waits and delivers.
     let (port, run, before) = run_into_an_outage(&pool, "down-90s", vec![]).await?;
     let down = Instant::now();
-    let spool_path = jobs_dir(port)
-        .join(format!("spade-run-{run}-state"))
-        .join("spool.jsonl");
+    let spool_path = spool_file(port, run);
     until(
         Duration::from_secs(600),
         "the worker never reached its end during the outage",
@@ -179,20 +211,7 @@ async fn an_outage_at_the_runs_end_loses_nothing_and_a_restarted_server_takes_th
         RunStatus::Running,
         "nobody may call the run finished while the server is down"
     );
-    let server = TestServer::start_with(
-        pool.clone(),
-        ServerOptions {
-            workers: true,
-            port: Some(port),
-            ..ServerOptions::default()
-        },
-    )
-    .await?;
-    until(Duration::from_secs(300), "the run never ended", || async {
-        Ok(status(&pool, run).await?.0.is_terminal())
-    })
-    .await?;
-    let (st, message) = status(&pool, run).await?;
+    let (server, st, message) = restart_until_ended(&pool, port, run, 300).await?;
     eprintln!(
         "down 90 s ({:.0} s to the worker's end): {st:?} {message:?}, {} environments ({} before the outage)",
         reached_end.as_secs_f64(),
@@ -226,26 +245,11 @@ async fn an_outage_at_the_runs_end_loses_nothing_and_a_restarted_server_takes_th
         "0",
         "a worker with unsent reports exits as failed"
     );
-    let spool_path = jobs_dir(port)
-        .join(format!("spade-run-{run}-state"))
-        .join("spool.jsonl");
+    let spool_path = spool_file(port, run);
     let spooled = std::fs::read_to_string(&spool_path)?;
     assert!(spooled.contains(r#""kind":"finished""#), "{spooled}");
     let expected: BTreeSet<String> = before.union(&spooled_env_ids(&spooled)).cloned().collect();
-    let server = TestServer::start_with(
-        pool.clone(),
-        ServerOptions {
-            workers: true,
-            port: Some(port),
-            ..ServerOptions::default()
-        },
-    )
-    .await?;
-    until(Duration::from_secs(120), "the run never ended", || async {
-        Ok(status(&pool, run).await?.0.is_terminal())
-    })
-    .await?;
-    let (st, message) = status(&pool, run).await?;
+    let (server, st, message) = restart_until_ended(&pool, port, run, 120).await?;
     let job_message: String =
         sqlx::query_scalar("SELECT message FROM jobs WHERE run_id = $1 ORDER BY id DESC LIMIT 1")
             .bind(run)

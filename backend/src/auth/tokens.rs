@@ -125,7 +125,12 @@ pub fn random_token(prefix: &str) -> String {
 /// Whether `t` has the shape of a share-link token (`sps_` and 32 random bytes, base64url), so
 /// only such text from a cookie is ever put on a page.
 pub fn looks_like_share_token(t: &str) -> bool {
-    t.strip_prefix("sps_").is_some_and(|rest| {
+    looks_like_random_token("sps_", t)
+}
+
+/// Whether `t` has the shape [`random_token`] gives with `prefix` (32 bytes in base64url).
+pub fn looks_like_random_token(prefix: &str, t: &str) -> bool {
+    t.strip_prefix(prefix).is_some_and(|rest| {
         rest.len() == 43
             && rest
                 .bytes()

@@ -397,6 +397,24 @@ fn back_to_run(run_id: i64, anchor: &str, result: Result<String, AppError>) -> R
 }
 
 /// Back to the teams page with the outcome of a change.
+/// Carries a secret shown once (a new share token, a new invitation's code) from a form's
+/// redirect to the page that shows it, in a 5-minute HttpOnly, SameSite=Strict cookie that page
+/// clears: never in the address, so never in the browser's history.
+fn show_once(resp: &mut Response, state: &AppState, headers: &HeaderMap, name: &str, value: &str) {
+    let cookie = auth_routes::set_cookie(
+        name,
+        value,
+        300,
+        "/",
+        true,
+        "Strict",
+        auth_routes::cookies_secure(state, headers),
+    );
+    if let Ok(v) = cookie {
+        resp.headers_mut().append(header::SET_COOKIE, v);
+    }
+}
+
 fn back_to_teams(result: Result<String, AppError>, team: Option<i64>) -> Response {
     let anchor = team.map(|t| format!("#team-{t}")).unwrap_or_default();
     let to = match result {
@@ -506,18 +524,13 @@ async fn create_share(
     match result {
         Ok(token) => {
             let mut resp = back_to_run(run_id, "#sharing", Ok(String::new()));
-            let cookie = auth_routes::set_cookie(
+            show_once(
+                &mut resp,
+                &state,
+                &headers,
                 &spade_app::dto::new_share_cookie(run_id),
                 &token,
-                300,
-                "/",
-                true,
-                "Strict",
-                auth_routes::cookies_secure(&state, &headers),
             );
-            if let Ok(v) = cookie {
-                resp.headers_mut().append(header::SET_COOKIE, v);
-            }
             resp
         }
         Err(e) => back_to_run(run_id, "#sharing", Err(e)),

@@ -4,12 +4,10 @@
 //! function the API route calls, so roles, the "only the invited account" rule and the audit
 //! entries are the API's.
 
-use super::{MemberForm, back_to_teams, posted, role};
+use super::{MemberForm, back_to_teams, posted, role, show_once};
 use crate::AppState;
-use crate::auth::routes as auth_routes;
 use crate::service::teams::invitations as service;
 use axum::extract::{Path, Request, State};
-use axum::http::header;
 use axum::response::Response;
 use serde::Deserialize;
 use spade_db::teams::invitations::Answer;
@@ -36,20 +34,13 @@ pub(super) async fn invite(
     match result {
         Ok((notice, id, code)) => {
             let mut resp = back_to_teams(Ok(notice), Some(team_id));
-            // The code reaches the page in a short-lived HttpOnly cookie, shown there once,
-            // and never in the owner's address bar or history.
-            let cookie = auth_routes::set_cookie(
+            show_once(
+                &mut resp,
+                &state,
+                &headers,
                 &spade_app::dto::new_invitation_cookie(team_id),
                 &format!("{id}:{code}"),
-                300,
-                "/",
-                true,
-                "Strict",
-                auth_routes::cookies_secure(&state, &headers),
             );
-            if let Ok(v) = cookie {
-                resp.headers_mut().append(header::SET_COOKIE, v);
-            }
             resp
         }
         Err(e) => back_to_teams(Err(e), Some(team_id)),

@@ -84,12 +84,7 @@ pub const CODE_PREFIX: &str = "spi_";
 /// Whether `c` has the shape of an invitation code, so only such text from a cookie or an
 /// address is put on a page.
 pub fn looks_like_code(c: &str) -> bool {
-    c.strip_prefix(CODE_PREFIX).is_some_and(|rest| {
-        rest.len() == 43
-            && rest
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    })
+    crate::auth::tokens::looks_like_random_token(CODE_PREFIX, c)
 }
 
 /// The open invitations of team `team_id` (owners: they name emails that are not members).
