@@ -36,143 +36,11 @@ use spade::report::Envelope;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The optimiser state's file in a checkpoint directory (see `spade_policy::optim`).
-pub const OPTIMIZER: &str = spade_policy::optim::OPTIMIZER_FILE;
-
-/// Restores `trainer`'s optimiser from the checkpoint `dir`; false when the checkpoint predates
-/// optimiser states (no file). `masters`: also take its float32 masters (only when they are of
-/// the checkpoint's own step; older masters would undo the steps since). A file that does not
-/// fit the model is an error.
-pub fn load_optimizer(
-    trainer: &mut spade_policy::grpo::GrpoTrainer,
-    dir: &Path,
-    masters: bool,
-) -> Result<bool, WorkerError> {
-    let path = dir.join(OPTIMIZER);
-    if !path.exists() {
-        return Ok(false);
-    }
-    trainer.load_optimizer_with(&path, masters)?;
-    Ok(true)
-}
-
-/// Hard-links `from` to `to`, or copies it where links are not possible; returns the bytes.
-pub fn link_or_copy(from: &Path, to: &Path) -> Result<u64, WorkerError> {
-    let bytes = std::fs::metadata(from)
-        .map_err(|e| WorkerError::io(from, e))?
-        .len();
-    if std::fs::hard_link(from, to).is_err() {
-        std::fs::copy(from, to).map_err(|e| WorkerError::io(to, e))?;
-    }
-    Ok(bytes)
-}
-
-/// What a run's checkpoints take on disk, estimated before it starts.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DiskNeed {
-    /// Weights of one checkpoint (parameters x bytes of their kind).
-    pub weights: u64,
-    /// One optimiser state.
-    pub optimizer: u64,
-    /// Snapshots kept, and how many of them hold an optimiser state.
-    pub snapshots: u64,
-    pub snapshots_with_optimizer: u64,
-    /// All of it: the snapshots, plus `latest` and the new directory a commit writes beside it.
-    pub total: u64,
-}
-
-/// The disk a run's checkpoints need: the kept snapshots (`run.checkpoint_every`,
-/// `run.checkpoint_keep`, the optimiser in those at multiples of `run.optimizer_every` and the
-/// last), plus two resume points at once (a commit writes the new one before it drops the old).
-/// `weight_bytes` and `optimizer_bytes` are one checkpoint's.
-pub fn checkpoint_need(
-    run: &spade::config::RunSection,
-    weight_bytes: u64,
-    optimizer_bytes: u64,
-) -> DiskNeed {
-    let every = run.checkpoint_every.max(1);
-    let mut steps: Vec<u64> = (1..)
-        .map(|k| k * every)
-        .take_while(|&s| s < run.steps)
-        .collect();
-    steps.push(run.steps);
-    if run.checkpoint_keep > 0 {
-        let keep = run.checkpoint_keep as usize;
-        steps = steps.split_off(steps.len().saturating_sub(keep));
-    }
-    let opt_every = run.optimizer_every.max(1);
-    let with_opt = steps
-        .iter()
-        .filter(|&&s| s.is_multiple_of(opt_every) || s == run.steps)
-        .count() as u64;
-    let n = steps.len() as u64;
-    DiskNeed {
-        weights: weight_bytes,
-        optimizer: optimizer_bytes,
-        snapshots: n,
-        snapshots_with_optimizer: with_opt,
-        total: (n + 2) * weight_bytes + (with_opt + 2) * optimizer_bytes,
-    }
-}
-
-/// Gibibytes, for messages.
-pub fn gib(bytes: u64) -> String {
-    format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
-}
-
-/// Refuses a run whose checkpoints need more than `free` bytes (`used`: what its checkpoints
-/// already take, for a resumed run).
-pub fn check_disk(need: &DiskNeed, used: u64, free: u64, dir: &Path) -> Result<(), WorkerError> {
-    let more = need.total.saturating_sub(used);
-    if more <= free {
-        return Ok(());
-    }
-    Err(WorkerError::Config(format!(
-        "the checkpoints of this run need about {} more ({} snapshots of {} weights, {} of them \
-         with a {} optimizer state, plus two resume points), but the file system of {} has {} \
-         free; free space, or lower run.checkpoint_keep, or raise run.checkpoint_every / \
-         run.optimizer_every",
-        gib(more),
-        need.snapshots,
-        gib(need.weights),
-        need.snapshots_with_optimizer,
-        gib(need.optimizer),
-        dir.display(),
-        gib(free)
-    )))
-}
-
-/// Free bytes for an unprivileged user on the file system of `dir` (or of its nearest existing
-/// ancestor).
-pub fn free_bytes(dir: &Path) -> Result<u64, WorkerError> {
-    let mut at = dir;
-    while !at.exists() {
-        match at.parent() {
-            Some(p) if !p.as_os_str().is_empty() => at = p,
-            _ => {
-                at = Path::new(".");
-                break;
-            }
-        }
-    }
-    let st = rustix::fs::statvfs(at).map_err(|e| WorkerError::io(at, e.into()))?;
-    Ok(st.f_bavail.saturating_mul(st.f_frsize))
-}
-
-/// Bytes of all files under `dir`, recursively (0 when it does not exist).
-pub fn tree_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .filter_map(Result::ok)
-        .map(|e| match e.metadata() {
-            Ok(m) if m.is_dir() => tree_bytes(&e.path()),
-            Ok(m) => m.len(),
-            Err(_) => 0,
-        })
-        .sum()
-}
+mod disk;
+pub use disk::{
+    DiskNeed, OPTIMIZER, check_disk, checkpoint_need, dir_bytes, free_bytes, gib, link_or_copy,
+    load_optimizer, tree_bytes,
+};
 
 /// Bumped when [`RunState`] changes incompatibly.
 pub const STATE_VERSION: u32 = 1;
@@ -487,21 +355,6 @@ impl StateStore {
             .map_err(|e| WorkerError::io(&tmp, e))?;
         std::fs::rename(&tmp, &path).map_err(|e| WorkerError::io(&path, e))
     }
-}
-
-/// Total size of the files directly in `dir` (a checkpoint directory); 0 when unreadable, since
-/// the size is only shown to people.
-pub fn dir_bytes(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter_map(|e| e.metadata().ok())
-                .filter(std::fs::Metadata::is_file)
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0)
 }
 
 /// The key of a kind's window in [`RunState::windows`].

@@ -43,7 +43,6 @@ use server::Server;
 use spade_policy::engine::Request;
 use spade_policy::tokenizer::Tokenizer;
 use spade_policy::{Policy, PolicyError};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -694,24 +693,28 @@ pub fn for_run(
     Ok(Some(std::sync::Arc::new(fleet)))
 }
 
-/// After the update of step `step` (0-based): the new weights on every server. Metrics
-/// `vllm_sync_s` (write + load), `vllm_probe_gap` and `vllm_restarts` (so far in the run; each
-/// restart is also a log line).
+/// What syncing the weights after an update measured (metrics `vllm_restarts`, so far in the
+/// run, each restart also a log line; `vllm_sync_s`, write + load; `vllm_probe_gap`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SyncStats {
+    pub restarts: u32,
+    pub sync_s: f64,
+    pub probe_gap: f64,
+}
+
+/// After the update of step `step` (0-based): the new weights on every server.
 pub fn sync_after_update(
     fleet: &Fleet,
     policy: &Policy,
     step: u64,
-    m: &mut BTreeMap<String, f64>,
     log: &mut dyn FnMut(String),
-) -> Result<(), crate::WorkerError> {
+) -> Result<SyncStats, crate::WorkerError> {
     // Restarts during this step's rollouts, logged once they are behind us.
     for note in fleet.take_notes() {
         log(note);
     }
-    m.insert("vllm_restarts".into(), f64::from(fleet.restarts()));
+    let restarts = fleet.restarts();
     let r = fleet.sync(policy, &format!("step-{step}"))?;
-    m.insert("vllm_sync_s".into(), r.write_s + r.load_s);
-    m.insert("vllm_probe_gap".into(), r.probe_gap);
     log(format!(
         "vllm: weights {} on {} server(s): written in {:.2} s, loaded in {:.2} s",
         r.version,
@@ -719,18 +722,22 @@ pub fn sync_after_update(
         r.write_s,
         r.load_s
     ));
-    Ok(())
+    Ok(SyncStats {
+        restarts,
+        sync_s: r.write_s + r.load_s,
+        probe_gap: r.probe_gap,
+    })
 }
 
 /// The servers' log-probs become the behaviour policy of truncated importance sampling and
 /// tch's recomputation the "old" policy of the ratio (the two differ by kernels and rounding).
-/// Metrics: `vllm_logprob_gap_mean` / `_max`, |server - tch| over the sampled tokens.
+/// Returns |server - tch| over the sampled tokens, (mean, max), when any was sampled (metrics
+/// `vllm_logprob_gap_mean` / `_max`).
 pub fn rescore(
     policy: &Policy,
     samples: &mut [spade_policy::grpo::GrpoSample],
     temperature: f64,
-    m: &mut BTreeMap<String, f64>,
-) -> Result<(), crate::WorkerError> {
+) -> Result<Option<(f64, f64)>, crate::WorkerError> {
     let (mut sum, mut max, mut n) = (0.0f64, 0.0f64, 0u64);
     for s in samples.iter_mut() {
         let tch = spade_policy::train::token_logprobs(
@@ -759,11 +766,7 @@ pub fn rescore(
         }
         s.behavior_logprobs = Some(std::mem::replace(&mut s.old_logprobs, old));
     }
-    if n > 0 {
-        m.insert("vllm_logprob_gap_mean".into(), sum / n as f64);
-        m.insert("vllm_logprob_gap_max".into(), max);
-    }
-    Ok(())
+    Ok((n > 0).then(|| (sum / n as f64, max)))
 }
 
 /// |a - b| over the positions `mask` sets: (mean, max, count). What the tests and the

@@ -46,6 +46,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub mod families;
+pub(crate) mod spice;
 
 /// Bumped whenever the pairs or the training change, so stale caches are not reused.
 pub const WARMSTART_VERSION: u32 = 3;

@@ -2,9 +2,11 @@
 //! corpus document and memory examples, attempts and validation, hints, the formula-reveal check,
 //! embeddings for the Vendi window, and the hint plays. Also the fixed-env baseline's pool.
 
-use super::{Loop, env_seed, fnv, play_record};
+use super::Loop;
+use super::metrics::StepObservations;
+use super::{env_seed, fnv, play_record};
 use crate::designer::{self, DesignOptions, Slot};
-use crate::state::{self, Buffered, Embedded, LiveEnv, Window};
+use crate::state::{Buffered, Embedded, LiveEnv, Window};
 use crate::{WorkerError, play, seeds};
 use spade::EnvKind;
 use spade::config::{RunConfig, VendiKernel};
@@ -52,17 +54,28 @@ pub(crate) fn attempt_coords(
     [tag, kind, step, slot as u64, u64::from(attempt)]
 }
 
-/// Generates a new window of environments of `kind`.
+/// A regeneration's result: the new window (its hint plays tallied), the reports of its
+/// attempts and hint plays in the order they are sent, how many attempts the designer made and
+/// what the phase observed for the step's metrics.
+pub(super) struct Regenerated {
+    pub window: Window,
+    pub messages: Vec<Message>,
+    pub attempts: u64,
+    pub obs: StepObservations,
+}
+
+/// Generates a new window of environments of `kind` (None: no regeneration of `kind` at this
+/// step). The run's totals (attempts, accepted, distinct programs) are counted in the state.
 pub(super) fn regenerate(
     lp: &mut Loop<'_>,
     kind: EnvKind,
-    m: &mut BTreeMap<String, f64>,
-) -> Result<(), WorkerError> {
+) -> Result<Option<Regenerated>, WorkerError> {
     let step = lp.state.step;
-    let key = state::window_key(kind);
     let Some((round, skills)) = lp.cfg.regeneration_at(kind, step) else {
-        return Ok(());
+        return Ok(None);
     };
+    let mut obs = StepObservations::default();
+    let mut messages = Vec::new();
     let slots: Vec<Slot> = skills
         .iter()
         .map(|s| Slot {
@@ -149,12 +162,11 @@ pub(super) fn regenerate(
             n_attempts += 1;
             if a.accepted {
                 n_accepted += 1;
-                lp.obs.acceptance.accept();
+                obs.acceptance.accept();
                 lp.state.accepted_code.insert(code_hash(&a.code));
                 accepted.push((slot, a));
             } else {
-                lp.obs
-                    .acceptance
+                obs.acceptance
                     .reject(a.rejection_reason.as_deref().unwrap_or("unknown"));
             }
             window.buffer.push(Buffered {
@@ -166,7 +178,6 @@ pub(super) fn regenerate(
     }
     lp.state.attempts_total += n_attempts;
     lp.state.accepted_total += n_accepted;
-    m.insert(format!("{}/attempts", kind.as_str()), n_attempts as f64);
 
     lp.phase("hint")?;
     let codes: Vec<&str> = accepted.iter().map(|(_, a)| a.code.as_str()).collect();
@@ -191,7 +202,7 @@ pub(super) fn regenerate(
     for ((slot, a), hint) in accepted.iter().zip(hints) {
         hints_by_id.insert(a.env_id.clone(), hint.clone());
         let reveals = reveals_solution(lp, &a.code, kind.into());
-        lp.obs.formula_reveals.push(reveals);
+        obs.formula_reveals.push(reveals);
         window.envs.push(LiveEnv {
             env_id: a.env_id.clone(),
             skill: slots[*slot].skill.clone(),
@@ -215,7 +226,7 @@ pub(super) fn regenerate(
     }
     for (slot, list) in attempts.iter().enumerate() {
         for (i, a) in list.iter().enumerate() {
-            lp.pending.push(Message::Environment {
+            messages.push(Message::Environment {
                 record: EnvironmentRecord {
                     env_id: a.env_id.clone(),
                     step,
@@ -270,15 +281,19 @@ pub(super) fn regenerate(
     drop(jobs);
     for (env, eps) in window.envs.iter_mut().zip(all) {
         super::score::tally(env, &eps, true, step);
-        lp.obs.note_plays(&eps);
+        obs.note_plays(&eps);
         if let Some(msg) = super::score::broken_in_play(env, &eps, step) {
-            lp.pending.push(msg);
+            messages.push(msg);
         }
         records.extend(eps.iter().map(|ep| play_record(&env.env_id, step, ep)));
     }
-    lp.pending.push(Message::Plays { records });
-    lp.state.windows.insert(key, window);
-    Ok(())
+    messages.push(Message::Plays { records });
+    Ok(Some(Regenerated {
+        window,
+        messages,
+        attempts: n_attempts,
+        obs,
+    }))
 }
 
 /// The formula-reveal check (`spade::metrics::reveals_formula`) on the first observation of
@@ -375,216 +390,6 @@ pub(crate) fn ngram_vectors(envs: &[LiveEnv]) -> Vec<Vec<f32>> {
         .collect()
 }
 
-/// Fixed-env GRPO: the pool indices a step plays, `n` of `pool`, drawn without replacement
-/// until the pool is exhausted, then from a fresh shuffle that leaves out what this draw already
-/// took (the reference, `spade/slime/spade_rollout.py`, `_select_static_games_without_replacement`).
-/// `remaining` and `passes` carry the order between steps (`passes` = 0: nothing drawn yet).
-/// `n` = 0 or `n >= pool` plays the whole pool.
-pub(crate) fn draw_fixed(
-    remaining: &mut Vec<usize>,
-    passes: &mut u64,
-    pool: usize,
-    n: usize,
-    seed: u64,
-) -> Vec<usize> {
-    if n == 0 || n >= pool {
-        return (0..pool).collect();
-    }
-    let shuffled = |pass: u64| {
-        let mut v: Vec<usize> = (0..pool).collect();
-        v.sort_by_key(|&i| seeds::derive(seed, &[seeds::tag::FIXED_POOL, pass, i as u64]));
-        v
-    };
-    if *passes == 0 {
-        *remaining = shuffled(0);
-        *passes = 1;
-    }
-    let take = n.min(remaining.len());
-    let mut selected: Vec<usize> = remaining.drain(..take).collect();
-    if selected.len() < n {
-        let mut refill = shuffled(*passes);
-        *passes += 1;
-        refill.retain(|i| !selected.contains(i));
-        let needed = n - selected.len();
-        selected.extend(refill.drain(..needed));
-        *remaining = refill;
-    }
-    selected
-}
-
-/// Starts a new window of a fixed-env environment: its tallies restart, so a fixed-env run's
-/// metrics cover the same k-step windows as a SPADE run's instead of the whole run. A broken
-/// environment stays retired.
-pub(crate) fn restart_tallies(env: &mut LiveEnv) {
-    env.hint_returns.clear();
-    env.hint_wins = 0;
-    env.no_hint_returns.clear();
-    env.no_hint_wins = 0;
-    env.first_no_hint_step = None;
-    env.first_step_returns.clear();
-    env.first_step_wins = 0;
-    env.reward_levels.clear();
-}
-
-/// A fixed-env run's pool, validated: its one window, what was refused and why, and for the
-/// RLVE baseline the per-environment difficulty it starts from.
-#[derive(Debug, Default)]
-pub(crate) struct FixedPool {
-    pub window: Window,
-    pub problems: Vec<spade::pool::PoolProblem>,
-    pub rlve: Option<spade::rlve::AdaptiveDifficulty>,
-}
-
-/// Fixed-env GRPO: reads the pool `ablation.fixed_env_pool` names (see [`crate::pool`] for its
-/// three forms), validates every environment in the sandbox, and returns the accepted ones of
-/// the configured kinds as one window for the whole run, with what was refused and why. Called
-/// before the warm start: a pool that cannot be played costs seconds, not the designer's SFT.
-pub(crate) fn load_fixed_pool(
-    cfg: &RunConfig,
-    sandbox: &spade_sandbox::Pool,
-) -> Result<FixedPool, WorkerError> {
-    if cfg.ablation.rlve {
-        return load_rlve_pool(cfg, sandbox);
-    }
-    let Some(dir) = cfg.ablation.fixed_env_pool.clone() else {
-        return Ok(FixedPool::default());
-    };
-    let loaded = crate::pool::read_pool(std::path::Path::new(&dir))?;
-    let mut problems = loaded.problems;
-    let vcfg = crate::pool::validation_config(cfg);
-    let (valid, rejected) = crate::pool::validate_pool(sandbox, loaded.envs, &vcfg);
-    problems.extend(rejected);
-    let mut window = Window::default();
-    for v in valid {
-        if !cfg.curriculum.kinds.contains(&v.kind) {
-            continue;
-        }
-        // The pool's hint is not shown: fixed-env GRPO plays without hints (the reference's
-        // baseline), the hint stays in the pool for whoever wants it.
-        window
-            .envs
-            .push(fixed_env(v.env.id, v.env.skill, v.kind, v.env.code));
-    }
-    if window.envs.is_empty() {
-        let mut text = format!(
-            "ablation.fixed_env_pool: no valid environments of the configured kinds ({}) in {dir}",
-            cfg.curriculum
-                .kinds
-                .iter()
-                .map(|k| k.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        for p in &problems {
-            text.push_str(&format!("\n  {p}"));
-        }
-        return Err(WorkerError::Config(text));
-    }
-    Ok(FixedPool {
-        window,
-        problems,
-        rlve: None,
-    })
-}
-
-/// The skill name RLVE environments are reported under (RLVE has no skills of the spec).
-pub const RLVE_SKILL: &str = "RLVE";
-
-/// The fixed-environment RLVE baseline: every environment of the installed `rlve-gym` (asked of
-/// a runner, since the package is Python) is a live game for the whole run, answered in
-/// `\boxed{}` like our games, starting at RLVE's initial difficulty (the step's draw then
-/// sets each drawn environment's source at a difficulty of its window, `rlve_level`).
-fn load_rlve_pool(
-    cfg: &RunConfig,
-    sandbox: &spade_sandbox::Pool,
-) -> Result<FixedPool, WorkerError> {
-    let limit = Duration::from_secs_f64(cfg.sandbox.validation_timeout_s);
-    let ids = {
-        // The leased runner is killed when dropped: the modules this imported reach no
-        // environment.
-        let mut leased = sandbox.checkout()?;
-        spade_sandbox::rlve::identifiers(&mut leased.runner, limit)?
-    };
-    let difficulty = spade::rlve::AdaptiveDifficulty::new(
-        spade::rlve::DifficultyParams::default(),
-        ids.iter().cloned(),
-    );
-    let envs: Vec<LiveEnv> = ids
-        .iter()
-        .map(|id| {
-            let code = rlve_code(id, difficulty.params.initial);
-            fixed_env(
-                format!("{RLVE_PREFIX}{id}"),
-                RLVE_SKILL.into(),
-                EnvKind::Game,
-                code,
-            )
-        })
-        .collect();
-    if envs.is_empty() {
-        return Err(WorkerError::Config(
-            "ablation.rlve: the sandbox's venv has no RLVE environments (install rlve-gym)".into(),
-        ));
-    }
-    let window = Window {
-        envs,
-        ..Window::default()
-    };
-    Ok(FixedPool {
-        window,
-        problems: vec![],
-        rlve: Some(difficulty),
-    })
-}
-
-/// An RLVE environment's id is this and its identifier.
-pub const RLVE_PREFIX: &str = "rlve-";
-
-/// The source an RLVE environment is played from at `difficulty`.
-pub fn rlve_code(identifier: &str, difficulty: u32) -> String {
-    spade_sandbox::rlve::source_with(identifier, difficulty, spade_sandbox::rlve::Markers::Boxed)
-}
-
-/// The difficulty RLVE environment `env_id` is played at in `step`: uniform over its window
-/// (RLVE draws one per problem; here one per environment and step, since a step's plays of an
-/// environment load one source), from the run seed and the step.
-pub fn rlve_level(
-    d: &spade::rlve::AdaptiveDifficulty,
-    run_seed: u64,
-    step: u64,
-    env_id: &str,
-) -> Option<u32> {
-    let window = d.window(env_id.strip_prefix(RLVE_PREFIX)?)?;
-    let (low, high) = (*window.start(), *window.end());
-    let span = u64::from(high - low) + 1;
-    let draw = seeds::derive(run_seed, &[seeds::tag::RLVE_LEVEL, step, fnv(env_id)]) % span;
-    Some(low + draw as u32)
-}
-
-/// A pool environment with no plays yet (also the blank environment tests start from).
-pub(crate) fn fixed_env(env_id: String, skill: String, kind: EnvKind, code: String) -> LiveEnv {
-    LiveEnv {
-        env_id,
-        skill,
-        kind,
-        code,
-        hint: String::new(),
-        generated_step: 0,
-        parent_env_id: None,
-        hint_returns: vec![],
-        hint_wins: 0,
-        no_hint_returns: vec![],
-        no_hint_wins: 0,
-        first_no_hint_step: None,
-        first_step_returns: vec![],
-        first_step_wins: 0,
-        reward_levels: vec![],
-        failed: None,
-        broken_seed: None,
-        reveals_solution: false,
-    }
-}
-
 /// A short content hash of a program, whitespace at the ends ignored: what counts as one
 /// distinct program in `distinct_accepted_run`.
 pub(crate) fn code_hash(code: &str) -> String {
@@ -595,6 +400,7 @@ pub(crate) fn code_hash(code: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::fixed::fixed_env;
 
     #[test]
     fn games_and_tool_use_regenerating_at_one_step_draw_different_seeds() {
@@ -630,41 +436,6 @@ mod tests {
             })
             .collect();
         assert!(docs.contains(&"different"), "{docs:?}");
-    }
-
-    #[test]
-    fn a_fixed_pool_is_drawn_without_replacement_until_exhausted() {
-        // Pool of 5, 2 per step (the reference: 24 of 7,872). Steps 1 and 2 take four distinct
-        // environments; step 3 takes the fifth and one of a fresh shuffle, never the fifth
-        // twice: the pool is exhausted before any environment comes back.
-        let (mut remaining, mut passes) = (vec![], 0);
-        let draws: Vec<Vec<usize>> = (0..5)
-            .map(|_| draw_fixed(&mut remaining, &mut passes, 5, 2, 42))
-            .collect();
-        let first_four: Vec<usize> = draws[..2].concat();
-        let mut sorted = first_four.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(sorted.len(), 4, "{draws:?}");
-        let fifth = (0..5).find(|i| !first_four.contains(i)).unwrap_or(99);
-        assert_eq!(
-            draws[2][0], fifth,
-            "the pass ends with the one left: {draws:?}"
-        );
-        assert_ne!(draws[2][1], fifth, "no environment twice in one draw");
-        let mut counts = [0; 5];
-        for d in &draws[..3] {
-            for &i in d {
-                counts[i] += 1;
-            }
-        }
-        assert!(counts.iter().all(|&c| c >= 1), "{counts:?}");
-        // Reproducible: the same seed draws the same.
-        let (mut r2, mut p2) = (vec![], 0);
-        assert_eq!(draw_fixed(&mut r2, &mut p2, 5, 2, 42), draws[0]);
-        // 0 (or a pool no larger than n) plays the whole pool each step.
-        assert_eq!(draw_fixed(&mut vec![], &mut 0, 3, 0, 1), vec![0, 1, 2]);
-        assert_eq!(draw_fixed(&mut vec![], &mut 0, 3, 24, 1), vec![0, 1, 2]);
     }
 
     #[test]
@@ -734,36 +505,5 @@ mod tests {
             RunConfig::default().metrics.vendi_kernel,
             VendiKernel::Ngram
         );
-    }
-
-    #[test]
-    fn a_fixed_env_window_restarts_its_tallies_and_keeps_broken_environments_retired() {
-        let mut e = LiveEnv {
-            env_id: "fixed-0".into(),
-            skill: "Optimization".into(),
-            kind: EnvKind::Game,
-            code: String::new(),
-            hint: String::new(),
-            generated_step: 0,
-            parent_env_id: None,
-            hint_returns: vec![],
-            hint_wins: 0,
-            // Four steps of plays: 3 of 8 won.
-            no_hint_returns: vec![1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0],
-            no_hint_wins: 3,
-            first_no_hint_step: Some(0),
-            first_step_returns: vec![1.0, 0.0],
-            first_step_wins: 1,
-            reward_levels: vec!["0".into(), "1".into()],
-            failed: Some("timeout".into()),
-            broken_seed: Some(7),
-            reveals_solution: false,
-        };
-        restart_tallies(&mut e);
-        assert!(e.no_hint_returns.is_empty() && e.no_hint_wins == 0);
-        assert!(e.first_no_hint_step.is_none() && e.first_step_returns.is_empty());
-        assert!(e.reward_levels.is_empty());
-        assert_eq!(e.broken_seed, Some(7), "still retired");
-        assert!(e.failed.is_some());
     }
 }

@@ -1,17 +1,18 @@
-//! The step's metrics (spec, "Metrics to log each step"), computed by `spade::metrics` from the
-//! facts the loop gathered: the live environments with their window tallies so far (learnable
-//! share, easy/medium/hard, regret and both arm means, per-skill win rates, reward levels), this
-//! step's play groups (zero-std share), this step's designer attempts (acceptance, rejection
-//! reasons, formula reveals), and the Vendi score of the window's environments with the kernel
-//! of `metrics.vendi_kernel` (n-gram counts by default), named in its metrics. Worker extras:
-//! `envs`, `acceptance_rate_run`, `distinct_accepted_run` (distinct programs accepted so far), `failed_env_share`, and the checks during play: `play_env_calls` (reset and step returns checked this step),
-//! `play_violations` (plays that broke the contract) and `play_violation_rate` (violations per
-//! checked call), `broken_in_play_envs` (live environments retired for a violation).
+//! The step's metrics (spec, "Metrics to log each step"): each phase returns what it measured
+//! as a typed part of [`StepMetrics`], and [`StepMetrics::values`] names them as reported, so
+//! every name is written once, here. The live windows' part ([`LiveStats`], computed by
+//! `score::live_stats` with `spade::metrics`) holds the spec's list (learnable share,
+//! easy/medium/hard, regret and both arm means, per-skill win rates, reward levels, zero-std
+//! share, acceptance, rejection reasons, formula reveals, and the Vendi score with the kernel of
+//! `metrics.vendi_kernel`, named in its metrics) and the worker's extras: `envs`,
+//! `acceptance_rate_run`, `distinct_accepted_run` (distinct programs accepted so far),
+//! `failed_env_share`, and the checks during play: `play_env_calls` (reset and step returns
+//! checked this step), `play_violations` (plays that broke the contract),
+//! `play_violation_rate` (violations per checked call) and `broken_in_play_envs` (live
+//! environments retired for a violation).
 
-use super::Loop;
-use super::score::score_env;
-use crate::{WorkerError, seeds};
-use spade::metrics::{self, ScoredEnv, StepFacts};
+use spade::EnvKind;
+use spade::metrics;
 use std::collections::BTreeMap;
 
 /// What the step itself observed (the rest comes from the state).
@@ -27,6 +28,19 @@ pub struct StepObservations {
 }
 
 impl StepObservations {
+    /// Adds what a later phase of the step observed.
+    pub fn absorb(&mut self, later: StepObservations) {
+        self.zero_std.extend(later.zero_std);
+        self.acceptance.accepted += later.acceptance.accepted;
+        self.acceptance.rejected += later.acceptance.rejected;
+        for (reason, n) in later.acceptance.reasons {
+            *self.acceptance.reasons.entry(reason).or_default() += n;
+        }
+        self.formula_reveals.extend(later.formula_reveals);
+        self.env_calls += later.env_calls;
+        self.violations += later.violations;
+    }
+
     /// Counts the checked calls and the violations of played episodes.
     pub fn note_plays(&mut self, eps: &[crate::play::Episode]) {
         for ep in eps {
@@ -59,92 +73,236 @@ pub fn finite_only(m: &BTreeMap<String, f64>) -> (BTreeMap<String, f64>, Vec<Str
     (kept, skipped)
 }
 
-pub(super) fn step_metrics(
-    lp: &Loop<'_>,
-    obs: StepObservations,
-    m: &mut BTreeMap<String, f64>,
-) -> Result<(), WorkerError> {
-    let envs: Vec<&crate::state::LiveEnv> =
-        lp.state.windows.values().flat_map(|w| &w.envs).collect();
-    let scored: Vec<ScoredEnv> = envs
-        .iter()
-        .filter(|e| !e.no_hint_returns.is_empty())
-        .map(|e| {
-            let ema = lp
-                .state
-                .ema
-                .as_ref()
-                .filter(|_| lp.cfg.ablation.ema_learning_potential);
-            let s = score_env(lp.cfg, e, ema);
-            let mean = |x: &[f64]| {
-                if x.is_empty() {
-                    0.0
-                } else {
-                    x.iter().sum::<f64>() / x.len() as f64
-                }
-            };
-            ScoredEnv {
-                skill: e.skill.clone(),
-                win_rate_no_hint: s.win_rate_no_hint,
-                regret: s.regret,
-                mean_return_hint: mean(&e.hint_returns),
-                mean_return_no_hint: mean(&e.no_hint_returns),
-                designer_reward: s.reward,
-                reward_levels: e.reward_levels.len() as u32,
+/// The mean of `xs`; None when empty.
+pub(super) fn mean(xs: &[f64]) -> Option<f64> {
+    (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+}
+
+/// A step's metrics as its phases measured them. Each phase returns its part and only
+/// [`StepMetrics::values`] names them as reported, so a metric's name is written once, here.
+#[derive(Debug, Clone, Default)]
+pub struct StepMetrics {
+    /// Designer attempts of each kind regenerated this step (`{kind}/attempts`).
+    pub attempts: BTreeMap<EnvKind, u64>,
+    /// What the windows closed this step measured (a later close of a kind replaces an
+    /// earlier one's figures: the last step closes again what it regenerated).
+    pub closed: ClosedStats,
+    /// The no-hint plays (none when nothing was live).
+    pub play: Option<PlayStats>,
+    /// The update (also when it had nothing to train on).
+    pub update: UpdateStats,
+    /// A SPICE step's tasks and answers.
+    pub spice: Option<SpiceStats>,
+    /// The live windows after the plays (SPADE and fixed-env runs).
+    pub live: Option<LiveStats>,
+}
+
+/// What closing windows measured.
+#[derive(Debug, Clone, Default)]
+pub struct ClosedStats {
+    /// Mean regret of the closed window's environments (`{kind}/window_regret`).
+    pub window_regret: BTreeMap<EnvKind, f64>,
+    /// The EMA learning potential's averages of each skill after its update
+    /// (`ema/{skill}/mu_fast`, `mu_slow`, `potential`).
+    pub ema: BTreeMap<String, EmaSkill>,
+    /// Mean reward of the designer samples that train (`designer_reward_trained_mean`; not
+    /// `designer_reward_mean`, which is the live window's).
+    pub designer_reward_trained_mean: Option<f64>,
+}
+
+impl ClosedStats {
+    /// Adds a later close's figures; they replace the earlier ones of the same name.
+    pub fn absorb(&mut self, later: ClosedStats) {
+        self.window_regret.extend(later.window_regret);
+        self.ema.extend(later.ema);
+        if later.designer_reward_trained_mean.is_some() {
+            self.designer_reward_trained_mean = later.designer_reward_trained_mean;
+        }
+    }
+}
+
+/// One skill's EMA learning potential after a window.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EmaSkill {
+    pub mu_fast: f64,
+    pub mu_slow: f64,
+    pub potential: f64,
+}
+
+/// The step's no-hint plays.
+#[derive(Debug, Clone, Default)]
+pub struct PlayStats {
+    /// Plays in all (`plays_no_hint`) and per environment (`plays_per_env`).
+    pub plays: usize,
+    pub per_env: usize,
+    /// The RLVE baseline's difficulty update.
+    pub rlve: Option<RlveStats>,
+    /// `model.rollout = "vllm"`: |server - tch| log-prob gap over the sampled tokens
+    /// (`vllm_logprob_gap_mean`, `_max`), when any token was sampled.
+    pub logprob_gap: Option<(f64, f64)>,
+}
+
+/// The RLVE difficulty rule after a step (`rlve_checks`, `rlve_raised`,
+/// `rlve_difficulty_mean`, `rlve_difficulty_max`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RlveStats {
+    pub checks: usize,
+    pub raised: usize,
+    pub difficulty_mean: f64,
+    pub difficulty_max: f64,
+}
+
+/// The step's update.
+#[derive(Debug, Clone, Default)]
+pub struct UpdateStats {
+    /// Agent samples with a non-zero advantage (`agent_samples`).
+    pub agent_samples: usize,
+    /// Designer samples of the windows closed this step (`designer_samples`) and each kind's
+    /// loss weight (`designer_loss_weight`, and `{kind}/designer_loss_weight` when several
+    /// kinds closed), when any window closed with samples.
+    pub designer: Option<(usize, BTreeMap<EnvKind, f64>)>,
+    /// The optimizer step (`loss`, `clip_frac`, `grad_norm`, `tis_mean`); none when the batch
+    /// was empty.
+    pub grpo: Option<spade_policy::grpo::GrpoStats>,
+    /// `model.rollout = "vllm"`: the weights sync after the update.
+    pub vllm: Option<crate::vllm::SyncStats>,
+}
+
+/// A SPICE step's challenger and reasoner.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SpiceStats {
+    /// Valid tasks (`spice/tasks`) and challenger attempts (`spice/attempts`).
+    pub tasks: usize,
+    pub attempts: usize,
+    /// Attempts that did not parse (`spice/invalid_rate`, a share of the attempts).
+    pub invalid: usize,
+    /// Over the valid tasks: mean pass rate (`spice/pass_rate`), mean variance reward
+    /// (`spice/variance_reward`), share of multiple-choice tasks (`spice/mcq_share`).
+    pub valid: Option<(f64, f64, f64)>,
+    pub challenger_samples: usize,
+    pub reasoner_samples: usize,
+}
+
+/// The live windows' metrics.
+#[derive(Debug, Clone, Default)]
+pub struct LiveStats {
+    /// The spec's list, named by `spade::metrics::step_metrics`; a name the step measured
+    /// itself keeps the step's value (a closing window's is not overwritten by the live one's).
+    pub spec: BTreeMap<String, f64>,
+    /// Reset and step returns checked this step (`play_env_calls`), plays that broke the
+    /// contract (`play_violations`; `play_violation_rate` per checked call).
+    pub env_calls: u64,
+    pub violations: u64,
+    /// Live environments retired for a violation (`broken_in_play_envs`).
+    pub broken_in_play_envs: usize,
+    /// Live environments (`envs`).
+    pub envs: usize,
+    /// Distinct programs accepted so far (`distinct_accepted_run`) and the run's acceptance
+    /// (`acceptance_rate_run`), once the designer has written anything.
+    pub distinct_accepted_run: Option<usize>,
+    pub acceptance_rate_run: Option<f64>,
+    /// Share of live environments that failed (`failed_env_share`).
+    pub failed_env_share: Option<f64>,
+}
+
+impl StepMetrics {
+    /// The metrics as reported, by name.
+    pub fn values(&self) -> BTreeMap<String, f64> {
+        let mut m = BTreeMap::new();
+        let mut put = |name: String, v: f64| {
+            m.insert(name, v);
+        };
+        for (kind, n) in &self.attempts {
+            put(format!("{}/attempts", kind.as_str()), *n as f64);
+        }
+        let c = &self.closed;
+        for (skill, e) in &c.ema {
+            put(format!("ema/{skill}/mu_fast"), e.mu_fast);
+            put(format!("ema/{skill}/mu_slow"), e.mu_slow);
+            put(format!("ema/{skill}/potential"), e.potential);
+        }
+        for (kind, r) in &c.window_regret {
+            put(format!("{}/window_regret", kind.as_str()), *r);
+        }
+        if let Some(r) = c.designer_reward_trained_mean {
+            put("designer_reward_trained_mean".into(), r);
+        }
+        if let Some(p) = &self.play {
+            put("plays_no_hint".into(), p.plays as f64);
+            put("plays_per_env".into(), p.per_env as f64);
+            if let Some(r) = &p.rlve {
+                put("rlve_checks".into(), r.checks as f64);
+                put("rlve_raised".into(), r.raised as f64);
+                put("rlve_difficulty_mean".into(), r.difficulty_mean);
+                put("rlve_difficulty_max".into(), r.difficulty_max);
             }
-        })
-        .collect();
-    let kernel = lp.cfg.metrics.vendi_kernel;
-    let vectors: Vec<Vec<f64>> = lp
-        .state
-        .embeddings
-        .iter()
-        .filter(|e| e.kernel == kernel)
-        .map(|e| e.vector.iter().map(|&x| f64::from(x)).collect())
-        .collect();
-    m.insert("play_env_calls".into(), obs.env_calls as f64);
-    m.insert("play_violations".into(), obs.violations as f64);
-    if obs.env_calls > 0 {
-        m.insert(
-            "play_violation_rate".into(),
-            obs.violations as f64 / obs.env_calls as f64,
-        );
+            if let Some((mean, max)) = p.logprob_gap {
+                put("vllm_logprob_gap_mean".into(), mean);
+                put("vllm_logprob_gap_max".into(), max);
+            }
+        }
+        if let Some(s) = &self.spice {
+            put("spice/tasks".into(), s.tasks as f64);
+            put("spice/attempts".into(), s.attempts as f64);
+            put(
+                "spice/invalid_rate".into(),
+                s.invalid as f64 / s.attempts.max(1) as f64,
+            );
+            if let Some((pass_rate, variance_reward, mcq_share)) = s.valid {
+                put("spice/pass_rate".into(), pass_rate);
+                put("spice/variance_reward".into(), variance_reward);
+                put("spice/mcq_share".into(), mcq_share);
+            }
+            put("challenger_samples".into(), s.challenger_samples as f64);
+            put("reasoner_samples".into(), s.reasoner_samples as f64);
+        }
+        let u = &self.update;
+        put("agent_samples".into(), u.agent_samples as f64);
+        if let Some((n, weights)) = &u.designer {
+            put("designer_samples".into(), *n as f64);
+            for (kind, w) in weights {
+                // With several kinds the unprefixed name holds the last kind's weight.
+                put("designer_loss_weight".into(), *w);
+                if weights.len() > 1 {
+                    put(format!("{}/designer_loss_weight", kind.as_str()), *w);
+                }
+            }
+        }
+        if let Some(g) = &u.grpo {
+            put("loss".into(), g.loss);
+            put("clip_frac".into(), g.clip_frac);
+            put("grad_norm".into(), g.grad_norm);
+            put("tis_mean".into(), g.mean_tis);
+        }
+        if let Some(v) = &u.vllm {
+            put("vllm_restarts".into(), f64::from(v.restarts));
+            put("vllm_sync_s".into(), v.sync_s);
+            put("vllm_probe_gap".into(), v.probe_gap);
+        }
+        if let Some(l) = &self.live {
+            put("play_env_calls".into(), l.env_calls as f64);
+            put("play_violations".into(), l.violations as f64);
+            if l.env_calls > 0 {
+                put(
+                    "play_violation_rate".into(),
+                    l.violations as f64 / l.env_calls as f64,
+                );
+            }
+            put("broken_in_play_envs".into(), l.broken_in_play_envs as f64);
+            put("envs".into(), l.envs as f64);
+            if let Some(n) = l.distinct_accepted_run {
+                put("distinct_accepted_run".into(), n as f64);
+            }
+            if let Some(r) = l.acceptance_rate_run {
+                put("acceptance_rate_run".into(), r);
+            }
+            if let Some(s) = l.failed_env_share {
+                put("failed_env_share".into(), s);
+            }
+            merge_live(&mut m, l.spec.clone());
+        }
+        m
     }
-    m.insert(
-        "broken_in_play_envs".into(),
-        envs.iter().filter(|e| e.broken_seed.is_some()).count() as f64,
-    );
-    let c = &lp.cfg.metrics;
-    let mut rng = spade::seeded_rng(lp.cfg.run.seed, &[seeds::tag::VENDI, lp.state.step]);
-    let facts = StepFacts {
-        scored,
-        zero_std: obs.zero_std,
-        acceptance: obs.acceptance,
-        formula_reveals: obs.formula_reveals,
-        vendi: metrics::vendi::windowed_vendi(&vectors, c.vendi_subsample, c.vendi_draws, &mut rng),
-        vendi_kernel: kernel.as_str(),
-    };
-    merge_live(m, metrics::step_metrics(&facts, c));
-    m.insert("envs".into(), envs.len() as f64);
-    if lp.state.accepted_total > 0 {
-        m.insert(
-            "distinct_accepted_run".into(),
-            lp.state.accepted_code.len() as f64,
-        );
-    }
-    if lp.state.attempts_total > 0 {
-        m.insert(
-            "acceptance_rate_run".into(),
-            lp.state.accepted_total as f64 / lp.state.attempts_total as f64,
-        );
-    }
-    if !envs.is_empty() {
-        m.insert(
-            "failed_env_share".into(),
-            envs.iter().filter(|e| e.failed.is_some()).count() as f64 / envs.len() as f64,
-        );
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -190,5 +348,113 @@ mod tests {
         assert_eq!(m["designer_reward_trained_mean"], 0.25);
         assert_eq!(m["designer_reward_mean"], 0.8);
         assert_eq!(m["regret_mean"], 0.1, "the step's own value stays");
+    }
+
+    /// Every name a step can report, from a step that measured everything: a renamed metric
+    /// breaks the dashboards' charts and the comparisons with older runs, so it fails here.
+    #[test]
+    fn the_step_metrics_keep_their_reported_names() {
+        let grpo = spade_policy::grpo::GrpoStats {
+            loss: 0.5,
+            clip_frac: 0.1,
+            grad_norm: 2.0,
+            mean_tis: 0.9,
+            ..Default::default()
+        };
+        let m = StepMetrics {
+            attempts: BTreeMap::from([(EnvKind::Game, 24), (EnvKind::ToolUse, 8)]),
+            closed: ClosedStats {
+                window_regret: BTreeMap::from([(EnvKind::Game, 0.3)]),
+                ema: BTreeMap::from([("Optimization".to_string(), EmaSkill::default())]),
+                designer_reward_trained_mean: Some(0.2),
+            },
+            play: Some(PlayStats {
+                plays: 192,
+                per_env: 8,
+                rlve: Some(RlveStats::default()),
+                logprob_gap: Some((0.01, 0.2)),
+            }),
+            update: UpdateStats {
+                agent_samples: 100,
+                designer: Some((
+                    12,
+                    BTreeMap::from([(EnvKind::Game, 32.0), (EnvKind::ToolUse, 16.0)]),
+                )),
+                grpo: Some(grpo),
+                vllm: Some(crate::vllm::SyncStats::default()),
+            },
+            spice: Some(SpiceStats {
+                valid: Some((0.5, 0.9, 0.5)),
+                ..SpiceStats::default()
+            }),
+            live: Some(LiveStats {
+                spec: BTreeMap::from([
+                    ("learnable_share".to_string(), 0.25),
+                    // The step's own value wins over the live window's.
+                    ("agent_samples".to_string(), -1.0),
+                ]),
+                env_calls: 10,
+                violations: 1,
+                distinct_accepted_run: Some(3),
+                acceptance_rate_run: Some(0.4),
+                failed_env_share: Some(0.0),
+                ..LiveStats::default()
+            }),
+        };
+        let v = m.values();
+        let names: Vec<&str> = v.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "acceptance_rate_run",
+                "agent_samples",
+                "broken_in_play_envs",
+                "challenger_samples",
+                "clip_frac",
+                "designer_loss_weight",
+                "designer_reward_trained_mean",
+                "designer_samples",
+                "distinct_accepted_run",
+                "ema/Optimization/mu_fast",
+                "ema/Optimization/mu_slow",
+                "ema/Optimization/potential",
+                "envs",
+                "failed_env_share",
+                "game/attempts",
+                "game/designer_loss_weight",
+                "game/window_regret",
+                "grad_norm",
+                "learnable_share",
+                "loss",
+                "play_env_calls",
+                "play_violation_rate",
+                "play_violations",
+                "plays_no_hint",
+                "plays_per_env",
+                "reasoner_samples",
+                "rlve_checks",
+                "rlve_difficulty_max",
+                "rlve_difficulty_mean",
+                "rlve_raised",
+                "spice/attempts",
+                "spice/invalid_rate",
+                "spice/mcq_share",
+                "spice/pass_rate",
+                "spice/tasks",
+                "spice/variance_reward",
+                "tis_mean",
+                "tool_use/attempts",
+                "tool_use/designer_loss_weight",
+                "vllm_logprob_gap_max",
+                "vllm_logprob_gap_mean",
+                "vllm_probe_gap",
+                "vllm_restarts",
+                "vllm_sync_s",
+            ]
+        );
+        assert_eq!(v["agent_samples"], 100.0);
+        assert_eq!(v["play_violation_rate"], 0.1);
+        // With two kinds the unprefixed weight is the last kind's (as before the struct).
+        assert_eq!(v["designer_loss_weight"], 16.0);
     }
 }

@@ -1,27 +1,23 @@
 //! Closing a window (spec, "One training step", items 7 to 9): designer rewards from the
 //! window's plays (the regret from the regeneration step's plays by default, the plateau from
-//! all of them), per-skill centring, the memory update, and the designer samples of the window.
-//!
-//! The designer samples are not trained here: like the reference (`spade/slime/spade_rollout.py`,
-//! the delayed environment samples are put first in the step's batch), they join the agent
-//! samples of the step in which the window closes, and the step takes one optimizer update
-//! ([`super::Loop::play_and_train`]). Their advantage carries the loss weight (the reference puts
-//! `env_reward_scale` on the reward, `delayed_env_rewards.py`, `_apply_centered_rewards`), and
-//! their token ratios use truncated importance sampling against the log-probs stored at
-//! generation.
+//! all of them), and what they give: the reports, the memory records and the window's designer
+//! samples ([`super::designer_batch`] centres and weighs them), returned to the step, which
+//! applies them. Also the live windows' metrics after a step's plays ([`live_stats`]).
 
 use super::Loop;
+use super::designer_batch::{PendingDesigner, designer_samples};
+use super::metrics::{ClosedStats, EmaSkill, LiveStats, StepObservations, mean};
 use crate::WorkerError;
 use crate::play::{Episode, PlayFailure};
+use crate::seeds;
+use crate::state::LiveEnv;
 use crate::state::window_key;
-use crate::state::{Buffered, LiveEnv};
 use spade::EnvKind;
 use spade::config::{RegretTiming, RunConfig};
 use spade::memory::MemoryRecord;
+use spade::metrics::{ScoredEnv, StepFacts};
 use spade::report::Message;
 use spade::reward::{EmaLearningPotential, PlayOutcome};
-use spade_policy::grpo::GrpoSample;
-use spade_policy::train::{MaskedSeq, token_logprobs};
 use std::collections::BTreeMap;
 
 /// Adds played episodes (played at `step`) to an environment's tallies.
@@ -71,10 +67,6 @@ pub fn broken_in_play(env: &mut LiveEnv, eps: &[Episode], step: u64) -> Option<M
         reason: f.reason.as_str(),
         message: f.message.clone(),
     })
-}
-
-fn mean(xs: &[f64]) -> Option<f64> {
-    (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
 }
 
 /// An environment's designer reward and the numbers behind it.
@@ -152,81 +144,33 @@ pub fn skill_window_win_rates(envs: &[LiveEnv]) -> BTreeMap<String, f64> {
         .collect()
 }
 
-/// One designer sample's part in the update.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DesignerTarget {
-    /// Index into the window's buffer.
-    pub index: usize,
-    /// Its designer reward `r`.
-    pub reward: f64,
-    /// `r` minus the mean `r` of its skill's trained samples (spec 7, no division by the s.d.);
-    /// the loss weight multiplies it when the batch is assembled.
-    pub advantage: f64,
+/// What closing a window gave: the reports of its scored environments, the memory records
+/// they become, the designer samples for this step's update (when the designer trains) and
+/// the window's metrics.
+pub(super) struct ClosedWindow {
+    pub messages: Vec<Message>,
+    pub memory: Vec<MemoryRecord>,
+    pub designer: Option<PendingDesigner>,
+    pub stats: ClosedStats,
 }
 
-/// Which buffered designer samples train and with what reward and centred advantage: accepted
-/// attempts with their environment's reward (`invalid` when it was not scored); rejected
-/// attempts yield no sample (the reference, `spade/core/orchestrator.py`: a failed attempt
-/// returns no trajectory) unless `train_rejected`, which trains them at `invalid` and counts
-/// them in the skill's mean.
-pub fn designer_targets(
-    buffer: &[Buffered],
-    by_env: &BTreeMap<String, f64>,
-    invalid: f64,
-    train_rejected: bool,
-) -> Vec<DesignerTarget> {
-    let chosen: Vec<(usize, &str, f64)> = buffer
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| b.accepted || train_rejected)
-        .map(|(i, b)| {
-            let r = if b.accepted {
-                by_env.get(&b.sample.env_id).copied().unwrap_or(invalid)
-            } else {
-                invalid
-            };
-            (i, b.sample.skill.as_str(), r)
-        })
-        .collect();
-    let pairs: Vec<(&str, f64)> = chosen.iter().map(|&(_, s, r)| (s, r)).collect();
-    let advantages = spade::reward::designer_advantages(&pairs);
-    chosen
-        .iter()
-        .zip(advantages)
-        .map(|(&(index, _, reward), advantage)| DesignerTarget {
-            index,
-            reward,
-            advantage,
-        })
-        .collect()
-}
-
-/// Designer samples of a closed window, waiting for the step's batch: their advantages are
-/// centred but not yet weighted (the weight needs the step's agent samples).
-#[derive(Debug, Clone)]
-pub struct PendingDesigner {
-    pub kind: EnvKind,
-    /// k of the kind (the loss weight's factor).
-    pub k: u64,
-    pub samples: Vec<GrpoSample>,
-}
-
-/// Closes the window of `kind`: scores and reports its environments, updates the memory, and
-/// (when the designer trains) queues its designer samples for this step's update.
+/// Closes the window of `kind`: scores its environments, updates the EMA learning potential
+/// (its variant), takes the window's designer samples and empties the window. `None` when
+/// there was no window or nothing in it.
 pub(super) fn close_window(
     lp: &mut Loop<'_>,
     kind: EnvKind,
-    m: &mut BTreeMap<String, f64>,
-) -> Result<(), WorkerError> {
+) -> Result<Option<ClosedWindow>, WorkerError> {
     let key = window_key(kind);
     let Some(window) = lp.state.windows.get(&key).cloned() else {
-        return Ok(());
+        return Ok(None);
     };
     if window.envs.is_empty() && window.buffer.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let step = lp.state.step;
     let cfg = lp.cfg;
+    let mut stats = ClosedStats::default();
     if cfg.ablation.ema_learning_potential {
         // learning_potential.py / delayed_env_rewards.py: one update per skill with the
         // window's win rate, before any environment is scored.
@@ -237,10 +181,15 @@ pub(super) fn close_window(
             .get_or_insert_with(|| EmaLearningPotential::new(g.gamma_fast, g.gamma_slow));
         for (skill, w) in skill_window_win_rates(&window.envs) {
             let potential = ema.update(&skill, w);
-            let (fast, slow) = ema.per_skill.get(&skill).copied().unwrap_or_default();
-            m.insert(format!("ema/{skill}/mu_fast"), fast);
-            m.insert(format!("ema/{skill}/mu_slow"), slow);
-            m.insert(format!("ema/{skill}/potential"), potential);
+            let (mu_fast, mu_slow) = ema.per_skill.get(&skill).copied().unwrap_or_default();
+            stats.ema.insert(
+                skill,
+                EmaSkill {
+                    mu_fast,
+                    mu_slow,
+                    potential,
+                },
+            );
         }
     }
     let ema = lp
@@ -250,12 +199,13 @@ pub(super) fn close_window(
         .filter(|_| cfg.ablation.ema_learning_potential);
     let mut by_env: BTreeMap<String, f64> = BTreeMap::new();
     let mut regrets = Vec::new();
-    let mut records = Vec::new();
+    let mut messages = Vec::new();
+    let mut memory = Vec::new();
     for env in &window.envs {
         let s = score_env(cfg, env, ema);
         by_env.insert(env.env_id.clone(), s.reward);
         regrets.push(s.regret);
-        lp.pending.push(Message::EnvironmentScored {
+        messages.push(Message::EnvironmentScored {
             env_id: env.env_id.clone(),
             step,
             regret: s.regret,
@@ -265,7 +215,7 @@ pub(super) fn close_window(
             reward_levels: env.reward_levels.len() as u32,
         });
         // spec 9: the last `capacity` records, code excerpt up to `code_chars`.
-        records.push(MemoryRecord {
+        memory.push(MemoryRecord {
             env_id: env.env_id.clone(),
             step: env.generated_step,
             skill: env.skill.clone(),
@@ -275,16 +225,15 @@ pub(super) fn close_window(
             regret: s.regret,
         });
     }
-    for r in records {
-        lp.state.memory.push(r);
-    }
     if let Some(r) = mean(&regrets) {
-        m.insert(format!("{}/window_regret", kind.as_str()), r);
+        stats.window_regret.insert(kind, r);
     }
+    let mut designer = None;
     if cfg.trains_designer() && !window.buffer.is_empty() {
-        let samples = designer_samples(lp, &window.buffer, &by_env, m)?;
+        let (samples, trained_mean) = designer_samples(lp, &window.buffer, &by_env)?;
+        stats.designer_reward_trained_mean = trained_mean;
         if !samples.is_empty() {
-            lp.designer_pending.push(PendingDesigner {
+            designer = Some(PendingDesigner {
                 kind,
                 k: cfg.regenerate_every(kind),
                 samples,
@@ -295,78 +244,84 @@ pub(super) fn close_window(
         w.envs.clear();
         w.buffer.clear();
     }
-    Ok(())
+    Ok(Some(ClosedWindow {
+        messages,
+        memory,
+        designer,
+        stats,
+    }))
 }
 
-/// The window's designer samples: rewards and per-skill centred advantages
-/// ([`designer_targets`]), and the policy's log-probs now as the ratio's reference (the policy
-/// does not move before this step's update), with the sampler's log-probs at generation as the
-/// behaviour policy of the truncated importance weight.
-fn designer_samples(
-    lp: &mut Loop<'_>,
-    buffer: &[Buffered],
-    by_env: &BTreeMap<String, f64>,
-    m: &mut BTreeMap<String, f64>,
-) -> Result<Vec<GrpoSample>, WorkerError> {
-    lp.phase("designer samples")?;
-    let d = &lp.cfg.designer;
-    let targets = designer_targets(buffer, by_env, d.invalid_reward, d.train_rejected);
-    let rewards: Vec<f64> = targets.iter().map(|t| t.reward).collect();
-    // Not `designer_reward_mean`: that name is the live window's (`spade::metrics`).
-    if let Some(r) = mean(&rewards) {
-        m.insert("designer_reward_trained_mean".into(), r);
+/// The live windows' metrics after the step's plays: the spec's list from `spade::metrics`
+/// and the worker's extras of the module doc (SPADE and fixed-env runs; SPICE has no windows).
+pub(super) fn live_stats(lp: &Loop<'_>, obs: StepObservations) -> LiveStats {
+    let envs: Vec<&crate::state::LiveEnv> =
+        lp.state.windows.values().flat_map(|w| &w.envs).collect();
+    let scored: Vec<ScoredEnv> = envs
+        .iter()
+        .filter(|e| !e.no_hint_returns.is_empty())
+        .map(|e| {
+            let ema = lp
+                .state
+                .ema
+                .as_ref()
+                .filter(|_| lp.cfg.ablation.ema_learning_potential);
+            let s = score_env(lp.cfg, e, ema);
+            let mean = |x: &[f64]| {
+                if x.is_empty() {
+                    0.0
+                } else {
+                    x.iter().sum::<f64>() / x.len() as f64
+                }
+            };
+            ScoredEnv {
+                skill: e.skill.clone(),
+                win_rate_no_hint: s.win_rate_no_hint,
+                regret: s.regret,
+                mean_return_hint: mean(&e.hint_returns),
+                mean_return_no_hint: mean(&e.no_hint_returns),
+                designer_reward: s.reward,
+                reward_levels: e.reward_levels.len() as u32,
+            }
+        })
+        .collect();
+    let kernel = lp.cfg.metrics.vendi_kernel;
+    let vectors: Vec<Vec<f64>> = lp
+        .state
+        .embeddings
+        .iter()
+        .filter(|e| e.kernel == kernel)
+        .map(|e| e.vector.iter().map(|&x| f64::from(x)).collect())
+        .collect();
+    let c = &lp.cfg.metrics;
+    let mut rng = spade::seeded_rng(lp.cfg.run.seed, &[seeds::tag::VENDI, lp.state.step]);
+    let (env_calls, violations) = (obs.env_calls, obs.violations);
+    let facts = StepFacts {
+        scored,
+        zero_std: obs.zero_std,
+        acceptance: obs.acceptance,
+        formula_reveals: obs.formula_reveals,
+        vendi: spade::metrics::vendi::windowed_vendi(
+            &vectors,
+            c.vendi_subsample,
+            c.vendi_draws,
+            &mut rng,
+        ),
+        vendi_kernel: kernel.as_str(),
+    };
+    let st = &lp.state;
+    LiveStats {
+        spec: spade::metrics::step_metrics(&facts, c),
+        env_calls,
+        violations,
+        broken_in_play_envs: envs.iter().filter(|e| e.broken_seed.is_some()).count(),
+        envs: envs.len(),
+        distinct_accepted_run: (st.accepted_total > 0).then_some(st.accepted_code.len()),
+        acceptance_rate_run: (st.attempts_total > 0)
+            .then(|| st.accepted_total as f64 / st.attempts_total as f64),
+        failed_env_share: (!envs.is_empty())
+            .then(|| envs.iter().filter(|e| e.failed.is_some()).count() as f64 / envs.len() as f64),
     }
-    let mut samples = Vec::new();
-    for t in &targets {
-        let Some(b) = buffer.get(t.index) else {
-            continue;
-        };
-        if t.advantage.abs() < 1e-12 || b.sample.tokens.is_empty() {
-            continue;
-        }
-        let mut ids = b.sample.prompt_ids.clone();
-        ids.extend_from_slice(&b.sample.tokens);
-        let old = token_logprobs(
-            lp.policy.model(),
-            std::slice::from_ref(&ids),
-            lp.trainer.config().temperature,
-        )?
-        .pop()
-        .unwrap_or_default();
-        let mut behavior = vec![0.0; b.sample.prompt_ids.len()];
-        behavior.extend_from_slice(&b.sample.logprobs);
-        samples.push(GrpoSample {
-            seq: MaskedSeq::prompt_completion(&b.sample.prompt_ids, &b.sample.tokens),
-            old_logprobs: old,
-            behavior_logprobs: Some(behavior),
-            advantage: t.advantage as f32,
-            weight: 1.0,
-        });
-    }
-    Ok(samples)
-}
-
-/// The designer samples of the closed windows, weighted for the step's batch: each group's
-/// advantages times `min(n_agent / n_designer * k, cap)` (spec 7; `rewards.py`,
-/// `compute_env_reward_scale`), `n_agent` the no-hint plays of the step on environments of the
-/// group's kind. Returns the samples and the weight of each group, by kind.
-pub fn weigh_designer(
-    pending: Vec<PendingDesigner>,
-    agent_plays: &BTreeMap<EnvKind, u64>,
-    cap: f64,
-) -> (Vec<GrpoSample>, BTreeMap<EnvKind, f64>) {
-    let mut out = Vec::new();
-    let mut weights = BTreeMap::new();
-    for g in pending {
-        let n_agent = agent_plays.get(&g.kind).copied().unwrap_or(0);
-        let w = spade::reward::designer_loss_weight(n_agent, g.samples.len() as u64, g.k, cap);
-        weights.insert(g.kind, w);
-        out.extend(g.samples.into_iter().map(|mut s| {
-            s.advantage *= w as f32;
-            s
-        }));
-    }
-    (out, weights)
 }
 
 #[cfg(test)]
@@ -375,7 +330,7 @@ mod tests {
     use spade_sandbox::validate::Reason;
 
     fn live() -> LiveEnv {
-        crate::run::generate::fixed_env("e1".into(), "s".into(), EnvKind::Game, String::new())
+        crate::run::fixed::fixed_env("e1".into(), "s".into(), EnvKind::Game, String::new())
     }
 
     /// A review's retirement of a live environment: reported broken (reason
@@ -402,7 +357,8 @@ mod tests {
             verdict: "reward_hackable".into(),
             message: "marked reward_hackable by ada: any box wins".into(),
         };
-        let msgs = crate::run::retire_live(&mut windows, vec![retire("e1"), retire("e9")], 6);
+        let msgs =
+            crate::run::report::retire_live(&mut windows, vec![retire("e1"), retire("e9")], 6);
         assert_eq!(msgs.len(), 1, "{msgs:?}");
         match &msgs[0] {
             Message::EnvironmentBroken {
@@ -423,14 +379,14 @@ mod tests {
         let env = &windows["game"].envs[0];
         assert_eq!(
             env.broken_seed,
-            Some(crate::run::RETIRED_SEED),
+            Some(crate::run::report::RETIRED_SEED),
             "not played again"
         );
         assert_eq!(
             score_env(&cfg, env, None).reward,
             cfg.designer.invalid_reward
         );
-        assert!(crate::run::retire_live(&mut windows, vec![retire("e1")], 7).is_empty());
+        assert!(crate::run::report::retire_live(&mut windows, vec![retire("e1")], 7).is_empty());
     }
 
     fn episode(seed: i64, failure: Option<PlayFailure>) -> Episode {
@@ -522,86 +478,6 @@ mod tests {
         // |0.75 - 0.5| and |0.25 - 0.5|.
         assert!(close(score_env(&cfg, &a, Some(&ema)).reward, 0.25));
         assert!(close(score_env(&cfg, &b, Some(&ema)).reward, 0.25));
-    }
-
-    fn buffered(env_id: &str, skill: &str, accepted: bool) -> Buffered {
-        Buffered {
-            sample: crate::designer::DesignerSample {
-                env_id: env_id.into(),
-                skill: skill.into(),
-                prompt_ids: vec![1, 2],
-                tokens: vec![3],
-                logprobs: vec![-0.5],
-            },
-            accepted,
-            generated_step: 0,
-        }
-    }
-
-    #[test]
-    fn rejected_attempts_yield_no_designer_sample() {
-        let buffer = [
-            buffered("a1", "A", true),
-            buffered("a2", "A", false),
-            buffered("a3", "A", true),
-            buffered("b1", "B", true),
-            buffered("b2", "B", false),
-        ];
-        let by_env = BTreeMap::from([
-            ("a1".to_string(), 0.8),
-            ("a3".to_string(), 0.2),
-            ("b1".to_string(), 0.5),
-        ]);
-        // orchestrator.py: a failed attempt returns no trajectory. Skill A's mean is
-        // (0.8 + 0.2) / 2 = 0.5 -> +0.3 and -0.3; B's only sample is centred to 0.
-        let t = designer_targets(&buffer, &by_env, -0.5, false);
-        let got: Vec<(usize, f64)> = t.iter().map(|t| (t.index, t.advantage)).collect();
-        assert_eq!(got.len(), 3);
-        for ((i, a), (wi, wa)) in got.iter().zip([(0, 0.3), (2, -0.3), (3, 0.0)]) {
-            assert_eq!(*i, wi);
-            assert!(close(*a, wa), "{got:?}");
-        }
-        // The variant (the earlier behaviour): rejected attempts at -0.5 in the centring.
-        // A: (0.8 - 0.5 + 0.2) / 3 = 1/6 -> 0.8 - 1/6, -0.5 - 1/6, 0.2 - 1/6; B: 0 -> 0.5, -0.5.
-        let t = designer_targets(&buffer, &by_env, -0.5, true);
-        let want = [
-            0.8 - 1.0 / 6.0,
-            -0.5 - 1.0 / 6.0,
-            0.2 - 1.0 / 6.0,
-            0.5,
-            -0.5,
-        ];
-        assert_eq!(t.len(), 5);
-        for (t, w) in t.iter().zip(want) {
-            assert!(close(t.advantage, w), "{t:?} != {w}");
-        }
-    }
-
-    #[test]
-    fn designer_samples_are_weighted_on_the_advantage_for_the_steps_batch() {
-        let sample = |adv: f32| GrpoSample {
-            seq: MaskedSeq::prompt_completion(&[1, 2], &[3]),
-            old_logprobs: vec![0.0; 3],
-            behavior_logprobs: Some(vec![0.0; 3]),
-            advantage: adv,
-            weight: 1.0,
-        };
-        let pending = vec![PendingDesigner {
-            kind: EnvKind::Game,
-            k: 4,
-            samples: (0..24)
-                .map(|i| sample(if i % 2 == 0 { 0.5 } else { -0.5 }))
-                .collect(),
-        }];
-        // 192 no-hint plays of games this step / 24 designer samples * k 4 = 32
-        // (rewards.py compute_env_reward_scale), on the advantage, loss weight 1.
-        let plays = BTreeMap::from([(EnvKind::Game, 192)]);
-        let (batch, weights) = weigh_designer(pending, &plays, 50.0);
-        assert_eq!(weights[&EnvKind::Game], 32.0);
-        assert_eq!(batch.len(), 24);
-        assert_eq!(batch[0].advantage, 16.0);
-        assert_eq!(batch[1].advantage, -16.0);
-        assert!(batch.iter().all(|s| s.weight == 1.0));
     }
 
     #[test]

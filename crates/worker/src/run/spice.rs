@@ -25,38 +25,24 @@
 //! as plays, so the environment pages browse them. A document that got no valid task is one
 //! rejected record (`invalid_task`, the last attempt's text and why it did not parse).
 //!
-//! The tiny preset first learns the two formats from corpus documents ([`warm_start`]), as
-//! the SPADE tiny model learns from the seed library: a model of a few million parameters
-//! initialised from scratch writes no parsable task.
+//! The tiny preset first learns the two formats from corpus documents
+//! ([`crate::warmstart::spice`], measured here by [`warm_start`]), as the SPADE tiny model
+//! learns from the seed library: a model of a few million parameters initialised from scratch
+//! writes no parsable task.
 
+use super::metrics::SpiceStats;
 use super::{Event, Loop, RunOptions, backend};
 use crate::warmstart::WarmStartReport;
+use crate::warmstart::spice::{self as ws, challenger_text, excerpt, reasoner_text, tag};
 use crate::{WorkerError, play, seeds};
-use sha2::{Digest, Sha256};
 use spade::config::RunConfig;
 use spade::report::{EnvStatus, EnvironmentRecord, Message, PlayRecord, Turn, TurnRole};
 use spade::spice::{self, Task, TaskError};
 use spade_policy::Policy;
-use spade_policy::chat::Role;
 use spade_policy::grpo::GrpoSample;
 use spade_policy::sample::Completion;
-use spade_policy::sft::{SftConfig, SftTrainer};
-use spade_policy::tokenizer::Tokenizer;
-use spade_policy::train::OptimConfig;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Instant;
-
-/// Seed purposes of SPICE draws (beside `crate::seeds::tag`'s).
-mod tag {
-    pub const DOCUMENT: u64 = 101;
-    pub const FORMAT: u64 = 102;
-    pub const CHALLENGER: u64 = 103;
-    pub const REASONER: u64 = 104;
-}
-
-/// Bumped whenever the warm start's pairs or training change.
-const WARMSTART_VERSION: u32 = 1;
 
 /// One challenger attempt.
 struct Attempt {
@@ -76,26 +62,6 @@ impl Doc {
     fn task(&self) -> Option<&Task> {
         self.attempts.last().and_then(|a| a.parsed.as_ref().ok())
     }
-}
-
-/// The first `max_tokens` tokens of `text` under `tok` (SPICE cuts documents by tokens).
-fn excerpt(tok: &Tokenizer, text: &str, max_tokens: usize) -> Result<String, WorkerError> {
-    let ids = tok.encode(text)?;
-    if ids.len() <= max_tokens {
-        return Ok(text.to_string());
-    }
-    Ok(tok.decode(&ids[..max_tokens], true)?)
-}
-
-fn challenger_text(excerpt: &str, multiple_choice: bool) -> String {
-    Role::Designer.prompt(
-        Some(spice::CHALLENGER_SYSTEM),
-        &spice::challenger_prompt(excerpt, multiple_choice),
-    )
-}
-
-fn reasoner_text(task: &Task) -> String {
-    Role::Agent.prompt(Some(spice::REASONER_SYSTEM), &spice::reasoner_prompt(task))
 }
 
 /// Whether document `d` of `step` asks for a multiple-choice task.
@@ -150,13 +116,16 @@ fn challenge(
     Ok(())
 }
 
-/// What one step of a SPICE run gives the update.
+/// What one step of a SPICE run gives the update: both roles' samples, the reports of the
+/// tasks and answers, and the step's SPICE metrics.
 pub(super) struct Step {
     pub samples: Vec<GrpoSample>,
+    pub messages: Vec<Message>,
+    pub stats: SpiceStats,
 }
 
-/// Steps 1-4 of the module doc; reports the tasks, the answers and the step's SPICE metrics.
-pub(super) fn step(lp: &mut Loop<'_>, m: &mut BTreeMap<String, f64>) -> Result<Step, WorkerError> {
+/// Steps 1-4 of the module doc.
+pub(super) fn step(lp: &mut Loop<'_>) -> Result<Step, WorkerError> {
     let cfg = lp.cfg;
     let step = lp.state.step;
     lp.phase("challenger")?;
@@ -350,32 +319,85 @@ pub(super) fn step(lp: &mut Loop<'_>, m: &mut BTreeMap<String, f64>) -> Result<S
         .iter()
         .filter(|(_, t)| matches!(t, Task::MultipleChoice { .. }))
         .count();
-    m.insert("spice/tasks".into(), n_valid as f64);
-    m.insert("spice/attempts".into(), n_attempts as f64);
-    m.insert(
-        "spice/invalid_rate".into(),
-        invalid as f64 / n_attempts.max(1) as f64,
-    );
-    if n_valid > 0 {
-        m.insert("spice/pass_rate".into(), mean(&pass_rates));
-        m.insert("spice/variance_reward".into(), mean(&valid_rewards));
-        m.insert("spice/mcq_share".into(), mcq as f64 / n_valid as f64);
-    }
-    m.insert("challenger_samples".into(), challenger_samples as f64);
-    m.insert("reasoner_samples".into(), reasoner_samples as f64);
+    let stats = SpiceStats {
+        tasks: n_valid,
+        attempts: n_attempts,
+        invalid,
+        valid: (n_valid > 0).then(|| {
+            (
+                mean(&pass_rates),
+                mean(&valid_rewards),
+                mcq as f64 / n_valid as f64,
+            )
+        }),
+        challenger_samples,
+        reasoner_samples,
+    };
     (lp.on)(Event::Log(format!(
         "spice step {step}: {n_valid}/{} documents with a task after {n_attempts} attempts, \
          pass rate {:.2}",
         docs.len(),
         mean(&pass_rates)
     )));
-    lp.pending.extend(
-        records
-            .into_iter()
-            .map(|record| Message::Environment { record }),
-    );
-    lp.pending.push(Message::Plays { records: plays });
-    Ok(Step { samples })
+    let mut messages: Vec<Message> = records
+        .into_iter()
+        .map(|record| Message::Environment { record })
+        .collect();
+    messages.push(Message::Plays { records: plays });
+    Ok(Step {
+        samples,
+        messages,
+        stats,
+    })
+}
+
+/// The SPICE warm start of the tiny model ([`crate::warmstart::spice`]), measured by how
+/// often the challenger's samples parse, with this module's challenger.
+pub(super) fn warm_start(
+    cfg: &RunConfig,
+    opts: &RunOptions,
+    corpus: &spade::corpus::Corpus,
+    on: &mut dyn FnMut(Event),
+) -> Result<(PathBuf, WarmStartReport), WorkerError> {
+    let w = ws::Options {
+        epochs: opts.warm_epochs,
+        lr: opts.warm_lr,
+        measure: opts.warm_measure,
+        cache_dir: &opts.cache_dir,
+    };
+    let mut measure = |policy: &Policy, measured: usize| {
+        let tok = policy.require_tokenizer()?;
+        let max_doc = cfg.spice.max_document_tokens as usize;
+        let mut probe: Vec<Doc> = (0..measured)
+            .map(|k| {
+                let d = corpus.pick(cfg.run.seed, &[tag::DOCUMENT, u64::MAX, k as u64]);
+                Ok(Doc {
+                    excerpt: excerpt(tok, &d.text, max_doc)?,
+                    multiple_choice: k % 2 == 0,
+                    attempts: vec![],
+                })
+            })
+            .collect::<Result<_, WorkerError>>()?;
+        let one = RunConfig {
+            spice: spade::config::SpiceSection {
+                max_attempts: 1,
+                ..cfg.spice.clone()
+            },
+            ..cfg.clone()
+        };
+        challenge(policy, &one, u64::MAX, &mut probe)?;
+        let mut rejections = BTreeMap::new();
+        for d in &probe {
+            if let Some(Err(e)) = d.attempts.last().map(|a| &a.parsed) {
+                *rejections
+                    .entry(task_error_kind(e).to_string())
+                    .or_insert(0) += 1;
+            }
+        }
+        let accepted = probe.iter().filter(|d| d.task().is_some()).count();
+        Ok((accepted, rejections))
+    };
+    ws::warm_start(cfg, &w, corpus, &mut measure, &mut |l| on(Event::Log(l)))
 }
 
 /// Whether each answer (`g` per task, in order) is right. SPICE checks with math-verify: the
@@ -438,176 +460,6 @@ pub(crate) fn math_verify(pairs: &[(String, Option<String>)]) -> Result<Vec<bool
 /// The stored id of document `d`'s task at `step`.
 fn task_id(step: u64, d: usize) -> String {
     format!("spice-s{step}-d{d}")
-}
-
-/// The tiny model's start for a SPICE run: a fresh tiny model whose tokenizer is trained on
-/// the corpus and the prompts, fine-tuned on fill-in-the-blank tasks made from corpus documents
-/// ([`spade::spice::cloze_task`]) in both formats (challenger pairs: document -> task) and on
-/// answers in `\boxed{}` (reasoner pairs, for every other task), then measured: the share of
-/// challenger samples that parse. Cached by a content hash of what it trains on.
-pub(super) fn warm_start(
-    cfg: &RunConfig,
-    opts: &RunOptions,
-    corpus: &spade::corpus::Corpus,
-    on: &mut dyn FnMut(Event),
-) -> Result<(PathBuf, WarmStartReport), WorkerError> {
-    let docs: Vec<&str> = corpus
-        .documents()
-        .iter()
-        .take(32)
-        .map(|d| d.text.as_str())
-        .collect();
-    let mut h = Sha256::new();
-    h.update(WARMSTART_VERSION.to_le_bytes());
-    for part in [
-        cfg.run.seed.to_string(),
-        opts.warm_epochs.to_string(),
-        opts.warm_lr.to_string(),
-        cfg.spice.max_document_tokens.to_string(),
-        cfg.spice.temperature.to_string(),
-        // Trained weights differ between CPU kernel sets (issue 35).
-        spade_policy::kernels::fingerprint(),
-    ] {
-        h.update(part.as_bytes());
-        h.update([0u8]);
-    }
-    for d in &docs {
-        h.update(d.as_bytes());
-        h.update([0u8]);
-    }
-    let hash = crate::warmstart::short_hex(&h.finalize());
-    let dir = opts.cache_dir.join(format!("spice-warmstart-{hash}"));
-    if let Some(report) = crate::warmstart::load_cached(&dir)? {
-        on(Event::Log(format!(
-            "spice warm start: cached at {}",
-            dir.display()
-        )));
-        return Ok((dir, report));
-    }
-    let started = Instant::now();
-    let mut texts: Vec<String> = docs.iter().map(|d| d.to_string()).collect();
-    texts.push(challenger_text("", true));
-    texts.push(challenger_text("", false));
-    texts.push(spice::REASONER_SYSTEM.into());
-    let policy = spade_policy::preset::tiny(&texts, cfg.run.seed, |l| on(Event::Log(l.into())))?;
-    let tok = policy.require_tokenizer()?.clone();
-    let pair = |prompt: &str, completion: &str| crate::warmstart::pair(&tok, prompt, completion);
-    let mut data = Vec::new();
-    let (mut challenger_pairs, mut reasoner_pairs) = (0, 0);
-    let max_doc = cfg.spice.max_document_tokens as usize;
-    for (i, d) in docs.iter().enumerate() {
-        let ex = excerpt(&tok, d, max_doc)?;
-        for mcq in [true, false] {
-            let seed = seeds::derive(cfg.run.seed, &[tag::DOCUMENT, i as u64, u64::from(mcq)]);
-            let Some(task) = spice::cloze_task(&ex, seed, mcq) else {
-                continue;
-            };
-            data.push(pair(&challenger_text(&ex, mcq), &task.to_reply())?);
-            challenger_pairs += 1;
-            // Every other task also teaches the answer format, not all of them: the reasoner
-            // should start unsure, so pass rates (and the variance reward) spread.
-            if (i + usize::from(mcq)).is_multiple_of(2) {
-                let answer = format!("The blank is \\boxed{{{}}}", task.reference());
-                data.push(pair(&reasoner_text(&task), &answer)?);
-                reasoner_pairs += 1;
-            }
-        }
-    }
-    if data.is_empty() {
-        return Err(WorkerError::Config(
-            "the corpus has no sentence to make a SPICE warm-start task from".into(),
-        ));
-    }
-    let tokens: usize = data.iter().map(|s| s.ids.len()).sum();
-    on(Event::Log(format!(
-        "spice warm start: {challenger_pairs} challenger and {reasoner_pairs} reasoner pairs, \
-         {tokens} tokens, {} epochs",
-        opts.warm_epochs
-    )));
-    let sft = SftConfig {
-        optim: OptimConfig {
-            lr: opts.warm_lr,
-            weight_decay: 0.0,
-            ..OptimConfig::default()
-        },
-        micro_batch: 4,
-        max_len: cfg.model.max_context as usize,
-    };
-    let mut trainer = SftTrainer::new(&policy, sft)?;
-    // A fixed shuffle so batches mix the two roles (fit() only rotates the order).
-    data.sort_by_key(|s| {
-        seeds::derive(
-            cfg.run.seed,
-            &[s.ids.len() as u64, s.ids[s.ids.len() / 2] as u64],
-        )
-    });
-    let mut last_epoch = usize::MAX;
-    let losses = trainer.fit(&policy, &data, opts.warm_epochs, 4, |epoch, _, loss| {
-        if epoch != last_epoch {
-            last_epoch = epoch;
-            on(Event::Log(format!(
-                "spice warm start: epoch {}/{} loss {loss:.3} ({:.0} s)",
-                epoch + 1,
-                opts.warm_epochs,
-                started.elapsed().as_secs_f64()
-            )));
-        }
-    })?;
-    let train_seconds = started.elapsed().as_secs_f64();
-    // How often the warm-started challenger writes a task that parses.
-    let measured = opts.warm_measure.max(1);
-    let mut probe: Vec<Doc> = (0..measured)
-        .map(|k| {
-            let d = corpus.pick(cfg.run.seed, &[tag::DOCUMENT, u64::MAX, k as u64]);
-            Ok(Doc {
-                excerpt: excerpt(&tok, &d.text, max_doc)?,
-                multiple_choice: k % 2 == 0,
-                attempts: vec![],
-            })
-        })
-        .collect::<Result<_, WorkerError>>()?;
-    let one = RunConfig {
-        spice: spade::config::SpiceSection {
-            max_attempts: 1,
-            ..cfg.spice.clone()
-        },
-        ..cfg.clone()
-    };
-    challenge(&policy, &one, u64::MAX, &mut probe)?;
-    let mut rejections = BTreeMap::new();
-    for d in &probe {
-        if let Some(Err(e)) = d.attempts.last().map(|a| &a.parsed) {
-            *rejections
-                .entry(task_error_kind(e).to_string())
-                .or_insert(0) += 1;
-        }
-    }
-    let accepted = probe.iter().filter(|d| d.task().is_some()).count();
-    let report = WarmStartReport {
-        hash: hash.clone(),
-        designer_pairs: challenger_pairs,
-        hint_pairs: 0,
-        agent_sequences: reasoner_pairs,
-        tokens,
-        first_loss: losses.first().copied().unwrap_or(f64::NAN),
-        last_loss: losses.last().copied().unwrap_or(f64::NAN),
-        train_seconds,
-        measured,
-        accepted,
-        acceptance_rate: accepted as f64 / measured as f64,
-        rejections,
-        // SPICE's warm start trains a fixed number of epochs and has no criterion (yet).
-        epochs: opts.warm_epochs,
-        needed: 0,
-        criterion_met: true,
-        checks: vec![],
-        kernels: spade_policy::kernels::fingerprint(),
-    };
-    on(Event::Log(format!(
-        "spice warm start: {accepted}/{measured} challenger samples parse after {train_seconds:.0} s"
-    )));
-    crate::warmstart::save_cached(&policy, &report, &dir)?;
-    Ok((dir, report))
 }
 
 /// A task error's kind, for the warm start's rejection counts.

@@ -1,0 +1,215 @@
+//! The agent's part of a step (spec, "One training step", items 5 and 6): the no-hint plays
+//! of every live environment (or of the step's draw from a fixed pool), tallied into their
+//! windows, and the one GRPO update on the agent's samples and the designer samples of the
+//! windows closed in the step.
+
+use super::designer_batch::{self, PendingDesigner};
+use super::metrics::{PlayStats, StepObservations, UpdateStats};
+use super::setup::concurrency;
+use super::{Event, Loop, env_seed, fixed, fnv, play_record, score};
+use crate::{WorkerError, play, seeds};
+use spade::EnvKind;
+use spade::report::Message;
+use spade_policy::grpo::GrpoSample;
+use spade_policy::train::MaskedSeq;
+use std::collections::{BTreeMap, BTreeSet};
+
+impl Loop<'_> {
+    /// No-hint plays of every live environment (of the step's draw, for fixed-env GRPO): the
+    /// agent samples of the step.
+    /// Returns the samples, the plays' reports (retirements first) and what they measured.
+    pub(super) fn play(
+        &mut self,
+        selection: Option<&BTreeSet<String>>,
+    ) -> Result<Played, WorkerError> {
+        let mut played = Played {
+            messages: self.apply_retirements(),
+            ..Played::default()
+        };
+        let step = self.state.step;
+        let n_envs: usize = match selection {
+            Some(sel) => sel.len(),
+            None => self.state.windows.values().map(|w| w.envs.len()).sum(),
+        };
+        if n_envs == 0 {
+            return Ok(played);
+        }
+        // spec 5: ceil(global_batch / n_envs) no-hint plays per environment per step.
+        let per_env = spade::reward::no_hint_plays_per_env(
+            u64::from(self.cfg.agent.global_batch),
+            n_envs as u64,
+        ) as usize;
+        let popts = self.play_options();
+        let mut samples = Vec::new();
+        let mut records = Vec::new();
+        // Every live environment's plays go to the rollout backend at once; their results are
+        // scored below in the windows' order.
+        let mut picked: Vec<(String, usize, crate::state::LiveEnv, Vec<i64>)> = vec![];
+        for (key, window) in &self.state.windows {
+            for (e, env) in window.envs.iter().enumerate() {
+                // A broken environment is never played again (its window still scores it).
+                if env.broken_seed.is_some() {
+                    continue;
+                }
+                if selection.is_some_and(|sel| !sel.contains(&env.env_id)) {
+                    continue;
+                }
+                let env_seeds: Vec<i64> = (0..per_env)
+                    .map(|i| env_seed(self.cfg.run.seed, step, &env.env_id, i))
+                    .collect();
+                picked.push((key.clone(), e, env.clone(), env_seeds));
+            }
+        }
+        let jobs: Vec<play::PlayJob<'_>> = picked
+            .iter()
+            .map(|(_, _, env, env_seeds)| play::PlayJob {
+                code: &env.code,
+                kind: env.kind.into(),
+                hint: None,
+                seeds: env_seeds.clone(),
+                sample_seed: seeds::derive(
+                    self.cfg.run.seed,
+                    &[seeds::tag::PLAY, step, fnv(&env.env_id)],
+                ),
+            })
+            .collect();
+        let all = play::play_envs(
+            &self.policy,
+            &self.pool,
+            &jobs,
+            &popts,
+            concurrency(self.cfg, self.opts),
+        )?;
+        drop(jobs);
+        let mut rlve_wins: Vec<(String, Vec<bool>)> = Vec::new();
+        for ((key, e, env, _), eps) in picked.into_iter().zip(all) {
+            played.obs.note_plays(&eps);
+            if self.state.rlve.is_some() {
+                // A play that failed (the environment's fault, or generation's) is no answer.
+                let wins = eps
+                    .iter()
+                    .filter(|x| x.failure.is_none() && x.error.is_none());
+                rlve_wins.push((env.env_id.clone(), wins.map(|x| x.won).collect()));
+            }
+            let w = self
+                .state
+                .windows
+                .get_mut(&key)
+                .and_then(|w| w.envs.get_mut(e))
+                .ok_or_else(|| WorkerError::Config("window changed during play".into()))?;
+            score::tally(w, &eps, false, step);
+            *played.plays.entry(env.kind).or_default() += eps.len() as u64;
+            records.extend(eps.iter().map(|ep| play_record(&env.env_id, step, ep)));
+            // Plays of an environment that broke the contract are kept (reported) but do
+            // not train the agent.
+            if let Some(msg) = score::broken_in_play(w, &eps, step) {
+                played.messages.push(msg);
+                continue;
+            }
+            let returns: Vec<f64> = eps.iter().map(|x| x.episode_return).collect();
+            let g = spade::reward::group_advantages(&returns);
+            played.obs.zero_std.push(g.zero_std);
+            let adv = g.advantages;
+            for (ep, a) in eps.iter().zip(&adv) {
+                if *a != 0.0 && ep.loss_mask.iter().skip(1).any(|&x| x) {
+                    samples.push(GrpoSample {
+                        seq: MaskedSeq {
+                            ids: ep.ids.clone(),
+                            loss_mask: ep.loss_mask.clone(),
+                        },
+                        old_logprobs: ep.logprobs.clone(),
+                        behavior_logprobs: None,
+                        advantage: *a as f32,
+                        weight: 1.0,
+                    });
+                }
+            }
+        }
+        let logprob_gap = match self.vllm {
+            Some(_) => {
+                crate::vllm::rescore(&self.policy, &mut samples, self.cfg.agent.temperature)?
+            }
+            None => None,
+        };
+        let rlve = self
+            .state
+            .rlve
+            .as_mut()
+            .map(|d| fixed::rlve_update(d, self.cfg.run.seed, step, &rlve_wins));
+        played.stats = Some(PlayStats {
+            plays: records.len(),
+            per_env,
+            rlve,
+            logprob_gap,
+        });
+        played.messages.push(Message::Plays { records });
+        played.samples = samples;
+        Ok(played)
+    }
+
+    /// One GRPO step on the step's agent samples and the designer samples of the windows closed
+    /// in it: one batch, one optimizer update (the reference, `spade_rollout.py`, puts the
+    /// delayed designer samples first in the step's batch). Reports `loss`, `clip_frac`,
+    /// `grad_norm`, `tis_mean` of that update, `agent_samples`, `designer_samples` and
+    /// `designer_loss_weight`.
+    /// `plays`: the step's no-hint plays per kind, which the designer loss weight needs.
+    pub(super) fn train(
+        &mut self,
+        samples: Vec<GrpoSample>,
+        plays: &BTreeMap<EnvKind, u64>,
+        designer: Vec<PendingDesigner>,
+    ) -> Result<UpdateStats, WorkerError> {
+        let (mut batch, weights) =
+            designer_batch::weigh_designer(designer, plays, self.cfg.designer.loss_weight_cap);
+        let mut stats = UpdateStats {
+            agent_samples: samples.len(),
+            designer: (!weights.is_empty()).then_some((batch.len(), weights)),
+            ..UpdateStats::default()
+        };
+        batch.extend(samples);
+        if batch.is_empty() {
+            return Ok(stats);
+        }
+        self.phase("update")?;
+        stats.grpo = Some(self.trainer.step(&self.policy, &batch)?);
+        if let Some(f) = &self.vllm {
+            let on = &mut *self.on;
+            let log = &mut |l| on(Event::Log(l));
+            stats.vllm = Some(crate::vllm::sync_after_update(
+                f,
+                &self.policy,
+                self.state.step + 1,
+                log,
+            )?);
+        }
+        Ok(stats)
+    }
+
+    pub(crate) fn play_options(&self) -> play::PlayOptions {
+        play::PlayOptions {
+            max_turns: self.cfg.agent.max_turns,
+            max_new_tokens: self.cfg.model.agent_max_new_tokens as usize,
+            temperature: self.cfg.agent.temperature,
+            max_context: self.cfg.model.max_context as usize,
+            max_episode_tokens: self.cfg.agent.max_episode_tokens as usize,
+            max_hint_chars: 2000,
+            backend: self.backend(),
+        }
+    }
+}
+
+/// What a step's no-hint plays gave the update.
+#[derive(Default)]
+pub(super) struct Played {
+    /// Agent samples with a non-zero advantage.
+    pub samples: Vec<GrpoSample>,
+    /// No-hint plays of the step per environment kind (the designer loss weight's agent
+    /// samples).
+    pub plays: BTreeMap<EnvKind, u64>,
+    /// The reports, in order: retirements, environments broken in play, the plays.
+    pub messages: Vec<Message>,
+    /// Checked calls, violations and zero-variance groups, for the step's metrics.
+    pub obs: StepObservations,
+    /// None when nothing was live.
+    pub stats: Option<PlayStats>,
+}

@@ -1,0 +1,441 @@
+//! A run's start: the configuration checked, the pools validated and the models loaded
+//! (the frozen designer, the policy from its checkpoint, the warm start or the configured
+//! model), the optimizer restored on a resume and the disk checked, all before the first step
+//! and before anything expensive where that can fail in seconds instead. [`setup`] returns the
+//! [`Loop`] and what the start reports ([`super::report`]).
+
+use super::fixed::{self, FixedPool};
+use super::{Event, Loop, RunOptions, generate, spice};
+use crate::sink::Sink;
+use crate::state::{self, RunState, StateStore};
+use crate::warmstart::{self, WarmStartOptions, WarmStartReport};
+use crate::{WorkerError, play};
+use spade::config::RunConfig;
+use spade::memory::MemoryRecord;
+use spade::pool::PoolProblem;
+use spade_policy::Policy;
+use spade_policy::grpo::{GrpoConfig, GrpoTrainer};
+use spade_policy::train::OptimConfig;
+use spade_sandbox::{Pool, PoolConfig, RunnerConfig};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A run ready for its first step, and what its start reports.
+pub(super) struct Setup<'a> {
+    pub lp: Loop<'a>,
+    /// A new fixed-env run's pool, validated (a resumed run has it in its state).
+    pub fixed_pool: Option<FixedPool>,
+    /// A new run's memory seed pool: the records and what was left out.
+    pub seed_memory: Option<(Vec<MemoryRecord>, Vec<PoolProblem>)>,
+    /// The tiny preset's warm start, when this start trained or found one.
+    pub warm_start: Option<WarmStartReport>,
+    /// The frozen designer's weights fingerprint at the start ([`Loop::check_frozen_designer`]).
+    pub designer_print: Option<String>,
+}
+
+/// Loads everything a run needs, in the order that fails fastest.
+pub(super) fn setup<'a>(
+    cfg: &'a RunConfig,
+    opts: &'a RunOptions,
+    store: &'a StateStore,
+    sink: &'a mut dyn Sink,
+    on: &'a mut dyn FnMut(Event),
+) -> Result<Setup<'a>, WorkerError> {
+    let issues = cfg.validate();
+    if !issues.is_empty() {
+        let text: Vec<String> = issues.iter().map(ToString::to_string).collect();
+        return Err(WorkerError::Config(text.join("; ")));
+    }
+    let mut pool_cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
+    pool_cfg.max_runners = concurrency(cfg, opts);
+    pool_cfg.warm = 1;
+    pool_cfg.call_timeout = Duration::from_secs_f64(cfg.sandbox.step_timeout_s);
+    pool_cfg.runner.limits.max_observation_chars = cfg.sandbox.max_observation_chars;
+    let pool = Pool::new(pool_cfg);
+    let corpus = generate::load_corpus(cfg)?;
+    // Before the warm start, so a wrong encoder path fails in seconds, not after it.
+    let encoder = generate::load_encoder(cfg, on)?;
+    let (designer, designer_print) = load_designer(cfg, on)?.unzip();
+
+    let existing = store.load()?;
+    // Pools (fixed-env GRPO's, the memory's seed) are read and validated before anything
+    // expensive (the warm start, loading weights), so one that cannot be used is refused in
+    // seconds. A resumed run has both in its state.
+    let fresh = !(opts.resume && existing.is_some());
+    let fixed_pool = if cfg.is_fixed_env() && fresh {
+        (on)(Event::Log("validating the fixed environment pool".into()));
+        Some(fixed::load_fixed_pool(cfg, &pool)?)
+    } else {
+        None
+    };
+    let seed_memory = if cfg.memory.seed_pool.is_some() && fresh {
+        (on)(Event::Log("validating the memory seed pool".into()));
+        Some(crate::pool::seed_memory(cfg, &pool)?)
+    } else {
+        None
+    };
+    let mut warm_report = None;
+    let (policy, state, resumed_from) = match (existing, opts.resume) {
+        (Some((dir, st)), true) => {
+            (on)(Event::Log(format!(
+                "resuming at step {} from {}",
+                st.step,
+                dir.display()
+            )));
+            (
+                Policy::load(&dir, spade_policy::default_device())?,
+                st,
+                Some(dir),
+            )
+        }
+        (Some((dir, _)), false) => {
+            return Err(WorkerError::Config(format!(
+                "{} already holds a checkpoint; resume it or choose another output directory",
+                dir.display()
+            )));
+        }
+        (None, _) => {
+            let (dir, report) = base_model(cfg, opts, &pool, &corpus, on)?;
+            warm_report = report;
+            let p = Policy::load(&dir, spade_policy::default_device())?;
+            (p, RunState::new(dir.display().to_string(), cfg), None)
+        }
+    };
+    speaks_chatml(&policy)?;
+    let mut trainer = GrpoTrainer::new(&policy, grpo_config(cfg))?;
+    check_checkpoint_disk(cfg, &policy, trainer.optimizer().is_mixed(), store, on)?;
+    let vllm = crate::vllm::for_run(cfg, &policy, store.root(), state.step, &mut |l| {
+        on(Event::Log(l))
+    })?;
+    if let Some(dir) = resumed_from {
+        // An optimiser state older than the weights (written every `run.optimizer_every`
+        // steps) gives its moments, not its masters: those would undo the steps since.
+        let own_step = state.optimizer_step.is_none_or(|s| s == state.step);
+        match state::load_optimizer(&mut trainer, &dir, own_step)? {
+            true if own_step => (on)(Event::Log(format!(
+                "restored the optimizer state ({} AdamW steps)",
+                trainer.optimizer().step_count()
+            ))),
+            true => (on)(Event::Log(format!(
+                "restored the optimizer state of step {} (written every {} steps) for weights \
+                 of step {}",
+                state.optimizer_step.unwrap_or_default(),
+                cfg.run.optimizer_every,
+                state.step
+            ))),
+            false => (on)(Event::Log(format!(
+                "{} has no {}: an older checkpoint; AdamW restarts with zero moments",
+                dir.display(),
+                state::OPTIMIZER
+            ))),
+        }
+    }
+    let lp = Loop {
+        cfg,
+        opts,
+        policy,
+        pool,
+        trainer,
+        state,
+        store,
+        sink,
+        on,
+        pending: vec![],
+        corpus,
+        step_started: Instant::now(),
+        cancel: false,
+        encoder,
+        designer,
+        retire: vec![],
+        vllm,
+    };
+    Ok(Setup {
+        lp,
+        fixed_pool,
+        seed_memory,
+        warm_start: warm_report,
+        designer_print,
+    })
+}
+
+/// The GRPO update as the configuration sets it.
+fn grpo_config(cfg: &RunConfig) -> GrpoConfig {
+    GrpoConfig {
+        clip_low: cfg.grpo.clip_low,
+        clip_high: cfg.grpo.clip_high,
+        kl_coef: cfg.grpo.kl_coef,
+        tis_cap: cfg.grpo.tis_cap,
+        temperature: cfg.train_temperature(),
+        micro_batch_tokens: cfg.grpo.micro_batch_tokens as usize,
+        logprob_chunk_tokens: cfg.grpo.logprob_chunk_tokens as usize,
+        recompute: cfg.grpo.activation_recompute,
+        router_aux_coef: cfg.grpo.router_aux_coef,
+        optim: OptimConfig {
+            lr: cfg.grpo.lr,
+            ..OptimConfig::default()
+        },
+    }
+}
+
+impl Loop<'_> {
+    /// A frozen designer must end the run with the weights it started with.
+    pub(super) fn check_frozen_designer(
+        &mut self,
+        before: Option<&str>,
+    ) -> Result<(), WorkerError> {
+        let (Some(d), Some(before)) = (&self.designer, before) else {
+            return Ok(());
+        };
+        let after = d.weights_fingerprint();
+        if after != before {
+            return Err(WorkerError::Model(format!(
+                "the frozen designer's weights changed during the run ({before} -> {after})"
+            )));
+        }
+        (self.on)(Event::Log(format!(
+            "frozen designer unchanged: weights fingerprint {after}"
+        )));
+        Ok(())
+    }
+}
+
+/// The roles' transcripts are ChatML token by token (`play::observation_frame`); a model
+/// whose own template lays conversations out otherwise would be prompted in a format it never
+/// saw, so it is refused with both renderings.
+fn speaks_chatml(p: &Policy) -> Result<(), WorkerError> {
+    match p.chat_template().chatml_mismatch() {
+        Ok(None) => Ok(()),
+        Ok(Some(why)) => Err(WorkerError::Config(format!(
+            "model: the worker speaks ChatML (Qwen2/2.5/3, SmolLM2); {why}"
+        ))),
+        Err(e) => Err(WorkerError::Config(format!("model: {e}"))),
+    }
+}
+
+/// The frozen designer of `designer.model_path`, loaded before anything expensive starts, and
+/// its weights fingerprint (one pass over the weights; the run's end compares against it).
+fn load_designer(
+    cfg: &RunConfig,
+    on: &mut dyn FnMut(Event),
+) -> Result<Option<(Policy, String)>, WorkerError> {
+    let Some(dir) = cfg.designer.model_path.as_deref() else {
+        return Ok(None);
+    };
+    let p = Policy::load(Path::new(dir), spade_policy::default_device())
+        .map_err(|e| WorkerError::Config(format!("designer.model_path = {dir:?}: {e}")))?;
+    p.require_tokenizer()
+        .map_err(|e| WorkerError::Config(format!("designer.model_path = {dir:?}: {e}")))?;
+    speaks_chatml(&p)?;
+    let print = p.weights_fingerprint();
+    on(Event::Log(format!(
+        "frozen designer from {dir} ({} parameters), weights fingerprint {print}; the agent \
+         trains alone",
+        p.config().num_parameters()
+    )));
+    Ok(Some((p, print)))
+}
+
+/// The local generation backend `model.rollout` names, with its limits (`"vllm"`: the engine,
+/// for what the servers do not serve; [`Loop::backend`] gives the servers).
+pub(crate) fn backend(cfg: &RunConfig) -> play::Backend {
+    use spade::config::RolloutBackend as R;
+    match cfg.model.rollout {
+        R::Sampler => play::Backend::Sampler,
+        R::Engine | R::Vllm => play::Backend::Engine {
+            kv_tokens: cfg.model.kv_cache_tokens as usize,
+            max_batch: cfg.model.max_batch as usize,
+        },
+    }
+}
+
+/// Episodes played at once: `--concurrency` when given, else `agent.concurrency`.
+pub(crate) fn concurrency(cfg: &RunConfig, opts: &RunOptions) -> usize {
+    opts.concurrency
+        .unwrap_or(cfg.agent.concurrency as usize)
+        .max(1)
+}
+
+/// Says how much disk the run's checkpoints need and refuses to start when the checkpoint
+/// directory's file system has less free (see [`state::checkpoint_need`]).
+fn check_checkpoint_disk(
+    cfg: &RunConfig,
+    policy: &Policy,
+    mixed: bool,
+    store: &StateStore,
+    on: &mut dyn FnMut(Event),
+) -> Result<(), WorkerError> {
+    let params = policy.config().num_parameters().max(0) as u64;
+    let weights = params * policy.kind().elt_size_in_bytes() as u64;
+    // AdamW's two float32 moments, and float32 masters for half-kind weights.
+    let optimizer = params * if mixed { 12 } else { 8 };
+    let need = state::checkpoint_need(&cfg.run, weights, optimizer);
+    let dir = store.checkpoints();
+    let used = state::tree_bytes(&dir);
+    let free = state::free_bytes(&dir)?;
+    (on)(Event::Log(format!(
+        "checkpoints need about {} in all ({} snapshots of {} weights, {} with a {} optimizer \
+         state, two resume points); {} free in {}",
+        state::gib(need.total),
+        need.snapshots,
+        state::gib(need.weights),
+        need.snapshots_with_optimizer,
+        state::gib(need.optimizer),
+        state::gib(free),
+        dir.display()
+    )));
+    state::check_disk(&need, used, free, &dir)
+}
+
+/// The checkpoint a new run starts from: the configured model, or the warm-started tiny one.
+/// The starting checkpoint a run of `cfg` would use (`model.path`, or the tiny preset's warm
+/// start, trained now or found in `opts.cache_dir`), without running anything else: for tools
+/// and tests that need the same model a run gets.
+pub fn prepare_base_model(
+    cfg: &RunConfig,
+    opts: &RunOptions,
+    on: &mut dyn FnMut(Event),
+) -> Result<PathBuf, WorkerError> {
+    Ok(prepare_warm_start(cfg, opts, on)?.0)
+}
+
+/// [`prepare_base_model`] with the warm start's report (`None` for a `model.path`): a test that
+/// needs a working tiny designer checks [`warmstart::WarmStartReport::designer_ready`] first and
+/// fails with its verdict, not later with a vaguer message.
+pub fn prepare_warm_start(
+    cfg: &RunConfig,
+    opts: &RunOptions,
+    on: &mut dyn FnMut(Event),
+) -> Result<(PathBuf, Option<warmstart::WarmStartReport>), WorkerError> {
+    let mut pool_cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
+    pool_cfg.max_runners = concurrency(cfg, opts);
+    let pool = Pool::new(pool_cfg);
+    let corpus = generate::load_corpus(cfg)?;
+    base_model(cfg, opts, &pool, &corpus, on)
+}
+
+fn base_model(
+    cfg: &RunConfig,
+    opts: &RunOptions,
+    pool: &Pool,
+    corpus: &Option<spade::corpus::Corpus>,
+    on: &mut dyn FnMut(Event),
+) -> Result<(PathBuf, Option<warmstart::WarmStartReport>), WorkerError> {
+    if let Some(path) = &cfg.model.path {
+        return Ok((PathBuf::from(path), None));
+    }
+    if cfg.model.preset == spade_policy::preset::SMOLLM2 {
+        let dir = spade_policy::preset::smollm2(&spade_policy::preset::cache_root(), &mut |l| {
+            on(Event::Log(l.to_string()))
+        })
+        .map_err(|e| WorkerError::Config(format!("model.preset = \"smollm2-135m\": {e}")))?;
+        return Ok((dir, None));
+    }
+    if cfg.model.preset != "tiny" {
+        return Err(WorkerError::Config(format!(
+            "model.path is required for model.preset = \"{}\" (\"tiny\" and \"smollm2-135m\" \
+             are built here)",
+            cfg.model.preset
+        )));
+    }
+    if cfg.is_spice() {
+        let corpus = corpus.as_ref().ok_or_else(|| {
+            WorkerError::Config("run.algorithm = \"spice\" needs a corpus".into())
+        })?;
+        let (dir, report) = spice::warm_start(cfg, opts, corpus, on)?;
+        return Ok((dir, Some(report)));
+    }
+    let w = warm_start_options(cfg, opts, corpus);
+    let (dir, report) = warmstart::warm_start(&opts.seed_dir, &opts.cache_dir, pool, &w, |l| {
+        on(Event::Log(l.to_string()))
+    })?;
+    Ok((dir, Some(report)))
+}
+
+/// What the tiny model's warm start trains. A fixed-env run trains no designer pairs and
+/// measures no designer: it never generates an environment (the reference's fixed-env baseline
+/// loads its checkpoint and plays the pool).
+pub(crate) fn warm_start_options(
+    cfg: &RunConfig,
+    opts: &RunOptions,
+    corpus: &Option<spade::corpus::Corpus>,
+) -> WarmStartOptions {
+    let fixed = cfg.is_fixed_env();
+    let kinds = cfg
+        .curriculum
+        .kinds
+        .iter()
+        .map(|&k| spade_sandbox::EnvKind::from(k))
+        .collect();
+    let families = cfg.model.warm_start == spade::config::WarmStartData::Families;
+    // A family's variants are dozens of designer pairs an epoch (see `families::EPOCHS`).
+    let epochs = if families {
+        warmstart::families::EPOCHS
+    } else {
+        opts.warm_epochs
+    };
+    WarmStartOptions {
+        kinds,
+        seed: cfg.run.seed,
+        epochs,
+        // Up to as many epochs again to meet the criterion (see `warmstart`'s module doc).
+        max_epochs: if families {
+            warmstart::families::MAX_EPOCHS
+        } else {
+            2 * epochs
+        },
+        min_acceptance: opts.warm_min_acceptance,
+        batch_size: 1,
+        lr: opts.warm_lr,
+        // Fixed-env GRPO never uses a designer: no designer pairs, no acceptance measurement.
+        // A family's variants are one designer pair each: each is another program.
+        designer_variants: match (fixed, families) {
+            (true, _) => 0,
+            (false, true) => 1,
+            (false, false) => 4,
+        },
+        designer_files: if families { usize::MAX } else { 1 },
+        agent_episodes: 2,
+        hint_code_chars: cfg.hint_code_limit(),
+        memory_positives: if cfg.ablation.no_memory {
+            0
+        } else {
+            cfg.memory.positives
+        },
+        memory_negatives: if cfg.ablation.no_memory {
+            0
+        } else {
+            cfg.memory.negatives
+        },
+        memory_code_chars: cfg.memory.code_chars,
+        corpus_docs: corpus
+            .iter()
+            .flat_map(|c| c.documents().iter().take(16))
+            .map(|d| spade::corpus::truncate_words(&d.text, cfg.corpus.game_max_words))
+            .collect(),
+        measure_samples: if fixed { 0 } else { opts.warm_measure },
+        designer_max_new_tokens: cfg.model.designer_max_new_tokens as usize,
+        max_turns: cfg.agent.max_turns,
+        family: families.then(|| warmstart::families::FAMILIES[0].to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fixed_env_run_warm_starts_no_designer() {
+        let opts = RunOptions::new("t", PathBuf::from("envs/seed"), PathBuf::from("cache"));
+        let mut cfg = RunConfig::tiny_cpu_demo();
+        let spade = warm_start_options(&cfg, &opts, &None);
+        assert_eq!(spade.designer_variants, 4);
+        assert_eq!(spade.measure_samples, super::super::DEFAULT_WARM_MEASURE);
+        cfg.ablation.fixed_env_pool = Some("envs/seed".into());
+        let fixed = warm_start_options(&cfg, &opts, &None);
+        assert_eq!((fixed.designer_variants, fixed.measure_samples), (0, 0));
+        assert_eq!(
+            fixed.agent_episodes, spade.agent_episodes,
+            "the agent still learns"
+        );
+    }
+}
