@@ -34,8 +34,13 @@
 //! A server the run was pointed at by URL is not restarted: its failure ends the run with its
 //! URL, as does a restart that fails or one past the limit (with the log's tail).
 
+mod options;
 pub mod rollout;
 pub mod server;
+mod training;
+
+pub use options::FleetOptions;
+pub use training::{SyncStats, for_run, logprob_gap, rescore, sync_after_update};
 
 pub use rollout::VllmRollout;
 use rollout::{Turn, complete, completion_body};
@@ -122,115 +127,6 @@ struct Probe {
     body: serde_json::Value,
     tokens: Vec<i64>,
     want: Vec<f32>,
-}
-
-/// How to reach (or start) the servers.
-#[derive(Debug, Clone)]
-pub struct FleetOptions {
-    /// Servers that already run; empty when `start` > 0.
-    pub urls: Vec<String>,
-    /// Servers to start here.
-    pub start: u32,
-    pub port: u16,
-    /// Where `bin/vllm` is.
-    pub venv: PathBuf,
-    /// OMP threads per started server.
-    pub threads: u32,
-    pub kv_cache_gib: u32,
-    /// CUDA devices split between started servers (`vllm.gpus`; empty: no split).
-    pub gpus: Vec<u32>,
-    /// GPUs per started server.
-    pub tensor_parallel: u32,
-    /// `--max-model-len` of started servers.
-    pub max_model_len: usize,
-    pub weights_dir: PathBuf,
-    /// Started servers' logs.
-    pub log_dir: PathBuf,
-    pub startup_timeout: Duration,
-    pub request_timeout: Duration,
-}
-
-impl FleetOptions {
-    /// Server `i`'s `CUDA_VISIBLE_DEVICES`: its run of `tensor_parallel` devices of `gpus`
-    /// (None without a split, or past the list, which the configuration check refuses).
-    ///
-    /// `gpus` are indices into the devices the worker itself was given: when its
-    /// `CUDA_VISIBLE_DEVICES` is set (Ray sets it to the GPUs it placed the job on, an operator
-    /// may set it by hand), index `k` is that list's `k`-th entry, so `[1, 2]` on a job Ray gave
-    /// `4,5,6,7` starts the server on physical `5,6`, never on a GPU another job holds. Unset,
-    /// the indices are the machine's devices. An index past the worker's list is an error.
-    pub fn devices_of(&self, i: u32) -> Result<Option<String>, VllmError> {
-        let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-        self.devices_within(i, visible.as_deref())
-    }
-
-    /// [`Self::devices_of`] with the worker's device list given.
-    pub fn devices_within(
-        &self,
-        i: u32,
-        visible: Option<&str>,
-    ) -> Result<Option<String>, VllmError> {
-        let tp = self.tensor_parallel.max(1) as usize;
-        let start = i as usize * tp;
-        let Some(run) = self.gpus.get(start..start + tp) else {
-            return Ok(None);
-        };
-        let given: Option<Vec<&str>> = visible
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(|v| v.split(',').map(str::trim).collect());
-        let mut out = Vec::with_capacity(run.len());
-        for &k in run {
-            match &given {
-                None => out.push(k.to_string()),
-                Some(list) => match list.get(k as usize) {
-                    Some(d) => out.push((*d).to_owned()),
-                    None => {
-                        return Err(VllmError(format!(
-                            "vllm.gpus names device {k}, but this worker was given {} GPU(s) \
-                             (CUDA_VISIBLE_DEVICES={}); vllm.gpus indexes the worker's devices",
-                            list.len(),
-                            list.join(",")
-                        )));
-                    }
-                },
-            }
-        }
-        Ok(Some(out.join(",")))
-    }
-
-    /// The `[vllm]` section of `cfg`, with the run's directories for what it leaves open.
-    pub fn from_config(cfg: &spade::config::RunConfig, state_dir: &Path) -> Self {
-        let v = &cfg.vllm;
-        let venv = v.venv.as_ref().map(PathBuf::from).unwrap_or_else(|| {
-            std::env::var_os("SPADE_CACHE")
-                .map(PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/spade-studio"))
-                })
-                .unwrap_or_else(|| PathBuf::from(".deps"))
-                .join("venv-vllm")
-        });
-        FleetOptions {
-            urls: v.urls.clone(),
-            start: v.start,
-            port: v.port,
-            venv,
-            threads: v.threads,
-            kv_cache_gib: v.kv_cache_gib,
-            gpus: v.gpus.clone(),
-            tensor_parallel: v.tensor_parallel.max(1),
-            max_model_len: cfg.model.max_context as usize,
-            weights_dir: v
-                .weights_dir
-                .as_ref()
-                .map(PathBuf::from)
-                .unwrap_or_else(|| state_dir.join("vllm-weights")),
-            log_dir: state_dir.join("vllm-logs"),
-            startup_timeout: Duration::from_secs(v.startup_timeout_s.into()),
-            request_timeout: Duration::from_secs(v.request_timeout_s.into()),
-        }
-    }
 }
 
 impl Fleet {
@@ -671,115 +567,4 @@ impl std::fmt::Debug for Fleet {
             .field("version", &self.version())
             .finish()
     }
-}
-
-/// The run's fleet when `model.rollout = "vllm"`: started or reached, loaded with `policy`
-/// (the weights of step `step`), checked. None for the local backends.
-pub fn for_run(
-    cfg: &spade::config::RunConfig,
-    policy: &Policy,
-    state_dir: &Path,
-    step: u64,
-    log: &mut dyn FnMut(String),
-) -> Result<Option<std::sync::Arc<Fleet>>, crate::WorkerError> {
-    if cfg.model.rollout != spade::config::RolloutBackend::Vllm {
-        return Ok(None);
-    }
-    let mut opts = FleetOptions::from_config(cfg, state_dir);
-    // vLLM refuses a --max-model-len past the checkpoint's positions.
-    let positions = usize::try_from(policy.config().max_position_embeddings).unwrap_or(usize::MAX);
-    opts.max_model_len = opts.max_model_len.min(positions);
-    let fleet = Fleet::connect(&opts, policy, &format!("step-{step}"), log)?;
-    Ok(Some(std::sync::Arc::new(fleet)))
-}
-
-/// What syncing the weights after an update measured (metrics `vllm_restarts`, so far in the
-/// run, each restart also a log line; `vllm_sync_s`, write + load; `vllm_probe_gap`).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct SyncStats {
-    pub restarts: u32,
-    pub sync_s: f64,
-    pub probe_gap: f64,
-}
-
-/// After the update of step `step` (0-based): the new weights on every server.
-pub fn sync_after_update(
-    fleet: &Fleet,
-    policy: &Policy,
-    step: u64,
-    log: &mut dyn FnMut(String),
-) -> Result<SyncStats, crate::WorkerError> {
-    // Restarts during this step's rollouts, logged once they are behind us.
-    for note in fleet.take_notes() {
-        log(note);
-    }
-    let restarts = fleet.restarts();
-    let r = fleet.sync(policy, &format!("step-{step}"))?;
-    log(format!(
-        "vllm: weights {} on {} server(s): written in {:.2} s, loaded in {:.2} s",
-        r.version,
-        fleet.servers.len(),
-        r.write_s,
-        r.load_s
-    ));
-    Ok(SyncStats {
-        restarts,
-        sync_s: r.write_s + r.load_s,
-        probe_gap: r.probe_gap,
-    })
-}
-
-/// The servers' log-probs become the behaviour policy of truncated importance sampling and
-/// tch's recomputation the "old" policy of the ratio (the two differ by kernels and rounding).
-/// Returns |server - tch| over the sampled tokens, (mean, max), when any was sampled (metrics
-/// `vllm_logprob_gap_mean` / `_max`).
-pub fn rescore(
-    policy: &Policy,
-    samples: &mut [spade_policy::grpo::GrpoSample],
-    temperature: f64,
-) -> Result<Option<(f64, f64)>, crate::WorkerError> {
-    let (mut sum, mut max, mut n) = (0.0f64, 0.0f64, 0u64);
-    for s in samples.iter_mut() {
-        let tch = spade_policy::train::token_logprobs(
-            policy.model(),
-            std::slice::from_ref(&s.seq.ids),
-            temperature,
-        )?
-        .pop()
-        .unwrap_or_default();
-        if tch.len() != s.old_logprobs.len() {
-            return Err(crate::WorkerError::Model(format!(
-                "recomputed {} log-probs for a {}-token trace",
-                tch.len(),
-                s.old_logprobs.len()
-            )));
-        }
-        let mut old = vec![0.0f32; tch.len()];
-        for (i, &on) in s.seq.loss_mask.iter().enumerate() {
-            if on {
-                old[i] = tch[i];
-                let d = f64::from((tch[i] - s.old_logprobs[i]).abs());
-                sum += d;
-                max = max.max(d);
-                n += 1;
-            }
-        }
-        s.behavior_logprobs = Some(std::mem::replace(&mut s.old_logprobs, old));
-    }
-    Ok((n > 0).then(|| (sum / n as f64, max)))
-}
-
-/// |a - b| over the positions `mask` sets: (mean, max, count). What the tests and the
-/// benchmark measure a trace's agreement with.
-pub fn logprob_gap(a: &[f32], b: &[f32], mask: &[bool]) -> (f64, f64, usize) {
-    let (mut sum, mut max, mut n) = (0.0f64, 0.0f64, 0usize);
-    for ((x, y), &on) in a.iter().zip(b).zip(mask) {
-        if on {
-            let d = f64::from((x - y).abs());
-            sum += d;
-            max = max.max(d);
-            n += 1;
-        }
-    }
-    (if n > 0 { sum / n as f64 } else { 0.0 }, max, n)
 }

@@ -1,0 +1,363 @@
+//! How episodes advance turn by turn: an episode's start (load, reset, the first prompt), each
+//! turn (sample, act, check the return against the contract, extend the token trace) and its
+//! end, under the two drivers: all jobs' episodes at once on a continuous-batching rollout (the
+//! engine, vLLM), or one job at a time in sampler batches.
+
+use super::*;
+
+struct Live {
+    idx: usize,
+    session: EnvSession,
+    trace: TokenTrace,
+    turn_cap: u32,
+    last_obs: String,
+}
+
+impl Live {
+    /// Whether the next turn fits the context and the agent's episode budget; an episode whose
+    /// next turn does not ends truncated (return 0).
+    fn fits(&self, opts: &PlayOptions) -> bool {
+        self.trace.ids.len() + opts.max_new_tokens <= opts.max_context
+            && self.trace.generated() + opts.max_new_tokens <= opts.max_episode_tokens
+    }
+
+    /// The episode's final token trace.
+    fn finalize(self, ep: &mut Episode) {
+        ep.ids = self.trace.ids;
+        ep.loss_mask = self.trace.loss_mask;
+        ep.logprobs = self.trace.logprobs;
+    }
+}
+
+/// What every turn of a play call shares.
+pub(super) struct Turns<'a> {
+    pub tok: &'a Tokenizer,
+    pub end: i64,
+    pub opts: &'a PlayOptions,
+    pub params: SamplingParams,
+}
+
+impl Turns<'_> {
+    /// Loads the environment and resets it for episode `idx` of `job`.
+    fn start(
+        &self,
+        pool: &Pool,
+        job: &PlayJob<'_>,
+        ep: &mut Episode,
+        idx: usize,
+    ) -> Result<Option<Live>, WorkerError> {
+        ep.env_calls += 1;
+        let started = pool
+            .load(job.code, Some(job.kind), None)
+            .and_then(|mut s| s.reset(Some(ep.seed)).map(|obs| (s, obs)));
+        match started {
+            Ok((session, obs)) => {
+                let hint: Option<String> = job
+                    .hint
+                    .map(|h| h.chars().take(self.opts.max_hint_chars).collect());
+                let first = prompt::agent_first_message(&obs.obs, hint.as_deref());
+                ep.transcript.push(Turn {
+                    role: TurnRole::User,
+                    content: first.clone(),
+                });
+                let turn_cap = session.max_turns.min(self.opts.max_turns).max(1);
+                Ok(Some(Live {
+                    idx,
+                    session,
+                    trace: TokenTrace::start(self.tok, job.kind, &first)?,
+                    turn_cap,
+                    last_obs: obs.obs,
+                }))
+            }
+            Err(e) => {
+                ep.failure = Some(failure_of(&e, ep.seed));
+                Ok(None)
+            }
+        }
+    }
+
+    /// The sampling seed of the next turn of episode `l` of a job.
+    fn seed(&self, sample_seed: u64, l: &Live, ep: &Episode) -> u64 {
+        crate::seeds::derive(sample_seed, &[l.idx as u64, u64::from(ep.turns)])
+    }
+
+    /// Applies one sampled turn: records it, steps the environment (or tells the agent what
+    /// was malformed) and says whether the episode goes on.
+    fn after(
+        &self,
+        kind: EnvKind,
+        l: &mut Live,
+        ep: &mut Episode,
+        out: Completion,
+    ) -> Result<bool, WorkerError> {
+        l.trace.push_action(&out.tokens, &out.logprobs);
+        if out.finish != Finish::StopToken {
+            l.trace.push_context(&[self.end]);
+        }
+        let reply = out.text.unwrap_or_default();
+        ep.transcript.push(Turn {
+            role: TurnRole::Assistant,
+            content: reply.clone(),
+        });
+        ep.turns += 1;
+        let action = match env_action(kind, &reply) {
+            Ok(a) => a,
+            Err(e) => {
+                // A malformed turn: the environment is not stepped; the agent is told what was
+                // wrong and sees the same observation (spec: a format error costs -0.1, which
+                // only matters if it is the last reward of a terminated episode, and a format
+                // error never terminates).
+                ep.format_errors += 1;
+                let obs = prompt::format_error_message(&e, &l.last_obs);
+                ep.transcript.push(Turn {
+                    role: TurnRole::User,
+                    content: obs.clone(),
+                });
+                if ep.turns >= l.turn_cap {
+                    return Ok(false);
+                }
+                l.trace
+                    .push_context(&self.tok.encode(&observation_frame(&obs))?);
+                return Ok(true);
+            }
+        };
+        ep.env_calls += 1;
+        let stepped = match l.session.step(&action) {
+            Ok(r) => match step_violation(&r) {
+                None => Ok(r),
+                Some(message) => Err(PlayFailure {
+                    reason: Reason::RewardOutOfRange,
+                    message: format!("with seed {}: {message}", ep.seed),
+                }),
+            },
+            Err(e) => Err(failure_of(&e, ep.seed)),
+        };
+        match stepped {
+            Ok(r) => {
+                ep.rewards.push(r.reward);
+                ep.transcript.push(Turn {
+                    role: TurnRole::User,
+                    content: r.obs.clone(),
+                });
+                if r.terminated {
+                    ep.terminated = true;
+                    ep.episode_return = spade::reward::episode_return(r.reward, true);
+                    // A win gives reward 1.0 and terminates (spec "Environment contract").
+                    ep.won = (r.reward - 1.0).abs() < 1e-9;
+                    Ok(false)
+                } else if r.truncated || ep.turns >= l.turn_cap {
+                    Ok(false)
+                } else {
+                    let frame = self.tok.encode(&observation_frame(&r.obs))?;
+                    l.trace.push_context(&frame);
+                    l.last_obs = r.obs;
+                    Ok(true)
+                }
+            }
+            Err(f) => {
+                ep.failure = Some(f);
+                Ok(false)
+            }
+        }
+    }
+}
+
+/// The engine (and vLLM) path of [`play_envs`]: episodes are state machines advanced whenever their turn
+/// comes back from the engine, so sandbox steps of some episodes happen while others decode.
+pub(super) fn play_concurrently(
+    engine: &mut dyn Rollout,
+    pool: &Pool,
+    turns: &Turns<'_>,
+    jobs: &[PlayJob<'_>],
+    concurrency: usize,
+) -> Result<Vec<Vec<Episode>>, WorkerError> {
+    let mut episodes: Vec<Vec<Episode>> = jobs
+        .iter()
+        .map(|j| {
+            j.seeds
+                .iter()
+                .map(|&s| Episode::new(s, j.hint.is_some()))
+                .collect()
+        })
+        .collect();
+    let mut started = vec![0usize; jobs.len()];
+    let mut queue: VecDeque<(usize, usize)> = jobs
+        .iter()
+        .enumerate()
+        .flat_map(|(j, job)| (0..job.seeds.len()).map(move |i| (j, i)))
+        .collect();
+    let mut running: BTreeMap<SeqId, (usize, Live)> = BTreeMap::new();
+    let broken = |eps: &[Episode]| eps.iter().any(|e| e.failure.is_some());
+    loop {
+        // Start episodes while runners are free; a broken environment starts none.
+        while running.len() < concurrency
+            && let Some((j, i)) = queue.pop_front()
+        {
+            if broken(&episodes[j]) {
+                continue;
+            }
+            started[j] = started[j].max(i + 1);
+            let ep = &mut episodes[j][i];
+            let Some(l) = turns.start(pool, &jobs[j], ep, i)? else {
+                continue;
+            };
+            if !l.fits(turns.opts) {
+                l.finalize(ep);
+                continue;
+            }
+            let seq = engine.open();
+            engine.submit(
+                seq,
+                Request {
+                    tokens: l.trace.ids.clone(),
+                    params: turns.params.clone(),
+                    seed: turns.seed(jobs[j].sample_seed, &l, ep),
+                },
+            )?;
+            running.insert(seq, (j, l));
+        }
+        if running.is_empty() {
+            if queue.is_empty() {
+                break;
+            }
+            continue;
+        }
+        for f in engine.step()? {
+            let Some((j, mut l)) = running.remove(&f.seq) else {
+                continue;
+            };
+            let was_broken = broken(&episodes[j]);
+            let idx = l.idx;
+            let ep = &mut episodes[j][idx];
+            let go_on = match f.result {
+                Ok(out) if !was_broken => {
+                    turns.after(jobs[j].kind, &mut l, ep, out)? && l.fits(turns.opts)
+                }
+                Ok(_) => false,
+                Err(e) => {
+                    ep.error = Some(e.to_string());
+                    false
+                }
+            };
+            let ep = &mut episodes[j][l.idx];
+            if go_on {
+                engine.submit(
+                    f.seq,
+                    Request {
+                        tokens: l.trace.ids.clone(),
+                        params: turns.params.clone(),
+                        seed: turns.seed(jobs[j].sample_seed, &l, ep),
+                    },
+                )?;
+                running.insert(f.seq, (j, l));
+            } else {
+                engine.close(f.seq);
+                l.finalize(ep);
+            }
+        }
+        // A violation stops the environment's other episodes where they are.
+        let stop: Vec<SeqId> = running
+            .iter()
+            .filter(|(_, (j, _))| broken(&episodes[*j]))
+            .map(|(s, _)| *s)
+            .collect();
+        for seq in stop {
+            if let Some((j, l)) = running.remove(&seq) {
+                engine.close(seq);
+                let idx = l.idx;
+                l.finalize(&mut episodes[j][idx]);
+            }
+        }
+    }
+    // Episodes that never started (their environment broke first) are not plays.
+    for (eps, n) in episodes.iter_mut().zip(started) {
+        eps.truncate(n);
+    }
+    Ok(episodes)
+}
+
+/// The sampler path of [`play_envs`] for one job: batches of `concurrency` episodes, each turn
+/// of a batch one `generate` call over the whole transcripts.
+pub(super) fn play_batched(
+    policy: &Policy,
+    pool: &Pool,
+    turns: &Turns<'_>,
+    job: &PlayJob<'_>,
+    concurrency: usize,
+) -> Result<Vec<Episode>, WorkerError> {
+    let mut episodes: Vec<Episode> = job
+        .seeds
+        .iter()
+        .map(|&s| Episode::new(s, job.hint.is_some()))
+        .collect();
+    let idxs: Vec<usize> = (0..job.seeds.len()).collect();
+    let mut started_eps = 0;
+    for chunk in idxs.chunks(concurrency) {
+        // The first violation ends the environment's life: no further episodes start.
+        if episodes.iter().any(|e| e.failure.is_some()) {
+            break;
+        }
+        started_eps += chunk.len();
+        let mut live = Vec::new();
+        for &i in chunk {
+            if let Some(l) = turns.start(pool, job, &mut episodes[i], i)? {
+                live.push(l);
+            }
+        }
+        let mut finished: Vec<Live> = Vec::new();
+        while !live.is_empty() {
+            // A violation stops the environment's other episodes where they are.
+            if episodes.iter().any(|e| e.failure.is_some()) {
+                finished.append(&mut live);
+                break;
+            }
+            let (fit, over): (Vec<Live>, Vec<Live>) =
+                live.drain(..).partition(|l| l.fits(turns.opts));
+            finished.extend(over);
+            live = fit;
+            if live.is_empty() {
+                break;
+            }
+            let prompts: Vec<Vec<i64>> = live.iter().map(|l| l.trace.ids.clone()).collect();
+            let row_seeds: Vec<u64> = live
+                .iter()
+                .map(|l| turns.seed(job.sample_seed, l, &episodes[l.idx]))
+                .collect();
+            let outs = generate(
+                policy.model(),
+                &prompts,
+                &row_seeds,
+                &turns.params,
+                Some(turns.tok),
+            )?;
+            let mut keep = Vec::new();
+            for (mut l, out) in live.drain(..).zip(outs) {
+                let idx = l.idx;
+                if turns.after(job.kind, &mut l, &mut episodes[idx], out)? {
+                    keep.push(l);
+                } else {
+                    finished.push(l);
+                }
+            }
+            live = keep;
+        }
+        for l in finished {
+            let idx = l.idx;
+            l.finalize(&mut episodes[idx]);
+        }
+    }
+    // Episodes that never started (the environment broke first) are not plays.
+    episodes.truncate(started_eps);
+    Ok(episodes)
+}
+
+fn failure_of(e: &SandboxError, seed: i64) -> PlayFailure {
+    let message = match e {
+        SandboxError::Env(env) => env.message.clone(),
+        other => other.to_string(),
+    };
+    PlayFailure {
+        reason: reason_of(e, false),
+        message: format!("with seed {seed}: {message}"),
+    }
+}
