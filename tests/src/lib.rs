@@ -215,25 +215,40 @@ impl TestServer {
     }
 }
 
-/// A chromedriver child process plus a WebDriver session in headless Chromium.
+/// A chromedriver child process plus a WebDriver session in headless Chromium. Chromedriver
+/// runs in a process group of its own, and ending the browser (closing it, or dropping it when
+/// a test fails) kills that whole group and any Chromium left with the session's profile: a
+/// killed chromedriver alone leaves its Chromium running, orphaned (issue 39).
 #[derive(Debug)]
 pub struct Browser {
     pub client: Client,
     driver: Child,
+    /// The session's Chromium profile directory (`spade-chrome-PORT`), which names its processes.
+    profile: PathBuf,
 }
 
 impl Browser {
     pub async fn start() -> anyhow::Result<Self> {
+        use std::os::unix::process::CommandExt;
         let port = free_port()?;
+        let profile = chrome_profile(port);
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .context("cannot start chromedriver (scripts/setup installs chromium-driver)")?;
         let browser = Self {
-            client: connect(port).await?,
+            client: match connect(port, &profile).await {
+                Ok(c) => c,
+                Err(e) => {
+                    end_processes(&mut { driver }, &profile);
+                    return Err(e);
+                }
+            },
             driver,
+            profile,
         };
         browser.client.set_window_size(1280, 800).await?;
         Ok(browser)
@@ -249,22 +264,79 @@ impl Browser {
         Ok(path)
     }
 
-    pub async fn close(mut self) -> anyhow::Result<()> {
+    /// Ends the WebDriver session, then the processes (as dropping does).
+    pub async fn close(self) -> anyhow::Result<()> {
         self.client.clone().close().await?;
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
         Ok(())
+    }
+
+    /// The session's Chromium profile directory: its processes carry it on their command line.
+    pub fn profile(&self) -> &Path {
+        &self.profile
     }
 }
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
+        end_processes(&mut self.driver, &self.profile);
     }
 }
 
-async fn connect(port: u16) -> anyhow::Result<Client> {
+fn chrome_profile(port: u16) -> PathBuf {
+    std::env::temp_dir().join(format!("spade-chrome-{port}"))
+}
+
+/// Kills chromedriver's process group, then any process still running with `profile` on its
+/// command line (a Chromium that left the group), and removes the profile.
+fn end_processes(driver: &mut Child, profile: &Path) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", driver.id())])
+        .stderr(Stdio::null())
+        .status();
+    let _ = driver.kill();
+    let _ = driver.wait();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = processes_with_arg(profile);
+        if left.is_empty() || Instant::now() > deadline {
+            break;
+        }
+        for pid in left {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::fs::remove_dir_all(profile);
+}
+
+/// The ids of running processes with `profile` in an argument (`--user-data-dir=...`).
+pub fn processes_with_arg(profile: &Path) -> Vec<u32> {
+    let needle = profile.display().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let zombie = std::fs::read_to_string(e.path().join("stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.starts_with('Z')))
+                .unwrap_or(false);
+            (!zombie
+                && cmdline
+                    .split(|&b| b == 0)
+                    .any(|a| String::from_utf8_lossy(a).contains(&needle)))
+            .then_some(pid)
+        })
+        .collect()
+}
+
+async fn connect(port: u16, profile: &Path) -> anyhow::Result<Client> {
     let caps = serde_json::json!({
         // Console messages, read back by `console_messages`.
         "goog:loggingPrefs": { "browser": "ALL" },
@@ -276,7 +348,7 @@ async fn connect(port: u16) -> anyhow::Result<Client> {
                 "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--disable-dev-shm-usage",
-                format!("--user-data-dir={}", std::env::temp_dir().join(format!("spade-chrome-{port}")).display()),
+                format!("--user-data-dir={}", profile.display()),
             ]
         }
     });
@@ -332,6 +404,26 @@ pub async fn wait_for(c: &Client, css: &str) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Ok(())
+}
+
+/// Polls `check` every 100 ms until it holds or `limit` passes; returns whether it held. A
+/// condition with a deadline instead of a sleep before an assertion: a slow machine waits
+/// longer, a fast one not at all.
+pub async fn eventually<F, Fut>(limit: Duration, mut check: F) -> anyhow::Result<bool>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if check().await? {
+            return Ok(true);
+        }
+        if Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Replaces the text of the input with id `id`.

@@ -10,6 +10,72 @@ use spade_db::{Pool, RunScope, TeamScope, runs, teams};
 const PARENT_CODE: &str = "class CoinEnv:\n    \"\"\"Pay an amount with the fewest coins.\"\"\"\n\n    def reset(self, seed=None):\n        self.amount = 7\n        return f\"Pay {self.amount}\", {}\n";
 const CHILD_CODE: &str = "class CoinEnv:\n    \"\"\"Pay an amount with the fewest coins.\"\"\"\n\n    def reset(self, seed=None):\n        self.amount = 11  # harder than its parent\n        return f\"Pay {self.amount} with coins 1, 5, 7\", {}\n";
 
+/// A team named `team` owned by `owner` with one project named `project`, created as the API
+/// creates them; returns the owner's scope in the team and the project's id.
+pub async fn team_and_project(
+    db: &Pool,
+    owner: i64,
+    team: &str,
+    project: &str,
+) -> anyhow::Result<(TeamScope, i64)> {
+    let t = teams::create_team(db, owner, team).await?;
+    let scope = TeamScope::for_member(db, owner, t.id).await?;
+    let p = teams::create_project(db, &scope, project).await?;
+    Ok((scope, p.id))
+}
+
+/// A queued run named `name` in `project_id` with `config` and `seed`; returns the scope its
+/// worker reports in (as `owner`).
+pub async fn run_in(
+    db: &Pool,
+    team_scope: &TeamScope,
+    owner: i64,
+    project_id: i64,
+    name: &str,
+    config: &serde_json::Value,
+    seed: i64,
+) -> anyhow::Result<RunScope> {
+    let run = runs::create(
+        db,
+        team_scope,
+        &runs::NewRun {
+            project_id,
+            name,
+            config,
+            executor: "local",
+            seed,
+            code_version: "e2e",
+        },
+    )
+    .await?;
+    Ok(RunScope::for_member(db, owner, run.id).await?)
+}
+
+/// Makes the account `email` a member of the team with `role` the way the product does: an
+/// invitation it accepts (issue 36). The database compares hashes of invitation codes; any 32
+/// bytes stand for one here.
+pub async fn join(
+    db: &Pool,
+    team_scope: &TeamScope,
+    email: &str,
+    role: spade_db::types::Role,
+) -> anyhow::Result<()> {
+    let code_hash = [7u8; 32];
+    let invited = teams::invitations::invite(db, team_scope, email, role, &code_hash).await?;
+    let teams::invitations::Invited::Pending(invitation) = invited else {
+        anyhow::bail!("inviting {email}: {invited:?}");
+    };
+    teams::invitations::answer(
+        db,
+        crate::user_id(db, email).await?,
+        invitation.id,
+        teams::invitations::Answer::Accept,
+        &code_hash,
+    )
+    .await?;
+    Ok(())
+}
+
 /// A queued run in `project` with `config`, reported started, with five curves.
 pub async fn seeded_run(
     db: &Pool,

@@ -4,30 +4,18 @@
 //! the charts with them. The run is seeded through `spade-db` with a few metric points.
 
 use fantoccini::{Client, Locator};
-use spade_db::{Pool, RunScope, TeamScope, ingest, runs, teams};
-use spade_e2e::{Browser, TestServer, register, text_of, user_id, wait_for, wait_hydrated};
+use spade_db::{Pool, ingest};
+use spade_e2e::{
+    Browser, TestServer, eventually, register, seed, text_of, user_id, wait_for, wait_hydrated,
+};
 use std::time::{Duration, Instant};
 
 const PASSWORD: &str = "correct horse battery";
 
 async fn seed(db: &Pool, owner: i64) -> anyhow::Result<i64> {
-    let team = teams::create_team(db, owner, "lab").await?;
-    let team_scope = TeamScope::for_member(db, owner, team.id).await?;
-    let project = teams::create_project(db, &team_scope, "curves").await?;
-    let run = runs::create(
-        db,
-        &team_scope,
-        &runs::NewRun {
-            project_id: project.id,
-            name: "curves-demo",
-            config: &serde_json::json!({"run": {"steps": 8, "seed": 1}}),
-            executor: "local",
-            seed: 1,
-            code_version: "e2e",
-        },
-    )
-    .await?;
-    let scope = RunScope::for_member(db, owner, run.id).await?;
+    let (team_scope, project) = seed::team_and_project(db, owner, "lab", "curves").await?;
+    let config = serde_json::json!({"run": {"steps": 8, "seed": 1}});
+    let scope = seed::run_in(db, &team_scope, owner, project, "curves-demo", &config, 1).await?;
     let mut b = ingest::begin(db, &scope).await?;
     b.run_started("e2e", 8).await?;
     for step in 0..8 {
@@ -45,7 +33,7 @@ async fn seed(db: &Pool, owner: i64) -> anyhow::Result<i64> {
         .await?;
     }
     b.commit().await?;
-    Ok(run.id)
+    Ok(scope.run_id())
 }
 
 async fn search(c: &Client) -> anyhow::Result<String> {
@@ -195,8 +183,15 @@ async fn charts_can_be_searched_and_read_with_a_crosshair(pool: Pool) -> anyhow:
     );
     browser.screenshot("chart-find").await?;
     c.execute(&find(""), vec![]).await?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(shown(&c).await?, all, "an empty search shows every chart");
+    let every = eventually(Duration::from_secs(10), || async {
+        Ok(shown(&c).await? == all)
+    })
+    .await?;
+    assert!(
+        every,
+        "an empty search shows every chart: {:?}",
+        shown(&c).await?
+    );
 
     // The pointer in the middle of the first chart.
     c.execute(
@@ -216,11 +211,11 @@ async fn charts_can_be_searched_and_read_with_a_crosshair(pool: Pool) -> anyhow:
         vec![],
     )
     .await?;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(
-        !exists_css(&c, ".chart-readout").await?,
-        "the readout goes with the pointer"
-    );
+    let gone = eventually(Duration::from_secs(10), || async {
+        Ok(!exists_css(&c, ".chart-readout").await?)
+    })
+    .await?;
+    assert!(gone, "the readout goes with the pointer");
     Ok(())
 }
 

@@ -6,15 +6,11 @@
 //! `artifacts/screenshots/`.
 
 use fantoccini::{Client, Locator};
-use spade_db::{Pool, RunScope, RunStatus, TeamScope, runs, teams};
+use spade_db::{Pool, RunStatus, runs};
 use spade_e2e::{
-    Browser, TestServer, click, fill, register, set_theme, text_of, user_id, wait_for,
+    Browser, TestServer, click, fill, register, seed, set_theme, text_of, user_id, wait_for,
     wait_for_path,
 };
-
-/// The hash of the invitation code a seeded invitation is answered with (the service makes a
-/// random code; the database only compares hashes).
-const CODE_HASH: [u8; 32] = [7; 32];
 
 const PASSWORD: &str = "correct horse battery";
 
@@ -103,42 +99,17 @@ async fn a_viewer_cannot_launch_and_is_told_so_and_cancel_asks_first(
 
     // Olga's team with a project and a run; Vera is a viewer in it.
     let olga = user_id(&pool, "olga@example.org").await?;
-    let team = teams::create_team(&pool, olga, "lab").await?;
-    let scope = TeamScope::for_member(&pool, olga, team.id).await?;
-    let project = teams::create_project(&pool, &scope, "coin games").await?;
-    // Joining is by invitation the invited account accepts (issue 36).
-    let invited = teams::invitations::invite(
+    let (scope, project) = seed::team_and_project(&pool, olga, "lab", "coin games").await?;
+    seed::join(
         &pool,
         &scope,
         "vera@example.org",
         spade_db::types::Role::Viewer,
-        &CODE_HASH,
     )
     .await?;
-    let teams::invitations::Invited::Pending(invitation) = invited else {
-        anyhow::bail!("inviting {}: {invited:?}", "vera@example.org");
-    };
-    teams::invitations::answer(
-        &pool,
-        spade_e2e::user_id(&pool, "vera@example.org").await?,
-        invitation.id,
-        teams::invitations::Answer::Accept,
-        &CODE_HASH,
-    )
-    .await?;
-    let run = runs::create(
-        &pool,
-        &scope,
-        &runs::NewRun {
-            project_id: project.id,
-            name: "to-cancel",
-            config: &serde_json::json!({"run": {"steps": 40, "seed": 3}}),
-            executor: "local",
-            seed: 3,
-            code_version: "e2e",
-        },
-    )
-    .await?;
+    let config = serde_json::json!({"run": {"steps": 40, "seed": 3}});
+    let owner_scope = seed::run_in(&pool, &scope, olga, project, "to-cancel", &config, 3).await?;
+    let run = owner_scope.run_id();
 
     // The viewer's runs list: the run, no "New run", and a sentence saying why.
     v.goto(&format!("{}/runs", server.url)).await?;
@@ -164,7 +135,7 @@ async fn a_viewer_cannot_launch_and_is_told_so_and_cancel_asks_first(
     viewer.screenshot("first-steps-viewer-launch").await?;
 
     // The owner's "Cancel run" asks first: the run stays queued until the confirmation.
-    c.goto(&format!("{}/runs/{}", server.url, run.id)).await?;
+    c.goto(&format!("{}/runs/{}", server.url, run)).await?;
     wait_for(&c, "#cancel-run summary").await?;
     let confirm = c.find(Locator::Id("cancel-run-confirm")).await?;
     assert!(
@@ -176,7 +147,6 @@ async fn a_viewer_cannot_launch_and_is_told_so_and_cancel_asks_first(
         confirm.is_displayed().await?,
         "no confirmation after Cancel run"
     );
-    let owner_scope = RunScope::for_member(&pool, olga, run.id).await?;
     assert_eq!(
         runs::get(&pool, &owner_scope).await?.status,
         RunStatus::Queued,
@@ -191,7 +161,7 @@ async fn a_viewer_cannot_launch_and_is_told_so_and_cancel_asks_first(
     .await?;
     // The screenshots reloaded the page: ask again; Esc closes the question (once hydrated),
     // and the next ask is confirmed.
-    c.goto(&format!("{}/runs/{}", server.url, run.id)).await?;
+    c.goto(&format!("{}/runs/{}", server.url, run)).await?;
     wait_for(&c, "#cancel-run summary").await?;
     spade_e2e::wait_hydrated(&c, std::time::Instant::now()).await?;
     let summary = c.find(Locator::Css("#cancel-run summary")).await?;
@@ -214,7 +184,7 @@ async fn a_viewer_cannot_launch_and_is_told_so_and_cancel_asks_first(
     wait_for(&c, "#not-found").await?;
     assert_eq!(c.title().await?, "Run not found · SPADE Studio");
     owner.screenshot("first-steps-run-not-found").await?;
-    c.goto(&format!("{}/runs/{}", server.url, run.id)).await?;
+    c.goto(&format!("{}/runs/{}", server.url, run)).await?;
     wait_for(&c, "#run-status").await?;
     assert_eq!(c.title().await?, "to-cancel · Run · SPADE Studio");
     viewer.close().await?;

@@ -123,3 +123,27 @@ async fn seeding_a_test_server_as_the_browser_tests_do(pool: Pool) -> anyhow::Re
     println!("seeded 3 runs into {name}");
     Ok(())
 }
+
+/// Issue 39: a browser test that fails (its `Browser` dropped without `close`) leaves no
+/// Chromium behind; after `scripts/test` two orphaned Chromium trees had been found running.
+#[tokio::test]
+async fn a_dropped_browser_leaves_no_chromium_running() -> anyhow::Result<()> {
+    let browser = spade_e2e::Browser::start().await?;
+    browser.client.goto("about:blank").await?;
+    let profile = browser.profile().to_path_buf();
+    let running = spade_e2e::processes_with_arg(&profile);
+    assert!(
+        !running.is_empty(),
+        "no process runs with the profile {}: the check would prove nothing",
+        profile.display()
+    );
+    drop(browser);
+    let left = spade_e2e::processes_with_arg(&profile);
+    assert!(left.is_empty(), "still running after the drop: {left:?}");
+    assert!(
+        !profile.exists(),
+        "the profile {} is left",
+        profile.display()
+    );
+    Ok(())
+}

@@ -8,9 +8,9 @@
 
 use spade_db::ingest::NewEnvironment;
 use spade_db::types::{EnvKind, EnvStatus};
-use spade_db::{Pool, RunScope, TeamScope, ingest, runs, teams};
+use spade_db::{Pool, ingest};
 
-use spade_e2e::{Browser, TestServer, register, user_id, wait_for, wait_hydrated};
+use spade_e2e::{Browser, TestServer, register, seed, user_id, wait_for, wait_hydrated};
 use std::time::Instant;
 
 const PASSWORD: &str = "correct horse battery";
@@ -22,23 +22,9 @@ const PAYLOAD: &str =
 /// A team, project and run named with [`PAYLOAD`] and one environment carrying it everywhere.
 /// Returns (team id, run id, env id).
 async fn seed(db: &Pool, owner: i64) -> anyhow::Result<(i64, i64, String)> {
-    let team = teams::create_team(db, owner, PAYLOAD).await?;
-    let team_scope = TeamScope::for_member(db, owner, team.id).await?;
-    let project = teams::create_project(db, &team_scope, PAYLOAD).await?;
-    let run = runs::create(
-        db,
-        &team_scope,
-        &runs::NewRun {
-            project_id: project.id,
-            name: PAYLOAD,
-            config: &spade_e2e::seed::demo_config(3, 0.2)?,
-            executor: "local",
-            seed: 3,
-            code_version: "e2e",
-        },
-    )
-    .await?;
-    let scope = RunScope::for_member(db, owner, run.id).await?;
+    let (team_scope, project) = seed::team_and_project(db, owner, PAYLOAD, PAYLOAD).await?;
+    let config = seed::demo_config(3, 0.2)?;
+    let scope = seed::run_in(db, &team_scope, owner, project, PAYLOAD, &config, 3).await?;
     let env_id = "e<script>window.__pwned=3</script>";
     let mut b = ingest::begin(db, &scope).await?;
     b.run_started("e2e", 10).await?;
@@ -64,7 +50,7 @@ async fn seed(db: &Pool, owner: i64) -> anyhow::Result<(i64, i64, String)> {
     })
     .await?;
     b.commit().await?;
-    Ok((team.id, run.id, env_id.to_owned()))
+    Ok((team_scope.team_id(), scope.run_id(), env_id.to_owned()))
 }
 
 /// Fails when the page ran the payload or lost its own scripts to the policy.

@@ -11,8 +11,8 @@
 //! Before the fix a run whose server was down longer than a 60 s flush was marked succeeded
 //! with a third of its environments and metrics, the rest left in the spool forever.
 
-use spade_db::{Pool, RunStatus, TeamScope, runs, teams};
-use spade_e2e::{ServerOptions, TestServer};
+use spade_db::{Pool, RunStatus};
+use spade_e2e::{ServerOptions, TestServer, seed};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -35,29 +35,24 @@ async fn seed_run(db: &Pool, name: &str) -> anyhow::Result<i64> {
     .bind(format!("{name}@example.org"))
     .fetch_one(db)
     .await?;
-    let team = teams::create_team(db, owner, name).await?;
-    let scope = TeamScope::for_member(db, owner, team.id).await?;
-    let project = teams::create_project(db, &scope, "outages").await?;
+    let (scope, project) = seed::team_and_project(db, owner, name, "outages").await?;
     let mut cfg = spade::config::RunConfig::tiny_cpu_demo();
     cfg.run.steps = STEPS;
     // The preset's seed: the tiny warm start it keys is the one the other tests cache.
     let seed = cfg.run.seed;
     cfg.eval.every_steps = 0;
     cfg.eval.base_model = false;
-    let run = runs::create(
+    let run = seed::run_in(
         db,
         &scope,
-        &runs::NewRun {
-            project_id: project.id,
-            name,
-            config: &cfg.to_json(),
-            executor: "local",
-            seed: i64::try_from(seed)?,
-            code_version: "e2e",
-        },
+        owner,
+        project,
+        name,
+        &cfg.to_json(),
+        i64::try_from(seed)?,
     )
     .await?;
-    Ok(run.id)
+    Ok(run.run_id())
 }
 
 async fn status(db: &Pool, run: i64) -> anyhow::Result<(RunStatus, String)> {

@@ -9,10 +9,10 @@
 use fantoccini::{Client, Locator};
 use spade_db::ingest::NewEnvironment;
 use spade_db::types::{EnvKind, EnvStatus, Role};
-use spade_db::{Pool, RunScope, TeamScope, ingest, runs, teams};
+use spade_db::{Pool, ingest};
 use spade_e2e::{
-    Browser, TestServer, click, fill, register, scroll_to, set_theme, text_of, user_id, wait_for,
-    wait_for_path,
+    Browser, TestServer, click, fill, register, scroll_to, seed, set_theme, text_of, user_id,
+    wait_for, wait_for_path,
 };
 
 const PASSWORD: &str = "correct horse battery";
@@ -20,39 +20,10 @@ const PASSWORD: &str = "correct horse battery";
 /// A team owned by `owner` with `viewer` as a viewer, and a run with three accepted
 /// environments. Returns the run id.
 async fn seed(db: &Pool, owner: i64, viewer: &str) -> anyhow::Result<i64> {
-    let team = teams::create_team(db, owner, "lab").await?;
-    let team_scope = TeamScope::for_member(db, owner, team.id).await?;
-    // Joining is by invitation the invited account accepts (issue 36).
-    // The database compares hashes of invitation codes; any 32 bytes stand for one here.
-    let code_hash = [7u8; 32];
-    let invited =
-        teams::invitations::invite(db, &team_scope, viewer, Role::Viewer, &code_hash).await?;
-    let teams::invitations::Invited::Pending(invitation) = invited else {
-        anyhow::bail!("inviting {}: {invited:?}", viewer);
-    };
-    teams::invitations::answer(
-        db,
-        spade_e2e::user_id(db, viewer).await?,
-        invitation.id,
-        teams::invitations::Answer::Accept,
-        &code_hash,
-    )
-    .await?;
-    let project = teams::create_project(db, &team_scope, "coin games").await?;
-    let run = runs::create(
-        db,
-        &team_scope,
-        &runs::NewRun {
-            project_id: project.id,
-            name: "review-demo",
-            config: &serde_json::json!({"run": {"steps": 40, "seed": 3}, "model": {"preset": "tiny"}}),
-            executor: "local",
-            seed: 3,
-            code_version: "e2e",
-        },
-    )
-    .await?;
-    let scope = RunScope::for_member(db, owner, run.id).await?;
+    let (team_scope, project) = seed::team_and_project(db, owner, "lab", "coin games").await?;
+    seed::join(db, &team_scope, viewer, Role::Viewer).await?;
+    let config = serde_json::json!({"run": {"steps": 40, "seed": 3}, "model": {"preset": "tiny"}});
+    let scope = seed::run_in(db, &team_scope, owner, project, "review-demo", &config, 3).await?;
     let mut b = ingest::begin(db, &scope).await?;
     b.run_started("e2e", 40).await?;
     for (i, env_id) in ["s4-game-0", "s4-game-1", "s5-game-0"]
@@ -80,7 +51,7 @@ async fn seed(db: &Pool, owner: i64, viewer: &str) -> anyhow::Result<i64> {
         .await?;
     }
     b.commit().await?;
-    Ok(run.id)
+    Ok(scope.run_id())
 }
 
 async fn exists(c: &Client, css: &str) -> anyhow::Result<bool> {

@@ -8,10 +8,10 @@
 use fantoccini::{Client, Locator};
 use spade_db::ingest::NewEnvironment;
 use spade_db::types::{EnvKind, EnvStatus};
-use spade_db::{Pool, RunScope, RunStatus, TeamScope, ingest, runs, teams};
+use spade_db::{Pool, RunScope, RunStatus, ingest, runs};
 use spade_e2e::{
-    Browser, TestServer, click, fill, register, scroll_to, set_theme, text_of, user_id, wait_for,
-    wait_for_path,
+    Browser, TestServer, click, fill, register, scroll_to, seed, set_theme, text_of, user_id,
+    wait_for, wait_for_path,
 };
 
 const PASSWORD: &str = "correct horse battery";
@@ -19,23 +19,9 @@ const PASSWORD: &str = "correct horse battery";
 /// A team ("lab") and project owned by `owner`, with one running run (as reported by a worker) with curves and two
 /// environments. Returns (team id, run id).
 async fn seed_run(db: &Pool, owner: i64) -> anyhow::Result<(i64, i64)> {
-    let team = teams::create_team(db, owner, "lab").await?;
-    let team_scope = TeamScope::for_member(db, owner, team.id).await?;
-    let project = teams::create_project(db, &team_scope, "coin games").await?;
-    let run = runs::create(
-        db,
-        &team_scope,
-        &runs::NewRun {
-            project_id: project.id,
-            name: "shared-demo",
-            config: &serde_json::json!({"run": {"steps": 40, "seed": 3}}),
-            executor: "local",
-            seed: 3,
-            code_version: "e2e",
-        },
-    )
-    .await?;
-    let scope = RunScope::for_member(db, owner, run.id).await?;
+    let (team_scope, project) = seed::team_and_project(db, owner, "lab", "coin games").await?;
+    let config = serde_json::json!({"run": {"steps": 40, "seed": 3}});
+    let scope = seed::run_in(db, &team_scope, owner, project, "shared-demo", &config, 3).await?;
     let mut b = ingest::begin(db, &scope).await?;
     b.run_started("e2e", 40).await?;
     let names = ["regret_mean", "learnable_share"]
@@ -69,7 +55,7 @@ async fn seed_run(db: &Pool, owner: i64) -> anyhow::Result<(i64, i64)> {
         .await?;
     }
     b.commit().await?;
-    Ok((team.id, run.id))
+    Ok((team_scope.team_id(), scope.run_id()))
 }
 
 /// Whether any element matches `css`.

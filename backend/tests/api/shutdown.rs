@@ -23,6 +23,25 @@ async fn url_of(pool: &PgPool) -> Result<String, sqlx::Error> {
     Ok(format!("{server}/{name}"))
 }
 
+/// The text without terminal colour codes (the server's tracing log colours field names).
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // ESC [ params letter
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -32,6 +51,8 @@ fn free_port() -> std::io::Result<u16> {
 struct Server {
     child: Child,
     addr: String,
+    /// Its stderr (the tracing log).
+    log: std::path::PathBuf,
 }
 
 impl Server {
@@ -46,6 +67,7 @@ impl Server {
         extra: &[&str],
     ) -> Result<Self, Box<dyn std::error::Error>> {
         let command = format!("/bin/sh {} {{run}}", dir.join("job.sh").display());
+        let log = dir.join(format!("server-{port}.log"));
         let child = Command::new(env!("CARGO_BIN_EXE_spade-server"))
             .args(["--addr", &format!("127.0.0.1:{port}")])
             .args(["--database-url", db])
@@ -56,13 +78,12 @@ impl Server {
             .args(["--site-root", &dir.join("site").display().to_string()])
             .args(extra)
             .stdout(Stdio::null())
-            .stderr(Stdio::from(std::fs::File::create(
-                dir.join(format!("server-{port}.log")),
-            )?))
+            .stderr(Stdio::from(std::fs::File::create(&log)?))
             .spawn()?;
         Ok(Self {
             child,
             addr: format!("127.0.0.1:{port}"),
+            log,
         })
     }
 
@@ -92,6 +113,25 @@ impl Server {
                 return Err(format!("{} not ready after 60 s", self.addr).into());
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until the server's log has a line with every one of `words` (at most `limit`).
+    async fn wait_log(
+        &self,
+        words: &[&str],
+        limit: Duration,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let t0 = Instant::now();
+        loop {
+            let log = strip_ansi(&std::fs::read_to_string(&self.log).unwrap_or_default());
+            if log.lines().any(|l| words.iter().all(|w| l.contains(w))) {
+                return Ok(());
+            }
+            if t0.elapsed() > limit {
+                return Err(format!("no log line with {words:?} after {limit:?}:\n{log}").into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -220,13 +260,18 @@ async fn sigterm_answers_requests_in_flight_exits_0_and_leaves_jobs_to_the_next_
             .as_bytes(),
         )
         .await?;
+    // Time for the server to take the connection off the listen queue and read the headers;
+    // nothing outside the process shows that moment.
     tokio::time::sleep(Duration::from_millis(200)).await;
     server.signal("-TERM")?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        tokio::net::TcpStream::connect(&server.addr).await.is_err(),
-        "a new connection was accepted after SIGTERM"
-    );
+    let t0 = Instant::now();
+    while tokio::net::TcpStream::connect(&server.addr).await.is_ok() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "new connections were still accepted 5 s after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     inflight.write_all(tail.as_bytes()).await?;
     let mut answer = String::new();
     tokio::time::timeout(Duration::from_secs(5), inflight.read_to_string(&mut answer)).await??;
@@ -242,7 +287,12 @@ async fn sigterm_answers_requests_in_flight_exits_0_and_leaves_jobs_to_the_next_
     // The next start re-attaches the job: it watches it and records its end.
     let mut again = Server::start(&db, dir.path(), free_port()?)?;
     again.wait_ready().await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    again
+        .wait_log(
+            &["scheduler re-attached", "adopted=1"],
+            Duration::from_secs(15),
+        )
+        .await?;
     assert_eq!(run_status(&pool, run).await?.0, "running", "still running");
     Command::new("kill")
         .args(["-KILL", "--", &format!("-{pid}")])

@@ -48,6 +48,8 @@ struct State {
     shutting_down: bool,
     /// Start failures since the last success (stops a broken binary from spinning).
     failures: u32,
+    /// Callers blocked in `checkout_runner`.
+    waiting: usize,
 }
 
 #[derive(Debug)]
@@ -132,11 +134,13 @@ impl Pool {
                     release(&self.inner);
                 });
             }
+            st.waiting += 1;
             st = self
                 .inner
                 .changed
                 .wait(st)
                 .unwrap_or_else(|p| p.into_inner());
+            st.waiting -= 1;
         }
     }
 
@@ -148,6 +152,12 @@ impl Pool {
     /// Idle runners ready to take an environment.
     pub fn idle(&self) -> usize {
         self.lock().idle.len()
+    }
+
+    /// Callers blocked waiting for a slot (all `max_runners` are taken): what a test of the
+    /// bound waits for instead of sleeping.
+    pub fn waiting(&self) -> usize {
+        self.lock().waiting
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

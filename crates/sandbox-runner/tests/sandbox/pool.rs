@@ -40,21 +40,28 @@ fn concurrency_is_bounded_and_waiters_get_a_slot_when_one_frees() -> Result<(), 
     let b = pool.load(GAME, None, None)?;
     assert_eq!(pool.live(), 2);
     let p2 = pool.clone();
-    let waiter = std::thread::spawn(move || {
-        let t0 = Instant::now();
-        p2.load(GAME, None, None).map(|_| t0.elapsed())
-    });
-    std::thread::sleep(Duration::from_millis(300));
+    let waiter = std::thread::spawn(move || p2.load(GAME, None, None).map(drop));
+    // The waiter is blocked on the bound, not still on its way there.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while pool.waiting() < 1 {
+        assert!(
+            Instant::now() < deadline && !waiter.is_finished(),
+            "the third load did not wait for a slot (live {})",
+            pool.live()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(pool.live(), 2, "a third runner started beyond the bound");
+    assert!(
+        !waiter.is_finished(),
+        "the waiter got a runner with none free"
+    );
     drop(a);
-    let waited = match waiter.join() {
+    match waiter.join() {
         Ok(r) => r?,
         Err(_) => panic!("waiter panicked"),
-    };
-    assert!(
-        waited >= Duration::from_millis(250),
-        "the waiter did not wait: {waited:?}"
-    );
+    }
+    assert_eq!(pool.waiting(), 0);
     drop(b);
     Ok(())
 }
