@@ -51,7 +51,7 @@ fn free_port() -> std::io::Result<u16> {
 struct Server {
     child: Child,
     addr: String,
-    /// Its stderr (the tracing log).
+    /// Its stdout and stderr (the tracing log).
     log: std::path::PathBuf,
 }
 
@@ -68,6 +68,7 @@ impl Server {
     ) -> Result<Self, Box<dyn std::error::Error>> {
         let command = format!("/bin/sh {} {{run}}", dir.join("job.sh").display());
         let log = dir.join(format!("server-{port}.log"));
+        let file = std::fs::File::create(&log)?;
         let child = Command::new(env!("CARGO_BIN_EXE_spade-server"))
             .args(["--addr", &format!("127.0.0.1:{port}")])
             .args(["--database-url", db])
@@ -77,8 +78,9 @@ impl Server {
             .args(["--scheduler-poll-ms", "100"])
             .args(["--site-root", &dir.join("site").display().to_string()])
             .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(std::fs::File::create(&log)?))
+            // The tracing log goes to stdout.
+            .stdout(Stdio::from(file.try_clone()?))
+            .stderr(Stdio::from(file))
             .spawn()?;
         Ok(Self {
             child,
