@@ -1,9 +1,9 @@
-// Two facts about the build interpreter (PYO3_PYTHON: the project venv's python3) are baked
-// into the runner:
-// - an rpath to its lib dir: without it the runner would load whichever libpython3.11 the
-//   dynamic linker finds first (Debian's system one here), not the CPython the venv was made from;
-// - the venv's site-packages, which the embedded interpreter does not find by itself (it takes
-//   its prefix from libpython, i.e. the base installation) and which holds numpy and math_verify.
+//! Two facts about the build interpreter (PYO3_PYTHON: the project venv's python3) are baked
+//! into the runner:
+//! - an rpath to its lib dir: without it the runner would load whichever libpython3.11 the
+//!   dynamic linker finds first (Debian's system one here), not the CPython the venv was made from;
+//! - the venv's site-packages, which the embedded interpreter does not find by itself (it takes
+//!   its prefix from libpython, i.e. the base installation) and which holds numpy and math_verify.
 use std::process::Command;
 
 fn main() {

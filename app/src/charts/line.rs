@@ -533,8 +533,7 @@ mod tests {
     fn a_band_is_one_translucent_polygon_in_its_series_colour_and_widens_the_y_range() {
         let mut s = series("mean", &[1.0, 2.0, 3.0]);
         s.band = vec![(0.5, 1.5), (1.0, 9.0), (2.5, 3.5)];
-        let svg = render_line_chart(&[s.clone()], &ChartOptions::new("t", "y"))
-            .unwrap_or_else(|e| panic!("{e}"));
+        let svg = render_line_chart(&[s.clone()], &ChartOptions::new("t", "y")).unwrap();
         assert_eq!(svg.matches("<polygon").count(), 1, "{svg}");
         assert!(svg.contains("class=\"b0\""), "{svg}");
         // The highest number among the SVG's texts is the top tick of the y axis here.
@@ -551,7 +550,7 @@ mod tests {
             &[series("mean", &[1.0, 2.0, 3.0])],
             &ChartOptions::new("t", "y"),
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
         assert!(
             top_tick(&svg) >= 6.0 && top_tick(&plain) < 6.0,
             "the axis reaches the band's top: {} vs {}",
@@ -560,8 +559,7 @@ mod tests {
         );
         // A band of another length is ignored rather than misdrawn.
         s.band.pop();
-        let svg =
-            render_line_chart(&[s], &ChartOptions::new("t", "y")).unwrap_or_else(|e| panic!("{e}"));
+        let svg = render_line_chart(&[s], &ChartOptions::new("t", "y")).unwrap();
         assert_eq!(svg.matches("<polygon").count(), 0);
     }
 
@@ -571,7 +569,7 @@ mod tests {
             &[series("first step", &[0.25])],
             &ChartOptions::new("t", "y"),
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
         let plot = &svg[..svg.find("chart-hover").unwrap_or(svg.len())];
         assert_eq!(plot.matches("<circle").count(), 1, "{svg}");
     }

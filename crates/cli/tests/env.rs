@@ -68,9 +68,9 @@ fn unreadable_files_are_usage_errors_with_exit_2() {
         "{}",
         text(&out)
     );
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let binary = dir.path().join("binary.py");
-    std::fs::write(&binary, [0xff, 0xfe, 0x00, 0x41]).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&binary, [0xff, 0xfe, 0x00, 0x41]).unwrap();
     let out = spade(&["env", "check", binary.to_str().unwrap_or_default()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("not UTF-8"), "{}", text(&out));

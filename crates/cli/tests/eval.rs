@@ -38,7 +38,7 @@ fn s(p: &Path) -> &str {
 }
 
 fn tempdir() -> tempfile::TempDir {
-    tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"))
+    tempfile::tempdir().expect("a temporary directory")
 }
 
 /// A tiny checkpoint in `dir/tiny`.
@@ -142,7 +142,7 @@ fn qa_evaluation_completes_and_groups_tasks() {
          {\"question\": \"2+2?\", \"answer\": \"4\", \"task\": \"easy\"}\n\
          {\"question\": \"3+3?\", \"answer\": \"6\", \"task\": \"easy\"}\n",
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let v = eval_json(dir.path(), &ckpt, &format!("qa:{}", s(&qa)), &[]);
     check_in_range(&v, 2, 2);
     assert_eq!(v["tasks"][0]["task"], "set");
@@ -185,12 +185,12 @@ fn environment_evaluation_counts_wins_through_the_sandbox() {
     let dir = tempdir();
     let ckpt = tiny(dir.path());
     let pool = dir.path().join("pool");
-    std::fs::create_dir_all(pool.join("games")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(pool.join("games")).unwrap();
     let seed_env = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../envs/seed/games/optimization/coin_change.py");
-    std::fs::copy(&seed_env, pool.join("games/coin_change.py")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(pool.join("always_win.py"), ALWAYS_WIN).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(pool.join("never_win.py"), NEVER_WIN).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(&seed_env, pool.join("games/coin_change.py")).unwrap();
+    std::fs::write(pool.join("always_win.py"), ALWAYS_WIN).unwrap();
+    std::fs::write(pool.join("never_win.py"), NEVER_WIN).unwrap();
     let suite = format!("envs:{}", s(&pool));
     let v = eval_json(
         dir.path(),
@@ -240,13 +240,13 @@ fn usage_errors_exit_2_before_the_model_loads() {
     );
 
     // A checkpoint that exists, so the QA file is what fails.
-    std::fs::write(dir.path().join("config.json"), "{}").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("config.json"), "{}").unwrap();
     let qa = dir.path().join("bad.jsonl");
     std::fs::write(
         &qa,
         "{\"question\": \"q\", \"answer\": \"1\"}\n{\"question\": \"q2\"}\n",
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let suite = format!("qa:{}", s(&qa));
     let o = spade(&["eval", "--checkpoint", s(dir.path()), "--suite", &suite]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));

@@ -60,7 +60,7 @@ fn logits(dir: &Path, ids: &str) -> Vec<f64> {
 
 #[test]
 fn init_is_reproducible_from_its_seed_and_forward_prints_json_logits() {
-    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tempfile::tempdir().unwrap();
     let (a, b, c) = (
         tmp.path().join("a"),
         tmp.path().join("b"),
@@ -89,7 +89,7 @@ fn init_is_reproducible_from_its_seed_and_forward_prints_json_logits() {
 
 #[test]
 fn generate_prints_text_and_is_deterministic_per_seed() {
-    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tempfile::tempdir().unwrap();
     init(tmp.path(), "1");
     let run = |seed: &str| {
         let out = spade(&[
@@ -130,7 +130,7 @@ fn generate_prints_text_and_is_deterministic_per_seed() {
 
 #[test]
 fn bad_input_exits_2_with_a_precise_message() {
-    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("nothing");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
@@ -193,7 +193,7 @@ fn bad_input_exits_2_with_a_precise_message() {
         .unwrap_or_default()
         .replace("\"qwen3\"", "\"mistral\"")
         .replace("Qwen3ForCausalLM", "MistralForCausalLM");
-    std::fs::write(&cfg, text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&cfg, text).unwrap();
     let out = spade(&["model", "forward", "--checkpoint", dir, "--ids", "1"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(

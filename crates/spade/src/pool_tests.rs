@@ -237,10 +237,10 @@ fn the_builder_names_files_once_gives_lines_that_name_them_and_counts_the_card()
         ..entry(id)
     };
     let mut b = PoolBuilder::new(Card::default());
-    let f = b.add(inline("s/1")).unwrap_or_else(|e| panic!("{e}"));
+    let f = b.add(inline("s/1")).unwrap();
     assert_eq!(f.name, "s_1.py");
     assert_eq!(f.code, "class s/1: pass\n");
-    let line: PoolEntry = serde_json::from_str(&f.line).unwrap_or_else(|e| panic!("{e}"));
+    let line: PoolEntry = serde_json::from_str(&f.line).unwrap();
     assert_eq!(
         (line.code_file.as_deref(), line.code),
         (Some("s_1.py"), None)

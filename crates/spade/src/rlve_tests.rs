@@ -1,3 +1,5 @@
+//! The RLVE difficulty rule against the reference's numbers (the tests of `rlve.rs`).
+
 use super::*;
 
 fn batch(env: &str, difficulty: u32, correct: u32, wrong: u32) -> Vec<Sample<'_>> {

@@ -643,7 +643,7 @@ mod tests {
         let mcq = "<think>the doc says 1989</think><question>When did the wall fall?</question>\
                    <option>1961</option><option>1989</option><option>1990</option>\
                    <option>1991</option><answer>(B)</answer>";
-        let t = parse_task(mcq).unwrap_or_else(|e| panic!("{e}"));
+        let t = parse_task(mcq).unwrap();
         assert!(matches!(t, Task::MultipleChoice { answer: 1, .. }));
         assert_eq!(t.reference(), "B");
         assert!(
@@ -653,7 +653,7 @@ mod tests {
         );
         let free = "<question>How many moons?</question><answer>1,024</answer>\
                     <answer_type>Integer</answer_type>";
-        let t = parse_task(free).unwrap_or_else(|e| panic!("{e}"));
+        let t = parse_task(free).unwrap();
         assert!(matches!(
             t,
             Task::FreeForm {

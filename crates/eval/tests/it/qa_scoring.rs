@@ -32,7 +32,7 @@ fn qa_verdicts_agree_with_math_verify() {
         .collect();
     let pool = super::pool();
     let mut leased = pool.checkout().unwrap_or_else(|e| panic!("runner: {e}"));
-    let ours = spade_eval::qa::verify(&mut leased.runner, &pairs).unwrap_or_else(|e| panic!("{e}"));
+    let ours = spade_eval::qa::verify(&mut leased.runner, &pairs).unwrap();
     let direct = super::python_json(DIRECT, &json!(pairs));
     for (((g, p, expected), o), d) in cases
         .iter()

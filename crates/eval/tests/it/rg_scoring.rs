@@ -121,7 +121,7 @@ fn the_same_seed_gives_the_same_questions_and_another_seed_others() {
             dataset_seed(seed, "knights_knaves"),
             2,
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
         questions.push(s.questions.clone());
     }
     assert_eq!(questions[0], questions[1]);

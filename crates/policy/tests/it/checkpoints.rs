@@ -19,8 +19,8 @@ const PROMPT: &[i64] = &[5, 17, 300, 42, 9];
 
 fn copy_dir(from: &Path, to: &Path) {
     for f in std::fs::read_dir(from).unwrap_or_else(|e| panic!("{}: {e}", from.display())) {
-        let f = f.unwrap_or_else(|e| panic!("{e}"));
-        std::fs::copy(f.path(), to.join(f.file_name())).unwrap_or_else(|e| panic!("{e}"));
+        let f = f.expect("a directory entry");
+        std::fs::copy(f.path(), to.join(f.file_name())).expect("a copied checkpoint file");
     }
 }
 
@@ -30,7 +30,7 @@ fn edit_config(dir: &Path, edit: impl FnOnce(&mut serde_json::Map<String, Value>
     if let Value::Object(m) = &mut v {
         edit(m);
     }
-    std::fs::write(&path, v.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&path, v.to_string()).expect("config.json written");
 }
 
 #[test]
@@ -111,7 +111,7 @@ fn sharded_saves_write_an_index_and_load_back() -> Result<()> {
         .map(|m| m.values().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     assert!(files.len() >= 4, "{files:?}");
-    std::fs::remove_file(dir.join("model.safetensors")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(dir.join("model.safetensors")).unwrap();
     let q = Policy::load(&dir, Device::Cpu)?;
     assert_eq!(q.last_logits(PROMPT)?, p.last_logits(PROMPT)?);
     Ok(())
@@ -244,7 +244,7 @@ fn load_err(dir: &Path) -> PolicyError {
 fn broken_checkpoints_give_errors_that_name_the_problem() {
     let dir = tempdir("broken");
     assert!(matches!(load_err(&dir), PolicyError::MissingConfig { .. }));
-    std::fs::write(dir.join("config.json"), "{ not json").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("config.json"), "{ not json").unwrap();
     assert!(matches!(
         load_err(&dir),
         PolicyError::MalformedConfig { .. }
@@ -301,6 +301,6 @@ fn broken_checkpoints_give_errors_that_name_the_problem() {
     }
 
     copy_dir(&fixture("gqa2_tied"), &dir);
-    std::fs::remove_file(dir.join("model.safetensors")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(dir.join("model.safetensors")).unwrap();
     assert!(matches!(load_err(&dir), PolicyError::NoWeights { .. }));
 }

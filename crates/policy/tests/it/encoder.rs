@@ -21,11 +21,9 @@ fn encoder_embeddings_match_transformers_within_1e_4() -> Result<()> {
         let cases = exp["cases"].as_array().unwrap_or_else(|| panic!("{name}"));
         for case in cases {
             let text = case["text"].as_str().unwrap_or_default();
-            let ids: Vec<i64> =
-                serde_json::from_value(case["ids"].clone()).unwrap_or_else(|e| panic!("{e}"));
+            let ids: Vec<i64> = serde_json::from_value(case["ids"].clone()).unwrap();
             assert_eq!(enc.encode(text)?, ids, "{name}: ids of {:.30}", text);
-            let want: Vec<f32> =
-                serde_json::from_value(case["embedding"].clone()).unwrap_or_else(|e| panic!("{e}"));
+            let want: Vec<f32> = serde_json::from_value(case["embedding"].clone()).unwrap();
             let got = enc.embed(&[text])?.swap_remove(0);
             assert_eq!(got.len(), want.len());
             let worst = got
@@ -49,7 +47,7 @@ fn broken_encoder_directories_name_the_problem() {
     assert!(matches!(err(&dir), PolicyError::MissingConfig { .. }));
     let src = fixture("encoder_bert_cls");
     for f in ["config.json", "model.safetensors"] {
-        std::fs::copy(src.join(f), dir.join(f)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
     }
     // No tokenizer.json.
     let e = err(&dir).to_string();
@@ -59,7 +57,7 @@ fn broken_encoder_directories_name_the_problem() {
         fixture("gqa2_tied").join("config.json"),
         dir.join("config.json"),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let e = err(&dir).to_string();
     assert!(
         e.contains("\"qwen3\"") && e.contains("sentence encoder"),

@@ -48,8 +48,7 @@ fn last_position_logits_match_transformers_within_1e_4() -> Result<()> {
                     .unwrap_or_else(|| panic!("{name}: no last_logits")),
             ) {
                 let got = policy.last_logits(prompt)?;
-                let want: Vec<f32> =
-                    serde_json::from_value(want.clone()).unwrap_or_else(|e| panic!("{e}"));
+                let want: Vec<f32> = serde_json::from_value(want.clone()).unwrap();
                 assert_eq!(got.len(), want.len(), "{name}");
                 let worst = got
                     .iter()

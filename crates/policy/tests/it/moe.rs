@@ -64,7 +64,7 @@ fn the_engine_decodes_moe_models_as_transformers_generate_does() -> Result<()> {
             let dir = fixture(name);
             let want: Vec<Vec<i64>> =
                 serde_json::from_value(read_json(&dir.join("expected.json"))["greedy"].clone())
-                    .unwrap_or_else(|e| panic!("{e}"));
+                    .unwrap();
             let policy = Policy::load_as(&dir, dev, Kind::Float)?;
             let cfg = EngineConfig {
                 context: 128,
@@ -269,16 +269,15 @@ fn a_missing_expert_tensor_is_named_in_the_error() -> Result<()> {
         std::fs::copy(src.join(f), dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
     }
     let gone = "model.layers.1.mlp.experts.2.up_proj.weight";
-    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap_or_else(|e| panic!("{e}"));
-    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap_or_else(|e| panic!("{e:?}"));
+    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     let kept: Vec<(String, safetensors::tensor::TensorView<'_>)> = st
         .tensors()
         .into_iter()
         .filter(|(n, _)| n != gone)
         .collect();
     assert_eq!(kept.len() + 1, st.len());
-    safetensors::serialize_to_file(kept, &None, &dir.join("model.safetensors"))
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    safetensors::serialize_to_file(kept, &None, &dir.join("model.safetensors")).unwrap();
     match Policy::load_as(&dir, Device::Cpu, Kind::Float) {
         Err(PolicyError::MissingTensor { name, .. }) => assert_eq!(name, gone),
         Err(e) => panic!("wrong error: {e}"),

@@ -451,9 +451,7 @@ mod tests {
                 logs.push(l)
             }
         });
-        let enc = enc
-            .unwrap_or_else(|e| panic!("{e}"))
-            .unwrap_or_else(|| panic!("no encoder loaded"));
+        let enc = enc.unwrap().unwrap_or_else(|| panic!("no encoder loaded"));
         assert_eq!(enc.pooling(), "pooler");
         assert!(
             logs.iter().any(|l| l.contains("sentence encoder")),
@@ -461,7 +459,7 @@ mod tests {
         );
         let v = enc
             .embed(&["class MazeEnv: walls grid", "coins change amount"])
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         assert_eq!((v.len(), v[0].len()), (2, 32));
         // The other kernels load nothing; a wrong path is named with its key.
         cfg.metrics.vendi_kernel = VendiKernel::Ngram;

@@ -491,7 +491,7 @@ mod tests {
             ("x+1", None),
         ]
         .map(|(g, p)| (g.to_string(), p.map(str::to_string)));
-        let got = math_verify(&pairs).unwrap_or_else(|e| panic!("{e}"));
+        let got = math_verify(&pairs).unwrap();
         assert_eq!(got, [true, true, true, false, false]);
         // The Rust rules alone miss the symbolic one.
         let t = spade::spice::Task::FreeForm {
