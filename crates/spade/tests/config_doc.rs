@@ -1,7 +1,7 @@
 //! `docs/configuration.md` lists every key of a run configuration, generated from
 //! `spade::config::help` through the launch form's sections (so the page and the form show the
 //! same keys, titles, texts and defaults). This test fails when the page's generated part differs
-//! from what the code generates now; `SPADE_BLESS=1 cargo test -p spade-core --test config_doc`
+//! from what the code generates now; `SPADE_BLESS=1 cargo test -p spade --test config_doc`
 //! rewrites that part.
 
 use spade::config::RunConfig;
@@ -56,7 +56,7 @@ fn the_page_lists_what_config_help_documents() -> Result<(), Box<dyn std::error:
     }
     Err(
         "docs/configuration.md's generated part differs from spade::config::help and \
-         RunConfig::default(); run `SPADE_BLESS=1 cargo test -p spade-core --test config_doc` \
+         RunConfig::default(); run `SPADE_BLESS=1 cargo test -p spade --test config_doc` \
          and commit the page"
             .into(),
     )

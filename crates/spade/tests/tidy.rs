@@ -376,7 +376,7 @@ const ONLY: &[(&str, &[&str])] = &[
 /// Crates that do no I/O of their own, and what they must not depend on.
 const NO_IO: &[(&str, &[&str])] = &[
     (
-        "spade-core",
+        "spade",
         &[
             "tokio",
             "reqwest",
@@ -452,16 +452,13 @@ fn crates_depend_as_the_workspace_says() {
     // The negative control: a crate that breaks each kind of rule is named.
     let fake = vec![
         ("spade-app".to_owned(), BTreeSet::from(["sqlx".to_owned()])),
-        (
-            "spade-core".to_owned(),
-            BTreeSet::from(["tokio".to_owned()]),
-        ),
+        ("spade".to_owned(), BTreeSet::from(["tokio".to_owned()])),
     ];
     assert_eq!(
         broken_dependency_rules(&fake),
         [
             "spade-app depends on sqlx (only [\"spade-db\"] may)",
-            "spade-core does no I/O but depends on tokio",
+            "spade does no I/O but depends on tokio",
         ]
     );
 }
