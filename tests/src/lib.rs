@@ -406,10 +406,10 @@ pub async fn wait_for(c: &Client, css: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Polls `check` every 100 ms until it holds or `limit` passes; returns whether it held. A
-/// condition with a deadline instead of a sleep before an assertion: a slow machine waits
-/// longer, a fast one not at all.
-pub async fn eventually<F, Fut>(limit: Duration, mut check: F) -> anyhow::Result<bool>
+/// Polls `check` until it holds, failing with `what` after `limit`: a condition with a
+/// deadline instead of a sleep before an assertion (a slow machine waits longer, a fast one
+/// not at all).
+pub async fn until<F, Fut>(limit: Duration, what: &str, mut check: F) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<bool>>,
@@ -417,11 +417,9 @@ where
     let deadline = Instant::now() + limit;
     loop {
         if check().await? {
-            return Ok(true);
+            return Ok(());
         }
-        if Instant::now() >= deadline {
-            return Ok(false);
-        }
+        anyhow::ensure!(Instant::now() < deadline, "after {limit:?}: {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

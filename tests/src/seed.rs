@@ -86,20 +86,7 @@ pub async fn seeded_run(
     config: &serde_json::Value,
     offset: f64,
 ) -> anyhow::Result<(i64, ingest::Batch)> {
-    let run = runs::create(
-        db,
-        team_scope,
-        &runs::NewRun {
-            project_id,
-            name,
-            config,
-            executor: "local",
-            seed: 7,
-            code_version: "e2e",
-        },
-    )
-    .await?;
-    let scope = RunScope::for_member(db, user_id, run.id).await?;
+    let scope = run_in(db, team_scope, user_id, project_id, name, config, 7).await?;
     let mut b = ingest::begin(db, &scope).await?;
     b.run_started("e2e", 40).await?;
     let names: Vec<String> = [
@@ -145,7 +132,7 @@ pub async fn seeded_run(
         b.benchmark(Some(step), "rg-logic", "all", sum / 3.0, 60)
             .await?;
     }
-    Ok((run.id, b))
+    Ok((scope.run_id(), b))
 }
 
 /// A team and project for `user_id` with two runs that differ in two settings; the newer one

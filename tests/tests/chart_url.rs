@@ -6,7 +6,7 @@
 use fantoccini::{Client, Locator};
 use spade_db::{Pool, ingest};
 use spade_e2e::{
-    Browser, TestServer, eventually, register, seed, text_of, user_id, wait_for, wait_hydrated,
+    Browser, TestServer, register, seed, text_of, until, user_id, wait_for, wait_hydrated,
 };
 use std::time::{Duration, Instant};
 
@@ -183,15 +183,12 @@ async fn charts_can_be_searched_and_read_with_a_crosshair(pool: Pool) -> anyhow:
     );
     browser.screenshot("chart-find").await?;
     c.execute(&find(""), vec![]).await?;
-    let every = eventually(Duration::from_secs(10), || async {
-        Ok(shown(&c).await? == all)
-    })
+    until(
+        Duration::from_secs(10),
+        "an empty search shows every chart",
+        || async { Ok(shown(&c).await? == all) },
+    )
     .await?;
-    assert!(
-        every,
-        "an empty search shows every chart: {:?}",
-        shown(&c).await?
-    );
 
     // The pointer in the middle of the first chart.
     c.execute(
@@ -211,11 +208,12 @@ async fn charts_can_be_searched_and_read_with_a_crosshair(pool: Pool) -> anyhow:
         vec![],
     )
     .await?;
-    let gone = eventually(Duration::from_secs(10), || async {
-        Ok(!exists_css(&c, ".chart-readout").await?)
-    })
+    until(
+        Duration::from_secs(10),
+        "the readout goes with the pointer",
+        || async { Ok(!exists_css(&c, ".chart-readout").await?) },
+    )
     .await?;
-    assert!(gone, "the readout goes with the pointer");
     Ok(())
 }
 

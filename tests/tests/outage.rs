@@ -12,7 +12,7 @@
 //! with a third of its environments and metrics, the rest left in the spool forever.
 
 use spade_db::{Pool, RunStatus};
-use spade_e2e::{ServerOptions, TestServer, seed};
+use spade_e2e::{ServerOptions, TestServer, seed, until};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -84,22 +84,6 @@ async fn metric_steps(db: &Pool, run: i64) -> anyhow::Result<BTreeSet<i64>> {
             .into_iter()
             .collect(),
     )
-}
-
-/// Waits (polling) until `check` is true, failing with `what` after `limit`.
-async fn until<F, Fut>(limit: Duration, what: &str, mut check: F) -> anyhow::Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<bool>>,
-{
-    let deadline = Instant::now() + limit;
-    loop {
-        if check().await? {
-            return Ok(());
-        }
-        anyhow::ensure!(Instant::now() < deadline, "after {limit:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }
 
 /// The env_ids in a spool's environment reports.

@@ -199,7 +199,8 @@ pub fn rlve_level(
     Some(low + draw as u32)
 }
 
-/// A pool environment with no plays yet (also the blank environment tests start from).
+/// A pool environment with no plays yet (also the start of a generated one, and the blank
+/// environment tests start from).
 pub(crate) fn fixed_env(env_id: String, skill: String, kind: EnvKind, code: String) -> LiveEnv {
     LiveEnv {
         env_id,

@@ -204,24 +204,16 @@ pub(super) fn regenerate(
         let reveals = reveals_solution(lp, &a.code, kind.into());
         obs.formula_reveals.push(reveals);
         window.envs.push(LiveEnv {
-            env_id: a.env_id.clone(),
-            skill: slots[*slot].skill.clone(),
-            kind,
-            code: a.code.clone(),
             hint,
             generated_step: step,
             parent_env_id: parents.get(slot).cloned(),
-            hint_returns: vec![],
-            hint_wins: 0,
-            no_hint_returns: vec![],
-            no_hint_wins: 0,
-            first_no_hint_step: None,
-            first_step_returns: vec![],
-            first_step_wins: 0,
-            reward_levels: vec![],
-            failed: None,
-            broken_seed: None,
             reveals_solution: reveals,
+            ..super::fixed::fixed_env(
+                a.env_id.clone(),
+                slots[*slot].skill.clone(),
+                kind,
+                a.code.clone(),
+            )
         });
     }
     for (slot, list) in attempts.iter().enumerate() {
