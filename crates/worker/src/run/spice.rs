@@ -361,11 +361,13 @@ pub(super) fn warm_start(
 ) -> Result<(PathBuf, WarmStartReport), WorkerError> {
     let w = ws::Options {
         epochs: opts.warm_epochs,
+        // Up to twice as many again to meet the criterion.
+        max_epochs: 3 * opts.warm_epochs,
         lr: opts.warm_lr,
         measure: opts.warm_measure,
         cache_dir: &opts.cache_dir,
     };
-    let mut measure = |policy: &Policy, measured: usize| {
+    let mut measure = |policy: &Policy, measured: usize, held: &[Task]| {
         let tok = policy.require_tokenizer()?;
         let max_doc = cfg.spice.max_document_tokens as usize;
         let mut probe: Vec<Doc> = (0..measured)
@@ -394,8 +396,12 @@ pub(super) fn warm_start(
                     .or_insert(0) += 1;
             }
         }
-        let accepted = probe.iter().filter(|d| d.task().is_some()).count();
-        Ok((accepted, rejections))
+        let parsed = probe.iter().filter(|d| d.task().is_some()).count();
+        Ok(ws::Measured {
+            parsed,
+            rejections,
+            mixed_groups: mixed_groups(cfg, policy, held)?,
+        })
     };
     ws::warm_start(cfg, &w, corpus, &mut measure, &mut |l| on(Event::Log(l)))
 }
@@ -460,6 +466,41 @@ pub(crate) fn math_verify(pairs: &[(String, Option<String>)]) -> Result<Vec<bool
 /// The stored id of document `d`'s task at `step`.
 fn task_id(step: u64, d: usize) -> String {
     format!("spice-s{step}-d{d}")
+}
+
+/// How many of `tasks` get a mixed group of `spice.group_size` reasoner answers (some right,
+/// some wrong), sampled as a run samples them: the tasks a reasoner update learns from.
+fn mixed_groups(cfg: &RunConfig, policy: &Policy, tasks: &[Task]) -> Result<usize, WorkerError> {
+    let g = cfg.spice.group_size as usize;
+    let (tok, rp) = crate::designer::turn_params(
+        policy,
+        cfg.spice.temperature,
+        cfg.model.agent_max_new_tokens as usize,
+    )?;
+    let mut prompts = Vec::with_capacity(tasks.len() * g);
+    let mut sample_seeds = Vec::with_capacity(tasks.len() * g);
+    for (k, t) in tasks.iter().enumerate() {
+        let ids = tok.encode(&reasoner_text(t))?;
+        for a in 0..g {
+            prompts.push(ids.clone());
+            sample_seeds.push(seeds::derive(
+                cfg.run.seed,
+                &[tag::REASONER, u64::MAX, k as u64, a as u64],
+            ));
+        }
+    }
+    let answers = play::sample_all(policy, &prompts, &sample_seeds, &rp, backend(cfg))?;
+    Ok(tasks
+        .iter()
+        .enumerate()
+        .filter(|(k, t)| {
+            let right = answers[k * g..(k + 1) * g]
+                .iter()
+                .filter(|c| spice::is_correct(t, c.text.as_deref().unwrap_or_default()))
+                .count();
+            right > 0 && right < g
+        })
+        .count())
 }
 
 /// A task error's kind, for the warm start's rejection counts.

@@ -25,19 +25,50 @@ pub(crate) mod tag {
 }
 
 /// Bumped whenever the warm start's pairs or training change.
-const WARMSTART_VERSION: u32 = 1;
+const WARMSTART_VERSION: u32 = 3;
 
 /// What the SPICE warm start trains and where it caches.
 pub(crate) struct Options<'a> {
+    /// Epochs before the criterion is first checked; then one epoch at a time up to
+    /// `max_epochs` until it is met.
     pub epochs: usize,
+    pub max_epochs: usize,
     pub lr: f64,
     /// Challenger samples measured after training.
     pub measure: usize,
     pub cache_dir: &'a Path,
 }
 
-/// Challenger samples that parsed, and the others' errors by kind.
-pub(crate) type Measured = (usize, BTreeMap<String, usize>);
+/// `measure(policy, challenger samples, held-back tasks)`: one check of the criterion.
+pub(crate) type Measure<'a> =
+    dyn FnMut(&Policy, usize, &[Task]) -> Result<Measured, WorkerError> + 'a;
+
+/// Held-back tasks the reasoner is checked on.
+const HELD_TASKS: usize = 8;
+
+/// One check of the SPICE warm start's criterion.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Measured {
+    /// Challenger samples that parsed, and the others' errors by kind.
+    pub parsed: usize,
+    pub rejections: BTreeMap<String, usize>,
+    /// Held-back tasks (no reasoner pair trained their answer) whose group of reasoner answers
+    /// was mixed, some right and some wrong: a task a GRPO step learns from.
+    pub mixed_groups: usize,
+}
+
+/// The criterion: a share of the challenger's samples parse (a quarter, at least one) and the
+/// reasoner answers a quarter of the held-back tasks (at least one) right some of the time. Without the second
+/// the run's reasoner never gets a right answer, so no reasoner sample, nothing to learn (on
+/// an AMD EPYC with AVX-512 the fixed 12 epochs gave a pass rate of 0 in every step).
+fn needed_parses(measured: usize) -> usize {
+    measured.div_ceil(4).max(1)
+}
+
+/// Held-back tasks with a mixed group of answers the criterion needs (see [`needed_parses`]).
+fn needed_mixed(held: usize) -> usize {
+    held.div_ceil(4).max(1)
+}
 
 /// The first `max_tokens` tokens of `text` under `tok` (SPICE cuts documents by tokens).
 pub(crate) fn excerpt(
@@ -68,13 +99,14 @@ pub(crate) fn reasoner_text(task: &Task) -> String {
 /// ([`spade::spice::cloze_task`]) in both formats (challenger pairs: document -> task) and on
 /// answers in `\boxed{}` (reasoner pairs, for every other task), then measured: the share of
 /// challenger samples that parse. Cached by a content hash of what it trains on.
-/// `measure(policy, n)` samples `n` challenger tasks and returns how many parse and why the
-/// others did not (the run's challenger does it, [`crate::run`]'s SPICE step).
+/// Trains until its criterion is met, up to a bound (see [`Options`]): `measure(policy, n,
+/// held)` samples `n` challenger tasks (how many parse, why the others did not) and the
+/// reasoner's answers to the `held` tasks (the run's SPICE step does both, as in a run).
 pub(crate) fn warm_start(
     cfg: &RunConfig,
     opts: &Options<'_>,
     corpus: &spade::corpus::Corpus,
-    measure: &mut dyn FnMut(&Policy, usize) -> Result<Measured, WorkerError>,
+    measure: &mut Measure<'_>,
     log: &mut dyn FnMut(String),
 ) -> Result<(PathBuf, WarmStartReport), WorkerError> {
     let docs: Vec<&str> = corpus
@@ -88,6 +120,7 @@ pub(crate) fn warm_start(
     for part in [
         cfg.run.seed.to_string(),
         opts.epochs.to_string(),
+        opts.max_epochs.to_string(),
         opts.lr.to_string(),
         cfg.spice.max_document_tokens.to_string(),
         cfg.spice.temperature.to_string(),
@@ -116,6 +149,7 @@ pub(crate) fn warm_start(
     let tok = policy.require_tokenizer()?.clone();
     let pair = |prompt: &str, completion: &str| super::pair(&tok, prompt, completion);
     let mut data = Vec::new();
+    let mut held: Vec<Task> = Vec::new();
     let (mut challenger_pairs, mut reasoner_pairs) = (0, 0);
     let max_doc = cfg.spice.max_document_tokens as usize;
     for (i, d) in docs.iter().enumerate() {
@@ -133,6 +167,8 @@ pub(crate) fn warm_start(
                 let answer = format!("The blank is \\boxed{{{}}}", task.reference());
                 data.push(pair(&reasoner_text(&task), &answer)?);
                 reasoner_pairs += 1;
+            } else if held.len() < HELD_TASKS {
+                held.push(task);
             }
         }
     }
@@ -164,22 +200,58 @@ pub(crate) fn warm_start(
             &[s.ids.len() as u64, s.ids[s.ids.len() / 2] as u64],
         )
     });
-    let mut last_epoch = usize::MAX;
-    let losses = trainer.fit(&policy, &data, opts.epochs, 4, |epoch, _, loss| {
-        if epoch != last_epoch {
-            last_epoch = epoch;
-            log(format!(
-                "spice warm start: epoch {}/{} loss {loss:.3} ({:.0} s)",
-                epoch + 1,
-                opts.epochs,
-                started.elapsed().as_secs_f64()
-            ));
-        }
-    })?;
-    let train_seconds = started.elapsed().as_secs_f64();
-    // How often the warm-started challenger writes a task that parses.
     let measured = opts.measure.max(1);
-    let (accepted, rejections) = measure(&policy, measured)?;
+    let needed = needed_parses(measured);
+    let max_epochs = opts.max_epochs.max(opts.epochs);
+    log(format!(
+        "spice warm start: trains until {needed}/{measured} challenger samples parse and the \
+         reasoner answers {}/{} held-back tasks right some of the time, checked after {} \
+         epochs and every epoch after, at most {max_epochs} epochs",
+        needed_mixed(held.len()),
+        held.len(),
+        opts.epochs
+    ));
+    let (mut losses, mut checks) = (Vec::new(), Vec::new());
+    let mut last = Measured::default();
+    let mut met = false;
+    let mut epochs = 0;
+    while epochs < max_epochs {
+        // One epoch at a time in the order one `fit` over all epochs gives (rotated by the
+        // epoch), so the criterion can be checked between epochs.
+        let mut epoch_data = data.clone();
+        epoch_data.rotate_left(epochs % data.len());
+        let epoch_losses = trainer.fit(&policy, &epoch_data, 1, 4, |_, _, _| {})?;
+        epochs += 1;
+        let loss = epoch_losses.iter().sum::<f64>() / epoch_losses.len().max(1) as f64;
+        losses.extend(epoch_losses);
+        log(format!(
+            "spice warm start: epoch {epochs}/{max_epochs} loss {loss:.3} ({:.0} s)",
+            started.elapsed().as_secs_f64()
+        ));
+        if epochs < opts.epochs {
+            continue;
+        }
+        last = measure(&policy, measured, &held)?;
+        log(format!(
+            "spice warm start: {}/{measured} challenger samples parse, {} of {} held-back \
+             tasks answered right some of the time after {epochs} epochs",
+            last.parsed,
+            last.mixed_groups,
+            held.len()
+        ));
+        checks.push(super::AcceptanceCheck {
+            epoch: epochs,
+            accepted: last.parsed,
+            measured,
+            loss,
+        });
+        met = last.parsed >= needed && last.mixed_groups >= needed_mixed(held.len());
+        if met {
+            break;
+        }
+    }
+    let train_seconds = started.elapsed().as_secs_f64();
+    let accepted = last.parsed;
     let report = WarmStartReport {
         hash: hash.clone(),
         designer_pairs: challenger_pairs,
@@ -192,14 +264,19 @@ pub(crate) fn warm_start(
         measured,
         accepted,
         acceptance_rate: accepted as f64 / measured as f64,
-        rejections,
-        // SPICE's warm start trains a fixed number of epochs and has no criterion (yet).
-        epochs: opts.epochs,
-        needed: 0,
-        criterion_met: true,
-        checks: vec![],
+        rejections: last.rejections,
+        epochs,
+        needed,
+        criterion_met: met,
+        checks,
         kernels: spade_policy::kernels::fingerprint(),
     };
+    if !met {
+        log(format!(
+            "spice warm start: stopped at its bound of {max_epochs} epochs without meeting its \
+             criterion: the run's reasoner may never answer right, and then it learns nothing"
+        ));
+    }
     log(format!(
         "spice warm start: {accepted}/{measured} challenger samples parse after {train_seconds:.0} s"
     ));

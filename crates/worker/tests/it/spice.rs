@@ -46,6 +46,29 @@ fn run_spice(
     out: &Path,
 ) -> Result<(Seen, Vec<String>), Box<dyn std::error::Error>> {
     let opts = options(id);
+    // The warm start's criterion first: a reasoner that never answers right gives no samples,
+    // and the checks below would fail later with a vaguer message.
+    let (dir, report) = run::prepare_warm_start(cfg, &opts, &mut |e| {
+        if let Event::Log(l) = e {
+            eprintln!("{l}");
+        }
+    })?;
+    if let Some(r) = report
+        && !r.designer_ready()
+    {
+        return Err(format!(
+            "the SPICE warm start (cached at {}) stopped at {} epochs without meeting its \
+             criterion: {}/{} challenger samples parse (needs {}), and the reasoner must answer \
+             a held-back task right some of the time; checks {:?}",
+            dir.display(),
+            r.epochs,
+            r.accepted,
+            r.measured,
+            r.needed,
+            r.checks
+        )
+        .into());
+    }
     let mut sink = FileSink::open(out)?;
     let store = StateStore::new(out);
     let mut logs = vec![];
