@@ -327,14 +327,9 @@ pub fn warm_start(
     let mut epochs = 0;
     let last_epoch = if needed == 0 { opts.epochs } else { max_epochs };
     while epochs < last_epoch {
-        // One epoch at a time, in the order `SftTrainer::fit` gives epoch `epochs` (its order
-        // rotated by the epoch), so the criterion can be checked between epochs.
-        let mut epoch_data = order.clone();
-        let rotate = epochs % epoch_data.len().max(1);
-        epoch_data.rotate_left(rotate);
-        let epoch_losses = trainer.fit(&policy, &epoch_data, 1, opts.batch_size, |_, _, _| {})?;
+        let (epoch_losses, loss) =
+            train_epoch(&mut trainer, &policy, &order, epochs, opts.batch_size)?;
         epochs += 1;
-        let loss = epoch_losses.iter().sum::<f64>() / epoch_losses.len().max(1) as f64;
         losses.extend(epoch_losses);
         progress(&format!(
             "warm start: epoch {epochs}/{last_epoch} loss {loss:.3} ({:.0} s)",
@@ -394,6 +389,23 @@ pub fn warm_start(
 }
 
 /// The report of the warm start cached in `dir`, if one finished there (a directory without
+/// Trains epoch `epoch` of `data` in the order one `SftTrainer::fit` over all the epochs
+/// gives it (rotated by the epoch), so a warm start can check its criterion between epochs;
+/// returns the epoch's losses and their mean.
+pub(crate) fn train_epoch(
+    trainer: &mut SftTrainer,
+    policy: &Policy,
+    data: &[MaskedSeq],
+    epoch: usize,
+    batch_size: usize,
+) -> Result<(Vec<f64>, f64), WorkerError> {
+    let mut order = data.to_vec();
+    order.rotate_left(epoch % data.len().max(1));
+    let losses = trainer.fit(policy, &order, 1, batch_size, |_, _, _| {})?;
+    let mean = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
+    Ok((losses, mean))
+}
+
 /// `warmstart.json` is not one; a report that does not parse is an error naming it).
 pub(crate) fn load_cached(dir: &Path) -> Result<Option<WarmStartReport>, WorkerError> {
     let report_path = dir.join("warmstart.json");

@@ -216,13 +216,8 @@ pub(crate) fn warm_start(
     let mut met = false;
     let mut epochs = 0;
     while epochs < max_epochs {
-        // One epoch at a time in the order one `fit` over all epochs gives (rotated by the
-        // epoch), so the criterion can be checked between epochs.
-        let mut epoch_data = data.clone();
-        epoch_data.rotate_left(epochs % data.len());
-        let epoch_losses = trainer.fit(&policy, &epoch_data, 1, 4, |_, _, _| {})?;
+        let (epoch_losses, loss) = super::train_epoch(&mut trainer, &policy, &data, epochs, 4)?;
         epochs += 1;
-        let loss = epoch_losses.iter().sum::<f64>() / epoch_losses.len().max(1) as f64;
         losses.extend(epoch_losses);
         log(format!(
             "spice warm start: epoch {epochs}/{max_epochs} loss {loss:.3} ({:.0} s)",
