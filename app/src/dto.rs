@@ -33,59 +33,9 @@ pub struct Viewer {
     pub csrf: String,
 }
 
-/// Lifecycle of a run (the database's `run_status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    Queued,
-    Starting,
-    Running,
-    Cancelling,
-    Cancelled,
-    Succeeded,
-    Failed,
-}
-
-impl RunStatus {
-    pub const ALL: [RunStatus; 7] = [
-        RunStatus::Queued,
-        RunStatus::Starting,
-        RunStatus::Running,
-        RunStatus::Cancelling,
-        RunStatus::Cancelled,
-        RunStatus::Succeeded,
-        RunStatus::Failed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Queued => "queued",
-            RunStatus::Starting => "starting",
-            RunStatus::Running => "running",
-            RunStatus::Cancelling => "cancelling",
-            RunStatus::Cancelled => "cancelled",
-            RunStatus::Succeeded => "succeeded",
-            RunStatus::Failed => "failed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|v| v.as_str() == s)
-    }
-
-    /// Whether the run can still change (cancel applies).
-    pub fn is_active(self) -> bool {
-        matches!(
-            self,
-            RunStatus::Queued | RunStatus::Starting | RunStatus::Running | RunStatus::Cancelling
-        )
-    }
-
-    /// Whether a resume makes sense (it stopped before finishing).
-    pub fn is_resumable(self) -> bool {
-        matches!(self, RunStatus::Cancelled | RunStatus::Failed)
-    }
-}
+/// Lifecycle of a run, environment kind and status: the enums every layer shares, defined once
+/// in `spade-types` (the database stores the same values, the API serializes them).
+pub use spade_types::{EnvKind, EnvStatus, RunStatus};
 
 /// A row of the runs list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -253,65 +203,6 @@ impl MetricSeries {
     }
 }
 
-/// Game or tool-use environment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EnvKind {
-    Game,
-    ToolUse,
-}
-
-/// Whether validation accepted the environment, and whether it kept to the contract in play.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EnvStatus {
-    Accepted,
-    Rejected,
-    /// Accepted, then broke the contract while played; played no more.
-    BrokenInPlay,
-}
-
-/// The database's enums list the same values as their twins here; the server converts with
-/// these (and nothing else does: a value added on one side fails to compile here).
-#[cfg(feature = "ssr")]
-mod from_db {
-    use super::{EnvKind, EnvStatus, RunStatus};
-    use spade_db::types;
-
-    impl From<types::RunStatus> for RunStatus {
-        fn from(s: types::RunStatus) -> Self {
-            match s {
-                types::RunStatus::Queued => RunStatus::Queued,
-                types::RunStatus::Starting => RunStatus::Starting,
-                types::RunStatus::Running => RunStatus::Running,
-                types::RunStatus::Cancelling => RunStatus::Cancelling,
-                types::RunStatus::Cancelled => RunStatus::Cancelled,
-                types::RunStatus::Succeeded => RunStatus::Succeeded,
-                types::RunStatus::Failed => RunStatus::Failed,
-            }
-        }
-    }
-
-    impl From<types::EnvKind> for EnvKind {
-        fn from(k: types::EnvKind) -> Self {
-            match k {
-                types::EnvKind::Game => EnvKind::Game,
-                types::EnvKind::ToolUse => EnvKind::ToolUse,
-            }
-        }
-    }
-
-    impl From<types::EnvStatus> for EnvStatus {
-        fn from(s: types::EnvStatus) -> Self {
-            match s {
-                types::EnvStatus::Accepted => EnvStatus::Accepted,
-                types::EnvStatus::Rejected => EnvStatus::Rejected,
-                types::EnvStatus::BrokenInPlay => EnvStatus::BrokenInPlay,
-            }
-        }
-    }
-}
-
 /// A row of the environment browser.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EnvironmentSummary {
@@ -460,6 +351,21 @@ pub struct BenchmarkRow {
     pub n: u32,
 }
 
+impl BenchmarkRow {
+    /// Run `run_id`'s benchmark result as the comparison tables show it.
+    pub fn of(run_id: i64, run_name: &str, b: BenchmarkRecord) -> Self {
+        BenchmarkRow {
+            run_id,
+            run_name: run_name.to_owned(),
+            checkpoint_step: b.checkpoint_step.and_then(|s| u64::try_from(s).ok()),
+            suite: b.suite,
+            task: b.task,
+            score: b.score,
+            n: u32::try_from(b.n).unwrap_or(0),
+        }
+    }
+}
+
 /// An evaluation of a checkpoint (a `spade eval` job) and where its job is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvaluationDto {
@@ -473,6 +379,37 @@ pub struct EvaluationDto {
     pub message: Option<String>,
     pub created_at: String,
     pub finished_at: Option<String>,
+}
+
+/// The run page's row of an evaluation: the API's record with times to the whole second.
+impl From<EvaluationRecord> for EvaluationDto {
+    fn from(e: EvaluationRecord) -> Self {
+        EvaluationDto {
+            id: e.id,
+            checkpoint_step: u64::try_from(e.checkpoint_step).unwrap_or(0),
+            suite: e.suite,
+            trigger: e.trigger,
+            state: e.state,
+            message: e.message,
+            created_at: whole_seconds(&e.created_at),
+            finished_at: e.finished_at.as_deref().map(whole_seconds),
+        }
+    }
+}
+
+/// An RFC 3339 time as the pages show it, to the whole second: the API's records keep the
+/// fraction (`2026-12-04T10:00:00.123456Z` -> `2026-12-04T10:00:00Z`).
+pub fn whole_seconds(t: &str) -> String {
+    match t.find('.') {
+        Some(dot) => {
+            let rest = &t[dot + 1..];
+            let zone = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .map_or("", |i| &rest[i..]);
+            format!("{}{zone}", &t[..dot])
+        }
+        None => t.to_owned(),
+    }
 }
 
 /// An evaluation as the JSON API returns it, with the state of its job.
@@ -529,6 +466,9 @@ pub struct ShareRecord {
     pub label: String,
     /// After this the link reads as unknown; `None` = until revoked.
     pub expires_at: Option<String>,
+    /// Whether `expires_at` has passed, as the server saw it.
+    #[serde(default)]
+    pub expired: bool,
 }
 
 /// A share link just made: the only time its token is shown.
@@ -703,6 +643,20 @@ pub struct ShareDto {
     /// Whether `expires_at` has passed, as the server saw it.
     #[serde(default)]
     pub expired: bool,
+}
+
+/// The run page's row of a share link: the API's record with times to the whole second.
+impl From<ShareRecord> for ShareDto {
+    fn from(r: ShareRecord) -> Self {
+        ShareDto {
+            id: r.id,
+            created_at: whole_seconds(&r.created_at),
+            revoked_at: r.revoked_at.as_deref().map(whole_seconds),
+            label: r.label,
+            expires_at: r.expires_at.as_deref().map(whole_seconds),
+            expired: r.expired,
+        }
+    }
 }
 
 /// The run page's sharing section (only for viewers who may change the run).
@@ -899,6 +853,22 @@ impl RunEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn page_times_drop_the_fraction_and_keep_the_zone() {
+        assert_eq!(
+            whole_seconds("2026-12-04T10:00:00.123456Z"),
+            "2026-12-04T10:00:00Z"
+        );
+        assert_eq!(
+            whole_seconds("2026-12-04T10:00:00Z"),
+            "2026-12-04T10:00:00Z"
+        );
+        assert_eq!(
+            whole_seconds("2026-12-04T10:00:00.5+01:00"),
+            "2026-12-04T10:00:00+01:00"
+        );
+    }
 
     /// What the server writes is what the page reads: every event's `type` is its SSE name and
     /// it deserialises back to itself.

@@ -12,21 +12,20 @@
 //!   logout ends the session's access tokens at once, not when they expire.
 //! - Workers use per-run tokens (see `ingest`), share links their own tokens (see `api::shares`).
 
-pub mod job_tokens;
+pub mod jwt;
 pub mod origin;
 pub mod password;
 pub mod rate_limit;
 pub mod routes;
 pub mod secret;
-pub mod tokens;
 
 use crate::AppState;
 use crate::error::AppError;
 use axum::extract::FromRequestParts;
 use axum::http::{HeaderMap, Method, header, request::Parts};
+use jwt::{Signer, TokenError};
 use spade_db::users::{self, Registration, User};
 use std::time::Duration;
-use tokens::{Signer, TokenError};
 
 /// Lifetime of an access token.
 pub const ACCESS_TTL: Duration = Duration::from_secs(15 * 60);
@@ -78,6 +77,24 @@ pub struct AuthUser {
     pub user: User,
     pub session_id: i64,
     pub via: Via,
+}
+
+impl AuthUser {
+    /// Whether the session this request came with is still live (not logged out, revoked or
+    /// expired since): long-lived streams ask again as they run.
+    pub async fn session_is_live(&self, state: &AppState) -> bool {
+        matches!(
+            users::session_user(&state.ctx.db, self.session_id, self.user.id).await,
+            Ok(Some(_))
+        )
+    }
+
+    /// Who the service acts for: the service sees the user, never the request's credentials.
+    pub fn caller(&self) -> crate::service::Caller {
+        crate::service::Caller {
+            user_id: self.user.id,
+        }
+    }
 }
 
 /// The value of cookie `name`, if the request carries it.
@@ -160,7 +177,7 @@ impl FromRequestParts<AppState> for AuthUser {
         let user_id: i64 = claims.sub.parse().map_err(|_| {
             AppError::unauthenticated("invalid_token", "the access token is invalid")
         })?;
-        let user = users::session_user(&state.db, claims.sid, user_id)
+        let user = users::session_user(&state.ctx.db, claims.sid, user_id)
             .await?
             .ok_or(AppError::unauthenticated(
                 "session_revoked",

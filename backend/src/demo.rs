@@ -8,7 +8,8 @@
 //! password is random, kept in `<data dir>/demo-login.txt` (mode 0600) and printed at every
 //! start while that file exists. A database that already has users is never touched.
 
-use crate::auth::{password, tokens};
+use crate::auth::password;
+use crate::tokens;
 use anyhow::Context;
 use spade::config::RunConfig;
 use spade_db::Pool as PgPool;

@@ -2,6 +2,7 @@
 //! always `{"status": 404, "code": "not_found", "message": "run not found"}`. Internal errors are
 //! opaque to the client (code `internal`) and logged here with their whole cause chain.
 
+use crate::service::ServiceError;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -165,6 +166,21 @@ impl From<DbError> for AppError {
                 AppError::Unavailable
             }
             e => AppError::Internal(anyhow::Error::new(e)),
+        }
+    }
+}
+
+/// The API's answer to a service refusal: the same code and message, with its status.
+impl From<ServiceError> for AppError {
+    fn from(e: ServiceError) -> Self {
+        match e {
+            ServiceError::BadRequest { code, message } => AppError::BadRequest { code, message },
+            ServiceError::Invalid { code, message } => AppError::Invalid { code, message },
+            ServiceError::Forbidden { code, message } => AppError::Forbidden { code, message },
+            ServiceError::NotFound(what) => AppError::NotFound(what),
+            ServiceError::Conflict { code, message } => AppError::Conflict { code, message },
+            ServiceError::Db(e) => e.into(),
+            ServiceError::Internal(e) => AppError::Internal(e),
         }
     }
 }

@@ -20,9 +20,7 @@ pub use spade_app::dto::RunEvent;
 
 /// The page's status of a database status.
 pub fn status_event(status: spade_db::RunStatus) -> RunEvent {
-    RunEvent::Status {
-        status: status.into(),
-    }
+    RunEvent::Status { status }
 }
 
 /// The run's number of steps: as the worker reported it, or before its first report (queued,

@@ -73,7 +73,7 @@ async fn main() -> anyhow::Result<()> {
         .with_scheduler(cfg.scheduler.clone())
         .with_public_url(public_url)
         .with_paths(
-            spade_server::paths::PathRoots::new(
+            spade_server::service::paths::PathRoots::new(
                 &cfg.model_roots,
                 &cfg.corpus_roots,
                 &cfg.pool_roots,

@@ -4,8 +4,8 @@
 //! this node left running, then claims and watches jobs until shutdown. [`run_logs`] reads a
 //! run's job output for the API.
 
-use crate::auth::job_tokens;
 use crate::config::{ExecutorSetting, SchedulerSettings};
+use crate::tokens::jobs as job_tokens;
 use spade_db::jobs::{self, Job, JobExecutor, JobKind};
 use spade_scheduler::{
     Executor, JobHandle, LocalConfig, LocalExecutor, RayConfig, RayExecutor, Scheduler,
@@ -170,7 +170,7 @@ pub fn spawn<T: TokenSource>(
 }
 
 /// The tokens the scheduler hands to jobs: a training job gets a fresh run token
-/// ([`crate::auth::job_tokens`]: the previous one stops working), an evaluation job a
+/// ([`crate::tokens::jobs`]: the previous one stops working), an evaluation job a
 /// token of its own that can post that evaluation's results and nothing else. The server wraps
 /// it in [`crate::spool::SpoolTaking`], which also takes an ended job's unsent reports.
 #[derive(Debug, Clone)]

@@ -5,30 +5,94 @@
 //! caller resolved; changes take the signed-in user and resolve the scope themselves, so the
 //! role a change needs is checked in one place, and record themselves in the audit log. HTTP
 //! stays with the callers: extractors and status codes in `api`, forms, redirects and page
-//! errors in `dashboard`. This module uses neither.
+//! errors in `dashboard`. This module uses neither: it takes a small context ([`Ctx`]: the
+//! database, live events, path roots, chart cache, job settings), the user it acts for
+//! ([`Caller`]) and answers [`ServiceError`], which the API and the pages each turn into their
+//! own responses.
 
 pub mod artifacts;
+pub mod charts;
 pub mod downsample;
 pub mod environments;
+pub mod error;
+pub mod export;
 pub mod metrics;
+pub mod pages;
+pub mod paths;
 pub mod runs;
+pub mod shares;
 pub mod teams;
 
-use crate::AppState;
-use crate::auth::AuthUser;
-use crate::error::{ApiResult, AppError};
+pub use error::{ServiceError, ServiceResult};
+
+use crate::config::SchedulerSettings;
+use crate::events::EventHub;
+use paths::PathRoots;
 use spade_db::{RunScope, audit};
+use std::sync::Arc;
+
+/// What the service reads and writes through: everything a call needs besides its arguments.
+#[derive(Clone, Debug)]
+pub struct Ctx {
+    pub db: spade_db::Pool,
+    /// Live updates for the run pages' event streams.
+    pub events: EventHub,
+    /// Where run configurations may point on this machine (see `paths`); none by default.
+    pub paths: Arc<PathRoots>,
+    /// The run pages' charts as last drawn, reused while a run's series are unchanged.
+    pub charts: Arc<charts::ChartCache>,
+    /// Where job output is read from; `None` in tests without a scheduler.
+    pub scheduler: Option<Arc<SchedulerSettings>>,
+}
+
+impl Ctx {
+    /// A context over `db` with no path roots, no scheduler and empty caches.
+    pub fn new(db: spade_db::Pool) -> Self {
+        Self {
+            db,
+            events: EventHub::default(),
+            paths: Arc::default(),
+            charts: Arc::default(),
+            scheduler: None,
+        }
+    }
+}
+
+/// The signed-in user a change is made for (the API's and the pages' `AuthUser`, without the
+/// request's credentials).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub user_id: i64,
+}
+
+/// The email lower-cased, if it is shaped like an address: the rule of registration, which
+/// invitations share (an email that can hold an account can be invited).
+pub fn normalize_email(email: &str) -> ServiceResult<String> {
+    let e = email.trim().to_lowercase();
+    let ok = (3..=320).contains(&e.len())
+        && e.split_once('@')
+            .is_some_and(|(l, d)| !l.is_empty() && !d.is_empty() && !d.contains('@'))
+        && !e.chars().any(char::is_whitespace);
+    if ok {
+        Ok(e)
+    } else {
+        Err(ServiceError::invalid(
+            "email",
+            "expected an address like name@example.org",
+        ))
+    }
+}
 
 /// Largest and default page sizes.
 pub const MAX_LIMIT: i64 = 500;
 pub const DEFAULT_LIMIT: i64 = 50;
 
 /// A requested page size, checked.
-pub fn limit(requested: Option<i64>) -> Result<i64, AppError> {
+pub fn limit(requested: Option<i64>) -> ServiceResult<i64> {
     match requested {
         None => Ok(DEFAULT_LIMIT),
         Some(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
-        Some(n) => Err(AppError::invalid(
+        Some(n) => Err(ServiceError::invalid(
             "limit",
             format!("must be 1 to {MAX_LIMIT}, got {n}"),
         )),
@@ -37,39 +101,39 @@ pub fn limit(requested: Option<i64>) -> Result<i64, AppError> {
 
 /// The caller's access to a run (404 for runs of teams the caller is not in).
 pub async fn member_scope(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     run_id: i64,
-) -> Result<RunScope, AppError> {
-    Ok(RunScope::for_member(&state.db, auth.user.id, run_id).await?)
+) -> Result<RunScope, ServiceError> {
+    Ok(RunScope::for_member(&ctx.db, caller.user_id, run_id).await?)
 }
 
 /// The caller's access to a run, which must allow changes (editor or owner).
 pub async fn editor_scope(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     run_id: i64,
-) -> Result<RunScope, AppError> {
-    let scope = member_scope(state, auth, run_id).await?;
+) -> Result<RunScope, ServiceError> {
+    let scope = member_scope(ctx, caller, run_id).await?;
     if !scope.can_edit() {
-        return Err(AppError::read_only());
+        return Err(ServiceError::read_only());
     }
     Ok(scope)
 }
 
 /// Records a change `auth` made in team `team_id`'s audit log.
 async fn audit(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     team_id: i64,
     action: &str,
     target: String,
     detail: serde_json::Value,
-) -> ApiResult<()> {
+) -> ServiceResult<()> {
     audit::record(
-        &state.db,
+        &ctx.db,
         &audit::Entry {
-            actor_id: Some(auth.user.id),
+            actor_id: Some(caller.user_id),
             team_id: Some(team_id),
             action,
             target,
@@ -78,4 +142,24 @@ async fn audit(
     )
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emails_are_normalized_or_refused_with_the_field_name() {
+        assert_eq!(
+            normalize_email("  Ada@Example.ORG ").ok().as_deref(),
+            Some("ada@example.org")
+        );
+        for bad in ["", "no-at", "@x", "a@", "a b@x.org", "a@b@c"] {
+            let e = normalize_email(bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.starts_with("`email`"), "{bad:?}: {e}");
+        }
+    }
 }

@@ -73,7 +73,7 @@ pub async fn take(state: &AppState, run_id: i64, dir: &Path) -> Result<Option<Ta
     if envelopes.is_empty() {
         return Ok(None);
     }
-    let scope = RunScope::for_ended_job(&state.db, run_id).await?;
+    let scope = RunScope::for_ended_job(&state.ctx.db, run_id).await?;
     let mut taken = Taken::default();
     let mut stored = 0;
     for batch in envelopes.chunks(MAX_ENVELOPES_PER_BATCH) {
@@ -184,10 +184,10 @@ pub fn spawn_scheduler(
 ) -> Result<Option<tokio::task::JoinHandle<()>>, crate::scheduling::SchedulingError> {
     let tokens = SpoolTaking {
         tokens: crate::scheduling::LaunchTokens {
-            db: state.db.clone(),
+            db: state.ctx.db.clone(),
         },
         state: state.clone(),
         jobs_dir: s.jobs_dir.clone(),
     };
-    crate::scheduling::spawn(state.db.clone(), s, listen, tokens, shutdown)
+    crate::scheduling::spawn(state.ctx.db.clone(), s, listen, tokens, shutdown)
 }

@@ -178,7 +178,8 @@ impl TestServer {
             // rule accepts them (as `spade-server` sets it from --jobs-dir).
             state = state
                 .with_paths(
-                    spade_server::paths::PathRoots::default().with_run_states(&settings.jobs_dir),
+                    spade_server::service::paths::PathRoots::default()
+                        .with_run_states(&settings.jobs_dir),
                 )
                 .with_scheduler(settings.clone());
             let (stop, stopped) = tokio::sync::watch::channel(false);

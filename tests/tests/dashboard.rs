@@ -245,9 +245,9 @@ async fn a_new_user_registers_logs_in_and_reads_a_run(pool: Pool) -> anyhow::Res
         vec![],
     )
     .await?;
-    let token = spade_server::auth::tokens::random_token("sprun_");
+    let token = spade_server::tokens::random_token("sprun_");
     let scope = RunScope::for_member(&db, user.id, run_id).await?;
-    runs::set_token_hash(&db, &scope, &spade_server::auth::tokens::hash_token(&token)).await?;
+    runs::set_token_hash(&db, &scope, &spade_server::tokens::hash_token(&token)).await?;
     let batch = serde_json::json!({"envelopes": [
         {"run_id": run_id.to_string(), "seq": 1000, "key": format!("{run_id}/1000"), "sent_at_ms": 0,
          "message": {"kind": "progress", "step": 30, "total_steps": 40, "phase": "training"}},

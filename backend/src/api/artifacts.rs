@@ -14,8 +14,10 @@ pub async fn checkpoints(
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
 ) -> ApiResult<Json<Vec<CheckpointRecord>>> {
-    let scope = member_scope(&state, &auth, run_id).await?;
-    Ok(Json(service::artifacts::checkpoints(&state, &scope).await?))
+    let scope = member_scope(&state.ctx, &auth.caller(), run_id).await?;
+    Ok(Json(
+        service::artifacts::checkpoints(&state.ctx, &scope).await?,
+    ))
 }
 
 pub async fn benchmarks(
@@ -23,8 +25,8 @@ pub async fn benchmarks(
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
 ) -> ApiResult<Json<Vec<BenchmarkRecord>>> {
-    let scope = member_scope(&state, &auth, run_id).await?;
+    let scope = member_scope(&state.ctx, &auth.caller(), run_id).await?;
     Ok(Json(
-        service::artifacts::benchmarks(&state.db, &scope).await?,
+        service::artifacts::benchmarks(&state.ctx.db, &scope).await?,
     ))
 }

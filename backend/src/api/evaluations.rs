@@ -5,10 +5,11 @@
 //! when the worker reports a checkpoint.
 
 use crate::AppState;
-use crate::auth::{AuthUser, bearer, tokens};
+use crate::auth::{AuthUser, bearer};
 use crate::error::{ApiJson, ApiPath, ApiResult, AppError};
 use crate::service::artifacts::{self, CreateEvaluation};
 use crate::service::{self, member_scope};
+use crate::tokens;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -27,8 +28,8 @@ pub async fn list(
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
 ) -> ApiResult<Json<Vec<EvaluationRecord>>> {
-    let scope = member_scope(&state, &auth, run_id).await?;
-    Ok(Json(artifacts::evaluations(&state.db, &scope).await?))
+    let scope = member_scope(&state.ctx, &auth.caller(), run_id).await?;
+    Ok(Json(artifacts::evaluations(&state.ctx.db, &scope).await?))
 }
 
 /// `POST /runs/{run_id}/evaluations`: queues `spade eval` on one checkpoint and suite.
@@ -38,7 +39,8 @@ pub async fn create(
     ApiPath(run_id): ApiPath<i64>,
     ApiJson(req): ApiJson<CreateEvaluation>,
 ) -> ApiResult<(StatusCode, Json<EvaluationRecord>)> {
-    let evaluation = artifacts::request_evaluation(&state, &auth, run_id, &req).await?;
+    let evaluation =
+        artifacts::request_evaluation(&state.ctx, &auth.caller(), run_id, &req).await?;
     Ok((StatusCode::CREATED, Json(evaluation)))
 }
 
@@ -49,12 +51,12 @@ pub async fn auto_for_checkpoint(
     scope: &RunScope,
     step: i64,
 ) -> ApiResult<usize> {
-    let cfg = service::runs::stored_config(&state.db, scope).await?;
+    let cfg = service::runs::stored_config(&state.ctx.db, scope).await?;
     if !cfg.eval_due(u64::try_from(step).unwrap_or(0)) {
         return Ok(0);
     }
     // The path rule once more, as for an evaluation people queue (ingestion checked it too).
-    if artifacts::checked_checkpoint(state, scope, step, "checkpoint_step")
+    if artifacts::checked_checkpoint(&state.ctx, scope, step, "checkpoint_step")
         .await?
         .is_none()
     {
@@ -70,7 +72,10 @@ pub async fn auto_for_checkpoint(
             trigger: Trigger::Auto,
             requested_by: None,
         };
-        if evaluations::create(&state.db, scope, &new).await?.is_some() {
+        if evaluations::create(&state.ctx.db, scope, &new)
+            .await?
+            .is_some()
+        {
             queued += 1;
         }
     }
@@ -102,7 +107,7 @@ pub async fn results(
     };
     let token = bearer(&headers)?.ok_or_else(refused)?.to_owned();
     // The token first: a caller without it learns nothing about the job, not even its suite.
-    let job = evaluations::authorize(&state.db, job_id, |stored| {
+    let job = evaluations::authorize(&state.ctx.db, job_id, |stored| {
         tokens::token_matches(&token, stored)
     })
     .await
@@ -111,7 +116,7 @@ pub async fn results(
         other => other.into(),
     })?;
     // The token dies with its job: a finished evaluation takes nothing more from it.
-    let ended = spade_db::jobs::get(&state.db, job_id)
+    let ended = spade_db::jobs::get(&state.ctx.db, job_id)
         .await
         .map_err(|e| AppError::Internal(e.into()))?
         .is_none_or(|j| j.state.is_final());
@@ -178,7 +183,7 @@ pub async fn results(
         });
     }
     let evaluation_id = evaluations::store_results(
-        &state.db,
+        &state.ctx.db,
         job_id,
         |stored| tokens::token_matches(&token, stored),
         &rows,

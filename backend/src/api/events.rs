@@ -12,11 +12,10 @@ use crate::AppState;
 use crate::auth::AuthUser;
 use crate::error::{ApiPath, ApiResult};
 use crate::events::{CAPACITY, RunEvent, status_event, total_steps};
-use crate::service::member_scope;
+use crate::service::{self, member_scope};
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::{Stream, StreamExt};
-use spade_db::{runs, users};
 use std::convert::Infallible;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
@@ -41,11 +40,11 @@ pub async fn run_events(
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
-    let scope = member_scope(&state, &auth, run_id).await?;
+    let scope = member_scope(&state.ctx, &auth.caller(), run_id).await?;
     // Subscribe before reading the snapshot, so nothing between the two is lost.
-    let mut live = state.events.subscribe(run_id);
-    let mut access = state.events.access_announcements();
-    let run = runs::get(&state.db, &scope).await?;
+    let mut live = state.ctx.events.subscribe(run_id);
+    let mut access = state.ctx.events.access_announcements();
+    let run = service::runs::get(&state.ctx.db, &scope).await?;
     // Before the worker's first report its total is the configured one, as the page shows
     // it (`events::total_steps`); an empty phase leaves the page's own (`crate::live`).
     let first = [
@@ -60,7 +59,7 @@ pub async fn run_events(
     for e in &first {
         let _ = tx.try_send(to_sse(e));
     }
-    let mut last_status: spade_app::dto::RunStatus = run.status.into();
+    let mut last_status: spade_app::dto::RunStatus = run.status;
     tokio::spawn(async move {
         let mut recheck = tokio::time::interval(ACCESS_RECHECK);
         recheck.tick().await;
@@ -90,9 +89,9 @@ pub async fn run_events(
                         // Some status changes are made where no event is published (the
                         // scheduler finishing a job, another server): read it, and tell the
                         // page when it moved, so an open page never stays "cancelling".
-                        match runs::get(&state.db, &scope).await {
-                            Ok(r) if spade_app::dto::RunStatus::from(r.status) != last_status => {
-                                last_status = r.status.into();
+                        match service::runs::get(&state.ctx.db, &scope).await {
+                            Ok(r) if r.status != last_status => {
+                                last_status = r.status;
                                 (to_sse(&status_event(r.status)), false)
                             }
                             _ => continue,
@@ -121,6 +120,8 @@ fn access_ended() -> Event {
 /// still a member of the run's team. A database error counts as "no" (the page reconnects and
 /// is checked from scratch).
 async fn still_allowed(state: &AppState, auth: &AuthUser, run_id: i64) -> bool {
-    let session = users::session_user(&state.db, auth.session_id, auth.user.id).await;
-    matches!(session, Ok(Some(_))) && member_scope(state, auth, run_id).await.is_ok()
+    auth.session_is_live(state).await
+        && member_scope(&state.ctx, &auth.caller(), run_id)
+            .await
+            .is_ok()
 }

@@ -12,10 +12,11 @@
 //! A token is valid only while its run is unfinished.
 
 use crate::AppState;
-use crate::auth::{bearer, tokens};
+use crate::auth::bearer;
 use crate::error::{ApiJson, ApiPath, ApiResult, AppError};
 use crate::events::RunEvent;
-use crate::paths::PathRoots;
+use crate::service::paths::PathRoots;
+use crate::tokens;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
@@ -37,7 +38,7 @@ async fn worker_scope(state: &AppState, headers: &HeaderMap, run_id: i64) -> Api
     let refused =
         || AppError::unauthenticated("invalid_run_token", "a valid run token is required");
     let token = bearer(headers)?.ok_or_else(refused)?.to_owned();
-    let scope = RunScope::for_worker(&state.db, run_id, |stored| {
+    let scope = RunScope::for_worker(&state.ctx.db, run_id, |stored| {
         tokens::token_matches(&token, stored)
     })
     .await
@@ -48,7 +49,7 @@ async fn worker_scope(state: &AppState, headers: &HeaderMap, run_id: i64) -> Api
     // The token dies with its job: once the run has finished (the worker's own `finished`
     // report, or the scheduler recording the job's end) nothing more may be written with it,
     // so a leaked token is worth nothing after the run.
-    if spade_db::runs::status(&state.db, &scope)
+    if spade_db::runs::status(&state.ctx.db, &scope)
         .await?
         .is_terminal()
     {
@@ -65,7 +66,7 @@ pub async fn config(
     ApiPath(run_id): ApiPath<i64>,
 ) -> ApiResult<Response> {
     let scope = worker_scope(&state, &headers, run_id).await?;
-    let toml = crate::service::runs::config_for_worker(&state, &scope).await?;
+    let toml = crate::service::runs::config_for_worker(&state.ctx, &scope).await?;
     Ok((
         [(header::CONTENT_TYPE, "application/toml; charset=utf-8")],
         toml,
@@ -92,7 +93,7 @@ pub async fn ingest(
     }
     let (acknowledged, status) = store(&state, &scope, &req.envelopes).await?;
     // Reviews can retire live environments; the worker hears of it on its next report.
-    let retire = spade_db::reviews::retirements(&state.db, run_id)
+    let retire = spade_db::reviews::retirements(&state.ctx.db, run_id)
         .await?
         .into_iter()
         .map(|r| spade::report::Retire {
@@ -143,14 +144,14 @@ pub(crate) async fn store(
             ));
         }
     }
-    let mut batch = ingest::begin(&state.db, scope).await?;
+    let mut batch = ingest::begin(&state.ctx.db, scope).await?;
     let mut acknowledged = Vec::with_capacity(envelopes.len());
     let mut events = Vec::new();
     for (i, e) in envelopes.iter().enumerate() {
         let seq = to_i64(e.seq, i, "seq")?;
         if batch.claim(&e.key, seq).await? {
             let ctx = Ctx {
-                paths: &state.paths,
+                paths: &state.ctx.paths,
                 run_id,
                 i,
             };
@@ -173,7 +174,7 @@ pub(crate) async fn store(
                 }
             }
         }
-        state.events.publish(run_id, ev);
+        state.ctx.events.publish(run_id, ev);
     }
     Ok((acknowledged, status))
 }
@@ -264,8 +265,8 @@ async fn apply(
                     env_id: env_id(&r.env_id, i, "message.record.env_id")?,
                     step: to_i64(r.step, i, "message.record.step")?,
                     skill: &r.skill,
-                    kind: r.kind.into(),
-                    status: r.status.into(),
+                    kind: r.kind,
+                    status: r.status,
                     rejection_reason: r.rejection_reason.as_deref(),
                     rejection_message: r.rejection_message.as_deref(),
                     code: &r.code,

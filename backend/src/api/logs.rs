@@ -32,15 +32,15 @@ pub async fn job_logs(
     ApiPath(run_id): ApiPath<i64>,
     ApiQuery(q): ApiQuery<LogQuery>,
 ) -> ApiResult<Json<JobLogs>> {
-    member_scope(&state, &auth, run_id).await?;
+    member_scope(&state.ctx, &auth.caller(), run_id).await?;
     let bytes = q.bytes.unwrap_or(64 * 1024);
     if bytes == 0 || bytes > MAX_BYTES {
         return Err(AppError::invalid("bytes", format!("1..={MAX_BYTES}")));
     }
-    let Some(settings) = state.scheduler.as_deref() else {
+    let Some(settings) = state.ctx.scheduler.as_deref() else {
         return Ok(Json(JobLogs { run_id, logs: None }));
     };
-    let logs = crate::scheduling::run_logs(&state.db, settings, run_id, bytes)
+    let logs = crate::scheduling::run_logs(&state.ctx.db, settings, run_id, bytes)
         .await
         .map_err(|e| AppError::Internal(anyhow::Error::new(e)))?;
     Ok(Json(JobLogs { run_id, logs }))

@@ -12,7 +12,6 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use spade_app::dto::{SeriesRecord, SeriesSummary};
 use spade_db::RunScope;
-use spade_db::metrics;
 use std::fmt::Write;
 
 #[derive(Debug, Default, Deserialize)]
@@ -27,8 +26,8 @@ pub async fn names(
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
 ) -> ApiResult<Json<Vec<SeriesSummary>>> {
-    let scope = member_scope(&state, &auth, run_id).await?;
-    Ok(Json(service::metrics::names(&state.db, &scope).await?))
+    let scope = member_scope(&state.ctx, &auth.caller(), run_id).await?;
+    Ok(Json(service::metrics::names(&state.ctx.db, &scope).await?))
 }
 
 pub async fn series(
@@ -37,9 +36,9 @@ pub async fn series(
     ApiPath((run_id, name)): ApiPath<(i64, String)>,
     ApiQuery(q): ApiQuery<SeriesQuery>,
 ) -> ApiResult<Json<SeriesRecord>> {
-    let scope = member_scope(&state, &auth, run_id).await?;
+    let scope = member_scope(&state.ctx, &auth.caller(), run_id).await?;
     Ok(Json(
-        service::metrics::series(&state.db, &scope, name, q).await?,
+        service::metrics::series(&state.ctx.db, &scope, name, q).await?,
     ))
 }
 
@@ -76,7 +75,7 @@ async fn csv_rows(
     names: &[String],
     csv: &mut String,
 ) -> ApiResult<()> {
-    for r in metrics::export(&state.db, scope, names).await? {
+    for r in crate::service::metrics::export(&state.ctx.db, scope, names).await? {
         // Writing to a String cannot fail.
         let _ = writeln!(
             csv,
@@ -132,7 +131,7 @@ pub async fn compare_csv(
     let names = name_list(q.names.as_deref());
     let mut csv = String::from("run_id,name,step,value,elapsed_s\n");
     for &id in &ids {
-        let scope = member_scope(&state, &auth, id).await?;
+        let scope = member_scope(&state.ctx, &auth.caller(), id).await?;
         csv_rows(&state, &scope, id, &names, &mut csv).await?;
     }
     let joined: Vec<String> = ids.iter().map(i64::to_string).collect();
@@ -149,7 +148,7 @@ pub async fn export_csv(
     ApiPath(run_id): ApiPath<i64>,
     ApiQuery(q): ApiQuery<CsvQuery>,
 ) -> ApiResult<Response> {
-    let scope = member_scope(&state, &auth, run_id).await?;
+    let scope = member_scope(&state.ctx, &auth.caller(), run_id).await?;
     let names = name_list(q.names.as_deref());
     let mut csv = String::from("run_id,name,step,value,elapsed_s\n");
     csv_rows(&state, &scope, run_id, &names, &mut csv).await?;

@@ -10,10 +10,10 @@
 //! Memory stays about one page plus one piece whatever the run's size; the temporary file (the
 //! index, about half a kilobyte per environment) is gone when the response ends.
 
-use super::environments::{Export, ExportPages, ExportQuery};
 use crate::AppState;
-use crate::auth::{AuthUser, tokens};
+use crate::auth::AuthUser;
 use crate::error::{ApiPath, ApiQuery, ApiResult, AppError};
+use crate::service::export::{Export, ExportPages, ExportQuery};
 use crate::service::member_scope;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -21,7 +21,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use spade::pool::{Card, POOL_CARD, POOL_JSONL, PoolBuilder, PoolEntry};
-use spade_db::{RunScope, runs};
+use spade_db::RunScope;
 use std::io::{self, Read, Seek, Write};
 use std::sync::{Arc, Mutex};
 use zip::write::{SimpleFileOptions, StreamWriter};
@@ -36,7 +36,7 @@ pub async fn member_zip(
     ApiPath(run_id): ApiPath<i64>,
     ApiQuery(q): ApiQuery<ExportQuery>,
 ) -> ApiResult<Response> {
-    let scope = member_scope(&state, &auth, run_id).await?;
+    let scope = member_scope(&state.ctx, &auth.caller(), run_id).await?;
     zip_response(&state, scope, q).await
 }
 
@@ -47,7 +47,7 @@ pub async fn shared_zip(
     ApiPath(token): ApiPath<String>,
     ApiQuery(q): ApiQuery<ExportQuery>,
 ) -> ApiResult<Response> {
-    let scope = RunScope::for_share_link(&state.db, &tokens::hash_token(&token)).await?;
+    let scope = crate::service::shares::resolve(&state.ctx.db, &token).await?;
     zip_response(&state, scope, q).await
 }
 
@@ -55,7 +55,7 @@ pub async fn shared_zip(
 /// ends the body early, so the client sees a truncated transfer and no zip that looks whole.
 async fn zip_response(state: &AppState, scope: RunScope, q: ExportQuery) -> ApiResult<Response> {
     let export: Export = q.checked()?;
-    let run = runs::get(&state.db, &scope).await?;
+    let run = crate::service::runs::get(&state.ctx.db, &scope).await?;
     // The card `spade env export --server URL` writes names the run as "run ID of URL"; the
     // service's URL is the address people reach it at, never a request's Host header.
     let run_label = match state.public_url.as_deref() {
@@ -72,7 +72,10 @@ async fn zip_response(state: &AppState, scope: RunScope, q: ExportQuery) -> ApiR
     let writer = PoolZip::new(card)
         .map_err(|e| AppError::Internal(anyhow::Error::new(e).context("pool zip index file")))?;
     let run_id = run.id;
-    let state = Stream::Pages(Box::new(ExportPages::new(state, scope, &export)), writer);
+    let state = Stream::Pages(
+        Box::new(ExportPages::new(&state.ctx, scope, &export)),
+        writer,
+    );
     // Fused: the compression layer polls its inner body once more after the end, which a bare
     // `unfold` answers with a panic.
     let body = futures_util::stream::unfold(state, move |s| async move {

@@ -10,7 +10,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use spade_app::dto::{Page, RunRecord};
-use spade_db::{TeamScope, runs};
 
 #[derive(Debug, Deserialize)]
 pub struct ListQuery {
@@ -38,7 +37,7 @@ pub async fn create(
     ApiPath(project_id): ApiPath<i64>,
     ApiJson(req): ApiJson<CreateRun>,
 ) -> ApiResult<(StatusCode, Json<RunRecord>)> {
-    let run = service::runs::create(&state, &auth, project_id, &req).await?;
+    let run = service::runs::create(&state.ctx, &auth.caller(), project_id, &req).await?;
     Ok((StatusCode::CREATED, Json(run)))
 }
 
@@ -48,7 +47,7 @@ pub async fn list(
     ApiPath(team_id): ApiPath<i64>,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<Page<RunRecord>>> {
-    let scope = TeamScope::for_member(&state.db, auth.user.id, team_id).await?;
+    let scope = service::teams::member_team(&state.ctx, &auth.caller(), team_id).await?;
     let args = service::runs::ListArgs {
         project_id: q.project_id,
         status: q.status.as_deref(),
@@ -57,7 +56,9 @@ pub async fn list(
         cursor: q.cursor.as_deref(),
         limit: limit(q.limit)?,
     };
-    Ok(Json(service::runs::records(&state.db, &scope, args).await?))
+    Ok(Json(
+        service::runs::records(&state.ctx.db, &scope, args).await?,
+    ))
 }
 
 pub async fn get(
@@ -65,10 +66,10 @@ pub async fn get(
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
 ) -> ApiResult<Json<RunRecord>> {
-    let scope = member_scope(&state, &auth, run_id).await?;
-    Ok(Json(service::runs::record(
-        &runs::get(&state.db, &scope).await?,
-    )))
+    let scope = member_scope(&state.ctx, &auth.caller(), run_id).await?;
+    Ok(Json(
+        service::runs::get_record(&state.ctx.db, &scope).await?,
+    ))
 }
 
 pub async fn cancel(
@@ -76,7 +77,9 @@ pub async fn cancel(
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
 ) -> ApiResult<Json<RunRecord>> {
-    Ok(Json(service::runs::cancel(&state, &auth, run_id).await?))
+    Ok(Json(
+        service::runs::cancel(&state.ctx, &auth.caller(), run_id).await?,
+    ))
 }
 
 pub async fn resume(
@@ -84,7 +87,9 @@ pub async fn resume(
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
 ) -> ApiResult<Json<RunRecord>> {
-    Ok(Json(service::runs::resume(&state, &auth, run_id).await?))
+    Ok(Json(
+        service::runs::resume(&state.ctx, &auth.caller(), run_id).await?,
+    ))
 }
 
 pub async fn delete(
@@ -92,7 +97,7 @@ pub async fn delete(
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
 ) -> ApiResult<StatusCode> {
-    service::runs::delete(&state, &auth, run_id).await?;
+    service::runs::delete(&state.ctx, &auth.caller(), run_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -102,6 +107,6 @@ pub async fn issue_token(
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
 ) -> ApiResult<Json<TokenReply>> {
-    let token = service::runs::issue_token(&state, &auth, run_id).await?;
+    let token = service::runs::issue_token(&state.ctx, &auth.caller(), run_id).await?;
     Ok(Json(TokenReply { token }))
 }

@@ -1,20 +1,19 @@
 //! Read-only share links: members with the editor role create and revoke them
-//! ([`artifacts::create_share`] holds the checks); anyone holding a live link reads the run, its
+//! ([`service_shares::create_share`] holds the checks); anyone holding a live link reads the run, its
 //! environments and its metrics without logging in. A revoked or unknown link is a 404.
 
 use crate::AppState;
-use crate::auth::{AuthUser, tokens};
+use crate::auth::AuthUser;
 use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult};
-use crate::service::artifacts::{self, CreateShareRequest};
 use crate::service::environments::{self, EnvQuery};
 use crate::service::member_scope;
 use crate::service::metrics::SeriesQuery;
+use crate::service::shares::{self as service_shares, CreateShareRequest};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use spade_app::dto::{CreatedShare, EnvRecord, Page, RunRecord, SeriesRecord, ShareRecord};
 use spade_db::RunScope;
-use spade_db::runs;
 
 pub async fn create(
     State(state): State<AppState>,
@@ -22,7 +21,7 @@ pub async fn create(
     ApiPath(run_id): ApiPath<i64>,
     ApiJson(req): ApiJson<CreateShareRequest>,
 ) -> ApiResult<(StatusCode, Json<CreatedShare>)> {
-    let created = artifacts::create_share(&state, &auth, run_id, &req).await?;
+    let created = service_shares::create_share(&state.ctx, &auth.caller(), run_id, &req).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -31,8 +30,8 @@ pub async fn list(
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
 ) -> ApiResult<Json<Vec<ShareRecord>>> {
-    let scope = member_scope(&state, &auth, run_id).await?;
-    Ok(Json(artifacts::share_links(&state.db, &scope).await?))
+    let scope = member_scope(&state.ctx, &auth.caller(), run_id).await?;
+    Ok(Json(service_shares::list(&state.ctx.db, &scope).await?))
 }
 
 pub async fn revoke(
@@ -41,12 +40,12 @@ pub async fn revoke(
     ApiPath((run_id, share_id)): ApiPath<(i64, i64)>,
 ) -> ApiResult<Json<ShareRecord>> {
     Ok(Json(
-        artifacts::revoke_share(&state, &auth, run_id, share_id).await?,
+        service_shares::revoke_share(&state.ctx, &auth.caller(), run_id, share_id).await?,
     ))
 }
 
 async fn shared_scope(state: &AppState, token: &str) -> ApiResult<RunScope> {
-    Ok(RunScope::for_share_link(&state.db, &tokens::hash_token(token)).await?)
+    Ok(service_shares::resolve(&state.ctx.db, token).await?)
 }
 
 pub async fn shared_run(
@@ -54,9 +53,9 @@ pub async fn shared_run(
     ApiPath(token): ApiPath<String>,
 ) -> ApiResult<Json<RunRecord>> {
     let scope = shared_scope(&state, &token).await?;
-    Ok(Json(crate::service::runs::record(
-        &runs::get(&state.db, &scope).await?,
-    )))
+    Ok(Json(
+        crate::service::runs::get_record(&state.ctx.db, &scope).await?,
+    ))
 }
 
 pub async fn shared_environments(
@@ -65,7 +64,7 @@ pub async fn shared_environments(
     ApiQuery(q): ApiQuery<EnvQuery>,
 ) -> ApiResult<Json<Page<EnvRecord>>> {
     let scope = shared_scope(&state, &token).await?;
-    Ok(Json(environments::records(&state.db, &scope, q).await?))
+    Ok(Json(environments::records(&state.ctx.db, &scope, q).await?))
 }
 
 pub async fn shared_series(
@@ -75,6 +74,6 @@ pub async fn shared_series(
 ) -> ApiResult<Json<SeriesRecord>> {
     let scope = shared_scope(&state, &token).await?;
     Ok(Json(
-        crate::service::metrics::series(&state.db, &scope, name, q).await?,
+        crate::service::metrics::series(&state.ctx.db, &scope, name, q).await?,
     ))
 }

@@ -33,7 +33,7 @@ pub async fn list(
     auth: AuthUser,
 ) -> ApiResult<Json<Vec<TeamRecord>>> {
     Ok(Json(
-        service::teams::teams_of(&state.db, auth.user.id).await?,
+        service::teams::teams_of(&state.ctx.db, auth.user.id).await?,
     ))
 }
 
@@ -42,7 +42,7 @@ pub async fn create(
     auth: AuthUser,
     ApiJson(req): ApiJson<NameRequest>,
 ) -> ApiResult<(StatusCode, Json<TeamRecord>)> {
-    let team = service::teams::create_team(&state, &auth, &req.name).await?;
+    let team = service::teams::create_team(&state.ctx, &auth.caller(), &req.name).await?;
     Ok((StatusCode::CREATED, Json(team)))
 }
 
@@ -51,8 +51,8 @@ pub async fn members(
     auth: AuthUser,
     ApiPath(team_id): ApiPath<i64>,
 ) -> ApiResult<Json<Vec<MemberDto>>> {
-    let scope = team_scope(&state, &auth, team_id, Role::Viewer).await?;
-    Ok(Json(service::teams::members(&state.db, &scope).await?))
+    let scope = team_scope(&state.ctx, &auth.caller(), team_id, Role::Viewer).await?;
+    Ok(Json(service::teams::members(&state.ctx.db, &scope).await?))
 }
 
 pub async fn set_member_role(
@@ -61,7 +61,9 @@ pub async fn set_member_role(
     ApiPath(team_id): ApiPath<i64>,
     ApiJson(req): ApiJson<MemberRequest>,
 ) -> ApiResult<Json<MemberDto>> {
-    let m = service::teams::set_member_role(&state, &auth, team_id, &req.email, req.role).await?;
+    let m =
+        service::teams::set_member_role(&state.ctx, &auth.caller(), team_id, &req.email, req.role)
+            .await?;
     Ok(Json(m))
 }
 
@@ -70,7 +72,9 @@ pub async fn invitations(
     auth: AuthUser,
     ApiPath(team_id): ApiPath<i64>,
 ) -> ApiResult<Json<Vec<InvitationRecord>>> {
-    Ok(Json(invitations::of_team(&state, &auth, team_id).await?))
+    Ok(Json(
+        invitations::of_team(&state.ctx, &auth.caller(), team_id).await?,
+    ))
 }
 
 /// `201` with the invitation, for every well-formed email: the answer does not tell whether
@@ -81,7 +85,8 @@ pub async fn invite(
     ApiPath(team_id): ApiPath<i64>,
     ApiJson(req): ApiJson<MemberRequest>,
 ) -> ApiResult<(StatusCode, Json<InvitationRecord>)> {
-    let inv = invitations::invite(&state, &auth, team_id, &req.email, req.role).await?;
+    let inv =
+        invitations::invite(&state.ctx, &auth.caller(), team_id, &req.email, req.role).await?;
     Ok((StatusCode::CREATED, Json(inv)))
 }
 
@@ -90,7 +95,7 @@ pub async fn revoke_invitation(
     auth: AuthUser,
     ApiPath((team_id, id)): ApiPath<(i64, i64)>,
 ) -> ApiResult<StatusCode> {
-    invitations::revoke(&state, &auth, team_id, id).await?;
+    invitations::revoke(&state.ctx, &auth.caller(), team_id, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -98,7 +103,7 @@ pub async fn my_invitations(
     State(state): State<AppState>,
     auth: AuthUser,
 ) -> ApiResult<Json<Vec<IncomingInvitation>>> {
-    Ok(Json(invitations::mine(&state, &auth).await?))
+    Ok(Json(invitations::mine(&state.ctx, &auth.caller()).await?))
 }
 
 /// The body of an answer to an invitation: the code from its link.
@@ -116,7 +121,8 @@ pub async fn accept_invitation(
     ApiPath(id): ApiPath<i64>,
     ApiJson(req): ApiJson<AnswerRequest>,
 ) -> ApiResult<Json<serde_json::Value>> {
-    let team_id = invitations::answer(&state, &auth, id, Answer::Accept, &req.code).await?;
+    let team_id =
+        invitations::answer(&state.ctx, &auth.caller(), id, Answer::Accept, &req.code).await?;
     Ok(Json(serde_json::json!({ "team_id": team_id })))
 }
 
@@ -126,7 +132,7 @@ pub async fn decline_invitation(
     ApiPath(id): ApiPath<i64>,
     ApiJson(req): ApiJson<AnswerRequest>,
 ) -> ApiResult<StatusCode> {
-    invitations::answer(&state, &auth, id, Answer::Decline, &req.code).await?;
+    invitations::answer(&state.ctx, &auth.caller(), id, Answer::Decline, &req.code).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -135,7 +141,7 @@ pub async fn remove_member(
     auth: AuthUser,
     ApiPath((team_id, user_id)): ApiPath<(i64, i64)>,
 ) -> ApiResult<StatusCode> {
-    service::teams::remove_member(&state, &auth, team_id, user_id).await?;
+    service::teams::remove_member(&state.ctx, &auth.caller(), team_id, user_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -144,8 +150,8 @@ pub async fn projects(
     auth: AuthUser,
     ApiPath(team_id): ApiPath<i64>,
 ) -> ApiResult<Json<Vec<ProjectRecord>>> {
-    let scope = team_scope(&state, &auth, team_id, Role::Viewer).await?;
-    Ok(Json(service::teams::projects(&state.db, &scope).await?))
+    let scope = team_scope(&state.ctx, &auth.caller(), team_id, Role::Viewer).await?;
+    Ok(Json(service::teams::projects(&state.ctx.db, &scope).await?))
 }
 
 pub async fn create_project(
@@ -154,6 +160,6 @@ pub async fn create_project(
     ApiPath(team_id): ApiPath<i64>,
     ApiJson(req): ApiJson<NameRequest>,
 ) -> ApiResult<(StatusCode, Json<ProjectRecord>)> {
-    let p = service::teams::create_project(&state, &auth, team_id, &req.name).await?;
+    let p = service::teams::create_project(&state.ctx, &auth.caller(), team_id, &req.name).await?;
     Ok((StatusCode::CREATED, Json(p)))
 }

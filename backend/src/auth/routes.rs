@@ -2,10 +2,11 @@
 
 use super::{
     ACCESS_COOKIE, ACCESS_TTL, AuthUser, CSRF_COOKIE, CSRF_HEADER, REFRESH_COOKIE, REFRESH_TTL,
-    cookie, password, tokens,
+    cookie, jwt, password,
 };
 use crate::AppState;
 use crate::error::{ApiJson, ApiResult, AppError};
+use crate::tokens;
 use axum::Json;
 use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
@@ -75,24 +76,6 @@ pub struct SessionReply {
     pub refresh_token: Option<String>,
 }
 
-/// The email lower-cased, if it is shaped like an address: the rule of registration, which
-/// invitations share (an email that can hold an account can be invited).
-pub(crate) fn normalize_email(email: &str) -> Result<String, AppError> {
-    let e = email.trim().to_lowercase();
-    let ok = (3..=320).contains(&e.len())
-        && e.split_once('@')
-            .is_some_and(|(l, d)| !l.is_empty() && !d.is_empty() && !d.contains('@'))
-        && !e.chars().any(char::is_whitespace);
-    if ok {
-        Ok(e)
-    } else {
-        Err(AppError::invalid(
-            "email",
-            "expected an address like name@example.org",
-        ))
-    }
-}
-
 /// `POST /api/v1/auth/register`: the first user becomes admin; afterwards registration is
 /// open or closed by configuration.
 pub async fn register(
@@ -106,7 +89,7 @@ pub async fn register(
         .register
         .take(&ip)
         .map_err(|retry_after_s| AppError::RateLimited { retry_after_s })?;
-    let email = normalize_email(&req.email)?;
+    let email = crate::service::normalize_email(&req.email)?;
     let name = req.display_name.trim();
     if !(1..=100).contains(&name.chars().count()) {
         return Err(AppError::invalid(
@@ -116,14 +99,14 @@ pub async fn register(
     }
     password::check_policy(&req.password)?;
     let hash = password::hash(req.password).await?;
-    let user = users::register(&state.db, &email, name, &hash, state.auth.registration)
+    let user = users::register(&state.ctx.db, &email, name, &hash, state.auth.registration)
         .await?
         .ok_or(AppError::Forbidden {
             code: "registration_closed",
             message: "registration is closed on this server; ask an administrator".into(),
         })?;
     audit::record(
-        &state.db,
+        &state.ctx.db,
         &audit::Entry {
             actor_id: Some(user.id),
             team_id: None,
@@ -154,7 +137,7 @@ pub async fn login(
     // (or anything else on the server's side) gives its slot back, so an outage does not lock
     // people out once it is over.
     let checked = async {
-        let creds = users::credentials(&state.db, &email).await?;
+        let creds = users::credentials(&state.ctx.db, &email).await?;
         let stored = creds.as_ref().map(|c| c.password_hash.clone());
         Ok::<_, AppError>((password::verify(req.password, stored).await?, creds))
     }
@@ -183,7 +166,7 @@ pub async fn login(
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok());
     let session_id = users::create_session(
-        &state.db,
+        &state.ctx.db,
         creds.user.id,
         &tokens::hash_token(&refresh),
         refresh_expiry(),
@@ -191,7 +174,7 @@ pub async fn login(
     )
     .await?;
     audit::record(
-        &state.db,
+        &state.ctx.db,
         &audit::Entry {
             actor_id: Some(creds.user.id),
             team_id: None,
@@ -256,7 +239,7 @@ pub async fn refresh(
     };
     if !api_client {
         let (sid, _) =
-            users::session_by_refresh(&state.db, &presented_hash, users::REFRESH_RACE_GRACE_S)
+            users::session_by_refresh(&state.ctx.db, &presented_hash, users::REFRESH_RACE_GRACE_S)
                 .await?
                 .ok_or_else(refused)?;
         let csrf = headers
@@ -272,7 +255,7 @@ pub async fn refresh(
     }
     let next = tokens::random_token("sprt_");
     match users::rotate_refresh(
-        &state.db,
+        &state.ctx.db,
         &presented_hash,
         &tokens::hash_token(&next),
         refresh_expiry(),
@@ -288,7 +271,7 @@ pub async fn refresh(
             session_id,
             user_id,
         } => {
-            let user = users::get(&state.db, user_id).await?;
+            let user = users::get(&state.ctx.db, user_id).await?;
             let secure = cookies_secure(&state, &headers);
             session_response(&state, user, session_id, Some(next), api_client, secure)
         }
@@ -298,7 +281,7 @@ pub async fn refresh(
         } => {
             // Another tab of this browser rotated the token a moment ago and the browser keeps
             // its new cookie: this one gets an access token only.
-            let user = users::get(&state.db, user_id).await?;
+            let user = users::get(&state.ctx.db, user_id).await?;
             let secure = cookies_secure(&state, &headers);
             session_response(&state, user, session_id, None, api_client, secure)
         }
@@ -308,9 +291,9 @@ pub async fn refresh(
         } => {
             // A rotated token came back: it was copied. The session is revoked (done by the
             // query); its open pages and streams end too.
-            state.events.access_changed();
+            state.ctx.events.access_changed();
             audit::record(
-                &state.db,
+                &state.ctx.db,
                 &audit::Entry {
                     actor_id: Some(user_id),
                     team_id: None,
@@ -335,8 +318,8 @@ pub async fn logout(
     auth: AuthUser,
 ) -> ApiResult<Response> {
     let secure = cookies_secure(&state, &headers);
-    users::revoke_session(&state.db, auth.session_id, auth.user.id).await?;
-    state.events.access_changed();
+    users::revoke_session(&state.ctx.db, auth.session_id, auth.user.id).await?;
+    state.ctx.events.access_changed();
     let mut resp = StatusCode::NO_CONTENT.into_response();
     let h = resp.headers_mut();
     for (name, path) in [
@@ -408,7 +391,7 @@ fn session_response(
     let access = state
         .auth
         .signer
-        .sign(&tokens::Claims {
+        .sign(&jwt::Claims {
             sub: user.id.to_string(),
             sid: session_id,
             iat: now,
@@ -479,24 +462,4 @@ pub(crate) fn set_cookie(
         c.push_str("; Secure");
     }
     HeaderValue::from_str(&c).map_err(|e| AppError::Internal(e.into()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn emails_are_normalized_or_refused_with_the_field_name() {
-        assert_eq!(
-            normalize_email("  Ada@Example.ORG ").ok().as_deref(),
-            Some("ada@example.org")
-        );
-        for bad in ["", "no-at", "@x", "a@", "a b@x.org", "a@b@c"] {
-            let e = normalize_email(bad)
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
-            assert!(e.starts_with("`email`"), "{bad:?}: {e}");
-        }
-    }
 }

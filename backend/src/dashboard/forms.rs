@@ -18,10 +18,7 @@ use crate::AppState;
 use crate::auth::routes::{self as auth_routes, ClientIp, LoginRequest, RegisterRequest};
 use crate::auth::{AuthUser, CSRF_HEADER, origin};
 use crate::error::{ApiJson, AppError};
-use crate::service::{
-    self,
-    artifacts::{CreateEvaluation, CreateShareRequest},
-};
+use crate::service::{self, artifacts::CreateEvaluation, shares::CreateShareRequest};
 use axum::Form;
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
@@ -326,7 +323,7 @@ async fn logout(State(state): State<AppState>, req: Request) -> Response {
 async fn cancel(State(state): State<AppState>, Path(run_id): Path<i64>, req: Request) -> Response {
     let result = async {
         let p = posted(&state, req).await?;
-        service::runs::cancel(&state, &p.user, run_id).await
+        Ok(service::runs::cancel(&state.ctx, &p.user.caller(), run_id).await?)
     };
     back_to_run(run_id, "", result.await.map(|_| String::new()))
 }
@@ -334,7 +331,7 @@ async fn cancel(State(state): State<AppState>, Path(run_id): Path<i64>, req: Req
 async fn resume(State(state): State<AppState>, Path(run_id): Path<i64>, req: Request) -> Response {
     let result = async {
         let p = posted(&state, req).await?;
-        service::runs::resume(&state, &p.user, run_id).await
+        Ok(service::runs::resume(&state.ctx, &p.user.caller(), run_id).await?)
     };
     back_to_run(run_id, "", result.await.map(|_| String::new()))
 }
@@ -440,7 +437,7 @@ async fn create_team(State(state): State<AppState>, req: Request) -> Response {
     let result = async {
         let p = posted(&state, req).await?;
         let NameForm { name } = p.fields()?;
-        let team = service::teams::create_team(&state, &p.user, &name).await?;
+        let team = service::teams::create_team(&state.ctx, &p.user.caller(), &name).await?;
         Ok((
             format!("Team \"{}\" created; you are its owner.", team.name),
             team.id,
@@ -461,8 +458,14 @@ async fn set_member_role(
     let result = async {
         let p = posted(&state, req).await?;
         let f: MemberForm = p.fields()?;
-        let m = service::teams::set_member_role(&state, &p.user, team_id, &f.email, role(&f.role)?)
-            .await?;
+        let m = service::teams::set_member_role(
+            &state.ctx,
+            &p.user.caller(),
+            team_id,
+            &f.email,
+            role(&f.role)?,
+        )
+        .await?;
         Ok(format!(
             "{} ({}) is now {}.",
             m.display_name, m.email, m.role
@@ -479,7 +482,7 @@ async fn remove_member(
 ) -> Response {
     let result = async {
         let p = posted(&state, req).await?;
-        service::teams::remove_member(&state, &p.user, team_id, user_id).await?;
+        service::teams::remove_member(&state.ctx, &p.user.caller(), team_id, user_id).await?;
         Ok("Member removed.".to_owned())
     }
     .await;
@@ -494,7 +497,8 @@ async fn create_project(
     let result = async {
         let p = posted(&state, req).await?;
         let NameForm { name } = p.fields()?;
-        let project = service::teams::create_project(&state, &p.user, team_id, &name).await?;
+        let project =
+            service::teams::create_project(&state.ctx, &p.user.caller(), team_id, &name).await?;
         Ok(format!("Project \"{}\" created.", project.name))
     }
     .await;
@@ -517,7 +521,8 @@ async fn create_share(
             label: f.label,
             expires_in_days: form_number::<i32>("expires_in_days", &f.expires_in_days)?,
         };
-        let created = service::artifacts::create_share(&state, &p.user, run_id, &body).await?;
+        let created =
+            service::shares::create_share(&state.ctx, &p.user.caller(), run_id, &body).await?;
         Ok::<_, AppError>(created.token)
     }
     .await;
@@ -544,7 +549,7 @@ async fn revoke_share(
 ) -> Response {
     let result = async {
         let p = posted(&state, req).await?;
-        service::artifacts::revoke_share(&state, &p.user, run_id, share_id).await?;
+        service::shares::revoke_share(&state.ctx, &p.user.caller(), run_id, share_id).await?;
         Ok::<_, AppError>(String::new())
     }
     .await;
@@ -584,9 +589,8 @@ async fn evaluate(
             limit: form_number("limit", &f.limit)?,
             max_new_tokens: None,
         };
-        service::artifacts::request_evaluation(&state, &p.user, run_id, &req)
-            .await
-            .map(|_| String::new())
+        service::artifacts::request_evaluation(&state.ctx, &p.user.caller(), run_id, &req).await?;
+        Ok(String::new())
     }
     .await;
     back_to_run(run_id, "#benchmarks", result)
@@ -613,9 +617,16 @@ async fn review(
                 ));
             }
         };
-        service::environments::mark(&state, &p.user, run_id, &env_id, verdict, &f.comment)
-            .await
-            .map(|_| ())
+        service::environments::mark(
+            &state.ctx,
+            &p.user.caller(),
+            run_id,
+            &env_id,
+            verdict,
+            &f.comment,
+        )
+        .await?;
+        Ok(())
     }
     .await;
     let page = format!("/runs/{run_id}/environments/{}", encode_query(&env_id));

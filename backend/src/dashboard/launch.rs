@@ -8,10 +8,11 @@
 use crate::AppState;
 use crate::auth::AuthUser;
 use crate::service::runs::{CreateRun, EXECUTORS, create};
+use crate::service::teams::launchable_projects;
+use crate::service::{Caller, Ctx, ServiceResult};
 use spade::config::form::{self, Checked};
 use spade::config::{ConfigError, DEFAULT_PRESET, RunConfig, preset, presets};
 use spade_app::dto::{self, ConfigSection, LaunchForm};
-use spade_db::{TeamScope, teams};
 use std::collections::BTreeMap;
 
 /// The form's sections as the page shows them.
@@ -30,40 +31,18 @@ fn sections(
 #[derive(Debug, Clone)]
 pub struct LaunchDraft(pub LaunchForm);
 
-/// Projects of the teams where `auth` may create runs (editor or owner).
-async fn launchable_projects(
-    state: &AppState,
-    auth: &AuthUser,
-) -> Result<Vec<dto::ProjectOption>, spade_db::DbError> {
-    let mut out = Vec::new();
-    for t in teams::teams_of(&state.db, auth.user.id).await? {
-        if !t.role.can_edit() {
-            continue;
-        }
-        let scope = TeamScope::for_member(&state.db, auth.user.id, t.id).await?;
-        for p in teams::projects(&state.db, &scope).await? {
-            out.push(dto::ProjectOption {
-                id: p.id,
-                team: t.name.clone(),
-                name: p.name,
-            });
-        }
-    }
-    Ok(out)
-}
-
 /// A fresh form for `preset_key` (unknown keys fall back to the default preset).
 pub async fn fresh_form(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     preset_key: Option<&str>,
     project: Option<i64>,
-) -> Result<LaunchForm, spade_db::DbError> {
+) -> ServiceResult<LaunchForm> {
     let p = preset(preset_key.unwrap_or(DEFAULT_PRESET));
     let cfg = (p.build)();
     let preset_values = form::leaves(&cfg.to_json());
     let values = form::form_values(&cfg);
-    let projects = launchable_projects(state, auth).await?;
+    let projects = launchable_projects(ctx, caller).await?;
     let project = project
         .filter(|id| projects.iter().any(|p| p.id == *id))
         .or_else(|| projects.first().map(|p| p.id));
@@ -126,7 +105,8 @@ pub async fn submit(
     pairs: &[(String, String)],
 ) -> Result<i64, LaunchForm> {
     let h = head(pairs);
-    let mut form = match fresh_form(state, &auth, Some(h.preset.as_str()), None).await {
+    let mut form = match fresh_form(&state.ctx, &auth.caller(), Some(h.preset.as_str()), None).await
+    {
         Ok(f) => f,
         Err(e) => {
             tracing::error!(error = %e, "launch form: cannot list projects");
@@ -225,7 +205,7 @@ pub async fn submit(
     else {
         return Err(form);
     };
-    match create(state, &auth, project, &req).await {
+    match create(&state.ctx, &auth.caller(), project, &req).await {
         Ok(run) => Ok(run.id),
         Err(e) => {
             form.errors.push(e.to_string());

@@ -1,23 +1,20 @@
-//! What a run produced besides metrics and environments: checkpoints, benchmark scores,
-//! held-out evaluations and share links, in the JSON API's shapes, and the changes: queue an
-//! evaluation, create or revoke a share link. The run page's own views of them
-//! (`dashboard::run_benchmarks`, the shares panel) read the same rows.
+//! What a run produced besides metrics and environments: checkpoints, benchmark scores and
+//! held-out evaluations, in the JSON API's shapes (the run page derives its views from them),
+//! and queueing an evaluation. Share links are in `shares`.
 
+use super::paths::PathRoots;
 use super::{audit, editor_scope};
-use crate::AppState;
-use crate::auth::{AuthUser, tokens};
-use crate::error::{ApiResult, AppError};
-use crate::paths::PathRoots;
+use crate::service::{Caller, Ctx};
+use crate::service::{ServiceError, ServiceResult};
 use serde::Deserialize;
 use spade_app::dto;
 use spade_db::artifacts::{self, BenchmarkResult, Checkpoint};
 use spade_db::evaluations::{self, Evaluation, NewEvaluation, Trigger};
-use spade_db::shares::{self, NewShare, ShareLink};
 use spade_db::{DbError, Pool, RunScope};
 
 type Time = chrono::DateTime<chrono::Utc>;
 
-fn time(t: &Time) -> String {
+pub(super) fn time(t: &Time) -> String {
     // What chrono's own serializer writes, so the API's times read as before it served DTOs.
     t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }
@@ -72,26 +69,11 @@ pub fn job_state(s: spade_db::jobs::JobState) -> String {
     }
 }
 
-pub fn share(l: &ShareLink) -> dto::ShareRecord {
-    dto::ShareRecord {
-        id: l.id,
-        run_id: l.run_id,
-        created_by: l.created_by,
-        created_at: time(&l.created_at),
-        revoked_at: l.revoked_at.as_ref().map(time),
-        label: l.label.clone(),
-        expires_at: l.expires_at.as_ref().map(time),
-    }
-}
-
-pub async fn checkpoints(
-    state: &AppState,
-    scope: &RunScope,
-) -> ApiResult<Vec<dto::CheckpointRecord>> {
-    Ok(artifacts::checkpoints(&state.db, scope)
+pub async fn checkpoints(ctx: &Ctx, scope: &RunScope) -> ServiceResult<Vec<dto::CheckpointRecord>> {
+    Ok(artifacts::checkpoints(&ctx.db, scope)
         .await?
         .iter()
-        .map(|c| checkpoint(c, &state.paths, scope.run_id()))
+        .map(|c| checkpoint(c, &ctx.paths, scope.run_id()))
         .collect())
 }
 
@@ -99,25 +81,24 @@ pub async fn checkpoints(
 /// an evaluation loads it (a row stored before the rule, or a root an administrator has since
 /// removed, is refused with a 422 about `field`); `None` when there is no such checkpoint.
 pub async fn checked_checkpoint(
-    state: &AppState,
+    ctx: &Ctx,
     scope: &RunScope,
     step: i64,
     field: &str,
-) -> ApiResult<Option<String>> {
-    let Some(c) = artifacts::checkpoints(&state.db, scope)
+) -> ServiceResult<Option<String>> {
+    let Some(c) = artifacts::checkpoints(&ctx.db, scope)
         .await?
         .into_iter()
         .find(|c| c.step == step)
     else {
         return Ok(None);
     };
-    state
-        .paths
+    ctx.paths
         .checkpoint(scope.run_id(), field, &c.path)
         .map(Some)
 }
 
-pub async fn benchmarks(db: &Pool, scope: &RunScope) -> ApiResult<Vec<dto::BenchmarkRecord>> {
+pub async fn benchmarks(db: &Pool, scope: &RunScope) -> ServiceResult<Vec<dto::BenchmarkRecord>> {
     Ok(artifacts::benchmark_results(db, scope)
         .await?
         .iter()
@@ -125,112 +106,12 @@ pub async fn benchmarks(db: &Pool, scope: &RunScope) -> ApiResult<Vec<dto::Bench
         .collect())
 }
 
-pub async fn evaluations(db: &Pool, scope: &RunScope) -> ApiResult<Vec<dto::EvaluationRecord>> {
+pub async fn evaluations(db: &Pool, scope: &RunScope) -> ServiceResult<Vec<dto::EvaluationRecord>> {
     Ok(evaluations::list(db, scope)
         .await?
         .iter()
         .map(evaluation)
         .collect())
-}
-
-pub async fn share_links(db: &Pool, scope: &RunScope) -> ApiResult<Vec<dto::ShareRecord>> {
-    Ok(shares::list(db, scope).await?.iter().map(share).collect())
-}
-
-/// The body of `POST /runs/{id}/shares`; `{}` makes an unlabelled link that lives until revoked.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct CreateShareRequest {
-    /// What the link is for (at most [`LABEL_MAX_CHARS`] characters, no control characters).
-    pub label: String,
-    /// Days until the link stops working, 1 to [`MAX_EXPIRY_DAYS`]; absent = until revoked.
-    pub expires_in_days: Option<i32>,
-}
-
-pub const LABEL_MAX_CHARS: usize = 100;
-pub const MAX_EXPIRY_DAYS: i32 = 365;
-
-impl CreateShareRequest {
-    /// The request as the database takes it, or an error naming the field at fault.
-    fn checked(&self) -> Result<NewShare<'_>, AppError> {
-        let label = self.label.trim();
-        if label.chars().count() > LABEL_MAX_CHARS {
-            return Err(AppError::invalid(
-                "label",
-                format!(
-                    "at most {LABEL_MAX_CHARS} characters, got {}",
-                    label.chars().count()
-                ),
-            ));
-        }
-        if label.chars().any(char::is_control) {
-            return Err(AppError::invalid(
-                "label",
-                "no control characters (line breaks, tabs)",
-            ));
-        }
-        if let Some(d) = self.expires_in_days
-            && !(1..=MAX_EXPIRY_DAYS).contains(&d)
-        {
-            return Err(AppError::invalid(
-                "expires_in_days",
-                format!("expected 1 to {MAX_EXPIRY_DAYS} days, or no value for no expiry, got {d}"),
-            ));
-        }
-        Ok(NewShare {
-            label,
-            expires_in_days: self.expires_in_days,
-        })
-    }
-}
-
-/// Creates a read-only share link of run `run_id` (editors). The token is in the answer once;
-/// only its hash is stored.
-pub async fn create_share(
-    state: &AppState,
-    auth: &AuthUser,
-    run_id: i64,
-    req: &CreateShareRequest,
-) -> ApiResult<dto::CreatedShare> {
-    let scope = editor_scope(state, auth, run_id).await?;
-    let new = req.checked()?;
-    let token = tokens::random_token("sps_");
-    let link = shares::create(
-        &state.db,
-        &scope,
-        auth.user.id,
-        &tokens::hash_token(&token),
-        &new,
-    )
-    .await?;
-    let detail = serde_json::json!({
-        "run_id": run_id,
-        "label": link.label,
-        "expires_at": link.expires_at,
-    });
-    let target = format!("share:{}", link.id);
-    audit(state, auth, scope.team_id(), "share.create", target, detail).await?;
-    let path = format!("/api/v1/shared/{token}");
-    Ok(dto::CreatedShare {
-        link: share(&link),
-        token,
-        path,
-    })
-}
-
-/// Revokes share link `share_id` of run `run_id` (editors).
-pub async fn revoke_share(
-    state: &AppState,
-    auth: &AuthUser,
-    run_id: i64,
-    share_id: i64,
-) -> ApiResult<dto::ShareRecord> {
-    let scope = editor_scope(state, auth, run_id).await?;
-    let link = shares::revoke(&state.db, &scope, share_id).await?;
-    let detail = serde_json::json!({ "run_id": run_id });
-    let target = format!("share:{share_id}");
-    audit(state, auth, scope.team_id(), "share.revoke", target, detail).await?;
-    Ok(share(&link))
 }
 
 #[derive(Debug, Deserialize)]
@@ -249,20 +130,23 @@ pub struct CreateEvaluation {
 /// Queues `spade eval` on one checkpoint of run `run_id` and one suite (editors); limits left
 /// out come from the run's configuration.
 pub async fn request_evaluation(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     run_id: i64,
     req: &CreateEvaluation,
-) -> ApiResult<dto::EvaluationRecord> {
-    let scope = editor_scope(state, auth, run_id).await?;
-    spade::suites::check(&req.suite).map_err(|e| AppError::invalid("suite", e))?;
-    let suite = state.paths.suite("suite", &req.suite)?;
+) -> ServiceResult<dto::EvaluationRecord> {
+    let scope = editor_scope(ctx, caller, run_id).await?;
+    spade::suites::check(&req.suite).map_err(|e| ServiceError::invalid("suite", e))?;
+    let suite = ctx.paths.suite("suite", &req.suite)?;
     if req.checkpoint_step < 0 {
-        return Err(AppError::invalid("checkpoint_step", "must be 0 or more"));
+        return Err(ServiceError::invalid(
+            "checkpoint_step",
+            "must be 0 or more",
+        ));
     }
     // The path is checked here; a missing checkpoint is answered below with the steps it has.
-    checked_checkpoint(state, &scope, req.checkpoint_step, "checkpoint_step").await?;
-    let cfg = super::runs::stored_config(&state.db, &scope).await?;
+    checked_checkpoint(ctx, &scope, req.checkpoint_step, "checkpoint_step").await?;
+    let cfg = super::runs::stored_config(&ctx.db, &scope).await?;
     let limit = positive("limit", req.limit.unwrap_or(cfg.eval.limit), 1_000_000)?;
     let max_new_tokens = positive(
         "max_new_tokens",
@@ -275,11 +159,11 @@ pub async fn request_evaluation(
         item_limit: Some(limit),
         max_new_tokens,
         trigger: Trigger::Manual,
-        requested_by: Some(auth.user.id),
+        requested_by: Some(caller.user_id),
     };
-    let created = match evaluations::create(&state.db, &scope, &new).await {
+    let created = match evaluations::create(&ctx.db, &scope, &new).await {
         Err(DbError::NotFound("checkpoint")) => {
-            let steps: Vec<String> = artifacts::checkpoints(&state.db, &scope)
+            let steps: Vec<String> = artifacts::checkpoints(&ctx.db, &scope)
                 .await?
                 .iter()
                 .map(|c| c.step.to_string())
@@ -289,7 +173,7 @@ pub async fn request_evaluation(
             } else {
                 format!("it has {}", steps.join(", "))
             };
-            return Err(AppError::invalid(
+            return Err(ServiceError::invalid(
                 "checkpoint_step",
                 format!(
                     "run {run_id} has no checkpoint at step {} ({has})",
@@ -300,7 +184,7 @@ pub async fn request_evaluation(
         other => other?,
     };
     let evaluation = created.ok_or_else(|| {
-        AppError::Internal(anyhow::anyhow!("a manual evaluation was not created"))
+        ServiceError::Internal(anyhow::anyhow!("a manual evaluation was not created"))
     })?;
     let detail = serde_json::json!({
         "checkpoint_step": req.checkpoint_step,
@@ -308,16 +192,16 @@ pub async fn request_evaluation(
         "job_id": evaluation.job_id,
     });
     let target = format!("run:{run_id}");
-    audit(state, auth, scope.team_id(), "run.evaluate", target, detail).await?;
+    audit(ctx, caller, scope.team_id(), "run.evaluate", target, detail).await?;
     Ok(self::evaluation(&evaluation))
 }
 
-fn positive(field: &str, v: u32, max: u32) -> ApiResult<i32> {
+fn positive(field: &str, v: u32, max: u32) -> ServiceResult<i32> {
     if v == 0 || v > max {
-        return Err(AppError::invalid(
+        return Err(ServiceError::invalid(
             field,
             format!("must be 1 to {max}, got {v}"),
         ));
     }
-    i32::try_from(v).map_err(|_| AppError::invalid(field, format!("must be 1 to {max}")))
+    i32::try_from(v).map_err(|_| ServiceError::invalid(field, format!("must be 1 to {max}")))
 }

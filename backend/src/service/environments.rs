@@ -6,9 +6,8 @@
 //! ([`mark`]).
 
 use super::{editor_scope, limit};
-use crate::AppState;
-use crate::auth::AuthUser;
-use crate::error::{ApiResult, AppError};
+use crate::service::{Caller, Ctx};
+use crate::service::{ServiceError, ServiceResult};
 use serde::Deserialize;
 use spade::pool::VerdictFilter;
 use spade_app::dto;
@@ -43,11 +42,11 @@ pub struct EnvQuery {
 }
 
 /// The `verdict` query parameter, checked (422 naming it for anything else).
-pub fn parse_verdict(v: Option<&str>) -> ApiResult<Option<VerdictFilter>> {
+pub fn parse_verdict(v: Option<&str>) -> ServiceResult<Option<VerdictFilter>> {
     v.filter(|v| !v.is_empty())
         .map(|v| {
             VerdictFilter::parse(v).ok_or_else(|| {
-                AppError::invalid(
+                ServiceError::invalid(
                     "verdict",
                     format!("expected good, broken, reward_hackable or unreviewed, got {v:?}"),
                 )
@@ -57,9 +56,9 @@ pub fn parse_verdict(v: Option<&str>) -> ApiResult<Option<VerdictFilter>> {
 }
 
 /// A `status` given as text (the dashboard's form), read as the API's query reads it.
-pub fn parse_status(s: &str) -> ApiResult<EnvStatus> {
+pub fn parse_status(s: &str) -> ServiceResult<EnvStatus> {
     serde_json::from_value(serde_json::Value::String(s.to_owned())).map_err(|_| {
-        AppError::invalid(
+        ServiceError::invalid(
             "status",
             format!("expected accepted, rejected or broken_in_play, got {s:?}"),
         )
@@ -83,25 +82,29 @@ pub fn check_ranges(
     step_max: Option<i64>,
     regret_min: Option<f64>,
     regret_max: Option<f64>,
-) -> ApiResult<()> {
+) -> ServiceResult<()> {
     if let (Some(a), Some(b)) = (step_min, step_max)
         && a > b
     {
-        return Err(AppError::invalid(
+        return Err(ServiceError::invalid(
             "step_min",
             format!("must not exceed step_max ({a} > {b})"),
         ));
     }
     for (field, v) in [("regret_min", regret_min), ("regret_max", regret_max)] {
         if v.is_some_and(|x| !x.is_finite()) {
-            return Err(AppError::invalid(field, "must be a finite number"));
+            return Err(ServiceError::invalid(field, "must be a finite number"));
         }
     }
     Ok(())
 }
 
 /// One page of the run's environments (rows); `next_cursor` is absent on the last page.
-pub async fn page(db: &Pool, scope: &RunScope, q: EnvQuery) -> ApiResult<dto::Page<EnvSummary>> {
+pub async fn page(
+    db: &Pool,
+    scope: &RunScope,
+    q: EnvQuery,
+) -> ServiceResult<dto::Page<EnvSummary>> {
     check_ranges(q.step_min, q.step_max, q.regret_min, q.regret_max)?;
     let review = parse_verdict(q.verdict.as_deref())?.map(review_filter);
     let limit = limit(q.limit)?;
@@ -113,13 +116,14 @@ pub async fn page(db: &Pool, scope: &RunScope, q: EnvQuery) -> ApiResult<dto::Pa
         regret_min: q.regret_min,
         regret_max: q.regret_max,
         review,
-        sort: EnvSort::from_param(q.sort.as_deref()).map_err(|m| AppError::invalid("sort", m))?,
+        sort: EnvSort::from_param(q.sort.as_deref())
+            .map_err(|m| ServiceError::invalid("sort", m))?,
         // One more than asked: a next page is offered only when there is one.
         limit: limit + 1,
         ..EnvFilter::default()
     };
     if let Some(c) = q.cursor.as_deref() {
-        let c = EnvCursor::parse(filter.sort, c).ok_or(AppError::invalid(
+        let c = EnvCursor::parse(filter.sort, c).ok_or(ServiceError::invalid(
             "cursor",
             "expected the next_cursor of a previous page in the same sort order",
         ))?;
@@ -139,7 +143,7 @@ pub async fn records(
     db: &Pool,
     scope: &RunScope,
     q: EnvQuery,
-) -> ApiResult<dto::Page<dto::EnvRecord>> {
+) -> ServiceResult<dto::Page<dto::EnvRecord>> {
     let p = page(db, scope, q).await?;
     Ok(dto::Page {
         items: p.items.iter().map(record).collect(),
@@ -153,7 +157,7 @@ pub async fn summaries(
     db: &Pool,
     scope: &RunScope,
     q: EnvQuery,
-) -> ApiResult<dto::Page<dto::EnvironmentSummary>> {
+) -> ServiceResult<dto::Page<dto::EnvironmentSummary>> {
     let p = page(db, scope, q).await?;
     let ids: Vec<i64> = p.items.iter().map(|e| e.id).collect();
     let mut verdicts: HashMap<i64, Vec<String>> = HashMap::new();
@@ -187,7 +191,7 @@ pub struct EnvWithContext {
 }
 
 /// One environment, read the same way for every caller.
-pub async fn detail(db: &Pool, scope: &RunScope, env_id: &str) -> ApiResult<EnvWithContext> {
+pub async fn detail(db: &Pool, scope: &RunScope, env_id: &str) -> ServiceResult<EnvWithContext> {
     let env = environments::get(db, scope, env_id).await?;
     let plays = environments::plays(db, scope, env_id, SAMPLE_PLAYS).await?;
     let parent = match env.summary.parent_env_id.as_deref() {
@@ -213,7 +217,7 @@ pub async fn record_detail(
     db: &Pool,
     scope: &RunScope,
     env_id: &str,
-) -> ApiResult<dto::EnvRecordDetail> {
+) -> ServiceResult<dto::EnvRecordDetail> {
     let d = detail(db, scope, env_id).await?;
     let e = d.env;
     Ok(dto::EnvRecordDetail {
@@ -248,7 +252,7 @@ pub async fn page_detail(
     scope: &RunScope,
     env_id: &str,
     run_name: String,
-) -> ApiResult<dto::EnvironmentDetail> {
+) -> ServiceResult<dto::EnvironmentDetail> {
     let d = detail(db, scope, env_id).await?;
     let e = d.env;
     let plays = d
@@ -315,8 +319,8 @@ pub fn record(e: &EnvSummary) -> dto::EnvRecord {
         env_id: e.env_id.clone(),
         step: e.step,
         skill: e.skill.clone(),
-        kind: e.kind.into(),
-        status: e.status.into(),
+        kind: e.kind,
+        status: e.status,
         rejection_reason: e.rejection_reason.clone(),
         parent_env_id: e.parent_env_id.clone(),
         regret: e.regret,
@@ -335,8 +339,8 @@ pub fn summary(e: &EnvSummary, run_id: i64) -> dto::EnvironmentSummary {
         run_id,
         step: u64::try_from(e.step).unwrap_or(0),
         skill: e.skill.clone(),
-        kind: e.kind.into(),
-        status: e.status.into(),
+        kind: e.kind,
+        status: e.status,
         rejection_reason: e.rejection_reason.clone(),
         regret: e.regret,
         win_rate_hint: e.win_rate_hint,
@@ -350,17 +354,17 @@ pub fn summary(e: &EnvSummary, run_id: i64) -> dto::EnvironmentSummary {
 /// owners; a viewer gets 403, someone outside the team 404). Marking again replaces the
 /// caller's mark.
 pub async fn mark(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     run_id: i64,
     env_id: &str,
     verdict: Verdict,
     comment: &str,
-) -> ApiResult<dto::ReviewDto> {
-    let scope = editor_scope(state, auth, run_id).await?;
+) -> ServiceResult<dto::ReviewDto> {
+    let scope = editor_scope(ctx, caller, run_id).await?;
     let chars = comment.chars().count();
     if chars > reviews::MAX_COMMENT_CHARS {
-        return Err(AppError::invalid(
+        return Err(ServiceError::invalid(
             "comment",
             format!(
                 "at most {} characters, got {chars}",
@@ -368,6 +372,6 @@ pub async fn mark(
             ),
         ));
     }
-    let r = reviews::mark(&state.db, &scope, auth.user.id, env_id, verdict, comment).await?;
+    let r = reviews::mark(&ctx.db, &scope, caller.user_id, env_id, verdict, comment).await?;
     Ok(review_record(r))
 }

@@ -3,8 +3,7 @@
 //! `spade_db::rollups`) above a few points per requested point, never every stored point.
 
 use super::downsample::lttb;
-use crate::AppState;
-use crate::error::{ApiResult, AppError};
+use crate::service::{Ctx, ServiceError, ServiceResult};
 use serde::Deserialize;
 use spade_app::charts::Point;
 use spade_app::dto;
@@ -31,7 +30,7 @@ pub struct SeriesQuery {
 }
 
 /// The metrics the run has logged.
-pub async fn names(db: &Pool, scope: &RunScope) -> ApiResult<Vec<dto::SeriesSummary>> {
+pub async fn names(db: &Pool, scope: &RunScope) -> ServiceResult<Vec<dto::SeriesSummary>> {
     Ok(metrics::names(db, scope)
         .await?
         .into_iter()
@@ -51,17 +50,17 @@ pub async fn series(
     scope: &RunScope,
     name: String,
     q: SeriesQuery,
-) -> ApiResult<dto::SeriesRecord> {
+) -> ServiceResult<dto::SeriesRecord> {
     let n = q.points.unwrap_or(DEFAULT_POINTS);
     if !(2..=MAX_POINTS).contains(&n) {
-        return Err(AppError::invalid(
+        return Err(ServiceError::invalid(
             "points",
             format!("must be 2 to {MAX_POINTS}, got {n}"),
         ));
     }
     let info = metrics::info(db, scope, &name)
         .await?
-        .ok_or_else(|| AppError::NotFound(format!("metric `{name}`")))?;
+        .ok_or_else(|| ServiceError::NotFound(format!("metric `{name}`")))?;
     let lo = q.step_min.unwrap_or(info.first_step).max(info.first_step);
     let hi = q.step_max.unwrap_or(info.last_step).min(info.last_step);
     if lo > hi {
@@ -101,19 +100,19 @@ pub async fn series(
 /// charts drawn for this run before still hold (a finished run, or a live one between two
 /// steps): then its rollups are not read again. Everyone who may see the run sees the same
 /// curves.
-pub async fn charts(state: &AppState, scope: &RunScope) -> ApiResult<Arc<Vec<dto::MetricSeries>>> {
-    let series = metrics::names(&state.db, scope).await?;
+pub async fn charts(ctx: &Ctx, scope: &RunScope) -> ServiceResult<Arc<Vec<dto::MetricSeries>>> {
+    let series = metrics::names(&ctx.db, scope).await?;
     let fingerprint: Vec<(String, i64)> = series
         .iter()
         .map(|s| (s.name.clone(), s.revision))
         .collect();
-    if let Some(hit) = state.charts.get(scope.run_id(), &fingerprint) {
+    if let Some(hit) = ctx.charts.get(scope.run_id(), &fingerprint) {
         return Ok(hit);
     }
     // Each series' rollups at the level that fits POINTS_PER_SERIES buckets, then LTTB:
     // reading every point made the run page take seconds on a run with a million points.
     let buckets = i64::try_from(POINTS_PER_SERIES).unwrap_or(600);
-    let rows = metrics::overview(&state.db, scope, &series, buckets).await?;
+    let rows = metrics::overview(&ctx.db, scope, &series, buckets).await?;
     let mut by_name: BTreeMap<String, Vec<Point>> = BTreeMap::new();
     for row in rows {
         by_name.entry(row.name).or_default().push(Point {
@@ -131,8 +130,17 @@ pub async fn charts(state: &AppState, scope: &RunScope) -> ApiResult<Arc<Vec<dto
             })
             .collect(),
     );
-    state
-        .charts
+    ctx.charts
         .put(scope.run_id(), fingerprint, Arc::clone(&drawn));
     Ok(drawn)
+}
+
+/// Every point of the named metrics of run `scope` (all metrics when `names` is empty), in
+/// (name, step) order: the CSV exports' rows.
+pub async fn export(
+    db: &Pool,
+    scope: &RunScope,
+    names: &[String],
+) -> ServiceResult<Vec<metrics::ExportRow>> {
+    Ok(metrics::export(db, scope, names).await?)
 }

@@ -3,9 +3,9 @@
 //! validated configuration, cancel, resume, delete, a worker token.
 
 use super::{audit, editor_scope};
-use crate::AppState;
-use crate::auth::{AuthUser, job_tokens};
-use crate::error::{ApiResult, AppError};
+use crate::service::{Caller, Ctx};
+use crate::service::{ServiceError, ServiceResult};
+use crate::tokens::jobs as job_tokens;
 use serde::Deserialize;
 use spade::config::{ConfigError, RunConfig};
 use spade_app::dto;
@@ -42,12 +42,12 @@ pub async fn page(
     db: &Pool,
     scope: &TeamScope,
     a: ListArgs<'_>,
-) -> Result<dto::Page<Run>, AppError> {
+) -> Result<dto::Page<Run>, ServiceError> {
     let status = a
         .status
         .map(|s| {
             // A query parameter of the wrong kind: 400, as the API's other query errors.
-            parse_status(s).ok_or_else(|| AppError::BadRequest {
+            parse_status(s).ok_or_else(|| ServiceError::BadRequest {
                 code: "invalid_query",
                 message: format!(
                     "`status`: unknown run status \"{s}\"; expected one of {}",
@@ -56,10 +56,10 @@ pub async fn page(
             })
         })
         .transpose()?;
-    let sort = RunSort::from_param(a.sort).map_err(|m| AppError::invalid("sort", m))?;
+    let sort = RunSort::from_param(a.sort).map_err(|m| ServiceError::invalid("sort", m))?;
     let name_contains = match a.q.map(str::trim).filter(|s| !s.is_empty()) {
         Some(s) if s.chars().count() > MAX_QUERY_CHARS => {
-            return Err(AppError::invalid(
+            return Err(ServiceError::invalid(
                 "q",
                 format!("a name search of at most {MAX_QUERY_CHARS} characters"),
             ));
@@ -77,7 +77,7 @@ pub async fn page(
     if let Some(c) = a.cursor
         && !sort.set_cursor(&mut filter, c)
     {
-        return Err(AppError::invalid(
+        return Err(ServiceError::invalid(
             "cursor",
             "expected the next_cursor of a previous page in the same sort order",
         ));
@@ -99,7 +99,7 @@ pub async fn records(
     db: &Pool,
     scope: &TeamScope,
     a: ListArgs<'_>,
-) -> Result<dto::Page<dto::RunRecord>, AppError> {
+) -> Result<dto::Page<dto::RunRecord>, ServiceError> {
     let p = page(db, scope, a).await?;
     Ok(dto::Page {
         items: p.items.iter().map(record).collect(),
@@ -113,7 +113,7 @@ pub async fn summaries(
     db: &Pool,
     scope: &TeamScope,
     a: ListArgs<'_>,
-) -> Result<dto::Page<dto::RunSummary>, AppError> {
+) -> Result<dto::Page<dto::RunSummary>, ServiceError> {
     let p = page(db, scope, a).await?;
     let projects: BTreeMap<i64, String> = teams::projects(db, scope)
         .await?
@@ -145,7 +145,7 @@ pub async fn summary(
     scope: &RunScope,
     r: &Run,
     project: String,
-) -> Result<dto::RunSummary, AppError> {
+) -> Result<dto::RunSummary, ServiceError> {
     let key_metrics = metrics::latest_of(db, scope, &KEY_METRICS)
         .await?
         .into_iter()
@@ -158,7 +158,7 @@ fn summary_of(r: &Run, project: String, key_metrics: BTreeMap<String, f64>) -> d
         id: r.id,
         name: r.name.clone(),
         project,
-        status: r.status.into(),
+        status: r.status,
         step: u64::try_from(r.progress_step).unwrap_or(0),
         total_steps: crate::events::total_steps(r),
         created_at: r
@@ -166,6 +166,16 @@ fn summary_of(r: &Run, project: String, key_metrics: BTreeMap<String, f64>) -> d
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         key_metrics,
     }
+}
+
+/// The run `scope` names, as stored.
+pub async fn get(db: &Pool, scope: &RunScope) -> ServiceResult<Run> {
+    Ok(runs::get(db, scope).await?)
+}
+
+/// The run `scope` names, as the API shows it.
+pub async fn get_record(db: &Pool, scope: &RunScope) -> ServiceResult<dto::RunRecord> {
+    Ok(record(&runs::get(db, scope).await?))
 }
 
 /// The API's view of a stored run.
@@ -178,7 +188,7 @@ pub fn record(r: &Run) -> dto::RunRecord {
         project_id: r.project_id,
         name: r.name.clone(),
         config: r.config.clone(),
-        status: r.status.into(),
+        status: r.status,
         executor: r.executor.clone(),
         seed: r.seed,
         code_version: r.code_version.clone(),
@@ -225,21 +235,21 @@ fn default_executor() -> String {
 }
 
 /// Parses and validates a run configuration given as TOML or JSON; errors name the key path.
-pub fn parse_config(req: &CreateRun) -> Result<RunConfig, AppError> {
+pub fn parse_config(req: &CreateRun) -> Result<RunConfig, ServiceError> {
     let cfg = match (&req.config_toml, &req.config) {
         (Some(text), None) => RunConfig::from_toml_str(text).map_err(|e| match e {
-            ConfigError::Invalid(_) => AppError::Invalid {
+            ConfigError::Invalid(_) => ServiceError::Invalid {
                 code: "invalid_config",
                 message: e.to_string(),
             },
-            other => AppError::invalid("config_toml", other),
+            other => ServiceError::invalid("config_toml", other),
         })?,
         (None, Some(json)) => {
             let cfg: RunConfig = serde_path_to_error::deserialize(json)
-                .map_err(|e| AppError::invalid(&format!("config.{}", e.path()), e.inner()))?;
+                .map_err(|e| ServiceError::invalid(&format!("config.{}", e.path()), e.inner()))?;
             let issues = cfg.validate();
             if !issues.is_empty() {
-                return Err(AppError::Invalid {
+                return Err(ServiceError::Invalid {
                     code: "invalid_config",
                     message: ConfigError::Invalid(issues).to_string(),
                 });
@@ -247,7 +257,7 @@ pub fn parse_config(req: &CreateRun) -> Result<RunConfig, AppError> {
             cfg
         }
         _ => {
-            return Err(AppError::invalid(
+            return Err(ServiceError::invalid(
                 "config",
                 "give exactly one of `config_toml` (TOML text) and `config` (JSON)",
             ));
@@ -261,31 +271,34 @@ pub fn parse_config(req: &CreateRun) -> Result<RunConfig, AppError> {
 /// what is stored is the configuration's JSON with every default filled in, so a run can be
 /// repeated from the row alone.
 pub async fn create(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     project_id: i64,
     req: &CreateRun,
-) -> ApiResult<dto::RunRecord> {
-    let scope = TeamScope::for_project(&state.db, auth.user.id, project_id).await?;
+) -> ServiceResult<dto::RunRecord> {
+    let scope = TeamScope::for_project(&ctx.db, caller.user_id, project_id).await?;
     if !scope.role().can_edit() {
-        return Err(AppError::read_only());
+        return Err(ServiceError::read_only());
     }
     let name = req.name.trim();
     if name.is_empty() || name.chars().count() > 200 {
-        return Err(AppError::invalid("name", "must have 1 to 200 characters"));
+        return Err(ServiceError::invalid(
+            "name",
+            "must have 1 to 200 characters",
+        ));
     }
     if !EXECUTORS.contains(&req.executor.as_str()) {
-        return Err(AppError::invalid(
+        return Err(ServiceError::invalid(
             "executor",
             format!("expected one of {EXECUTORS:?}"),
         ));
     }
     let mut cfg = parse_config(req)?;
-    state.paths.check_config(&mut cfg)?;
+    ctx.paths.check_config(&mut cfg)?;
     let seed = i64::try_from(cfg.run.seed)
-        .map_err(|_| AppError::invalid("config.run.seed", "must be at most 2^63 - 1"))?;
+        .map_err(|_| ServiceError::invalid("config.run.seed", "must be at most 2^63 - 1"))?;
     let run = runs::create(
-        &state.db,
+        &ctx.db,
         &scope,
         &NewRun {
             project_id,
@@ -297,63 +310,62 @@ pub async fn create(
         },
     )
     .await?;
-    logged(state, auth, scope.team_id(), "run.create", run.id).await?;
+    logged(ctx, caller, scope.team_id(), "run.create", run.id).await?;
     Ok(record(&run))
 }
 
 /// Cancels run `run_id` (editors): a queued run stops at once, a running one goes to
 /// cancelling. Open pages hear of it.
-pub async fn cancel(state: &AppState, auth: &AuthUser, run_id: i64) -> ApiResult<dto::RunRecord> {
-    let scope = editor_scope(state, auth, run_id).await?;
-    let run = runs::cancel(&state.db, &scope).await?;
-    status_changed(state, auth, &scope, &run, "run.cancel").await
+pub async fn cancel(ctx: &Ctx, caller: &Caller, run_id: i64) -> ServiceResult<dto::RunRecord> {
+    let scope = editor_scope(ctx, caller, run_id).await?;
+    let run = runs::cancel(&ctx.db, &scope).await?;
+    status_changed(ctx, caller, &scope, &run, "run.cancel").await
 }
 
 /// Queues a cancelled or failed run `run_id` again (editors).
-pub async fn resume(state: &AppState, auth: &AuthUser, run_id: i64) -> ApiResult<dto::RunRecord> {
-    let scope = editor_scope(state, auth, run_id).await?;
-    let run = runs::resume(&state.db, &scope).await?;
-    status_changed(state, auth, &scope, &run, "run.resume").await
+pub async fn resume(ctx: &Ctx, caller: &Caller, run_id: i64) -> ServiceResult<dto::RunRecord> {
+    let scope = editor_scope(ctx, caller, run_id).await?;
+    let run = runs::resume(&ctx.db, &scope).await?;
+    status_changed(ctx, caller, &scope, &run, "run.resume").await
 }
 
 /// After a user changed `run`'s status: open pages hear of it and the audit log records it.
 async fn status_changed(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     scope: &RunScope,
     run: &Run,
     action: &str,
-) -> ApiResult<dto::RunRecord> {
-    state
-        .events
+) -> ServiceResult<dto::RunRecord> {
+    ctx.events
         .publish(run.id, crate::events::status_event(run.status));
-    logged(state, auth, scope.team_id(), action, run.id).await?;
+    logged(ctx, caller, scope.team_id(), action, run.id).await?;
     Ok(record(run))
 }
 
 /// Deletes run `run_id` (editors), which must have no live job.
-pub async fn delete(state: &AppState, auth: &AuthUser, run_id: i64) -> ApiResult<()> {
-    let scope = editor_scope(state, auth, run_id).await?;
-    runs::delete(&state.db, &scope).await?;
-    logged(state, auth, scope.team_id(), "run.delete", run_id).await
+pub async fn delete(ctx: &Ctx, caller: &Caller, run_id: i64) -> ServiceResult<()> {
+    let scope = editor_scope(ctx, caller, run_id).await?;
+    runs::delete(&ctx.db, &scope).await?;
+    logged(ctx, caller, scope.team_id(), "run.delete", run_id).await
 }
 
 /// A new worker token for run `run_id` (editors), for a worker started by hand; the previous
 /// one stops working. Refused (409) while a scheduled job of the run is live: its worker holds
 /// the current token, and replacing it would make that worker's next report a 401, which ends
 /// the run.
-pub async fn issue_token(state: &AppState, auth: &AuthUser, run_id: i64) -> ApiResult<String> {
-    let scope = editor_scope(state, auth, run_id).await?;
-    let job = spade_db::jobs::latest_for_run(&state.db, run_id)
+pub async fn issue_token(ctx: &Ctx, caller: &Caller, run_id: i64) -> ServiceResult<String> {
+    let scope = editor_scope(ctx, caller, run_id).await?;
+    let job = spade_db::jobs::latest_for_run(&ctx.db, run_id)
         .await
-        .map_err(|e| AppError::Internal(e.into()))?;
+        .map_err(|e| ServiceError::Internal(e.into()))?;
     if let Some(job) = job
         && matches!(
             job.state,
             JobState::Claimed | JobState::Running | JobState::Cancelling
         )
     {
-        return Err(AppError::Conflict {
+        return Err(ServiceError::Conflict {
             code: "job_running",
             message: format!(
                 "run {run_id} has a running job (job {}) whose worker holds the run's token; \
@@ -362,21 +374,21 @@ pub async fn issue_token(state: &AppState, auth: &AuthUser, run_id: i64) -> ApiR
             ),
         });
     }
-    let token = job_tokens::for_worker_by_hand(&state.db, &scope).await?;
-    logged(state, auth, scope.team_id(), "run.token", run_id).await?;
+    let token = job_tokens::for_worker_by_hand(&ctx.db, &scope).await?;
+    logged(ctx, caller, scope.team_id(), "run.token", run_id).await?;
     Ok(token)
 }
 
 async fn logged(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     team_id: i64,
     action: &str,
     run_id: i64,
-) -> ApiResult<()> {
+) -> ServiceResult<()> {
     audit(
-        state,
-        auth,
+        ctx,
+        caller,
         team_id,
         action,
         format!("run:{run_id}"),
@@ -391,8 +403,8 @@ async fn logged(
 /// its log and status message, and the worker gets a 409 (`unreadable_config`) naming it, which
 /// it does not retry. (Issue 35: such runs answered their workers 500 again and again, and the
 /// page never said why.)
-pub async fn config_for_worker(state: &AppState, scope: &RunScope) -> ApiResult<String> {
-    let run = runs::get(&state.db, scope).await?;
+pub async fn config_for_worker(ctx: &Ctx, scope: &RunScope) -> ServiceResult<String> {
+    let run = runs::get(&ctx.db, scope).await?;
     let already_final = run.status.is_terminal();
     let e = match serde_json::from_value::<RunConfig>(run.config) {
         Ok(cfg) => return Ok(cfg.to_toml()),
@@ -406,27 +418,26 @@ pub async fn config_for_worker(state: &AppState, scope: &RunScope) -> ApiResult<
     // Once: a run that already ended (this refusal, or a cancel) keeps its status and log.
     if !already_final {
         tracing::warn!(run_id = scope.run_id(), error = %e, "unreadable stored configuration");
-        let mut batch = spade_db::ingest::begin(&state.db, scope).await?;
+        let mut batch = spade_db::ingest::begin(&ctx.db, scope).await?;
         batch.log("error", &message).await?;
         batch
             .finished(spade_db::RunStatus::Failed, &message)
             .await?;
         let status = batch.commit().await?;
-        state
-            .events
+        ctx.events
             .publish(scope.run_id(), crate::events::status_event(status));
     }
-    Err(AppError::Conflict {
+    Err(ServiceError::Conflict {
         code: "unreadable_config",
         message,
     })
 }
 
 /// The configuration a run was created with (stored with every default filled in).
-pub async fn stored_config(db: &Pool, scope: &RunScope) -> ApiResult<RunConfig> {
+pub async fn stored_config(db: &Pool, scope: &RunScope) -> ServiceResult<RunConfig> {
     let run = runs::get(db, scope).await?;
     serde_json::from_value(run.config).map_err(|e| {
-        AppError::Internal(
+        ServiceError::Internal(
             anyhow::Error::new(e).context(format!("stored config of run {}", scope.run_id())),
         )
     })

@@ -6,9 +6,8 @@
 pub mod invitations;
 
 use super::audit;
-use crate::AppState;
-use crate::auth::AuthUser;
-use crate::error::{ApiResult, AppError};
+use crate::service::{Caller, Ctx};
+use crate::service::{ServiceError, ServiceResult};
 use spade_app::dto;
 use spade_db::teams::{self, Member, MemberChange, MemberChanged, Project, Team};
 use spade_db::{Pool, Role, TeamScope};
@@ -55,7 +54,7 @@ pub fn member(m: Member) -> dto::MemberDto {
 }
 
 /// The user's teams, with their role in each.
-pub async fn teams_of(db: &Pool, user_id: i64) -> ApiResult<Vec<dto::TeamRecord>> {
+pub async fn teams_of(db: &Pool, user_id: i64) -> ServiceResult<Vec<dto::TeamRecord>> {
     Ok(teams::teams_of(db, user_id)
         .await?
         .iter()
@@ -63,7 +62,7 @@ pub async fn teams_of(db: &Pool, user_id: i64) -> ApiResult<Vec<dto::TeamRecord>
         .collect())
 }
 
-pub async fn members(db: &Pool, scope: &TeamScope) -> ApiResult<Vec<dto::MemberDto>> {
+pub async fn members(db: &Pool, scope: &TeamScope) -> ServiceResult<Vec<dto::MemberDto>> {
     Ok(teams::members(db, scope)
         .await?
         .into_iter()
@@ -71,7 +70,7 @@ pub async fn members(db: &Pool, scope: &TeamScope) -> ApiResult<Vec<dto::MemberD
         .collect())
 }
 
-pub async fn projects(db: &Pool, scope: &TeamScope) -> ApiResult<Vec<dto::ProjectRecord>> {
+pub async fn projects(db: &Pool, scope: &TeamScope) -> ServiceResult<Vec<dto::ProjectRecord>> {
     Ok(teams::projects(db, scope)
         .await?
         .iter()
@@ -82,31 +81,59 @@ pub async fn projects(db: &Pool, scope: &TeamScope) -> ApiResult<Vec<dto::Projec
 /// The caller's access to team `team_id`, which must be at least `need` (404 outside the team;
 /// 403 below the role).
 pub async fn team_scope(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     team_id: i64,
     need: Role,
-) -> ApiResult<TeamScope> {
-    let scope = TeamScope::for_member(&state.db, auth.user.id, team_id).await?;
+) -> ServiceResult<TeamScope> {
+    let scope = TeamScope::for_member(&ctx.db, caller.user_id, team_id).await?;
     if scope.role() < need {
         return Err(match need {
-            Role::Owner => AppError::Forbidden {
+            Role::Owner => ServiceError::Forbidden {
                 code: "insufficient_role",
                 message: "only an owner of this team can do this".into(),
             },
-            _ => AppError::read_only(),
+            _ => ServiceError::read_only(),
         });
     }
     Ok(scope)
 }
 
+/// The caller's scope in team `team_id`, any role (404 for teams the caller is not in).
+pub async fn member_team(ctx: &Ctx, caller: &Caller, team_id: i64) -> ServiceResult<TeamScope> {
+    team_scope(ctx, caller, team_id, Role::Viewer).await
+}
+
+/// Projects of the teams where the caller may create runs (editor or owner): the launch form's
+/// choices.
+pub async fn launchable_projects(
+    ctx: &Ctx,
+    caller: &Caller,
+) -> ServiceResult<Vec<dto::ProjectOption>> {
+    let mut out = Vec::new();
+    for t in teams::teams_of(&ctx.db, caller.user_id).await? {
+        if !t.role.can_edit() {
+            continue;
+        }
+        let scope = TeamScope::for_member(&ctx.db, caller.user_id, t.id).await?;
+        for p in teams::projects(&ctx.db, &scope).await? {
+            out.push(dto::ProjectOption {
+                id: p.id,
+                team: t.name.clone(),
+                name: p.name,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// Longest team or project name.
 const MAX_NAME_CHARS: usize = 100;
 
-fn checked_name(name: &str) -> Result<&str, AppError> {
+fn checked_name(name: &str) -> Result<&str, ServiceError> {
     let n = name.trim();
     if n.is_empty() || n.chars().count() > MAX_NAME_CHARS {
-        return Err(AppError::invalid(
+        return Err(ServiceError::invalid(
             "name",
             format!("must have 1 to {MAX_NAME_CHARS} characters"),
         ));
@@ -115,14 +142,10 @@ fn checked_name(name: &str) -> Result<&str, AppError> {
 }
 
 /// Creates a team; the caller becomes its owner.
-pub async fn create_team(
-    state: &AppState,
-    auth: &AuthUser,
-    name: &str,
-) -> ApiResult<dto::TeamRecord> {
-    let created = teams::create_team(&state.db, auth.user.id, checked_name(name)?).await?;
+pub async fn create_team(ctx: &Ctx, caller: &Caller, name: &str) -> ServiceResult<dto::TeamRecord> {
+    let created = teams::create_team(&ctx.db, caller.user_id, checked_name(name)?).await?;
     let target = format!("team:{}", created.id);
-    logged(state, auth, created.id, "team.create", target).await?;
+    logged(ctx, caller, created.id, "team.create", target).await?;
     Ok(team(&created))
 }
 
@@ -132,45 +155,45 @@ pub async fn create_team(
 /// `last_owner`), also when two owners act at the same moment (see
 /// `spade_db::teams::change_member`).
 pub async fn set_member_role(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     team_id: i64,
     email: &str,
     role: Role,
-) -> ApiResult<dto::MemberDto> {
-    let scope = team_scope(state, auth, team_id, Role::Owner).await?;
+) -> ServiceResult<dto::MemberDto> {
+    let scope = team_scope(ctx, caller, team_id, Role::Owner).await?;
     let email = email.trim().to_lowercase();
     let change = MemberChange::SetRole {
         email: &email,
         role,
     };
-    let changed = match teams::change_member(&state.db, &scope, change).await? {
+    let changed = match teams::change_member(&ctx.db, &scope, change).await? {
         MemberChanged::RoleSet(m) => m,
         other => return Err(refused(other, "step down")),
     };
-    state.events.access_changed();
+    ctx.events.access_changed();
     let target = format!("user:{}", changed.user_id);
-    logged(state, auth, team_id, "member.role", target).await?;
+    logged(ctx, caller, team_id, "member.role", target).await?;
     Ok(member(changed))
 }
 
 /// Removes member `user_id` from team `team_id` (owners; never the last owner).
 pub async fn remove_member(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     team_id: i64,
     user_id: i64,
-) -> ApiResult<()> {
-    let scope = team_scope(state, auth, team_id, Role::Owner).await?;
-    match teams::change_member(&state.db, &scope, MemberChange::Remove { user_id }).await? {
+) -> ServiceResult<()> {
+    let scope = team_scope(ctx, caller, team_id, Role::Owner).await?;
+    match teams::change_member(&ctx.db, &scope, MemberChange::Remove { user_id }).await? {
         MemberChanged::Removed => {}
         other => return Err(refused(other, "be removed")),
     }
     // Open event streams of the removed member end now, not when they next reconnect.
-    state.events.access_changed();
+    ctx.events.access_changed();
     logged(
-        state,
-        auth,
+        ctx,
+        caller,
         team_id,
         "member.remove",
         format!("user:{user_id}"),
@@ -179,13 +202,13 @@ pub async fn remove_member(
 }
 
 /// The error of a membership change the database refused.
-fn refused(outcome: MemberChanged, what: &str) -> AppError {
+fn refused(outcome: MemberChanged, what: &str) -> ServiceError {
     match outcome {
-        MemberChanged::NotOwner => AppError::Forbidden {
+        MemberChanged::NotOwner => ServiceError::Forbidden {
             code: "insufficient_role",
             message: "you are no longer an owner of this team".into(),
         },
-        _ => AppError::Conflict {
+        _ => ServiceError::Conflict {
             code: "last_owner",
             message: format!("the team's last owner cannot {what}; make someone else owner first"),
         },
@@ -194,24 +217,24 @@ fn refused(outcome: MemberChanged, what: &str) -> AppError {
 
 /// Creates a project in team `team_id` (editors).
 pub async fn create_project(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     team_id: i64,
     name: &str,
-) -> ApiResult<dto::ProjectRecord> {
-    let scope = team_scope(state, auth, team_id, Role::Editor).await?;
-    let created = teams::create_project(&state.db, &scope, checked_name(name)?).await?;
+) -> ServiceResult<dto::ProjectRecord> {
+    let scope = team_scope(ctx, caller, team_id, Role::Editor).await?;
+    let created = teams::create_project(&ctx.db, &scope, checked_name(name)?).await?;
     let target = format!("project:{}", created.id);
-    logged(state, auth, team_id, "project.create", target).await?;
+    logged(ctx, caller, team_id, "project.create", target).await?;
     Ok(project(&created))
 }
 
 async fn logged(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     team_id: i64,
     action: &str,
     target: String,
-) -> ApiResult<()> {
-    audit(state, auth, team_id, action, target, serde_json::json!({})).await
+) -> ServiceResult<()> {
+    audit(ctx, caller, team_id, action, target, serde_json::json!({})).await
 }

@@ -177,7 +177,7 @@ async fn evaluations_are_queued_by_editors_and_results_need_the_jobs_own_token(
         StatusCode::UNAUTHORIZED,
         "the run's worker token is not the job's"
     );
-    let token = spade_server::auth::job_tokens::for_evaluation(&pool, job_id).await?;
+    let token = spade_server::tokens::jobs::for_evaluation(&pool, job_id).await?;
     let job_cred = Cred::Bearer(token);
     let other_job = app
         .post(

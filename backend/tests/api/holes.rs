@@ -542,7 +542,7 @@ async fn configured_roots_allow_paths_inside_them(pool: PgPool) -> TestResult {
     std::fs::create_dir_all(models.join("m1"))?;
     std::os::unix::fs::symlink("/etc", models.join("out"))?;
     let app = TestApp::with_state(pool, |s| {
-        s.with_paths(spade_server::paths::PathRoots::new(
+        s.with_paths(spade_server::service::paths::PathRoots::new(
             std::slice::from_ref(&models),
             &[],
             &[],

@@ -112,7 +112,7 @@ impl TestApp {
         argv.extend_from_slice(args);
         let cfg = spade_server::config::Config::parse_from(argv);
         // The path rule as `main` builds it: checkpoints in the jobs' state directories.
-        let paths = spade_server::paths::PathRoots::new(
+        let paths = spade_server::service::paths::PathRoots::new(
             &cfg.model_roots,
             &cfg.corpus_roots,
             &cfg.pool_roots,
@@ -124,7 +124,7 @@ impl TestApp {
     /// An app whose runs keep their state under `<dir>/jobs` and whose model root is
     /// `<dir>/models` (see [`checkpoint_in`]).
     pub fn with_checkpoint_roots(pool: PgPool, dir: &std::path::Path) -> Self {
-        let paths = spade_server::paths::PathRoots::new(&[dir.join("models")], &[], &[])
+        let paths = spade_server::service::paths::PathRoots::new(&[dir.join("models")], &[], &[])
             .with_run_states(&dir.join("jobs"));
         Self::with_state(pool, |s| s.with_paths(paths))
     }

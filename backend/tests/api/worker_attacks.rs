@@ -129,7 +129,7 @@ async fn vllm_paths_and_urls_outside_what_is_allowed_are_refused_at_run_creation
     std::fs::create_dir_all(dir.path().join("planted/bin"))?;
     let app = TestApp::with_state(pool, |s| {
         s.with_paths(
-            spade_server::paths::PathRoots::default()
+            spade_server::service::paths::PathRoots::default()
                 .with_venvs(std::slice::from_ref(&venvs))
                 .with_vllm_weights(std::slice::from_ref(&weights))
                 .with_vllm_hosts(&["vllm.internal:8000".to_owned()]),

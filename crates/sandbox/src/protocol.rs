@@ -18,34 +18,9 @@ pub const MAGIC: [u8; 4] = *b"SPD2";
 /// Largest payload either side accepts (16 MiB).
 pub const MAX_FRAME: u32 = 16 << 20;
 
-/// Which environment contract of `shared/spade-spec.md` a source follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum EnvKind {
-    /// Text games: `reset`/`step`/`solution`, actions in `\boxed{}`.
-    #[default]
-    Game,
-    /// Tool use: subclasses of the provided `ToolUseEnv`, actions are `<tool_call>` / `<answer>`.
-    ToolUse,
-}
-
-impl From<spade::EnvKind> for EnvKind {
-    fn from(k: spade::EnvKind) -> Self {
-        match k {
-            spade::EnvKind::Game => EnvKind::Game,
-            spade::EnvKind::ToolUse => EnvKind::ToolUse,
-        }
-    }
-}
-
-impl From<EnvKind> for spade::EnvKind {
-    fn from(k: EnvKind) -> Self {
-        match k {
-            EnvKind::Game => spade::EnvKind::Game,
-            EnvKind::ToolUse => spade::EnvKind::ToolUse,
-        }
-    }
-}
+/// Which environment contract of `shared/spade-spec.md` a source follows (defined once, in
+/// `spade-types`; `Game` by default).
+pub use spade::EnvKind;
 
 /// Resource limits the runner applies to itself before any environment code runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,8 +9,6 @@
 //! [`rlve`] (RLVE's adaptive difficulty per environment), [`seeded_rng`] (reproducible
 //! randomness), [`spice`] (SPICE's task format, answer check, rewards and DrGRPO advantages).
 
-use serde::{Deserialize, Serialize};
-
 pub mod config;
 pub mod corpus;
 pub mod memory;
@@ -26,25 +24,9 @@ pub mod skills;
 pub mod spice;
 pub mod suites;
 
-/// The two families of environments (spec, "Environment contract").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EnvKind {
-    /// Text games: `reset`/`step`/`solution`, actions in `\boxed{}`.
-    Game,
-    /// Tool use: tools backed by `tool_<name>` methods, `<tool_call>` and `<answer>done</answer>`.
-    ToolUse,
-}
-
-impl EnvKind {
-    /// `"game"` or `"tool_use"`, as in JSON and TOML.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EnvKind::Game => "game",
-            EnvKind::ToolUse => "tool_use",
-        }
-    }
-}
+/// The two families of environments (spec, "Environment contract"), defined with the other
+/// shared enums in `spade-types`.
+pub use spade_types::EnvKind;
 
 /// A reproducible random stream for `(seed, stream...)`, e.g. `(run seed, step, slot,
 /// attempt)`: the positional-seed scheme of [`seeds`] as a `rand` generator.

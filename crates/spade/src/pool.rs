@@ -65,30 +65,7 @@ pub struct PoolEntry {
 }
 
 /// A team member's mark on an environment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    Good,
-    Broken,
-    RewardHackable,
-}
-
-impl Verdict {
-    /// `good`, `broken` or `reward_hackable`, as in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Good => "good",
-            Verdict::Broken => "broken",
-            Verdict::RewardHackable => "reward_hackable",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [Verdict::Good, Verdict::Broken, Verdict::RewardHackable]
-            .into_iter()
-            .find(|v| v.as_str() == s)
-    }
-}
+pub use spade_types::Verdict;
 
 /// Which environments a review filter keeps: those some member marked with a verdict, or those
 /// no member marked (`unreviewed`). The environment browser's "Review" filter, the export's

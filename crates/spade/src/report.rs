@@ -218,15 +218,7 @@ pub enum Message {
     },
 }
 
-/// Whether the sandbox accepted an environment, and whether it kept to the contract in play.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EnvStatus {
-    Accepted,
-    Rejected,
-    /// Accepted, then broke the contract while played ([`Message::EnvironmentBroken`]).
-    BrokenInPlay,
-}
+pub use spade_types::EnvStatus;
 
 /// One generated environment as reported (and stored by the backend).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -346,9 +346,37 @@ fn packages(root: &Path) -> Vec<(String, BTreeSet<String>)> {
         let deps = doc
             .get("dependencies")
             .and_then(toml::Value::as_table)
-            .map(|t| t.keys().cloned().collect())
+            .map(dependency_names)
             .unwrap_or_default();
         out.push((name, deps));
+    }
+    out
+}
+
+/// A `[dependencies]` table's names as the rules read them: `dep` for a dependency always
+/// compiled, `dep?` for an optional one (a feature turns it on), and `dep[f]` for each feature
+/// `f` it is compiled with.
+fn dependency_names(table: &toml::Table) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (name, spec) in table {
+        let optional = spec
+            .get("optional")
+            .and_then(toml::Value::as_bool)
+            .unwrap_or(false);
+        out.insert(if optional {
+            format!("{name}?")
+        } else {
+            name.clone()
+        });
+        for f in spec
+            .get("features")
+            .and_then(toml::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(toml::Value::as_str)
+        {
+            out.insert(format!("{name}[{f}]"));
+        }
     }
     out
 }
@@ -365,8 +393,11 @@ const ONLY: &[(&str, &[&str])] = &[
     ),
     // CPython: only the sandbox runner.
     ("pyo3", &["spade-sandbox-runner"]),
-    // SQL: only db.
+    // SQL: only db; the shared enums' database derives are an optional feature that only db
+    // turns on (the browser bundle and the algorithm compile the enums without sqlx).
     ("sqlx", &["spade-db"]),
+    ("sqlx?", &["spade-types"]),
+    ("spade-types[sqlx]", &["spade-db"]),
     // The web server: only the backend, and the browser tests' harness that serves it.
     ("axum", &["spade-server", "spade-e2e"]),
     ("tower-http", &["spade-server"]),
@@ -449,16 +480,118 @@ fn crates_depend_as_the_workspace_says() {
             );
         }
     }
-    // The negative control: a crate that breaks each kind of rule is named.
+    // The negative control: a crate that breaks each kind of rule is named, and the table
+    // reader sees optional dependencies and features.
+    let app: toml::Table = r#"spade-types = { workspace = true, features = ["sqlx"] }"#
+        .parse()
+        .expect("a table");
+    let types: toml::Table = r#"sqlx = { workspace = true, optional = true }"#
+        .parse()
+        .expect("a table");
+    assert_eq!(
+        dependency_names(&types),
+        BTreeSet::from(["sqlx?".to_owned()])
+    );
     let fake = vec![
         ("spade-app".to_owned(), BTreeSet::from(["sqlx".to_owned()])),
         ("spade".to_owned(), BTreeSet::from(["tokio".to_owned()])),
+        ("spade-app".to_owned(), dependency_names(&app)),
+        ("spade-eval".to_owned(), dependency_names(&types)),
     ];
     assert_eq!(
         broken_dependency_rules(&fake),
         [
             "spade-app depends on sqlx (only [\"spade-db\"] may)",
             "spade does no I/O but depends on tokio",
+            "spade-app depends on spade-types[sqlx] (only [\"spade-db\"] may)",
+            "spade-eval depends on sqlx? (only [\"spade-types\"] may)",
         ]
+    );
+}
+
+/// The files of the web layer that may query the database themselves: ingestion (a worker's
+/// reports, an evaluation job's results, each checked against its own bearer token). Everything
+/// else in `api/` and `dashboard/` reads and writes through `service`.
+const INGESTION: &[&str] = &[
+    "backend/src/api/ingest.rs",
+    "backend/src/api/evaluations.rs",
+];
+
+/// The lines of `text` (code, not comments) that query the database directly: a `spade_db`
+/// module imported or called (`use spade_db::runs`, `spade_db::runs::get(`), or a scope
+/// resolved (`RunScope::for_member(`). Types (`spade_db::RunScope`, `spade_db::Verdict`)
+/// are fine: naming a type reads nothing.
+fn direct_queries(text: &str) -> Vec<String> {
+    let lowercase = |seg: &str| seg.starts_with(|c: char| c.is_ascii_lowercase());
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with("//"))
+        .filter(|l| {
+            let module_use = l.strip_prefix("use spade_db::").is_some_and(|rest| {
+                // `use spade_db::{RunScope, runs}` or `use spade_db::runs::{self, X}`.
+                let items = rest.trim_end_matches(';');
+                let names: Vec<&str> = match items.split_once('{') {
+                    Some((path, list)) => {
+                        let path_segs: Vec<&str> =
+                            path.split("::").filter(|s| !s.is_empty()).collect();
+                        let listed = list.trim_end_matches('}').split(',').map(str::trim);
+                        if path_segs.is_empty() {
+                            listed.collect()
+                        } else {
+                            listed.filter(|n| *n == "self").collect()
+                        }
+                    }
+                    None => items.rsplit("::").next().into_iter().collect(),
+                };
+                names.iter().any(|n| lowercase(n) && *n != "types")
+            });
+            let path_call = l.match_indices("spade_db::").any(|(i, _)| {
+                let rest = &l[i + "spade_db::".len()..];
+                let path: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                    .collect();
+                rest[path.len()..].starts_with('(')
+            });
+            let scope = l.contains("Scope::for_");
+            module_use || path_call || scope
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_web_layer_reads_and_writes_through_the_service() {
+    let root = workspace();
+    let mut found = Vec::new();
+    let mut checked = 0;
+    for f in rust_files(&root).iter().filter(|f| {
+        (f.starts_with(root.join("backend/src/api"))
+            || f.starts_with(root.join("backend/src/dashboard")))
+            && !INGESTION.iter().any(|i| f.ends_with(i))
+    }) {
+        checked += 1;
+        let text = fs::read_to_string(f).unwrap_or_default();
+        for l in direct_queries(&text) {
+            found.push(format!("{}: {l}", f.display()));
+        }
+    }
+    assert!(checked >= 10, "only {checked} web-layer files found");
+    assert!(
+        found.is_empty(),
+        "the API and the pages query the database only through `service` (ingestion aside):\n{}",
+        found.join("\n")
+    );
+    // The negative control: each way of querying directly is seen, and types are not.
+    let sample = "use spade_db::{RunScope, runs};\nuse spade_db::environments::{self, EnvFilter};\n\
+                  let r = spade_db::runs::get(&db, &s).await?;\n\
+                  let s = RunScope::for_member(&db, 1, 2).await?;\n\
+                  use spade_db::{DbError, Role};\nuse spade_db::teams::invitations::Answer;\n\
+                  let v = spade_db::Verdict::Good;\n// spade_db::runs::get(x)";
+    assert_eq!(
+        direct_queries(sample).len(),
+        4,
+        "{:?}",
+        direct_queries(sample)
     );
 }

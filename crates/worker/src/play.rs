@@ -210,7 +210,7 @@ pub struct TokenTrace {
 impl TokenTrace {
     /// The agent's prompt (its system prompt for `kind`) with its first message.
     pub fn start(tok: &Tokenizer, kind: EnvKind, first: &str) -> Result<Self, WorkerError> {
-        let system = prompt::agent_system(kind.into());
+        let system = prompt::agent_system(kind);
         let ids = tok.encode(&Role::Agent.prompt(Some(system), first))?;
         let n = ids.len();
         Ok(Self {

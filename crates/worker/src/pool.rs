@@ -189,11 +189,11 @@ pub fn validate_pool(
     let mut problems = Vec::new();
     for env in envs {
         let mut cfg = vcfg.clone();
-        cfg.kind = env.kind.map(Into::into);
+        cfg.kind = env.kind;
         let report = spade_sandbox::validate(sandbox, &env.code, &cfg);
         match (&report.rejection, report.kind) {
             (None, Some(k)) if report.accepted => {
-                let kind = k.into();
+                let kind = k;
                 ok.push(ValidEnv { env, kind });
             }
             (rejection, _) => {

@@ -21,7 +21,14 @@ pub(super) async fn invite(
     let result = async {
         let p = posted(&state, req).await?;
         let f: MemberForm = p.fields()?;
-        let inv = service::invite(&state, &p.user, team_id, &f.email, role(&f.role)?).await?;
+        let inv = service::invite(
+            &state.ctx,
+            &p.user.caller(),
+            team_id,
+            &f.email,
+            role(&f.role)?,
+        )
+        .await?;
         // Says the same whether or not the email has an account, as the API does.
         let notice = format!(
             "Invitation sent to {} as {}; send them the link below: they join the team once they \
@@ -54,7 +61,7 @@ pub(super) async fn revoke(
 ) -> Response {
     let result = async {
         let p = posted(&state, req).await?;
-        service::revoke(&state, &p.user, team_id, id).await?;
+        service::revoke(&state.ctx, &p.user.caller(), team_id, id).await?;
         Ok("Invitation revoked.".to_owned())
     }
     .await;
@@ -88,7 +95,7 @@ async fn answer(state: AppState, id: i64, req: Request, answer: Answer) -> Respo
     let result = async {
         let p = posted(&state, req).await?;
         let f: CodeForm = p.fields()?;
-        let team_id = service::answer(&state, &p.user, id, answer, &f.code).await?;
+        let team_id = service::answer(&state.ctx, &p.user.caller(), id, answer, &f.code).await?;
         let notice = match answer {
             Answer::Accept => "Invitation accepted; you are now a member of the team.",
             Answer::Decline => "Invitation declined.",

@@ -9,9 +9,8 @@
 //! emails anyway.
 
 use super::{logged, role_name, team_scope, time};
-use crate::AppState;
-use crate::auth::AuthUser;
-use crate::error::{ApiResult, AppError};
+use crate::service::{Caller, Ctx};
+use crate::service::{ServiceError, ServiceResult};
 use spade_app::dto;
 use spade_db::Role;
 use spade_db::teams::invitations::{self as db, Answer, Incoming, Invitation, Invited, Outcome};
@@ -44,34 +43,34 @@ fn incoming(i: Incoming) -> dto::IncomingInvitation {
 /// its code (the only time the code is told), the same whether or not the email has an
 /// account; inviting it again changes the open invitation's role and code.
 pub async fn invite(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     team_id: i64,
     email: &str,
     role: Role,
-) -> ApiResult<dto::InvitationRecord> {
-    let scope = team_scope(state, auth, team_id, Role::Owner).await?;
-    let email = crate::auth::routes::normalize_email(email)?;
-    let code = crate::auth::tokens::random_token(CODE_PREFIX);
-    let hash = crate::auth::tokens::hash_token(&code);
-    let inv = match db::invite(&state.db, &scope, &email, role, &hash).await? {
+) -> ServiceResult<dto::InvitationRecord> {
+    let scope = team_scope(ctx, caller, team_id, Role::Owner).await?;
+    let email = super::super::normalize_email(email)?;
+    let code = crate::tokens::random_token(CODE_PREFIX);
+    let hash = crate::tokens::hash_token(&code);
+    let inv = match db::invite(&ctx.db, &scope, &email, role, &hash).await? {
         Invited::Pending(inv) => inv,
         Invited::AlreadyMember => {
-            return Err(AppError::Conflict {
+            return Err(ServiceError::Conflict {
                 code: "already_member",
                 message: "this email is already a member's; change their role in the members list"
                     .into(),
             });
         }
         Invited::NotOwner => {
-            return Err(AppError::Forbidden {
+            return Err(ServiceError::Forbidden {
                 code: "insufficient_role",
                 message: "you are no longer an owner of this team".into(),
             });
         }
     };
     let target = format!("invitation:{}", inv.id);
-    logged(state, auth, team_id, "invitation.create", target).await?;
+    logged(ctx, caller, team_id, "invitation.create", target).await?;
     Ok(dto::InvitationRecord {
         code: Some(code),
         ..record(inv)
@@ -84,17 +83,17 @@ pub const CODE_PREFIX: &str = "spi_";
 /// Whether `c` has the shape of an invitation code, so only such text from a cookie or an
 /// address is put on a page.
 pub fn looks_like_code(c: &str) -> bool {
-    crate::auth::tokens::looks_like_random_token(CODE_PREFIX, c)
+    crate::tokens::looks_like_random_token(CODE_PREFIX, c)
 }
 
 /// The open invitations of team `team_id` (owners: they name emails that are not members).
 pub async fn of_team(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     team_id: i64,
-) -> ApiResult<Vec<dto::InvitationRecord>> {
-    let scope = team_scope(state, auth, team_id, Role::Owner).await?;
-    Ok(db::pending_of_team(&state.db, &scope)
+) -> ServiceResult<Vec<dto::InvitationRecord>> {
+    let scope = team_scope(ctx, caller, team_id, Role::Owner).await?;
+    Ok(db::pending_of_team(&ctx.db, &scope)
         .await?
         .into_iter()
         .map(record)
@@ -102,12 +101,12 @@ pub async fn of_team(
 }
 
 /// Revokes the open invitation `id` of team `team_id` (owners); 404 once it was answered.
-pub async fn revoke(state: &AppState, auth: &AuthUser, team_id: i64, id: i64) -> ApiResult<()> {
-    let scope = team_scope(state, auth, team_id, Role::Owner).await?;
-    db::revoke(&state.db, &scope, id).await?;
+pub async fn revoke(ctx: &Ctx, caller: &Caller, team_id: i64, id: i64) -> ServiceResult<()> {
+    let scope = team_scope(ctx, caller, team_id, Role::Owner).await?;
+    db::revoke(&ctx.db, &scope, id).await?;
     logged(
-        state,
-        auth,
+        ctx,
+        caller,
         team_id,
         "invitation.revoke",
         format!("invitation:{id}"),
@@ -116,8 +115,8 @@ pub async fn revoke(state: &AppState, auth: &AuthUser, team_id: i64, id: i64) ->
 }
 
 /// The signed-in user's open invitations.
-pub async fn mine(state: &AppState, auth: &AuthUser) -> ApiResult<Vec<dto::IncomingInvitation>> {
-    Ok(db::pending_for_user(&state.db, auth.user.id)
+pub async fn mine(ctx: &Ctx, caller: &Caller) -> ServiceResult<Vec<dto::IncomingInvitation>> {
+    Ok(db::pending_for_user(&ctx.db, caller.user_id)
         .await?
         .into_iter()
         .map(incoming)
@@ -130,17 +129,17 @@ pub async fn mine(state: &AppState, auth: &AuthUser) -> ApiResult<Vec<dto::Incom
 /// `wrong_invitation_code` (whoever registers an invited email sees the invitation, but only
 /// the person the owner sent the link to has its code). Returns the team's id.
 pub async fn answer(
-    state: &AppState,
-    auth: &AuthUser,
+    ctx: &Ctx,
+    caller: &Caller,
     id: i64,
     answer: Answer,
     code: &str,
-) -> ApiResult<i64> {
-    let hash = crate::auth::tokens::hash_token(code.trim());
-    let done = match db::answer(&state.db, auth.user.id, id, answer, &hash).await? {
+) -> ServiceResult<i64> {
+    let hash = crate::tokens::hash_token(code.trim());
+    let done = match db::answer(&ctx.db, caller.user_id, id, answer, &hash).await? {
         Outcome::Done(done) => done,
         Outcome::WrongCode => {
-            return Err(AppError::Forbidden {
+            return Err(ServiceError::Forbidden {
                 code: "wrong_invitation_code",
                 message: "`code` does not match this invitation: open the invitation link the \
                           team's owner sent you (an owner can invite you again for a new one)"
@@ -151,14 +150,14 @@ pub async fn answer(
     let action = match answer {
         Answer::Accept => {
             // Open pages of the new member may now show the team's runs.
-            state.events.access_changed();
+            ctx.events.access_changed();
             "invitation.accept"
         }
         Answer::Decline => "invitation.decline",
     };
     logged(
-        state,
-        auth,
+        ctx,
+        caller,
         done.team_id,
         action,
         format!("invitation:{id}"),

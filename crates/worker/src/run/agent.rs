@@ -64,7 +64,7 @@ impl Loop<'_> {
             .iter()
             .map(|(_, _, env, env_seeds)| play::PlayJob {
                 code: &env.code,
-                kind: env.kind.into(),
+                kind: env.kind,
                 hint: None,
                 seeds: env_seeds.clone(),
                 sample_seed: seeds::derive(

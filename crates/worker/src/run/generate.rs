@@ -80,7 +80,7 @@ pub(super) fn regenerate(
         .iter()
         .map(|s| Slot {
             skill: s.name.to_string(),
-            kind: kind.into(),
+            kind,
         })
         .collect();
     let d = DesignOptions {
@@ -201,7 +201,7 @@ pub(super) fn regenerate(
     let mut hints_by_id = BTreeMap::new();
     for ((slot, a), hint) in accepted.iter().zip(hints) {
         hints_by_id.insert(a.env_id.clone(), hint.clone());
-        let reveals = reveals_solution(lp, &a.code, kind.into());
+        let reveals = reveals_solution(lp, &a.code, kind);
         obs.formula_reveals.push(reveals);
         window.envs.push(LiveEnv {
             hint,
@@ -255,7 +255,7 @@ pub(super) fn regenerate(
         .iter()
         .map(|env| play::PlayJob {
             code: &env.code,
-            kind: kind.into(),
+            kind,
             hint: Some(&env.hint),
             seeds: (0..lp.cfg.hint.plays as usize)
                 .map(|i| env_seed(run_seed, step, &format!("hint/{}", env.env_id), i))

@@ -360,12 +360,7 @@ pub(crate) fn warm_start_options(
     corpus: &Option<spade::corpus::Corpus>,
 ) -> WarmStartOptions {
     let fixed = cfg.is_fixed_env();
-    let kinds = cfg
-        .curriculum
-        .kinds
-        .iter()
-        .map(|&k| spade_sandbox::EnvKind::from(k))
-        .collect();
+    let kinds = cfg.curriculum.kinds.to_vec();
     let families = cfg.model.warm_start == spade::config::WarmStartData::Families;
     // A family's variants are dozens of designer pairs an epoch (see `families::EPOCHS`).
     let epochs = if families {

@@ -123,7 +123,7 @@ pub(super) fn designer_pair_prompt(
         env_id: format!("seed-{i}"),
         step: 0,
         skill: seeds_all[i].skill.clone(),
-        kind: seeds_all[i].kind.into(),
+        kind: seeds_all[i].kind,
         code: seeds_all[i]
             .code
             .chars()

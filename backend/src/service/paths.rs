@@ -19,7 +19,7 @@
 //! ([`PathRoots::shown_checkpoint`]), never the server's absolute path. `vllm.urls` must name
 //! a loopback address or a host an administrator allows (`--vllm-url-allow`).
 
-use crate::error::AppError;
+use super::ServiceError;
 use spade::config::RunConfig;
 use std::net::IpAddr;
 use std::path::{Component, Path, PathBuf};
@@ -206,7 +206,12 @@ impl PathRoots {
 
     /// The absolute path `given` names inside a root of `kind`, or a 422 about `field` that
     /// names the allowed roots.
-    pub fn resolve(&self, kind: PathKind, field: &str, given: &str) -> Result<String, AppError> {
+    pub fn resolve(
+        &self,
+        kind: PathKind,
+        field: &str,
+        given: &str,
+    ) -> Result<String, ServiceError> {
         let roots = self.of(kind);
         let must_exist = kind != PathKind::VllmWeights;
         resolve_in(roots, given, must_exist).ok_or_else(|| {
@@ -223,7 +228,7 @@ impl PathRoots {
             } else {
                 "a directory"
             };
-            AppError::invalid(
+            ServiceError::invalid(
                 field,
                 format!(
                     "must name {what} inside the allowed roots ({allowed}), at most \
@@ -253,9 +258,14 @@ impl PathRoots {
     /// to load), resolved: it must exist inside that run's own state directory or a model root,
     /// so a run can neither point evaluations at another run's weights nor probe the file
     /// system. A 422 about `field` otherwise.
-    pub fn checkpoint(&self, run_id: i64, field: &str, given: &str) -> Result<String, AppError> {
+    pub fn checkpoint(
+        &self,
+        run_id: i64,
+        field: &str,
+        given: &str,
+    ) -> Result<String, ServiceError> {
         resolve_in(&self.checkpoint_roots(run_id), given, true).ok_or_else(|| {
-            AppError::invalid(
+            ServiceError::invalid(
                 field,
                 format!(
                     "must name an existing checkpoint directory inside this run's state \
@@ -284,7 +294,7 @@ impl PathRoots {
 
     /// An evaluation suite name with its path (if any) resolved: `qa:` files are corpora,
     /// `envs:` directories pools; named suites are unchanged.
-    pub fn suite(&self, field: &str, suite: &str) -> Result<String, AppError> {
+    pub fn suite(&self, field: &str, suite: &str) -> Result<String, ServiceError> {
         if let Some(p) = suite.strip_prefix("qa:") {
             Ok(format!("qa:{}", self.resolve(PathKind::Corpus, field, p)?))
         } else if let Some(p) = suite.strip_prefix("envs:") {
@@ -298,7 +308,7 @@ impl PathRoots {
     /// whose host is a loopback address (`localhost`, 127.0.0.0/8, `::1`) or allowed by
     /// `--vllm-url-allow`. Parsed as the worker's HTTP client parses it (the `url` crate), so
     /// the host checked is the host connected to.
-    pub fn vllm_url(&self, field: &str, given: &str) -> Result<(), AppError> {
+    pub fn vllm_url(&self, field: &str, given: &str) -> Result<(), ServiceError> {
         let refused = || {
             let allowed = if self.vllm_hosts.is_empty() {
                 "none besides loopback on this server (an administrator allows hosts with \
@@ -307,7 +317,7 @@ impl PathRoots {
             } else {
                 self.vllm_hosts.join(", ")
             };
-            AppError::invalid(
+            ServiceError::invalid(
                 field,
                 format!(
                     "must be an http(s) URL of a loopback address (127.0.0.1, ::1, localhost) \
@@ -350,7 +360,7 @@ impl PathRoots {
     /// Resolves every path of a run configuration in place and checks its vLLM URLs (see the
     /// module doc); the first path or URL outside what is allowed is refused, named by its key
     /// path.
-    pub fn check_config(&self, cfg: &mut RunConfig) -> Result<(), AppError> {
+    pub fn check_config(&self, cfg: &mut RunConfig) -> Result<(), ServiceError> {
         if let Some(p) = &cfg.model.path {
             cfg.model.path = Some(self.resolve(PathKind::Model, "config.model.path", p)?);
         }

@@ -1,9 +1,9 @@
 //! The bearer tokens of jobs: a training worker's run token (minted by the scheduler at each
 //! launch, or by an editor for a worker started by hand) and an evaluation job's token, which
 //! can post that evaluation's results and nothing else. Each new token replaces the previous
-//! one; only its hash is stored ([`super::tokens::hash_token`]).
+//! one; only its hash is stored ([`crate::tokens::hash_token`]).
 
-use super::tokens;
+use crate::tokens;
 use spade_db::{DbError, Pool, RunScope, evaluations, runs};
 
 /// A run token for a run the scheduler is launching.
