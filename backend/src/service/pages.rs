@@ -34,9 +34,9 @@ pub async fn run(
     new_token: Option<&str>,
 ) -> ServiceResult<RunData> {
     let db = &ctx.db;
-    let scope = RunScope::for_member(db, caller.user_id, run_id).await?;
+    let scope = super::member_scope(ctx, caller, run_id).await?;
     let r = runs::get(db, &scope).await?;
-    let team = TeamScope::for_member(db, caller.user_id, scope.team_id()).await?;
+    let team = super::teams::member_team(ctx, caller, scope.team_id()).await?;
     let project = teams::projects(db, &team)
         .await?
         .into_iter()
@@ -94,7 +94,7 @@ async fn chosen_team(
     let Some(team_id) = team.or(first) else {
         return Ok((dtos, None));
     };
-    let scope = TeamScope::for_member(&ctx.db, caller.user_id, team_id).await?;
+    let scope = super::teams::member_team(ctx, caller, team_id).await?;
     Ok((dtos, Some(scope)))
 }
 
@@ -185,7 +185,7 @@ pub async fn environments(
     q: &EnvListQuery,
 ) -> ServiceResult<EnvironmentsData> {
     let db = &ctx.db;
-    let scope = RunScope::for_member(db, caller.user_id, run_id).await?;
+    let scope = super::member_scope(ctx, caller, run_id).await?;
     let run = runs::get(db, &scope).await?;
     let to_i64 = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
     let query = environments::EnvQuery {
@@ -222,7 +222,7 @@ pub async fn environment(
     run_id: i64,
     env_id: &str,
 ) -> ServiceResult<dto::EnvironmentDetail> {
-    let scope = RunScope::for_member(&ctx.db, caller.user_id, run_id).await?;
+    let scope = super::member_scope(ctx, caller, run_id).await?;
     let run = runs::get(&ctx.db, &scope).await?;
     environments::page_detail(&ctx.db, &scope, env_id, run.name).await
 }
@@ -234,7 +234,7 @@ pub async fn teams(ctx: &Ctx, caller: &Caller) -> ServiceResult<TeamsData> {
     let db = &ctx.db;
     let mut out = Vec::new();
     for t in super::teams::teams_of(db, caller.user_id).await? {
-        let scope = TeamScope::for_member(db, caller.user_id, t.id).await?;
+        let scope = super::teams::member_team(ctx, caller, t.id).await?;
         let members = super::teams::members(db, &scope).await?;
         let projects = super::teams::projects(db, &scope)
             .await?
