@@ -25,6 +25,18 @@ pub struct UserRecord {
     pub created_at: String,
 }
 
+impl From<UserRecord> for UserDto {
+    /// What a page shows of an account: the API's record without the administrator flag and
+    /// the creation time.
+    fn from(u: UserRecord) -> Self {
+        UserDto {
+            id: u.id,
+            email: u.email,
+            display_name: u.display_name,
+        }
+    }
+}
+
 /// Who is looking at the page: the user and the CSRF token that the page's POST forms carry
 /// (the backend turns the form field into the header its API checks).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +64,27 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
+    /// The runs list's row of a run: its record with the project's name, the number of steps
+    /// it will take (the backend reads it from the progress or the config) and the latest key
+    /// metrics; the creation time to the whole second.
+    pub fn of(
+        r: &RunRecord,
+        project: String,
+        total_steps: u64,
+        key_metrics: BTreeMap<String, f64>,
+    ) -> Self {
+        RunSummary {
+            id: r.id,
+            name: r.name.clone(),
+            project,
+            status: r.status,
+            step: u64::try_from(r.progress_step).unwrap_or(0),
+            total_steps,
+            created_at: whole_seconds(&r.created_at),
+            key_metrics,
+        }
+    }
+
     /// Progress in [0, 1]; 0 when the total is unknown.
     pub fn progress(&self) -> f64 {
         if self.total_steps == 0 {
@@ -138,6 +171,29 @@ pub struct RunDetail {
     pub log_tail: Vec<LogLine>,
     /// Whether the viewer may cancel or resume (editors and owners).
     pub can_control: bool,
+}
+
+impl RunDetail {
+    /// The run page's header: its record's settings and state, an empty phase or message
+    /// shown as none.
+    pub fn of(
+        r: RunRecord,
+        summary: RunSummary,
+        log_tail: Vec<LogLine>,
+        can_control: bool,
+    ) -> Self {
+        RunDetail {
+            summary,
+            config: r.config,
+            executor: r.executor,
+            seed: r.seed,
+            code_version: r.code_version,
+            phase: r.phase.filter(|p| !p.is_empty()),
+            message: r.status_message.filter(|m| !m.is_empty()),
+            log_tail,
+            can_control,
+        }
+    }
 }
 
 /// One metric of one run over time.
@@ -867,6 +923,60 @@ mod tests {
         assert_eq!(
             whole_seconds("2026-12-04T10:00:00.5+01:00"),
             "2026-12-04T10:00:00+01:00"
+        );
+    }
+
+    /// The runs list, the run page and the signed-in user are views of the API's records:
+    /// whole seconds, empty phase and message as none, never the admin flag.
+    #[test]
+    fn page_views_derive_from_the_api_records() {
+        let record = RunRecord {
+            id: 7,
+            project_id: 2,
+            name: "r".into(),
+            config: serde_json::json!({"run": {"steps": 9}}),
+            status: RunStatus::Running,
+            executor: "ray".into(),
+            seed: 3,
+            code_version: "abc".into(),
+            progress_step: 4,
+            progress_total: 9,
+            phase: Some(String::new()),
+            status_message: Some("cancelled by ann".into()),
+            created_by: Some(1),
+            created_at: "2026-12-04T10:00:00.25Z".into(),
+            updated_at: "2026-12-04T10:01:00Z".into(),
+            started_at: None,
+            finished_at: None,
+        };
+        let metrics = BTreeMap::from([("regret_mean".to_owned(), 0.5)]);
+        let summary = RunSummary::of(&record, "p".into(), 9, metrics.clone());
+        assert_eq!(
+            (
+                summary.id,
+                summary.step,
+                summary.total_steps,
+                summary.status
+            ),
+            (7, 4, 9, RunStatus::Running)
+        );
+        assert_eq!(summary.created_at, "2026-12-04T10:00:00Z");
+        assert_eq!(summary.key_metrics, metrics);
+        let detail = RunDetail::of(record, summary.clone(), Vec::new(), true);
+        assert_eq!(detail.summary, summary);
+        assert_eq!((detail.executor.as_str(), detail.seed), ("ray", 3));
+        assert_eq!(detail.phase, None);
+        assert_eq!(detail.message.as_deref(), Some("cancelled by ann"));
+        let user = UserDto::from(UserRecord {
+            id: 1,
+            email: "ann@example.com".into(),
+            display_name: "Ann".into(),
+            is_admin: true,
+            created_at: "2026-12-04T10:00:00Z".into(),
+        });
+        assert_eq!(
+            (user.id, user.email.as_str(), user.display_name.as_str()),
+            (1, "ann@example.com", "Ann")
         );
     }
 

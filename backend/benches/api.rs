@@ -245,22 +245,14 @@ async fn main() -> anyhow::Result<()> {
     let mut seq = 0u64;
     let mut pending: Vec<Envelope> = Vec::with_capacity(500);
     for i in 0..args.envs {
+        let status = if i % 5 == 0 {
+            EnvStatus::Rejected
+        } else {
+            EnvStatus::Accepted
+        };
         let msg = Message::Environment {
             record: EnvironmentRecord {
-                env_id: format!("env-{i}"),
-                step: i * steps.max(1) / args.envs.max(1),
-                skill: SKILLS[(i % 12) as usize].into(),
-                kind: EnvKind::Game,
-                status: if i % 5 == 0 {
-                    EnvStatus::Rejected
-                } else {
-                    EnvStatus::Accepted
-                },
                 rejection_reason: (i % 5 == 0).then(|| "not_solvable".into()),
-                rejection_message: None,
-                code: format!(
-                    "class Env{i}:\n    def reset(self, seed):\n        return 'obs', {{}}\n"
-                ),
                 hint: Some("try the smallest move first".into()),
                 parent_env_id: (i > 0).then(|| format!("env-{}", i / 2)),
                 regret: Some((i % 100) as f64 / 100.0),
@@ -268,7 +260,16 @@ async fn main() -> anyhow::Result<()> {
                 win_rate_no_hint: Some(0.3),
                 designer_reward: Some(0.4),
                 reward_levels: Some(3),
-                attempts: 1,
+                ..EnvironmentRecord::new(
+                    format!("env-{i}"),
+                    i * steps.max(1) / args.envs.max(1),
+                    SKILLS[(i % 12) as usize],
+                    EnvKind::Game,
+                    status,
+                    format!(
+                        "class Env{i}:\n    def reset(self, seed):\n        return 'obs', {{}}\n"
+                    ),
+                )
             },
         };
         pending.push(Envelope::at(run.to_string(), seq, 0, msg));

@@ -96,11 +96,7 @@ impl DashboardData for Dashboard {
         Box::pin(async move {
             Ok(self.auth(req).await.map(|a| dto::Viewer {
                 csrf: self.state.auth.signer.csrf_token(a.session_id),
-                user: dto::UserDto {
-                    id: a.user.id,
-                    email: a.user.email.clone(),
-                    display_name: a.user.display_name.clone(),
-                },
+                user: crate::auth::routes::account(&a.user).into(),
             }))
         })
     }

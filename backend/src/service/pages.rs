@@ -55,7 +55,7 @@ pub async fn run(
             })
             .collect(),
     };
-    let mut run = run_detail(&r, summary, log_tail, scope.can_edit());
+    let mut run = dto::RunDetail::of(super::runs::record(&r), summary, log_tail, scope.can_edit());
     if run.phase.is_none() && run.summary.status.is_active() {
         run.phase = warm_start_phase(&run.log_tail);
     }
@@ -277,33 +277,13 @@ pub async fn shared(ctx: &Ctx, token: &str) -> ServiceResult<SharedRunData> {
     };
     let envs = environments::page(db, &scope, query).await?.items;
     Ok(SharedRunData {
-        run: run_detail(&r, summary, Vec::new(), false),
+        run: dto::RunDetail::of(super::runs::record(&r), summary, Vec::new(), false),
         metrics,
         environments: envs
             .iter()
             .map(|e| environments::summary(e, r.id))
             .collect(),
     })
-}
-
-/// A run's row as its page shows it.
-fn run_detail(
-    r: &runs::Run,
-    summary: dto::RunSummary,
-    log_tail: Vec<dto::LogLine>,
-    can_control: bool,
-) -> dto::RunDetail {
-    dto::RunDetail {
-        summary,
-        config: r.config.clone(),
-        executor: r.executor.clone(),
-        seed: r.seed,
-        code_version: r.code_version.clone(),
-        phase: r.phase.clone().filter(|p| !p.is_empty()),
-        message: r.status_message.clone().filter(|m| !m.is_empty()),
-        log_tail,
-        can_control,
-    }
 }
 
 /// The last lines of the run's job output (the worker's stdout and stderr: warm-start epochs,

@@ -154,18 +154,8 @@ pub async fn summary(
 }
 
 fn summary_of(r: &Run, project: String, key_metrics: BTreeMap<String, f64>) -> dto::RunSummary {
-    dto::RunSummary {
-        id: r.id,
-        name: r.name.clone(),
-        project,
-        status: r.status,
-        step: u64::try_from(r.progress_step).unwrap_or(0),
-        total_steps: crate::events::total_steps(r),
-        created_at: r
-            .created_at
-            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        key_metrics,
-    }
+    let total_steps = crate::events::total_steps(r);
+    dto::RunSummary::of(&record(r), project, total_steps, key_metrics)
 }
 
 /// The run `scope` names, as stored.

@@ -582,22 +582,14 @@ async fn only_editors_can_mark_an_environment(pool: PgPool) -> TestResult {
     let worker = Cred::Bearer(token);
     let record = spade::report::Message::Environment {
         record: spade::report::EnvironmentRecord {
-            env_id: "e1".into(),
-            step: 0,
-            skill: "Optimization".into(),
-            kind: spade::EnvKind::Game,
-            status: spade::report::EnvStatus::Accepted,
-            rejection_reason: None,
-            rejection_message: None,
-            code: "class E: pass".into(),
-            hint: None,
-            parent_env_id: None,
-            regret: None,
-            win_rate_hint: None,
-            win_rate_no_hint: None,
-            designer_reward: None,
-            reward_levels: None,
-            attempts: 1,
+            ..spade::report::EnvironmentRecord::new(
+                "e1",
+                0,
+                "Optimization",
+                spade::EnvKind::Game,
+                spade::report::EnvStatus::Accepted,
+                "class E: pass",
+            )
         },
     };
     let r = app

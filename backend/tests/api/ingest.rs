@@ -41,22 +41,20 @@ pub async fn fixture_with(app: TestApp) -> Fixture {
 fn env(id: &str, step: u64, skill: &str, parent: Option<&str>, regret: f64) -> Message {
     Message::Environment {
         record: EnvironmentRecord {
-            env_id: id.into(),
-            step,
-            skill: skill.into(),
-            kind: EnvKind::Game,
-            status: EnvStatus::Accepted,
-            rejection_reason: None,
-            rejection_message: None,
-            code: format!("class Env_{id}: pass"),
             hint: Some("think first".into()),
             parent_env_id: parent.map(Into::into),
             regret: Some(regret),
             win_rate_hint: Some(0.5),
             win_rate_no_hint: Some(0.25),
-            designer_reward: None,
             reward_levels: Some(3),
-            attempts: 1,
+            ..EnvironmentRecord::new(
+                id,
+                step,
+                skill,
+                EnvKind::Game,
+                EnvStatus::Accepted,
+                format!("class Env_{id}: pass"),
+            )
         },
     }
 }

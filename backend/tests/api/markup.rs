@@ -93,22 +93,19 @@ async fn script_in_every_name_stays_text_on_every_page(pool: PgPool) -> TestResu
         .to_owned();
     let env_id = "e<script>window.__pwned=1</script><img src=x onerror=alert(1)>";
     let record = EnvironmentRecord {
-        env_id: env_id.into(),
-        step: 1,
-        skill: PAYLOAD.into(),
-        kind: EnvKind::Game,
-        status: EnvStatus::Accepted,
-        rejection_reason: None,
-        rejection_message: None,
-        code: format!("# {PAYLOAD}\nclass Env:\n    s = \"{PAYLOAD}\"\n"),
         hint: Some(PAYLOAD.into()),
-        parent_env_id: None,
         regret: Some(0.5),
         win_rate_hint: Some(0.75),
         win_rate_no_hint: Some(0.25),
-        designer_reward: None,
         reward_levels: Some(2),
-        attempts: 1,
+        ..EnvironmentRecord::new(
+            env_id,
+            1,
+            PAYLOAD,
+            EnvKind::Game,
+            EnvStatus::Accepted,
+            format!("# {PAYLOAD}\nclass Env:\n    s = \"{PAYLOAD}\"\n"),
+        )
     };
     let envelopes = vec![Envelope::at(
         run.to_string(),

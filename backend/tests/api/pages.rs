@@ -88,22 +88,17 @@ async fn a_spice_runs_tasks_render_on_the_environment_and_run_pages(
     let task = spade::spice::cloze_task(&corpus.documents()[0].text, 5, true)
         .ok_or("a task from the corpus")?;
     let record = EnvironmentRecord {
-        env_id: "spice-s0-d0".into(),
-        step: 0,
-        skill: spade::spice::skill(&task).into(),
-        kind: spade::EnvKind::Game,
-        status: EnvStatus::Accepted,
-        rejection_reason: None,
-        rejection_message: None,
-        code: task.describe("the excerpt the challenger read"),
-        hint: None,
-        parent_env_id: None,
-        regret: None,
-        win_rate_hint: None,
         win_rate_no_hint: Some(0.5),
         designer_reward: Some(1.0),
-        reward_levels: None,
         attempts: 2,
+        ..EnvironmentRecord::new(
+            "spice-s0-d0",
+            0,
+            spade::spice::skill(&task),
+            spade::EnvKind::Game,
+            EnvStatus::Accepted,
+            task.describe("the excerpt the challenger read"),
+        )
     };
     let play = |won: bool| PlayRecord {
         env_id: "spice-s0-d0".into(),

@@ -14,32 +14,32 @@ use std::time::Instant;
 use tower::ServiceExt;
 
 pub fn env(i: u64) -> Message {
+    let skill = if i.is_multiple_of(2) {
+        "Logical Deduction"
+    } else {
+        "Optimization"
+    };
+    let status = if i.is_multiple_of(7) {
+        EnvStatus::Rejected
+    } else {
+        EnvStatus::Accepted
+    };
     Message::Environment {
         record: EnvironmentRecord {
-            env_id: format!("e{i}"),
-            step: i / 10,
-            skill: if i.is_multiple_of(2) {
-                "Logical Deduction".into()
-            } else {
-                "Optimization".into()
-            },
-            kind: EnvKind::Game,
-            status: if i.is_multiple_of(7) {
-                EnvStatus::Rejected
-            } else {
-                EnvStatus::Accepted
-            },
-            rejection_reason: None,
-            rejection_message: None,
-            code: format!("class Env{i}:\n    pass\n"),
             hint: Some("think".into()),
-            parent_env_id: None,
             regret: Some((i % 10) as f64 / 10.0),
             win_rate_hint: Some(1.0),
             win_rate_no_hint: Some((i % 5) as f64 / 4.0),
             designer_reward: Some(0.1),
             reward_levels: Some(2),
-            attempts: 1,
+            ..EnvironmentRecord::new(
+                format!("e{i}"),
+                i / 10,
+                skill,
+                EnvKind::Game,
+                status,
+                format!("class Env{i}:\n    pass\n"),
+            )
         },
     }
 }

@@ -199,22 +199,14 @@ async fn vllm_paths_and_urls_outside_what_is_allowed_are_refused_at_run_creation
 fn env(id: &str) -> Message {
     Message::Environment {
         record: EnvironmentRecord {
-            env_id: id.into(),
-            step: 0,
-            skill: "arithmetic".into(),
-            kind: EnvKind::Game,
-            status: EnvStatus::Accepted,
-            rejection_reason: None,
-            rejection_message: None,
-            code: "class Env: pass".into(),
-            hint: None,
-            parent_env_id: None,
-            regret: None,
-            win_rate_hint: None,
-            win_rate_no_hint: None,
-            designer_reward: None,
-            reward_levels: None,
-            attempts: 1,
+            ..EnvironmentRecord::new(
+                id,
+                0,
+                "arithmetic",
+                EnvKind::Game,
+                EnvStatus::Accepted,
+                "class Env: pass",
+            )
         },
     }
 }

@@ -26,22 +26,14 @@ fn text(o: &Output) -> String {
 
 fn record(id: &str, step: u64, status: EnvStatus) -> EnvironmentRecord {
     EnvironmentRecord {
-        env_id: id.into(),
-        step,
-        skill: "Optimization".into(),
-        kind: EnvKind::Game,
-        status,
-        rejection_reason: None,
-        rejection_message: None,
-        code: format!("\"\"\"Skill: Optimization. {id}\"\"\"\n"),
-        hint: None,
-        parent_env_id: None,
-        regret: None,
-        win_rate_hint: None,
-        win_rate_no_hint: None,
-        designer_reward: None,
-        reward_levels: None,
-        attempts: 1,
+        ..EnvironmentRecord::new(
+            id,
+            step,
+            "Optimization",
+            EnvKind::Game,
+            status,
+            format!("\"\"\"Skill: Optimization. {id}\"\"\"\n"),
+        )
     }
 }
 

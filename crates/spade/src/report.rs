@@ -248,6 +248,39 @@ pub struct EnvironmentRecord {
     pub attempts: u32,
 }
 
+impl EnvironmentRecord {
+    /// A record of what the designer wrote and nothing measured yet: no rejection, hint,
+    /// parent or score, one attempt. Callers set what they know on top with `..new(..)`, so a
+    /// field added here has one default instead of one per literal.
+    pub fn new(
+        env_id: impl Into<String>,
+        step: u64,
+        skill: impl Into<String>,
+        kind: EnvKind,
+        status: EnvStatus,
+        code: impl Into<String>,
+    ) -> Self {
+        EnvironmentRecord {
+            env_id: env_id.into(),
+            step,
+            skill: skill.into(),
+            kind,
+            status,
+            rejection_reason: None,
+            rejection_message: None,
+            code: code.into(),
+            hint: None,
+            parent_env_id: None,
+            regret: None,
+            win_rate_hint: None,
+            win_rate_no_hint: None,
+            designer_reward: None,
+            reward_levels: None,
+            attempts: 1,
+        }
+    }
+}
+
 /// Speaker of one turn of a transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -5,22 +5,21 @@ use serde_json::json;
 
 fn record() -> EnvironmentRecord {
     EnvironmentRecord {
-        env_id: "r1-e7".into(),
-        step: 4,
-        skill: "Logical Deduction".into(),
-        kind: EnvKind::ToolUse,
-        status: EnvStatus::Rejected,
         rejection_reason: Some("not_solvable".into()),
         rejection_message: Some("solution() did not win within 25 turns".into()),
-        code: "class KnightsEnv:\n    pass\n".into(),
-        hint: None,
         parent_env_id: Some("r1-e2".into()),
-        regret: None,
         win_rate_hint: Some(0.5),
-        win_rate_no_hint: None,
         designer_reward: Some(-0.5),
         reward_levels: Some(3),
         attempts: 8,
+        ..EnvironmentRecord::new(
+            "r1-e7",
+            4,
+            "Logical Deduction",
+            EnvKind::ToolUse,
+            EnvStatus::Rejected,
+            "class KnightsEnv:\n    pass\n",
+        )
     }
 }
 

@@ -133,22 +133,15 @@ fn a_run_directory_gives_its_environments_with_scores_and_broken_status() -> Res
     use crate::sink::{FileSink, Sink};
     let tmp = tempfile::tempdir()?;
     let record = |id: &str| EnvironmentRecord {
-        env_id: id.into(),
-        step: 0,
-        skill: "Logical Deduction".into(),
-        kind: EnvKind::Game,
-        status: EnvStatus::Accepted,
-        rejection_reason: None,
-        rejection_message: None,
-        code: GAME.into(),
         hint: Some("h".into()),
-        parent_env_id: None,
-        regret: None,
-        win_rate_hint: None,
-        win_rate_no_hint: None,
-        designer_reward: None,
-        reward_levels: None,
-        attempts: 1,
+        ..EnvironmentRecord::new(
+            id,
+            0,
+            "Logical Deduction",
+            EnvKind::Game,
+            EnvStatus::Accepted,
+            GAME,
+        )
     };
     let msgs = vec![
         Message::RunStarted {

@@ -218,28 +218,26 @@ pub(super) fn regenerate(
     }
     for (slot, list) in attempts.iter().enumerate() {
         for (i, a) in list.iter().enumerate() {
+            let status = if a.accepted {
+                EnvStatus::Accepted
+            } else {
+                EnvStatus::Rejected
+            };
             messages.push(Message::Environment {
                 record: EnvironmentRecord {
-                    env_id: a.env_id.clone(),
-                    step,
-                    skill: slots[slot].skill.clone(),
-                    kind,
-                    status: if a.accepted {
-                        EnvStatus::Accepted
-                    } else {
-                        EnvStatus::Rejected
-                    },
                     rejection_reason: a.rejection_reason.clone(),
                     rejection_message: a.rejection_message.clone(),
-                    code: a.code.clone(),
                     hint: hints_by_id.get(&a.env_id).cloned(),
                     parent_env_id: parents.get(&slot).cloned(),
-                    regret: None,
-                    win_rate_hint: None,
-                    win_rate_no_hint: None,
-                    designer_reward: None,
-                    reward_levels: None,
                     attempts: i as u32 + 1,
+                    ..EnvironmentRecord::new(
+                        a.env_id.clone(),
+                        step,
+                        slots[slot].skill.clone(),
+                        kind,
+                        status,
+                        a.code.clone(),
+                    )
                 },
             });
         }

@@ -106,23 +106,16 @@ impl Loop<'_> {
             .iter()
             .map(|env| Message::Environment {
                 record: spade::report::EnvironmentRecord {
-                    env_id: env.env_id.clone(),
-                    step: 0,
-                    skill: env.skill.clone(),
-                    kind: env.kind,
-                    status: spade::report::EnvStatus::Accepted,
-                    rejection_reason: None,
-                    rejection_message: None,
-                    code: env.code.clone(),
-                    // Fixed pools play without hints (see `generate::load_fixed_pool`).
-                    hint: None,
-                    parent_env_id: None,
-                    regret: None,
-                    win_rate_hint: None,
-                    win_rate_no_hint: None,
-                    designer_reward: None,
-                    reward_levels: None,
+                    // No hint: fixed pools play without them (see `generate::load_fixed_pool`).
                     attempts: 0,
+                    ..spade::report::EnvironmentRecord::new(
+                        env.env_id.clone(),
+                        0,
+                        env.skill.clone(),
+                        env.kind,
+                        spade::report::EnvStatus::Accepted,
+                        env.code.clone(),
+                    )
                 },
             })
             .collect();

@@ -229,22 +229,17 @@ pub(super) fn step(lp: &mut Loop<'_>) -> Result<Step, WorkerError> {
             });
         }
         records.push(EnvironmentRecord {
-            env_id,
-            step,
-            skill: spice::skill(task).into(),
-            kind: spade::EnvKind::Game,
-            status: EnvStatus::Accepted,
-            rejection_reason: None,
-            rejection_message: None,
-            code: task.describe(&docs[i].excerpt),
-            hint: None,
-            parent_env_id: None,
-            regret: None,
-            win_rate_hint: None,
             win_rate_no_hint: Some(pass),
             designer_reward: Some(reward),
-            reward_levels: None,
             attempts: docs[i].attempts.len() as u32,
+            ..EnvironmentRecord::new(
+                env_id,
+                step,
+                spice::skill(task),
+                spade::EnvKind::Game,
+                EnvStatus::Accepted,
+                task.describe(&docs[i].excerpt),
+            )
         });
     }
     for (i, d) in docs.iter().enumerate() {
@@ -261,22 +256,18 @@ pub(super) fn step(lp: &mut Loop<'_>) -> Result<Step, WorkerError> {
             .map(ToString::to_string)
             .unwrap_or_default();
         records.push(EnvironmentRecord {
-            env_id: task_id(step, i),
-            step,
-            skill: spice::skill_of_format(d.multiple_choice).into(),
-            kind: spade::EnvKind::Game,
-            status: EnvStatus::Rejected,
             rejection_reason: Some("invalid_task".into()),
             rejection_message: Some(why),
-            code: last.completion.text.clone().unwrap_or_default(),
-            hint: None,
-            parent_env_id: None,
-            regret: None,
-            win_rate_hint: None,
-            win_rate_no_hint: None,
             designer_reward: Some(cfg.spice.invalid_reward),
-            reward_levels: None,
             attempts: d.attempts.len() as u32,
+            ..EnvironmentRecord::new(
+                task_id(step, i),
+                step,
+                spice::skill_of_format(d.multiple_choice),
+                spade::EnvKind::Game,
+                EnvStatus::Rejected,
+                last.completion.text.clone().unwrap_or_default(),
+            )
         });
     }
 

@@ -24,22 +24,15 @@ const BROKEN: &str =
 
 fn record(env_id: &str, step: u64, code: &str) -> EnvironmentRecord {
     EnvironmentRecord {
-        env_id: env_id.into(),
-        step,
-        skill: "Pattern Recognition".into(),
-        kind: EnvKind::Game,
-        status: EnvStatus::Accepted,
-        rejection_reason: None,
-        rejection_message: None,
-        code: code.into(),
         hint: Some("count the doors".into()),
-        parent_env_id: None,
-        regret: None,
-        win_rate_hint: None,
-        win_rate_no_hint: None,
-        designer_reward: None,
-        reward_levels: None,
-        attempts: 1,
+        ..EnvironmentRecord::new(
+            env_id,
+            step,
+            "Pattern Recognition",
+            EnvKind::Game,
+            EnvStatus::Accepted,
+            code,
+        )
     }
 }
 
