@@ -280,6 +280,27 @@ pub struct EnvironmentSummary {
     pub title: String,
 }
 
+impl EnvironmentSummary {
+    /// The browser's row of an environment: its API record in run `run_id`, with the members'
+    /// verdicts.
+    pub fn of(e: &EnvRecord, run_id: i64, verdicts: Vec<String>) -> Self {
+        EnvironmentSummary {
+            env_id: e.env_id.clone(),
+            run_id,
+            step: u64::try_from(e.step).unwrap_or(0),
+            skill: e.skill.clone(),
+            kind: e.kind,
+            status: e.status,
+            rejection_reason: e.rejection_reason.clone(),
+            regret: e.regret,
+            win_rate_hint: e.win_rate_hint,
+            win_rate_no_hint: e.win_rate_no_hint,
+            verdicts,
+            title: e.title.clone(),
+        }
+    }
+}
+
 /// An environment as the JSON API lists it: the stored summary row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EnvRecord {
@@ -349,6 +370,19 @@ pub struct PlayDto {
     pub transcript: Vec<TurnDto>,
 }
 
+impl From<PlayRecord> for PlayDto {
+    fn from(p: PlayRecord) -> Self {
+        PlayDto {
+            with_hint: p.with_hint,
+            episode_return: p.episode_return,
+            won: p.won,
+            turns: u32::try_from(p.turns).unwrap_or(0),
+            // Stored as the worker sent it, [{role, content}, ...]; anything else shows no turns.
+            transcript: serde_json::from_value(p.transcript).unwrap_or_default(),
+        }
+    }
+}
+
 /// The memory environment an environment was derived from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParentEnvironment {
@@ -375,6 +409,47 @@ pub struct EnvironmentDetail {
     /// The viewer may mark it (editors and owners).
     #[serde(default)]
     pub can_review: bool,
+}
+
+impl EnvironmentDetail {
+    /// The environment page: the API's record of environment `d` in run `run_id` (called
+    /// `run_name`), with its parent's code for the diff (the API lists the parent without it)
+    /// and whether the viewer may review; times to the whole second.
+    pub fn of(
+        d: EnvRecordDetail,
+        run_id: i64,
+        run_name: String,
+        parent_code: Option<String>,
+        can_review: bool,
+    ) -> Self {
+        EnvironmentDetail {
+            summary: EnvironmentSummary::of(&d.summary, run_id, Vec::new()),
+            run_name,
+            code: d.code,
+            hint: d.hint,
+            rejection_message: d.rejection_message,
+            designer_reward: d.summary.designer_reward,
+            reward_levels: d.summary.reward_levels.and_then(|v| u32::try_from(v).ok()),
+            attempts: u32::try_from(d.attempts).unwrap_or(0),
+            parent: d
+                .parent
+                .zip(parent_code)
+                .map(|(p, code)| ParentEnvironment {
+                    env_id: p.env_id,
+                    code,
+                }),
+            plays: d.plays.into_iter().map(PlayDto::from).collect(),
+            reviews: d
+                .reviews
+                .into_iter()
+                .map(|r| ReviewDto {
+                    updated_at: whole_seconds(&r.updated_at),
+                    ..r
+                })
+                .collect(),
+            can_review,
+        }
+    }
 }
 
 /// One member's review mark on an environment.
@@ -978,6 +1053,68 @@ mod tests {
             (user.id, user.email.as_str(), user.display_name.as_str()),
             (1, "ann@example.com", "Ann")
         );
+    }
+
+    /// The environment page is a view of the API's record: whole-second review times, the
+    /// parent with the code it was given, transcripts read from the stored JSON.
+    #[test]
+    fn the_environment_page_derives_from_the_api_record() {
+        let summary = |env_id: &str| EnvRecord {
+            id: 1,
+            env_id: env_id.into(),
+            step: 2,
+            skill: "Optimization".into(),
+            kind: EnvKind::Game,
+            status: EnvStatus::Accepted,
+            rejection_reason: None,
+            parent_env_id: None,
+            regret: Some(0.5),
+            win_rate_hint: Some(1.0),
+            win_rate_no_hint: Some(0.5),
+            designer_reward: Some(0.25),
+            reward_levels: Some(-1),
+            title: "t".into(),
+        };
+        let record = EnvRecordDetail {
+            summary: summary("e2"),
+            rejection_message: None,
+            code: "class E: pass".into(),
+            hint: Some("h".into()),
+            attempts: 3,
+            created_at: "2026-12-04T10:00:00.5Z".into(),
+            plays: vec![PlayRecord {
+                id: 9,
+                env_id: "e2".into(),
+                step: 2,
+                with_hint: true,
+                episode_return: 1.0,
+                won: true,
+                turns: 1,
+                transcript: serde_json::json!([{"role": "user", "content": "obs"}]),
+            }],
+            parent: Some(summary("e1")),
+            reviews: vec![ReviewDto {
+                reviewer: "ann".into(),
+                verdict: "good".into(),
+                comment: String::new(),
+                updated_at: "2026-12-04T10:00:00.123Z".into(),
+            }],
+        };
+        let page = EnvironmentDetail::of(record, 7, "run".into(), Some("old".into()), true);
+        assert_eq!((page.summary.run_id, page.summary.step), (7, 2));
+        assert_eq!((page.attempts, page.designer_reward), (3, Some(0.25)));
+        // A negative level count cannot be shown as one.
+        assert_eq!(page.reward_levels, None);
+        assert_eq!(
+            page.parent,
+            Some(ParentEnvironment {
+                env_id: "e1".into(),
+                code: "old".into()
+            })
+        );
+        assert_eq!(page.plays[0].transcript[0].content, "obs");
+        assert_eq!(page.reviews[0].updated_at, "2026-12-04T10:00:00Z");
+        assert!(page.can_review);
     }
 
     /// What the server writes is what the page reads: every event's `type` is its SSE name and

@@ -171,9 +171,9 @@ pub async fn summaries(
         items: p
             .items
             .iter()
-            .map(|e| dto::EnvironmentSummary {
-                verdicts: verdicts.remove(&e.id).unwrap_or_default(),
-                ..summary(e, scope.run_id())
+            .map(|e| {
+                let verdicts = verdicts.remove(&e.id).unwrap_or_default();
+                dto::EnvironmentSummary::of(&record(e), scope.run_id(), verdicts)
             })
             .collect(),
         next_cursor: p.next_cursor,
@@ -218,9 +218,36 @@ pub async fn record_detail(
     scope: &RunScope,
     env_id: &str,
 ) -> ServiceResult<dto::EnvRecordDetail> {
-    let d = detail(db, scope, env_id).await?;
+    Ok(record_with_parent_code(detail(db, scope, env_id).await?).0)
+}
+
+/// One environment as its page shows it (`run_name`: the run's, for the heading): a view of
+/// the API's record.
+pub async fn page_detail(
+    db: &Pool,
+    scope: &RunScope,
+    env_id: &str,
+    run_name: String,
+) -> ServiceResult<dto::EnvironmentDetail> {
+    let (record, parent_code) = record_with_parent_code(detail(db, scope, env_id).await?);
+    Ok(dto::EnvironmentDetail::of(
+        record,
+        scope.run_id(),
+        run_name,
+        parent_code,
+        scope.can_edit(),
+    ))
+}
+
+/// The API's record of an environment, and its parent's code, which the record leaves out and
+/// the page diffs against.
+fn record_with_parent_code(d: EnvWithContext) -> (dto::EnvRecordDetail, Option<String>) {
     let e = d.env;
-    Ok(dto::EnvRecordDetail {
+    let (parent, parent_code) = match d.parent {
+        Some(p) => (Some(record(&p.summary)), Some(p.code)),
+        None => (None, None),
+    };
+    let record = dto::EnvRecordDetail {
         summary: record(&e.summary),
         rejection_message: e.rejection_message,
         code: e.code,
@@ -241,53 +268,10 @@ pub async fn record_detail(
                 transcript: p.transcript,
             })
             .collect(),
-        parent: d.parent.map(|p| record(&p.summary)),
-        reviews: d.reviews.into_iter().map(|r| review(r, AUTO_SI)).collect(),
-    })
-}
-
-/// One environment as its page shows it (`run_name`: the run's, for the heading).
-pub async fn page_detail(
-    db: &Pool,
-    scope: &RunScope,
-    env_id: &str,
-    run_name: String,
-) -> ServiceResult<dto::EnvironmentDetail> {
-    let d = detail(db, scope, env_id).await?;
-    let e = d.env;
-    let plays = d
-        .plays
-        .into_iter()
-        .map(|p| dto::PlayDto {
-            with_hint: p.with_hint,
-            episode_return: p.episode_return,
-            won: p.won,
-            turns: u32::try_from(p.turns).unwrap_or(0),
-            // Transcripts are stored as the worker sent them: [{role, content}, ...].
-            transcript: serde_json::from_value(p.transcript).unwrap_or_default(),
-        })
-        .collect();
-    Ok(dto::EnvironmentDetail {
-        summary: summary(&e.summary, scope.run_id()),
-        run_name,
-        code: e.code,
-        hint: e.hint,
-        rejection_message: e.rejection_message,
-        designer_reward: e.summary.designer_reward,
-        reward_levels: e.summary.reward_levels.and_then(|v| u32::try_from(v).ok()),
-        attempts: u32::try_from(e.attempts).unwrap_or(0),
-        parent: d.parent.map(|p| dto::ParentEnvironment {
-            env_id: p.summary.env_id,
-            code: p.code,
-        }),
-        plays,
-        reviews: d
-            .reviews
-            .into_iter()
-            .map(|r| review(r, chrono::SecondsFormat::Secs))
-            .collect(),
-        can_review: scope.can_edit(),
-    })
+        parent,
+        reviews: d.reviews.into_iter().map(review_record).collect(),
+    };
+    (record, parent_code)
 }
 
 /// The API's times: what chrono's own serializer writes (the fraction of a second the database
@@ -300,15 +284,11 @@ fn time(t: &chrono::DateTime<chrono::Utc>) -> String {
 
 /// A review mark as the API returns it.
 pub fn review_record(r: Review) -> dto::ReviewDto {
-    review(r, AUTO_SI)
-}
-
-fn review(r: Review, format: chrono::SecondsFormat) -> dto::ReviewDto {
     dto::ReviewDto {
         reviewer: r.reviewer,
         verdict: r.verdict.as_str().to_owned(),
         comment: r.comment,
-        updated_at: r.updated_at.to_rfc3339_opts(format, true),
+        updated_at: time(&r.updated_at),
     }
 }
 
@@ -328,24 +308,6 @@ pub fn record(e: &EnvSummary) -> dto::EnvRecord {
         win_rate_no_hint: e.win_rate_no_hint,
         designer_reward: e.designer_reward,
         reward_levels: e.reward_levels,
-        title: e.title.clone(),
-    }
-}
-
-/// A row of the environment browser (without its verdicts).
-pub fn summary(e: &EnvSummary, run_id: i64) -> dto::EnvironmentSummary {
-    dto::EnvironmentSummary {
-        env_id: e.env_id.clone(),
-        run_id,
-        step: u64::try_from(e.step).unwrap_or(0),
-        skill: e.skill.clone(),
-        kind: e.kind,
-        status: e.status,
-        rejection_reason: e.rejection_reason.clone(),
-        regret: e.regret,
-        win_rate_hint: e.win_rate_hint,
-        win_rate_no_hint: e.win_rate_no_hint,
-        verdicts: vec![],
         title: e.title.clone(),
     }
 }

@@ -281,7 +281,7 @@ pub async fn shared(ctx: &Ctx, token: &str) -> ServiceResult<SharedRunData> {
         metrics,
         environments: envs
             .iter()
-            .map(|e| environments::summary(e, r.id))
+            .map(|e| dto::EnvironmentSummary::of(&environments::record(e), r.id, Vec::new()))
             .collect(),
     })
 }
