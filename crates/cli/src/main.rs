@@ -3,6 +3,7 @@
 mod env_cmd;
 mod env_export;
 mod eval_cmd;
+mod generate_bench;
 mod model_bench;
 mod model_cmd;
 mod rollout_bench;

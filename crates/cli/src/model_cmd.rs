@@ -1,4 +1,4 @@
-//! `spade model init | import | forward | generate | bench`: create (from a preset or a GGUF
+//! `spade model init | import | forward | generate | bench*`: create (from a preset or a GGUF
 //! file), inspect and sample from policy checkpoints (Hugging Face layout), and time a training
 //! step of a random-init Qwen3 shape (`model_bench`). Errors are usage errors (exit 2) with the
 //! library's precise message.
@@ -86,6 +86,10 @@ pub enum ModelCommand {
     /// environments, random weights) on the batch sampler and on the engine, side by side, or
     /// on the engine and vLLM servers (`--path engine-vllm`, with a weight-sync time).
     BenchRollout(crate::rollout_bench::RolloutBenchArgs),
+    /// Time greedy decoding of a real checkpoint (SmolLM2-135M-Instruct by default) through the
+    /// engine at each --batch size, in tokens per second (scripts/policy/bench-generate puts
+    /// transformers' `generate` beside it).
+    BenchGenerate(crate::generate_bench::GenerateBenchArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -129,6 +133,7 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<ExitCode> {
         }
         ModelCommand::Bench(args) => crate::model_bench::run(&args),
         ModelCommand::BenchRollout(args) => crate::rollout_bench::run(&args),
+        ModelCommand::BenchGenerate(args) => crate::generate_bench::run(&args),
     }?;
     Ok(ExitCode::SUCCESS)
 }

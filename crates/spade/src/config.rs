@@ -19,7 +19,9 @@ mod presets;
 mod vllm;
 
 pub use check::{ConfigError, ConfigIssue};
-pub use presets::{DEFAULT_PRESET, DEMO_TOML, MODEL_PRESETS, Preset, preset, presets};
+pub use presets::{
+    DEFAULT_PRESET, DEMO_TOML, MODEL_PRESETS, Preset, SMOL_DEMO_TOML, preset, presets,
+};
 pub use vllm::VllmSection;
 
 /// A complete run configuration.

@@ -438,7 +438,7 @@ pub fn check_fields(pairs: &[(String, String)]) -> Checked {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{DEMO_TOML, preset, presets};
+    use crate::config::{DEMO_TOML, SMOL_DEMO_TOML, preset, presets};
 
     fn pairs_of(cfg: &RunConfig) -> Vec<(String, String)> {
         let mut out = Vec::new();
@@ -482,6 +482,12 @@ mod tests {
     fn the_serve_demo_preset_is_the_demo_file() {
         let file = RunConfig::from_toml_str(DEMO_TOML);
         assert_eq!(file.ok(), Some((preset("tiny_serve_demo").build)()));
+        let smol = RunConfig::from_toml_str(SMOL_DEMO_TOML).map_err(|e| e.to_string());
+        assert_eq!(smol, Ok((preset("smol_cpu_demo").build)()));
+        assert_eq!(
+            (preset("smol_cpu_demo").build)().model.preset,
+            "smollm2-135m"
+        );
     }
 
     #[test]

@@ -189,6 +189,10 @@ impl RunConfig {
 /// `scripts/serve` queues and the "as scripts/serve runs it" preset.
 pub const DEMO_TOML: &str = include_str!("../../../../configs/tiny-demo.toml");
 
+/// The CPU demo on a real pretrained model (`configs/smol-demo.toml`), compiled in: the
+/// "SmolLM2-135M on CPU" preset.
+pub const SMOL_DEMO_TOML: &str = include_str!("../../../../configs/smol-demo.toml");
+
 /// A named starting point of the form.
 #[derive(Debug, Clone, Copy)]
 pub struct Preset {
@@ -228,6 +232,16 @@ pub fn presets() -> Vec<Preset> {
             // The file is compiled in and parsed by a test below; the fallback never shows.
             build: || {
                 RunConfig::from_toml_str(DEMO_TOML).unwrap_or_else(|_| RunConfig::tiny_cpu_demo())
+            },
+        },
+        Preset {
+            key: "smol_cpu_demo",
+            label: "SmolLM2-135M CPU demo",
+            description: "configs/smol-demo.toml: a real pretrained model (SmolLM2-135M-Instruct, installed by scripts/setup) on CPU, no warm start, games only, 2 skills x 2 environments every 2 steps, 8 steps, no corpus document; minutes per step on 2 cores.",
+            // The file is compiled in and parsed by a test below; the fallback never shows.
+            build: || {
+                RunConfig::from_toml_str(SMOL_DEMO_TOML)
+                    .unwrap_or_else(|_| RunConfig::tiny_cpu_demo())
             },
         },
         Preset {
