@@ -50,7 +50,11 @@ SHAPES = {
     "qwen3-8b": (151_936, 4096, 12288, 36, 32, 8, 128, False),
     "tiny-moe": (4096, 256, 768, 4, 4, 2, 64, True),
     "qwen3-30b-a3b-4l": (151_936, 2048, 6144, 4, 32, 4, 128, False),
+    # SmolLM2-135M-Instruct (Llama layout: no q/k norms, theta 1e5, eps 1e-5).
+    "smollm2-135m": (49_152, 576, 1536, 30, 9, 3, 64, True),
 }
+# Llama-layout shapes: (RoPE theta, RMSNorm eps), and no q/k norms.
+LLAMA = {"smollm2-135m": (1e5, 1e-5)}
 # Qwen3-MoE shapes: (experts, experts per token, expert width); every layer sparse, top-k
 # weights renormalised (preset.rs: `tiny-moe`, and Qwen3-30B-A3B's config with 4 layers).
 MOE = {
@@ -93,17 +97,17 @@ class Moe(nn.Module):
 
 
 class Layer(nn.Module):
-    def __init__(self, h, inter, heads, kv_heads, head_dim, moe=None):
+    def __init__(self, h, inter, heads, kv_heads, head_dim, moe=None, eps=EPS, qk_norm=True):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
-        self.ln1 = nn.RMSNorm(h, eps=EPS)
-        self.ln2 = nn.RMSNorm(h, eps=EPS)
+        self.ln1 = nn.RMSNorm(h, eps=eps)
+        self.ln2 = nn.RMSNorm(h, eps=eps)
         self.q = nn.Linear(h, heads * head_dim, bias=False)
         self.k = nn.Linear(h, kv_heads * head_dim, bias=False)
         self.v = nn.Linear(h, kv_heads * head_dim, bias=False)
         self.o = nn.Linear(heads * head_dim, h, bias=False)
-        self.qn = nn.RMSNorm(head_dim, eps=EPS)
-        self.kn = nn.RMSNorm(head_dim, eps=EPS)
+        self.qn = nn.RMSNorm(head_dim, eps=eps) if qk_norm else nn.Identity()
+        self.kn = nn.RMSNorm(head_dim, eps=eps) if qk_norm else nn.Identity()
         self.moe = Moe(h, *moe) if moe else None
         if not moe:
             self.gate = nn.Linear(h, inter, bias=False)
@@ -131,10 +135,13 @@ class Model(nn.Module):
         super().__init__()
         vocab, h, inter, layers, heads, kv_heads, head_dim, tied = SHAPES[shape]
         self.head_dim, self.recompute = head_dim, recompute
+        self.theta, eps = LLAMA.get(shape, (THETA, EPS))
         self.embed = nn.Embedding(vocab, h)
         moe = MOE.get(shape)
-        self.layers = nn.ModuleList(Layer(h, inter, heads, kv_heads, head_dim, moe) for _ in range(layers))
-        self.norm = nn.RMSNorm(h, eps=EPS)
+        qk_norm = shape not in LLAMA
+        self.layers = nn.ModuleList(Layer(h, inter, heads, kv_heads, head_dim, moe, eps, qk_norm)
+                                    for _ in range(layers))
+        self.norm = nn.RMSNorm(h, eps=eps)
         self.head = None if tied else nn.Linear(h, vocab, bias=False)
         for p in self.parameters():
             if p.dim() >= 2:
@@ -146,7 +153,7 @@ class Model(nn.Module):
     def hidden(self, ids):
         """Final hidden states [B, T, hidden]."""
         t, d = ids.shape[1], self.head_dim
-        inv = 1.0 / THETA ** (torch.arange(0, d, 2, device=ids.device).float() / d)
+        inv = 1.0 / self.theta ** (torch.arange(0, d, 2, device=ids.device).float() / d)
         f = torch.arange(t, device=ids.device).float()[:, None] * inv
         cos, sin = torch.cat([f.cos()] * 2, -1), torch.cat([f.sin()] * 2, -1)
         x = self.embed(ids)

@@ -12,7 +12,8 @@ use spade_policy::preset::SHAPES;
 pub struct BenchArgs {
     /// A shape: qwen3-0.6b, qwen3-1.7b, qwen3-4b or qwen3-8b (Qwen3's), qwen3-30b-a3b-4l
     /// (Qwen3-30B-A3B's MoE layers, 4 of them: 3.1 B parameters), or tiny, small or tiny-moe
-    /// (CPU-sized: 4 M, 34 M and 6.6 M parameters).
+    /// (CPU-sized: 4 M, 34 M and 6.6 M parameters), or smollm2-135m (SmolLM2-135M-Instruct's
+    /// config, random weights).
     #[arg(long)]
     pub shape: String,
     /// Predicted tokens per step (packed into one micro-batch).

@@ -93,6 +93,7 @@ pub const SHAPES: &[&str] = &[
     "qwen3-8b",
     "qwen3-30b-a3b",
     "qwen3-30b-a3b-4l",
+    SMOLLM2,
 ];
 
 /// Qwen3-30B-A3B's `config.json` (the paper's strongest backbone) with `layers` layers: 48 in
@@ -148,6 +149,22 @@ pub fn shape(name: &str) -> Result<Config> {
         }
         "qwen3-30b-a3b" => return Ok(qwen3_30b_a3b(48)),
         "qwen3-30b-a3b-4l" => return Ok(qwen3_30b_a3b(4)),
+        // SmolLM2-135M-Instruct's config.json (what the preset imports), random weights: a
+        // training step's cost on the real model's shape.
+        SMOLLM2 => {
+            let mut c = tiny_config(49_152, Some(2), Some(2));
+            c.family = crate::qwen3::config::Family::Llama;
+            c.hidden_size = 576;
+            c.intermediate_size = 1536;
+            c.num_hidden_layers = 30;
+            c.num_attention_heads = 9;
+            c.num_key_value_heads = 3;
+            c.max_position_embeddings = 8192;
+            c.rms_norm_eps = 1e-5;
+            c.rope_theta = 100_000.0;
+            c.bos_token_id = Some(1);
+            return Ok(c);
+        }
         "small" => {
             let mut c = tiny_config(16_384, Some(2), Some(0));
             c.hidden_size = 512;

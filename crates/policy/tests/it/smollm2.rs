@@ -60,6 +60,41 @@ fn imported_smollm2_matches_transformers_gguf_loader_logits_and_greedy_text() ->
     Ok(())
 }
 
+/// `spade model bench --shape smollm2-135m` times the real model's shape: the random-init
+/// config equals the imported one in every field that sizes the computation.
+#[test]
+fn the_smollm2_bench_shape_is_the_imported_config() -> Result<()> {
+    let real = smollm2()?.config().clone();
+    let shape = preset::shape(preset::SMOLLM2)?;
+    let dims = |c: &spade_policy::qwen3::Config| {
+        (
+            c.family,
+            c.vocab_size,
+            c.hidden_size,
+            c.intermediate_size,
+            c.num_hidden_layers,
+            c.num_attention_heads,
+            c.num_key_value_heads,
+            c.head_dim,
+            c.tie_word_embeddings,
+        )
+    };
+    assert_eq!(dims(&shape), dims(&real));
+    assert_eq!(
+        (
+            shape.rope_theta,
+            shape.rms_norm_eps,
+            shape.max_position_embeddings
+        ),
+        (
+            real.rope_theta,
+            real.rms_norm_eps,
+            real.max_position_embeddings
+        )
+    );
+    Ok(())
+}
+
 #[test]
 fn smollm2_renders_its_own_chat_template_as_transformers_does() -> Result<()> {
     let policy = smollm2()?;
