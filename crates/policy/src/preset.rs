@@ -160,7 +160,8 @@ pub fn shape(name: &str) -> Result<Config> {
             c.num_attention_heads = 9;
             c.num_key_value_heads = 3;
             c.max_position_embeddings = 8192;
-            c.rms_norm_eps = 1e-5;
+            // 1e-5 as the GGUF stores it (float32), so the shape equals the import.
+            c.rms_norm_eps = f64::from(1e-5_f32);
             c.rope_theta = 100_000.0;
             c.bos_token_id = Some(1);
             return Ok(c);
