@@ -387,11 +387,12 @@ pub(super) fn warm_start(
                     .or_insert(0) += 1;
             }
         }
-        let parsed = probe.iter().filter(|d| d.task().is_some()).count();
+        let written: Vec<Task> = probe.iter().filter_map(|d| d.task().cloned()).collect();
         Ok(ws::Measured {
-            parsed,
+            parsed: written.len(),
             rejections,
             mixed_groups: mixed_groups(cfg, policy, held)?,
+            challenger_mixed: mixed_groups(cfg, policy, &written)?,
         })
     };
     ws::warm_start(cfg, &w, corpus, &mut measure, &mut |l| on(Event::Log(l)))

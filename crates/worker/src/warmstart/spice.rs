@@ -25,7 +25,7 @@ pub(crate) mod tag {
 }
 
 /// Bumped whenever the warm start's pairs or training change.
-const WARMSTART_VERSION: u32 = 3;
+const WARMSTART_VERSION: u32 = 4;
 
 /// What the SPICE warm start trains and where it caches.
 pub(crate) struct Options<'a> {
@@ -55,12 +55,19 @@ pub(crate) struct Measured {
     /// Held-back tasks (no reasoner pair trained their answer) whose group of reasoner answers
     /// was mixed, some right and some wrong: a task a GRPO step learns from.
     pub mixed_groups: usize,
+    /// Of the challenger's parsed samples, the tasks whose group of reasoner answers was mixed:
+    /// what a run's step plays is the challenger's tasks, not the held-back ones.
+    pub challenger_mixed: usize,
 }
 
-/// The criterion: a share of the challenger's samples parse (a quarter, at least one) and the
-/// reasoner answers a quarter of the held-back tasks (at least one) right some of the time. Without the second
-/// the run's reasoner never gets a right answer, so no reasoner sample, nothing to learn (on
-/// an AMD EPYC with AVX-512 the fixed 12 epochs gave a pass rate of 0 in every step).
+/// The criterion: a share of the challenger's samples parse (a quarter, at least one), the
+/// reasoner answers a quarter of the held-back tasks (at least one) right some of the time, and
+/// at least one of the challenger's own parsed tasks gets a mixed group of answers. Without the
+/// second and third the run's reasoner never gets a right answer, so no reasoner sample,
+/// nothing to learn: on an AMD EPYC with AVX-512 the fixed 12 epochs gave a pass rate of 0 in
+/// every step, and on an AMD EPYC without AVX-512 a warm start that met the first two (mixed
+/// groups on the held-back tasks, which the warm start made itself) still gave 0 in both steps,
+/// because a run plays the tasks the challenger writes, and those the reasoner never got right.
 fn needed_parses(measured: usize) -> usize {
     measured.div_ceil(4).max(1)
 }
@@ -205,8 +212,9 @@ pub(crate) fn warm_start(
     let max_epochs = opts.max_epochs.max(opts.epochs);
     log(format!(
         "spice warm start: trains until {needed}/{measured} challenger samples parse and the \
-         reasoner answers {}/{} held-back tasks right some of the time, checked after {} \
-         epochs and every epoch after, at most {max_epochs} epochs",
+         reasoner answers {}/{} held-back tasks and at least one of the challenger's own \
+         tasks right some of the time, checked after {} epochs and every epoch after, at most \
+         {max_epochs} epochs",
         needed_mixed(held.len()),
         held.len(),
         opts.epochs
@@ -229,10 +237,13 @@ pub(crate) fn warm_start(
         last = measure(&policy, measured, &held)?;
         log(format!(
             "spice warm start: {}/{measured} challenger samples parse, {} of {} held-back \
-             tasks answered right some of the time after {epochs} epochs",
+             tasks and {} of those {} challenger tasks answered right some of the time after \
+             {epochs} epochs",
             last.parsed,
             last.mixed_groups,
-            held.len()
+            held.len(),
+            last.challenger_mixed,
+            last.parsed
         ));
         checks.push(super::AcceptanceCheck {
             epoch: epochs,
@@ -240,7 +251,9 @@ pub(crate) fn warm_start(
             measured,
             loss,
         });
-        met = last.parsed >= needed && last.mixed_groups >= needed_mixed(held.len());
+        met = last.parsed >= needed
+            && last.mixed_groups >= needed_mixed(held.len())
+            && last.challenger_mixed >= 1;
         if met {
             break;
         }

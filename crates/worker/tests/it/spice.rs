@@ -59,7 +59,8 @@ fn run_spice(
         return Err(format!(
             "the SPICE warm start (cached at {}) stopped at {} epochs without meeting its \
              criterion: {}/{} challenger samples parse (needs {}), and the reasoner must answer \
-             a held-back task right some of the time; checks {:?}",
+             a quarter of the held-back tasks and one of the challenger's own tasks right some \
+             of the time; checks {:?}",
             dir.display(),
             r.epochs,
             r.accepted,
