@@ -19,11 +19,17 @@
 //!     0.005 the paper's option);
 //!   - per-token loss `l_it = w_i (-c_it s_it + beta kl_it)` with `w_i` the sample's loss weight
 //!     (the designer weight, e.g. 32 for games).
-//! - **Token-level mean** over the whole step: `L = sum_it m_it l_it / sum_it m_it`, the
-//!   denominator counting every trainable token of every sample of the step (not weighted).
-//! - Micro-batches accumulate gradients of their share of `L`; then the global gradient L2 norm
-//!   is clipped (1.0) and AdamW takes one step (float32 masters and moments, see
-//!   [`crate::optim`]).
+//! - **The loss normalisation** ([`LossNorm`]): by default each sample's mean over its trained
+//!   tokens, averaged over the step's samples, zero-advantage samples included:
+//!   `L = (1/n) sum_i (sum_t m_it l_it / sum_t m_it)` (slime's default, which the reference
+//!   trains with: a sample's share does not grow with its length, and a step whose groups are
+//!   mostly uniform moves less). The variant [`LossNorm::TokenMean`] is one mean over every
+//!   trained token of the step, `L = sum_it m_it l_it / sum_it m_it` (DAPO's token-level mean,
+//!   as the spec's text words it). A zero-advantage sample contributes nothing to the loss but
+//!   its count; without a KL term or a router loss its pass is skipped (the result is the same).
+//! - Micro-batches accumulate gradients of their share of `L` in float32; then the global
+//!   gradient L2 norm is clipped (1.0) and AdamW takes one step (float32 masters, accumulators
+//!   and moments, see [`crate::optim`]).
 //!
 //! How it computes (equal results up to float rounding, see the tests): samples are packed
 //! into micro-batches of at most `micro_batch_tokens` predicted tokens (one row each, a
@@ -40,9 +46,21 @@ use crate::train::{self, MaskedSeq, OptimConfig};
 use std::path::Path;
 use tch::{Kind, Tensor};
 
+/// How a step's per-token losses become one loss (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LossNorm {
+    /// Each sample's token mean, averaged over the samples (slime's default, the reference's).
+    #[default]
+    SampleMean,
+    /// One mean over every trained token of the step (DAPO; the spec's text).
+    TokenMean,
+}
+
 /// GRPO hyper-parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GrpoConfig {
+    /// How per-token losses are averaged (default: per sample, as the reference).
+    pub loss_norm: LossNorm,
     /// Lower clip range: ratios below `1 - clip_low` stop pushing down (paper: 0.2).
     pub clip_low: f64,
     /// Upper clip range: ratios above `1 + clip_high` stop pushing up (paper: 0.28).
@@ -72,6 +90,7 @@ pub struct GrpoConfig {
 impl Default for GrpoConfig {
     fn default() -> Self {
         Self {
+            loss_norm: LossNorm::SampleMean,
             clip_low: 0.2,
             clip_high: 0.28,
             kl_coef: 0.0,
@@ -136,10 +155,15 @@ impl GrpoSample {
 /// What one step did, for logging.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct GrpoStats {
-    /// The loss `L` (token-level mean).
+    /// The loss `L` (normalised as [`GrpoConfig::loss_norm`] says).
     pub loss: f64,
-    /// Trainable tokens in the step.
+    /// Trainable tokens of the samples that were computed (the ratio, clip and KL figures are
+    /// means over them).
     pub tokens: usize,
+    /// Samples in the step, zero-advantage ones included, and those whose pass was skipped
+    /// because they could not change the loss (zero advantage, no KL term, no router loss).
+    pub samples: usize,
+    pub skipped: usize,
     /// Share of tokens whose clipped branch was active (no gradient from them).
     pub clip_frac: f64,
     pub mean_ratio: f64,
@@ -154,8 +178,9 @@ pub struct GrpoStats {
 }
 
 /// Sums over the masked tokens of one micro-batch; all tensors `[B, T-1]` except `adv`, `weight`
-/// `[B]`. Returns the summed per-token loss (to be divided by the step's token count) and the
-/// sums behind [`GrpoStats`]: clipped tokens, ratios, kl, tis.
+/// `[B]`. Returns the summed per-token loss, each token weighted by `weight` (the sample's loss
+/// weight times its normalisation), and the sums behind [`GrpoStats`]: clipped tokens, ratios,
+/// kl, tis.
 #[allow(clippy::too_many_arguments)]
 pub fn grpo_loss_sum(
     logp: &Tensor,
@@ -250,7 +275,7 @@ impl GrpoTrainer {
     pub fn step(&mut self, policy: &Policy, samples: &[GrpoSample]) -> Result<GrpoStats> {
         self.opt.zero_grad();
         let mut st = self.backward(policy, samples)?;
-        st.grad_norm = train::clip_grad_norm(policy.var_store(), self.cfg.optim.max_grad_norm)?;
+        st.grad_norm = self.opt.clip_grad_norm(self.cfg.optim.max_grad_norm)?;
         self.opt.step()?;
         self.opt.zero_grad();
         Ok(st)
@@ -263,25 +288,44 @@ impl GrpoTrainer {
         for s in samples {
             s.check()?;
         }
-        let tokens: usize = samples
-            .iter()
-            .map(|s| s.seq.loss_mask[1..].iter().filter(|&&m| m).count())
-            .sum();
-        if tokens == 0 {
+        let trained = |s: &GrpoSample| s.seq.loss_mask[1..].iter().filter(|&&m| m).count();
+        let all_tokens: usize = samples.iter().map(trained).sum();
+        if all_tokens == 0 {
             return Err(PolicyError::InvalidInput(
                 "no trainable tokens in the step".into(),
             ));
         }
-        let dev = policy.device();
-        let (c, n) = (&self.cfg, tokens as f64);
+        let c = &self.cfg;
+        // A zero-advantage sample's surrogate is 0 whatever the ratio: only a KL term or the
+        // router loss could give its pass a gradient.
+        let skip_zero = c.kl_coef == 0.0 && c.router_aux_coef == 0.0;
+        let computed: Vec<&GrpoSample> = samples
+            .iter()
+            .filter(|s| !(skip_zero && s.advantage == 0.0) && trained(s) > 0)
+            .collect();
+        let tokens: usize = computed.iter().map(|s| trained(s)).sum();
         let mut st = GrpoStats {
             tokens,
+            samples: samples.len(),
+            skipped: samples.len() - computed.len(),
             ..Default::default()
         };
-        let lens: Vec<usize> = samples.iter().map(|s| s.seq.ids.len()).collect();
+        if tokens == 0 {
+            return Ok(st);
+        }
+        // Each token's share of L, by sample.
+        let norm = |s: &GrpoSample| -> f32 {
+            match c.loss_norm {
+                LossNorm::SampleMean => 1.0 / (samples.len() as f64 * trained(s) as f64) as f32,
+                LossNorm::TokenMean => 1.0 / all_tokens as f32,
+            }
+        };
+        let dev = policy.device();
+        let n = tokens as f64;
+        let lens: Vec<usize> = computed.iter().map(|s| s.seq.ids.len()).collect();
         let positions: usize = lens.iter().map(|l| l - 1).sum();
         for range in train::micro_batches(&lens, c.micro_batch_tokens) {
-            let chunk = &samples[range];
+            let chunk = &computed[range];
             // The pass's share of the step's positions weights its router loss.
             let share = chunk.iter().map(|s| s.seq.ids.len() - 1).sum::<usize>() as f64
                 / positions.max(1) as f64;
@@ -295,7 +339,7 @@ impl GrpoTrainer {
             let packed = train::pack(&seqs, dev)?;
             // Per predicted token, [N] (the loss broadcasts [N, 1] against them).
             let per_token = |f: &dyn Fn(&GrpoSample) -> Vec<f32>| -> Tensor {
-                let flat: Vec<f32> = chunk.iter().flat_map(f).collect();
+                let flat: Vec<f32> = chunk.iter().flat_map(|s| f(s)).collect();
                 Tensor::from_slice(&flat).to_device(dev)
             };
             let repeat = |s: &GrpoSample, v: f32| vec![v; s.seq.ids.len() - 1];
@@ -305,7 +349,7 @@ impl GrpoTrainer {
             })
             .unsqueeze(1);
             let adv = per_token(&|s| repeat(s, s.advantage));
-            let weight = per_token(&|s| repeat(s, s.weight));
+            let weight = per_token(&|s| repeat(s, s.weight * norm(s)));
             let mask = packed.mask.unsqueeze(1);
             let reference = match &self.reference {
                 Some(r) => Some(r.model().packed_logprobs(&packed.ids, &pass)?.unsqueeze(1)),
@@ -326,7 +370,7 @@ impl GrpoTrainer {
                         &at(&mask),
                         c,
                     );
-                    let loss = sum / n;
+                    let loss = sum;
                     st.loss += loss.double_value(&[]);
                     st.clip_frac += parts[0] / n;
                     st.mean_ratio += parts[1] / n;
@@ -335,6 +379,8 @@ impl GrpoTrainer {
                     Ok(loss)
                 })?;
             st.router_aux += aux * share;
+            // Float32 sums across micro-batches for a half-precision model.
+            self.opt.accumulate()?;
         }
         Ok(st)
     }

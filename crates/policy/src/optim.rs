@@ -20,6 +20,14 @@
 //! learning rate (1e-6) one update is far below half a bf16 ulp of a typical weight (2^-9
 //! relative), so updating bf16 weights in place would leave almost all of them unchanged.
 //!
+//! **Gradients accumulate in float32** (the reference's `--accumulate-allreduce-grads-in-fp32`):
+//! a step's micro-batches each add a gradient; for a variable of a half kind,
+//! [`AdamW::accumulate`] moves the gradient the backward pass left (in the variable's kind) into a
+//! float32 accumulator and zeroes it, so the sum over micro-batches is a float32 sum. A bf16 sum
+//! would drop every micro-batch's contribution below half an ulp of the running total (2^-9
+//! relative): with many micro-batches, most of the small ones. Clipping ([`AdamW::clip_grad_norm`])
+//! and the step read the accumulators.
+//!
 //! One step counter serves all variables (torch keeps one per parameter; they differ only for a
 //! parameter that had no gradient at some step, which this model never has). A variable without
 //! a gradient is left alone (no decay, no moment update), as torch does.
@@ -81,12 +89,52 @@ struct Slot {
     master: Option<Tensor>,
     exp_avg: Tensor,
     exp_avg_sq: Tensor,
+    /// The float32 sum of the step's gradients so far, for a variable of a half kind (see
+    /// [`AdamW::accumulate`]); none until a gradient arrives.
+    grad_acc: Option<Tensor>,
 }
 
 impl Slot {
     /// The float32 weights the update is applied to.
     fn weights(&self) -> &Tensor {
         self.master.as_ref().unwrap_or(&self.var)
+    }
+
+    /// Adds the variable's gradient into the float32 accumulator and zeroes it (half kinds only;
+    /// a float32 variable's gradient is its own float32 sum).
+    fn accumulate(&mut self) -> Result<()> {
+        if self.master.is_none() {
+            return Ok(());
+        }
+        let mut g = self.var.grad();
+        if !g.defined() {
+            return Ok(());
+        }
+        let g32 = g.f_to_kind(Kind::Float)?;
+        match &mut self.grad_acc {
+            Some(acc) => {
+                let _ = acc.f_add_(&g32)?;
+            }
+            None => self.grad_acc = Some(g32),
+        }
+        let _ = g.f_zero_()?;
+        Ok(())
+    }
+
+    /// The step's float32 gradient (after [`Slot::accumulate`]), if any.
+    fn grad32(&self) -> Result<Option<Tensor>> {
+        if self.master.is_some() {
+            return Ok(self.grad_acc.as_ref().map(Tensor::shallow_clone));
+        }
+        let g = self.var.grad();
+        if !g.defined() {
+            return Ok(None);
+        }
+        Ok(Some(if g.kind() == Kind::Float {
+            g
+        } else {
+            g.f_to_kind(Kind::Float)?
+        }))
     }
 }
 
@@ -132,6 +180,7 @@ impl AdamW {
                         master,
                         exp_avg,
                         exp_avg_sq,
+                        grad_acc: None,
                     })
                 })
             })
@@ -185,15 +234,66 @@ impl AdamW {
         self.slots.iter().any(|s| s.master.is_some())
     }
 
-    /// Zeroes the gradients of its variables.
+    /// Zeroes the gradients of its variables and the float32 accumulators.
     pub fn zero_grad(&mut self) {
         for s in &mut self.slots {
             s.var.zero_grad();
+            s.grad_acc = None;
         }
     }
 
-    /// One AdamW step with the current gradients.
+    /// Moves the gradients the last backward pass left in variables of a half kind into their
+    /// float32 accumulators (see the module doc); call it after each micro-batch. A no-op for a
+    /// float32 model.
+    pub fn accumulate(&mut self) -> Result<()> {
+        tch::no_grad(|| self.slots.iter_mut().try_for_each(Slot::accumulate))
+    }
+
+    /// The float32 gradient the next step would use for the variable `name` (the accumulated
+    /// sum for a variable of a half kind).
+    pub fn gradient(&mut self, name: &str) -> Result<Option<Tensor>> {
+        self.accumulate()?;
+        match self.slots.iter().find(|s| s.name == name) {
+            Some(s) => s.grad32(),
+            None => Ok(None),
+        }
+    }
+
+    /// Scales the step's gradients together so their global L2 norm (in float32) is at most
+    /// `max` (when `max > 0`); returns the norm before clipping.
+    pub fn clip_grad_norm(&mut self, max: f64) -> Result<f64> {
+        self.accumulate()?;
+        tch::no_grad(|| -> Result<f64> {
+            let mut grads = Vec::with_capacity(self.slots.len());
+            for s in &self.slots {
+                if let Some(g) = s.grad32()? {
+                    grads.push((s, g));
+                }
+            }
+            if grads.is_empty() {
+                return Ok(0.0);
+            }
+            let norms = grads
+                .iter()
+                .map(|(_, g)| g.f_norm())
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let total = Tensor::f_stack(&norms, 0)?.f_norm()?.f_double_value(&[])?;
+            if max > 0.0 && total > max {
+                let scale = max / (total + 1e-6);
+                for (s, g) in grads {
+                    // The accumulator itself, or the variable's own (float32) gradient.
+                    let mut target = if s.master.is_some() { g } else { s.var.grad() };
+                    let _ = target.f_mul_scalar_(scale)?;
+                }
+            }
+            Ok(total)
+        })
+    }
+
+    /// One AdamW step with the current gradients (the float32 accumulators for variables of a
+    /// half kind, after adding what the last backward pass left).
     pub fn step(&mut self) -> Result<()> {
+        self.accumulate()?;
         self.step += 1;
         let c = &self.cfg;
         let t = i32::try_from(self.step).unwrap_or(i32::MAX);
@@ -202,14 +302,8 @@ impl AdamW {
         let step_size = c.lr / bias1;
         tch::no_grad(|| -> Result<()> {
             for s in &mut self.slots {
-                let g = s.var.grad();
-                if !g.defined() {
+                let Some(g) = s.grad32()? else {
                     continue;
-                }
-                let g = if g.kind() == Kind::Float {
-                    g
-                } else {
-                    g.f_to_kind(Kind::Float)?
                 };
                 let mut p = s.weights().shallow_clone();
                 if c.weight_decay != 0.0 {

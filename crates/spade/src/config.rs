@@ -453,6 +453,30 @@ pub struct GrpoSection {
     /// `load_balancing_loss_func`); 0 = off, as RL fine-tuning usually runs. Dense models
     /// ignore it.
     pub router_aux_coef: f64,
+    /// How the step's per-token losses are averaged: `"sample_mean"` (each sample's token mean,
+    /// averaged over the step's samples, zero-advantage ones included: slime's default, which
+    /// the reference trains with) or `"token_mean"` (one mean over the trained tokens of the
+    /// samples with a non-zero advantage: DAPO's token-level mean as the spec words it).
+    pub loss_norm: LossNorm,
+    /// With `"sample_mean"`: the step's batch is the delayed designer samples first, then the
+    /// agent's, cut to `agent.global_batch` samples (the reference trims the surplus agent
+    /// samples so slime's batch has exactly its global batch size).
+    pub trim_to_global_batch: bool,
+    /// AdamW's decoupled weight decay (the reference's launchers: 0.1; torch's default 0.01).
+    pub weight_decay: f64,
+    /// AdamW's second-moment decay (the reference's launchers: 0.98; torch's default 0.999).
+    pub adam_beta2: f64,
+}
+
+/// How a GRPO step averages its per-token losses (`grpo.loss_norm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LossNorm {
+    /// Each sample's token mean, averaged over the step's samples (the reference's).
+    #[default]
+    SampleMean,
+    /// One mean over the trained tokens of the samples with a non-zero advantage.
+    TokenMean,
 }
 
 /// Limits of generated code (spec, "Validation").
@@ -735,6 +759,11 @@ impl Default for GrpoSection {
             activation_recompute: true,
             // Off: pretraining balanced the routers; RL fine-tuning leaves them be.
             router_aux_coef: 0.0,
+            // The reference's recipe (slime's loss, `--weight-decay 0.1 --adam-beta2 0.98`).
+            loss_norm: LossNorm::SampleMean,
+            trim_to_global_batch: true,
+            weight_decay: 0.1,
+            adam_beta2: 0.98,
         }
     }
 }

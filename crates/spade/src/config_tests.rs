@@ -739,3 +739,49 @@ fn regenerations_follow_k_and_fill_slots() {
         Some(6)
     );
 }
+
+/// The update's recipe follows the reference's launchers and slime by default (issue 40): loss
+/// averaged per sample over the whole batch, the batch cut to the global batch with designer
+/// samples first, AdamW with weight decay 0.1 and beta2 0.98; the paper presets inherit it, the
+/// present behaviour stays a named choice, and the tiny demos keep every agent sample.
+#[test]
+fn the_update_recipe_is_the_references_and_the_old_one_a_named_choice() {
+    use crate::config::LossNorm;
+    for c in [
+        RunConfig::default(),
+        RunConfig::gpu_qwen3_games(),
+        RunConfig::gpu_qwen3_tool_use(),
+    ] {
+        let g = &c.grpo;
+        assert_eq!(g.loss_norm, LossNorm::SampleMean);
+        assert!(g.trim_to_global_batch);
+        assert_eq!((g.weight_decay, g.adam_beta2), (0.1, 0.98));
+    }
+    let old = RunConfig::from_toml_str(
+        "[model]\npreset = \"tiny\"\n[grpo]\nloss_norm = \"token_mean\"\nweight_decay = 0.01\nadam_beta2 = 0.999\n",
+    )
+    .expect("valid");
+    assert_eq!(old.grpo.loss_norm, LossNorm::TokenMean);
+    assert!(!RunConfig::tiny_cpu_demo().grpo.trim_to_global_batch);
+    for text in [DEMO_TOML, SMOL_DEMO_TOML] {
+        let c = RunConfig::from_toml_str(text).expect("valid");
+        assert!(!c.grpo.trim_to_global_batch);
+    }
+    match parse_err("[grpo]\nloss_norm = \"mean\"\n") {
+        ConfigError::Field { path, message, .. } => {
+            assert_eq!(path, "grpo.loss_norm");
+            assert!(message.contains("sample_mean"), "{message}");
+        }
+        other => panic!("{other}"),
+    }
+    let bad = issues("[model]\npreset = \"tiny\"\n[grpo]\nadam_beta2 = 1.0\nweight_decay = -0.1\n");
+    let text: Vec<String> = bad.iter().map(ToString::to_string).collect();
+    assert!(
+        text.iter().any(|t| t.contains("grpo.adam_beta2")),
+        "{text:?}"
+    );
+    assert!(
+        text.iter().any(|t| t.contains("grpo.weight_decay")),
+        "{text:?}"
+    );
+}

@@ -318,12 +318,23 @@ fn padded_reference(
     let old = rows(&|s| &s.old_logprobs);
     let behavior = rows(&|s| s.behavior_logprobs.as_deref().unwrap_or(&s.old_logprobs));
     let adv = Tensor::from_slice(&samples.iter().map(|s| s.advantage).collect::<Vec<_>>());
-    let weight = Tensor::from_slice(&samples.iter().map(|s| s.weight).collect::<Vec<_>>());
-    let n = b.mask.sum(Kind::Float).double_value(&[]);
+    // The normalisation written out: per sample, 1 / (samples x its tokens); or one token mean.
+    let all_tokens = b.mask.sum(Kind::Float).double_value(&[]);
+    let norm: Vec<f32> = samples
+        .iter()
+        .map(|s| {
+            let t = s.seq.loss_mask[1..].iter().filter(|&&m| m).count() as f64;
+            let share = match c.loss_norm {
+                LossNorm::SampleMean => 1.0 / (samples.len() as f64 * t),
+                LossNorm::TokenMean => 1.0 / all_tokens,
+            };
+            s.weight * share as f32
+        })
+        .collect();
+    let weight = Tensor::from_slice(&norm);
     zero_grads(p);
     let logp = train::shifted_logprobs(p.model(), &b.ids, c.temperature)?;
-    let (sum, _) = grpo_loss_sum(&logp, &old, &behavior, None, &adv, &weight, &b.mask, c);
-    let loss = sum / n;
+    let (loss, _) = grpo_loss_sum(&logp, &old, &behavior, None, &adv, &weight, &b.mask, c);
     loss.backward();
     Ok((loss.double_value(&[]), all_grads(p)))
 }
@@ -332,11 +343,19 @@ fn padded_reference(
 fn packed_chunked_and_recomputed_gradients_equal_the_padded_reference() -> Result<()> {
     let p = tiny_policy(2)?;
     let samples = varied_samples(&p)?;
+    for loss_norm in [LossNorm::SampleMean, LossNorm::TokenMean] {
+        packed_equals_padded(&p, &samples, loss_norm)?;
+    }
+    Ok(())
+}
+
+fn packed_equals_padded(p: &Policy, samples: &[GrpoSample], loss_norm: LossNorm) -> Result<()> {
     let base = GrpoConfig {
         temperature: 0.6,
+        loss_norm,
         ..Default::default()
     };
-    let (want_loss, want) = padded_reference(&p, &samples, &base)?;
+    let (want_loss, want) = padded_reference(p, samples, &base)?;
     assert!(want.iter().any(|g| g.abs().max().double_value(&[]) > 1e-4));
     // (micro-batch tokens, chunk positions, recompute): one packed row in one chunk; chunks of 3
     // (not dividing the row); recompute; one sample per micro-batch; mixed groupings.
@@ -353,11 +372,13 @@ fn packed_chunked_and_recomputed_gradients_equal_the_padded_reference() -> Resul
             recompute,
             ..base.clone()
         };
-        let mut tr = GrpoTrainer::new(&p, cfg)?;
-        zero_grads(&p);
-        let st = tr.backward(&p, &samples)?;
-        let got = all_grads(&p);
-        let what = format!("micro_batch_tokens {mbt}, chunk {chunk}, recompute {recompute}");
+        let mut tr = GrpoTrainer::new(p, cfg)?;
+        zero_grads(p);
+        let st = tr.backward(p, samples)?;
+        let got = all_grads(p);
+        let what = format!(
+            "{loss_norm:?}, micro_batch_tokens {mbt}, chunk {chunk}, recompute {recompute}"
+        );
         assert!(
             (st.loss - want_loss).abs() < 1e-5,
             "{what}: loss {} vs {want_loss}",
@@ -371,6 +392,82 @@ fn packed_chunked_and_recomputed_gradients_equal_the_padded_reference() -> Resul
                 "{what}: max gradient difference {d}"
             );
         }
+    }
+    zero_grads(p);
+    Ok(())
+}
+
+/// The case, by hand: a batch of 192 samples, 120 of them with advantage 0. With the
+/// policy's own log-probs as `old`, every ratio is 1, so a token's loss is `-A` and
+///   sample mean: L = -(36 x 1 + 36 x (-0.5)) / 192 = -0.09375 (every sample counts once,
+///                whatever its length; the 120 zero-advantage samples count in the 192);
+///   token mean over the 72 samples that carry an advantage (what the worker trained before):
+///                L = -(36 x 1 x 2 + 36 x (-0.5) x 6) / (36 x 2 + 36 x 6) = 0.125.
+/// The two even disagree in sign: the token mean lets the long negative samples dominate.
+#[test]
+fn sample_mean_counts_every_sample_once_and_zero_advantage_ones_in_the_denominator() -> Result<()> {
+    let p = tiny_policy(3)?;
+    let mut batch = Vec::new();
+    for k in 0..36 {
+        let x = 1 + (k % 20) as i64;
+        batch.push(sample(&[x, 2], &[3, 4], &p, 1.0)?);
+        batch.push(sample(&[x, 5], &[6, 7, 8, 9, 10, 11], &p, -0.5)?);
+    }
+    for k in 0..120 {
+        batch.push(sample(&[1 + (k % 30) as i64], &[12, 13, 14, 15], &p, 0.0)?);
+    }
+    assert_eq!(batch.len(), 192);
+    let cfg = |loss_norm| GrpoConfig {
+        temperature: 1.0,
+        loss_norm,
+        ..Default::default()
+    };
+    let mut tr = GrpoTrainer::new(&p, cfg(LossNorm::SampleMean))?;
+    zero_grads(&p);
+    let st = tr.backward(&p, &batch)?;
+    assert!(close(st.loss, -0.09375), "sample mean: {}", st.loss);
+    assert_eq!((st.samples, st.skipped), (192, 120));
+    assert_eq!(
+        st.tokens,
+        36 * 2 + 36 * 6,
+        "the skipped samples are not computed"
+    );
+    assert!(close(st.mean_ratio, 1.0));
+    let mut tr = GrpoTrainer::new(&p, cfg(LossNorm::TokenMean))?;
+    zero_grads(&p);
+    let signal: Vec<GrpoSample> = batch[..72].to_vec();
+    let st = tr.backward(&p, &signal)?;
+    assert!(close(st.loss, 0.125), "token mean: {}", st.loss);
+    zero_grads(&p);
+    Ok(())
+}
+
+/// Skipping a zero-advantage sample's pass changes nothing but the work: the gradient equals
+/// the one computed with every sample's pass (a KL coefficient of 1e-12 forces them all).
+#[test]
+fn skipped_zero_advantage_passes_leave_the_gradient_unchanged() -> Result<()> {
+    let p = tiny_policy(4)?;
+    let mut batch = varied_samples(&p)?;
+    batch.push(sample(&[3, 4, 5], &[6, 7], &p, 0.0)?);
+    let mut tr = GrpoTrainer::new(&p, GrpoConfig::default())?;
+    zero_grads(&p);
+    let skipped = tr.backward(&p, &batch)?;
+    let fast = all_grads(&p);
+    assert_eq!(skipped.skipped, 1);
+    let mut tr = GrpoTrainer::new(
+        &p,
+        GrpoConfig {
+            kl_coef: 1e-12,
+            ..Default::default()
+        },
+    )?;
+    zero_grads(&p);
+    let full = tr.backward(&p, &batch)?;
+    assert_eq!(full.skipped, 0);
+    assert!((skipped.loss - full.loss).abs() < 1e-6);
+    for (a, b) in fast.iter().zip(all_grads(&p)) {
+        let d = (a - &b).abs().max().double_value(&[]);
+        assert!(d <= 1e-6 * b.abs().max().double_value(&[]).max(1.0), "{d}");
     }
     zero_grads(&p);
     Ok(())

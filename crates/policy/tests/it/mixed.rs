@@ -205,3 +205,66 @@ fn saved_masters_resume_a_bf16_run_exactly_and_older_ones_can_be_left_out() -> R
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+/// Micro-batch gradients of a bf16 variable sum in float32 (the reference's
+/// `--accumulate-allreduce-grads-in-fp32`): 1 + 2^-9 survives in the accumulator, while the same
+/// sum in bf16 (8 bits of mantissa: half an ulp at 1 is 2^-8) rounds back to 1. Clipping and the
+/// step read the float32 sum.
+#[test]
+fn micro_batch_gradients_of_bf16_weights_sum_in_float32() -> Result<()> {
+    for dev in crate::devices() {
+        let vs = tch::nn::VarStore::new(dev);
+        let p = vs.root().var_copy(
+            "p",
+            &Tensor::from_slice(&[0.5f32, -0.25]).to_kind(Kind::BFloat16),
+        );
+        let mut opt = AdamW::new(&vs, &lr_1e6())?;
+        let small = 2f64.powi(-9);
+        opt.zero_grad();
+        for g in [[1.0, 4.0], [small, small]] {
+            (&p * Tensor::from_slice(&g)
+                .to_kind(Kind::BFloat16)
+                .to_device(dev))
+            .sum(Kind::Float)
+            .backward();
+            opt.accumulate()?;
+        }
+        let sum = opt
+            .gradient("p")?
+            .ok_or(PolicyError::InvalidInput("no gradient".into()))?;
+        assert_eq!(sum.kind(), Kind::Float);
+        let got = doubles(&sum.to_device(Device::Cpu));
+        assert_eq!(got, vec![1.0 + small, 4.0 + small], "{dev:?}");
+        // The negative control: the same two micro-batches summed in bf16.
+        let bf16 = Tensor::from_slice(&[1.0f64]).to_kind(Kind::BFloat16)
+            + Tensor::from_slice(&[small]).to_kind(Kind::BFloat16);
+        assert_eq!(
+            doubles(&bf16),
+            vec![1.0],
+            "bf16 keeps 1 + 2^-9 apart from 1"
+        );
+        // Clipping scales the float32 sum: norm of (1 + 2^-9, 4 + 2^-9).
+        let norm = opt.clip_grad_norm(1.0)?;
+        let want = ((1.0 + small).powi(2) + (4.0 + small).powi(2)).sqrt();
+        assert!((norm - want).abs() < 1e-6, "{dev:?}: {norm} vs {want}");
+        let clipped = doubles(
+            &opt.gradient("p")?
+                .ok_or(PolicyError::InvalidInput("no gradient".into()))?
+                .to_device(Device::Cpu),
+        );
+        assert!(
+            (clipped[0] - (1.0 + small) / want).abs() < 1e-6,
+            "{clipped:?}"
+        );
+        opt.step()?;
+        opt.zero_grad();
+        let cleared = opt
+            .gradient("p")?
+            .map(|g| doubles(&g.to_device(Device::Cpu)));
+        assert!(
+            cleared.as_ref().is_none_or(|g| g.iter().all(|&x| x == 0.0)),
+            "zero_grad clears the accumulator: {cleared:?}"
+        );
+    }
+    Ok(())
+}

@@ -327,3 +327,36 @@ fn bad_state_files_are_precise_errors() -> Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+/// The reference's AdamW settings (`--weight-decay 0.1 --adam-beta2 0.98`, lr 0.1 here so the
+/// numbers are visible): p = 1, gradients 0.5 then -0.25. Worked by hand:
+///   step 1: p = 1 x (1 - 0.1 x 0.1) = 0.99; m = 0.05, v = 0.005; m^ = 0.5, v^ = 0.25;
+///           p = 0.99 - 0.1 x 0.5 / 0.5 = 0.89
+///   step 2: p = 0.89 x 0.99 = 0.8811; m = 0.02, v = 0.98 x 0.005 + 0.02 x 0.0625 = 0.00615;
+///           m^ = 0.02 / 0.19, v^ = 0.00615 / 0.0396; p = 0.8811 - 0.1 x m^ / sqrt(v^)
+///           = 0.854389231
+/// (torch's defaults, weight decay 0.01 and beta2 0.999, give 0.871390 and 0.854466).
+#[test]
+fn the_reference_adamw_settings_by_hand() -> Result<()> {
+    let c = OptimConfig {
+        lr: 0.1,
+        beta1: 0.9,
+        beta2: 0.98,
+        eps: 1e-8,
+        weight_decay: 0.1,
+        max_grad_norm: 0.0,
+    };
+    let vs = nn::VarStore::new(Device::Cpu);
+    let p = vs.root().var_copy("p", &Tensor::from_slice(&[1.0f32]));
+    let mut opt = AdamW::new(&vs, &c)?;
+    let mut seen = vec![];
+    for g in [0.5f32, -0.25] {
+        opt.zero_grad();
+        (&p * f64::from(g)).sum(Kind::Float).backward();
+        opt.step()?;
+        seen.push(values(&p)[0]);
+    }
+    assert!((seen[0] - 0.89).abs() < 1e-6, "{seen:?}");
+    assert!((seen[1] - 0.854_389_231).abs() < 1e-6, "{seen:?}");
+    Ok(())
+}

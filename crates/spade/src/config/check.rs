@@ -548,6 +548,8 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
         Incl(1.0),
     );
     k.range("grpo.tis_cap", g.tis_cap, Incl(1.0), Open);
+    k.range("grpo.weight_decay", g.weight_decay, Incl(0.0), Incl(1.0));
+    k.range("grpo.adam_beta2", g.adam_beta2, Excl(0.0), Excl(1.0));
     k.count(
         "grpo.micro_batch_tokens",
         g.micro_batch_tokens.into(),

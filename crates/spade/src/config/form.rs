@@ -140,6 +140,9 @@ fn kind_of(path: &str, template: &Value) -> FieldKind {
             "policy".to_owned(),
             "sentence".to_owned(),
         ]),
+        Value::String(_) if path == "grpo.loss_norm" => {
+            FieldKind::Choice(vec!["sample_mean".to_owned(), "token_mean".to_owned()])
+        }
         Value::String(_) if path == "run.algorithm" => {
             FieldKind::Choice(vec!["spade".to_owned(), "spice".to_owned()])
         }

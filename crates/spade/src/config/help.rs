@@ -302,6 +302,22 @@ pub const HELP: &[(&str, &str)] = &[
         "Coefficient of the router load-balancing loss of a Qwen3-MoE model; 0 = off, as RL fine-tuning usually runs. Dense models ignore it.",
     ),
     (
+        "grpo.loss_norm",
+        "How a step averages its per-token losses: sample_mean (each sample's token mean, averaged over the step's samples, zero-advantage ones included; the reference's slime default) or token_mean (one mean over the trained tokens of the samples with a non-zero advantage; DAPO, the spec's wording).",
+    ),
+    (
+        "grpo.trim_to_global_batch",
+        "With sample_mean: the step's batch is the delayed designer samples first, then the agent's, cut to agent.global_batch samples (as the reference trims its batch).",
+    ),
+    (
+        "grpo.weight_decay",
+        "AdamW's decoupled weight decay (the reference: 0.1).",
+    ),
+    (
+        "grpo.adam_beta2",
+        "AdamW's second-moment decay (the reference: 0.98; torch's default 0.999).",
+    ),
+    (
         "sandbox.step_timeout_s",
         "Per-call limit of step (spec: 30 s).",
     ),

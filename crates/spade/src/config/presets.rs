@@ -163,6 +163,9 @@ impl RunConfig {
                 micro_batch_tokens: 4096,
                 // Small enough to keep every activation.
                 activation_recompute: false,
+                // 12 plays a step beside up to 12 designer samples at a window's close: the
+                // reference's cut would drop most of that step's agent samples.
+                trim_to_global_batch: false,
                 ..d.grpo
             },
             metrics: MetricsSection {

@@ -9,6 +9,7 @@ use super::setup::concurrency;
 use super::{Event, Loop, env_seed, fixed, fnv, play_record, score};
 use crate::{WorkerError, play, seeds};
 use spade::EnvKind;
+use spade::config::LossNorm;
 use spade::report::Message;
 use spade_policy::grpo::GrpoSample;
 use spade_policy::train::MaskedSeq;
@@ -110,8 +111,11 @@ impl Loop<'_> {
             let g = spade::reward::group_advantages(&returns);
             played.obs.zero_std.push(g.zero_std);
             let adv = g.advantages;
+            // Under the sample mean a zero-advantage play still counts in the loss's
+            // denominator (the trainer skips its pass); the token mean leaves it out.
+            let keep_zero = self.cfg.grpo.loss_norm == LossNorm::SampleMean;
             for (ep, a) in eps.iter().zip(&adv) {
-                if *a != 0.0 && ep.loss_mask.iter().skip(1).any(|&x| x) {
+                if (*a != 0.0 || keep_zero) && ep.loss_mask.iter().skip(1).any(|&x| x) {
                     samples.push(GrpoSample {
                         seq: MaskedSeq {
                             ids: ep.ids.clone(),
@@ -161,12 +165,29 @@ impl Loop<'_> {
     ) -> Result<UpdateStats, WorkerError> {
         let (mut batch, weights) =
             designer_batch::weigh_designer(designer, plays, self.cfg.designer.loss_weight_cap);
+        let designer_samples = batch.len();
+        batch.extend(samples);
+        // The reference's batch: designer samples first, the agent's surplus cut off.
+        let cap = self.cfg.agent.global_batch as usize;
+        let trimmed = if self.cfg.grpo.trim_to_global_batch
+            && self.cfg.grpo.loss_norm == LossNorm::SampleMean
+            && batch.len() > cap
+        {
+            let n = batch.len() - cap;
+            batch.truncate(cap);
+            n
+        } else {
+            0
+        };
+        let signal = |s: &[GrpoSample]| s.iter().filter(|x| x.advantage != 0.0).count();
+        let kept_designer = designer_samples.min(batch.len());
         let mut stats = UpdateStats {
-            agent_samples: samples.len(),
-            designer: (!weights.is_empty()).then_some((batch.len(), weights)),
+            agent_samples: signal(&batch[kept_designer..]),
+            batch_samples: batch.len(),
+            trimmed_samples: trimmed,
+            designer: (!weights.is_empty()).then_some((signal(&batch[..kept_designer]), weights)),
             ..UpdateStats::default()
         };
-        batch.extend(samples);
         if batch.is_empty() {
             return Ok(stats);
         }
@@ -201,7 +222,8 @@ impl Loop<'_> {
 /// What a step's no-hint plays gave the update.
 #[derive(Default)]
 pub(super) struct Played {
-    /// Agent samples with a non-zero advantage.
+    /// Agent samples: those with a non-zero advantage, and under `grpo.loss_norm =
+    /// "sample_mean"` the zero-advantage ones too (they count in the loss's denominator).
     pub samples: Vec<GrpoSample>,
     /// No-hint plays of the step per environment kind (the designer loss weight's agent
     /// samples).

@@ -89,30 +89,40 @@ pub(super) fn designer_samples(
     let d = &lp.cfg.designer;
     let targets = designer_targets(buffer, by_env, d.invalid_reward, d.train_rejected);
     let rewards: Vec<f64> = targets.iter().map(|t| t.reward).collect();
+    // Under the sample mean a zero-advantage sample counts in the loss's denominator (the
+    // reference trains every designer sample); the token mean leaves it out.
+    let keep_zero = lp.cfg.grpo.loss_norm == spade::config::LossNorm::SampleMean;
     let mut samples = Vec::new();
     for t in &targets {
         let Some(b) = buffer.get(t.index) else {
             continue;
         };
-        if t.advantage.abs() < 1e-12 || b.sample.tokens.is_empty() {
+        let zero = t.advantage.abs() < 1e-12;
+        if (zero && !keep_zero) || b.sample.tokens.is_empty() {
             continue;
         }
-        let mut ids = b.sample.prompt_ids.clone();
-        ids.extend_from_slice(&b.sample.tokens);
-        let old = token_logprobs(
-            lp.policy.model(),
-            std::slice::from_ref(&ids),
-            lp.trainer.config().temperature,
-        )?
-        .pop()
-        .unwrap_or_default();
         let mut behavior = vec![0.0; b.sample.prompt_ids.len()];
         behavior.extend_from_slice(&b.sample.logprobs);
+        // A zero-advantage sample's ratio never reaches the loss: no forward pass for it.
+        let old = if zero {
+            behavior.clone()
+        } else {
+            let mut ids = b.sample.prompt_ids.clone();
+            ids.extend_from_slice(&b.sample.tokens);
+            token_logprobs(
+                lp.policy.model(),
+                std::slice::from_ref(&ids),
+                lp.trainer.config().temperature,
+            )?
+            .pop()
+            .unwrap_or_default()
+        };
+        let advantage = if zero { 0.0 } else { t.advantage as f32 };
         samples.push(GrpoSample {
             seq: MaskedSeq::prompt_completion(&b.sample.prompt_ids, &b.sample.tokens),
             old_logprobs: old,
             behavior_logprobs: Some(behavior),
-            advantage: t.advantage as f32,
+            advantage,
             weight: 1.0,
         });
     }

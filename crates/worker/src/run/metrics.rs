@@ -155,8 +155,13 @@ pub struct RlveStats {
 /// The step's update.
 #[derive(Debug, Clone, Default)]
 pub struct UpdateStats {
-    /// Agent samples with a non-zero advantage (`agent_samples`).
+    /// Agent samples with a non-zero advantage in the update's batch (`agent_samples`).
     pub agent_samples: usize,
+    /// Samples in the update's batch, zero-advantage ones included (`batch_samples`: the
+    /// denominator of `grpo.loss_norm = "sample_mean"`), and agent samples cut off by
+    /// `grpo.trim_to_global_batch` (`trimmed_samples`).
+    pub batch_samples: usize,
+    pub trimmed_samples: usize,
     /// Designer samples of the windows closed this step (`designer_samples`) and each kind's
     /// loss weight (`designer_loss_weight`, and `{kind}/designer_loss_weight` when several
     /// kinds closed), when any window closed with samples.
@@ -258,6 +263,10 @@ impl StepMetrics {
         }
         let u = &self.update;
         put("agent_samples".into(), u.agent_samples as f64);
+        if u.batch_samples > 0 {
+            put("batch_samples".into(), u.batch_samples as f64);
+            put("trimmed_samples".into(), u.trimmed_samples as f64);
+        }
         if let Some((n, weights)) = &u.designer {
             put("designer_samples".into(), *n as f64);
             for (kind, w) in weights {
@@ -273,6 +282,9 @@ impl StepMetrics {
             put("clip_frac".into(), g.clip_frac);
             put("grad_norm".into(), g.grad_norm);
             put("tis_mean".into(), g.mean_tis);
+            // Computed by every update; the trainer's drift from the sampler and the reference.
+            put("ratio_mean".into(), g.mean_ratio);
+            put("kl_mean".into(), g.mean_kl);
         }
         if let Some(v) = &u.vllm {
             put("vllm_restarts".into(), f64::from(v.restarts));
@@ -376,6 +388,8 @@ mod tests {
             }),
             update: UpdateStats {
                 agent_samples: 100,
+                batch_samples: 192,
+                trimmed_samples: 20,
                 designer: Some((
                     12,
                     BTreeMap::from([(EnvKind::Game, 32.0), (EnvKind::ToolUse, 16.0)]),
@@ -408,6 +422,7 @@ mod tests {
             [
                 "acceptance_rate_run",
                 "agent_samples",
+                "batch_samples",
                 "broken_in_play_envs",
                 "challenger_samples",
                 "clip_frac",
@@ -424,6 +439,7 @@ mod tests {
                 "game/designer_loss_weight",
                 "game/window_regret",
                 "grad_norm",
+                "kl_mean",
                 "learnable_share",
                 "loss",
                 "play_env_calls",
@@ -431,6 +447,7 @@ mod tests {
                 "play_violations",
                 "plays_no_hint",
                 "plays_per_env",
+                "ratio_mean",
                 "reasoner_samples",
                 "rlve_checks",
                 "rlve_difficulty_max",
@@ -445,6 +462,7 @@ mod tests {
                 "tis_mean",
                 "tool_use/attempts",
                 "tool_use/designer_loss_weight",
+                "trimmed_samples",
                 "vllm_logprob_gap_max",
                 "vllm_logprob_gap_mean",
                 "vllm_probe_gap",
@@ -453,6 +471,8 @@ mod tests {
             ]
         );
         assert_eq!(v["agent_samples"], 100.0);
+        assert_eq!(v["batch_samples"], 192.0);
+        assert_eq!(v["trimmed_samples"], 20.0);
         assert_eq!(v["play_violation_rate"], 0.1);
         // With two kinds the unprefixed weight is the last kind's (as before the struct).
         assert_eq!(v["designer_loss_weight"], 16.0);

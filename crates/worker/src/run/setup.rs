@@ -14,7 +14,7 @@ use spade::config::RunConfig;
 use spade::memory::MemoryRecord;
 use spade::pool::PoolProblem;
 use spade_policy::Policy;
-use spade_policy::grpo::{GrpoConfig, GrpoTrainer};
+use spade_policy::grpo::{GrpoConfig, GrpoTrainer, LossNorm};
 use spade_policy::train::OptimConfig;
 use spade_sandbox::{Pool, PoolConfig, RunnerConfig};
 use std::path::{Path, PathBuf};
@@ -159,8 +159,12 @@ pub(super) fn setup<'a>(
 }
 
 /// The GRPO update as the configuration sets it.
-fn grpo_config(cfg: &RunConfig) -> GrpoConfig {
+pub(crate) fn grpo_config(cfg: &RunConfig) -> GrpoConfig {
     GrpoConfig {
+        loss_norm: match cfg.grpo.loss_norm {
+            spade::config::LossNorm::SampleMean => LossNorm::SampleMean,
+            spade::config::LossNorm::TokenMean => LossNorm::TokenMean,
+        },
         clip_low: cfg.grpo.clip_low,
         clip_high: cfg.grpo.clip_high,
         kl_coef: cfg.grpo.kl_coef,
@@ -172,6 +176,8 @@ fn grpo_config(cfg: &RunConfig) -> GrpoConfig {
         router_aux_coef: cfg.grpo.router_aux_coef,
         optim: OptimConfig {
             lr: cfg.grpo.lr,
+            weight_decay: cfg.grpo.weight_decay,
+            beta2: cfg.grpo.adam_beta2,
             ..OptimConfig::default()
         },
     }
