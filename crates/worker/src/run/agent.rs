@@ -163,24 +163,13 @@ impl Loop<'_> {
         plays: &BTreeMap<EnvKind, u64>,
         designer: Vec<PendingDesigner>,
     ) -> Result<UpdateStats, WorkerError> {
-        let (mut batch, weights) =
+        let (designer, weights) =
             designer_batch::weigh_designer(designer, plays, self.cfg.designer.loss_weight_cap);
-        let designer_samples = batch.len();
-        batch.extend(samples);
-        // The reference's batch: designer samples first, the agent's surplus cut off.
-        let cap = self.cfg.agent.global_batch as usize;
-        let trimmed = if self.cfg.grpo.trim_to_global_batch
-            && self.cfg.grpo.loss_norm == LossNorm::SampleMean
-            && batch.len() > cap
-        {
-            let n = batch.len() - cap;
-            batch.truncate(cap);
-            n
-        } else {
-            0
-        };
+        let g = &self.cfg.grpo;
+        let cap = (g.trim_to_global_batch && g.loss_norm == LossNorm::SampleMean)
+            .then_some(self.cfg.agent.global_batch as usize);
+        let (batch, kept_designer, trimmed) = designer_batch::assemble(designer, samples, cap);
         let signal = |s: &[GrpoSample]| s.iter().filter(|x| x.advantage != 0.0).count();
-        let kept_designer = designer_samples.min(batch.len());
         let mut stats = UpdateStats {
             agent_samples: signal(&batch[kept_designer..]),
             batch_samples: batch.len(),

@@ -152,9 +152,60 @@ pub fn weigh_designer(
     (out, weights)
 }
 
+/// The step's batch as the reference builds it (`spade_rollout.py`): the designer samples
+/// first, then the agent's; with `cap`, cut to that many samples, so the surplus agent samples
+/// go. Returns the batch, how many designer samples it kept and how many samples were cut.
+pub fn assemble(
+    designer: Vec<GrpoSample>,
+    agent: Vec<GrpoSample>,
+    cap: Option<usize>,
+) -> (Vec<GrpoSample>, usize, usize) {
+    let mut batch = designer;
+    let designer = batch.len();
+    batch.extend(agent);
+    let cut = match cap {
+        Some(cap) if batch.len() > cap => {
+            let n = batch.len() - cap;
+            batch.truncate(cap);
+            n
+        }
+        _ => 0,
+    };
+    let kept = designer.min(batch.len());
+    (batch, kept, cut)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn marked(advantage: f32, n: usize) -> Vec<GrpoSample> {
+        (0..n)
+            .map(|_| GrpoSample {
+                seq: MaskedSeq::prompt_completion(&[1], &[2]),
+                old_logprobs: vec![0.0; 2],
+                behavior_logprobs: None,
+                advantage,
+                weight: 1.0,
+            })
+            .collect()
+    }
+
+    /// The paper's shape: 30 designer samples beside 192 agent plays, a global batch of 192.
+    /// The reference keeps every designer sample and cuts 30 agent samples; without the cap
+    /// (the earlier behaviour, and the tiny demos) all 222 train.
+    #[test]
+    fn the_batch_puts_designer_samples_first_and_cuts_the_agent_surplus() {
+        let (batch, kept, cut) = assemble(marked(2.0, 30), marked(-1.0, 192), Some(192));
+        assert_eq!((batch.len(), kept, cut), (192, 30, 30));
+        assert!(batch[..30].iter().all(|s| s.advantage == 2.0));
+        assert!(batch[30..].iter().all(|s| s.advantage == -1.0));
+        let (batch, kept, cut) = assemble(marked(2.0, 30), marked(-1.0, 192), None);
+        assert_eq!((batch.len(), kept, cut), (222, 30, 0));
+        // More designer samples than the cap: the batch is designer samples only.
+        let (batch, kept, cut) = assemble(marked(2.0, 5), marked(-1.0, 3), Some(4));
+        assert_eq!((batch.len(), kept, cut), (4, 4, 4));
+    }
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9

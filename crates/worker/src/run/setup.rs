@@ -439,4 +439,23 @@ mod tests {
             "the agent still learns"
         );
     }
+
+    /// The run's `[grpo]` recipe reaches the trainer: the reference's by default, the old
+    /// token mean and torch's AdamW settings when a configuration names them.
+    #[test]
+    fn the_grpo_recipe_reaches_the_trainer() {
+        let g = grpo_config(&RunConfig::gpu_qwen3_games());
+        assert_eq!(g.loss_norm, LossNorm::SampleMean);
+        assert_eq!((g.optim.weight_decay, g.optim.beta2), (0.1, 0.98));
+        let mut cfg = RunConfig::tiny_cpu_demo();
+        cfg.grpo.loss_norm = spade::config::LossNorm::TokenMean;
+        cfg.grpo.weight_decay = 0.01;
+        cfg.grpo.adam_beta2 = 0.999;
+        let g = grpo_config(&cfg);
+        assert_eq!(g.loss_norm, LossNorm::TokenMean);
+        assert_eq!(
+            (g.optim.weight_decay, g.optim.beta2, g.optim.lr),
+            (0.01, 0.999, 1e-4)
+        );
+    }
 }
