@@ -275,6 +275,11 @@ impl GrpoTrainer {
     pub fn step(&mut self, policy: &Policy, samples: &[GrpoSample]) -> Result<GrpoStats> {
         self.opt.zero_grad();
         let mut st = self.backward(policy, samples)?;
+        if st.tokens == 0 {
+            // Every sample had a zero advantage: no gradient, so no step (AdamW's momentum and
+            // weight decay would still move the weights on a step that carries no signal).
+            return Ok(st);
+        }
         st.grad_norm = self.opt.clip_grad_norm(self.cfg.optim.max_grad_norm)?;
         self.opt.step()?;
         self.opt.zero_grad();

@@ -442,6 +442,38 @@ fn sample_mean_counts_every_sample_once_and_zero_advantage_ones_in_the_denominat
     Ok(())
 }
 
+/// A batch whose samples all have a zero advantage carries no signal: no optimiser step, so
+/// momentum from an earlier step and weight decay do not move the weights either.
+#[test]
+fn a_batch_without_signal_takes_no_step() -> Result<()> {
+    let p = tiny_policy(5)?;
+    let cfg = GrpoConfig {
+        temperature: 1.0,
+        optim: OptimConfig {
+            lr: 1e-2,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut tr = GrpoTrainer::new(&p, cfg)?;
+    tr.step(&p, &[sample(&[1, 2], &[3, 4], &p, 1.0)?])?;
+    let weights = |p: &Policy| -> Vec<Tensor> {
+        p.var_store()
+            .trainable_variables()
+            .iter()
+            .map(|v| v.detach().copy())
+            .collect()
+    };
+    let w0 = weights(&p);
+    let st = tr.step(&p, &[sample(&[1, 2], &[3, 4], &p, 0.0)?])?;
+    assert_eq!((st.tokens, st.skipped, st.samples), (0, 1, 1));
+    assert_eq!(tr.optimizer().step_count(), 1);
+    for (a, b) in w0.iter().zip(weights(&p)) {
+        assert!(a.equal(&b), "a step without signal moved the weights");
+    }
+    Ok(())
+}
+
 /// Skipping a zero-advantage sample's pass changes nothing but the work: the gradient equals
 /// the one computed with every sample's pass (a KL coefficient of 1e-12 forces them all).
 #[test]
