@@ -762,11 +762,15 @@ fn the_update_recipe_is_the_references_and_the_old_one_a_named_choice() {
     )
     .expect("valid");
     assert_eq!(old.grpo.loss_norm, LossNorm::TokenMean);
-    assert!(!RunConfig::tiny_cpu_demo().grpo.trim_to_global_batch);
+    let tiny = RunConfig::tiny_cpu_demo();
+    assert!(!tiny.grpo.trim_to_global_batch);
+    assert_eq!(tiny.grpo.loss_norm, LossNorm::TokenMean);
     for text in [DEMO_TOML, SMOL_DEMO_TOML] {
         let c = RunConfig::from_toml_str(text).expect("valid");
         assert!(!c.grpo.trim_to_global_batch);
     }
+    let demo = RunConfig::from_toml_str(DEMO_TOML).expect("valid");
+    assert_eq!(demo.grpo.loss_norm, LossNorm::TokenMean);
     match parse_err("[grpo]\nloss_norm = \"mean\"\n") {
         ConfigError::Field { path, message, .. } => {
             assert_eq!(path, "grpo.loss_norm");

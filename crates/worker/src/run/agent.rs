@@ -181,7 +181,13 @@ impl Loop<'_> {
             return Ok(stats);
         }
         self.phase("update")?;
-        stats.grpo = Some(self.trainer.step(&self.policy, &batch)?);
+        let step = self.trainer.step(&self.policy, &batch)?;
+        if step.tokens == 0 {
+            // Every sample had a zero advantage: the trainer took no step, so nothing to report
+            // or to sync (the batch still counts in `batch_samples`).
+            return Ok(stats);
+        }
+        stats.grpo = Some(step);
         if let Some(f) = &self.vllm {
             let on = &mut *self.on;
             let log = &mut |l| on(Event::Log(l));
