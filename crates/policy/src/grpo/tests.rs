@@ -171,18 +171,22 @@ fn completion_logprob(p: &Policy, s: &GrpoSample) -> Result<f64> {
         .sum())
 }
 
-#[test]
-fn steps_raise_positive_and_lower_negative_completions() -> Result<()> {
-    let p = tiny_policy(0)?;
-    let cfg = GrpoConfig {
+/// Temperature 1 (the samples' log-probs are taken at 1) and a step large enough to see.
+fn fast_steps() -> GrpoConfig {
+    GrpoConfig {
         temperature: 1.0,
         optim: OptimConfig {
             lr: 1e-2,
             ..Default::default()
         },
         ..Default::default()
-    };
-    let mut tr = GrpoTrainer::new(&p, cfg)?;
+    }
+}
+
+#[test]
+fn steps_raise_positive_and_lower_negative_completions() -> Result<()> {
+    let p = tiny_policy(0)?;
+    let mut tr = GrpoTrainer::new(&p, fast_steps())?;
     let good = sample(&[1, 2, 3], &[7, 8, 9], &p, 1.0)?;
     let bad = sample(&[1, 2, 3], &[10, 11, 12], &p, -1.0)?;
     let (g0, b0) = (
@@ -447,15 +451,7 @@ fn sample_mean_counts_every_sample_once_and_zero_advantage_ones_in_the_denominat
 #[test]
 fn a_batch_without_signal_takes_no_step() -> Result<()> {
     let p = tiny_policy(5)?;
-    let cfg = GrpoConfig {
-        temperature: 1.0,
-        optim: OptimConfig {
-            lr: 1e-2,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let mut tr = GrpoTrainer::new(&p, cfg)?;
+    let mut tr = GrpoTrainer::new(&p, fast_steps())?;
     tr.step(&p, &[sample(&[1, 2], &[3, 4], &p, 1.0)?])?;
     let weights = |p: &Policy| -> Vec<Tensor> {
         p.var_store()
