@@ -168,6 +168,11 @@ pub struct StepFacts {
     pub scored: Vec<ScoredEnv>,
     /// One flag per play group trained this step.
     pub zero_std: Vec<bool>,
+    /// One flag per play group: every return 0 (nothing won), and every return above 0 (all
+    /// won); the reference logs both shares (`all_zero_group_pct`, `all_positive_group_pct`):
+    /// they say which side a uniform group is uniform on.
+    pub all_zero: Vec<bool>,
+    pub all_positive: Vec<bool>,
     pub acceptance: Acceptance,
     /// One flag per environment generated this step: does its first observation reveal it.
     pub formula_reveals: Vec<bool>,
@@ -178,8 +183,8 @@ pub struct StepFacts {
 }
 
 /// The flat metrics of one step. Names: `learnable_share`, `easy_share`, `medium_share`,
-/// `hard_share`, `zero_std_group_pct`, `regret_mean`, `r_hint`, `r_no_hint` (mean returns of
-/// the two arms), `designer_reward_mean`,
+/// `hard_share`, `zero_std_group_pct`, `all_zero_group_pct`, `all_positive_group_pct`,
+/// `regret_mean`, `r_hint`, `r_no_hint` (mean returns of the two arms), `designer_reward_mean`,
 /// `win_rate/<skill>`, `acceptance_rate`, `accepted`, `rejected`, `rejections/<reason>`,
 /// `reward_levels_mean`, `formula_reveal_rate`, and `vendi_<kernel>_mean`, `vendi_<kernel>_sd`,
 /// `vendi_<kernel>_per_n` with the kernel that produced them (`vendi_mean`... when unnamed).
@@ -202,6 +207,11 @@ pub fn step_metrics(f: &StepFacts, cfg: &MetricsSection) -> BTreeMap<String, f64
         put("hard_share", Some(d.hard));
     }
     put("zero_std_group_pct", zero_std_group_pct(&f.zero_std));
+    put("all_zero_group_pct", zero_std_group_pct(&f.all_zero));
+    put(
+        "all_positive_group_pct",
+        zero_std_group_pct(&f.all_positive),
+    );
     let col = |g: fn(&ScoredEnv) -> f64| mean(&f.scored.iter().map(g).collect::<Vec<_>>());
     put("regret_mean", col(|s| s.regret));
     put("r_hint", col(|s| s.mean_return_hint));

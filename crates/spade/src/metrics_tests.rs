@@ -79,6 +79,8 @@ fn step_metrics_are_named_and_skip_missing_data() {
             env("Causal Inference", 0.9, 0.1),
         ],
         zero_std: vec![false, true],
+        all_zero: vec![false, true, false, false],
+        all_positive: vec![false, false, false, false],
         acceptance,
         formula_reveals: vec![false, false, true, false],
         vendi: None,
@@ -88,6 +90,8 @@ fn step_metrics_are_named_and_skip_missing_data() {
     assert_eq!(m["learnable_share"], 0.5);
     assert_eq!(m["easy_share"], 0.5);
     assert_eq!(m["zero_std_group_pct"], 0.5);
+    assert_eq!(m["all_zero_group_pct"], 0.25);
+    assert_eq!(m["all_positive_group_pct"], 0.0);
     assert!((m["regret_mean"] - 0.2).abs() < 1e-12);
     assert!((m["r_hint"] - 0.9).abs() < 1e-12);
     assert!((m["designer_reward_mean"] - 0.2).abs() < 1e-12);

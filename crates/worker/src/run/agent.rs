@@ -110,6 +110,11 @@ impl Loop<'_> {
             let returns: Vec<f64> = eps.iter().map(|x| x.episode_return).collect();
             let g = spade::reward::group_advantages(&returns);
             played.obs.zero_std.push(g.zero_std);
+            played.obs.all_zero.push(returns.iter().all(|&r| r == 0.0));
+            played
+                .obs
+                .all_positive
+                .push(returns.iter().all(|&r| r > 0.0));
             let adv = g.advantages;
             // Under the sample mean a zero-advantage play still counts in the loss's
             // denominator (the trainer skips its pass); the token mean leaves it out.

@@ -19,6 +19,9 @@ use std::collections::BTreeMap;
 #[derive(Debug, Default)]
 pub struct StepObservations {
     pub zero_std: Vec<bool>,
+    /// Per play group: every return 0, every return above 0.
+    pub all_zero: Vec<bool>,
+    pub all_positive: Vec<bool>,
     pub acceptance: metrics::Acceptance,
     pub formula_reveals: Vec<bool>,
     /// Reset and step returns checked against the contract this step (hint and no-hint plays).
@@ -31,6 +34,8 @@ impl StepObservations {
     /// Adds what a later phase of the step observed.
     pub fn absorb(&mut self, later: StepObservations) {
         self.zero_std.extend(later.zero_std);
+        self.all_zero.extend(later.all_zero);
+        self.all_positive.extend(later.all_positive);
         self.acceptance.accepted += later.acceptance.accepted;
         self.acceptance.rejected += later.acceptance.rejected;
         for (reason, n) in later.acceptance.reasons {

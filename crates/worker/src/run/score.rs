@@ -299,6 +299,8 @@ pub(super) fn live_stats(lp: &Loop<'_>, obs: StepObservations) -> LiveStats {
     let facts = StepFacts {
         scored,
         zero_std: obs.zero_std,
+        all_zero: obs.all_zero,
+        all_positive: obs.all_positive,
         acceptance: obs.acceptance,
         formula_reveals: obs.formula_reveals,
         vendi: spade::metrics::vendi::windowed_vendi(
