@@ -468,6 +468,15 @@ pub struct GrpoSection {
     pub adam_beta2: f64,
 }
 
+impl GrpoSection {
+    /// Whether zero-advantage samples join the step's batch: under the per-sample mean they
+    /// count in the loss's denominator (and in the reference's batch cut); the token mean
+    /// leaves them out.
+    pub fn counts_zero_advantage(&self) -> bool {
+        self.loss_norm == LossNorm::SampleMean
+    }
+}
+
 /// How a GRPO step averages its per-token losses (`grpo.loss_norm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

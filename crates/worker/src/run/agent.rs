@@ -9,7 +9,6 @@ use super::setup::concurrency;
 use super::{Event, Loop, env_seed, fixed, fnv, play_record, score};
 use crate::{WorkerError, play, seeds};
 use spade::EnvKind;
-use spade::config::LossNorm;
 use spade::report::Message;
 use spade_policy::grpo::GrpoSample;
 use spade_policy::train::MaskedSeq;
@@ -42,6 +41,9 @@ impl Loop<'_> {
         ) as usize;
         let popts = self.play_options();
         let mut samples = Vec::new();
+        // Zero-advantage plays join the batch under the per-sample mean (the trainer skips
+        // their passes; they count in the denominator).
+        let keep_zero = self.cfg.grpo.counts_zero_advantage();
         let mut records = Vec::new();
         // Every live environment's plays go to the rollout backend at once; their results are
         // scored below in the windows' order.
@@ -116,9 +118,6 @@ impl Loop<'_> {
                 .all_positive
                 .push(returns.iter().all(|&r| r > 0.0));
             let adv = g.advantages;
-            // Under the sample mean a zero-advantage play still counts in the loss's
-            // denominator (the trainer skips its pass); the token mean leaves it out.
-            let keep_zero = self.cfg.grpo.loss_norm == LossNorm::SampleMean;
             for (ep, a) in eps.iter().zip(&adv) {
                 if (*a != 0.0 || keep_zero) && ep.loss_mask.iter().skip(1).any(|&x| x) {
                     samples.push(GrpoSample {
@@ -171,7 +170,7 @@ impl Loop<'_> {
         let (designer, weights) =
             designer_batch::weigh_designer(designer, plays, self.cfg.designer.loss_weight_cap);
         let g = &self.cfg.grpo;
-        let cap = (g.trim_to_global_batch && g.loss_norm == LossNorm::SampleMean)
+        let cap = (g.trim_to_global_batch && g.counts_zero_advantage())
             .then_some(self.cfg.agent.global_batch as usize);
         let (batch, kept_designer, trimmed) = designer_batch::assemble(designer, samples, cap);
         let signal = |s: &[GrpoSample]| s.iter().filter(|x| x.advantage != 0.0).count();

@@ -89,9 +89,8 @@ pub(super) fn designer_samples(
     let d = &lp.cfg.designer;
     let targets = designer_targets(buffer, by_env, d.invalid_reward, d.train_rejected);
     let rewards: Vec<f64> = targets.iter().map(|t| t.reward).collect();
-    // Under the sample mean a zero-advantage sample counts in the loss's denominator (the
-    // reference trains every designer sample); the token mean leaves it out.
-    let keep_zero = lp.cfg.grpo.loss_norm == spade::config::LossNorm::SampleMean;
+    // The reference trains every designer sample, zero-advantage ones included.
+    let keep_zero = lp.cfg.grpo.counts_zero_advantage();
     let mut samples = Vec::new();
     for t in &targets {
         let Some(b) = buffer.get(t.index) else {
