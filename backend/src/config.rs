@@ -178,7 +178,7 @@ pub struct Config {
     pub model_roots: Vec<PathBuf>,
 
     /// Directories run configurations may name corpora and question files in (`corpus.path`,
-    /// `qa:PATH` suites).
+    /// `qa:PATH`, `mc:PATH` and `code:PATH` suites).
     #[arg(
         long = "corpus-root",
         env = "SPADE_CORPUS_ROOTS",

@@ -20,6 +20,7 @@ pub const FORM_SUITES: &[(&str, &str)] = &[
     ("rg-arithmetic", "reasoning-gym arithmetic (17)"),
     ("rg-cognition", "reasoning-gym cognition (5)"),
     ("rg-logic", "reasoning-gym logic (6)"),
+    ("humaneval", "HumanEval: 164 programs run against their tests"),
     ("envs", "seed environments: win rate"),
 ];
 
@@ -239,7 +240,7 @@ pub fn BenchmarksSection(run_id: i64, data: BenchmarksDto, csrf: String) -> impl
                 <label for="eval-suite">"Suite"</label>
                 <select id="eval-suite" name="suite">
                     {suites}
-                    <option value="custom">"other: qa:PATH.jsonl or envs:DIR (below)"</option>
+                    <option value="custom">"other: qa:, mc:, code: PATH.jsonl or envs:DIR (below)"</option>
                 </select>
                 <label for="eval-custom">"Other suite"</label>
                 <input id="eval-custom" name="custom_suite" type="text" placeholder="qa:/data/aime.jsonl" />

@@ -568,7 +568,7 @@ fn form_number<T: std::str::FromStr>(name: &str, text: &str) -> Result<Option<T>
 }
 
 /// The run page's "Evaluate a checkpoint" form: checkpoint, suite (a named one, or `custom`
-/// with `custom_suite` = `qa:PATH.jsonl` / `envs:DIR`) and items per task.
+/// with `custom_suite` = `qa:PATH.jsonl`, `mc:`, `code:` / `envs:DIR`) and items per task.
 async fn evaluate(
     State(state): State<AppState>,
     Path(run_id): Path<i64>,

@@ -119,7 +119,8 @@ pub async fn evaluations(db: &Pool, scope: &RunScope) -> ServiceResult<Vec<dto::
 pub struct CreateEvaluation {
     /// The checkpoint's step; 0 is the model the run started from.
     pub checkpoint_step: i64,
-    /// A `spade eval --suite` name (rg-hard, rg-logic, ..., envs, envs:DIR, qa:PATH.jsonl).
+    /// A `spade eval --suite` name (rg-hard, rg-logic, ..., humaneval, envs, envs:DIR,
+    /// qa:PATH.jsonl, mc:PATH.jsonl, code:PATH.jsonl).
     pub suite: String,
     /// Items per task at most (default: the run configuration's `eval.limit`).
     pub limit: Option<u32>,

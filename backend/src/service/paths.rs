@@ -292,11 +292,20 @@ impl PathRoots {
             .unwrap_or_default()
     }
 
-    /// An evaluation suite name with its path (if any) resolved: `qa:` files are corpora,
+    /// An evaluation suite name with its path (if any) resolved: `qa:`, `mc:` and `code:` files are corpora,
     /// `envs:` directories pools; named suites are unchanged.
     pub fn suite(&self, field: &str, suite: &str) -> Result<String, ServiceError> {
-        if let Some(p) = suite.strip_prefix("qa:") {
-            Ok(format!("qa:{}", self.resolve(PathKind::Corpus, field, p)?))
+        // Question files (boxed answers, multiple choice, code problems) live under the
+        // corpus root like training corpora; a prefix this match misses would pass a path
+        // unchecked, so every file prefix of `spade::suites::PREFIXES` is listed.
+        if let Some((prefix, p)) = ["qa:", "mc:", "code:"]
+            .iter()
+            .find_map(|pre| suite.strip_prefix(pre).map(|p| (pre, p)))
+        {
+            Ok(format!(
+                "{prefix}{}",
+                self.resolve(PathKind::Corpus, field, p)?
+            ))
         } else if let Some(p) = suite.strip_prefix("envs:") {
             Ok(format!("envs:{}", self.resolve(PathKind::Pool, field, p)?))
         } else {

