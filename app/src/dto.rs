@@ -480,6 +480,8 @@ pub struct BenchmarkRow {
     pub task: String,
     pub score: f64,
     pub n: u32,
+    pub stderr: Option<f64>,
+    pub samples: u32,
 }
 
 impl BenchmarkRow {
@@ -493,6 +495,8 @@ impl BenchmarkRow {
             task: b.task,
             score: b.score,
             n: u32::try_from(b.n).unwrap_or(0),
+            stderr: b.stderr,
+            samples: u32::try_from(b.samples).unwrap_or(1),
         }
     }
 }
@@ -582,6 +586,10 @@ pub struct BenchmarkRecord {
     pub task: String,
     pub score: f64,
     pub n: i32,
+    /// Standard error of `score` (null below two questions, and for older results).
+    pub stderr: Option<f64>,
+    /// Samples per question (`score` is Avg@k for k > 1).
+    pub samples: i32,
     pub created_at: String,
 }
 

@@ -162,6 +162,7 @@ pub fn RunsPage() -> impl IntoView {
 #[component]
 pub fn BenchmarksPage() -> impl IntoView {
     let team = query("team");
+    let rows = query("rows");
     let parsed = Memo::new(move |_| team().and_then(|t| t.parse::<i64>().ok()));
     let data = Resource::new(move || parsed.get(), data::load_benchmarks);
     view! {
@@ -170,7 +171,8 @@ pub fn BenchmarksPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(Access::Granted(d)) => view! {
-                        <pages::benchmarks::BenchmarksPageView teams=d.teams team=d.team runs=d.runs />
+                        <pages::benchmarks::BenchmarksPageView teams=d.teams team=d.team runs=d.runs
+                            rows_by=pages::benchmarks::RowsBy::from_query(rows().as_deref()) />
                     }.into_any(),
                     Ok(Access::LoginRequired) => not_shown(Ok(())),
                     Err(e) => not_shown(Err(e)),

@@ -371,6 +371,14 @@ pub fn endpoints() -> Vec<Endpoint> {
         ),
         ep(
             "get",
+            "/benchmarks.csv",
+            "artifacts",
+            User,
+            "The paper's table of several runs as CSV (`runs=1,2`, `rows=newest|checkpoints`): suite means with standard errors, then the games and tool-use averages",
+            get(artifacts::benchmarks_csv),
+        ),
+        ep(
+            "get",
             "/runs/{run_id}/evaluations",
             "artifacts",
             User,

@@ -358,6 +358,7 @@ pub fn CompareView(
         }
     });
     let csv_href = format!("/api/v1/compare/metrics.csv?runs={}", run_ids.join(","));
+    let bench_csv = format!("/api/v1/benchmarks.csv?runs={}", run_ids.join(","));
     // Applying the chart settings must keep the runs (and the seed band) on the page.
     let mut keep: Vec<(String, String)> = run_ids
         .iter()
@@ -407,7 +408,7 @@ pub fn CompareView(
         {seeds_view}
         <section class="card" aria-labelledby="cmp-bench-h">
             <h2 id="cmp-bench-h">"Benchmarks"</h2>
-            <CompareBenchmarks runs=benchmarks />
+            <CompareBenchmarks runs=benchmarks csv_href=bench_csv />
         </section>
     }
     .into_any()

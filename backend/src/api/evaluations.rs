@@ -140,6 +140,8 @@ pub async fn results(
             task,
             score,
             n,
+            stderr,
+            samples,
         } = m
         else {
             return Err(AppError::invalid(
@@ -176,10 +178,24 @@ pub async fn results(
         }
         let n = i32::try_from(*n)
             .map_err(|_| AppError::invalid(&format!("messages[{i}].n"), "must be below 2^31"))?;
+        if stderr.is_some_and(|s| !(s.is_finite() && s >= 0.0)) {
+            return Err(AppError::invalid(
+                &format!("messages[{i}].stderr"),
+                "must be a finite number >= 0",
+            ));
+        }
+        let samples = i32::try_from(*samples)
+            .ok()
+            .filter(|&k| k >= 1)
+            .ok_or_else(|| {
+                AppError::invalid(&format!("messages[{i}].samples"), "must be 1 to 2^31 - 1")
+            })?;
         rows.push(NewResult {
             task: task.clone(),
             score: *score,
             n,
+            stderr: *stderr,
+            samples,
         });
     }
     let evaluation_id = evaluations::store_results(

@@ -24,6 +24,7 @@ use axum::response::{IntoResponse, Response};
 use spade::report::{
     EnvStatus, Envelope, FinishStatus, IngestReply, IngestRequest, MAX_ENVELOPES_PER_BATCH, Message,
 };
+use spade_db::evaluations::NewResult;
 use spade_db::ingest::{self, Batch, NewEnvironment, NewPlay, Scores};
 use spade_db::{DbError, RunScope, RunStatus};
 
@@ -227,6 +228,29 @@ fn finite(v: f64, i: usize, field: &str) -> ApiResult<f64> {
             &format!("envelopes[{i}].{field}"),
             "must be a finite number",
         ))
+    }
+}
+
+/// A standard error: finite and not negative (the database's CHECK).
+fn non_negative(v: f64, i: usize, field: &str) -> ApiResult<f64> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(AppError::invalid(
+            &format!("envelopes[{i}].{field}"),
+            "must be a finite number >= 0",
+        ))
+    }
+}
+
+/// Samples per question: 1 to 2^31 - 1.
+fn at_least_one(v: u32, i: usize, field: &str) -> ApiResult<i32> {
+    match i32::try_from(v) {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(AppError::invalid(
+            &format!("envelopes[{i}].{field}"),
+            "must be 1 to 2^31 - 1",
+        )),
     }
 }
 
@@ -453,19 +477,22 @@ async fn apply(
             task,
             score,
             n,
+            stderr,
+            samples,
         } => {
             let cs = checkpoint_step
                 .map(|s| to_i64(s, i, "message.checkpoint_step"))
                 .transpose()?;
-            batch
-                .benchmark(
-                    cs,
-                    suite,
-                    task,
-                    finite(*score, i, "message.score")?,
-                    to_i32(*n, i, "message.n")?,
-                )
-                .await?;
+            let result = NewResult {
+                task: task.clone(),
+                score: finite(*score, i, "message.score")?,
+                n: to_i32(*n, i, "message.n")?,
+                stderr: stderr
+                    .map(|s| non_negative(s, i, "message.stderr"))
+                    .transpose()?,
+                samples: at_least_one(*samples, i, "message.samples")?,
+            };
+            batch.benchmark(cs, suite, &result).await?;
         }
         Message::Finished { status, message } => {
             let status = match status {

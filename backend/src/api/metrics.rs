@@ -89,7 +89,30 @@ async fn csv_rows(
     Ok(())
 }
 
-fn csv_response(file: String, csv: String) -> Response {
+/// The run ids of a `runs=1,2,3` parameter, duplicates dropped, 1 to `max` of them.
+pub(crate) fn run_ids(runs: &str, max: usize) -> ApiResult<Vec<i64>> {
+    let mut ids = Vec::new();
+    for part in runs.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let id: i64 = part.parse().map_err(|_| {
+            AppError::invalid(
+                "runs",
+                format!("{part:?} is not a run id (comma-separated integers)"),
+            )
+        })?;
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    if !(1..=max).contains(&ids.len()) {
+        return Err(AppError::invalid(
+            "runs",
+            format!("1 to {max} run ids, got {}", ids.len()),
+        ));
+    }
+    Ok(ids)
+}
+
+pub(crate) fn csv_response(file: String, csv: String) -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()),
@@ -110,24 +133,7 @@ pub async fn compare_csv(
     auth: AuthUser,
     ApiQuery(q): ApiQuery<CompareCsvQuery>,
 ) -> ApiResult<Response> {
-    let mut ids = Vec::new();
-    for part in q.runs.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let id: i64 = part.parse().map_err(|_| {
-            AppError::invalid(
-                "runs",
-                format!("{part:?} is not a run id (comma-separated integers)"),
-            )
-        })?;
-        if !ids.contains(&id) {
-            ids.push(id);
-        }
-    }
-    if !(1..=MAX_COMPARE_RUNS).contains(&ids.len()) {
-        return Err(AppError::invalid(
-            "runs",
-            format!("1 to {MAX_COMPARE_RUNS} run ids, got {}", ids.len()),
-        ));
-    }
+    let ids = run_ids(&q.runs, MAX_COMPARE_RUNS)?;
     let names = name_list(q.names.as_deref());
     let mut csv = String::from("run_id,name,step,value,elapsed_s\n");
     for &id in &ids {

@@ -38,6 +38,8 @@ pub fn benchmark(b: &BenchmarkResult) -> dto::BenchmarkRecord {
         task: b.task.clone(),
         score: b.score,
         n: b.n,
+        stderr: b.stderr,
+        samples: b.samples,
         created_at: time(&b.created_at),
     }
 }

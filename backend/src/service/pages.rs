@@ -167,6 +167,8 @@ pub async fn benchmarks(
                 task: "all".into(),
                 score: r.score,
                 n: u32::try_from(r.n).unwrap_or(0),
+                stderr: r.stderr,
+                samples: u32::try_from(r.samples).unwrap_or(1),
             });
         }
     }

@@ -28,6 +28,8 @@ fn result(suite: &str, step: Option<u64>, task: &str, score: f64) -> Message {
         task: task.into(),
         score,
         n: 4,
+        stderr: Some(0.125),
+        samples: 2,
     }
 }
 
@@ -248,6 +250,22 @@ async fn evaluations_are_queued_by_editors_and_results_need_the_jobs_own_token(
         "the evaluation's step, not the caller's"
     );
     assert_eq!(rows[0]["score"], 0.75);
+    // The standard error and the samples per question are kept for the paper's tables.
+    assert_eq!(
+        (&rows[0]["stderr"], &rows[0]["samples"]),
+        (&json!(0.125), &json!(2))
+    );
+    for (field, bad) in [("stderr", json!(-0.5)), ("samples", json!(0))] {
+        let mut m = serde_json::to_value(result("rg-hard", None, "all", 0.5))?;
+        m[field] = bad;
+        let r = app.post(&url, &job_cred, json!({ "messages": [m] })).await;
+        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text());
+        assert!(
+            r.text().contains(&format!("messages[0].{field}")),
+            "{}",
+            r.text()
+        );
+    }
 
     jobs::finish(&pool, job_id, JobState::Succeeded, Some(0), "exit 0").await?;
     let late = app
@@ -403,5 +421,80 @@ async fn a_tiny_models_evaluation_runs_as_a_job_and_lands_in_the_database(
         "evaluation job: queued to succeeded in {:.1} s",
         elapsed.as_secs_f64()
     );
+    Ok(())
+}
+
+/// The paper's table as CSV: suite means with standard errors and the games average, per
+/// newest checkpoint or per checkpoint; another team's run is a 404 and a bad `rows` a 422.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn the_benchmarks_table_downloads_as_csv(pool: PgPool) -> TestResult {
+    let app = TestApp::new(pool.clone());
+    let owner = app.user("owner@x.org").await;
+    let (_, _, run) = app.team_project_run(&owner, "t").await;
+    for (step, suite, score, stderr) in [
+        (0i64, "rg-logic", 0.25, Some(0.05)),
+        (0, "humaneval", 0.5, Some(0.1)),
+        (4, "rg-logic", 0.5, Some(0.05)),
+        (4, "humaneval", 0.75, None),
+    ] {
+        sqlx::query(
+            "INSERT INTO benchmark_results (run_id, checkpoint_step, suite, task, score, n,
+                                            stderr, samples)
+             VALUES ($1, $2, $3, 'all', $4, 10, $5, 1)",
+        )
+        .bind(run)
+        .bind(step)
+        .bind(suite)
+        .bind(score)
+        .bind(stderr)
+        .execute(&pool)
+        .await?;
+    }
+    let r = app
+        .get(&format!("/api/v1/benchmarks.csv?runs={run}"), &owner)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert!(r.header("content-type").starts_with("text/csv"));
+    let text = r.text();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "model,step,humaneval,humaneval stderr,rg-logic,rg-logic stderr,games avg (2),\
+         games avg (2) stderr"
+    );
+    assert!(lines[1].starts_with("base model (step 0),0,0.5,0.1,0.25,0.05,0.375,"));
+    // The newest checkpoint's humaneval has no standard error: the average has none either.
+    assert!(
+        lines[2].ends_with(",4,0.75,,0.5,0.05,0.625,"),
+        "{}",
+        lines[2]
+    );
+    let by_step = app
+        .get(
+            &format!("/api/v1/benchmarks.csv?runs={run}&rows=checkpoints"),
+            &owner,
+        )
+        .await;
+    assert_eq!(by_step.text().lines().count(), 3, "{}", by_step.text());
+
+    let bad = app
+        .get(
+            &format!("/api/v1/benchmarks.csv?runs={run}&rows=all"),
+            &owner,
+        )
+        .await;
+    assert_eq!(
+        bad.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        bad.text()
+    );
+    assert!(bad.text().contains("rows"), "{}", bad.text());
+    let stranger = app.user("stranger@x.org").await;
+    app.team_project_run(&stranger, "s").await;
+    let hidden = app
+        .get(&format!("/api/v1/benchmarks.csv?runs={run}"), &stranger)
+        .await;
+    assert_eq!(hidden.status, StatusCode::NOT_FOUND, "{}", hidden.text());
     Ok(())
 }

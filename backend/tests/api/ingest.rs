@@ -127,6 +127,8 @@ async fn ingestion_is_idempotent_and_reports_cancellation(pool: PgPool) -> TestR
                 task: "sudoku".into(),
                 score: 0.75,
                 n: 20,
+                stderr: None,
+                samples: 1,
             },
         ],
     );

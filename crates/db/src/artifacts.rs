@@ -23,6 +23,8 @@ pub struct BenchmarkResult {
     pub task: String,
     pub score: f64,
     pub n: i32,
+    pub stderr: Option<f64>,
+    pub samples: i32,
     pub created_at: DateTime<Utc>,
 }
 
@@ -45,7 +47,7 @@ pub async fn benchmark_results(
 ) -> Result<Vec<BenchmarkResult>, DbError> {
     let rows = sqlx::query_as!(
         BenchmarkResult,
-        "SELECT id, checkpoint_step, suite, task, score, n, created_at
+        "SELECT id, checkpoint_step, suite, task, score, n, stderr, samples, created_at
          FROM benchmark_results WHERE run_id = $1
          ORDER BY suite, task, checkpoint_step NULLS LAST, id",
         scope.run_id
@@ -64,6 +66,8 @@ pub struct TeamBenchmark {
     pub suite: String,
     pub score: f64,
     pub n: i32,
+    pub stderr: Option<f64>,
+    pub samples: i32,
 }
 
 /// The suite aggregates of the team's newest `max_runs` runs that have results, newest run
@@ -81,7 +85,8 @@ pub async fn team_benchmarks(
                  AND EXISTS (SELECT 1 FROM benchmark_results b WHERE b.run_id = r.id)
                ORDER BY r.id DESC
                LIMIT $2)
-           SELECT b.run_id, recent.name AS run_name, b.checkpoint_step, b.suite, b.score, b.n
+           SELECT b.run_id, recent.name AS run_name, b.checkpoint_step, b.suite, b.score, b.n,
+                  b.stderr, b.samples
            FROM benchmark_results b JOIN recent ON recent.id = b.run_id
            WHERE b.task = 'all'
            ORDER BY b.run_id DESC, b.suite, b.checkpoint_step NULLS LAST, b.id"#,

@@ -81,6 +81,10 @@ pub struct NewResult {
     pub task: String,
     pub score: f64,
     pub n: i32,
+    /// Standard error of `score`, when known (finite, >= 0).
+    pub stderr: Option<f64>,
+    /// Samples per question (>= 1).
+    pub samples: i32,
 }
 
 /// Queues an evaluation of the scoped run's checkpoint `new.checkpoint_step` on the run's
@@ -304,18 +308,23 @@ pub async fn store_results(
     let tasks: Vec<String> = results.iter().map(|r| r.task.clone()).collect();
     let scores: Vec<f64> = results.iter().map(|r| r.score).collect();
     let ns: Vec<i32> = results.iter().map(|r| r.n).collect();
+    let stderrs: Vec<Option<f64>> = results.iter().map(|r| r.stderr).collect();
+    let samples: Vec<i32> = results.iter().map(|r| r.samples).collect();
     sqlx::query!(
         "INSERT INTO benchmark_results (run_id, checkpoint_step, suite, task, score, n,
-                                        evaluation_id)
-         SELECT $1, $2, $3, t.task, t.score, t.n, $4
-         FROM UNNEST($5::text[], $6::float8[], $7::int4[]) AS t(task, score, n)",
+                                        stderr, samples, evaluation_id)
+         SELECT $1, $2, $3, t.task, t.score, t.n, t.stderr, t.samples, $4
+         FROM UNNEST($5::text[], $6::float8[], $7::int4[], $8::float8[], $9::int4[])
+              AS t(task, score, n, stderr, samples)",
         row.run_id,
         row.checkpoint_step,
         row.suite,
         row.id,
         &tasks,
         &scores,
-        &ns
+        &ns,
+        &stderrs as &[Option<f64>],
+        &samples
     )
     .execute(&mut *tx)
     .await?;

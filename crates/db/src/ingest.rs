@@ -350,19 +350,20 @@ impl Batch {
         &mut self,
         checkpoint_step: Option<i64>,
         suite: &str,
-        task: &str,
-        score: f64,
-        n: i32,
+        result: &crate::evaluations::NewResult,
     ) -> Result<(), DbError> {
         sqlx::query!(
-            "INSERT INTO benchmark_results (run_id, checkpoint_step, suite, task, score, n)
-             VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO benchmark_results (run_id, checkpoint_step, suite, task, score, n,
+                                            stderr, samples)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             self.run_id,
             checkpoint_step,
             suite,
-            task,
-            score,
-            n
+            result.task,
+            result.score,
+            result.n,
+            result.stderr,
+            result.samples
         )
         .execute(&mut *self.tx)
         .await?;

@@ -237,20 +237,28 @@ impl SuiteResult {
     /// One `BenchmarkResult` per task that ran, then one for the aggregate (task
     /// [`AGGREGATE_TASK`]), as the reporting contract carries them to the backend.
     pub fn to_messages(&self) -> Vec<Message> {
-        let row = |task: &str, score: f64, n: u32| Message::BenchmarkResult {
+        let samples = self.tasks.iter().map(|t| t.samples).max().unwrap_or(1);
+        let row = |task: &str, score: f64, n: u32, stderr: Option<f64>| Message::BenchmarkResult {
             checkpoint_step: self.checkpoint_step,
             suite: self.suite.clone(),
             task: task.to_string(),
             score,
             n,
+            stderr,
+            samples,
         };
         let mut out: Vec<Message> = self
             .tasks
             .iter()
             .filter(|t| t.error.is_none())
-            .map(|t| row(&t.task, t.mean, t.n))
+            .map(|t| row(&t.task, t.mean, t.n, t.stderr))
             .collect();
-        out.push(row(AGGREGATE_TASK, self.aggregate.mean, self.aggregate.n));
+        out.push(row(
+            AGGREGATE_TASK,
+            self.aggregate.mean,
+            self.aggregate.n,
+            self.aggregate.stderr,
+        ));
         out
     }
 }
@@ -399,7 +407,9 @@ mod tests {
                 suite: "rg-logic".into(),
                 task: AGGREGATE_TASK.into(),
                 score: 0.75,
-                n: 6
+                n: 6,
+                stderr: Some(expected),
+                samples: 1,
             }
         );
         let json = serde_json::to_value(&msgs[0]).unwrap_or_default();

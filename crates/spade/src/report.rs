@@ -210,12 +210,27 @@ pub enum Message {
         task: String,
         score: f64,
         n: u32,
+        /// Standard error of `score` (over questions, or over tasks for the aggregate);
+        /// absent below two questions and from workers older than the field.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stderr: Option<f64>,
+        /// Samples per question: `score` is Avg@k for k > 1.
+        #[serde(default = "one_sample", skip_serializing_if = "is_one_sample")]
+        samples: u32,
     },
     /// Last message of a run.
     Finished {
         status: FinishStatus,
         message: String,
     },
+}
+
+fn one_sample() -> u32 {
+    1
+}
+
+fn is_one_sample(n: &u32) -> bool {
+    *n == 1
 }
 
 pub use spade_types::EnvStatus;

@@ -92,6 +92,8 @@ fn every_message() -> Vec<Message> {
             task: "main".into(),
             score: 0.41,
             n: 200,
+            stderr: Some(0.035),
+            samples: 4,
         },
         Message::Finished {
             status: FinishStatus::Cancelled,
@@ -164,9 +166,30 @@ fn the_json_shape_is_tagged_by_kind_in_snake_case() {
         task: "t".into(),
         score: 1.0,
         n: 1,
+        stderr: None,
+        samples: 1,
     })
     .expect("serialises");
     assert_eq!(v["kind"], "benchmark_result");
+    // One sample and no standard error are left out, and a message without them (from a worker
+    // older than the fields) reads as exactly that.
+    assert!(
+        v.get("stderr").is_none() && v.get("samples").is_none(),
+        "{v}"
+    );
+    let old: Message = serde_json::from_value(json!({
+        "kind": "benchmark_result", "checkpoint_step": 2, "suite": "s", "task": "t",
+        "score": 1.0, "n": 1
+    }))
+    .expect("an old message reads");
+    assert!(matches!(
+        old,
+        Message::BenchmarkResult {
+            stderr: None,
+            samples: 1,
+            ..
+        }
+    ));
 }
 
 #[test]
