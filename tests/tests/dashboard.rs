@@ -189,7 +189,41 @@ async fn a_new_user_registers_logs_in_and_reads_a_run(pool: Pool) -> anyhow::Res
             && team_bench.contains("tiny-demo-b (#"),
         "{team_bench}"
     );
+    // The paper's table: mean ± standard error per suite, then the games average (headings
+    // are upper-cased by the stylesheet).
+    let lower = team_bench.to_lowercase();
+    assert!(
+        lower.contains("humaneval") && lower.contains("games avg (2)") && lower.contains(" ± "),
+        "{team_bench}"
+    );
+    let csv = c
+        .find(Locator::Css("a[download=\"benchmarks.csv\"]"))
+        .await?
+        .attr("href")
+        .await?
+        .unwrap_or_default();
+    assert!(
+        csv.starts_with("/api/v1/benchmarks.csv?runs=") && csv.ends_with("&rows=newest"),
+        "{csv}"
+    );
     browser.screenshot("dashboard-benchmarks").await?;
+    // Rows per checkpoint: every run's base model and evaluated steps.
+    c.find(Locator::LinkText("every evaluated checkpoint"))
+        .await?
+        .click()
+        .await?;
+    wait_for_path(&c, "/benchmarks?rows=checkpoints").await?;
+    wait_for(&c, "#compare-benchmarks").await?;
+    let by_step = text_of(&c, "#compare-benchmarks").await?;
+    assert!(
+        by_step.contains("· base")
+            && by_step.contains("· step 12")
+            && by_step.contains("· step 24"),
+        "{by_step}"
+    );
+    browser
+        .screenshot("dashboard-benchmarks-checkpoints")
+        .await?;
     c.goto(&format!("{}/runs", server.url)).await?;
     wait_for(&c, "#runs-table").await?;
 

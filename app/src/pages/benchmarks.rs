@@ -495,9 +495,9 @@ pub fn BenchmarksPageView(
         ids.join(","),
         rows_by.query()
     );
-    let team_q = team.map_or_else(String::new, |t| format!("team={t}&"));
+    let team_q = team.map_or_else(String::new, |t| format!("&team={t}"));
     let toggle = |by: RowsBy, text: &'static str| {
-        let href = format!("/benchmarks?{team_q}rows={}", by.query());
+        let href = format!("/benchmarks?rows={}{team_q}", by.query());
         if by == rows_by {
             view! { <strong aria-current="true">{text}</strong> }.into_any()
         } else {
