@@ -198,3 +198,26 @@ fn one_program_cannot_reach_the_next() {
         "the next program saw the last one's changes: {v:?}"
     );
 }
+
+#[test]
+fn the_sample_code_file_is_solvable_and_unsolved_without_code() {
+    let pool = code_pool();
+    let path = crate::root().join("corpus/eval/code-sample.jsonl");
+    let problems = code::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let solutions = [
+        "a, b = map(int, input().split())\nprint(a + b)",
+        "print(input()[::-1])",
+        "import math\nprint(math.factorial(int(input())))",
+        "input()\nprint(max(map(int, input().split())))",
+        "def is_palindrome(s):\n    return s == s[::-1]",
+        "def count_vowels(s):\n    return sum(c in 'aeiou' for c in s)",
+        "def fib(n):\n    out = [0, 1]\n    while len(out) < n:\n        out.append(out[-1] + out[-2])\n    return out[:n]",
+        "    return sum(int(d) for d in str(n))",
+    ];
+    assert_eq!(problems.len(), solutions.len());
+    for (p, sol) in problems.iter().zip(solutions) {
+        let v = verdict(&pool, p, &p.program(sol));
+        assert!(v.passed, "{}: {:?}", p.id, v.reason);
+        assert!(!verdict(&pool, p, &p.program("pass")).passed, "{}", p.id);
+    }
+}
