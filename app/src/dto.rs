@@ -507,6 +507,11 @@ pub struct EvaluationDto {
     pub id: i64,
     pub checkpoint_step: u64,
     pub suite: String,
+    /// Replies per question and their temperature.
+    #[serde(default = "one_sample")]
+    pub samples: i32,
+    #[serde(default)]
+    pub temperature: f64,
     /// `manual` or `auto`.
     pub trigger: String,
     /// The job's state: queued, claimed, running, cancelling, succeeded, failed, cancelled.
@@ -516,6 +521,10 @@ pub struct EvaluationDto {
     pub finished_at: Option<String>,
 }
 
+fn one_sample() -> i32 {
+    1
+}
+
 /// The run page's row of an evaluation: the API's record with times to the whole second.
 impl From<EvaluationRecord> for EvaluationDto {
     fn from(e: EvaluationRecord) -> Self {
@@ -523,6 +532,8 @@ impl From<EvaluationRecord> for EvaluationDto {
             id: e.id,
             checkpoint_step: u64::try_from(e.checkpoint_step).unwrap_or(0),
             suite: e.suite,
+            samples: e.samples,
+            temperature: e.temperature,
             trigger: e.trigger,
             state: e.state,
             message: e.message,
@@ -557,6 +568,10 @@ pub struct EvaluationRecord {
     pub suite: String,
     pub item_limit: Option<i32>,
     pub max_new_tokens: i32,
+    /// Replies per question (Avg@k for k > 1).
+    pub samples: i32,
+    /// Sampling temperature (0 is greedy).
+    pub temperature: f64,
     /// `manual` or `auto`.
     pub trigger: String,
     /// The job's state: queued, claimed, running, cancelling, succeeded, failed, cancelled.

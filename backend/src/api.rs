@@ -390,7 +390,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/runs/{run_id}/evaluations",
             "artifacts",
             User,
-            "Queue an evaluation: {checkpoint_step, suite, limit?, max_new_tokens?} (editors)",
+            "Queue an evaluation: {checkpoint_step, suite, limit?, max_new_tokens?, samples?, temperature?} (editors)",
             post(evaluations::create),
         ),
         ep(

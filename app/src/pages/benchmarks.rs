@@ -286,7 +286,7 @@ pub fn BenchmarksSection(run_id: i64, data: BenchmarksDto, csrf: String) -> impl
                 view! {
                     <tr>
                         <td>{step_label(e.checkpoint_step)}</td>
-                        <td><code>{e.suite.clone()}</code></td>
+                        <td><code>{e.suite.clone()}</code>{(e.samples > 1).then(|| format!(" ×{} at T={}", e.samples, e.temperature))}</td>
                         <td>{e.trigger.clone()}</td>
                         <td><span class=format!("badge job-{}", e.state)>{e.state.clone()}</span></td>
                         <td>{e.message.clone().unwrap_or_default()}</td>
@@ -341,6 +341,10 @@ pub fn BenchmarksSection(run_id: i64, data: BenchmarksDto, csrf: String) -> impl
                 <input id="eval-custom" name="custom_suite" type="text" placeholder="qa:/data/aime.jsonl" />
                 <label for="eval-limit">"Items per task"</label>
                 <input id="eval-limit" name="limit" type="number" min="1" placeholder="run default" />
+                <label for="eval-samples">"Samples per question"</label>
+                <input id="eval-samples" name="samples" type="number" min="1" max="1024" placeholder="1 (Avg@k, pass@k above 1)" />
+                <label for="eval-temperature">"Temperature"</label>
+                <input id="eval-temperature" name="temperature" type="number" min="0" max="10" step="0.05" placeholder="0 (greedy)" />
                 <button type="submit">"Evaluate"</button>
             </form>
         }

@@ -69,6 +69,8 @@ pub async fn auto_for_checkpoint(
             suite,
             item_limit: i32::try_from(cfg.eval.limit).ok(),
             max_new_tokens: i32::try_from(cfg.eval.max_new_tokens).unwrap_or(1024),
+            samples: 1,
+            temperature: 0.0,
             trigger: Trigger::Auto,
             requested_by: None,
         };

@@ -298,6 +298,8 @@ struct EvaluateForm {
     suite: String,
     custom_suite: String,
     limit: String,
+    samples: String,
+    temperature: String,
 }
 
 /// The environment page's review form.
@@ -567,6 +569,16 @@ fn form_number<T: std::str::FromStr>(name: &str, text: &str) -> Result<Option<T>
         .map_err(|_| AppError::invalid(name, format!("expected a whole number, got {t:?}")))
 }
 
+fn form_float(name: &str, text: &str) -> Result<Option<f64>, AppError> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Ok(None);
+    }
+    t.parse()
+        .map(Some)
+        .map_err(|_| AppError::invalid(name, format!("expected a number, got {t:?}")))
+}
+
 /// The run page's "Evaluate a checkpoint" form: checkpoint, suite (a named one, or `custom`
 /// with `custom_suite` = `qa:PATH.jsonl`, `mc:`, `code:` / `envs:DIR`) and items per task.
 async fn evaluate(
@@ -588,6 +600,8 @@ async fn evaluate(
             suite,
             limit: form_number("limit", &f.limit)?,
             max_new_tokens: None,
+            samples: form_number("samples", &f.samples)?,
+            temperature: form_float("temperature", &f.temperature)?,
         };
         service::artifacts::request_evaluation(&state.ctx, &p.user.caller(), run_id, &req).await?;
         Ok(String::new())

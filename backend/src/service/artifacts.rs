@@ -53,6 +53,8 @@ pub fn evaluation(e: &Evaluation) -> dto::EvaluationRecord {
         suite: e.suite.clone(),
         item_limit: e.item_limit,
         max_new_tokens: e.max_new_tokens,
+        samples: e.samples,
+        temperature: e.temperature,
         trigger: e.trigger.clone(),
         state: job_state(e.state),
         message: e.message.clone(),
@@ -128,6 +130,13 @@ pub struct CreateEvaluation {
     pub limit: Option<u32>,
     /// Tokens per answer (default: the run configuration's `eval.max_new_tokens`).
     pub max_new_tokens: Option<u32>,
+    /// Replies per question, 1 to 1024 (default 1): the score is then Avg@k and the job's
+    /// output has pass@k. More than 1 needs `temperature`.
+    #[serde(default)]
+    pub samples: Option<u32>,
+    /// Sampling temperature in [0, 10] (default 0, greedy).
+    #[serde(default)]
+    pub temperature: Option<f64>,
 }
 
 /// Queues `spade eval` on one checkpoint of run `run_id` and one suite (editors); limits left
@@ -156,11 +165,30 @@ pub async fn request_evaluation(
         req.max_new_tokens.unwrap_or(cfg.eval.max_new_tokens),
         131_072,
     )?;
+    let samples = positive("samples", req.samples.unwrap_or(1), 1024)?;
+    let temperature = req.temperature.unwrap_or(0.0);
+    if !(temperature.is_finite() && (0.0..=10.0).contains(&temperature)) {
+        return Err(ServiceError::invalid(
+            "temperature",
+            format!("must be in [0, 10] (0 is greedy), got {temperature}"),
+        ));
+    }
+    if samples > 1 && temperature == 0.0 {
+        return Err(ServiceError::invalid(
+            "temperature",
+            format!(
+                "must be above 0 with {samples} samples per question (at 0 every sample is the \
+                 same greedy reply)"
+            ),
+        ));
+    }
     let new = NewEvaluation {
         checkpoint_step: req.checkpoint_step,
         suite: &suite,
         item_limit: Some(limit),
         max_new_tokens,
+        samples,
+        temperature,
         trigger: Trigger::Manual,
         requested_by: Some(caller.user_id),
     };

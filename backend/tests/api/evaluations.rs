@@ -119,6 +119,27 @@ async fn evaluations_are_queued_by_editors_and_results_need_the_jobs_own_token(
         )
         .await;
     assert!(zero.text().contains("`limit`"), "{}", zero.text());
+    // k samples need a temperature above 0; with one they are queued and listed.
+    for (bad, field) in [
+        (json!({ "samples": 4 }), "`temperature`"),
+        (json!({ "samples": 4, "temperature": 0.0 }), "`temperature`"),
+        (json!({ "samples": 0 }), "`samples`"),
+        (json!({ "samples": 2000, "temperature": 0.5 }), "`samples`"),
+        (json!({ "temperature": -1.0 }), "`temperature`"),
+    ] {
+        let mut body = json!({ "checkpoint_step": 3, "suite": "humaneval" });
+        for (k, v) in bad.as_object().into_iter().flatten() {
+            body[k] = v.clone();
+        }
+        let r = app.post(&path, owner, body).await;
+        assert_eq!(
+            r.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{bad}: {}",
+            r.text()
+        );
+        assert!(r.text().contains(field), "{bad}: {}", r.text());
+    }
 
     // A viewer reads evaluations but cannot queue one.
     let viewer = app.user("viewer@x.org").await;
@@ -133,6 +154,19 @@ async fn evaluations_are_queued_by_editors_and_results_need_the_jobs_own_token(
         .await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.text());
     assert_eq!(evaluations(app, run, &viewer).await.len(), 1);
+    let sampled = app
+        .post(
+            &path,
+            owner,
+            json!({ "checkpoint_step": 3, "suite": "humaneval", "limit": 5, "samples": 4,
+                    "temperature": 0.7 }),
+        )
+        .await;
+    assert_eq!(sampled.status, StatusCode::CREATED, "{}", sampled.text());
+    assert_eq!(
+        (&sampled.json()["samples"], &sampled.json()["temperature"]),
+        (&json!(4), &json!(0.7))
+    );
 
     let created = app
         .post(

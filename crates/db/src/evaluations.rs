@@ -40,6 +40,10 @@ pub struct NewEvaluation<'a> {
     /// Items per task at most (`None`: the suite's default).
     pub item_limit: Option<i32>,
     pub max_new_tokens: i32,
+    /// Replies per question (1 to 1024); more than 1 needs `temperature` above 0.
+    pub samples: i32,
+    /// Sampling temperature; 0 is greedy.
+    pub temperature: f64,
     pub trigger: Trigger,
     pub requested_by: Option<i64>,
 }
@@ -54,6 +58,8 @@ pub struct Evaluation {
     pub suite: String,
     pub item_limit: Option<i32>,
     pub max_new_tokens: i32,
+    pub samples: i32,
+    pub temperature: f64,
     /// `manual` or `auto`.
     pub trigger: String,
     pub state: JobState,
@@ -65,7 +71,7 @@ pub struct Evaluation {
 }
 
 /// What the scheduler needs to start an evaluation job.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EvalJob {
     pub evaluation_id: i64,
     pub checkpoint_step: i64,
@@ -73,6 +79,8 @@ pub struct EvalJob {
     pub suite: String,
     pub item_limit: Option<i32>,
     pub max_new_tokens: i32,
+    pub samples: i32,
+    pub temperature: f64,
 }
 
 /// One task's score as the job reports it.
@@ -143,8 +151,9 @@ pub async fn create(
     .await?;
     let inserted = sqlx::query!(
         "INSERT INTO evaluations (run_id, job_id, checkpoint_step, checkpoint_path, suite,
-                                  item_limit, max_new_tokens, trigger, requested_by)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                                  item_limit, max_new_tokens, trigger, requested_by, samples,
+                                  temperature)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
          RETURNING id, created_at",
         run_id,
         job_id,
@@ -154,7 +163,9 @@ pub async fn create(
         new.item_limit,
         new.max_new_tokens,
         new.trigger.as_str(),
-        new.requested_by
+        new.requested_by,
+        new.samples,
+        new.temperature
     )
     .fetch_one(&mut *tx)
     .await;
@@ -174,6 +185,8 @@ pub async fn create(
         suite: new.suite.to_owned(),
         item_limit: new.item_limit,
         max_new_tokens: new.max_new_tokens,
+        samples: new.samples,
+        temperature: new.temperature,
         trigger: new.trigger.as_str().to_owned(),
         state: JobState::Queued,
         message: None,
@@ -188,7 +201,8 @@ pub async fn list(pool: &PgPool, scope: &RunScope) -> Result<Vec<Evaluation>, Db
     Ok(sqlx::query_as!(
         Evaluation,
         r#"SELECT e.id, e.run_id, e.job_id, e.checkpoint_step, e.suite, e.item_limit,
-                  e.max_new_tokens, e.trigger, j.state AS "state: JobState", j.message,
+                  e.max_new_tokens, e.samples, e.temperature, e.trigger,
+                  j.state AS "state: JobState", j.message,
                   e.created_at, j.started_at, j.finished_at
            FROM evaluations e JOIN jobs j ON j.id = e.job_id
            WHERE e.run_id = $1
@@ -212,7 +226,7 @@ async fn with_token_hash(
 ) -> Result<Option<(EvalJob, Option<Vec<u8>>)>, DbError> {
     let row = sqlx::query!(
         r#"SELECT id, checkpoint_step, checkpoint_path, suite, item_limit, max_new_tokens,
-                  token_hash
+                  samples, temperature, token_hash
            FROM evaluations WHERE job_id = $1"#,
         job_id
     )
@@ -226,6 +240,8 @@ async fn with_token_hash(
             suite: r.suite,
             item_limit: r.item_limit,
             max_new_tokens: r.max_new_tokens,
+            samples: r.samples,
+            temperature: r.temperature,
         };
         (job, r.token_hash)
     }))

@@ -138,6 +138,15 @@ pub fn eval_args(e: &EvalJob, server_url: &str, job_id: i64) -> Vec<String> {
     if let Some(limit) = e.item_limit {
         args.extend(["--limit".to_owned(), limit.to_string()]);
     }
+    // Only when asked, so a job's command line reads as it always did for one greedy reply.
+    if e.samples > 1 || e.temperature > 0.0 {
+        args.extend([
+            "--samples".to_owned(),
+            e.samples.to_string(),
+            "--temperature".to_owned(),
+            e.temperature.to_string(),
+        ]);
+    }
     args.extend([
         "--report".to_owned(),
         spade::report::routes::evaluation_results(server_url, job_id),
@@ -479,5 +488,51 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
         self.stopping
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(samples: i32, temperature: f64) -> EvalJob {
+        EvalJob {
+            evaluation_id: 1,
+            checkpoint_step: 8,
+            checkpoint_path: "/runs/1/checkpoint-8".into(),
+            suite: "humaneval".into(),
+            item_limit: Some(20),
+            max_new_tokens: 512,
+            samples,
+            temperature,
+        }
+    }
+
+    #[test]
+    fn evaluation_jobs_pass_their_samples_and_temperature_only_when_asked() {
+        let greedy = eval_args(&job(1, 0.0), "http://127.0.0.1:3000", 5);
+        assert!(
+            !greedy
+                .iter()
+                .any(|a| a == "--samples" || a == "--temperature")
+        );
+        let sampled = eval_args(&job(4, 0.7), "http://127.0.0.1:3000", 5);
+        let at = sampled
+            .iter()
+            .position(|a| a == "--samples")
+            .unwrap_or(usize::MAX);
+        assert_eq!(
+            sampled.get(at..at + 4).map(<[String]>::to_vec),
+            Some(vec![
+                "--samples".to_owned(),
+                "4".to_owned(),
+                "--temperature".to_owned(),
+                "0.7".to_owned()
+            ])
+        );
+        assert_eq!(
+            sampled.last().map(String::as_str),
+            Some("http://127.0.0.1:3000/api/v1/evaluations/5/results")
+        );
     }
 }
