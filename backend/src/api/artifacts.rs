@@ -9,8 +9,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
 use serde::Deserialize;
-use spade_app::dto::{BenchmarkRecord, BenchmarkRow, CheckpointRecord};
-use spade_app::pages::benchmarks::{RowsBy, paper_table, suite_tables};
+use spade_app::dto::{BenchmarkRecord, CheckpointRecord};
+use spade_app::pages::benchmarks::RowsBy;
 
 pub async fn checkpoints(
     State(state): State<AppState>,
@@ -66,18 +66,7 @@ pub async fn benchmarks_csv(
         }
     };
     let ids = super::metrics::run_ids(&q.runs, MAX_TABLE_RUNS)?;
-    let mut per_run = Vec::with_capacity(ids.len());
-    for &id in &ids {
-        let scope = member_scope(&state.ctx, &auth.caller(), id).await?;
-        let name = spade_db::runs::get(&state.ctx.db, &scope).await?.name;
-        let rows: Vec<BenchmarkRow> = service::artifacts::benchmarks(&state.ctx.db, &scope)
-            .await?
-            .into_iter()
-            .map(|b| BenchmarkRow::of(id, &name, b))
-            .collect();
-        per_run.push((format!("{name} (#{id})"), suite_tables(&rows)));
-    }
-    let csv = paper_table(&per_run, rows_by).to_csv();
+    let csv = service::artifacts::benchmarks_csv(&state.ctx, &auth.caller(), &ids, rows_by).await?;
     let joined: Vec<String> = ids.iter().map(i64::to_string).collect();
     Ok(super::metrics::csv_response(
         format!("benchmarks-{}.csv", joined.join("-")),

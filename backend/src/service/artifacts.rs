@@ -110,6 +110,29 @@ pub async fn benchmarks(db: &Pool, scope: &RunScope) -> ServiceResult<Vec<dto::B
         .collect())
 }
 
+/// The paper's table of runs `ids` (each checked for the caller, a run they cannot read being
+/// a 404 naming it) as CSV, in the order given (`spade_app::pages::benchmarks::paper_table`).
+pub async fn benchmarks_csv(
+    ctx: &Ctx,
+    caller: &Caller,
+    ids: &[i64],
+    rows_by: spade_app::pages::benchmarks::RowsBy,
+) -> ServiceResult<String> {
+    use spade_app::pages::benchmarks::{paper_table, suite_tables};
+    let mut per_run = Vec::with_capacity(ids.len());
+    for &id in ids {
+        let scope = super::member_scope(ctx, caller, id).await?;
+        let name = spade_db::runs::get(&ctx.db, &scope).await?.name;
+        let rows: Vec<dto::BenchmarkRow> = benchmarks(&ctx.db, &scope)
+            .await?
+            .into_iter()
+            .map(|b| dto::BenchmarkRow::of(id, &name, b))
+            .collect();
+        per_run.push((format!("{name} (#{id})"), suite_tables(&rows)));
+    }
+    Ok(paper_table(&per_run, rows_by).to_csv())
+}
+
 pub async fn evaluations(db: &Pool, scope: &RunScope) -> ServiceResult<Vec<dto::EvaluationRecord>> {
     Ok(evaluations::list(db, scope)
         .await?
