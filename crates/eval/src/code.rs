@@ -25,11 +25,11 @@
 //! program that inspects the harness's frames could forge a pass.
 
 use crate::error::EvalError;
-use crate::qa::kind_of;
+use crate::jsonl::{self, kind_of};
 use crate::sandbox;
 use serde::{Deserialize, Serialize};
 use spade_sandbox::{Pool, Runner, SandboxError};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 /// Seconds per test when a problem gives none (LiveCodeBench's limit).
@@ -370,127 +370,44 @@ pub fn humaneval(pool: &Pool) -> Result<Vec<(CodeProblem, String)>, EvalError> {
 
 /// Reads and checks a `code:` file.
 pub fn load(path: &Path) -> Result<Vec<CodeProblem>, EvalError> {
-    let text = std::fs::read_to_string(path).map_err(|e| EvalError::io(path, e))?;
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("code")
-        .to_string();
+    let (text, stem) = jsonl::read(path, "code")?;
     parse(&text, path, &stem)
 }
 
 /// Parses `code:` JSONL text; errors name the line and the field.
 pub fn parse(text: &str, path: &Path, default_task: &str) -> Result<Vec<CodeProblem>, EvalError> {
-    let mut problems = vec![];
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        if raw.trim().is_empty() {
-            continue;
-        }
-        let err = |reason: String| EvalError::MalformedLine {
-            path: PathBuf::from(path),
-            line,
-            reason,
-        };
-        let v: serde_json::Value = serde_json::from_str(raw)
-            .map_err(|e| err(format!("not JSON: {e} (column {})", e.column())))?;
-        let obj = v
-            .as_object()
-            .ok_or_else(|| err(format!("expected a JSON object, found {}", kind_of(&v))))?;
-        let string = |field: &str, required: bool| -> Result<Option<String>, EvalError> {
-            match obj.get(field) {
-                Some(serde_json::Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
-                Some(serde_json::Value::String(_)) => Err(err(format!("field `{field}` is empty"))),
-                None | Some(serde_json::Value::Null) if !required => Ok(None),
-                None => Err(err(format!("missing field `{field}`"))),
-                Some(other) => Err(err(format!(
-                    "field `{field}` must be a string, found {}",
-                    kind_of(other)
-                ))),
-            }
-        };
-        let question = string("question", true)?.unwrap_or_default();
-        let task = string("task", false)?.unwrap_or_else(|| default_task.to_string());
-        let prompt = string("prompt", false)?.unwrap_or_default();
-        let entry_point = string("entry_point", false)?;
+    jsonl::parse(text, path, |l| {
+        let question = l.question()?;
+        let task = l.task(default_task)?;
+        let prompt = l.string("prompt", false)?.unwrap_or_default();
+        let entry_point = l.string("entry_point", false)?;
         if let Some(e) = &entry_point
             && !is_identifier(e)
         {
-            return Err(err(format!(
+            return Err(l.err(format!(
                 "field `entry_point` must be a Python identifier, found {e:?}"
             )));
         }
-        let time_limit = match obj.get("time_limit") {
+        let time_limit = match l.obj.get("time_limit") {
             None | Some(serde_json::Value::Null) => None,
             Some(serde_json::Value::Number(n)) => match n.as_f64() {
                 Some(t) if t > 0.0 && t <= 60.0 => Some(t),
                 _ => {
-                    return Err(err(format!(
+                    return Err(l.err(format!(
                         "field `time_limit` must be seconds in (0, 60], found {n}"
                     )));
                 }
             },
             Some(other) => {
-                return Err(err(format!(
+                return Err(l.err(format!(
                     "field `time_limit` must be a number of seconds, found {}",
                     kind_of(other)
                 )));
             }
         };
-        let check = string("test", false)?;
-        let tests = match (obj.get("tests"), check, entry_point) {
-            (Some(_), Some(_), _) => {
-                return Err(err(
-                    "give either `tests` (a list) or `test` (a check function), not both".into(),
-                ));
-            }
-            (None, Some(test), Some(entry_point)) => Tests::Check { entry_point, test },
-            (None, Some(_), None) => {
-                return Err(err(
-                    "field `test` (a check function) needs `entry_point`, the function it checks"
-                        .into(),
-                ));
-            }
-            (None, None, _) => {
-                return Err(err(
-                    "missing field `tests` (a list of {\"input\", \"output\"}) or `test` (a \
-                     check function)"
-                        .into(),
-                ));
-            }
-            (Some(t), None, entry_point) => {
-                let list = t.as_array().ok_or_else(|| {
-                    err(format!(
-                        "field `tests` must be an array, found {}",
-                        kind_of(t)
-                    ))
-                })?;
-                if list.is_empty() {
-                    return Err(err("field `tests` is empty".into()));
-                }
-                match entry_point {
-                    None => Tests::Stdio {
-                        tests: list
-                            .iter()
-                            .enumerate()
-                            .map(|(j, t)| {
-                                stdio_test(t).map_err(|r| err(format!("tests[{j}]: {r}")))
-                            })
-                            .collect::<Result<_, _>>()?,
-                    },
-                    Some(entry_point) => Tests::Calls {
-                        entry_point,
-                        tests: list
-                            .iter()
-                            .enumerate()
-                            .map(|(j, t)| call_test(t).map_err(|r| err(format!("tests[{j}]: {r}"))))
-                            .collect::<Result<_, _>>()?,
-                    },
-                }
-            }
-        };
-        problems.push(CodeProblem {
-            id: format!("line {line}"),
+        let tests = tests(l, l.string("test", false)?, entry_point)?;
+        Ok(CodeProblem {
+            id: format!("line {}", l.line),
             task,
             question,
             prompt,
@@ -499,14 +416,68 @@ pub fn parse(text: &str, path: &Path, default_task: &str) -> Result<Vec<CodeProb
                 _ => DEFAULT_TIME_LIMIT,
             }),
             tests,
-        });
-    }
-    if problems.is_empty() {
-        return Err(EvalError::EmptyQa {
-            path: PathBuf::from(path),
-        });
-    }
-    Ok(problems)
+        })
+    })
+}
+
+/// A line's tests: `tests` (standard input/output, or calls of `entry_point`) or a check
+/// function `test` of `entry_point`.
+fn tests(
+    l: &jsonl::Line<'_>,
+    check: Option<String>,
+    entry_point: Option<String>,
+) -> Result<Tests, EvalError> {
+    let list = match (l.obj.get("tests"), check, entry_point) {
+        (Some(_), Some(_), _) => {
+            return Err(l.err(
+                "give either `tests` (a list) or `test` (a check function), not both".into(),
+            ));
+        }
+        (None, Some(test), Some(entry_point)) => return Ok(Tests::Check { entry_point, test }),
+        (None, Some(_), None) => {
+            return Err(l.err(
+                "field `test` (a check function) needs `entry_point`, the function it checks"
+                    .into(),
+            ));
+        }
+        (None, None, _) => {
+            return Err(l.err(
+                "missing field `tests` (a list of {\"input\", \"output\"}) or `test` (a check \
+                 function)"
+                    .into(),
+            ));
+        }
+        (Some(t), None, entry_point) => {
+            let list = t.as_array().ok_or_else(|| {
+                l.err(format!(
+                    "field `tests` must be an array, found {}",
+                    kind_of(t)
+                ))
+            })?;
+            if list.is_empty() {
+                return Err(l.err("field `tests` is empty".into()));
+            }
+            (list, entry_point)
+        }
+    };
+    let at = |j: usize, r: String| l.err(format!("tests[{j}]: {r}"));
+    Ok(match list {
+        (list, None) => Tests::Stdio {
+            tests: list
+                .iter()
+                .enumerate()
+                .map(|(j, t)| stdio_test(t).map_err(|r| at(j, r)))
+                .collect::<Result<_, _>>()?,
+        },
+        (list, Some(entry_point)) => Tests::Calls {
+            entry_point,
+            tests: list
+                .iter()
+                .enumerate()
+                .map(|(j, t)| call_test(t).map_err(|r| at(j, r)))
+                .collect::<Result<_, _>>()?,
+        },
+    })
 }
 
 fn stdio_test(t: &serde_json::Value) -> Result<StdioTest, String> {

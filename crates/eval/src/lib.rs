@@ -32,6 +32,7 @@ pub mod code;
 pub mod envs;
 pub mod error;
 pub mod generate;
+mod jsonl;
 pub mod mc;
 pub mod qa;
 pub mod result;

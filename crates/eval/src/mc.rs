@@ -15,8 +15,8 @@
 //! [`reply_seed`]: crate::generate::reply_seed
 
 use crate::error::EvalError;
-use crate::qa::kind_of;
-use std::path::{Path, PathBuf};
+use crate::jsonl::{self, kind_of};
+use std::path::Path;
 
 /// The system prompt for multiple-choice questions.
 pub const SYSTEM_PROMPT: &str = "Answer the multiple-choice question. Think it through, then \
@@ -40,158 +40,91 @@ pub const MAX_OPTIONS: usize = 26;
 
 /// Reads and checks a multiple-choice file.
 pub fn load(path: &Path) -> Result<Vec<McItem>, EvalError> {
-    let text = std::fs::read_to_string(path).map_err(|e| EvalError::io(path, e))?;
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("mc")
-        .to_string();
+    let (text, stem) = jsonl::read(path, "mc")?;
     parse(&text, path, &stem)
 }
 
 /// Parses multiple-choice JSONL text; errors name the line and the field.
 pub fn parse(text: &str, path: &Path, default_task: &str) -> Result<Vec<McItem>, EvalError> {
-    let err = |line: usize, reason: String| EvalError::MalformedLine {
-        path: PathBuf::from(path),
-        line,
-        reason,
-    };
-    let mut items = vec![];
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        if raw.trim().is_empty() {
-            continue;
-        }
-        let v: serde_json::Value = serde_json::from_str(raw)
-            .map_err(|e| err(line, format!("not JSON: {e} (column {})", e.column())))?;
-        let obj = v.as_object().ok_or_else(|| {
-            err(
-                line,
-                format!("expected a JSON object, found {}", kind_of(&v)),
-            )
-        })?;
-        let question = match obj.get("question") {
-            Some(serde_json::Value::String(s)) if !s.trim().is_empty() => s.clone(),
-            Some(serde_json::Value::String(_)) => {
-                return Err(err(line, "field `question` is empty".into()));
-            }
-            Some(other) => {
-                return Err(err(
-                    line,
-                    format!(
-                        "field `question` must be a string, found {}",
-                        kind_of(other)
-                    ),
-                ));
-            }
-            None => return Err(err(line, "missing field `question`".into())),
-        };
-        let options: Vec<String> = match obj.get("options") {
-            Some(serde_json::Value::Array(a)) => {
-                let mut out = vec![];
-                for (j, o) in a.iter().enumerate() {
-                    match o {
-                        serde_json::Value::String(s) if !s.trim().is_empty() => {
-                            out.push(s.trim().to_string())
-                        }
-                        other => {
-                            return Err(err(
-                                line,
-                                format!(
-                                    "field `options`, item {j}: expected a non-empty string, \
-                                     found {}",
-                                    if other.is_string() {
-                                        "an empty string"
-                                    } else {
-                                        kind_of(other)
-                                    }
-                                ),
-                            ));
-                        }
-                    }
-                }
-                out
-            }
-            Some(other) => {
-                return Err(err(
-                    line,
-                    format!(
-                        "field `options` must be an array of strings, found {}",
-                        kind_of(other)
-                    ),
-                ));
-            }
-            None => return Err(err(line, "missing field `options`".into())),
-        };
-        if !(2..=MAX_OPTIONS).contains(&options.len()) {
-            return Err(err(
-                line,
-                format!(
-                    "field `options` has {} options; expected 2 to {MAX_OPTIONS}",
-                    options.len()
-                ),
-            ));
-        }
-        for (j, o) in options.iter().enumerate() {
-            if let Some(k) = options[..j].iter().position(|p| p == o) {
-                return Err(err(
-                    line,
-                    format!("field `options`: items {k} and {j} are the same text"),
-                ));
-            }
-        }
-        let answer = match obj.get("answer") {
+    jsonl::parse(text, path, |l| {
+        let question = l.question()?;
+        let options = options(l)?;
+        let answer = match l.obj.get("answer") {
             Some(serde_json::Value::String(s)) => {
                 let s = s.trim();
                 match letter_index(s).filter(|&i| i < options.len()) {
                     Some(i) => i,
                     None => options.iter().position(|o| o == s).ok_or_else(|| {
-                        err(
-                            line,
-                            format!(
-                                "field `answer` must be a letter A-{} or the text of one of \
-                                 the options, found {s:?}",
-                                letter(options.len() - 1)
-                            ),
-                        )
+                        l.err(format!(
+                            "field `answer` must be a letter A-{} or the text of one of the \
+                             options, found {s:?}",
+                            letter(options.len() - 1)
+                        ))
                     })?,
                 }
             }
             Some(other) => {
-                return Err(err(
-                    line,
-                    format!("field `answer` must be a string, found {}", kind_of(other)),
-                ));
+                return Err(l.err(format!(
+                    "field `answer` must be a string, found {}",
+                    kind_of(other)
+                )));
             }
-            None => return Err(err(line, "missing field `answer`".into())),
+            None => return Err(l.err("missing field `answer`".into())),
         };
-        let task = match obj.get("task") {
-            None | Some(serde_json::Value::Null) => default_task.to_string(),
-            Some(serde_json::Value::String(s)) if !s.trim().is_empty() => s.clone(),
-            Some(other) => {
-                return Err(err(
-                    line,
-                    format!(
-                        "field `task` must be a non-empty string, found {}",
-                        kind_of(other)
-                    ),
-                ));
-            }
-        };
-        items.push(McItem {
-            line,
-            task,
+        Ok(McItem {
+            line: l.line,
+            task: l.task(default_task)?,
             question,
             options,
             answer,
-        });
+        })
+    })
+}
+
+/// The `options` field: 2 to [`MAX_OPTIONS`] distinct non-empty strings.
+fn options(l: &jsonl::Line<'_>) -> Result<Vec<String>, EvalError> {
+    let list = match l.obj.get("options") {
+        Some(serde_json::Value::Array(a)) => a,
+        Some(other) => {
+            return Err(l.err(format!(
+                "field `options` must be an array of strings, found {}",
+                kind_of(other)
+            )));
+        }
+        None => return Err(l.err("missing field `options`".into())),
+    };
+    let mut options: Vec<String> = vec![];
+    for (j, o) in list.iter().enumerate() {
+        match o {
+            serde_json::Value::String(s) if !s.trim().is_empty() => {
+                options.push(s.trim().to_string())
+            }
+            other => {
+                return Err(l.err(format!(
+                    "field `options`, item {j}: expected a non-empty string, found {}",
+                    if other.is_string() {
+                        "an empty string"
+                    } else {
+                        kind_of(other)
+                    }
+                )));
+            }
+        }
     }
-    if items.is_empty() {
-        return Err(EvalError::EmptyQa {
-            path: PathBuf::from(path),
-        });
+    if !(2..=MAX_OPTIONS).contains(&options.len()) {
+        return Err(l.err(format!(
+            "field `options` has {} options; expected 2 to {MAX_OPTIONS}",
+            options.len()
+        )));
     }
-    Ok(items)
+    for (j, o) in options.iter().enumerate() {
+        if let Some(k) = options[..j].iter().position(|p| p == o) {
+            return Err(l.err(format!(
+                "field `options`: items {k} and {j} are the same text"
+            )));
+        }
+    }
+    Ok(options)
 }
 
 /// `A` for 0, `B` for 1, ...

@@ -7,10 +7,11 @@
 //! makes math-verify read plain (`1/2`, `0.5`) and LaTeX (`\frac{1}{2}`) forms alike.
 
 use crate::error::EvalError;
+use crate::jsonl::{self, kind_of};
 use crate::sandbox;
 use serde::{Deserialize, Serialize};
 use spade_sandbox::Runner;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 /// One question of a QA file.
@@ -25,106 +26,35 @@ pub struct QaItem {
 
 /// Reads and checks a QA file.
 pub fn load(path: &Path) -> Result<Vec<QaItem>, EvalError> {
-    let text = std::fs::read_to_string(path).map_err(|e| EvalError::io(path, e))?;
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("qa")
-        .to_string();
+    let (text, stem) = jsonl::read(path, "qa")?;
     parse(&text, path, &stem)
 }
 
 /// Parses QA JSONL text; errors name the line and the field.
 pub fn parse(text: &str, path: &Path, default_task: &str) -> Result<Vec<QaItem>, EvalError> {
-    let err = |line: usize, reason: String| EvalError::MalformedLine {
-        path: PathBuf::from(path),
-        line,
-        reason,
-    };
-    let mut items = vec![];
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        if raw.trim().is_empty() {
-            continue;
-        }
-        let v: serde_json::Value = serde_json::from_str(raw)
-            .map_err(|e| err(line, format!("not JSON: {e} (column {})", e.column())))?;
-        let obj = v.as_object().ok_or_else(|| {
-            err(
-                line,
-                format!("expected a JSON object, found {}", kind_of(&v)),
-            )
-        })?;
-        let question = match obj.get("question") {
-            Some(serde_json::Value::String(s)) if !s.trim().is_empty() => s.clone(),
-            Some(serde_json::Value::String(_)) => {
-                return Err(err(line, "field `question` is empty".into()));
-            }
-            Some(other) => {
-                return Err(err(
-                    line,
-                    format!(
-                        "field `question` must be a string, found {}",
-                        kind_of(other)
-                    ),
-                ));
-            }
-            None => return Err(err(line, "missing field `question`".into())),
-        };
-        let answer = match obj.get("answer") {
+    jsonl::parse(text, path, |l| {
+        let question = l.question()?;
+        let answer = match l.obj.get("answer") {
             Some(serde_json::Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
             Some(serde_json::Value::String(_)) => {
-                return Err(err(line, "field `answer` is empty".into()));
+                return Err(l.err("field `answer` is empty".into()));
             }
             Some(serde_json::Value::Number(n)) => n.to_string(),
             Some(other) => {
-                return Err(err(
-                    line,
-                    format!(
-                        "field `answer` must be a string or a number, found {}",
-                        kind_of(other)
-                    ),
-                ));
+                return Err(l.err(format!(
+                    "field `answer` must be a string or a number, found {}",
+                    kind_of(other)
+                )));
             }
-            None => return Err(err(line, "missing field `answer`".into())),
+            None => return Err(l.err("missing field `answer`".into())),
         };
-        let task = match obj.get("task") {
-            None | Some(serde_json::Value::Null) => default_task.to_string(),
-            Some(serde_json::Value::String(s)) if !s.trim().is_empty() => s.clone(),
-            Some(other) => {
-                return Err(err(
-                    line,
-                    format!(
-                        "field `task` must be a non-empty string, found {}",
-                        kind_of(other)
-                    ),
-                ));
-            }
-        };
-        items.push(QaItem {
-            line,
-            task,
+        Ok(QaItem {
+            line: l.line,
+            task: l.task(default_task)?,
             question,
             answer,
-        });
-    }
-    if items.is_empty() {
-        return Err(EvalError::EmptyQa {
-            path: PathBuf::from(path),
-        });
-    }
-    Ok(items)
-}
-
-pub(crate) fn kind_of(v: &serde_json::Value) -> &'static str {
-    match v {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
-    }
+        })
+    })
 }
 
 const VERIFY: &str = r#"

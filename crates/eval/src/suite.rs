@@ -454,15 +454,16 @@ fn group_by_task<T>(
     groups
 }
 
-/// A QA file: every task (group) answered and verified in one runner.
-fn run_qa(
-    pool: &spade_sandbox::Pool,
-    generator: &Generator<'_>,
-    items: Vec<qa::QaItem>,
+/// The loop every file suite shares: questions grouped by task (at most `limit` per task),
+/// every question expanded to its samples, and `score` called on batches of
+/// `(question, sample)` coordinates of one task; it returns their items, and the task's result
+/// is built from them.
+fn run_grouped<T>(
+    groups: Vec<(String, Vec<T>)>,
     opts: &EvalOptions,
     progress: &mut dyn Progress,
+    mut score: impl FnMut(&str, &[T], &[(usize, u32)]) -> Result<Vec<ItemResult>, EvalError>,
 ) -> Result<(Vec<TaskResult>, Option<usize>), EvalError> {
-    let groups = group_by_task(items, |q| &q.task, opts.limit);
     let samples = opts.samples;
     progress.start(
         groups
@@ -470,7 +471,6 @@ fn run_qa(
             .map(|(_, g)| (g.len() * samples as usize) as u64)
             .sum(),
     );
-    let mut leased = sandbox::checkout(pool, "starting a runner for math-verify")?;
     let mut results = vec![];
     for (task, group) in groups {
         progress.task(&task);
@@ -478,26 +478,7 @@ fn run_qa(
         let mut items = vec![];
         let coords = expand(group.len(), samples);
         for chunk in coords.chunks(opts.sampling.batch_size.max(1)) {
-            let prompts: Vec<String> = chunk
-                .iter()
-                .map(|&(i, _)| Generator::chat(rg::SYSTEM_PROMPT, &group[i].question))
-                .collect();
-            let seeds: Vec<u64> = chunk
-                .iter()
-                .map(|&(i, s)| reply_seed(opts.seed, &task, group[i].line as u64, u64::from(s)))
-                .collect();
-            let replies = generator.complete(&prompts, &seeds)?;
-            let answers: Vec<Option<String>> = replies
-                .iter()
-                .map(|r| r.as_ref().ok().and_then(|t| answer_of(t)))
-                .collect();
-            let pairs: Vec<(String, Option<String>)> = chunk
-                .iter()
-                .zip(&answers)
-                .map(|(&(i, _), a)| (group[i].answer.clone(), a.clone()))
-                .collect();
-            let scored = qa::verify(&mut leased.runner, &pairs)?;
-            items.extend(items_of(chunk, replies, answers, scored));
+            items.extend(score(&task, &group, chunk)?);
             progress.advance(chunk.len() as u64);
         }
         results.push(TaskResult::from_items(
@@ -509,6 +490,40 @@ fn run_qa(
     Ok((results, opts.limit))
 }
 
+/// A QA file: every task (group) answered and verified in one runner.
+fn run_qa(
+    pool: &spade_sandbox::Pool,
+    generator: &Generator<'_>,
+    items: Vec<qa::QaItem>,
+    opts: &EvalOptions,
+    progress: &mut dyn Progress,
+) -> Result<(Vec<TaskResult>, Option<usize>), EvalError> {
+    let groups = group_by_task(items, |q| &q.task, opts.limit);
+    let mut leased = sandbox::checkout(pool, "starting a runner for math-verify")?;
+    run_grouped(groups, opts, progress, |task, group, chunk| {
+        let prompts: Vec<String> = chunk
+            .iter()
+            .map(|&(i, _)| Generator::chat(rg::SYSTEM_PROMPT, &group[i].question))
+            .collect();
+        let seeds: Vec<u64> = chunk
+            .iter()
+            .map(|&(i, s)| reply_seed(opts.seed, task, group[i].line as u64, u64::from(s)))
+            .collect();
+        let replies = generator.complete(&prompts, &seeds)?;
+        let answers: Vec<Option<String>> = replies
+            .iter()
+            .map(|r| r.as_ref().ok().and_then(|t| answer_of(t)))
+            .collect();
+        let pairs: Vec<(String, Option<String>)> = chunk
+            .iter()
+            .zip(&answers)
+            .map(|(&(i, _), a)| (group[i].answer.clone(), a.clone()))
+            .collect();
+        let scored = qa::verify(&mut leased.runner, &pairs)?;
+        Ok(items_of(chunk, replies, answers, scored))
+    })
+}
+
 /// A multiple-choice file: scored here, without a sandbox (a letter is compared with a letter).
 fn run_mc(
     generator: &Generator<'_>,
@@ -517,56 +532,40 @@ fn run_mc(
     progress: &mut dyn Progress,
 ) -> Result<(Vec<TaskResult>, Option<usize>), EvalError> {
     let groups = group_by_task(items, |q| &q.task, opts.limit);
-    let samples = opts.samples;
-    progress.start(
-        groups
+    run_grouped(groups, opts, progress, |task, group, chunk| {
+        let mut prompts = vec![];
+        let mut seeds = vec![];
+        let mut shown = vec![];
+        for &(i, s) in chunk {
+            let q = &group[i];
+            let seed = reply_seed(opts.seed, task, q.line as u64, u64::from(s));
+            let order = mc::shuffled(q.options.len(), seed);
+            let (text, gold) = mc::render(q, &order);
+            prompts.push(Generator::chat(mc::SYSTEM_PROMPT, &text));
+            seeds.push(seed);
+            shown.push((order, gold));
+        }
+        let replies = generator.complete(&prompts, &seeds)?;
+        Ok(chunk
             .iter()
-            .map(|(_, g)| (g.len() * samples as usize) as u64)
-            .sum(),
-    );
-    let mut results = vec![];
-    for (task, group) in groups {
-        progress.task(&task);
-        let started = Instant::now();
-        let mut items = vec![];
-        let coords = expand(group.len(), samples);
-        for chunk in coords.chunks(opts.sampling.batch_size.max(1)) {
-            let mut prompts = vec![];
-            let mut seeds = vec![];
-            let mut shown = vec![];
-            for &(i, s) in chunk {
-                let q = &group[i];
-                let seed = reply_seed(opts.seed, &task, q.line as u64, u64::from(s));
-                let order = mc::shuffled(q.options.len(), seed);
-                let (text, gold) = mc::render(q, &order);
-                prompts.push(Generator::chat(mc::SYSTEM_PROMPT, &text));
-                seeds.push(seed);
-                shown.push((order, gold));
-            }
-            let replies = generator.complete(&prompts, &seeds)?;
-            for ((&(i, sample), reply), (order, gold)) in chunk.iter().zip(replies).zip(shown) {
+            .zip(replies)
+            .zip(shown)
+            .map(|((&(i, sample), reply), (order, gold))| {
                 let boxed = reply.as_ref().ok().and_then(|t| answer_of(t));
                 let letter = boxed
                     .as_deref()
                     .and_then(|b| mc::answer_letter(b, group[i].options.len()));
-                items.push(ItemResult {
+                ItemResult {
                     index: i as u32,
                     sample,
                     score: if letter == Some(gold) { 1.0 } else { 0.0 },
                     answer: boxed.map(|a| a.chars().take(500).collect()),
                     detail: Some(format!("order {}, gold {gold}", mc::order_code(&order))),
                     error: reply.err(),
-                });
-            }
-            progress.advance(chunk.len() as u64);
-        }
-        results.push(TaskResult::from_items(
-            task,
-            items,
-            started.elapsed().as_secs_f64(),
-        ));
-    }
-    Ok((results, opts.limit))
+                }
+            })
+            .collect())
+    })
 }
 
 /// Code problems: every sample's program judged in a fresh runner.
@@ -578,57 +577,38 @@ fn run_code(
     progress: &mut dyn Progress,
 ) -> Result<(Vec<TaskResult>, Option<usize>), EvalError> {
     let groups = group_by_task(problems, |p| &p.task, opts.limit);
-    let samples = opts.samples;
-    progress.start(
-        groups
+    run_grouped(groups, opts, progress, |_, group, chunk| {
+        let prompts: Vec<String> = chunk
             .iter()
-            .map(|(_, g)| (g.len() * samples as usize) as u64)
-            .sum(),
-    );
-    let mut results = vec![];
-    for (task, group) in groups {
-        progress.task(&task);
-        let started = Instant::now();
-        let mut items = vec![];
-        let coords = expand(group.len(), samples);
-        for chunk in coords.chunks(opts.sampling.batch_size.max(1)) {
-            let prompts: Vec<String> = chunk
-                .iter()
-                .map(|&(i, _)| Generator::chat(code::SYSTEM_PROMPT, &group[i].user_message()))
-                .collect();
-            let seeds: Vec<u64> = chunk
-                .iter()
-                .map(|&(i, s)| reply_seed(opts.seed, &group[i].id, i as u64, u64::from(s)))
-                .collect();
-            let replies = generator.complete(&prompts, &seeds)?;
-            for (&(i, sample), reply) in chunk.iter().zip(replies) {
-                let problem = &group[i];
-                let code = reply.as_ref().ok().and_then(|r| code::code_of(r));
-                let verdict = match &code {
-                    Some(c) => code::judge(pool, problem, &problem.program(c))?,
-                    None => code::Verdict {
-                        passed: false,
-                        reason: Some("the reply holds no code".into()),
-                    },
-                };
-                items.push(ItemResult {
-                    index: i as u32,
-                    sample,
-                    score: if verdict.passed { 1.0 } else { 0.0 },
-                    answer: code.map(|c| c.chars().take(500).collect()),
-                    detail: verdict.reason,
-                    error: reply.err(),
-                });
-                progress.advance(1);
-            }
+            .map(|&(i, _)| Generator::chat(code::SYSTEM_PROMPT, &group[i].user_message()))
+            .collect();
+        let seeds: Vec<u64> = chunk
+            .iter()
+            .map(|&(i, s)| reply_seed(opts.seed, &group[i].id, i as u64, u64::from(s)))
+            .collect();
+        let replies = generator.complete(&prompts, &seeds)?;
+        let mut items = Vec::with_capacity(chunk.len());
+        for (&(i, sample), reply) in chunk.iter().zip(replies) {
+            let problem = &group[i];
+            let code = reply.as_ref().ok().and_then(|r| code::code_of(r));
+            let verdict = match &code {
+                Some(c) => code::judge(pool, problem, &problem.program(c))?,
+                None => code::Verdict {
+                    passed: false,
+                    reason: Some("the reply holds no code".into()),
+                },
+            };
+            items.push(ItemResult {
+                index: i as u32,
+                sample,
+                score: if verdict.passed { 1.0 } else { 0.0 },
+                answer: code.map(|c| c.chars().take(500).collect()),
+                detail: verdict.reason,
+                error: reply.err(),
+            });
         }
-        results.push(TaskResult::from_items(
-            task,
-            items,
-            started.elapsed().as_secs_f64(),
-        ));
-    }
-    Ok((results, opts.limit))
+        Ok(items)
+    })
 }
 
 #[cfg(test)]
