@@ -876,7 +876,10 @@ async fn a_resumed_run_continues_from_its_checkpoint_after_a_sigkill(pool: PgPoo
         .json()["id"]
         .as_i64()
         .unwrap_or(-1);
-    let mut cfg = spade::config::RunConfig::tiny_cpu_demo();
+    // The demo's configuration: its warm start (game families) is the one the other tests and
+    // `scripts/serve` cache, and from an empty cache it trains in minutes, where the
+    // seed-library preset's took 3,017 s on a fresh AMD EPYC.
+    let mut cfg = spade::config::RunConfig::from_toml_str(spade::config::DEMO_TOML)?;
     cfg.run.steps = 4;
     cfg.run.checkpoint_every = 1;
     cfg.eval.every_steps = 0;
@@ -918,8 +921,8 @@ async fn a_resumed_run_continues_from_its_checkpoint_after_a_sigkill(pool: PgPoo
             .unwrap_or(0)
     };
     // Attempt 1 until it has reported a trained checkpoint. The warm start is cached by earlier
-    // tests or runs; from an empty cache it trains here first, until its criterion is met (up
-    // to 24 epochs: 15-25 minutes of one core on a loaded 2-core machine).
+    // tests or runs; from an empty cache it trains here first, until its criterion is met
+    // (7-12 minutes of one core on a loaded 2-core machine).
     let t0 = std::time::Instant::now();
     while checkpoints().await < 1 {
         assert!(
