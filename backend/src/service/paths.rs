@@ -296,9 +296,9 @@ impl PathRoots {
     /// `envs:` directories pools; named suites are unchanged.
     pub fn suite(&self, field: &str, suite: &str) -> Result<String, ServiceError> {
         // Question files (boxed answers, multiple choice, code problems) live under the
-        // corpus root like training corpora; a prefix this match misses would pass a path
-        // unchecked, so every file prefix of `spade::suites::PREFIXES` is listed.
-        if let Some((prefix, p)) = ["qa:", "mc:", "code:"]
+        // corpus root like training corpora; the prefixes are the ones `spade::suites::check`
+        // accepts, so a new kind of file cannot pass here unchecked.
+        if let Some((prefix, p)) = spade::suites::FILE_PREFIXES
             .iter()
             .find_map(|pre| suite.strip_prefix(pre).map(|p| (pre, p)))
         {
@@ -306,8 +306,12 @@ impl PathRoots {
                 "{prefix}{}",
                 self.resolve(PathKind::Corpus, field, p)?
             ))
-        } else if let Some(p) = suite.strip_prefix("envs:") {
-            Ok(format!("envs:{}", self.resolve(PathKind::Pool, field, p)?))
+        } else if let Some(p) = suite.strip_prefix(spade::suites::POOL_PREFIX) {
+            Ok(format!(
+                "{}{}",
+                spade::suites::POOL_PREFIX,
+                self.resolve(PathKind::Pool, field, p)?
+            ))
         } else {
             Ok(suite.to_owned())
         }

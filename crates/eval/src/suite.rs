@@ -261,10 +261,7 @@ pub fn evaluate(
         }
         Suite::Mc { path } => run_mc(&generator, mc::load(path)?, opts, progress)?,
         Suite::Code { source, .. } => {
-            let mut cfg = spade_sandbox::PoolConfig::new(code::runner_config(&opts.runner));
-            cfg.max_runners = 2;
-            cfg.warm = 1;
-            let pool = spade_sandbox::Pool::new(cfg);
+            let pool = sandbox::pool(&code::runner_config(&opts.runner));
             let problems = match source {
                 CodeSource::HumanEval => code::humaneval(&pool)?.into_iter().map(|p| p.0).collect(),
                 CodeSource::File(path) => code::load(path)?,

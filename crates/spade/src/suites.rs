@@ -14,8 +14,11 @@ pub const NAMED: &[&str] = &[
     "envs",
 ];
 
-/// Prefixes of suites that name a file or directory.
-pub const PREFIXES: &[&str] = &["qa:", "mc:", "code:", "envs:"];
+/// Prefixes of suites that name a question file (read from the corpus roots on the server).
+pub const FILE_PREFIXES: &[&str] = &["qa:", "mc:", "code:"];
+
+/// The prefix of a suite that names an environment directory or pool.
+pub const POOL_PREFIX: &str = "envs:";
 
 /// What a suite name may be, for error messages.
 pub const EXPECTED: &str = "rg-algorithmic, rg-arithmetic, rg-cognition, rg-logic, rg-hard, \
@@ -28,7 +31,10 @@ pub fn check(name: &str) -> Result<(), String> {
     if NAMED.contains(&name) {
         return Ok(());
     }
-    let path = PREFIXES.iter().find_map(|p| name.strip_prefix(p));
+    let path = FILE_PREFIXES
+        .iter()
+        .find_map(|p| name.strip_prefix(p))
+        .or_else(|| name.strip_prefix(POOL_PREFIX));
     match path {
         Some(p) if !p.trim().is_empty() && !p.contains('\0') => Ok(()),
         Some(_) => Err(format!("a path after the prefix ({EXPECTED})")),
