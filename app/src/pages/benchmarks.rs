@@ -26,6 +26,10 @@ pub const FORM_SUITES: &[(&str, &str)] = &[
         "humaneval",
         "HumanEval: 164 programs run against their tests",
     ),
+    (
+        "bfcl-multi-turn",
+        "BFCL v4 multi-turn tool use: 4 categories of 200 entries",
+    ),
     ("envs", "seed environments: win rate"),
 ];
 

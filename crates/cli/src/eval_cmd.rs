@@ -22,12 +22,15 @@ pub struct EvalArgs {
     /// rg-algorithmic | rg-arithmetic | rg-cognition | rg-logic | rg-hard (all four) |
     /// qa:PATH.jsonl (boxed answers, math-verify) | mc:PATH.jsonl (multiple choice, options
     /// shuffled per sample) | humaneval (164 problems, run) | code:PATH.jsonl (stdin/stdout or
-    /// function tests, run) | envs (envs/seed) | envs:DIR (*.py files, or a pool: a directory
-    /// with pool.jsonl, or the pool.jsonl itself). File formats: docs/evaluation.md.
+    /// function tests, run) | bfcl-multi-turn-base | bfcl-multi-turn-miss-func |
+    /// bfcl-multi-turn-miss-param | bfcl-multi-turn-long-context | bfcl-multi-turn (all four;
+    /// BFCL v4 tool use, 200 entries each) | envs (envs/seed) | envs:DIR (*.py files, or a pool:
+    /// a directory with pool.jsonl, or the pool.jsonl itself). File formats:
+    /// docs/evaluation.md.
     #[arg(long)]
     suite: String,
     /// Items per task at most: questions per reasoning-gym dataset (default 50) or QA task
-    /// (default all); environments at most for envs suites.
+    /// (default all); environments at most for envs suites; entries per BFCL category.
     #[arg(long)]
     limit: Option<usize>,
     /// Seed of the generated questions, environment episodes and sampling.

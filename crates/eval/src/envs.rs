@@ -153,7 +153,26 @@ pub fn play(
     seed: u64,
 ) -> TaskResult {
     let started = Instant::now();
-    let fail = |e: String| TaskResult::failed(&env.name, e, started.elapsed().as_secs_f64());
+    match play_episodes(pool, generator, env, episodes, max_turns, seed, None) {
+        Ok(items) => TaskResult::from_items(&env.name, items, started.elapsed().as_secs_f64()),
+        Err(e) => TaskResult::failed(&env.name, e, started.elapsed().as_secs_f64()),
+    }
+}
+
+/// The episodes of [`play`], one item each (index = episode), or why the environment could not
+/// be played at all. `system` replaces the system prompt of the environment's kind. An episode
+/// that ends with an info `verdict` (BFCL's environments give one) keeps it as the item's
+/// detail.
+pub fn play_episodes(
+    pool: &Pool,
+    generator: &Generator<'_>,
+    env: &EnvFile,
+    episodes: u32,
+    max_turns: u32,
+    seed: u64,
+    system: Option<&str>,
+) -> Result<Vec<ItemResult>, String> {
+    let fail = Err::<Vec<ItemResult>, String>;
     let mut eps = Vec::new();
     for e in 0..episodes {
         let mut session = match pool.load(&env.source, None, None) {
@@ -172,10 +191,10 @@ pub fn play(
             done: None,
         });
     }
-    let system = match eps.first().map(|e| e.session.kind) {
+    let system = system.unwrap_or(match eps.first().map(|e| e.session.kind) {
         Some(EnvKind::ToolUse) => TOOL_USE_PROMPT,
         _ => Role::Agent.system_prompt(),
-    };
+    });
     let turn_limit = eps
         .iter()
         .map(|e| e.session.max_turns)
@@ -235,11 +254,15 @@ pub fn play(
                         sample: 0,
                         score: if won { 1.0 } else { 0.0 },
                         answer: Some(truncate(&action)),
-                        detail: None,
+                        detail: r.info.get("verdict").map(|v| truncate(&v.to_string())),
                         error: None,
                     });
                 }
-                Ok(r) if r.truncated => ep.done = Some(lost(i, Some(&action), None)),
+                Ok(r) if r.truncated => {
+                    let mut item = lost(i, Some(&action), None);
+                    item.detail = r.info.get("verdict").map(|v| truncate(&v.to_string()));
+                    ep.done = Some(item);
+                }
                 Ok(r) => ep.turns.push((action, r.obs)),
                 Err(err) => {
                     ep.done = Some(lost(i, Some(&action), Some(format!("step: {err}"))));
@@ -247,7 +270,7 @@ pub fn play(
             }
         }
     }
-    let items: Vec<ItemResult> = eps
+    Ok(eps
         .into_iter()
         .enumerate()
         .map(|(i, ep)| {
@@ -256,8 +279,7 @@ pub fn play(
                 lost(i, last, None)
             })
         })
-        .collect();
-    TaskResult::from_items(&env.name, items, started.elapsed().as_secs_f64())
+        .collect())
 }
 
 fn lost(index: usize, action: Option<&str>, error: Option<String>) -> ItemResult {

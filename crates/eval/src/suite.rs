@@ -5,7 +5,7 @@ use crate::error::EvalError;
 use crate::generate::{Generator, Sampling, reply_seed};
 use crate::result::{Aggregate, ItemResult, SuiteResult, TaskResult};
 use crate::rg::{self, Category, RgSession, RgTask};
-use crate::{code, envs, mc, qa, sandbox};
+use crate::{bfcl, code, envs, mc, qa, sandbox};
 use spade_policy::Policy;
 use spade_sandbox::RunnerConfig;
 use std::path::{Path, PathBuf};
@@ -29,6 +29,12 @@ pub enum Suite {
     Mc { path: PathBuf },
     /// `humaneval` or `code:PATH.jsonl`: programs run against tests ([`code`]).
     Code { name: String, source: CodeSource },
+    /// `bfcl-multi-turn-{base,miss-func,miss-param,long-context}`: one BFCL v4 multi-turn
+    /// category, or all four (`bfcl-multi-turn`), one task each ([`bfcl`]).
+    Bfcl {
+        name: String,
+        categories: Vec<bfcl::Category>,
+    },
     /// `envs` or `envs:DIR`: win rate on the environments of a pool (`pool.jsonl`) or on the
     /// environment files under DIR. `name` is the name given, which results carry (so a job
     /// asked for `envs` reports `envs`).
@@ -55,6 +61,10 @@ impl Suite {
             "humaneval" => Suite::Code {
                 name: name.to_string(),
                 source: CodeSource::HumanEval,
+            },
+            _ if bfcl::Category::parse(name).is_some() => Suite::Bfcl {
+                name: name.to_string(),
+                categories: bfcl::Category::parse(name).unwrap_or_default(),
             },
             _ => {
                 if let Some(path) = name.strip_prefix("qa:").filter(|p| !p.is_empty()) {
@@ -90,12 +100,14 @@ impl Suite {
             Suite::ReasoningGym { name, .. } => name.clone(),
             Suite::Qa { path } => format!("qa:{}", path.display()),
             Suite::Mc { path } => format!("mc:{}", path.display()),
-            Suite::Code { name, .. } | Suite::Envs { name, .. } => name.clone(),
+            Suite::Code { name, .. } | Suite::Envs { name, .. } | Suite::Bfcl { name, .. } => {
+                name.clone()
+            }
         }
     }
 
     /// Reads and checks the suite's own files, so that bad data fails before a model loads
-    /// (HumanEval's data is read inside the sandbox when the suite runs).
+    /// (HumanEval's and BFCL's data are read inside the sandbox when the suite runs).
     pub fn check_data(&self) -> Result<(), EvalError> {
         match self {
             Suite::Qa { path } => qa::load(path).map(drop),
@@ -109,6 +121,7 @@ impl Suite {
                 source: CodeSource::HumanEval,
                 ..
             }
+            | Suite::Bfcl { .. }
             | Suite::ReasoningGym { .. } => Ok(()),
         }
     }
@@ -268,6 +281,35 @@ pub fn evaluate(
             };
             run_code(&pool, &generator, problems, opts, progress)?
         }
+        Suite::Bfcl { categories, .. } => {
+            let pool = episode_pool(&bfcl::runner_config(&opts.runner), samples);
+            let mut loaded = vec![];
+            for &c in categories {
+                let mut entries = bfcl::load(&pool, c)?;
+                if let Some(l) = opts.limit {
+                    entries.truncate(l);
+                }
+                loaded.push((c, entries));
+            }
+            let total: usize = loaded.iter().map(|(_, e)| e.len()).sum();
+            progress.start(total as u64 * u64::from(samples));
+            let results = loaded
+                .iter()
+                .map(|(c, entries)| {
+                    progress.task(c.suite_name());
+                    bfcl::run(
+                        &pool,
+                        &generator,
+                        *c,
+                        entries,
+                        samples,
+                        opts.seed,
+                        &mut |_| progress.advance(u64::from(samples)),
+                    )
+                })
+                .collect();
+            (results, opts.limit)
+        }
         Suite::Envs { dir, .. } => {
             let episodes = if samples > 1 { samples } else { opts.episodes };
             if episodes == 0 || opts.max_turns == 0 {
@@ -280,12 +322,7 @@ pub fn evaluate(
             if let Some(l) = opts.limit {
                 files.truncate(l);
             }
-            let mut env_pool_cfg = spade_sandbox::PoolConfig::new(opts.runner.clone());
-            // One runner per episode; as many again start ahead while the model plays, so the
-            // next environment's runners are ready (a runner serves one environment only).
-            env_pool_cfg.max_runners = 2 * episodes as usize;
-            env_pool_cfg.warm = episodes as usize;
-            let env_pool = spade_sandbox::Pool::new(env_pool_cfg);
+            let env_pool = episode_pool(&opts.runner, episodes);
             progress.start(files.len() as u64 * u64::from(episodes));
             let results = files
                 .iter()
@@ -324,6 +361,12 @@ pub fn evaluate(
             "samples": samples,
             "memory_limit_bytes": code::MEMORY_LIMIT,
         }),
+        Suite::Bfcl { .. } => serde_json::json!({
+            "sampling": opts.sampling,
+            "samples": samples,
+            "data": "bfcl-eval 2026.3.23 (BFCL v4)",
+            "step_limit": bfcl::STEP_LIMIT,
+        }),
         Suite::Envs { .. } => serde_json::json!({
             "sampling": opts.sampling,
             "episodes": if samples > 1 { samples } else { opts.episodes },
@@ -341,6 +384,16 @@ pub fn evaluate(
         tasks,
         elapsed_s: started.elapsed().as_secs_f64(),
     })
+}
+
+/// A pool for playing environments: one runner per episode; as many again start ahead while the
+/// model plays, so the next environment's runners are ready (a runner serves one environment
+/// only).
+fn episode_pool(runner: &RunnerConfig, episodes: u32) -> spade_sandbox::Pool {
+    let mut cfg = spade_sandbox::PoolConfig::new(runner.clone());
+    cfg.max_runners = 2 * episodes as usize;
+    cfg.warm = episodes as usize;
+    spade_sandbox::Pool::new(cfg)
 }
 
 /// The answer in a reply: the last balanced `\boxed{}` after any `<think>` block (a Qwen3

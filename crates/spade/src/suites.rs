@@ -3,7 +3,8 @@
 //! exactly these names.
 
 /// Suites with fixed names: the four reasoning-gym categories at hard settings, all four at
-/// once, HumanEval, and the bundled seed environments.
+/// once, HumanEval, BFCL v4 multi-turn (each category, or all four), and the bundled seed
+/// environments.
 pub const NAMED: &[&str] = &[
     "rg-algorithmic",
     "rg-arithmetic",
@@ -11,6 +12,11 @@ pub const NAMED: &[&str] = &[
     "rg-logic",
     "rg-hard",
     "humaneval",
+    "bfcl-multi-turn",
+    "bfcl-multi-turn-base",
+    "bfcl-multi-turn-miss-func",
+    "bfcl-multi-turn-miss-param",
+    "bfcl-multi-turn-long-context",
     "envs",
 ];
 
@@ -22,8 +28,9 @@ pub const POOL_PREFIX: &str = "envs:";
 
 /// What a suite name may be, for error messages.
 pub const EXPECTED: &str = "rg-algorithmic, rg-arithmetic, rg-cognition, rg-logic, rg-hard, \
-                            humaneval, envs, envs:DIR, qa:PATH.jsonl, mc:PATH.jsonl or \
-                            code:PATH.jsonl";
+                            humaneval, bfcl-multi-turn, bfcl-multi-turn-{base,miss-func,\
+                            miss-param,long-context}, envs, envs:DIR, qa:PATH.jsonl, \
+                            mc:PATH.jsonl or code:PATH.jsonl";
 
 /// Accepts a suite name `spade eval --suite` understands; otherwise says what was expected.
 /// Paths (`qa:`, `envs:`) are only checked for being present: they are read where the job runs.

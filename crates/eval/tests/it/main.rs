@@ -3,6 +3,7 @@
 //! math-verify's. They need `spade-sandbox-runner` built (`cargo build -p spade-sandbox-runner`)
 //! and the venv (`scripts/setup`); a missing one fails the test with instructions, never skips.
 
+mod bfcl_verdicts;
 mod code_judging;
 mod qa_scoring;
 mod rg_scoring;
