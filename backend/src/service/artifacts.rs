@@ -196,7 +196,8 @@ pub async fn request_evaluation(
             format!("must be in [0, 10] (0 is greedy), got {temperature}"),
         ));
     }
-    if samples > 1 && temperature == 0.0 {
+    let k = u32::try_from(samples).unwrap_or(u32::MAX);
+    if spade::suites::repeats_greedy_reply(&suite, k, temperature) {
         return Err(ServiceError::invalid(
             "temperature",
             format!(

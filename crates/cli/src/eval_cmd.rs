@@ -97,7 +97,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     if args.samples == 0 {
         bail!("--samples must be at least 1");
     }
-    if args.samples > 1 && args.temperature == 0.0 && !matches!(suite, Suite::Envs { .. }) {
+    if spade::suites::repeats_greedy_reply(&suite.name(), args.samples, args.temperature) {
         bail!(
             "--samples {} at --temperature 0 would score the same greedy reply {} times; give \
              a temperature above 0 (e.g. --temperature 0.6)",

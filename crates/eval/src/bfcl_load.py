@@ -42,6 +42,15 @@ def _lines(path, text=None):
             yield n, line
 
 
+def _objects(path, text, problems):
+    """(where, value) for every line of the file that is JSON; the others become problems."""
+    for n, line in _lines(path, text):
+        try:
+            yield "%s:%d" % (path, n), n, json.loads(line)
+        except ValueError as e:
+            problems.append("%s:%d: not JSON (%s)" % (path, n, e))
+
+
 def _load():
     spec = importlib.util.find_spec("bfcl_eval")
     if spec is None or not spec.submodule_search_locations:
@@ -61,13 +70,7 @@ def _load():
         except (OSError, ValueError) as e:
             return {"problems": ["%s: %s" % (path, e)]}
     problems, answers = [], {}
-    for n, line in _lines(apath, texts[apath]):
-        where = "%s:%d" % (apath, n)
-        try:
-            a = json.loads(line)
-        except ValueError as e:
-            problems.append("%s: not JSON (%s)" % (where, e))
-            continue
+    for where, _, a in _objects(apath, texts[apath], problems):
         gt = a.get("ground_truth") if isinstance(a, dict) else None
         if not isinstance(gt, list) or not all(
                 isinstance(t, list) and all(isinstance(c, str) for c in t) for t in gt):
@@ -81,13 +84,7 @@ def _load():
                     problems.append("%s: ground_truth[%d]: %r: %s" % (where, t, c, e))
         answers[a.get("id")] = gt
     entries = []
-    for n, line in _lines(qpath, texts[qpath]):
-        where = "%s:%d" % (qpath, n)
-        try:
-            e = json.loads(line)
-        except ValueError as err:
-            problems.append("%s: not JSON (%s)" % (where, err))
-            continue
+    for where, n, e in _objects(qpath, texts[qpath], problems):
         if not isinstance(e, dict) or not isinstance(e.get("id"), str):
             problems.append("%s: id: expected a string" % where)
             continue

@@ -215,14 +215,13 @@ pub fn evaluate(
             reason: "must be at least 1".into(),
         });
     }
-    let is_envs = matches!(suite, Suite::Envs { .. });
     if opts.samples == 0 {
         return Err(EvalError::InvalidOption {
             option: "samples",
             reason: "must be at least 1".into(),
         });
     }
-    if opts.samples > 1 && opts.sampling.temperature == 0.0 && !is_envs {
+    if spade::suites::repeats_greedy_reply(&suite.name(), opts.samples, opts.sampling.temperature) {
         return Err(EvalError::InvalidOption {
             option: "samples",
             reason: format!(

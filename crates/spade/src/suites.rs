@@ -32,6 +32,15 @@ pub const EXPECTED: &str = "rg-algorithmic, rg-arithmetic, rg-cognition, rg-logi
                             miss-param,long-context}, envs, envs:DIR, qa:PATH.jsonl, \
                             mc:PATH.jsonl or code:PATH.jsonl";
 
+/// Whether `samples` replies per question at `temperature` would be one greedy reply repeated:
+/// more than one sample at temperature 0, except in environment suites (`envs`, `envs:DIR`),
+/// whose samples are episodes with seeds of their own. The CLI, the evaluation and the API all
+/// refuse such a request.
+pub fn repeats_greedy_reply(suite: &str, samples: u32, temperature: f64) -> bool {
+    let environments = suite == "envs" || suite.starts_with(POOL_PREFIX);
+    samples > 1 && temperature == 0.0 && !environments
+}
+
 /// Accepts a suite name `spade eval --suite` understands; otherwise says what was expected.
 /// Paths (`qa:`, `envs:`) are only checked for being present: they are read where the job runs.
 pub fn check(name: &str) -> Result<(), String> {
@@ -52,6 +61,17 @@ pub fn check(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn several_greedy_samples_are_refused_except_as_episodes() {
+        assert!(repeats_greedy_reply("humaneval", 4, 0.0));
+        assert!(repeats_greedy_reply("bfcl-multi-turn", 2, 0.0));
+        assert!(!repeats_greedy_reply("humaneval", 4, 0.6));
+        assert!(!repeats_greedy_reply("humaneval", 1, 0.0));
+        assert!(!repeats_greedy_reply("envs", 4, 0.0));
+        assert!(!repeats_greedy_reply("envs:pools/p", 4, 0.0));
+        assert!(repeats_greedy_reply("envsx", 4, 0.0));
+    }
 
     #[test]
     fn names_and_prefixed_paths_are_accepted_and_others_explained() {
