@@ -61,6 +61,84 @@ pub struct RunSummary {
     pub created_at: String,
     /// Latest value of a few headline metrics (e.g. `learnable_share`, `regret_mean`).
     pub key_metrics: BTreeMap<String, f64>,
+    /// Why the run has produced nothing usable so far, if it has not ([`RunWarning::of`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<RunWarning>,
+}
+
+/// One metric series of a run, totalled over its steps: what [`RunWarning::of`] reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesTotal {
+    pub name: String,
+    pub sum: f64,
+    pub max: f64,
+    /// Steps that logged it.
+    pub steps: i64,
+}
+
+/// A run that produced nothing usable: no environment accepted, or no win. The status stays
+/// what the worker reported (a run can succeed and still produce nothing); this says so beside
+/// it, on the run's page and in the runs list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunWarning {
+    /// A few words for the runs list: `no environment accepted`, `no win`, or both.
+    pub label: String,
+    /// The whole explanation, with the counts behind it.
+    pub detail: String,
+}
+
+impl RunWarning {
+    /// From the run's totals of `accepted`, `rejected`, `rejections/<reason>` and
+    /// `win_rate/<skill>` (other series are ignored): a warning when the designer wrote
+    /// environments and none was accepted, or when environments were played and the agent never
+    /// won one without a hint. None before the first step's metrics, and for runs that are fine.
+    pub fn of(totals: &[SeriesTotal]) -> Option<Self> {
+        let get = |n: &str| totals.iter().find(|t| t.name == n);
+        let (mut labels, mut detail) = (vec![], vec![]);
+        if let Some(accepted) = get("accepted").filter(|a| a.sum == 0.0) {
+            let rejected = get("rejected").map_or(0.0, |r| r.sum);
+            let mut reasons: Vec<(&str, f64)> = totals
+                .iter()
+                .filter_map(|t| Some((t.name.strip_prefix("rejections/")?, t.sum)))
+                .filter(|(_, n)| *n > 0.0)
+                .collect();
+            reasons.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+            let why = if reasons.is_empty() {
+                String::new()
+            } else {
+                let list: Vec<String> = reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
+                format!(" ({})", list.join(", "))
+            };
+            labels.push("no environment accepted");
+            detail.push(format!(
+                "No environment was accepted in {} step{}: all {rejected} environments the \
+                 designer wrote were rejected{why}, so nothing was trained on or added to the pool.",
+                accepted.steps,
+                plural(accepted.steps),
+            ));
+        }
+        let wins: Vec<&SeriesTotal> = totals
+            .iter()
+            .filter(|t| t.name.starts_with("win_rate/"))
+            .collect();
+        if !wins.is_empty() && wins.iter().all(|t| t.max == 0.0) {
+            let steps = wins.iter().map(|t| t.steps).max().unwrap_or(0);
+            labels.push("no win");
+            detail.push(format!(
+                "The agent never won an environment without a hint in {steps} step{}: every \
+                 no-hint win rate is 0, so GRPO had no success to learn from.",
+                plural(steps)
+            ));
+        }
+        (!labels.is_empty()).then(|| RunWarning {
+            label: labels.join(", "),
+            detail: detail.join(" "),
+        })
+    }
+}
+
+fn plural(n: i64) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 impl RunSummary {
@@ -82,6 +160,7 @@ impl RunSummary {
             total_steps,
             created_at: whole_seconds(&r.created_at),
             key_metrics,
+            warning: None,
         }
     }
 
@@ -1007,6 +1086,60 @@ impl RunEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn total(name: &str, sum: f64, max: f64, steps: i64) -> SeriesTotal {
+        SeriesTotal {
+            name: name.into(),
+            sum,
+            max,
+            steps,
+        }
+    }
+
+    #[test]
+    fn a_run_that_accepted_nothing_or_never_won_is_named_and_a_good_one_is_not() {
+        // The demo that failed on a fresh machine: 8 steps, 72 rejected, 0 accepted.
+        let failed = [
+            total("accepted", 0.0, 0.0, 8),
+            total("rejected", 72.0, 9.0, 8),
+            total("rejections/no_code", 20.0, 4.0, 8),
+            total("rejections/syntax_error", 52.0, 8.0, 8),
+        ];
+        let w = RunWarning::of(&failed).expect("a warning");
+        assert_eq!(w.label, "no environment accepted");
+        assert!(
+            w.detail.starts_with(
+                "No environment was accepted in 8 steps: all 72 environments the designer \
+                 wrote were rejected (52 syntax_error, 20 no_code)"
+            ),
+            "{}",
+            w.detail
+        );
+        let never_won = [
+            total("accepted", 5.0, 2.0, 4),
+            total("win_rate/Optimization", 0.0, 0.0, 4),
+            total("win_rate/Logic", 0.0, 0.0, 3),
+        ];
+        let w = RunWarning::of(&never_won).expect("a warning");
+        assert_eq!(w.label, "no win");
+        assert!(w.detail.contains("in 4 steps"), "{}", w.detail);
+        let both = [
+            total("accepted", 0.0, 0.0, 1),
+            total("win_rate/Logic", 0.0, 0.0, 1),
+        ];
+        assert_eq!(
+            RunWarning::of(&both).map(|w| w.label),
+            Some("no environment accepted, no win".into())
+        );
+        // A run that accepted something and won once, and one with no metrics yet.
+        let fine = [
+            total("accepted", 3.0, 2.0, 4),
+            total("win_rate/Logic", 0.25, 0.25, 4),
+            total("win_rate/Optimization", 0.0, 0.0, 4),
+        ];
+        assert_eq!(RunWarning::of(&fine), None);
+        assert_eq!(RunWarning::of(&[]), None);
+    }
 
     #[test]
     fn page_times_drop_the_fraction_and_keep_the_zone() {

@@ -161,6 +161,7 @@ mod tests {
                     total_steps: 10,
                     created_at: String::new(),
                     key_metrics: BTreeMap::new(),
+                    warning: None,
                 },
                 config: serde_json::json!({}),
                 executor: "local".into(),

@@ -7,7 +7,7 @@
 
 use fantoccini::Locator;
 use spade_db::{Pool, RunScope, runs, users};
-use spade_e2e::seed::dashboard_runs;
+use spade_e2e::seed::{dashboard_runs, demo_config, run_in, team_and_project};
 use spade_e2e::{Browser, TestServer, fill, text_of, wait_for, wait_for_path};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -459,5 +459,81 @@ async fn every_page_fits_a_phone_and_hydrates_without_console_warnings(
     }
     browser.close().await?;
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+    Ok(())
+}
+
+/// Issue 43: a run that finished and produced nothing (every environment rejected, no win) no
+/// longer looks like a plain success: the runs list flags it beside its status and its page
+/// says why, while the status stays "succeeded".
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn a_run_that_produced_nothing_is_flagged_beside_its_status(
+    pool: Pool,
+) -> anyhow::Result<()> {
+    let (server, db, tag) = start(pool, "nothing").await?;
+    let email = format!("bo-{tag}@example.org");
+    let mut browser = Browser::start().await?;
+    let c = browser.client.clone();
+    spade_e2e::register(&c, &server, "Bo", &email, "correct horse battery").await?;
+    let user = spade_e2e::user_id(&db, &email).await?;
+    let (team, project) = team_and_project(&db, user, &format!("lab-{tag}"), "demo").await?;
+    let scope = run_in(
+        &db,
+        &team,
+        user,
+        project,
+        "tiny-demo",
+        &demo_config(7, 0.28)?,
+        7,
+    )
+    .await?;
+    let mut b = spade_db::ingest::begin(&db, &scope).await?;
+    b.run_started("e2e", 8).await?;
+    let names: Vec<String> = [
+        "accepted",
+        "rejected",
+        "rejections/syntax_error",
+        "rejections/no_code",
+        "win_rate/Optimization",
+    ]
+    .map(String::from)
+    .to_vec();
+    for step in 0..8i64 {
+        let syntax = if step % 3 == 0 { 6.0 } else { 7.0 };
+        b.metrics(
+            step,
+            30.0 * step as f64,
+            &names,
+            &[0.0, 9.0, syntax, 9.0 - syntax, 0.0],
+        )
+        .await?;
+    }
+    b.progress(8, 8, "done").await?;
+    b.finished(spade_db::RunStatus::Succeeded, "").await?;
+    b.commit().await?;
+
+    c.goto(&format!("{}/runs", server.url)).await?;
+    wait_for(&c, "#runs-table .run-warning").await?;
+    let row = text_of(&c, "#runs-table tbody tr").await?;
+    assert!(
+        row.contains("Succeeded") || row.contains("succeeded"),
+        "the status stays: {row}"
+    );
+    assert!(row.contains("no environment accepted, no win"), "{row}");
+    browser.screenshot("dashboard-runs-nothing-usable").await?;
+    c.goto(&format!("{}/runs/{}", server.url, scope.run_id()))
+        .await?;
+    wait_for(&c, "#run-warning").await?;
+    let warning = text_of(&c, "#run-warning").await?;
+    assert!(
+        warning.contains("No environment was accepted in 8 steps: all 72 environments the designer wrote were rejected (53 syntax_error, 19 no_code)"),
+        "{warning}"
+    );
+    assert!(
+        warning.contains("never won an environment without a hint"),
+        "{warning}"
+    );
+    browser.screenshot("dashboard-run-nothing-usable").await?;
+    browser.close().await?;
+    server.stop().await;
     Ok(())
 }

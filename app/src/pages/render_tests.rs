@@ -26,6 +26,7 @@ fn summary(id: i64, status: RunStatus) -> RunSummary {
             ("learnable_share".into(), 0.3125),
             ("regret_mean".into(), 0.12),
         ]),
+        warning: None,
     }
 }
 

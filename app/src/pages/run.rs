@@ -346,6 +346,14 @@ pub fn RunView(
             <span id="run-status">{move || view! { <StatusBadge status=live.status.get() /> }}</span>
             {controls}
         </div>
+        // The status is what the worker reported; a run can finish and still have produced
+        // nothing, which this says beside it rather than changing the status.
+        {s.warning.clone().map(|w| view! {
+            <p class="notice run-warning" role="status" id="run-warning">
+                <strong>{format!("Nothing usable: {}. ", w.label)}</strong>
+                {w.detail}
+            </p>
+        })}
         <section class="card run-overview" aria-label="Overview">
             <dl class="facts">
                 <div><dt>"Progress"</dt><dd id="run-progress">{move || view! { <ProgressBar step=live.step.get() total=live.total.get() label="Training progress" /> }}</dd></div>

@@ -254,7 +254,12 @@ fn run_row(r: RunSummary) -> impl IntoView {
                 <a class="run-name" href=format!("/runs/{}", r.id)>{r.name.clone()}</a>
                 <span class="sub">{r.project.clone()}</span>
             </td>
-            <td><StatusBadge status=r.status /></td>
+            <td>
+                <StatusBadge status=r.status />
+                {r.warning.clone().map(|w| view! {
+                    <span class="run-warning" title=w.detail.clone()>"⚠ " {w.label}</span>
+                })}
+            </td>
             <td><ProgressBar step=r.step total=r.total_steps label=format!("Progress of {}", r.name) /></td>
             {metrics}
             <td class="nowrap">{fmt_time(&r.created_at)}</td>

@@ -125,12 +125,15 @@ pub async fn summaries(
     for (run, name, value) in metrics::latest(db, scope, &ids, &KEY_METRICS).await? {
         latest.entry(run).or_default().insert(name, value);
     }
+    let mut totals = outcome_totals(db, scope.team_id(), &ids).await?;
     let items = p
         .items
         .iter()
         .map(|r| {
             let project = projects.get(&r.project_id).cloned().unwrap_or_default();
-            summary_of(r, project, latest.remove(&r.id).unwrap_or_default())
+            let mut s = summary_of(r, project, latest.remove(&r.id).unwrap_or_default());
+            s.warning = dto::RunWarning::of(&totals.remove(&r.id).unwrap_or_default());
+            s
         })
         .collect();
     Ok(dto::Page {
@@ -150,7 +153,28 @@ pub async fn summary(
         .await?
         .into_iter()
         .collect();
-    Ok(summary_of(r, project, key_metrics))
+    let mut s = summary_of(r, project, key_metrics);
+    let mut totals = outcome_totals(db, scope.team_id(), &[scope.run_id()]).await?;
+    s.warning = dto::RunWarning::of(&totals.remove(&scope.run_id()).unwrap_or_default());
+    Ok(s)
+}
+
+/// The series totals behind [`dto::RunWarning`], by run.
+async fn outcome_totals(
+    db: &Pool,
+    team_id: i64,
+    ids: &[i64],
+) -> Result<BTreeMap<i64, Vec<dto::SeriesTotal>>, ServiceError> {
+    let mut by_run: BTreeMap<i64, Vec<dto::SeriesTotal>> = BTreeMap::new();
+    for t in metrics::outcome_totals(db, team_id, ids).await? {
+        by_run.entry(t.run_id).or_default().push(dto::SeriesTotal {
+            name: t.name,
+            sum: t.sum,
+            max: t.max,
+            steps: t.steps,
+        });
+    }
+    Ok(by_run)
 }
 
 fn summary_of(r: &Run, project: String, key_metrics: BTreeMap<String, f64>) -> dto::RunSummary {

@@ -407,6 +407,79 @@ async fn the_runs_list_searches_by_name(pool: sqlx::PgPool) -> TestResult {
     Ok(())
 }
 
+/// A run whose designer had every environment rejected (the demo on a fresh machine, issue 43)
+/// says so on its page and in the runs list, with the rejection reasons, beside a status that
+/// stays as reported; a run that accepted environments and won has no warning.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn a_run_that_produced_nothing_says_so_beside_its_status(pool: sqlx::PgPool) -> TestResult {
+    use crate::ingest::{batch, metrics};
+    use serde_json::json;
+    let app = TestApp::new(pool);
+    let ada = app.user("ada@example.org").await;
+    let (_, project, failed) = app.team_project_run(&ada, "lab").await;
+    let r = app
+        .post(
+            &format!("/api/v1/projects/{project}/runs"),
+            &ada,
+            json!({ "name": "good", "config_toml": tiny_toml() }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
+    let good = r.json()["id"].as_i64().ok_or("run id")?;
+    let nothing = [
+        ("accepted", 0.0),
+        ("rejected", 9.0),
+        ("rejections/syntax_error", 7.0),
+        ("rejections/no_code", 2.0),
+        ("win_rate/Logic", 0.0),
+    ];
+    let fine = [
+        ("accepted", 3.0),
+        ("rejected", 6.0),
+        ("win_rate/Logic", 0.25),
+    ];
+    for (run, values) in [(failed, &nothing[..]), (good, &fine[..])] {
+        let token = app
+            .post(&format!("/api/v1/runs/{run}/token"), &ada, json!({}))
+            .await
+            .json()["token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let msgs = (0..2).map(|s| metrics(s, values)).collect();
+        let r = app
+            .post(
+                &format!("/api/v1/ingest/{run}"),
+                &Cred::Bearer(token),
+                batch(run, 0, msgs),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    }
+    let page = app.get(&format!("/runs/{failed}"), &ada).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text());
+    let html = page.text();
+    for want in [
+        "id=\"run-warning\"",
+        "Nothing usable: no environment accepted, no win.",
+        "No environment was accepted in 2 steps: all 18 environments the designer wrote were \
+         rejected (14 syntax_error, 4 no_code)",
+        "never won an environment without a hint in 2 steps",
+    ] {
+        assert!(html.contains(want), "{want} missing from the run page");
+    }
+    let page = app.get(&format!("/runs/{good}"), &ada).await.text();
+    assert!(!page.contains("run-warning"), "a good run is warned about");
+    let list = app.get("/runs", &ada).await.text();
+    assert_eq!(
+        list.matches("class=\"run-warning\"").count(),
+        1,
+        "one run of the list is flagged"
+    );
+    assert!(list.contains("no environment accepted, no win"), "{list}");
+    Ok(())
+}
+
 /// The runs list sorts (issue 20, item 14): newest, oldest and by name (ignoring case), each
 /// paged by its own keyset cursor without a row lost or repeated; a bad order or a cursor of
 /// another order is refused naming the parameter; the page's rows follow `?sort=`.

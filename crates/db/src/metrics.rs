@@ -300,6 +300,52 @@ pub async fn latest(
         .collect())
 }
 
+/// One series of a run totalled over its steps ([`outcome_totals`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSeriesTotal {
+    pub run_id: i64,
+    pub name: String,
+    pub sum: f64,
+    pub max: f64,
+    pub steps: i64,
+}
+
+/// For each of `run_ids` in team `team_id`: the sum, maximum and step count of the series that
+/// say whether a run produced anything usable (`accepted`, `rejected`, `rejections/*`,
+/// `win_rate/*`), one query for a whole page of the runs list.
+pub async fn outcome_totals(
+    pool: &PgPool,
+    team_id: i64,
+    run_ids: &[i64],
+) -> Result<Vec<RunSeriesTotal>, DbError> {
+    let rows = sqlx::query!(
+        r#"SELECT m.run_id, m.name, sum(m.value) AS "sum!", max(m.value) AS "max!",
+                  count(*) AS "steps!"
+           FROM metrics m
+           JOIN runs r ON r.id = m.run_id
+           JOIN projects p ON p.id = r.project_id
+           WHERE p.team_id = $1 AND m.run_id = ANY($2)
+             AND (m.name IN ('accepted', 'rejected') OR m.name LIKE 'rejections/%'
+                  OR m.name LIKE 'win_rate/%')
+           GROUP BY m.run_id, m.name
+           ORDER BY m.run_id, m.name"#,
+        team_id,
+        run_ids
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| RunSeriesTotal {
+            run_id: r.run_id,
+            name: r.name,
+            sum: r.sum,
+            max: r.max,
+            steps: r.steps,
+        })
+        .collect())
+}
+
 /// The newest value of each of `names` that the scoped run has logged, as `(name, value)`.
 pub async fn latest_of(
     pool: &PgPool,
