@@ -5,7 +5,7 @@
 use super::benchmarks::BenchmarksSection;
 use super::{ProgressBar, StatusBadge, flatten_config, fmt_time};
 use crate::charts::{ChartControls, ChartSettings, LineChart, Series};
-use crate::dto::{BenchmarksDto, MetricSeries, RunDetail};
+use crate::dto::{BenchmarksDto, MetricSeries, RunDetail, RunStatus};
 use crate::live::{self, LiveRun};
 use leptos::prelude::*;
 
@@ -357,7 +357,7 @@ pub fn RunView(
         <section class="card run-overview" aria-label="Overview">
             <dl class="facts">
                 <div><dt>"Progress"</dt><dd id="run-progress">{move || view! { <ProgressBar step=live.step.get() total=live.total.get() label="Training progress" /> }}</dd></div>
-                <div><dt>"Phase"</dt><dd id="run-phase">{move || live.phase.get().unwrap_or_else(|| "—".into())}</dd></div>
+                <div><dt>"Phase"</dt><dd id="run-phase">{move || phase_text(live.status.get(), live.phase.get())}</dd></div>
                 <div><dt>"Executor"</dt><dd>{run.executor.clone()}</dd></div>
                 <div><dt>"Seed"</dt><dd>{run.seed}</dd></div>
                 <div><dt>"Code"</dt><dd><code>{run.code_version.clone()}</code></dd></div>
@@ -393,10 +393,39 @@ pub fn RunView(
     }
 }
 
+/// The overview's phase: the worker's phase while the run is active; once it has ended, the
+/// phase it was in is history, not what it is doing (a cancelled run read "generate" forever).
+pub fn phase_text(status: RunStatus, phase: Option<String>) -> String {
+    match (status, phase) {
+        (s, Some(p)) if s.is_active() => p,
+        (RunStatus::Succeeded, _) => "finished".into(),
+        (RunStatus::Cancelled, Some(p)) => format!("cancelled during {p}"),
+        (RunStatus::Failed, Some(p)) => format!("failed during {p}"),
+        (RunStatus::Cancelled, None) => "cancelled".into(),
+        (RunStatus::Failed, None) => "failed".into(),
+        _ => "—".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::charts::Point;
+
+    #[test]
+    fn an_ended_run_does_not_claim_the_phase_it_stopped_in() {
+        let p = || Some("generate".to_string());
+        assert_eq!(phase_text(RunStatus::Running, p()), "generate");
+        assert_eq!(phase_text(RunStatus::Cancelling, p()), "generate");
+        assert_eq!(
+            phase_text(RunStatus::Cancelled, p()),
+            "cancelled during generate"
+        );
+        assert_eq!(phase_text(RunStatus::Failed, p()), "failed during generate");
+        assert_eq!(phase_text(RunStatus::Succeeded, p()), "finished");
+        assert_eq!(phase_text(RunStatus::Queued, None), "—");
+        assert_eq!(phase_text(RunStatus::Cancelled, None), "cancelled");
+    }
 
     fn m(name: &str) -> MetricSeries {
         MetricSeries {
