@@ -270,6 +270,7 @@ pub fn EnvironmentsPage() -> impl IntoView {
         move || (id(), parsed.get().0),
         |(id, f)| async move {
             let id = id.map_err(bad_run_id)?;
+            let inverted = f.steps_inverted();
             let q = EnvListQuery {
                 skill: Some(f.skill).filter(|s| !s.is_empty()),
                 status: f.status.map(|s| match s {
@@ -277,8 +278,9 @@ pub fn EnvironmentsPage() -> impl IntoView {
                     crate::dto::EnvStatus::Rejected => "rejected".to_owned(),
                     crate::dto::EnvStatus::BrokenInPlay => "broken_in_play".to_owned(),
                 }),
-                step_min: f.step_min,
-                step_max: f.step_max,
+                // An inverted range is not sent: the page shows the form and its message.
+                step_min: f.step_min.filter(|_| !inverted),
+                step_max: f.step_max.filter(|_| !inverted),
                 regret_min: f.regret_min,
                 verdict: Some(f.verdict).filter(|v| !v.is_empty()),
                 sort: Some(f.sort).filter(|v| !v.is_empty()),
@@ -293,10 +295,17 @@ pub fn EnvironmentsPage() -> impl IntoView {
                 let (filters, problems) = parsed.get_untracked();
                 let run_id = id().unwrap_or_default();
                 match data.await {
-                    Ok(Access::Granted(d)) => view! {
-                        <Title text=title(format_args!("Environments of {}", d.run_name)) />
-                        <pages::environments::EnvironmentsView run_id run_name=d.run_name skills=d.skills envs=d.envs filters problems />
-                    }.into_any(),
+                    Ok(Access::Granted(d)) => {
+                        let envs = if filters.steps_inverted() {
+                            crate::dto::Page { items: vec![], next_cursor: None }
+                        } else {
+                            d.envs
+                        };
+                        view! {
+                            <Title text=title(format_args!("Environments of {}", d.run_name)) />
+                            <pages::environments::EnvironmentsView run_id run_name=d.run_name skills=d.skills envs filters problems />
+                        }.into_any()
+                    }
                     Ok(Access::LoginRequired) => not_shown(Ok(())),
                     Err(e) if is_not_found(&e) => not_found("Run"),
                     Err(e) => not_shown(Err(e)),

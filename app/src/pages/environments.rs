@@ -134,6 +134,13 @@ impl EnvFilters {
         )
     }
 
+    /// Whether "step from" is after "step to": no environment can match, the page says so
+    /// beside the form and lists none (the API refuses such a range; the page once showed its
+    /// bare 422 instead of the form).
+    pub fn steps_inverted(&self) -> bool {
+        matches!((self.step_min, self.step_max), (Some(a), Some(b)) if a > b)
+    }
+
     /// The URL of the page at `cursor` with these filters and this order.
     pub fn href(&self, run_id: i64, cursor: Option<&str>) -> String {
         let mut pairs = self.filter_pairs();

@@ -480,6 +480,31 @@ async fn a_run_that_produced_nothing_says_so_beside_its_status(pool: sqlx::PgPoo
     Ok(())
 }
 
+/// Issue 43: "step from" after "step to" on a run's environments page answered a bare 422
+/// without the form; now the page keeps the form and says what is wrong, listing nothing.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn an_inverted_step_range_keeps_the_environment_form(pool: sqlx::PgPool) -> TestResult {
+    let app = TestApp::new(pool);
+    let ada = app.user("ada@example.org").await;
+    let (_, _, run) = app.team_project_run(&ada, "lab").await;
+    let page = app
+        .get(
+            &format!("/runs/{run}/environments?step_min=5&step_max=2"),
+            &ada,
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text());
+    let html = page.text();
+    for want in [
+        "id=\"env-step-min\"",
+        "value=\"5\"",
+        "Step from (5) is after step to (2); no environment can match.",
+    ] {
+        assert!(html.contains(want), "{want} missing from:\n{html}");
+    }
+    Ok(())
+}
+
 /// The runs list sorts (issue 20, item 14): newest, oldest and by name (ignoring case), each
 /// paged by its own keyset cursor without a row lost or repeated; a bad order or a cursor of
 /// another order is refused naming the parameter; the page's rows follow `?sort=`.
