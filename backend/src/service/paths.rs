@@ -130,9 +130,19 @@ fn resolve_in(roots: &[PathBuf], given: &str, must_exist: bool) -> Option<String
     let candidates: Vec<PathBuf> = if given_path.is_absolute() {
         vec![normalize(given_path)]
     } else {
+        // A path that starts with the root's own name (`envs/seed` for the root `.../envs`)
+        // is what a user copies from the repository; it means the same as `seed` (issue 43:
+        // the launch form refused it while `seed` worked).
         roots
             .iter()
-            .map(|r| normalize(&r.join(given_path)))
+            .flat_map(|r| {
+                let mut parts = given_path.components();
+                let named = r.file_name().is_some_and(|n| {
+                    parts.next() == Some(Component::Normal(n)) && parts.clone().next().is_some()
+                });
+                let inner = named.then(|| normalize(&r.join(parts.as_path())));
+                std::iter::once(normalize(&r.join(given_path))).chain(inner)
+            })
             .collect()
     };
     for c in candidates {
@@ -442,6 +452,9 @@ mod tests {
         let real = models.canonicalize()?.join("qwen3-4b");
         let ok = roots.resolve(PathKind::Model, "f", "qwen3-4b")?;
         assert_eq!(Path::new(&ok), real);
+        // The root's own name in front, as copied from a checkout, means the same.
+        let named = roots.resolve(PathKind::Model, "f", "models/qwen3-4b")?;
+        assert_eq!(Path::new(&named), real);
         let abs = roots.resolve(PathKind::Model, "f", &real.to_string_lossy())?;
         assert_eq!(Path::new(&abs), real);
         for bad in [
@@ -449,6 +462,9 @@ mod tests {
             "../secret",
             "qwen3-4b/../../secret",
             "escape",
+            "models/escape",
+            "models/../secret",
+            "models",
             "missing",
             "",
             "/",
