@@ -114,7 +114,14 @@ pub fn App() -> impl IntoView {
         <Title formatter=title_text text="SPADE Studio" />
         <Router>
             <layout::AppShell viewer>
-                <Routes fallback=|| view! { <p class="notfound">"Page not found."</p> }>
+                <Routes fallback=|| view! {
+                    <Title text="Page not found · SPADE Studio" />
+                    <div class="card login-prompt" id="not-found">
+                        <h1>"Page not found"</h1>
+                        <p>"There is no page at this address."</p>
+                        <p><a class="button" href="/runs">"Back to your runs"</a></p>
+                    </div>
+                }>
                     <Route path=StaticSegment("") view=HomePage />
                     <Route path=StaticSegment("login") view=routes::LoginPage />
                     <Route path=StaticSegment("register") view=routes::RegisterPage />

@@ -49,17 +49,25 @@ pub fn app(state: AppState) -> Router {
         .leptos_routes_with_context(
             &state,
             routes,
-            move || {
-                security::capture_nonce();
-                leptos::prelude::provide_context(data.clone());
+            {
+                let data = data.clone();
+                move || {
+                    security::capture_nonce();
+                    leptos::prelude::provide_context(data.clone());
+                }
             },
             {
                 let options = state.leptos.clone();
                 move || shell(options.clone())
             },
         )
+        // The "page not found" page is the app too: with the data source, its top bar shows
+        // the signed-in viewer's menu (without it, it offered "Log in / Register" to them).
         .fallback(leptos_axum::file_and_error_handler_with_context::<AppState, _>(
-            security::capture_nonce,
+            move || {
+                security::capture_nonce();
+                leptos::prelude::provide_context(data.clone());
+            },
             shell,
         ))
         .layer(axum::middleware::from_fn(ui_errors::client_errors))

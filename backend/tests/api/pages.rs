@@ -24,6 +24,7 @@ async fn a_missing_run_answers_404_with_a_not_found_page(pool: sqlx::PgPool) -> 
     assert_eq!(title_of(&page.text()), "r · Run · SPADE Studio");
 
     for path in [
+        "/no-such-page".to_owned(),
         "/runs/999".to_owned(),
         format!("/runs/{}", run + 1000),
         "/runs/999/environments".to_owned(),
@@ -34,6 +35,11 @@ async fn a_missing_run_answers_404_with_a_not_found_page(pool: sqlx::PgPool) -> 
         let html = missing.text();
         assert_eq!(missing.status, StatusCode::NOT_FOUND, "{path}: {html}");
         assert!(html.contains("<html"), "{path}: a page, not an API error");
+        // Issue 43: the not-found page offered "Log in / Register" to a logged-in user.
+        assert!(
+            html.contains("class=\"user-menu\"") && !html.contains("class=\"auth-links\""),
+            "{path}: the signed-in viewer's menu is missing: {html}"
+        );
         if path != "/runs/abc" {
             assert!(html.contains("id=\"not-found\""), "{path}: {html}");
             assert!(
