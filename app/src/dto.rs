@@ -247,6 +247,9 @@ pub struct RunDetail {
     pub phase: Option<String>,
     /// The message of a finished run (why it failed, who cancelled it).
     pub message: Option<String>,
+    /// For a queued run: its place in line and what it waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
     pub log_tail: Vec<LogLine>,
     /// Whether the viewer may cancel or resume (editors and owners).
     pub can_control: bool,
@@ -269,6 +272,7 @@ impl RunDetail {
             code_version: r.code_version,
             phase: r.phase.filter(|p| !p.is_empty()),
             message: r.status_message.filter(|m| !m.is_empty()),
+            queue: None,
             log_tail,
             can_control,
         }

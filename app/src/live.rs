@@ -169,6 +169,7 @@ mod tests {
                 code_version: "x".into(),
                 phase: None,
                 message: None,
+                queue: None,
                 log_tail: Vec::new(),
                 can_control: true,
             };

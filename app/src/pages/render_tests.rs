@@ -39,6 +39,7 @@ pub(super) fn detail(id: i64, status: RunStatus, can_control: bool, seed: u64) -
         code_version: "abc123".into(),
         phase: Some("playing".into()),
         message: None,
+        queue: None,
         log_tail: vec![LogLine {
             level: "info".into(),
             line: "step 30 <done>".into(),

@@ -246,6 +246,7 @@ pub fn RunView(
     // Effects run only in the browser: the server renders the state at request time.
     Effect::new(move |_| live::subscribe(id, live));
     let can_control = run.can_control;
+    let queue = run.queue.clone();
     let bench_csrf = csrf.clone();
     let controls = move || {
         let status = live.status.get();
@@ -364,6 +365,13 @@ pub fn RunView(
                 <div><dt>"Created"</dt><dd>{fmt_time(&s.created_at)}</dd></div>
             </dl>
             {run.message.clone().map(|m| view! { <p class="run-message" role="status">{m}</p> })}
+            // What a queued run waits for; gone once it starts (the status is live).
+            {move || {
+                (live.status.get() == RunStatus::Queued)
+                    .then(|| queue.clone())
+                    .flatten()
+                    .map(|q| view! { <p class="run-queue" id="run-queue" role="status">{q}</p> })
+            }}
             <p><a href=format!("/runs/{id}/environments")>"Browse environments →"</a></p>
         </section>
         <section aria-labelledby="charts-h">

@@ -4,6 +4,7 @@
 //! share link opens. The pages render these; they read nothing themselves.
 
 use super::{Caller, Ctx, ServiceResult, environments, shares};
+use crate::config::SchedulerSettings;
 use spade_app::data::{
     BenchmarksPageData, EnvListQuery, EnvironmentsData, RunData, RunsData, SharedRunData, TeamsData,
 };
@@ -58,6 +59,12 @@ pub async fn run(
     let mut run = dto::RunDetail::of(super::runs::record(&r), summary, log_tail, scope.can_edit());
     if run.phase.is_none() && run.summary.status.is_active() {
         run.phase = warm_start_phase(&run.log_tail);
+    }
+    if run.summary.status == spade_db::RunStatus::Queued {
+        run.queue = spade_db::jobs::queue_place(db, run_id)
+            .await
+            .map_err(|e| super::ServiceError::Internal(e.into()))?
+            .map(|p| queue_text(p, ctx.scheduler.as_deref()));
     }
     let benchmarks = run_benchmarks(db, &scope, &r.name).await?;
     let shares = if scope.can_edit() {
@@ -367,6 +374,52 @@ async fn run_benchmarks(
         checkpoints,
         can_evaluate: scope.can_edit(),
     })
+}
+
+/// What a queued run waits for, in words: its place in line and the executor's slots (counts
+/// only: the jobs ahead may be other teams').
+fn queue_text(p: spade_db::jobs::QueuePlace, settings: Option<&SchedulerSettings>) -> String {
+    use crate::config::ExecutorSetting;
+    let ahead = match p.ahead {
+        0 => "first in line".to_owned(),
+        1 => "1 job queued ahead of it".to_owned(),
+        n => format!("{n} jobs queued ahead of it"),
+    };
+    let running = match p.busy {
+        1 => "1 job is running".to_owned(),
+        n => format!("{n} jobs are running"),
+    };
+    let executor = match p.executor {
+        spade_db::jobs::JobExecutor::Local => "local",
+        spade_db::jobs::JobExecutor::Ray => "Ray",
+    };
+    match settings {
+        Some(s) if s.executor == ExecutorSetting::Off => format!(
+            "Queued for the {executor} executor, {ahead}. This server runs no jobs \
+             (--executor off): another server's scheduler starts it."
+        ),
+        Some(s) if p.executor == spade_db::jobs::JobExecutor::Local => {
+            let slots = if s.gpus_per_job > 0 {
+                format!("{} GPU slots, {} GPUs per job", s.gpu_slots, s.gpus_per_job)
+            } else {
+                format!(
+                    "{} CPU slot{}",
+                    s.cpu_slots,
+                    if s.cpu_slots == 1 { "" } else { "s" }
+                )
+            };
+            format!(
+                "Waiting for a free slot, {ahead}: {running} on this server, which has {slots} \
+                 (--cpu-slots, --gpu-slots). It starts when one frees up."
+            )
+        }
+        Some(s) => format!(
+            "Waiting for the Ray cluster, {ahead}: {running} there, at most {} at a time \
+             (--ray-max-jobs).",
+            s.ray_max_jobs
+        ),
+        None => format!("Queued for the {executor} executor, {ahead}; {running}."),
+    }
 }
 
 #[cfg(test)]

@@ -486,6 +486,41 @@ async fn a_run_that_produced_nothing_says_so_beside_its_status(pool: sqlx::PgPoo
     Ok(())
 }
 
+/// Issue 43: a queued run said nothing of why it waited; its page now shows its place in line
+/// (counts of every team's jobs, never their names) until it starts.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn a_queued_run_shows_its_place_in_line(pool: sqlx::PgPool) -> TestResult {
+    use serde_json::json;
+    let db = pool.clone();
+    let app = TestApp::new(pool);
+    let ada = app.user("ada@example.org").await;
+    let (_, project, first) = app.team_project_run(&ada, "lab").await;
+    let eve = app.user("eve@example.org").await;
+    app.team_project_run(&eve, "other").await;
+    let r = app
+        .post(
+            &format!("/api/v1/projects/{project}/runs"),
+            &ada,
+            json!({ "name": "second", "config_toml": tiny_toml() }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
+    let second = r.json()["id"].as_i64().ok_or("run id")?;
+    // The scheduler's tick gives queued runs their jobs (this server has no scheduler).
+    spade_db::jobs::sync_with_runs(&db).await?;
+    let page = app.get(&format!("/runs/{first}"), &ada).await.text();
+    assert!(
+        page.contains("id=\"run-queue\"") && page.contains("first in line"),
+        "{page}"
+    );
+    let page = app.get(&format!("/runs/{second}"), &ada).await.text();
+    assert!(
+        page.contains("2 jobs queued ahead of it"),
+        "ada's first run and eve's run are ahead: {page}"
+    );
+    Ok(())
+}
+
 /// Issue 43: "step from" after "step to" on a run's environments page answered a bare 422
 /// without the form; now the page keeps the form and says what is wrong, listing nothing.
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]

@@ -482,6 +482,40 @@ pub async fn list_active(
     .await?)
 }
 
+/// Where a run's queued training job stands ([`queue_place`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueuePlace {
+    pub executor: JobExecutor,
+    /// Jobs of the same executor queued before it (of every team: counts only).
+    pub ahead: i64,
+    /// Jobs of the same executor claimed, running or being cancelled: the slots in use.
+    pub busy: i64,
+}
+
+/// The place in line of `run_id`'s queued training job, if it has one.
+pub async fn queue_place(pool: &PgPool, run_id: i64) -> Result<Option<QueuePlace>, JobError> {
+    let row = sqlx::query!(
+        r#"SELECT j.executor AS "executor: JobExecutor",
+                  (SELECT count(*) FROM jobs q
+                   WHERE q.state = 'queued' AND q.executor = j.executor
+                     AND (q.created_at, q.id) < (j.created_at, j.id)) AS "ahead!",
+                  (SELECT count(*) FROM jobs b
+                   WHERE b.state IN ('claimed', 'running', 'cancelling')
+                     AND b.executor = j.executor) AS "busy!"
+           FROM jobs j
+           WHERE j.run_id = $1 AND j.state = 'queued' AND j.kind = 'train'
+           ORDER BY j.id DESC LIMIT 1"#,
+        run_id
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| QueuePlace {
+        executor: r.executor,
+        ahead: r.ahead,
+        busy: r.busy,
+    }))
+}
+
 /// Marks node `node` alive on all its unfinished jobs; returns how many it owns.
 pub async fn heartbeat(pool: &PgPool, node: &str) -> Result<u64, JobError> {
     Ok(sqlx::query!(
