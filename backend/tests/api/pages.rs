@@ -418,20 +418,11 @@ async fn the_runs_list_searches_by_name(pool: sqlx::PgPool) -> TestResult {
 /// stays as reported; a run that accepted environments and won has no warning.
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]
 async fn a_run_that_produced_nothing_says_so_beside_its_status(pool: sqlx::PgPool) -> TestResult {
-    use crate::ingest::{batch, metrics};
-    use serde_json::json;
+    use crate::ingest::metrics;
     let app = TestApp::new(pool);
     let ada = app.user("ada@example.org").await;
     let (_, project, failed) = app.team_project_run(&ada, "lab").await;
-    let r = app
-        .post(
-            &format!("/api/v1/projects/{project}/runs"),
-            &ada,
-            json!({ "name": "good", "config_toml": tiny_toml() }),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
-    let good = r.json()["id"].as_i64().ok_or("run id")?;
+    let good = app.run_in(&ada, project, "good").await;
     let nothing = [
         ("accepted", 0.0),
         ("rejected", 9.0),
@@ -445,22 +436,8 @@ async fn a_run_that_produced_nothing_says_so_beside_its_status(pool: sqlx::PgPoo
         ("win_rate/Logic", 0.25),
     ];
     for (run, values) in [(failed, &nothing[..]), (good, &fine[..])] {
-        let token = app
-            .post(&format!("/api/v1/runs/{run}/token"), &ada, json!({}))
-            .await
-            .json()["token"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
         let msgs = (0..2).map(|s| metrics(s, values)).collect();
-        let r = app
-            .post(
-                &format!("/api/v1/ingest/{run}"),
-                &Cred::Bearer(token),
-                batch(run, 0, msgs),
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        app.ingest_as_worker(&ada, run, msgs).await;
     }
     let page = app.get(&format!("/runs/{failed}"), &ada).await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.text());
@@ -490,22 +467,13 @@ async fn a_run_that_produced_nothing_says_so_beside_its_status(pool: sqlx::PgPoo
 /// (counts of every team's jobs, never their names) until it starts.
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]
 async fn a_queued_run_shows_its_place_in_line(pool: sqlx::PgPool) -> TestResult {
-    use serde_json::json;
     let db = pool.clone();
     let app = TestApp::new(pool);
     let ada = app.user("ada@example.org").await;
     let (_, project, first) = app.team_project_run(&ada, "lab").await;
     let eve = app.user("eve@example.org").await;
     app.team_project_run(&eve, "other").await;
-    let r = app
-        .post(
-            &format!("/api/v1/projects/{project}/runs"),
-            &ada,
-            json!({ "name": "second", "config_toml": tiny_toml() }),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
-    let second = r.json()["id"].as_i64().ok_or("run id")?;
+    let second = app.run_in(&ada, project, "second").await;
     // The scheduler's tick gives queued runs their jobs (this server has no scheduler).
     spade_db::jobs::sync_with_runs(&db).await?;
     let page = app.get(&format!("/runs/{first}"), &ada).await.text();

@@ -335,6 +335,44 @@ impl TestApp {
             .unwrap_or(-1);
         (t, p, r)
     }
+
+    /// Creates another run `name` (the CPU demo configuration) in project `project`; its id.
+    pub async fn run_in(&self, cred: &Cred, project: i64, name: &str) -> i64 {
+        let r = self
+            .post(
+                &format!("/api/v1/projects/{project}/runs"),
+                cred,
+                json!({ "name": name, "config_toml": tiny_toml() }),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text());
+        r.json()["id"].as_i64().unwrap_or(-1)
+    }
+
+    /// Posts `messages` for `run` as its worker would (a fresh run token, one batch from
+    /// sequence 0); fails unless the server answers 200.
+    pub async fn ingest_as_worker(
+        &self,
+        cred: &Cred,
+        run: i64,
+        messages: Vec<spade::report::Message>,
+    ) {
+        let token = self
+            .post(&format!("/api/v1/runs/{run}/token"), cred, json!({}))
+            .await
+            .json()["token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let r = self
+            .post(
+                &format!("/api/v1/ingest/{run}"),
+                &Cred::Bearer(token),
+                crate::ingest::batch(run, 0, messages),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    }
 }
 
 /// A valid configuration (the CPU demo preset).
