@@ -61,12 +61,12 @@ pub async fn run(
         run.phase = warm_start_phase(&run.log_tail);
     }
     if run.summary.status == spade_db::RunStatus::Queued {
-        run.queue = spade_db::jobs::queue_place(db, run_id)
+        run.queue = spade_db::jobs::queue_place(db, run_id, None)
             .await
             .map_err(|e| super::ServiceError::Internal(e.into()))?
             .map(|p| queue_text(p, ctx.scheduler.as_deref()));
     }
-    let benchmarks = run_benchmarks(db, &scope, &r.name).await?;
+    let benchmarks = run_benchmarks(ctx, &scope, &r.name).await?;
     let shares = if scope.can_edit() {
         Some(dto::SharesDto {
             origin: origin.to_owned(),
@@ -349,20 +349,28 @@ fn warm_start_phase(lines: &[dto::LogLine]) -> Option<String> {
 
 /// A run's benchmark rows, evaluations and checkpoint steps for its page and the compare view.
 async fn run_benchmarks(
-    db: &spade_db::Pool,
+    ctx: &Ctx,
     scope: &RunScope,
     run_name: &str,
 ) -> ServiceResult<dto::BenchmarksDto> {
+    let db = &ctx.db;
     let rows = artifacts::benchmark_results(db, scope)
         .await?
         .iter()
         .map(|b| dto::BenchmarkRow::of(scope.run_id(), run_name, super::artifacts::benchmark(b)))
         .collect();
-    let evaluations = evaluations::list(db, scope)
-        .await?
-        .iter()
-        .map(|e| dto::EvaluationDto::from(super::artifacts::evaluation(e)))
-        .collect();
+    let mut evaluations = vec![];
+    for e in evaluations::list(db, scope).await? {
+        let mut dto = dto::EvaluationDto::from(super::artifacts::evaluation(&e));
+        // A queued evaluation says what it waits for where a finished one says why it ended.
+        if e.state == spade_db::jobs::JobState::Queued {
+            dto.message = spade_db::jobs::queue_place(db, scope.run_id(), Some(e.job_id))
+                .await
+                .map_err(|e| super::ServiceError::Internal(e.into()))?
+                .map(|p| queue_text(p, ctx.scheduler.as_deref()));
+        }
+        evaluations.push(dto);
+    }
     let checkpoints = artifacts::checkpoints(db, scope)
         .await?
         .into_iter()

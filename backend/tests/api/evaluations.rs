@@ -180,6 +180,9 @@ async fn evaluations_are_queued_by_editors_and_results_need_the_jobs_own_token(
     assert_eq!(e["trigger"], "manual");
     assert_eq!(e["item_limit"], 5);
     let job_id = e["job_id"].as_i64().ok_or("job_id")?;
+    // Queued evaluations say what they wait for on the run's page (issue 43).
+    let page = app.get(&format!("/runs/{run}"), owner).await.text();
+    assert!(page.contains("queued ahead of it"), "{page}");
 
     // The evaluation is a job of kind eval beside the run's training job; claiming and ending
     // it leaves the run's status alone.

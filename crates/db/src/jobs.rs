@@ -492,8 +492,13 @@ pub struct QueuePlace {
     pub busy: i64,
 }
 
-/// The place in line of `run_id`'s queued training job, if it has one.
-pub async fn queue_place(pool: &PgPool, run_id: i64) -> Result<Option<QueuePlace>, JobError> {
+/// The place in line of `run_id`'s queued job `job_id` (an evaluation's), or with None of the
+/// run's queued training job; None when that job is not queued.
+pub async fn queue_place(
+    pool: &PgPool,
+    run_id: i64,
+    job_id: Option<i64>,
+) -> Result<Option<QueuePlace>, JobError> {
     let row = sqlx::query!(
         r#"SELECT j.executor AS "executor: JobExecutor",
                   (SELECT count(*) FROM jobs q
@@ -503,9 +508,11 @@ pub async fn queue_place(pool: &PgPool, run_id: i64) -> Result<Option<QueuePlace
                    WHERE b.state IN ('claimed', 'running', 'cancelling')
                      AND b.executor = j.executor) AS "busy!"
            FROM jobs j
-           WHERE j.run_id = $1 AND j.state = 'queued' AND j.kind = 'train'
+           WHERE j.run_id = $1 AND j.state = 'queued'
+             AND CASE WHEN $2::bigint IS NULL THEN j.kind = 'train' ELSE j.id = $2 END
            ORDER BY j.id DESC LIMIT 1"#,
-        run_id
+        run_id,
+        job_id
     )
     .fetch_optional(pool)
     .await?;
