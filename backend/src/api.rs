@@ -355,6 +355,14 @@ pub fn endpoints() -> Vec<Endpoint> {
         ),
         ep(
             "get",
+            "/runs/{run_id}/log.txt",
+            "runs",
+            User,
+            "The run's log as a file: the last MiB of its job output, or the lines its worker reported",
+            get(logs::log_file),
+        ),
+        ep(
+            "get",
             "/runs/{run_id}/checkpoints",
             "artifacts",
             User,

@@ -388,6 +388,9 @@ pub fn RunView(
         <div class="two-col">
             <section class="card" aria-labelledby="log-h">
                 <h2 id="log-h">"Log"</h2>
+                <p class="table-actions">
+                    <a id="log-download" href=format!("/api/v1/runs/{id}/log.txt") download=format!("run-{id}.log")>"Download the log"</a>
+                </p>
                 <pre id="run-log" class="log" tabindex="0" aria-label="Log tail" aria-live="polite">{log}</pre>
             </section>
             <section class="card" aria-labelledby="config-h">

@@ -26,6 +26,30 @@ pub struct JobLogs {
     pub logs: Option<String>,
 }
 
+/// `GET /api/v1/runs/{run_id}/log.txt`: the run's log as a file (the last MiB of its job
+/// output, or the lines its worker reported), for the run page's "Download log".
+pub async fn log_file(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(run_id): ApiPath<i64>,
+) -> ApiResult<axum::response::Response> {
+    use axum::http::header;
+    use axum::response::IntoResponse;
+    let text =
+        crate::service::pages::log_file(&state.ctx, &auth.caller(), run_id, MAX_BYTES).await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"run-{run_id}.log\""),
+            ),
+        ],
+        text,
+    )
+        .into_response())
+}
+
 pub async fn job_logs(
     State(state): State<AppState>,
     auth: AuthUser,

@@ -298,6 +298,39 @@ pub async fn shared(ctx: &Ctx, token: &str) -> ServiceResult<SharedRunData> {
 /// The last lines of the run's job output (the worker's stdout and stderr: warm-start epochs,
 /// every step), which say far more than the few lines a worker reports; `None` without a
 /// scheduler, a job or any output (then the reported lines are shown).
+/// The run's log as a file to download: the end of its job's output (up to `max_bytes`, the
+/// first line whole), or, when no job output can be read, the log lines its worker reported.
+pub async fn log_file(
+    ctx: &Ctx,
+    caller: &Caller,
+    run_id: i64,
+    max_bytes: usize,
+) -> ServiceResult<String> {
+    let scope = super::member_scope(ctx, caller, run_id).await?;
+    if let Some(settings) = ctx.scheduler.as_deref() {
+        let output = crate::scheduling::run_logs(&ctx.db, settings, run_id, max_bytes)
+            .await
+            .map_err(|e| tracing::warn!(run_id, error = %e, "job output unreadable"))
+            .ok()
+            .flatten()
+            .filter(|t| !t.trim().is_empty());
+        if let Some(text) = output {
+            // A window that starts mid-line drops that partial line.
+            let start = if text.len() >= max_bytes {
+                text.find('\n').map_or(0, |i| i + 1)
+            } else {
+                0
+            };
+            return Ok(text[start..].to_owned());
+        }
+    }
+    let lines = spade_db::logs::tail(&ctx.db, &scope, i64::MAX).await?;
+    Ok(lines
+        .iter()
+        .map(|l| format!("{:5} {}\n", l.level, l.line))
+        .collect())
+}
+
 async fn job_output_tail(ctx: &Ctx, run_id: i64) -> Option<Vec<dto::LogLine>> {
     let settings = ctx.scheduler.as_deref()?;
     let text = crate::scheduling::run_logs(&ctx.db, settings, run_id, LOG_TAIL_BYTES)

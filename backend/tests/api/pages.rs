@@ -489,6 +489,51 @@ async fn a_queued_run_shows_its_place_in_line(pool: sqlx::PgPool) -> TestResult 
     Ok(())
 }
 
+/// Issue 43: the run page's log can be downloaded (`log.txt`): the lines its worker reported
+/// when there is no job output, as an attachment; another team's run is a 404.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn a_runs_log_downloads_as_a_file(pool: sqlx::PgPool) -> TestResult {
+    use spade::report::{LogLevel, Message};
+    let app = TestApp::new(pool);
+    let ada = app.user("ada@example.org").await;
+    let (_, _, run) = app.team_project_run(&ada, "lab").await;
+    let lines = [
+        "step 0: 9 environments, 0 accepted",
+        "step 1: 9 environments, 2 accepted",
+    ];
+    let msgs = lines
+        .iter()
+        .map(|l| Message::Log {
+            level: LogLevel::Info,
+            line: (*l).to_owned(),
+        })
+        .collect();
+    app.ingest_as_worker(&ada, run, msgs).await;
+    let r = app.get(&format!("/api/v1/runs/{run}/log.txt"), &ada).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert!(r.header("content-type").starts_with("text/plain"));
+    assert!(
+        r.header("content-disposition")
+            .contains(&format!("run-{run}.log")),
+        "{}",
+        r.header("content-disposition")
+    );
+    let text = r.text();
+    assert!(
+        text.contains(lines[0]) && text.find(lines[0]) < text.find(lines[1]),
+        "oldest first: {text}"
+    );
+    let page = app.get(&format!("/runs/{run}"), &ada).await.text();
+    assert!(
+        page.contains(&format!("/api/v1/runs/{run}/log.txt")),
+        "no download link"
+    );
+    let eve = app.user("eve@example.org").await;
+    let theirs = app.get(&format!("/api/v1/runs/{run}/log.txt"), &eve).await;
+    assert_eq!(theirs.status, StatusCode::NOT_FOUND);
+    Ok(())
+}
+
 /// Issue 43: "step from" after "step to" on a run's environments page answered a bare 422
 /// without the form; now the page keeps the form and says what is wrong, listing nothing.
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]
