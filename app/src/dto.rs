@@ -1071,6 +1071,12 @@ pub enum RunEvent {
         level: String,
         line: String,
     },
+    /// The whole log tail, replacing what the page shows: sent when a stream starts following
+    /// the job's output (lines written between the page's render and the stream's start would
+    /// otherwise be lost) and when the output moved on too far to append to.
+    LogTail {
+        lines: Vec<LogLine>,
+    },
 }
 
 impl RunEvent {
@@ -1083,6 +1089,7 @@ impl RunEvent {
             RunEvent::Environment { .. } => "environment",
             RunEvent::Checkpoint { .. } => "checkpoint",
             RunEvent::Log { .. } => "log",
+            RunEvent::LogTail { .. } => "log_tail",
         }
     }
 }

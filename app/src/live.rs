@@ -34,8 +34,6 @@ impl LiveRun {
         }
     }
 
-    /// Applies one server-sent event (`name` is the SSE event name, `data` its JSON). Unknown
-    /// or malformed events are ignored: the page stays as it was.
     /// Applies one event's data (`name` is the SSE event name, which the data's `type` repeats;
     /// data that does not parse as a [`RunEvent`] is ignored).
     pub fn apply(&self, _name: &str, data: &str) {
@@ -63,6 +61,11 @@ impl LiveRun {
                     let extra = log.len().saturating_sub(LOG_LINES);
                     log.drain(..extra);
                 });
+            }
+            RunEvent::LogTail { mut lines } => {
+                let extra = lines.len().saturating_sub(LOG_LINES);
+                lines.drain(..extra);
+                self.log.set(lines);
             }
             RunEvent::Metrics { step, values } => {
                 self.metrics
@@ -105,7 +108,7 @@ pub fn subscribe(run_id: i64, live: LiveRun) {
     let Ok(source) = web_sys::EventSource::new(&format!("/api/v1/runs/{run_id}/events")) else {
         return;
     };
-    for name in ["status", "progress", "log", "metrics"] {
+    for name in ["status", "progress", "log", "log_tail", "metrics"] {
         let handler =
             Closure::<dyn Fn(web_sys::MessageEvent)>::new(move |ev: web_sys::MessageEvent| {
                 if let Some(data) = ev.data().as_string() {
@@ -187,6 +190,16 @@ mod tests {
                 (3, Some("playing".into()))
             );
             assert_eq!(live.log.get_untracked().len(), 1);
+            // The job's output replaces the page's lines, keeping the newest LOG_LINES.
+            let lines: Vec<serde_json::Value> = (0..LOG_LINES + 5)
+                .map(|i| serde_json::json!({"level": "out", "line": format!("line {i}")}))
+                .collect();
+            let tail = serde_json::json!({"type": "log_tail", "lines": lines}).to_string();
+            live.apply("log_tail", &tail);
+            let log = live.log.get_untracked();
+            assert_eq!(log.len(), LOG_LINES);
+            assert_eq!(log[0].line, "line 5");
+            assert_eq!(log[LOG_LINES - 1].line, format!("line {}", LOG_LINES + 4));
         });
     }
 }

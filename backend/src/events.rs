@@ -40,6 +40,58 @@ fn steps_of(progress_total: i64, config: &serde_json::Value) -> u64 {
     }
 }
 
+/// What a job's output added since it was last read, as [`OutputFollower::update`] tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputUpdate {
+    /// Nothing new.
+    Same,
+    /// These lines follow the ones read before.
+    Append(Vec<String>),
+    /// The first read, or output that no longer overlaps the last read (it grew by more than a
+    /// whole tail between two reads): these lines replace the page's.
+    Reset(Vec<String>),
+}
+
+/// Follows a job's output through repeated reads of its tail (the executors read the last bytes
+/// of a log file or ask Ray; neither says how long the whole output is). Each read is taken to be
+/// the previous one with lines dropped from the front and appended at the back: the new lines
+/// are what follows the longest overlap, so repeated identical lines are neither lost nor sent
+/// twice.
+#[derive(Debug, Default, Clone)]
+pub struct OutputFollower {
+    seen: Vec<String>,
+    started: bool,
+}
+
+impl OutputFollower {
+    /// Compares a fresh read of the tail with the last one.
+    pub fn update(&mut self, now: Vec<String>) -> OutputUpdate {
+        if !self.started {
+            self.started = true;
+            self.seen = now.clone();
+            return OutputUpdate::Reset(now);
+        }
+        if self.seen.is_empty() {
+            if now.is_empty() {
+                return OutputUpdate::Same;
+            }
+            self.seen = now.clone();
+            return OutputUpdate::Append(now);
+        }
+        // The smallest shift of the last read that the new one starts with.
+        let shift = (0..self.seen.len()).find(|&s| now.starts_with(&self.seen[s..]));
+        let update = match shift {
+            Some(s) if now.len() == self.seen.len() - s => OutputUpdate::Same,
+            Some(s) => OutputUpdate::Append(now[self.seen.len() - s..].to_vec()),
+            None => OutputUpdate::Reset(now.clone()),
+        };
+        if update != OutputUpdate::Same {
+            self.seen = now;
+        }
+        update
+    }
+}
+
 /// The channels of runs that have listeners, and the announcements of access changes.
 #[derive(Debug, Clone)]
 pub struct EventHub {
@@ -92,6 +144,48 @@ impl EventHub {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lines(l: &[&str]) -> Vec<String> {
+        l.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_growing_output_is_followed_line_by_line() {
+        let mut f = OutputFollower::default();
+        assert_eq!(
+            f.update(lines(&["a", "b"])),
+            OutputUpdate::Reset(lines(&["a", "b"]))
+        );
+        assert_eq!(f.update(lines(&["a", "b"])), OutputUpdate::Same);
+        assert_eq!(
+            f.update(lines(&["a", "b", "c"])),
+            OutputUpdate::Append(lines(&["c"]))
+        );
+        // The tail window slid: "a" dropped off the front while two lines came.
+        assert_eq!(
+            f.update(lines(&["b", "c", "d", "e"])),
+            OutputUpdate::Append(lines(&["d", "e"]))
+        );
+        // Repeated identical lines: the one new "x" is sent once, none is lost.
+        let mut g = OutputFollower::default();
+        g.update(lines(&["x", "x"]));
+        assert_eq!(
+            g.update(lines(&["x", "x", "x"])),
+            OutputUpdate::Append(lines(&["x"]))
+        );
+        // No overlap (the output grew by more than a tail): the page's lines are replaced.
+        assert_eq!(
+            f.update(lines(&["p", "q"])),
+            OutputUpdate::Reset(lines(&["p", "q"]))
+        );
+        // Output that starts after the stream did.
+        let mut h = OutputFollower::default();
+        assert_eq!(h.update(Vec::new()), OutputUpdate::Reset(Vec::new()));
+        assert_eq!(
+            h.update(lines(&["first"])),
+            OutputUpdate::Append(lines(&["first"]))
+        );
+    }
 
     #[test]
     fn steps_are_the_configured_ones_until_the_worker_reports() {

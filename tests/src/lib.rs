@@ -63,6 +63,9 @@ pub struct ServerOptions {
     pub port: Option<u16>,
     /// Extra environment of every worker (`NAME=value`), e.g. `SPADE_FINAL_FLUSH_SECS=5`.
     pub worker_env: Vec<String>,
+    /// A program the scheduler runs in place of `spade worker` (`{run}` and `{server}` are
+    /// replaced as in `--worker-command`), for what a page shows of a job's own output.
+    pub worker_command: Option<String>,
 }
 
 /// The scheduler settings of a test server: one CPU slot, a quick poll, a short stop grace,
@@ -70,11 +73,12 @@ pub struct ServerOptions {
 fn worker_settings(
     port: u16,
     worker_env: &[String],
+    command: Option<&str>,
 ) -> anyhow::Result<spade_server::config::SchedulerSettings> {
     let root = workspace_root();
     let bin = root.join("target").join("debug");
     for exe in ["spade", "spade-sandbox-runner"] {
-        if !bin.join(exe).exists() {
+        if command.is_none() && !bin.join(exe).exists() {
             bail!(
                 "{} is missing: cargo build -p spade-cli -p spade-sandbox-runner",
                 bin.join(exe).display()
@@ -83,12 +87,13 @@ fn worker_settings(
     }
     // The job runs in its own directory, so paths are absolute; `env` sets what
     // scripts/serve exports (one BLAS thread per worker, the seed library).
-    let worker_command = format!(
+    let default_command = format!(
         "/usr/bin/env OMP_NUM_THREADS=1 SPADE_SEEDS={} {} {} worker --run {{run}} --server {{server}}",
         root.join("envs").join("seed").display(),
         worker_env.join(" "),
         bin.join("spade").display()
     );
+    let worker_command = command.map_or(default_command, str::to_owned);
     Ok(spade_server::config::SchedulerSettings {
         executor: spade_server::config::ExecutorSetting::Local,
         node: Some(format!("e2e-{port}")),
@@ -173,7 +178,11 @@ impl TestServer {
             .with_public_url(format!("http://{addr}"));
         let mut scheduler = None;
         if opts.workers {
-            let settings = worker_settings(addr.port(), &opts.worker_env)?;
+            let settings = worker_settings(
+                addr.port(),
+                &opts.worker_env,
+                opts.worker_command.as_deref(),
+            )?;
             // The workers' checkpoints lie in their runs' state directories, where the path
             // rule accepts them (as `spade-server` sets it from --jobs-dir).
             state = state

@@ -537,3 +537,154 @@ async fn a_run_that_produced_nothing_is_flagged_beside_its_status(
     server.stop().await;
     Ok(())
 }
+
+/// Issue 43: an open run page follows the job's output without a reload. The warm start prints
+/// its epochs long before the worker reports anything, and the page once kept the phase it was
+/// loaded with ("warm start (epoch 2/12)" for 11 minutes) and never appended a line. Here a
+/// real job (a script the local executor runs in place of the worker) prints the warm start's
+/// lines; the page shows the newest phase and lines, scrolled to the newest while "Follow" is
+/// on, and the log search narrows the panel to the matching lines.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn the_run_page_follows_the_jobs_output_without_a_reload(pool: Pool) -> anyhow::Result<()> {
+    let tag = SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis();
+    let dir = std::env::temp_dir().join(format!("spade-e2e-follow-{tag}"));
+    std::fs::create_dir_all(&dir)?;
+    let script = dir.join("warm-start.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n\
+         echo \"worker for run $1\"\n\
+         i=1\n\
+         while [ $i -le 40 ]; do\n\
+           echo \"warm start: epoch $i/40, SFT loss 2.$i\"\n\
+           echo \"  batch $i of the corpus\"\n\
+           sleep 0.4\n\
+           i=$((i + 1))\n\
+         done\n\
+         sleep 60\n",
+    )?;
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let server = TestServer::start_with(
+        pool.clone(),
+        spade_e2e::ServerOptions {
+            workers: true,
+            worker_command: Some(format!("{} {{run}}", script.display())),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let email = format!("fo-{tag}@example.org");
+    let mut browser = Browser::start().await?;
+    let c = browser.client.clone();
+    c.set_window_size(1280, 1400).await?;
+    spade_e2e::register(&c, &server, "Fo Follow", &email, "correct horse battery").await?;
+    let user = spade_e2e::user_id(&pool, &email).await?;
+    let (team, project) = team_and_project(&pool, user, &format!("lab-{tag}"), "demo").await?;
+    let scope = run_in(
+        &pool,
+        &team,
+        user,
+        project,
+        "warm-start",
+        &demo_config(7, 0.28)?,
+        7,
+    )
+    .await?;
+    let run_id = scope.run_id();
+    spade_e2e::until(Duration::from_secs(30), "the job never started", || async {
+        Ok(
+            sqlx::query_scalar::<_, String>("SELECT status::text FROM runs WHERE id = $1")
+                .bind(run_id)
+                .fetch_one(&pool)
+                .await?
+                == "running",
+        )
+    })
+    .await?;
+    c.goto(&format!("{}/runs/{run_id}", server.url)).await?;
+    spade_e2e::wait_hydrated(&c, Instant::now()).await?;
+    wait_for(&c, "#log-follow").await?;
+    let loaded_with = text_of(&c, "#run-phase").await?;
+    c.execute(
+        "window.__spadeMarker = 'same-document'; return null;",
+        vec![],
+    )
+    .await?;
+    let reached = spade_e2e::until(
+        Duration::from_secs(40),
+        "the page never reached the last epoch",
+        || async {
+            Ok(
+                text_of(&c, "#run-phase").await? == "warm start (epoch 40/40)"
+                    && text_of(&c, "#run-log")
+                        .await?
+                        .contains("batch 40 of the corpus"),
+            )
+        },
+    )
+    .await;
+    if let Err(e) = reached {
+        browser
+            .screenshot("dashboard-run-log-follow-failed")
+            .await?;
+        anyhow::bail!(
+            "{e}: loaded with phase {loaded_with:?}, now {:?}; log: {}",
+            text_of(&c, "#run-phase").await?,
+            text_of(&c, "#run-log").await?
+        );
+    }
+    assert_ne!(
+        loaded_with, "warm start (epoch 40/40)",
+        "loaded too late to tell"
+    );
+    let marker = c
+        .execute("return window.__spadeMarker || null;", vec![])
+        .await?;
+    assert_eq!(
+        marker,
+        serde_json::json!("same-document"),
+        "a reload happened"
+    );
+    let log = text_of(&c, "#run-log").await?;
+    let epochs: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("warm start: epoch"))
+        .collect();
+    assert_eq!(epochs.len(), 40, "each line once, in order: {log}");
+    assert!(epochs.windows(2).all(|w| {
+        let n = |l: &str| {
+            l.split("epoch ")
+                .nth(1)
+                .and_then(|t| t.split('/').next())
+                .and_then(|t| t.parse::<u32>().ok())
+        };
+        n(w[0]) < n(w[1])
+    }));
+    // Following: the panel is scrolled to its newest line.
+    let gap = c
+        .execute(
+            "const e = document.getElementById('run-log'); \
+             return e.scrollHeight - e.clientHeight - e.scrollTop;",
+            vec![],
+        )
+        .await?;
+    assert!(
+        gap.as_f64().is_some_and(|g| g <= 2.0),
+        "not at the newest line: {gap}"
+    );
+    browser.screenshot("dashboard-run-log-follow").await?;
+    // The search narrows the panel; clearing it brings every line back.
+    spade_e2e::fill(&c, "log-find", "epoch 17/").await?;
+    spade_e2e::until(
+        Duration::from_secs(5),
+        "the search never applied",
+        || async { Ok(text_of(&c, "#run-log").await?.lines().count() == 1) },
+    )
+    .await?;
+    assert!(text_of(&c, "#run-log").await?.contains("SFT loss 2.17"));
+    browser.screenshot("dashboard-run-log-search").await?;
+    browser.close().await?;
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

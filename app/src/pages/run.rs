@@ -297,15 +297,64 @@ pub fn RunView(
             }
         })
         .collect_view();
+    // Newest at the bottom. Once hydrated, the panel follows new lines (scrolled to its end
+    // while "Follow" is on) and can be searched; the server renders every line, unfiltered.
+    let follow = RwSignal::new(true);
+    let log_find = RwSignal::new(String::new());
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| hydrated.set(true));
+    Effect::new(move |_| {
+        live.log.track();
+        log_find.track();
+        if follow.get() {
+            scroll_to_end("run-log");
+        }
+    });
     let log = move || {
         live.log.with(|lines| {
-            if lines.is_empty() {
-                "No log lines yet.".to_owned()
-            } else {
-                lines
+            log_find.with(|find| {
+                if lines.is_empty() {
+                    return "No log lines yet.".to_owned();
+                }
+                let shown: String = lines
                     .iter()
+                    .filter(|l| log_line_matches(&l.line, find))
                     .map(|l| format!("{:5} {}\n", l.level, l.line))
-                    .collect::<String>()
+                    .collect();
+                if shown.is_empty() {
+                    format!(
+                        "No line of the last {} contains “{}”.",
+                        lines.len(),
+                        find.trim()
+                    )
+                } else {
+                    shown
+                }
+            })
+        })
+    };
+    let log_tools = move || {
+        hydrated.get().then(|| {
+            view! {
+                <div class="log-tools">
+                    <label class="check">
+                        <input
+                            id="log-follow"
+                            type="checkbox"
+                            prop:checked=move || follow.get()
+                            on:change=move |ev| follow.set(event_target_checked(&ev))
+                        />
+                        "Follow"
+                    </label>
+                    <label for="log-find">"Search the log"</label>
+                    <input
+                        id="log-find"
+                        type="search"
+                        placeholder="line contains…"
+                        prop:value=move || log_find.get()
+                        on:input=move |ev| log_find.set(event_target_value(&ev))
+                    />
+                </div>
             }
         })
     };
@@ -391,6 +440,7 @@ pub fn RunView(
                 <p class="table-actions">
                     <a id="log-download" href=format!("/api/v1/runs/{id}/log.txt") download=format!("run-{id}.log")>"Download the log"</a>
                 </p>
+                {log_tools}
                 <pre id="run-log" class="log" tabindex="0" aria-label="Log tail" aria-live="polite">{log}</pre>
             </section>
             <section class="card" aria-labelledby="config-h">
@@ -403,6 +453,23 @@ pub fn RunView(
         <BenchmarksSection run_id=id data=benchmarks csrf=bench_csrf />
     }
 }
+
+/// Whether a log line shows for the search `find` (case-insensitive; empty: every line).
+pub fn log_line_matches(line: &str, find: &str) -> bool {
+    let find = find.trim();
+    find.is_empty() || line.to_lowercase().contains(&find.to_lowercase())
+}
+
+/// Scrolls the element `id` to its end (browser only; the server renders no scroll position).
+#[cfg(feature = "hydrate")]
+fn scroll_to_end(id: &str) {
+    if let Some(el) = leptos::prelude::document().get_element_by_id(id) {
+        el.set_scroll_top(el.scroll_height());
+    }
+}
+
+#[cfg(not(feature = "hydrate"))]
+fn scroll_to_end(_id: &str) {}
 
 /// The overview's phase: the worker's phase while the run is active; once it has ended, the
 /// phase it was in is history, not what it is doing (a cancelled run read "generate" forever).

@@ -6,16 +6,20 @@
 //! ([`EventHub::access_changed`](crate::events::EventHub::access_changed)) and every
 //! [`ACCESS_RECHECK`] in any case (sessions also end by expiry), and ends with an `access_ended`
 //! event when either is gone. The same tick reads the run's status, so changes nobody published
-//! (the scheduler finishing a job) still reach an open page within [`ACCESS_RECHECK`].
+//! (the scheduler finishing a job) still reach an open page within [`ACCESS_RECHECK`]. Every
+//! [`OUTPUT_POLL`] while the run is active it reads the job's output, which is what the page's
+//! log shows: new lines go out as `log` events (the whole tail as `log_tail` on the first read),
+//! and until the worker reports a phase, the warm start's epoch goes out as `progress`.
 
 use crate::AppState;
 use crate::auth::AuthUser;
 use crate::error::{ApiPath, ApiResult};
-use crate::events::{CAPACITY, RunEvent, status_event, total_steps};
+use crate::events::{CAPACITY, OutputFollower, OutputUpdate, RunEvent, status_event, total_steps};
 use crate::service::{self, member_scope};
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::{Stream, StreamExt};
+use spade_app::dto::LogLine;
 use std::convert::Infallible;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
@@ -24,6 +28,13 @@ use tokio_stream::wrappers::ReceiverStream;
 /// Longest time an open stream goes without checking that its caller may still read the run,
 /// and without reading the run's status (see [`run_events`]).
 pub const ACCESS_RECHECK: Duration = Duration::from_secs(5);
+
+/// How often an open stream reads the job's output for new log lines and the warm start's
+/// phase (the worker reports neither while it prints them).
+pub const OUTPUT_POLL: Duration = Duration::from_secs(2);
+
+/// The level the page shows job output lines with (as [`service::pages::run`] renders them).
+const OUTPUT_LEVEL: &str = "out";
 
 fn to_sse(e: &RunEvent) -> Event {
     Event::default()
@@ -60,31 +71,51 @@ pub async fn run_events(
         let _ = tx.try_send(to_sse(e));
     }
     let mut last_status: spade_app::dto::RunStatus = run.status;
+    let mut progress = (
+        u64::try_from(run.progress_step).unwrap_or(0),
+        total_steps(&run),
+    );
+    // Whether the worker has reported a phase: until then the page's phase is read from the
+    // job's output (the warm start prints its epochs long before the first step).
+    let mut worker_phase = run.phase.is_some();
+    let mut output_phase: Option<String> = None;
+    let mut output = OutputFollower::default();
+    // Once the page's log is the job's output, the worker's reported lines are in it already
+    // (it prints what it reports): forwarding them too would show each twice.
+    let mut log_is_output = false;
+    let mut read_after_end = false;
     tokio::spawn(async move {
         let mut recheck = tokio::time::interval(ACCESS_RECHECK);
         recheck.tick().await;
+        let mut output_poll = tokio::time::interval(OUTPUT_POLL);
         loop {
-            // (event to send, whether it is the last one)
-            let (event, last) = tokio::select! {
+            // (events to send, whether the stream ends after them)
+            let (events, last) = tokio::select! {
                 item = live.recv() => match item {
+                    Ok(RunEvent::Log { .. }) if log_is_output => continue,
                     Ok(e) => {
-                        if let RunEvent::Status { status } = &e {
-                            last_status = *status;
+                        match &e {
+                            RunEvent::Status { status } => last_status = *status,
+                            RunEvent::Progress { step, total_steps, phase } => {
+                                progress = (*step, *total_steps);
+                                worker_phase |= !phase.is_empty();
+                            }
+                            _ => {}
                         }
-                        (to_sse(&e), false)
+                        (vec![to_sse(&e)], false)
                     }
                     Err(broadcast::error::RecvError::Lagged(n)) => {
-                        (Event::default().event("lagged").data(n.to_string()), false)
+                        (vec![Event::default().event("lagged").data(n.to_string())], false)
                     }
                     Err(broadcast::error::RecvError::Closed) => break,
                 },
                 _ = access.recv() => match still_allowed(&state, &auth, run_id).await {
                     true => continue,
-                    false => (access_ended(), true),
+                    false => (vec![access_ended()], true),
                 },
                 _ = recheck.tick() => {
                     if !still_allowed(&state, &auth, run_id).await {
-                        (access_ended(), true)
+                        (vec![access_ended()], true)
                     } else {
                         // Some status changes are made where no event is published (the
                         // scheduler finishing a job, another server): read it, and tell the
@@ -92,21 +123,69 @@ pub async fn run_events(
                         match service::runs::get(&state.ctx.db, &scope).await {
                             Ok(r) if r.status != last_status => {
                                 last_status = r.status;
-                                (to_sse(&status_event(r.status)), false)
+                                (vec![to_sse(&status_event(r.status))], false)
                             }
                             _ => continue,
                         }
                     }
                 }
+                // The job's output while the run is active, and once more after it ended (its
+                // last lines).
+                _ = output_poll.tick(), if last_status.is_active() || !read_after_end => {
+                    read_after_end = !last_status.is_active();
+                    let Some(lines) = service::pages::output_tail(&state.ctx, &scope).await else {
+                        continue;
+                    };
+                    log_is_output = true;
+                    let mut events = output_events(&mut output, &lines);
+                    if !worker_phase {
+                        let phase = service::pages::warm_start_phase(&lines);
+                        if phase.is_some() && phase != output_phase {
+                            output_phase = phase.clone();
+                            events.push(to_sse(&RunEvent::Progress {
+                                step: progress.0,
+                                total_steps: progress.1,
+                                phase: phase.unwrap_or_default(),
+                            }));
+                        }
+                    }
+                    (events, false)
+                }
                 () = tx.closed() => break,
             };
-            if tx.send(event).await.is_err() || last {
+            for event in events {
+                if tx.send(event).await.is_err() {
+                    return;
+                }
+            }
+            if last {
                 break;
             }
         }
     });
     Ok(Sse::new(ReceiverStream::new(rx).map(Ok))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// The log events of a fresh read of the job's output: the lines it added, or the whole tail
+/// when the page's lines must be replaced.
+fn output_events(follower: &mut OutputFollower, lines: &[LogLine]) -> Vec<Event> {
+    let texts = lines.iter().map(|l| l.line.clone()).collect();
+    match follower.update(texts) {
+        OutputUpdate::Same => Vec::new(),
+        OutputUpdate::Append(new) => new
+            .into_iter()
+            .map(|line| {
+                to_sse(&RunEvent::Log {
+                    level: OUTPUT_LEVEL.into(),
+                    line,
+                })
+            })
+            .collect(),
+        OutputUpdate::Reset(_) => vec![to_sse(&RunEvent::LogTail {
+            lines: lines.to_vec(),
+        })],
+    }
 }
 
 /// The last event of a stream whose caller lost access.

@@ -331,6 +331,13 @@ pub async fn log_file(
         .collect())
 }
 
+/// The last lines of a run's job output, for a live page that follows it
+/// (`crate::api::events`): what [`run`] renders as the log, `None` where the run has no job
+/// output to read (its log is then the worker's reported lines).
+pub async fn output_tail(ctx: &Ctx, scope: &RunScope) -> Option<Vec<dto::LogLine>> {
+    job_output_tail(ctx, scope.run_id()).await
+}
+
 async fn job_output_tail(ctx: &Ctx, run_id: i64) -> Option<Vec<dto::LogLine>> {
     let settings = ctx.scheduler.as_deref()?;
     let text = crate::scheduling::run_logs(&ctx.db, settings, run_id, LOG_TAIL_BYTES)
@@ -358,7 +365,7 @@ async fn job_output_tail(ctx: &Ctx, run_id: i64) -> Option<Vec<dto::LogLine>> {
 /// The phase of a run whose worker has reported none yet, from its output: the tiny model's
 /// warm start (minutes of SFT before the first step) prints `warm start: ...` lines, with
 /// `epoch N/M` as it trains. `None` when the output says nothing of a warm start.
-fn warm_start_phase(lines: &[dto::LogLine]) -> Option<String> {
+pub fn warm_start_phase(lines: &[dto::LogLine]) -> Option<String> {
     let mut seen = false;
     let mut epoch = None;
     for l in lines {
@@ -369,9 +376,14 @@ fn warm_start_phase(lines: &[dto::LogLine]) -> Option<String> {
         if let Some(e) = rest
             .split("epoch ")
             .nth(1)
-            .and_then(|t| t.split_whitespace().next())
+            .map(|t| {
+                t.chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == '/')
+                    .collect::<String>()
+            })
+            .filter(|e| !e.is_empty())
         {
-            epoch = Some(e.to_owned());
+            epoch = Some(e);
         }
     }
     seen.then(|| match epoch {
@@ -491,7 +503,7 @@ mod tests {
             warm_start_phase(&out(&[
                 "warm start: 30 designer, 30 hint, 120 agent sequences, 90000 tokens, 20 epochs",
                 "warm start: epoch 1/20 loss 3.100 (9 s)",
-                "warm start: epoch 2/20 loss 2.700 (18 s)",
+                "warm start: epoch 2/20, loss 2.700 (18 s)",
             ]))
             .as_deref(),
             Some("warm start (epoch 2/20)")
