@@ -137,6 +137,9 @@ mod source {
         fn viewer<'a>(&'a self, req: &'a http::request::Parts) -> DataFuture<'a, Option<Viewer>>;
         /// `name`: only runs whose name contains it, ignoring case; `sort`: `newest`
         /// (default), `oldest` or `name`.
+        /// `search`: by tag, configuration value and latest metric value, already checked
+        /// ([`crate::dto::RunSearch::checked`]).
+        #[allow(clippy::too_many_arguments)]
         fn runs<'a>(
             &'a self,
             req: &'a http::request::Parts,
@@ -145,6 +148,7 @@ mod source {
             name: Option<String>,
             sort: Option<String>,
             cursor: Option<String>,
+            search: crate::dto::RunSearch,
         ) -> DataFuture<'a, Access<RunsData>>;
         fn run<'a>(
             &'a self,
@@ -175,6 +179,8 @@ mod source {
             req: &'a http::request::Parts,
             preset: Option<String>,
             project: Option<i64>,
+            // "Run again with changes": start from this run's configuration.
+            from: Option<i64>,
         ) -> DataFuture<'a, Access<LaunchForm>>;
         fn teams<'a>(&'a self, req: &'a http::request::Parts) -> DataFuture<'a, Access<TeamsData>>;
         /// A run through a share link; no session needed. Unknown or revoked links are
@@ -228,7 +234,9 @@ pub async fn load_viewer() -> Result<Option<Viewer>, ServerFnError> {
     data.viewer(&parts).await.map_err(to_sfn)
 }
 
-/// One page of a team's runs.
+/// One page of a team's runs. One argument per query parameter: the server function's GET
+/// address is the page's own query string.
+#[allow(clippy::too_many_arguments)]
 #[server(prefix = "/ui", endpoint = "runs", input = GetUrl)]
 pub async fn load_runs(
     team: Option<i64>,
@@ -236,9 +244,23 @@ pub async fn load_runs(
     name: Option<String>,
     #[server(default)] sort: Option<String>,
     cursor: Option<String>,
+    #[server(default)] tag: Option<String>,
+    #[server(default)] config: Option<String>,
+    #[server(default)] metric: Option<String>,
+    #[server(default)] metric_min: Option<String>,
+    #[server(default)] metric_max: Option<String>,
 ) -> Result<Access<RunsData>, ServerFnError> {
     let (data, parts) = context()?;
-    data.runs(&parts, team, status, name, sort, cursor)
+    // Checked again: a server function is an address anyone can call.
+    let (search, _) = crate::dto::RunSearch {
+        tag,
+        config,
+        metric,
+        metric_min,
+        metric_max,
+    }
+    .checked();
+    data.runs(&parts, team, status, name, sort, cursor, search)
         .await
         .map_err(to_sfn)
 }
@@ -325,9 +347,12 @@ pub async fn load_environment(
 pub async fn load_launch(
     preset: Option<String>,
     project: Option<i64>,
+    #[server(default)] from: Option<i64>,
 ) -> Result<Access<LaunchForm>, ServerFnError> {
     let (data, parts) = context()?;
-    data.launch(&parts, preset, project).await.map_err(to_sfn)
+    data.launch(&parts, preset, project, from)
+        .await
+        .map_err(to_sfn)
 }
 
 /// The viewer's teams.

@@ -64,6 +64,9 @@ pub struct RunSummary {
     /// Why the run has produced nothing usable so far, if it has not ([`RunWarning::of`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warning: Option<RunWarning>,
+    /// What the team tagged the run with.
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 /// One metric series of a run, totalled over its steps: what [`RunWarning::of`] reads.
@@ -161,6 +164,7 @@ impl RunSummary {
             created_at: whole_seconds(&r.created_at),
             key_metrics,
             warning: None,
+            tags: r.tags.clone(),
         }
     }
 
@@ -198,6 +202,12 @@ pub struct RunRecord {
     pub updated_at: String,
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
+    /// What the team tagged it with (`PATCH /runs/{id}`).
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// The team's notes on it, free text.
+    #[serde(default)]
+    pub notes: String,
 }
 
 /// One point of a metric as the JSON API returns it.
@@ -253,6 +263,9 @@ pub struct RunDetail {
     pub log_tail: Vec<LogLine>,
     /// Whether the viewer may cancel or resume (editors and owners).
     pub can_control: bool,
+    /// The team's notes on the run.
+    #[serde(default)]
+    pub notes: String,
 }
 
 impl RunDetail {
@@ -275,6 +288,7 @@ impl RunDetail {
             queue: None,
             log_tail,
             can_control,
+            notes: r.notes,
         }
     }
 }
@@ -1040,6 +1054,85 @@ pub struct LaunchForm {
     pub toml_submitted: bool,
 }
 
+/// The runs list's search by tag, configuration value and latest metric value (the API's
+/// `tag`, `config`, `metric`, `metric_min`, `metric_max`), every field as typed, the numbers
+/// checked by [`RunSearch::checked`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSearch {
+    pub tag: Option<String>,
+    /// `key=value`, the key dotted (`agent.temperature=0.6`).
+    pub config: Option<String>,
+    pub metric: Option<String>,
+    pub metric_min: Option<String>,
+    pub metric_max: Option<String>,
+}
+
+impl RunSearch {
+    /// The search with what is wrong left out, and a message for each thing left out (the
+    /// list is shown without it rather than as an error page).
+    pub fn checked(self) -> (Self, Vec<String>) {
+        let mut problems = Vec::new();
+        let text = |v: Option<String>| {
+            v.map(|t| t.trim().chars().take(200).collect::<String>())
+                .filter(|t| !t.is_empty())
+        };
+        let mut out = RunSearch {
+            tag: text(self.tag),
+            config: text(self.config),
+            metric: text(self.metric),
+            metric_min: text(self.metric_min),
+            metric_max: text(self.metric_max),
+        };
+        if let Some(c) = &out.config
+            && c.split_once('=').is_none_or(|(k, _)| k.trim().is_empty())
+        {
+            problems.push(format!(
+                "Configuration search must be key=value, e.g. agent.temperature=0.6; got \"{c}\"; ignored."
+            ));
+            out.config = None;
+        }
+        for (label, v) in [
+            ("Metric at least", &mut out.metric_min),
+            ("Metric at most", &mut out.metric_max),
+        ] {
+            if let Some(t) = v.as_deref()
+                && !t.parse::<f64>().is_ok_and(f64::is_finite)
+            {
+                problems.push(format!("{label} must be a number, got \"{t}\"; ignored."));
+                *v = None;
+            }
+        }
+        let (lo, hi) = (out.min(), out.max());
+        if let (Some(lo), Some(hi)) = (lo, hi)
+            && lo > hi
+        {
+            problems.push(format!(
+                "Metric at least ({lo}) is above metric at most ({hi}); no run could match, so both are ignored."
+            ));
+            out.metric_min = None;
+            out.metric_max = None;
+        }
+        if out.metric.is_none() && (out.metric_min.is_some() || out.metric_max.is_some()) {
+            problems.push("A metric range needs a metric name; ignored.".to_owned());
+            out.metric_min = None;
+            out.metric_max = None;
+        }
+        (out, problems)
+    }
+
+    pub fn min(&self) -> Option<f64> {
+        self.metric_min.as_deref().and_then(|t| t.parse().ok())
+    }
+
+    pub fn max(&self) -> Option<f64> {
+        self.metric_max.as_deref().and_then(|t| t.parse().ok())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self == &RunSearch::default()
+    }
+}
+
 /// One live update of a run page, as `GET /api/v1/runs/{id}/events` sends it: the SSE event name
 /// is [`RunEvent::name`] and the data this enum serialised (with its `type`). The server
 /// serialises it and the hydrated page deserialises the same type, so the two cannot drift.
@@ -1105,6 +1198,38 @@ mod tests {
             max,
             steps,
         }
+    }
+
+    #[test]
+    fn a_run_search_keeps_what_it_can_use_and_names_the_rest() {
+        let s = |config: &str, metric: &str, lo: &str, hi: &str| RunSearch {
+            tag: Some("  sweep ".into()),
+            config: Some(config.into()),
+            metric: Some(metric.into()),
+            metric_min: Some(lo.into()),
+            metric_max: Some(hi.into()),
+        };
+        let (ok, problems) = s("agent.temperature=0.6", "regret_mean", "0.1", " 0.5").checked();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(ok.tag.as_deref(), Some("sweep"));
+        assert_eq!((ok.min(), ok.max()), (Some(0.1), Some(0.5)));
+        let (bad, problems) = s("agent.temperature", "", "x", "").checked();
+        assert_eq!(bad.config, None);
+        assert_eq!(
+            (bad.metric_min.as_deref(), bad.metric_max.as_deref()),
+            (None, None)
+        );
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("key=value") && problems[1].contains("must be a number"));
+        let (inverted, problems) = s("=1", "m", "2", "1").checked();
+        assert_eq!(
+            (inverted.config, inverted.min(), inverted.max()),
+            (None, None, None)
+        );
+        assert!(problems.iter().any(|p| p.contains("above")), "{problems:?}");
+        let (no_name, problems) = s("a=1", " ", "0.2", "").checked();
+        assert_eq!(no_name.min(), None);
+        assert!(problems.iter().any(|p| p.contains("needs a metric name")));
     }
 
     #[test]
@@ -1190,6 +1315,8 @@ mod tests {
             updated_at: "2026-12-04T10:01:00Z".into(),
             started_at: None,
             finished_at: None,
+            tags: vec!["baseline".into()],
+            notes: "lr too high".into(),
         };
         let metrics = BTreeMap::from([("regret_mean".to_owned(), 0.5)]);
         let summary = RunSummary::of(&record, "p".into(), 9, metrics.clone());
@@ -1209,6 +1336,10 @@ mod tests {
         assert_eq!((detail.executor.as_str(), detail.seed), ("ray", 3));
         assert_eq!(detail.phase, None);
         assert_eq!(detail.message.as_deref(), Some("cancelled by ann"));
+        assert_eq!(
+            (summary.tags.as_slice(), detail.notes.as_str()),
+            (&["baseline".to_owned()][..], "lr too high")
+        );
         let user = UserDto::from(UserRecord {
             id: 1,
             email: "ann@example.com".into(),

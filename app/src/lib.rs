@@ -126,7 +126,9 @@ pub fn App() -> impl IntoView {
                     <Route path=StaticSegment("login") view=routes::LoginPage />
                     <Route path=StaticSegment("register") view=routes::RegisterPage />
                     <Route path=StaticSegment("runs") view=routes::RunsPage />
-                    <Route path=(StaticSegment("runs"), StaticSegment("new")) view=routes::LaunchPage />
+                    // Whole before the response too: "run again" from a run the viewer cannot
+                    // read answers 404.
+                    <Route path=(StaticSegment("runs"), StaticSegment("new")) view=routes::LaunchPage ssr=SsrMode::Async />
                     // Pages of one thing render completely before the response starts, so a
                     // missing run answers 404 and the <title> names the thing (a streamed
                     // response has sent its status and <head> before the data is loaded).

@@ -165,6 +165,7 @@ mod tests {
                     created_at: String::new(),
                     key_metrics: BTreeMap::new(),
                     warning: None,
+                    tags: Vec::new(),
                 },
                 config: serde_json::json!({}),
                 executor: "local".into(),
@@ -175,6 +176,7 @@ mod tests {
                 queue: None,
                 log_tail: Vec::new(),
                 can_control: true,
+                notes: String::new(),
             };
             let live = LiveRun::new(&run, Vec::new());
             live.apply("status", r#"{"type":"status","status":"running"}"#);

@@ -119,14 +119,32 @@ pub fn RunsPage() -> impl IntoView {
         query("sort"),
         query("cursor"),
     );
+    let (tag, config, metric, metric_min, metric_max) = (
+        query("tag"),
+        query("config"),
+        query("metric"),
+        query("metric_min"),
+        query("metric_max"),
+    );
     let parsed = Memo::new(move |_| {
-        RunFilters::from_query(
+        let (mut filters, mut problems) = RunFilters::from_query(
             team().as_deref(),
             status().as_deref(),
             name().as_deref(),
             sort().as_deref(),
             cursor().as_deref(),
-        )
+        );
+        let (search, more) = crate::dto::RunSearch {
+            tag: tag(),
+            config: config(),
+            metric: metric(),
+            metric_min: metric_min(),
+            metric_max: metric_max(),
+        }
+        .checked();
+        filters.search = search;
+        problems.extend(more);
+        (filters, problems)
     });
     let data = Resource::new(
         move || parsed.get().0,
@@ -137,6 +155,11 @@ pub fn RunsPage() -> impl IntoView {
                 f.name,
                 Some(f.sort).filter(|s| !s.is_empty()),
                 f.cursor,
+                f.search.tag,
+                f.search.config,
+                f.search.metric,
+                f.search.metric_min,
+                f.search.metric_max,
             )
         },
     );
@@ -412,10 +435,16 @@ pub fn RegisterPage() -> impl IntoView {
 /// The launch form (`/runs/new?preset=..&project=..`).
 #[component]
 pub fn LaunchPage() -> impl IntoView {
-    let (preset, project) = (query("preset"), query("project"));
+    let (preset, project, from) = (query("preset"), query("project"), query("from"));
     let data = Resource::new(
-        move || (preset(), project().and_then(|p| p.parse::<i64>().ok())),
-        |(preset, project)| data::load_launch(preset, project),
+        move || {
+            (
+                preset(),
+                project().and_then(|p| p.parse::<i64>().ok()),
+                from().and_then(|r| r.parse::<i64>().ok()),
+            )
+        },
+        |(preset, project, from)| data::load_launch(preset, project, from),
     );
     let csrf = csrf_resource();
     view! {

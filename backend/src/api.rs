@@ -16,7 +16,7 @@ pub mod teams;
 
 use crate::AppState;
 use crate::auth::routes as auth_routes;
-use axum::routing::{MethodRouter, delete, get, post, put};
+use axum::routing::{MethodRouter, delete, get, patch, post, put};
 
 /// How a route authenticates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,7 +214,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/teams/{team_id}/runs",
             "runs",
             User,
-            "Runs of a team (filters: project_id, status, q (name contains); sort: newest (default), oldest, name; cursor pagination in that order)",
+            "Runs of a team, across its projects (filters: project_id, status, q (name contains), tag, config (key=value, e.g. agent.temperature=0.6), metric with metric_min / metric_max (its latest value); sort: newest (default), oldest, name; cursor pagination in that order)",
             get(runs::list),
         ),
         ep(
@@ -232,6 +232,14 @@ pub fn endpoints() -> Vec<Endpoint> {
             User,
             "One run",
             get(runs::get),
+        ),
+        ep(
+            "patch",
+            "/runs/{run_id}",
+            "runs",
+            User,
+            "Rename a run or set its tags or notes: {name?, tags?, notes?} (editor)",
+            patch(runs::update),
         ),
         ep(
             "delete",

@@ -109,6 +109,7 @@ impl DashboardData for Dashboard {
         name: Option<String>,
         sort: Option<String>,
         cursor: Option<String>,
+        search: spade_app::dto::RunSearch,
     ) -> DataFuture<'a, Access<RunsData>> {
         let q = pages::RunsQuery {
             team,
@@ -116,6 +117,7 @@ impl DashboardData for Dashboard {
             name,
             sort,
             cursor,
+            search,
         };
         Box::pin(async move {
             for_caller(self, req, async |a| {
@@ -186,6 +188,7 @@ impl DashboardData for Dashboard {
         req: &'a Parts,
         preset: Option<String>,
         project: Option<i64>,
+        from: Option<i64>,
     ) -> DataFuture<'a, Access<dto::LaunchForm>> {
         Box::pin(async move {
             for_caller(self, req, async |a| {
@@ -193,7 +196,14 @@ impl DashboardData for Dashboard {
                 if let Some(draft) = req.extensions.get::<launch::LaunchDraft>() {
                     return Ok(draft.0.clone());
                 }
-                launch::fresh_form(&self.state.ctx, &a.caller(), preset.as_deref(), project).await
+                launch::fresh_form(
+                    &self.state.ctx,
+                    &a.caller(),
+                    preset.as_deref(),
+                    project,
+                    from,
+                )
+                .await
             })
             .await
         })

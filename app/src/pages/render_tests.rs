@@ -27,6 +27,7 @@ fn summary(id: i64, status: RunStatus) -> RunSummary {
             ("regret_mean".into(), 0.12),
         ]),
         warning: None,
+        tags: vec!["baseline".into(), "lr 1e-6".into()],
     }
 }
 
@@ -45,6 +46,7 @@ pub(super) fn detail(id: i64, status: RunStatus, can_control: bool, seed: u64) -
             line: "step 30 <done>".into(),
         }],
         can_control,
+        notes: "Baseline for the\nlearning-rate sweep.".into(),
     }
 }
 
@@ -88,6 +90,10 @@ fn runs_list_has_badges_progress_metrics_and_plain_page_links() {
         name: Some("demo".into()),
         sort: "name".into(),
         cursor: Some("9".into()),
+        search: crate::pages::runs::RunSearch {
+            tag: Some("baseline".into()),
+            ..Default::default()
+        },
     };
     let html = render(move || {
         view! { <RunsView runs=page teams filters problems=vec!["Unknown status".into()] /> }
@@ -98,15 +104,25 @@ fn runs_list_has_badges_progress_metrics_and_plain_page_links() {
     assert!(html.contains(r#"<progress max="100" value="25.0""#));
     assert!(html.contains("31%"), "learnable share as a percentage");
     assert!(
-        html.contains(r#"href="/runs?team=5&amp;q=demo&amp;sort=name""#),
-        "first page link keeps the filters and the order: {html}"
+        html.contains(r#"href="/runs?team=5&amp;q=demo&amp;sort=name&amp;tag=baseline""#),
+        "first page link keeps the filters, the order and the search: {html}"
     );
+    // Tags show under the name, each a link to the runs that share it.
+    assert!(
+        html.contains(r#"<a href="/runs?tag=lr%201e-6" class="tag">lr 1e-6</a>"#),
+        "{html}"
+    );
+    assert!(html.contains(r#"id="runs-tag""#) && html.contains(r#"value="baseline""#));
     assert!(html.contains(r#"<option value="name" selected"#), "{html}");
     assert!(
         html.contains(r#"id="runs-q" name="q" type="search" maxlength="200" value="demo""#),
         "the name search shows what was searched: {html}"
     );
-    assert!(html.contains(r#"href="/runs?team=5&amp;q=demo&amp;sort=name&amp;cursor=2""#));
+    assert!(
+        html.contains(
+            r#"href="/runs?team=5&amp;q=demo&amp;sort=name&amp;tag=baseline&amp;cursor=2""#
+        )
+    );
     assert!(html.contains(r#"<option value="5" selected"#));
     assert!(html.contains("Unknown status"));
     assert!(html.contains(r#"<label for="runs-status">"#) && html.contains(r#"id="runs-status""#));
@@ -148,6 +164,24 @@ fn run_page_offers_cancel_only_to_those_who_may_and_escapes_the_log() {
         view! { <RunView run=detail(7, RunStatus::Failed, true, 1) metrics=vec![] settings=settings() csrf="t0k".into() /> }.into_any()
     });
     assert!(failed.contains("/runs/7/resume") && !failed.contains("/runs/7/cancel"));
+    // Tags and notes for everyone; editing, deleting and "run again" for editors, and deleting
+    // only once no job is live.
+    for page in [&html, &viewer, &failed] {
+        assert!(
+            page.contains("Baseline for the\nlearning-rate sweep."),
+            "{page}"
+        );
+        assert!(page.contains(r#"href="/runs?tag=baseline""#));
+    }
+    assert!(
+        html.contains(r#"action="/runs/7/details""#) && html.contains(r#"href="/runs/new?from=7""#)
+    );
+    assert!(
+        !html.contains("/runs/7/delete"),
+        "a running run offers no delete"
+    );
+    assert!(failed.contains(r#"action="/runs/7/delete""#));
+    assert!(!viewer.contains("/runs/7/details") && !viewer.contains("from=7"));
 }
 
 #[test]

@@ -248,6 +248,16 @@ pub fn RunView(
     let can_control = run.can_control;
     let queue = run.queue.clone();
     let bench_csrf = csrf.clone();
+    let details = view! {
+        <RunDetails
+            run_id=id
+            name=s.name.clone()
+            tags=s.tags.clone()
+            notes=run.notes.clone()
+            can_edit=can_control
+            csrf=csrf.clone()
+        />
+    };
     let controls = move || {
         let status = live.status.get();
         let csrf = csrf.clone();
@@ -276,6 +286,24 @@ pub fn RunView(
                             <input type="hidden" name="csrf" value=csrf.clone() />
                             <button type="submit">"Resume"</button>
                         </form>
+                    })}
+                    <a class="button secondary" id="clone-run" href=format!("/runs/new?from={id}")>"Run again with changes"</a>
+                    // A run with a live job cannot be deleted (its worker would write to a
+                    // run that is gone): cancel first, as the API says.
+                    {(!status.is_active()).then(|| view! {
+                        <details class="confirm" id="delete-run" on:keydown=crate::layout::close_on_escape>
+                            <summary class="button danger">"Delete run"</summary>
+                            <div class="confirm-panel" role="group" aria-label="Confirm deleting">
+                                <p>
+                                    "Delete this run for good? Its metrics, environments, plays, "
+                                    "evaluations and share links go with it."
+                                </p>
+                                <form method="post" action=format!("/runs/{id}/delete")>
+                                    <input type="hidden" name="csrf" value=csrf.clone() />
+                                    <button type="submit" class="danger" id="delete-run-confirm">"Yes, delete the run"</button>
+                                </form>
+                            </div>
+                        </details>
                     })}
                 </div>
             }
@@ -423,6 +451,7 @@ pub fn RunView(
             }}
             <p><a href=format!("/runs/{id}/environments")>"Browse environments →"</a></p>
         </section>
+        {details}
         <section aria-labelledby="charts-h">
             <h2 id="charts-h">"Training curves"</h2>
             <ChartControls settings />
@@ -452,6 +481,58 @@ pub fn RunView(
         </div>
         <BenchmarksSection run_id=id data=benchmarks csrf=bench_csrf />
     }
+}
+
+/// A run's tags and notes, and for editors the form that renames it and sets them (a plain
+/// POST form: `/runs/{id}/details`).
+#[component]
+fn RunDetails(
+    run_id: i64,
+    name: String,
+    tags: Vec<String>,
+    notes: String,
+    can_edit: bool,
+    csrf: String,
+) -> impl IntoView {
+    let tag_text = tags.join(", ");
+    let empty = tags.is_empty() && notes.trim().is_empty();
+    let notes_view = (!notes.trim().is_empty())
+        .then(|| view! { <p class="run-notes" id="run-notes">{notes.clone()}</p> });
+    let form = can_edit.then(|| {
+        view! {
+            <details class="edit-details" id="edit-run">
+                <summary>"Edit name, tags and notes"</summary>
+                <form method="post" action=format!("/runs/{run_id}/details") class="stack">
+                    <input type="hidden" name="csrf" value=csrf />
+                    <div class="field">
+                        <label for="run-edit-name">"Name"</label>
+                        <input id="run-edit-name" name="name" required maxlength="200" value=name />
+                    </div>
+                    <div class="field">
+                        <label for="run-edit-tags">"Tags"</label>
+                        <input id="run-edit-tags" name="tags" maxlength="900" value=tag_text aria-describedby="run-edit-tags-help" />
+                        <p class="help" id="run-edit-tags-help">"Comma-separated; up to 20 of 1-40 letters, digits, spaces and -_.:/+"</p>
+                    </div>
+                    <div class="field">
+                        <label for="run-edit-notes">"Notes"</label>
+                        <textarea id="run-edit-notes" name="notes" rows="4" maxlength="10000">{notes}</textarea>
+                    </div>
+                    <button type="submit" id="run-edit-save">"Save"</button>
+                </form>
+            </details>
+        }
+    });
+    (!empty || can_edit).then(|| {
+        view! {
+            <section class="card run-details" aria-labelledby="details-h">
+                <h2 id="details-h">"Tags and notes"</h2>
+                <super::runs::TagList tags />
+                {notes_view}
+                {(empty).then(|| view! { <p class="empty">"No tags or notes yet."</p> })}
+                {form}
+            </section>
+        }
+    })
 }
 
 /// Whether a log line shows for the search `find` (case-insensitive; empty: every line).

@@ -2,6 +2,7 @@
 //! (GET links), so reading and paging work without JavaScript.
 
 use super::{Pagination, ProgressBar, StatusBadge, fmt_opt, fmt_pct, fmt_time, query_string};
+pub use crate::dto::RunSearch;
 use crate::dto::{Page, RunStatus, RunSummary, TeamDto};
 use leptos::prelude::*;
 
@@ -17,6 +18,8 @@ pub struct RunFilters {
     pub sort: String,
     /// Keyset cursor of the page (absent on the first page).
     pub cursor: Option<String>,
+    /// The search beyond the name: a tag, a configuration value, a metric's latest value.
+    pub search: RunSearch,
 }
 
 /// The runs list's orders (the API's `sort`) and their labels; the first is the default.
@@ -73,6 +76,7 @@ impl RunFilters {
                 name,
                 sort,
                 cursor,
+                search: RunSearch::default(),
             },
             problems,
         )
@@ -90,6 +94,17 @@ impl RunFilters {
             ),
             ("q", self.name.clone().unwrap_or_default()),
             ("sort", self.sort.clone()),
+            ("tag", self.search.tag.clone().unwrap_or_default()),
+            ("config", self.search.config.clone().unwrap_or_default()),
+            ("metric", self.search.metric.clone().unwrap_or_default()),
+            (
+                "metric_min",
+                self.search.metric_min.clone().unwrap_or_default(),
+            ),
+            (
+                "metric_max",
+                self.search.metric_max.clone().unwrap_or_default(),
+            ),
             ("cursor", cursor.unwrap_or_default().to_owned()),
         ];
         format!("/runs{}", query_string(&pairs))
@@ -162,6 +177,26 @@ pub fn RunsView(
                 <input id="runs-q" name="q" type="search" maxlength="200" value=filters.name.clone().unwrap_or_default() />
             </div>
             <super::SortSelect id="runs-sort" sorts=&RUN_SORTS current=filters.sort.clone() />
+            <div class="field">
+                <label for="runs-tag">"Tag"</label>
+                <input id="runs-tag" name="tag" type="search" maxlength="40" value=filters.search.tag.clone().unwrap_or_default() />
+            </div>
+            <div class="field">
+                <label for="runs-config">"Config key=value"</label>
+                <input id="runs-config" name="config" type="search" maxlength="200" placeholder="agent.temperature=0.6" value=filters.search.config.clone().unwrap_or_default() />
+            </div>
+            <div class="field">
+                <label for="runs-metric">"Latest metric"</label>
+                <input id="runs-metric" name="metric" type="search" maxlength="200" placeholder="learnable_share" value=filters.search.metric.clone().unwrap_or_default() />
+            </div>
+            <div class="field narrow">
+                <label for="runs-metric-min">"at least"</label>
+                <input id="runs-metric-min" name="metric_min" inputmode="decimal" size="6" value=filters.search.metric_min.clone().unwrap_or_default() />
+            </div>
+            <div class="field narrow">
+                <label for="runs-metric-max">"at most"</label>
+                <input id="runs-metric-max" name="metric_max" inputmode="decimal" size="6" value=filters.search.metric_max.clone().unwrap_or_default() />
+            </div>
             <button type="submit">"Filter"</button>
         </form>
         })}
@@ -228,7 +263,7 @@ fn runs_empty_message(is_first: bool, filters: &RunFilters, no_teams: bool) -> S
         "You are not in a team yet: runs belong to teams. Create one (you become its owner), or ask a team owner to add you.".to_owned()
     } else if !is_first {
         "No more runs.".to_owned()
-    } else if filters.status.is_some() {
+    } else if filters.status.is_some() || filters.name.is_some() || !filters.search.is_empty() {
         "No runs match these filters.".to_owned()
     } else {
         "No runs in this team yet.".to_owned()
@@ -253,6 +288,7 @@ fn run_row(r: RunSummary) -> impl IntoView {
             <td>
                 <a class="run-name" href=format!("/runs/{}", r.id)>{r.name.clone()}</a>
                 <span class="sub">{r.project.clone()}</span>
+                <TagList tags=r.tags.clone() />
             </td>
             <td>
                 <StatusBadge status=r.status />
@@ -265,6 +301,21 @@ fn run_row(r: RunSummary) -> impl IntoView {
             <td class="nowrap">{fmt_time(&r.created_at)}</td>
         </tr>
     }
+}
+
+/// A run's tags, each a link to the runs it shares the tag with.
+#[component]
+pub fn TagList(tags: Vec<String>) -> impl IntoView {
+    (!tags.is_empty()).then(|| {
+        let items = tags
+            .into_iter()
+            .map(|t| {
+                let href = format!("/runs{}", query_string(&[("tag", t.clone())]));
+                view! { <li><a class="tag" href=href>{t}</a></li> }
+            })
+            .collect_view();
+        view! { <ul class="tags" aria-label="Tags">{items}</ul> }
+    })
 }
 
 #[cfg(test)]
@@ -287,7 +338,8 @@ mod tests {
                 status: Some(RunStatus::Running),
                 name: Some("demo".into()),
                 sort: "name".into(),
-                cursor: Some("41".into())
+                cursor: Some("41".into()),
+                search: RunSearch::default(),
             }
         );
         assert!(p.is_empty());
@@ -334,6 +386,7 @@ mod tests {
             name: Some("a b".into()),
             sort: String::new(),
             cursor: None,
+            search: RunSearch::default(),
         };
         assert_eq!(f.href(None), "/runs?team=2&status=failed&q=a%20b");
         assert_eq!(

@@ -1,10 +1,10 @@
-//! Runs: create from a validated configuration, list, get, cancel, resume, delete, and worker
-//! tokens, over [`service::runs`], which holds the checks.
+//! Runs: create from a validated configuration, list and search, get, rename and tag, cancel,
+//! resume, delete, and worker tokens, over [`service::runs`], which holds the checks.
 
 use crate::AppState;
 use crate::auth::AuthUser;
 use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult};
-use crate::service::{self, limit, member_scope, runs::CreateRun};
+use crate::service::{self, limit, member_scope, runs::CreateRun, runs::UpdateRun};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -23,6 +23,15 @@ pub struct ListQuery {
     pub limit: Option<i64>,
     /// The `next_cursor` of the previous page in the same order.
     pub cursor: Option<String>,
+    /// Runs with this tag.
+    pub tag: Option<String>,
+    /// `key=value`: runs whose configuration has this value at the dotted key.
+    pub config: Option<String>,
+    /// Runs that logged this metric; with `metric_min` / `metric_max`, whose latest value lies
+    /// in that range.
+    pub metric: Option<String>,
+    pub metric_min: Option<f64>,
+    pub metric_max: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -55,6 +64,11 @@ pub async fn list(
         sort: q.sort.as_deref(),
         cursor: q.cursor.as_deref(),
         limit: limit(q.limit)?,
+        tag: q.tag.as_deref(),
+        config: q.config.as_deref(),
+        metric: q.metric.as_deref(),
+        metric_min: q.metric_min,
+        metric_max: q.metric_max,
     };
     Ok(Json(
         service::runs::records(&state.ctx.db, &scope, args).await?,
@@ -89,6 +103,18 @@ pub async fn resume(
 ) -> ApiResult<Json<RunRecord>> {
     Ok(Json(
         service::runs::resume(&state.ctx, &auth.caller(), run_id).await?,
+    ))
+}
+
+/// Renames the run or sets its tags or notes (editors).
+pub async fn update(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(run_id): ApiPath<i64>,
+    ApiJson(req): ApiJson<UpdateRun>,
+) -> ApiResult<Json<RunRecord>> {
+    Ok(Json(
+        service::runs::update(&state.ctx, &auth.caller(), run_id, &req).await?,
     ))
 }
 

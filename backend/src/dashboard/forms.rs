@@ -38,6 +38,8 @@ pub fn routes() -> Router<AppState> {
         .route("/logout", post(logout))
         .route("/runs/{run_id}/cancel", post(cancel))
         .route("/runs/{run_id}/resume", post(resume))
+        .route("/runs/{run_id}/details", post(update_details))
+        .route("/runs/{run_id}/delete", post(delete_run))
         .route("/runs/{run_id}/evaluate", post(evaluate))
         .route("/runs/{run_id}/environments/{env_id}/review", post(review))
         .route("/runs/new", post(launch_run))
@@ -302,6 +304,15 @@ struct EvaluateForm {
     temperature: String,
 }
 
+/// The run page's "name, tags and notes" form; tags comma-separated.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct DetailsForm {
+    name: String,
+    tags: String,
+    notes: String,
+}
+
 /// The environment page's review form.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -336,6 +347,53 @@ async fn resume(State(state): State<AppState>, Path(run_id): Path<i64>, req: Req
         Ok(service::runs::resume(&state.ctx, &p.user.caller(), run_id).await?)
     };
     back_to_run(run_id, "", result.await.map(|_| String::new()))
+}
+
+/// `POST /runs/{id}/details`: renames the run and sets its tags and notes, as
+/// `PATCH /api/v1/runs/{id}` does; back to the run page, with the first wrong field named.
+async fn update_details(
+    State(state): State<AppState>,
+    Path(run_id): Path<i64>,
+    req: Request,
+) -> Response {
+    let result = async {
+        let p = posted(&state, req).await?;
+        let f: DetailsForm = p.fields()?;
+        let tags = f
+            .tags
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let update = service::runs::UpdateRun {
+            name: Some(f.name),
+            tags: Some(tags),
+            // Browsers send a textarea's line breaks as CRLF.
+            notes: Some(f.notes.replace("\r\n", "\n")),
+        };
+        service::runs::update(&state.ctx, &p.user.caller(), run_id, &update).await?;
+        Ok(String::new())
+    };
+    back_to_run(run_id, "#details-h", result.await)
+}
+
+/// `POST /runs/{id}/delete`: deletes a run without a live job, then the runs list; a refusal
+/// (a running run, a viewer) goes back to the run page with the reason.
+async fn delete_run(
+    State(state): State<AppState>,
+    Path(run_id): Path<i64>,
+    req: Request,
+) -> Response {
+    let result = async {
+        let p = posted(&state, req).await?;
+        service::runs::delete(&state.ctx, &p.user.caller(), run_id).await?;
+        Ok::<_, AppError>(())
+    };
+    match result.await {
+        Ok(()) => Redirect::to("/runs").into_response(),
+        Err(e) => back_to_run(run_id, "", Err(e)),
+    }
 }
 
 /// `POST /runs/new`: a valid form creates the run and opens its page; a refused one renders

@@ -31,16 +31,37 @@ fn sections(
 #[derive(Debug, Clone)]
 pub struct LaunchDraft(pub LaunchForm);
 
-/// A fresh form for `preset_key` (unknown keys fall back to the default preset).
+/// A fresh form for `preset_key` (unknown keys fall back to the default preset), or with
+/// `from`, "run again with changes": that run's whole configuration, name and project, its
+/// differences from the preset marked as changed. A run the caller cannot read is a 404.
 pub async fn fresh_form(
     ctx: &Ctx,
     caller: &Caller,
     preset_key: Option<&str>,
     project: Option<i64>,
+    from: Option<i64>,
 ) -> ServiceResult<LaunchForm> {
     let p = preset(preset_key.unwrap_or(DEFAULT_PRESET));
-    let cfg = (p.build)();
-    let preset_values = form::leaves(&cfg.to_json());
+    let preset_cfg = (p.build)();
+    let preset_values = form::leaves(&preset_cfg.to_json());
+    let mut errors = Vec::new();
+    let mut cfg = preset_cfg;
+    let mut name = format!("{}-{}", p.key.replace('_', "-"), cfg.run.seed);
+    let mut project = project;
+    if let Some(run_id) = from {
+        let scope = crate::service::member_scope(ctx, caller, run_id).await?;
+        let run = crate::service::runs::get(&ctx.db, &scope).await?;
+        match crate::service::runs::stored_config(&ctx.db, &scope).await {
+            Ok(stored) => cfg = stored,
+            // Stored by an older version that this one no longer reads: the form starts from
+            // the preset and says so, rather than failing the page.
+            Err(e) => errors.push(format!(
+                "The configuration of run {run_id} could not be read ({e}); the form starts from the preset instead."
+            )),
+        }
+        name = again_name(&run.name);
+        project = project.or(Some(run.project_id));
+    }
     let values = form::form_values(&cfg);
     let projects = launchable_projects(ctx, caller).await?;
     let project = project
@@ -58,15 +79,35 @@ pub async fn fresh_form(
             })
             .collect(),
         preset: p.key.into(),
-        name: format!("{}-{}", p.key.replace('_', "-"), cfg.run.seed),
+        name,
         executors: EXECUTORS.map(str::to_owned).to_vec(),
         executor: EXECUTORS[0].into(),
         sections: sections(&values, &preset_values, &BTreeMap::new()),
         toml: cfg.to_toml(),
         field_errors: Vec::new(),
-        errors: Vec::new(),
+        errors,
         toml_submitted: false,
     })
+}
+
+/// The name a run launched again from `name` starts with: `NAME-again`, `NAME-again-2`, ...
+/// within the 200 characters a name may have.
+fn again_name(name: &str) -> String {
+    let (stem, n) = match name.rsplit_once("-again") {
+        Some((stem, "")) => (stem, 2),
+        Some((stem, k)) => match k.strip_prefix('-').and_then(|k| k.parse::<u32>().ok()) {
+            Some(k) => (stem, k + 1),
+            None => (name, 1),
+        },
+        None => (name, 1),
+    };
+    let suffix = if n == 1 {
+        "-again".to_owned()
+    } else {
+        format!("-again-{n}")
+    };
+    let keep = 200usize.saturating_sub(suffix.len());
+    format!("{}{suffix}", stem.chars().take(keep).collect::<String>())
 }
 
 /// The submitted form's fields that are not configuration keys.
@@ -105,7 +146,14 @@ pub async fn submit(
     pairs: &[(String, String)],
 ) -> Result<i64, LaunchForm> {
     let h = head(pairs);
-    let mut form = match fresh_form(&state.ctx, &auth.caller(), Some(h.preset.as_str()), None).await
+    let mut form = match fresh_form(
+        &state.ctx,
+        &auth.caller(),
+        Some(h.preset.as_str()),
+        None,
+        None,
+    )
+    .await
     {
         Ok(f) => f,
         Err(e) => {
@@ -211,5 +259,20 @@ pub async fn submit(
             form.errors.push(e.to_string());
             Err(form)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_run_launched_again_is_named_after_it_and_counted() {
+        assert_eq!(super::again_name("demo"), "demo-again");
+        assert_eq!(super::again_name("demo-again"), "demo-again-2");
+        assert_eq!(super::again_name("demo-again-2"), "demo-again-3");
+        assert_eq!(super::again_name("demo-against"), "demo-against-again");
+        let long = "x".repeat(200);
+        let again = super::again_name(&long);
+        assert_eq!(again.chars().count(), 200);
+        assert!(again.ends_with("-again"));
     }
 }

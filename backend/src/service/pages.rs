@@ -114,6 +114,8 @@ pub struct RunsQuery {
     pub name: Option<String>,
     pub sort: Option<String>,
     pub cursor: Option<String>,
+    /// Tag, configuration value and metric range, checked by the page.
+    pub search: spade_app::dto::RunSearch,
 }
 
 /// The runs list of the chosen team.
@@ -135,6 +137,11 @@ pub async fn runs(ctx: &Ctx, caller: &Caller, q: &RunsQuery) -> ServiceResult<Ru
         sort: q.sort.as_deref(),
         cursor: q.cursor.as_deref(),
         limit: RUNS_PER_PAGE,
+        tag: q.search.tag.as_deref(),
+        config: q.search.config.as_deref(),
+        metric: q.search.metric.as_deref(),
+        metric_min: q.search.min(),
+        metric_max: q.search.max(),
         ..Default::default()
     };
     let runs = super::runs::summaries(&ctx.db, &scope, args).await?;

@@ -34,6 +34,106 @@ pub struct ListArgs<'a> {
     pub cursor: Option<&'a str>,
     /// Runs per page (the caller's limit, already within its bounds).
     pub limit: i64,
+    /// Runs with this tag.
+    pub tag: Option<&'a str>,
+    /// `key=value`: runs whose configuration has `value` at the dotted `key`
+    /// (`agent.temperature=0.6`).
+    pub config: Option<&'a str>,
+    /// Runs that logged this metric, with its latest value within `metric_min`..`metric_max`
+    /// when they are given.
+    pub metric: Option<&'a str>,
+    pub metric_min: Option<f64>,
+    pub metric_max: Option<f64>,
+}
+
+/// Tags a run may carry, and the characters of one.
+pub const MAX_TAGS: usize = 20;
+pub const MAX_TAG_CHARS: usize = 40;
+/// Characters of a run's notes.
+pub const MAX_NOTES_CHARS: usize = 10_000;
+/// Characters of a run's name (the table's check).
+pub const MAX_NAME_CHARS: usize = 200;
+
+/// One tag, trimmed, or what is wrong with it: 1-40 letters, digits, spaces and `-_.:/+`.
+pub fn check_tag(tag: &str) -> Result<String, String> {
+    let t = tag.trim();
+    if t.is_empty() || t.chars().count() > MAX_TAG_CHARS {
+        return Err(format!(
+            "a tag of 1 to {MAX_TAG_CHARS} characters, got {:?}",
+            tag
+        ));
+    }
+    match t
+        .chars()
+        .find(|c| !(c.is_alphanumeric() || " -_.:/+".contains(*c)))
+    {
+        Some(c) => Err(format!(
+            "letters, digits, spaces and -_.:/+ in a tag, got {c:?} in {t:?}"
+        )),
+        None => Ok(t.to_owned()),
+    }
+}
+
+/// The filter of a `key=value` configuration search, or what is wrong with it.
+fn config_match(text: &str) -> Result<runs::ConfigMatch, ServiceError> {
+    let bad = |m: &str| ServiceError::invalid("config", m);
+    if text.chars().count() > MAX_QUERY_CHARS {
+        return Err(bad(&format!(
+            "a search of at most {MAX_QUERY_CHARS} characters"
+        )));
+    }
+    let Some((key, value)) = text.split_once('=') else {
+        return Err(bad(&format!(
+            "key=value with a dotted key, e.g. agent.temperature=0.6; got {text:?}"
+        )));
+    };
+    let path: Vec<String> = key.trim().split('.').map(str::to_owned).collect();
+    if path.iter().any(|p| p.trim().is_empty()) {
+        return Err(bad(&format!(
+            "a dotted key without empty parts, e.g. agent.temperature; got {key:?}"
+        )));
+    }
+    // Strings are matched without their JSON quotes, as the run page shows them.
+    let value = value.trim().trim_matches('"').to_owned();
+    Ok(runs::ConfigMatch { path, value })
+}
+
+/// The filter of a metric search, or what is wrong with it.
+fn metric_match(a: &ListArgs<'_>) -> Result<Option<runs::MetricMatch>, ServiceError> {
+    let name = a.metric.map(str::trim).filter(|m| !m.is_empty());
+    let Some(name) = name else {
+        if a.metric_min.is_some() || a.metric_max.is_some() {
+            return Err(ServiceError::invalid(
+                "metric",
+                "a metric name with metric_min or metric_max",
+            ));
+        }
+        return Ok(None);
+    };
+    if name.chars().count() > MAX_QUERY_CHARS {
+        return Err(ServiceError::invalid(
+            "metric",
+            format!("a metric name of at most {MAX_QUERY_CHARS} characters"),
+        ));
+    }
+    for (field, v) in [("metric_min", a.metric_min), ("metric_max", a.metric_max)] {
+        if v.is_some_and(|v| !v.is_finite()) {
+            return Err(ServiceError::invalid(field, "a finite number"));
+        }
+    }
+    if let (Some(lo), Some(hi)) = (a.metric_min, a.metric_max)
+        && lo > hi
+    {
+        return Err(ServiceError::invalid(
+            "metric_min",
+            format!("at most metric_max ({hi}), got {lo}"),
+        ));
+    }
+    Ok(Some(runs::MetricMatch {
+        name: name.to_owned(),
+        min: a.metric_min,
+        max: a.metric_max,
+    }))
 }
 
 /// One page of the team's runs, newest first unless asked otherwise; `next_cursor` is absent on
@@ -66,11 +166,26 @@ pub async fn page(
         }
         other => other.map(str::to_owned),
     };
+    let tag = a
+        .tag
+        .filter(|t| !t.trim().is_empty())
+        .map(check_tag)
+        .transpose()
+        .map_err(|m| ServiceError::invalid("tag", m))?;
+    let config = a
+        .config
+        .filter(|c| !c.trim().is_empty())
+        .map(config_match)
+        .transpose()?;
+    let metric = metric_match(&a)?;
     let mut filter = RunFilter {
         project_id: a.project_id,
         status,
         name_contains,
         sort,
+        tag,
+        config,
+        metric,
         limit: a.limit.saturating_add(1),
         ..RunFilter::default()
     };
@@ -215,6 +330,8 @@ pub fn record(r: &Run) -> dto::RunRecord {
         updated_at: time(&r.updated_at),
         started_at: r.started_at.as_ref().map(time),
         finished_at: r.finished_at.as_ref().map(time),
+        tags: r.tags.clone(),
+        notes: r.notes.clone(),
     }
 }
 
@@ -355,6 +472,75 @@ async fn status_changed(
         .publish(run.id, crate::events::status_event(run.status));
     logged(ctx, caller, scope.team_id(), action, run.id).await?;
     Ok(record(run))
+}
+
+/// What `PATCH /runs/{id}` changes: each field that is present (name, tags, notes).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateRun {
+    /// 1 to 200 characters.
+    pub name: Option<String>,
+    /// At most 20 tags of 1 to 40 letters, digits, spaces and `-_.:/+`; duplicates are
+    /// dropped, the order kept.
+    pub tags: Option<Vec<String>>,
+    /// Free text, at most 10,000 characters.
+    pub notes: Option<String>,
+}
+
+/// Renames run `run_id` or sets its tags or notes (editors). Every field is checked before
+/// anything changes; the first wrong one is named.
+pub async fn update(
+    ctx: &Ctx,
+    caller: &Caller,
+    run_id: i64,
+    req: &UpdateRun,
+) -> ServiceResult<dto::RunRecord> {
+    let scope = editor_scope(ctx, caller, run_id).await?;
+    let run = runs::get(&ctx.db, &scope).await?;
+    let mut details = runs::RunDetails {
+        name: run.name,
+        tags: run.tags,
+        notes: run.notes,
+    };
+    if let Some(name) = &req.name {
+        let name = name.trim();
+        if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
+            return Err(ServiceError::invalid(
+                "name",
+                format!("1 to {MAX_NAME_CHARS} characters"),
+            ));
+        }
+        details.name = name.to_owned();
+    }
+    if let Some(tags) = &req.tags {
+        let mut kept: Vec<String> = Vec::new();
+        for (i, t) in tags.iter().enumerate() {
+            let t = check_tag(t).map_err(|m| ServiceError::invalid(&format!("tags[{i}]"), m))?;
+            if !kept.contains(&t) {
+                kept.push(t);
+            }
+        }
+        if kept.len() > MAX_TAGS {
+            return Err(ServiceError::invalid(
+                "tags",
+                format!("at most {MAX_TAGS} tags, got {}", kept.len()),
+            ));
+        }
+        details.tags = kept;
+    }
+    if let Some(notes) = &req.notes {
+        let n = notes.chars().count();
+        if n > MAX_NOTES_CHARS {
+            return Err(ServiceError::invalid(
+                "notes",
+                format!("at most {MAX_NOTES_CHARS} characters, got {n}"),
+            ));
+        }
+        details.notes = notes.clone();
+    }
+    let run = runs::set_details(&ctx.db, &scope, &details).await?;
+    logged(ctx, caller, scope.team_id(), "run.update", run_id).await?;
+    Ok(record(&run))
 }
 
 /// Deletes run `run_id` (editors), which must have no live job.

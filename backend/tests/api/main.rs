@@ -9,6 +9,7 @@ mod holes;
 mod ingest;
 mod invitations;
 mod live;
+mod manage;
 mod markup;
 mod pages;
 mod pools;

@@ -26,6 +26,19 @@ pub struct Run {
     pub updated_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// What the team tagged it with (the service checks their shape).
+    pub tags: Vec<String>,
+    /// The team's free-text notes on it.
+    pub notes: String,
+}
+
+/// What people change of a run besides its status: its name, tags and notes (already checked
+/// by the caller).
+#[derive(Debug, Clone, Default)]
+pub struct RunDetails {
+    pub name: String,
+    pub tags: Vec<String>,
+    pub notes: String,
 }
 
 /// What creating a run needs (already validated by the caller).
@@ -122,7 +135,30 @@ pub struct RunFilter {
     pub before_id: Option<i64>,
     /// By name: the last row's name.
     pub after_name: Option<String>,
+    /// Runs tagged with exactly this tag.
+    pub tag: Option<String>,
+    /// Runs whose configuration has this value at this key.
+    pub config: Option<ConfigMatch>,
+    /// Runs whose latest value of a metric lies in a range.
+    pub metric: Option<MetricMatch>,
     pub limit: i64,
+}
+
+/// A configuration key and the value it must have: `path` is the key split at its dots
+/// (`["agent", "temperature"]`), `value` the value as JSON text without quotes for strings
+/// (`0.6`, `true`, `qwen3-0.6b`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigMatch {
+    pub path: Vec<String>,
+    pub value: String,
+}
+
+/// A metric whose latest value (at its last step) is at least `min` and at most `max`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricMatch {
+    pub name: String,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
 }
 
 /// `text` as a literal inside an ILIKE pattern (its `\`, `%` and `_` escaped).
@@ -140,7 +176,7 @@ pub async fn create(pool: &PgPool, scope: &TeamScope, new: &NewRun<'_>) -> Resul
            SELECT p.id, $3, $4, $5, $6, $7, $8 FROM projects p WHERE p.id = $2 AND p.team_id = $1
            RETURNING id, project_id, name, config, status AS "status: RunStatus", executor, seed,
                      code_version, progress_step, progress_total, phase, status_message,
-                     created_by, created_at, updated_at, started_at, finished_at"#,
+                     created_by, created_at, updated_at, started_at, finished_at, tags, notes"#,
         scope.team_id,
         new.project_id,
         new.name,
@@ -163,7 +199,7 @@ pub async fn list(pool: &PgPool, scope: &TeamScope, f: &RunFilter) -> Result<Vec
         r#"SELECT r.id, r.project_id, r.name, r.config, r.status AS "status: RunStatus",
                   r.executor, r.seed, r.code_version, r.progress_step, r.progress_total, r.phase,
                   r.status_message, r.created_by, r.created_at, r.updated_at, r.started_at,
-                  r.finished_at
+                  r.finished_at, r.tags, r.notes
            FROM runs r JOIN projects p ON p.id = r.project_id
            WHERE p.team_id = $1
              AND ($2::bigint IS NULL OR r.project_id = $2)
@@ -173,6 +209,15 @@ pub async fn list(pool: &PgPool, scope: &TeamScope, f: &RunFilter) -> Result<Vec
                    WHEN 'name' THEN (lower(r.name), r.id) > (lower($8::text), $4)
                    ELSE r.id < $4 END)
              AND ($6::text IS NULL OR r.name ILIKE '%' || $6 || '%' ESCAPE '\')
+             AND ($9::text IS NULL OR $9 = ANY (r.tags))
+             AND ($10::text[] IS NULL OR r.config #>> $10 = $11::text)
+             AND ($12::text IS NULL OR EXISTS (
+                   SELECT 1 FROM metric_series s
+                   JOIN metrics m ON m.run_id = s.run_id AND m.name = s.name
+                                 AND m.step = s.last_step
+                   WHERE s.run_id = r.id AND s.name = $12
+                     AND ($13::float8 IS NULL OR m.value >= $13)
+                     AND ($14::float8 IS NULL OR m.value <= $14)))
            ORDER BY CASE WHEN $7 = 'name' THEN lower(r.name) END,
                     CASE WHEN $7 IN ('oldest', 'name') THEN r.id END,
                     r.id DESC
@@ -184,7 +229,13 @@ pub async fn list(pool: &PgPool, scope: &TeamScope, f: &RunFilter) -> Result<Vec
         f.limit,
         f.name_contains.as_deref().map(like_literal),
         f.sort.as_str(),
-        f.after_name.as_deref().unwrap_or_default()
+        f.after_name.as_deref().unwrap_or_default(),
+        f.tag.as_deref(),
+        f.config.as_ref().map(|c| c.path.as_slice()),
+        f.config.as_ref().map(|c| c.value.as_str()),
+        f.metric.as_ref().map(|m| m.name.as_str()),
+        f.metric.as_ref().and_then(|m| m.min),
+        f.metric.as_ref().and_then(|m| m.max)
     )
     .fetch_all(pool)
     .await?;
@@ -197,7 +248,7 @@ pub async fn get(pool: &PgPool, scope: &RunScope) -> Result<Run, DbError> {
         Run,
         r#"SELECT id, project_id, name, config, status AS "status: RunStatus", executor, seed,
                   code_version, progress_step, progress_total, phase, status_message, created_by,
-                  created_at, updated_at, started_at, finished_at
+                  created_at, updated_at, started_at, finished_at, tags, notes
            FROM runs WHERE id = $1"#,
         scope.run_id
     )
@@ -284,6 +335,24 @@ pub async fn delete(pool: &PgPool, scope: &RunScope) -> Result<(), DbError> {
         return Err(state_error(current, "cancel the run before deleting it"));
     }
     Ok(())
+}
+
+/// Renames the run and sets its tags and notes.
+pub async fn set_details(
+    pool: &PgPool,
+    scope: &RunScope,
+    details: &RunDetails,
+) -> Result<Run, DbError> {
+    sqlx::query!(
+        "UPDATE runs SET name = $2, tags = $3, notes = $4, updated_at = now() WHERE id = $1",
+        scope.run_id,
+        details.name,
+        &details.tags,
+        details.notes
+    )
+    .execute(pool)
+    .await?;
+    get(pool, scope).await
 }
 
 /// Stores the hash of a new run token (the previous token stops working). Called by whoever
