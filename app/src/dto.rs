@@ -1223,7 +1223,7 @@ mod tests {
         assert!(problems[0].contains("key=value") && problems[1].contains("must be a number"));
         let (inverted, problems) = s("=1", "m", "2", "1").checked();
         assert_eq!(
-            (inverted.config, inverted.min(), inverted.max()),
+            (inverted.min(), inverted.max(), inverted.config),
             (None, None, None)
         );
         assert!(problems.iter().any(|p| p.contains("above")), "{problems:?}");
