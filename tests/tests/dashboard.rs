@@ -688,3 +688,90 @@ async fn the_run_page_follows_the_jobs_output_without_a_reload(pool: Pool) -> an
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+/// Issue 43: what a W&B user does with a run besides watching it, through the pages: rename,
+/// tag and annotate it, find it by tag on the runs list, launch it again with changes (the
+/// launch form starts from its configuration) and delete it.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn an_editor_tags_finds_launches_again_and_deletes_a_run(pool: Pool) -> anyhow::Result<()> {
+    let (server, db, tag) = start(pool, "manage").await?;
+    let email = format!("ed-{tag}@example.org");
+    let mut browser = Browser::start().await?;
+    let c = browser.client.clone();
+    c.set_window_size(1280, 1400).await?;
+    spade_e2e::register(&c, &server, "Ed Editor", &email, "correct horse battery").await?;
+    let user = spade_e2e::user_id(&db, &email).await?;
+    let (team, project) = team_and_project(&db, user, &format!("lab-{tag}"), "demo").await?;
+    let mut ids = Vec::new();
+    for name in ["alpha", "beta"] {
+        let scope = run_in(&db, &team, user, project, name, &demo_config(7, 0.28)?, 7).await?;
+        let mut b = spade_db::ingest::begin(&db, &scope).await?;
+        b.run_started("e2e", 8).await?;
+        b.progress(8, 8, "done").await?;
+        b.finished(spade_db::RunStatus::Succeeded, "").await?;
+        b.commit().await?;
+        ids.push(scope.run_id());
+    }
+    let (alpha, beta) = (ids[0], ids[1]);
+
+    c.goto(&format!("{}/runs/{alpha}", server.url)).await?;
+    spade_e2e::wait_hydrated(&c, Instant::now()).await?;
+    spade_e2e::click(&c, "#edit-run summary").await?;
+    fill(&c, "run-edit-name", "alpha lr sweep").await?;
+    fill(&c, "run-edit-tags", "sweep, lr 1e-6").await?;
+    fill(&c, "run-edit-notes", "KL blew up at step 40").await?;
+    spade_e2e::click(&c, "#run-edit-save").await?;
+    wait_for(&c, "#run-notes").await?;
+    assert_eq!(text_of(&c, "h1").await?, "alpha lr sweep");
+    assert_eq!(text_of(&c, "#run-notes").await?, "KL blew up at step 40");
+    let tags = text_of(&c, ".run-details .tags").await?;
+    assert!(tags.contains("sweep") && tags.contains("lr 1e-6"), "{tags}");
+    browser.screenshot("dashboard-run-tags-notes").await?;
+
+    // The tag is a link to the runs that carry it.
+    spade_e2e::click(&c, ".run-details a.tag").await?;
+    wait_for_path(&c, "/runs?tag=sweep").await?;
+    wait_for(&c, "#runs-table").await?;
+    let table = text_of(&c, "#runs-table tbody").await?;
+    assert!(
+        table.contains("alpha lr sweep") && !table.contains("beta"),
+        "{table}"
+    );
+    browser.screenshot("dashboard-runs-by-tag").await?;
+
+    // Run again with changes: the launch form holds the run's configuration and a new name.
+    c.goto(&format!("{}/runs/{alpha}", server.url)).await?;
+    wait_for(&c, "#clone-run").await?;
+    spade_e2e::click(&c, "#clone-run").await?;
+    wait_for_path(&c, &format!("/runs/new?from={alpha}")).await?;
+    wait_for(&c, "#launch-name").await?;
+    let name = c
+        .find(Locator::Id("launch-name"))
+        .await?
+        .prop("value")
+        .await?
+        .unwrap_or_default();
+    assert_eq!(name, "alpha lr sweep-again");
+    browser.screenshot("dashboard-launch-again").await?;
+
+    // Delete, confirmed: back on the runs list without it.
+    c.goto(&format!("{}/runs/{beta}", server.url)).await?;
+    wait_for(&c, "#delete-run summary").await?;
+    spade_e2e::click(&c, "#delete-run summary").await?;
+    browser.screenshot("dashboard-run-delete-confirm").await?;
+    spade_e2e::click(&c, "#delete-run-confirm").await?;
+    wait_for(&c, "#runs-table").await?;
+    let table = text_of(&c, "#runs-table tbody").await?;
+    assert!(
+        !table.contains("beta") && table.contains("alpha lr sweep"),
+        "{table}"
+    );
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM runs WHERE id = $1")
+        .bind(beta)
+        .fetch_one(&db)
+        .await?;
+    assert_eq!(left, 0);
+    browser.close().await?;
+    server.stop().await;
+    Ok(())
+}
