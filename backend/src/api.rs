@@ -379,6 +379,14 @@ pub fn endpoints() -> Vec<Endpoint> {
         ),
         ep(
             "get",
+            "/runs/{run_id}/checkpoints/{step}/download",
+            "artifacts",
+            User,
+            "A checkpoint's files as a zip (stored, streamed; regular files only)",
+            get(artifacts::checkpoint_zip),
+        ),
+        ep(
+            "get",
             "/runs/{run_id}/benchmarks",
             "artifacts",
             User,

@@ -312,6 +312,33 @@ pub fn BenchmarksSection(run_id: i64, data: BenchmarksDto, csrf: String) -> impl
             </details>
         }
     });
+    // Every member may download a checkpoint's files (a zip of its directory).
+    let downloads = (!data.checkpoints.is_empty()).then(|| {
+        let mut steps = data.checkpoints.clone();
+        steps.sort_unstable();
+        let links = steps
+            .into_iter()
+            .map(|step| {
+                view! {
+                    <li>
+                        <a
+                            href=format!("/api/v1/runs/{run_id}/checkpoints/{step}/download")
+                            download=format!("run-{run_id}-step-{step}.zip")
+                        >
+                            {format!("step {step}")}
+                        </a>
+                    </li>
+                }
+            })
+            .collect_view();
+        view! {
+            <div class="checkpoint-downloads" id="checkpoint-downloads">
+                <h3>"Checkpoints"</h3>
+                <p class="help">"Each one's files as a zip (step 0 is the model the run started from)."</p>
+                <ul class="inline-list">{links}</ul>
+            </div>
+        }
+    });
     let form = (data.can_evaluate && !data.checkpoints.is_empty()).then(|| {
         let newest = data.checkpoints.iter().max().copied().unwrap_or(0);
         let options = data
@@ -365,6 +392,7 @@ pub fn BenchmarksSection(run_id: i64, data: BenchmarksDto, csrf: String) -> impl
             {chart}
             {table_views}
             {evals}
+            {downloads}
             {form}
         </section>
     }

@@ -1,4 +1,5 @@
-//! Checkpoints and benchmark results of a run (read-only; workers report them via ingestion).
+//! Checkpoints and benchmark results of a run (read-only; workers report them via ingestion),
+//! and a checkpoint's files as a zip download.
 
 use crate::AppState;
 use crate::auth::AuthUser;
@@ -21,6 +22,89 @@ pub async fn checkpoints(
     Ok(Json(
         service::artifacts::checkpoints(&state.ctx, &scope).await?,
     ))
+}
+
+/// Chunks of a checkpoint zip in flight between the writing thread and the response.
+const ZIP_CHUNKS_IN_FLIGHT: usize = 8;
+
+/// `GET /runs/{id}/checkpoints/{step}/download`: the checkpoint's directory as a zip (stored,
+/// not compressed: weights do not shrink), streamed as it is read, so a checkpoint of any size
+/// needs a few chunks of memory. Only regular files inside the directory go in (a link could
+/// point anywhere on the server). Another team's run, or a step without a checkpoint, is a 404.
+pub async fn checkpoint_zip(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath((run_id, step)): ApiPath<(i64, i64)>,
+) -> ApiResult<Response> {
+    use axum::http::header;
+    use axum::response::IntoResponse;
+    let scope = member_scope(&state.ctx, &auth.caller(), run_id).await?;
+    let dir = service::artifacts::checkpoint_dir(&state.ctx, &scope, step).await?;
+    let files = service::artifacts::checkpoint_files(&dir)?;
+    let (tx, rx) =
+        tokio::sync::mpsc::channel::<std::io::Result<axum::body::Bytes>>(ZIP_CHUNKS_IN_FLIGHT);
+    tokio::task::spawn_blocking(move || {
+        let sink = ChannelWriter { tx: tx.clone() };
+        if let Err(e) = write_zip(sink, &dir, &files) {
+            // The client sees a cut-off body (the zip has no central directory), the log why.
+            tracing::warn!(run_id, step, error = %e, "checkpoint download stopped");
+            let _ = tx.blocking_send(Err(e));
+        }
+    });
+    let body = axum::body::Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/zip".to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"run-{run_id}-step-{step}.zip\""),
+            ),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// Writes `files` (relative to `dir`) into a zip on `sink`, front to back.
+fn write_zip(
+    sink: ChannelWriter,
+    dir: &std::path::Path,
+    files: &[std::path::PathBuf],
+) -> std::io::Result<()> {
+    use zip::write::SimpleFileOptions;
+    let mut zip = zip::ZipWriter::new_stream(sink);
+    for rel in files {
+        let path = dir.join(rel);
+        let mut f = std::fs::File::open(&path)?;
+        let len = f.metadata()?.len();
+        let opts = SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            .large_file(len >= u64::from(u32::MAX));
+        zip.start_file(rel.to_string_lossy(), opts)
+            .map_err(std::io::Error::other)?;
+        std::io::copy(&mut f, &mut zip)?;
+    }
+    zip.finish().map_err(std::io::Error::other)?;
+    Ok(())
+}
+
+/// A `Write` that sends what it is given to the response, waiting while the client is slow;
+/// a client that went away ends the writing.
+struct ChannelWriter {
+    tx: tokio::sync::mpsc::Sender<std::io::Result<axum::body::Bytes>>,
+}
+
+impl std::io::Write for ChannelWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.tx
+            .blocking_send(Ok(axum::body::Bytes::copy_from_slice(buf)))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "client went away"))?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 pub async fn benchmarks(

@@ -81,6 +81,45 @@ pub async fn checkpoints(ctx: &Ctx, scope: &RunScope) -> ServiceResult<Vec<dto::
         .collect())
 }
 
+/// The directory of run `scope`'s checkpoint at `step` for a download, held to the path rule
+/// as an evaluation's is; `NotFound("checkpoint")` when the run has none at that step.
+pub async fn checkpoint_dir(
+    ctx: &Ctx,
+    scope: &RunScope,
+    step: i64,
+) -> ServiceResult<std::path::PathBuf> {
+    checked_checkpoint(ctx, scope, step, "step")
+        .await?
+        .map(std::path::PathBuf::from)
+        .ok_or(spade_db::DbError::NotFound("checkpoint").into())
+}
+
+/// The regular files under a checkpoint directory, relative to it and sorted; links and
+/// anything else that is not a plain file or directory are left out (a link could name any
+/// file on the server).
+pub fn checkpoint_files(dir: &std::path::Path) -> ServiceResult<Vec<std::path::PathBuf>> {
+    let mut out = Vec::new();
+    let mut todo = vec![std::path::PathBuf::new()];
+    while let Some(rel) = todo.pop() {
+        let entries = std::fs::read_dir(dir.join(&rel))
+            .map_err(|e| super::ServiceError::Internal(anyhow::Error::new(e)))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| super::ServiceError::Internal(anyhow::Error::new(e)))?;
+            let kind = entry
+                .file_type()
+                .map_err(|e| super::ServiceError::Internal(anyhow::Error::new(e)))?;
+            let path = rel.join(entry.file_name());
+            if kind.is_dir() {
+                todo.push(path);
+            } else if kind.is_file() {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// The stored path of run `scope`'s checkpoint at `step`, held again to the path rule before
 /// an evaluation loads it (a row stored before the rule, or a root an administrator has since
 /// removed, is refused with a 422 about `field`); `None` when there is no such checkpoint.

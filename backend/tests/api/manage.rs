@@ -336,3 +336,74 @@ async fn a_run_is_launched_again_from_its_own_configuration(pool: sqlx::PgPool) 
     assert!(!theirs.text().contains("0.83"), "nothing of the run leaks");
     Ok(())
 }
+
+/// A checkpoint downloads as a zip of its directory's regular files, byte for byte; a link
+/// inside it that points elsewhere on the server is left out; another team's run and a step
+/// without a checkpoint are 404s.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn a_checkpoint_downloads_as_a_zip_and_never_for_another_team(
+    pool: sqlx::PgPool,
+) -> TestResult {
+    use crate::support::checkpoint_in;
+    let dir = tempfile::tempdir()?;
+    let app = TestApp::with_checkpoint_roots(pool, dir.path());
+    let ada = app.user("ada@example.org").await;
+    let (_, _, run) = app.team_project_run(&ada, "lab").await;
+    let ckpt = checkpoint_in(dir.path(), run, "checkpoints/step-3");
+    let weights: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(format!("{ckpt}/model.safetensors"), &weights)?;
+    std::fs::write(format!("{ckpt}/config.json"), br#"{"hidden_size": 64}"#)?;
+    std::fs::create_dir_all(format!("{ckpt}/optimizer"))?;
+    std::fs::write(format!("{ckpt}/optimizer/state.bin"), b"moments")?;
+    let secret = dir.path().join("server-secret.txt");
+    std::fs::write(&secret, b"not for download")?;
+    std::os::unix::fs::symlink(&secret, format!("{ckpt}/leak.txt"))?;
+    app.ingest_as_worker(
+        &ada,
+        run,
+        vec![Message::Checkpoint {
+            step: 3,
+            path: ckpt.clone(),
+            bytes: weights.len() as u64,
+        }],
+    )
+    .await;
+    let r = app
+        .get(&format!("/api/v1/runs/{run}/checkpoints/3/download"), &ada)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.header("content-type"), "application/zip");
+    assert!(
+        r.header("content-disposition")
+            .contains(&format!("run-{run}-step-3.zip"))
+    );
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(r.body.clone()))?;
+    let mut names: Vec<String> = zip
+        .file_names()
+        .map(|n| n.map(|n| n.into_owned()))
+        .collect::<Result<_, _>>()?;
+    names.sort();
+    assert_eq!(
+        names,
+        ["config.json", "model.safetensors", "optimizer/state.bin"],
+        "regular files only: the link is left out"
+    );
+    let mut got = Vec::new();
+    std::io::Read::read_to_end(&mut zip.by_name("model.safetensors")?, &mut got)?;
+    assert_eq!(got, weights, "byte for byte");
+
+    let missing = app
+        .get(&format!("/api/v1/runs/{run}/checkpoints/4/download"), &ada)
+        .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND, "{}", missing.text());
+    let eve = app.user("eve@example.org").await;
+    let theirs = app
+        .get(&format!("/api/v1/runs/{run}/checkpoints/3/download"), &eve)
+        .await;
+    assert_eq!(theirs.status, StatusCode::NOT_FOUND, "{}", theirs.text());
+    assert!(!theirs.text().contains("hidden_size"));
+    // The run page links it.
+    let page = app.get(&format!("/runs/{run}"), &ada).await.text();
+    assert!(page.contains(&format!("/api/v1/runs/{run}/checkpoints/3/download")));
+    Ok(())
+}
