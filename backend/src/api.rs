@@ -366,7 +366,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/runs/{run_id}/log.txt",
             "runs",
             User,
-            "The run's log as a file: the last MiB of its job output, or the lines its worker reported",
+            "The run's log as a file: the last MiB of its job output, or the lines its worker reported; grep=TEXT keeps the lines that contain it",
             get(logs::log_file),
         ),
         ep(

@@ -26,17 +26,48 @@ pub struct JobLogs {
     pub logs: Option<String>,
 }
 
+/// `log.txt`'s search.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSearch {
+    /// Only the lines that contain this text, ignoring case.
+    pub grep: Option<String>,
+}
+
+/// Characters of a log search.
+const MAX_GREP_CHARS: usize = 200;
+
 /// `GET /api/v1/runs/{run_id}/log.txt`: the run's log as a file (the last MiB of its job
-/// output, or the lines its worker reported), for the run page's "Download log".
+/// output, or the lines its worker reported), for the run page's "Download log"; with `grep`,
+/// only the lines that contain it (ignoring case).
 pub async fn log_file(
     State(state): State<AppState>,
     auth: AuthUser,
     ApiPath(run_id): ApiPath<i64>,
+    ApiQuery(q): ApiQuery<LogSearch>,
 ) -> ApiResult<axum::response::Response> {
     use axum::http::header;
     use axum::response::IntoResponse;
-    let text =
+    let grep = q.grep.filter(|g| !g.trim().is_empty());
+    if grep
+        .as_deref()
+        .is_some_and(|g| g.chars().count() > MAX_GREP_CHARS)
+    {
+        return Err(AppError::invalid(
+            "grep",
+            format!("a search of at most {MAX_GREP_CHARS} characters"),
+        ));
+    }
+    let mut text =
         crate::service::pages::log_file(&state.ctx, &auth.caller(), run_id, MAX_BYTES).await?;
+    if let Some(g) = grep {
+        let g = g.trim().to_lowercase();
+        text = text
+            .lines()
+            .filter(|l| l.to_lowercase().contains(&g))
+            .map(|l| format!("{l}\n"))
+            .collect();
+    }
     Ok((
         [
             (header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()),

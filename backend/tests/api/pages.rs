@@ -523,6 +523,23 @@ async fn a_runs_log_downloads_as_a_file(pool: sqlx::PgPool) -> TestResult {
         text.contains(lines[0]) && text.find(lines[0]) < text.find(lines[1]),
         "oldest first: {text}"
     );
+    // A search keeps the matching lines only, ignoring case.
+    let found = app
+        .get(
+            &format!("/api/v1/runs/{run}/log.txt?grep=2%20ACCEPTED"),
+            &ada,
+        )
+        .await;
+    assert_eq!(found.status, StatusCode::OK, "{}", found.text());
+    assert!(
+        found.text().contains(lines[1]) && !found.text().contains(lines[0]),
+        "{}",
+        found.text()
+    );
+    let long = "x".repeat(201);
+    app.get(&format!("/api/v1/runs/{run}/log.txt?grep={long}"), &ada)
+        .await
+        .assert_refused("grep", "at most 200", "an overlong search");
     let page = app.get(&format!("/runs/{run}"), &ada).await.text();
     assert!(
         page.contains(&format!("/api/v1/runs/{run}/log.txt")),
