@@ -183,6 +183,11 @@ mod source {
             from: Option<i64>,
         ) -> DataFuture<'a, Access<LaunchForm>>;
         fn teams<'a>(&'a self, req: &'a http::request::Parts) -> DataFuture<'a, Access<TeamsData>>;
+        /// The newest runs of each of the viewer's teams, for the compare page's picker.
+        fn run_choices<'a>(
+            &'a self,
+            req: &'a http::request::Parts,
+        ) -> DataFuture<'a, Access<Vec<crate::dto::RunChoice>>>;
         /// A run through a share link; no session needed. Unknown or revoked links are
         /// [`DataError::NotFound`].
         fn shared<'a>(
@@ -290,6 +295,13 @@ pub async fn load_run(run_id: i64) -> Result<Access<RunData>, ServerFnError> {
         clear_cookie(&opts, &crate::dto::new_share_cookie(run_id));
     }
     Ok(out)
+}
+
+/// The compare page's picker: the newest runs of each of the viewer's teams.
+#[server(prefix = "/ui", endpoint = "run_choices", input = GetUrl)]
+pub async fn load_run_choices() -> Result<Access<Vec<crate::dto::RunChoice>>, ServerFnError> {
+    let (data, parts) = context()?;
+    data.run_choices(&parts).await.map_err(to_sfn)
 }
 
 /// Several runs with their metrics, for the compare page.

@@ -1133,6 +1133,16 @@ impl RunSearch {
     }
 }
 
+/// A run the compare page's picker offers: any run of any of the viewer's teams.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunChoice {
+    pub id: i64,
+    pub team: String,
+    pub project: String,
+    pub name: String,
+    pub status: RunStatus,
+}
+
 /// One live update of a run page, as `GET /api/v1/runs/{id}/events` sends it: the SSE event name
 /// is [`RunEvent::name`] and the data this enum serialised (with its `type`). The server
 /// serialises it and the hydrated page deserialises the same type, so the two cannot drift.

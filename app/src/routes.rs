@@ -388,15 +388,21 @@ pub fn ComparePage() -> impl IntoView {
     );
     let band = pages::compare::Band::from_query(query_once("band").as_deref());
     let data = Resource::new(ids, data::load_compare);
+    let choices = Resource::new(|| (), |_| data::load_run_choices());
     view! {
         <Title text="Compare · SPADE Studio" />
         <Suspense fallback=loading>
             {move || Suspend::new(async move {
+                // The picker is a convenience: without it the comparison still shows.
+                let choices = match choices.await {
+                    Ok(Access::Granted(c)) => c,
+                    _ => Vec::new(),
+                };
                 match data.await {
                     Ok(Access::Granted(list)) => {
                         let benchmarks: Vec<(String, crate::dto::BenchmarksDto)> = list.iter().map(|d| (format!("{} (#{})", d.run.summary.name, d.run.summary.id), d.benchmarks.clone())).collect();
                         let (runs, metrics): (Vec<_>, Vec<_>) = list.into_iter().map(|d| (d.run, d.metrics)).unzip();
-                        view! { <pages::compare::CompareView runs metrics benchmarks settings band /> }.into_any()
+                        view! { <pages::compare::CompareView runs metrics benchmarks settings band choices /> }.into_any()
                     }
                     Ok(Access::LoginRequired) => not_shown(Ok(())),
                     Err(e) => not_shown(Err(e)),

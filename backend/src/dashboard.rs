@@ -209,6 +209,15 @@ impl DashboardData for Dashboard {
         })
     }
 
+    fn run_choices<'a>(&'a self, req: &'a Parts) -> DataFuture<'a, Access<Vec<dto::RunChoice>>> {
+        Box::pin(async move {
+            for_caller(self, req, async |a| {
+                pages::run_choices(&self.state.ctx, &a.caller()).await
+            })
+            .await
+        })
+    }
+
     fn teams<'a>(&'a self, req: &'a Parts) -> DataFuture<'a, Access<TeamsData>> {
         Box::pin(async move {
             for_caller(self, req, async |a| {

@@ -5,7 +5,7 @@
 use super::benchmarks::CompareBenchmarks;
 use super::flatten_config;
 use crate::charts::{ChartControls, ChartSettings, LineChart, Point, Series};
-use crate::dto::{BenchmarksDto, MetricSeries, RunDetail};
+use crate::dto::{BenchmarksDto, MetricSeries, RunChoice, RunDetail};
 use leptos::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -207,6 +207,68 @@ pub fn coverage(ends: &[f64]) -> Option<Cut> {
     })
 }
 
+/// Adds a run of any of the viewer's teams to the comparison (a GET form that keeps the runs
+/// shown), and removes one (a link without it): no address editing, across teams and projects.
+#[component]
+fn ComparePicker(shown: Vec<(i64, String)>, choices: Vec<RunChoice>) -> impl IntoView {
+    let ids: Vec<i64> = shown.iter().map(|(id, _)| *id).collect();
+    let href_without = |drop: i64| {
+        let rest: Vec<String> = ids
+            .iter()
+            .filter(|id| **id != drop)
+            .map(|id| format!("run={id}"))
+            .collect();
+        format!("/compare?{}", rest.join("&"))
+    };
+    let current = shown
+        .iter()
+        .map(|(id, name)| {
+            view! {
+                <li>
+                    {format!("{name} (#{id}) ")}
+                    <a href=href_without(*id) aria-label=format!("Remove {name} from the comparison")>"remove"</a>
+                </li>
+            }
+        })
+        .collect_view();
+    // One group per team and project, in the order the runs came (team by team, newest first).
+    let mut groups: Vec<(String, Vec<&RunChoice>)> = Vec::new();
+    for c in choices.iter().filter(|c| !ids.contains(&c.id)) {
+        let label = format!("{} / {}", c.team, c.project);
+        match groups.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, list)) => list.push(c),
+            None => groups.push((label, vec![c])),
+        }
+    }
+    let options = groups
+        .into_iter()
+        .map(|(label, list)| {
+            let opts = list
+                .into_iter()
+                .map(|c| {
+                    view! { <option value=c.id.to_string()>{format!("{} (#{}, {})", c.name, c.id, c.status.as_str())}</option> }
+                })
+                .collect_view();
+            view! { <optgroup label=label>{opts}</optgroup> }
+        })
+        .collect_view();
+    let hidden = ids
+        .iter()
+        .map(|id| view! { <input type="hidden" name="run" value=id.to_string() /> })
+        .collect_view();
+    view! {
+        <section class="card compare-picker" aria-label="Runs compared">
+            {(!shown.is_empty()).then(|| view! { <ul class="inline-list" id="compare-runs">{current}</ul> })}
+            <form method="get" action="/compare" class="inline-form">
+                {hidden}
+                <label for="compare-add">"Add a run"</label>
+                <select id="compare-add" name="run">{options}</select>
+                <button type="submit" id="compare-add-submit">"Add"</button>
+            </form>
+        </section>
+    }
+}
+
 /// The compare page for the runs in `runs`, with `metrics[i]` belonging to `runs[i]`.
 #[component]
 pub fn CompareView(
@@ -219,11 +281,20 @@ pub fn CompareView(
     /// What the seed groups' bands span.
     #[prop(default = Band::Range)]
     band: Band,
+    /// Runs of every team of the viewer, for the picker.
+    #[prop(default = Vec::new())]
+    choices: Vec<RunChoice>,
 ) -> impl IntoView {
+    let shown: Vec<(i64, String)> = runs
+        .iter()
+        .map(|r| (r.summary.id, r.summary.name.clone()))
+        .collect();
+    let picker = view! { <ComparePicker shown choices /> };
     if runs.len() < 2 {
         return view! {
             <h1>"Compare runs"</h1>
-            <p class="empty">"Pick two or more runs: tick them in the runs list and choose “Compare selected runs”."</p>
+            {picker}
+            <p class="empty">"Pick two or more runs: add them above, from any of your teams, or tick them in the runs list and choose “Compare selected runs”."</p>
         }
         .into_any();
     }
@@ -384,6 +455,7 @@ pub fn CompareView(
     view! {
         <h1>"Compare runs"</h1>
         <p class="sub">{names.join(" · ")}</p>
+        {picker}
         <section class="card" aria-labelledby="cfg-h">
             <h2 id="cfg-h">"Configuration differences"</h2>
             {if diff_empty {

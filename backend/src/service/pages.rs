@@ -152,6 +152,37 @@ pub async fn runs(ctx: &Ctx, caller: &Caller, q: &RunsQuery) -> ServiceResult<Ru
     })
 }
 
+/// Runs of each team the compare picker offers.
+const CHOICES_PER_TEAM: i64 = 100;
+
+/// The compare page's picker: the newest runs of every team the caller is in, team by team,
+/// with their projects' names.
+pub async fn run_choices(ctx: &Ctx, caller: &Caller) -> ServiceResult<Vec<dto::RunChoice>> {
+    let mut out = Vec::new();
+    for team in super::teams::teams_of(&ctx.db, caller.user_id).await? {
+        let scope = super::teams::member_team(ctx, caller, team.id).await?;
+        let projects: std::collections::BTreeMap<i64, String> = teams::projects(&ctx.db, &scope)
+            .await?
+            .into_iter()
+            .map(|p| (p.id, p.name))
+            .collect();
+        let args = super::runs::ListArgs {
+            limit: CHOICES_PER_TEAM,
+            ..Default::default()
+        };
+        for r in super::runs::page(&ctx.db, &scope, args).await?.items {
+            out.push(dto::RunChoice {
+                id: r.id,
+                team: team.name.clone(),
+                project: projects.get(&r.project_id).cloned().unwrap_or_default(),
+                name: r.name,
+                status: r.status,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// The chosen team's benchmark results, grouped by run (newest runs first).
 pub async fn benchmarks(
     ctx: &Ctx,

@@ -407,3 +407,50 @@ async fn a_checkpoint_downloads_as_a_zip_and_never_for_another_team(
     assert!(page.contains(&format!("/api/v1/runs/{run}/checkpoints/3/download")));
     Ok(())
 }
+
+/// The compare page picks runs from every team the viewer is in (no address editing), and
+/// offers nothing of a team the viewer is not in.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn the_compare_picker_offers_runs_of_every_team_of_the_viewer_only(
+    pool: sqlx::PgPool,
+) -> TestResult {
+    let app = TestApp::new(pool);
+    let ada = app.user("ada@example.org").await;
+    let bob = app.user("bob@example.org").await;
+    let eve = app.user("eve@example.org").await;
+    let (_, pa, a1) = app.team_project_run(&ada, "ada-lab").await;
+    let a2 = app.run_in(&ada, pa, "ada-second").await;
+    let (bob_team, _, b1) = app.team_project_run(&bob, "bob-lab").await;
+    let joined = app.join(&bob, bob_team, "ada@example.org", "viewer").await;
+    assert_eq!(joined.status, StatusCode::OK, "{}", joined.text());
+    let (_, _, e1) = app.team_project_run(&eve, "eve-lab").await;
+    let html = app.get(&format!("/compare?run={a1}"), &ada).await.text();
+    assert!(html.contains(r#"id="compare-add""#), "no picker");
+    for id in [a2, b1] {
+        assert!(
+            html.contains(&format!(r#"<option value="{id}">"#)),
+            "run {id} not offered"
+        );
+    }
+    assert!(
+        html.contains(r#"label="bob-lab / p""#),
+        "grouped by team and project"
+    );
+    assert!(
+        !html.contains(&format!(r#"<option value="{e1}">"#)),
+        "another team's run offered"
+    );
+    assert!(
+        !html.contains(&format!(r#"<option value="{a1}">"#)),
+        "a run already shown is not offered again"
+    );
+    let both = app.get(&format!("/compare?run={a1}&run={b1}"), &ada).await;
+    assert_eq!(both.status, StatusCode::OK, "{}", both.text());
+    let html = both.text();
+    assert!(html.contains(&format!("(#{a1})")) && html.contains(&format!("(#{b1})")));
+    assert!(
+        html.contains(&format!(r#"href="/compare?run={a1}""#)),
+        "remove b1 link"
+    );
+    Ok(())
+}
