@@ -48,6 +48,22 @@ async fn start(pool: Pool, test: &str) -> anyhow::Result<(TestServer, Pool, Stri
     Ok((server, pool, tag))
 }
 
+/// Registers `name` as `email` through the HTML form (which logs the browser in) and gives the
+/// new user a team `lab-TAG` with a project "demo": (user id, the user's team scope, project id).
+async fn signed_up_with_project(
+    c: &fantoccini::Client,
+    server: &TestServer,
+    db: &Pool,
+    name: &str,
+    email: &str,
+    tag: &str,
+) -> anyhow::Result<(i64, spade_db::TeamScope, i64)> {
+    spade_e2e::register(c, server, name, email, "correct horse battery").await?;
+    let user = spade_e2e::user_id(db, email).await?;
+    let (team, project) = team_and_project(db, user, &format!("lab-{tag}"), "demo").await?;
+    Ok((user, team, project))
+}
+
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]
 async fn a_new_user_registers_logs_in_and_reads_a_run(pool: Pool) -> anyhow::Result<()> {
     let (server, db, tag) = start(pool, "ada").await?;
@@ -473,9 +489,8 @@ async fn a_run_that_produced_nothing_is_flagged_beside_its_status(
     let email = format!("bo-{tag}@example.org");
     let mut browser = Browser::start().await?;
     let c = browser.client.clone();
-    spade_e2e::register(&c, &server, "Bo", &email, "correct horse battery").await?;
-    let user = spade_e2e::user_id(&db, &email).await?;
-    let (team, project) = team_and_project(&db, user, &format!("lab-{tag}"), "demo").await?;
+    let (user, team, project) =
+        signed_up_with_project(&c, &server, &db, "Bo", &email, &tag.to_string()).await?;
     let scope = run_in(
         &db,
         &team,
@@ -577,9 +592,8 @@ async fn the_run_page_follows_the_jobs_output_without_a_reload(pool: Pool) -> an
     let mut browser = Browser::start().await?;
     let c = browser.client.clone();
     c.set_window_size(1280, 1400).await?;
-    spade_e2e::register(&c, &server, "Fo Follow", &email, "correct horse battery").await?;
-    let user = spade_e2e::user_id(&pool, &email).await?;
-    let (team, project) = team_and_project(&pool, user, &format!("lab-{tag}"), "demo").await?;
+    let (user, team, project) =
+        signed_up_with_project(&c, &server, &pool, "Fo Follow", &email, &tag.to_string()).await?;
     let scope = run_in(
         &pool,
         &team,
@@ -699,9 +713,8 @@ async fn an_editor_tags_finds_launches_again_and_deletes_a_run(pool: Pool) -> an
     let mut browser = Browser::start().await?;
     let c = browser.client.clone();
     c.set_window_size(1280, 1400).await?;
-    spade_e2e::register(&c, &server, "Ed Editor", &email, "correct horse battery").await?;
-    let user = spade_e2e::user_id(&db, &email).await?;
-    let (team, project) = team_and_project(&db, user, &format!("lab-{tag}"), "demo").await?;
+    let (user, team, project) =
+        signed_up_with_project(&c, &server, &db, "Ed Editor", &email, &tag.to_string()).await?;
     let mut ids = Vec::new();
     for name in ["alpha", "beta"] {
         let scope = run_in(&db, &team, user, project, name, &demo_config(7, 0.28)?, 7).await?;

@@ -267,19 +267,15 @@ pub fn RunView(
                     // Cancelling stops the worker mid-run, so it asks first: a disclosure (no
                     // script needed) whose panel holds the form that really cancels.
                     {status.is_active().then(|| view! {
-                        <details class="confirm" id="cancel-run" on:keydown=crate::layout::close_on_escape>
-                            <summary class="button danger">"Cancel run"</summary>
-                            <div class="confirm-panel" role="group" aria-label="Confirm cancelling">
-                                <p>
-                                    "Stop this run? Its worker is stopped; the steps it finished "
-                                    "and their checkpoints stay, and Resume continues from the last one."
-                                </p>
-                                <form method="post" action=format!("/runs/{id}/cancel")>
-                                    <input type="hidden" name="csrf" value=csrf.clone() />
-                                    <button type="submit" class="danger" id="cancel-run-confirm">"Yes, cancel the run"</button>
-                                </form>
-                            </div>
-                        </details>
+                        <ConfirmAction
+                            id="cancel-run"
+                            label="Cancel run"
+                            group="Confirm cancelling"
+                            question="Stop this run? Its worker is stopped; the steps it finished and their checkpoints stay, and Resume continues from the last one."
+                            action=format!("/runs/{id}/cancel")
+                            confirm="Yes, cancel the run"
+                            csrf=csrf.clone()
+                        />
                     })}
                     {status.is_resumable().then(|| view! {
                         <form method="post" action=format!("/runs/{id}/resume")>
@@ -291,19 +287,15 @@ pub fn RunView(
                     // A run with a live job cannot be deleted (its worker would write to a
                     // run that is gone): cancel first, as the API says.
                     {(!status.is_active()).then(|| view! {
-                        <details class="confirm" id="delete-run" on:keydown=crate::layout::close_on_escape>
-                            <summary class="button danger">"Delete run"</summary>
-                            <div class="confirm-panel" role="group" aria-label="Confirm deleting">
-                                <p>
-                                    "Delete this run for good? Its metrics, environments, plays, "
-                                    "evaluations and share links go with it."
-                                </p>
-                                <form method="post" action=format!("/runs/{id}/delete")>
-                                    <input type="hidden" name="csrf" value=csrf.clone() />
-                                    <button type="submit" class="danger" id="delete-run-confirm">"Yes, delete the run"</button>
-                                </form>
-                            </div>
-                        </details>
+                        <ConfirmAction
+                            id="delete-run"
+                            label="Delete run"
+                            group="Confirm deleting"
+                            question="Delete this run for good? Its metrics, environments, plays, evaluations and share links go with it."
+                            action=format!("/runs/{id}/delete")
+                            confirm="Yes, delete the run"
+                            csrf=csrf.clone()
+                        />
                     })}
                 </div>
             }
@@ -480,6 +472,33 @@ pub fn RunView(
             </section>
         </div>
         <BenchmarksSection run_id=id data=benchmarks csrf=bench_csrf />
+    }
+}
+
+/// A button that asks first: a disclosure (no script needed) whose panel holds the POST form
+/// that really acts. `{id}-confirm` is the confirming button's id.
+#[component]
+fn ConfirmAction(
+    id: &'static str,
+    label: &'static str,
+    /// The panel's accessible name.
+    group: &'static str,
+    question: &'static str,
+    action: String,
+    confirm: &'static str,
+    csrf: String,
+) -> impl IntoView {
+    view! {
+        <details class="confirm" id=id on:keydown=crate::layout::close_on_escape>
+            <summary class="button danger">{label}</summary>
+            <div class="confirm-panel" role="group" aria-label=group>
+                <p>{question}</p>
+                <form method="post" action=action>
+                    <input type="hidden" name="csrf" value=csrf />
+                    <button type="submit" class="danger" id=format!("{id}-confirm")>{confirm}</button>
+                </form>
+            </div>
+        </details>
     }
 }
 
