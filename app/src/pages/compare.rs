@@ -240,6 +240,7 @@ fn ComparePicker(shown: Vec<(i64, String)>, choices: Vec<RunChoice>) -> impl Int
             None => groups.push((label, vec![c])),
         }
     }
+    let nothing_to_add = groups.is_empty();
     let options = groups
         .into_iter()
         .map(|(label, list)| {
@@ -259,12 +260,18 @@ fn ComparePicker(shown: Vec<(i64, String)>, choices: Vec<RunChoice>) -> impl Int
     view! {
         <section class="card compare-picker" aria-label="Runs compared">
             {(!shown.is_empty()).then(|| view! { <ul class="inline-list" id="compare-runs">{current}</ul> })}
-            <form method="get" action="/compare" class="inline-form">
-                {hidden}
-                <label for="compare-add">"Add a run"</label>
-                <select id="compare-add" name="run">{options}</select>
-                <button type="submit" id="compare-add-submit">"Add"</button>
-            </form>
+            {if nothing_to_add {
+                view! { <p class="help" id="compare-none">"No other runs in your teams to add."</p> }.into_any()
+            } else {
+                view! {
+                    <form method="get" action="/compare" class="inline-form">
+                        {hidden}
+                        <label for="compare-add">"Add a run"</label>
+                        <select id="compare-add" name="run">{options}</select>
+                        <button type="submit" id="compare-add-submit">"Add"</button>
+                    </form>
+                }.into_any()
+            }}
         </section>
     }
 }

@@ -452,5 +452,8 @@ async fn the_compare_picker_offers_runs_of_every_team_of_the_viewer_only(
         html.contains(&format!(r#"href="/compare?run={a1}""#)),
         "remove b1 link"
     );
+    // Eve's one run shown, nothing else to offer: said, rather than an empty list.
+    let html = app.get(&format!("/compare?run={e1}"), &eve).await.text();
+    assert!(html.contains(r#"id="compare-none""#) && !html.contains(r#"id="compare-add""#));
     Ok(())
 }
