@@ -16,6 +16,7 @@ pub mod teams;
 
 use crate::AppState;
 use crate::auth::routes as auth_routes;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, patch, post, put};
 
 /// How a route authenticates.
@@ -498,4 +499,24 @@ pub fn endpoints() -> Vec<Endpoint> {
             post(evaluations::results),
         ),
     ]
+}
+
+/// A download: `body` as `content_type`, saved by the browser as `file`.
+pub(crate) fn attachment(
+    content_type: &str,
+    file: &str,
+    body: impl Into<axum::body::Body>,
+) -> Response {
+    use axum::http::header;
+    (
+        [
+            (header::CONTENT_TYPE, content_type.to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{file}\""),
+            ),
+        ],
+        body.into(),
+    )
+        .into_response()
 }

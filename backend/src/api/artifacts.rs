@@ -36,8 +36,6 @@ pub async fn checkpoint_zip(
     auth: AuthUser,
     ApiPath((run_id, step)): ApiPath<(i64, i64)>,
 ) -> ApiResult<Response> {
-    use axum::http::header;
-    use axum::response::IntoResponse;
     let scope = member_scope(&state.ctx, &auth.caller(), run_id).await?;
     let dir = service::artifacts::checkpoint_dir(&state.ctx, &scope, step).await?;
     let files = service::artifacts::checkpoint_files(&dir)?;
@@ -52,17 +50,11 @@ pub async fn checkpoint_zip(
         }
     });
     let body = axum::body::Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
-    Ok((
-        [
-            (header::CONTENT_TYPE, "application/zip".to_owned()),
-            (
-                header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"run-{run_id}-step-{step}.zip\""),
-            ),
-        ],
+    Ok(super::attachment(
+        "application/zip",
+        &format!("run-{run_id}-step-{step}.zip"),
         body,
-    )
-        .into_response())
+    ))
 }
 
 /// Writes `files` (relative to `dir`) into a zip on `sink`, front to back.

@@ -11,8 +11,7 @@ use crate::service::{self, environments::EnvQuery};
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures_util::StreamExt;
 use serde::Deserialize;
 use spade_app::dto::{EnvRecord, EnvRecordDetail, Page, ReviewDto};
@@ -106,18 +105,9 @@ pub async fn export_jsonl(
         }
     })
     .fuse();
-    Ok((
-        [
-            (
-                header::CONTENT_TYPE,
-                "application/jsonl; charset=utf-8".to_owned(),
-            ),
-            (
-                header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"run-{run_id}-environments.jsonl\""),
-            ),
-        ],
+    Ok(super::attachment(
+        "application/jsonl; charset=utf-8",
+        &format!("run-{run_id}-environments.jsonl"),
         Body::from_stream(body),
-    )
-        .into_response())
+    ))
 }

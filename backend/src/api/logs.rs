@@ -46,8 +46,6 @@ pub async fn log_file(
     ApiPath(run_id): ApiPath<i64>,
     ApiQuery(q): ApiQuery<LogSearch>,
 ) -> ApiResult<axum::response::Response> {
-    use axum::http::header;
-    use axum::response::IntoResponse;
     let grep = q.grep.filter(|g| !g.trim().is_empty());
     if grep
         .as_deref()
@@ -68,17 +66,11 @@ pub async fn log_file(
             .map(|l| format!("{l}\n"))
             .collect();
     }
-    Ok((
-        [
-            (header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()),
-            (
-                header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"run-{run_id}.log\""),
-            ),
-        ],
+    Ok(super::attachment(
+        "text/plain; charset=utf-8",
+        &format!("run-{run_id}.log"),
         text,
-    )
-        .into_response())
+    ))
 }
 
 pub async fn job_logs(

@@ -7,8 +7,7 @@ use crate::service::member_scope;
 use crate::service::{self, metrics::SeriesQuery};
 use axum::Json;
 use axum::extract::State;
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
 use spade_app::dto::{SeriesRecord, SeriesSummary};
 use spade_db::RunScope;
@@ -113,17 +112,7 @@ pub(crate) fn run_ids(runs: &str, max: usize) -> ApiResult<Vec<i64>> {
 }
 
 pub(crate) fn csv_response(file: String, csv: String) -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()),
-            (
-                header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"{file}\""),
-            ),
-        ],
-        csv,
-    )
-        .into_response()
+    super::attachment("text/csv; charset=utf-8", &file, csv)
 }
 
 /// The compare view's curves as one CSV (issue 20, item 14): every listed run's rows, in the

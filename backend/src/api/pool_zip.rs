@@ -17,8 +17,7 @@ use crate::service::export::{Export, ExportPages, ExportQuery};
 use crate::service::member_scope;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures_util::StreamExt;
 use spade::pool::{Card, POOL_CARD, POOL_JSONL, PoolBuilder, PoolEntry};
 use spade_db::RunScope;
@@ -89,17 +88,11 @@ async fn zip_response(state: &AppState, scope: RunScope, q: ExportQuery) -> ApiR
         }
     })
     .fuse();
-    Ok((
-        [
-            (header::CONTENT_TYPE, "application/zip".to_owned()),
-            (
-                header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"run-{run_id}-pool.zip\""),
-            ),
-        ],
+    Ok(super::attachment(
+        "application/zip",
+        &format!("run-{run_id}-pool.zip"),
         Body::from_stream(body),
-    )
-        .into_response())
+    ))
 }
 
 /// Where the body is: code files page by page, then the index piece by piece, then done.

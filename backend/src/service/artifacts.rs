@@ -98,16 +98,13 @@ pub async fn checkpoint_dir(
 /// anything else that is not a plain file or directory are left out (a link could name any
 /// file on the server).
 pub fn checkpoint_files(dir: &std::path::Path) -> ServiceResult<Vec<std::path::PathBuf>> {
+    let io = |e: std::io::Error| super::ServiceError::Internal(anyhow::Error::new(e));
     let mut out = Vec::new();
     let mut todo = vec![std::path::PathBuf::new()];
     while let Some(rel) = todo.pop() {
-        let entries = std::fs::read_dir(dir.join(&rel))
-            .map_err(|e| super::ServiceError::Internal(anyhow::Error::new(e)))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| super::ServiceError::Internal(anyhow::Error::new(e)))?;
-            let kind = entry
-                .file_type()
-                .map_err(|e| super::ServiceError::Internal(anyhow::Error::new(e)))?;
+        for entry in std::fs::read_dir(dir.join(&rel)).map_err(io)? {
+            let entry = entry.map_err(io)?;
+            let kind = entry.file_type().map_err(io)?;
             let path = rel.join(entry.file_name());
             if kind.is_dir() {
                 todo.push(path);

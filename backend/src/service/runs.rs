@@ -54,6 +54,18 @@ pub const MAX_NOTES_CHARS: usize = 10_000;
 /// Characters of a run's name (the table's check).
 pub const MAX_NAME_CHARS: usize = 200;
 
+/// A run's name, trimmed, as creating and renaming take it.
+fn checked_name(name: &str) -> ServiceResult<&str> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
+        return Err(ServiceError::invalid(
+            "name",
+            format!("must have 1 to {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    Ok(name)
+}
+
 /// One tag, trimmed, or what is wrong with it: 1-40 letters, digits, spaces and `-_.:/+`.
 pub fn check_tag(tag: &str) -> Result<String, String> {
     let t = tag.trim();
@@ -411,13 +423,7 @@ pub async fn create(
     if !scope.role().can_edit() {
         return Err(ServiceError::read_only());
     }
-    let name = req.name.trim();
-    if name.is_empty() || name.chars().count() > 200 {
-        return Err(ServiceError::invalid(
-            "name",
-            "must have 1 to 200 characters",
-        ));
-    }
+    let name = checked_name(&req.name)?;
     if !EXECUTORS.contains(&req.executor.as_str()) {
         return Err(ServiceError::invalid(
             "executor",
@@ -503,14 +509,7 @@ pub async fn update(
         notes: run.notes,
     };
     if let Some(name) = &req.name {
-        let name = name.trim();
-        if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
-            return Err(ServiceError::invalid(
-                "name",
-                format!("1 to {MAX_NAME_CHARS} characters"),
-            ));
-        }
-        details.name = name.to_owned();
+        details.name = checked_name(name)?.to_owned();
     }
     if let Some(tags) = &req.tags {
         let mut kept: Vec<String> = Vec::new();
