@@ -821,6 +821,48 @@ pub struct TeamDetail {
     /// The invitation this viewer made just now, with its link (shown once).
     #[serde(default)]
     pub new_invitation: Option<NewInvitation>,
+    /// API tokens: all of the team's for an owner, the viewer's own for anyone else.
+    #[serde(default)]
+    pub tokens: Vec<ApiTokenRecord>,
+    /// The token this viewer made just now (shown once).
+    #[serde(default)]
+    pub new_token: Option<CreatedApiToken>,
+}
+
+/// An API token as the team page and `GET /teams/{id}/tokens` show it (never the token).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiTokenRecord {
+    pub id: i64,
+    pub team_id: i64,
+    /// The member it acts as.
+    pub user_id: i64,
+    pub user_email: String,
+    pub name: String,
+    /// viewer or editor: the most it may do, and never more than its member may.
+    pub role: String,
+    pub created_at: String,
+    /// After this it is refused; `None` = until revoked.
+    pub expires_at: Option<String>,
+    pub last_used_at: Option<String>,
+    pub revoked_at: Option<String>,
+    /// Whether `expires_at` has passed, as the server saw it.
+    #[serde(default)]
+    pub expired: bool,
+}
+
+/// A token made just now: the record and the token itself, which is shown here and never again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatedApiToken {
+    #[serde(flatten)]
+    pub record: ApiTokenRecord,
+    /// Send it as `Authorization: Bearer <token>`.
+    pub token: String,
+}
+
+/// The cookie that carries a token the token form made just now to the page it redirects to,
+/// as `ID:TOKEN` (HttpOnly, a minute, the teams page only).
+pub fn new_token_cookie(team_id: i64) -> String {
+    format!("spade_new_token_{team_id}")
 }
 
 /// An open invitation into a team, as its owners see it (the API and the teams page). It names

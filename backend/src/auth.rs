@@ -10,6 +10,9 @@
 //!   never attaches that header on its own).
 //! - Every access token names its session; each request checks that the session is live, so
 //!   logout ends the session's access tokens at once, not when they expire.
+//! - Scripts send `Authorization: Bearer spt_…`, an API token a member made on the teams page
+//!   (`service::api_tokens`): it acts as that member inside one team, with at most its role,
+//!   and is looked up on every request, so revoking it (or the member leaving) refuses it at once.
 //! - Workers use per-run tokens (see `ingest`), share links their own tokens (see `api::shares`).
 
 pub mod jwt;
@@ -24,6 +27,7 @@ use crate::error::AppError;
 use axum::extract::FromRequestParts;
 use axum::http::{HeaderMap, Method, header, request::Parts};
 use jwt::{Signer, TokenError};
+use spade_db::api_tokens;
 use spade_db::users::{self, Registration, User};
 use std::time::Duration;
 
@@ -70,30 +74,85 @@ pub enum Via {
     Cookie,
 }
 
-/// The authenticated caller. Extracting it enforces the session check and, for cookie-based
-/// state changes, the CSRF check.
+/// What the caller authenticated with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    /// A login session (access token in a cookie or a bearer header).
+    Session(i64),
+    /// An API token: its member, inside its team only, at most its role (`api_tokens`).
+    ApiToken { id: i64, limit: spade_db::Limit },
+}
+
+/// The authenticated caller. Extracting it enforces the session (or API token) check and, for
+/// cookie-based state changes, the CSRF check.
 #[derive(Debug, Clone)]
 pub struct AuthUser {
     pub user: User,
-    pub session_id: i64,
+    pub credential: Credential,
     pub via: Via,
 }
 
 impl AuthUser {
-    /// Whether the session this request came with is still live (not logged out, revoked or
-    /// expired since): long-lived streams ask again as they run.
-    pub async fn session_is_live(&self, state: &AppState) -> bool {
-        matches!(
-            users::session_user(&state.ctx.db, self.session_id, self.user.id).await,
-            Ok(Some(_))
-        )
+    /// The login session, or `None` for an API token.
+    pub fn session_id(&self) -> Option<i64> {
+        match self.credential {
+            Credential::Session(id) => Some(id),
+            Credential::ApiToken { .. } => None,
+        }
     }
 
-    /// Who the service acts for: the service sees the user, never the request's credentials.
+    /// Whether the session (or API token) this request came with is still live (not logged
+    /// out, revoked or expired since): long-lived streams ask again as they run.
+    pub async fn session_is_live(&self, state: &AppState) -> bool {
+        match self.credential {
+            Credential::Session(sid) => matches!(
+                users::session_user(&state.ctx.db, sid, self.user.id).await,
+                Ok(Some(_))
+            ),
+            Credential::ApiToken { id, .. } => {
+                matches!(api_tokens::is_live(&state.ctx.db, id).await, Ok(true))
+            }
+        }
+    }
+
+    /// Who the service acts for: the service sees the user and, for an API token, its limit;
+    /// never the request's credentials.
     pub fn caller(&self) -> crate::service::Caller {
         crate::service::Caller {
             user_id: self.user.id,
+            limit: match self.credential {
+                Credential::Session(_) => None,
+                Credential::ApiToken { limit, .. } => Some(limit),
+            },
         }
+    }
+
+    /// The caller of an API token, checked against the database now: unknown, revoked,
+    /// expired, or its member gone from the team all read as one "invalid token".
+    async fn from_api_token(state: &AppState, token: &str) -> Result<Self, AppError> {
+        let refused = || {
+            AppError::unauthenticated(
+                "invalid_token",
+                "the API token is unknown, revoked or expired, or its member left the team",
+            )
+        };
+        if !crate::service::api_tokens::looks_like_token(token) {
+            return Err(refused());
+        }
+        let holder = api_tokens::holder(&state.ctx.db, &crate::tokens::hash_token(token))
+            .await?
+            .ok_or_else(refused)?;
+        Ok(AuthUser {
+            user: holder.user,
+            credential: Credential::ApiToken {
+                id: holder.token_id,
+                limit: spade_db::Limit {
+                    team_id: holder.team_id,
+                    role: holder.role,
+                },
+            },
+            via: Via::Bearer,
+        })
     }
 }
 
@@ -136,6 +195,9 @@ impl FromRequestParts<AppState> for AuthUser {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
         let (token, via) = match bearer(&parts.headers)? {
+            Some(t) if t.starts_with(crate::service::api_tokens::PREFIX) => {
+                return Self::from_api_token(state, t).await;
+            }
             Some(t) => (t, Via::Bearer),
             None => match cookie(&parts.headers, ACCESS_COOKIE) {
                 Some(t) => (t, Via::Cookie),
@@ -185,7 +247,7 @@ impl FromRequestParts<AppState> for AuthUser {
             ))?;
         Ok(AuthUser {
             user,
-            session_id: claims.sid,
+            credential: Credential::Session(claims.sid),
             via,
         })
     }

@@ -54,17 +54,20 @@ where
 {
     match d.auth(req).await {
         None => Ok(Access::LoginRequired),
-        Some(auth) => page(&auth).await.map(Access::Granted).map_err(service_err),
+        Some((auth, _)) => page(&auth).await.map(Access::Granted).map_err(service_err),
     }
 }
 
 impl Dashboard {
-    /// The authenticated caller, or `None` (no cookie, expired, revoked).
-    async fn auth(&self, req: &Parts) -> Option<AuthUser> {
+    /// The signed-in caller, or `None` (no cookie, expired, revoked). Pages are for people with
+    /// a session: an API token sees none of them.
+    async fn auth(&self, req: &Parts) -> Option<(AuthUser, i64)> {
         let mut parts = req.clone();
-        AuthUser::from_request_parts(&mut parts, &self.state)
+        let a = AuthUser::from_request_parts(&mut parts, &self.state)
             .await
-            .ok()
+            .ok()?;
+        let sid = a.session_id()?;
+        Some((a, sid))
     }
 
     /// The invitation of team `team_id` the invite form made just now (its `ID:CODE` cookie),
@@ -94,8 +97,8 @@ impl Dashboard {
 impl DashboardData for Dashboard {
     fn viewer<'a>(&'a self, req: &'a Parts) -> DataFuture<'a, Option<dto::Viewer>> {
         Box::pin(async move {
-            Ok(self.auth(req).await.map(|a| dto::Viewer {
-                csrf: self.state.auth.signer.csrf_token(a.session_id),
+            Ok(self.auth(req).await.map(|(a, sid)| dto::Viewer {
+                csrf: self.state.auth.signer.csrf_token(sid),
                 user: crate::auth::routes::account(&a.user).into(),
             }))
         })

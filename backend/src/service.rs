@@ -10,6 +10,7 @@
 //! ([`Caller`]) and answers [`ServiceError`], which the API and the pages each turn into their
 //! own responses.
 
+pub mod api_tokens;
 pub mod artifacts;
 pub mod charts;
 pub mod downsample;
@@ -28,7 +29,7 @@ pub use error::{ServiceError, ServiceResult};
 use crate::config::SchedulerSettings;
 use crate::events::EventHub;
 use paths::PathRoots;
-use spade_db::{RunScope, audit};
+use spade_db::{Limit, RunScope, TeamScope, audit};
 use std::sync::Arc;
 
 /// What the service reads and writes through: everything a call needs besides its arguments.
@@ -59,10 +60,48 @@ impl Ctx {
 }
 
 /// The signed-in user a change is made for (the API's and the pages' `AuthUser`, without the
-/// request's credentials).
+/// request's credentials). A caller with an API token carries its `limit`: every scope the
+/// service takes for it goes through [`Caller::team`] or [`Caller::run`], which keep it inside
+/// the token's team and role, and what only a person at a browser may do (teams, invitations,
+/// tokens, the account) asks [`Caller::in_person`] first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Caller {
     pub user_id: i64,
+    pub limit: Option<Limit>,
+}
+
+impl Caller {
+    /// A user signed in with a session: no limit beyond their memberships.
+    pub fn person(user_id: i64) -> Self {
+        Self {
+            user_id,
+            limit: None,
+        }
+    }
+
+    /// `scope` as this caller may hold it (an API token: its team only, at most its role).
+    pub fn team(&self, scope: TeamScope) -> ServiceResult<TeamScope> {
+        Ok(scope.limited(self.limit)?)
+    }
+
+    /// `scope` as this caller may hold it (an API token: its team's runs only, at most its
+    /// role).
+    pub fn run(&self, scope: RunScope) -> ServiceResult<RunScope> {
+        Ok(scope.limited(self.limit)?)
+    }
+
+    /// Refuses API tokens: `what` is for a person with a session.
+    pub fn in_person(&self, what: &str) -> ServiceResult<()> {
+        match self.limit {
+            None => Ok(()),
+            Some(_) => Err(ServiceError::Forbidden {
+                code: "api_token",
+                message: format!(
+                    "an API token cannot {what}; it acts only on its own team's projects and runs"
+                ),
+            }),
+        }
+    }
 }
 
 /// The email lower-cased, if it is shaped like an address: the rule of registration, which
@@ -105,7 +144,7 @@ pub async fn member_scope(
     caller: &Caller,
     run_id: i64,
 ) -> Result<RunScope, ServiceError> {
-    Ok(RunScope::for_member(&ctx.db, caller.user_id, run_id).await?)
+    caller.run(RunScope::for_member(&ctx.db, caller.user_id, run_id).await?)
 }
 
 /// The caller's access to a run, which must allow changes (editor or owner).

@@ -124,6 +124,8 @@ fn teams_page_gives_owner_controls_to_owners_only() {
         }],
         invitations: vec![],
         new_invitation: None,
+        tokens: Vec::new(),
+        new_token: None,
     };
     let data = TeamsData {
         viewer_id: 1,

@@ -1,6 +1,7 @@
-//! Teams, members, invitations and projects, over [`service::teams`]: managing members and
-//! invitations needs the owner role; creating projects the editor role; reading any
-//! membership; answering an invitation being the account it was sent to, with its code.
+//! Teams, members, invitations, API tokens and projects, over [`service::teams`] and
+//! [`service::api_tokens`]: managing members and invitations needs the owner role; creating
+//! projects and API tokens the editor role; reading any membership; answering an invitation
+//! being the account it was sent to, with its code.
 
 use crate::AppState;
 use crate::auth::AuthUser;
@@ -10,8 +11,12 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
+use service::api_tokens::{self, CreateTokenRequest};
 use service::teams::invitations;
-use spade_app::dto::{IncomingInvitation, InvitationRecord, MemberDto, ProjectRecord, TeamRecord};
+use spade_app::dto::{
+    ApiTokenRecord, CreatedApiToken, IncomingInvitation, InvitationRecord, MemberDto,
+    ProjectRecord, TeamRecord,
+};
 use spade_db::Role;
 use spade_db::teams::invitations::Answer;
 
@@ -33,7 +38,7 @@ pub async fn list(
     auth: AuthUser,
 ) -> ApiResult<Json<Vec<TeamRecord>>> {
     Ok(Json(
-        service::teams::teams_of(&state.ctx.db, auth.user.id).await?,
+        service::teams::teams_of(&state.ctx.db, &auth.caller()).await?,
     ))
 }
 
@@ -162,4 +167,35 @@ pub async fn create_project(
 ) -> ApiResult<(StatusCode, Json<ProjectRecord>)> {
     let p = service::teams::create_project(&state.ctx, &auth.caller(), team_id, &req.name).await?;
     Ok((StatusCode::CREATED, Json(p)))
+}
+
+pub async fn tokens(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(team_id): ApiPath<i64>,
+) -> ApiResult<Json<Vec<ApiTokenRecord>>> {
+    Ok(Json(
+        api_tokens::list(&state.ctx, &auth.caller(), team_id).await?,
+    ))
+}
+
+/// `201` with the token, which is never shown again.
+pub async fn create_token(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath(team_id): ApiPath<i64>,
+    ApiJson(req): ApiJson<CreateTokenRequest>,
+) -> ApiResult<(StatusCode, Json<CreatedApiToken>)> {
+    let t = api_tokens::create(&state.ctx, &auth.caller(), team_id, &req).await?;
+    Ok((StatusCode::CREATED, Json(t)))
+}
+
+pub async fn revoke_token(
+    State(state): State<AppState>,
+    auth: AuthUser,
+    ApiPath((team_id, id)): ApiPath<(i64, i64)>,
+) -> ApiResult<Json<ApiTokenRecord>> {
+    Ok(Json(
+        api_tokens::revoke(&state.ctx, &auth.caller(), team_id, id).await?,
+    ))
 }

@@ -318,7 +318,15 @@ pub async fn logout(
     auth: AuthUser,
 ) -> ApiResult<Response> {
     let secure = cookies_secure(&state, &headers);
-    users::revoke_session(&state.ctx.db, auth.session_id, auth.user.id).await?;
+    let Some(session_id) = auth.session_id() else {
+        return Err(AppError::Forbidden {
+            code: "api_token",
+            message: "an API token has no session to log out of; revoke it on the teams page \
+                      or with DELETE /api/v1/teams/{team_id}/tokens/{token_id}"
+                .into(),
+        });
+    };
+    users::revoke_session(&state.ctx.db, session_id, auth.user.id).await?;
     state.ctx.events.access_changed();
     let mut resp = StatusCode::NO_CONTENT.into_response();
     let h = resp.headers_mut();

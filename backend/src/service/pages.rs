@@ -95,7 +95,7 @@ async fn chosen_team(
     caller: &Caller,
     team: Option<i64>,
 ) -> ServiceResult<(Vec<dto::TeamDto>, Option<TeamScope>)> {
-    let mine = super::teams::teams_of(&ctx.db, caller.user_id).await?;
+    let mine = super::teams::teams_of(&ctx.db, caller).await?;
     let first = mine.first().map(|t| t.id);
     let dtos = mine.into_iter().map(dto::TeamDto::from).collect();
     let Some(team_id) = team.or(first) else {
@@ -159,7 +159,7 @@ const CHOICES_PER_TEAM: i64 = 100;
 /// with their projects' names.
 pub async fn run_choices(ctx: &Ctx, caller: &Caller) -> ServiceResult<Vec<dto::RunChoice>> {
     let mut out = Vec::new();
-    for team in super::teams::teams_of(&ctx.db, caller.user_id).await? {
+    for team in super::teams::teams_of(&ctx.db, caller).await? {
         let scope = super::teams::member_team(ctx, caller, team.id).await?;
         let projects: std::collections::BTreeMap<i64, String> = teams::projects(&ctx.db, &scope)
             .await?
@@ -274,13 +274,14 @@ pub async fn environment(
     environments::page_detail(&ctx.db, &scope, env_id, run.name).await
 }
 
-/// The teams page: every team of the caller with its members, projects and (owners only) open
-/// invitations, and the invitations addressed to the caller. The page adds the link of an
+/// The teams page: every team of the caller with its members, projects, API tokens (owners all,
+/// others their own) and (owners only) open invitations, and the invitations addressed to the
+/// caller. The page adds the link of an
 /// invitation made just now, which only its request knows.
 pub async fn teams(ctx: &Ctx, caller: &Caller) -> ServiceResult<TeamsData> {
     let db = &ctx.db;
     let mut out = Vec::new();
-    for t in super::teams::teams_of(db, caller.user_id).await? {
+    for t in super::teams::teams_of(db, caller).await? {
         let scope = super::teams::member_team(ctx, caller, t.id).await?;
         let members = super::teams::members(db, &scope).await?;
         let projects = super::teams::projects(db, &scope)
@@ -294,12 +295,15 @@ pub async fn teams(ctx: &Ctx, caller: &Caller) -> ServiceResult<TeamsData> {
         } else {
             Vec::new()
         };
+        let tokens = super::api_tokens::list(ctx, caller, t.id).await?;
         out.push(dto::TeamDetail {
             team: t.into(),
             members,
             projects,
             invitations,
             new_invitation: None,
+            tokens,
+            new_token: None,
         });
     }
     Ok(TeamsData {

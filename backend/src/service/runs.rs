@@ -419,7 +419,7 @@ pub async fn create(
     project_id: i64,
     req: &CreateRun,
 ) -> ServiceResult<dto::RunRecord> {
-    let scope = TeamScope::for_project(&ctx.db, caller.user_id, project_id).await?;
+    let scope = caller.team(TeamScope::for_project(&ctx.db, caller.user_id, project_id).await?)?;
     if !scope.role().can_edit() {
         return Err(ServiceError::read_only());
     }

@@ -53,13 +53,21 @@ pub fn member(m: Member) -> dto::MemberDto {
     }
 }
 
-/// The user's teams, with their role in each.
-pub async fn teams_of(db: &Pool, user_id: i64) -> ServiceResult<Vec<dto::TeamRecord>> {
-    Ok(teams::teams_of(db, user_id)
-        .await?
-        .iter()
-        .map(team)
-        .collect())
+/// The caller's teams, with their role in each (an API token: its own team, at most its role).
+pub async fn teams_of(db: &Pool, caller: &Caller) -> ServiceResult<Vec<dto::TeamRecord>> {
+    Ok(limited_teams(db, caller).await?.iter().map(team).collect())
+}
+
+/// The caller's teams as the database has them, each with the role the caller holds in it.
+async fn limited_teams(db: &Pool, caller: &Caller) -> ServiceResult<Vec<Team>> {
+    let mut all = teams::teams_of(db, caller.user_id).await?;
+    if let Some(limit) = caller.limit {
+        all.retain(|t| t.id == limit.team_id);
+        for t in &mut all {
+            t.role = t.role.min(limit.role);
+        }
+    }
+    Ok(all)
 }
 
 pub async fn members(db: &Pool, scope: &TeamScope) -> ServiceResult<Vec<dto::MemberDto>> {
@@ -86,7 +94,7 @@ pub async fn team_scope(
     team_id: i64,
     need: Role,
 ) -> ServiceResult<TeamScope> {
-    let scope = TeamScope::for_member(&ctx.db, caller.user_id, team_id).await?;
+    let scope = caller.team(TeamScope::for_member(&ctx.db, caller.user_id, team_id).await?)?;
     if scope.role() < need {
         return Err(match need {
             Role::Owner => ServiceError::Forbidden {
@@ -111,11 +119,11 @@ pub async fn launchable_projects(
     caller: &Caller,
 ) -> ServiceResult<Vec<dto::ProjectOption>> {
     let mut out = Vec::new();
-    for t in teams::teams_of(&ctx.db, caller.user_id).await? {
+    for t in limited_teams(&ctx.db, caller).await? {
         if !t.role.can_edit() {
             continue;
         }
-        let scope = TeamScope::for_member(&ctx.db, caller.user_id, t.id).await?;
+        let scope = team_scope(ctx, caller, t.id, Role::Editor).await?;
         for p in teams::projects(&ctx.db, &scope).await? {
             out.push(dto::ProjectOption {
                 id: p.id,
@@ -143,6 +151,7 @@ fn checked_name(name: &str) -> Result<&str, ServiceError> {
 
 /// Creates a team; the caller becomes its owner.
 pub async fn create_team(ctx: &Ctx, caller: &Caller, name: &str) -> ServiceResult<dto::TeamRecord> {
+    caller.in_person("create a team")?;
     let created = teams::create_team(&ctx.db, caller.user_id, checked_name(name)?).await?;
     let target = format!("team:{}", created.id);
     logged(ctx, caller, created.id, "team.create", target).await?;

@@ -16,4 +16,5 @@ mod pools;
 mod pools_zip;
 mod shutdown;
 mod support;
+mod tokens;
 mod worker_attacks;

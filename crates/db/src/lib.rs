@@ -11,6 +11,7 @@
 //! by queries that check a membership, a share link or a run token, so no caller can reach a run
 //! it was not given.
 
+pub mod api_tokens;
 pub mod artifacts;
 pub mod audit;
 pub mod environments;
@@ -28,7 +29,7 @@ pub mod teams;
 pub mod types;
 pub mod users;
 
-pub use scope::{RunScope, TeamScope};
+pub use scope::{Limit, RunScope, TeamScope};
 pub use types::{Role, RunStatus};
 
 use sqlx::migrate::Migrator;

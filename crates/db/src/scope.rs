@@ -17,6 +17,13 @@ pub enum Access {
     Worker,
 }
 
+/// What an API token limits its member to: one team, at most one role (see `api_tokens`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub team_id: i64,
+    pub role: Role,
+}
+
 /// Access to one team, held by one of its members.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TeamScope {
@@ -34,6 +41,19 @@ impl TeamScope {
     }
     pub fn role(&self) -> Role {
         self.role
+    }
+
+    /// This scope as an API token limited to `limit` may hold it: `NotFound("team")` for any other
+    /// team (as if the caller were not in it), and the lower of the two roles.
+    pub fn limited(self, limit: Option<Limit>) -> Result<Self, DbError> {
+        match limit {
+            None => Ok(self),
+            Some(l) if l.team_id == self.team_id => Ok(Self {
+                role: self.role.min(l.role),
+                ..self
+            }),
+            Some(_) => Err(DbError::NotFound("team")),
+        }
     }
 
     /// The membership of `user_id` in `team_id`; `NotFound("team")` when there is none, so a
@@ -99,6 +119,19 @@ impl RunScope {
     /// Whether the holder may change the run (members with role editor or owner).
     pub fn can_edit(&self) -> bool {
         matches!(self.access, Access::Member(r) if r.can_edit())
+    }
+
+    /// This scope as an API token limited to `limit` may hold it: `NotFound("run")` for a run of
+    /// any other team, and the lower of the two roles. Only member scopes are limited.
+    pub fn limited(self, limit: Option<Limit>) -> Result<Self, DbError> {
+        match (limit, self.access) {
+            (None, _) => Ok(self),
+            (Some(l), Access::Member(role)) if l.team_id == self.team_id => Ok(Self {
+                access: Access::Member(role.min(l.role)),
+                ..self
+            }),
+            _ => Err(DbError::NotFound("run")),
+        }
     }
 
     /// `user_id`'s access to `run_id` through a team membership; `NotFound("run")` otherwise.

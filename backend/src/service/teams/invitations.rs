@@ -116,6 +116,7 @@ pub async fn revoke(ctx: &Ctx, caller: &Caller, team_id: i64, id: i64) -> Servic
 
 /// The signed-in user's open invitations.
 pub async fn mine(ctx: &Ctx, caller: &Caller) -> ServiceResult<Vec<dto::IncomingInvitation>> {
+    caller.in_person("read its member's invitations")?;
     Ok(db::pending_for_user(&ctx.db, caller.user_id)
         .await?
         .into_iter()
@@ -135,6 +136,7 @@ pub async fn answer(
     answer: Answer,
     code: &str,
 ) -> ServiceResult<i64> {
+    caller.in_person("answer an invitation")?;
     let hash = crate::tokens::hash_token(code.trim());
     let done = match db::answer(&ctx.db, caller.user_id, id, answer, &hash).await? {
         Outcome::Done(done) => done,
