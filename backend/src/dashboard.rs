@@ -94,6 +94,28 @@ impl Dashboard {
     }
 }
 
+/// The token of team `team_id` the token form made just now (its `ID:TOKEN` cookie), if it is
+/// still live: shown once, on the page the form redirects to.
+fn new_token(
+    req: &Parts,
+    team_id: i64,
+    listed: &[dto::ApiTokenRecord],
+) -> Option<dto::CreatedApiToken> {
+    let value = crate::auth::cookie(&req.headers, &dto::new_token_cookie(team_id))?;
+    let (id, token) = value.split_once(':')?;
+    let id: i64 = id.parse().ok()?;
+    if !service::api_tokens::looks_like_token(token) {
+        return None;
+    }
+    let record = listed
+        .iter()
+        .find(|t| t.id == id && t.revoked_at.is_none())?;
+    Some(dto::CreatedApiToken {
+        record: record.clone(),
+        token: token.to_owned(),
+    })
+}
+
 impl DashboardData for Dashboard {
     fn viewer<'a>(&'a self, req: &'a Parts) -> DataFuture<'a, Option<dto::Viewer>> {
         Box::pin(async move {
@@ -227,6 +249,7 @@ impl DashboardData for Dashboard {
                 let mut data = pages::teams(&self.state.ctx, &a.caller()).await?;
                 for t in &mut data.teams {
                     t.new_invitation = self.new_invitation(req, t.team.id, &t.invitations);
+                    t.new_token = new_token(req, t.team.id, &t.tokens);
                 }
                 Ok(data)
             })

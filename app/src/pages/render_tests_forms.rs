@@ -157,6 +157,70 @@ fn teams_page_gives_owner_controls_to_owners_only() {
 }
 
 #[test]
+fn teams_page_shows_a_new_token_once_and_lets_viewers_make_none() {
+    let token = |id: i64, user: i64, revoked: bool| ApiTokenRecord {
+        id,
+        team_id: 10,
+        user_id: user,
+        user_email: format!("u{user}@example.org"),
+        name: format!("script {id}"),
+        role: "viewer".into(),
+        created_at: "2026-12-05T10:00:00Z".into(),
+        expires_at: None,
+        last_used_at: None,
+        revoked_at: revoked.then(|| "2026-12-05T11:00:00Z".into()),
+        expired: false,
+    };
+    let team = |id: i64, role: &str, tokens: Vec<ApiTokenRecord>| TeamDetail {
+        team: TeamDto {
+            id,
+            name: format!("team {id}"),
+            role: role.into(),
+        },
+        members: vec![],
+        projects: vec![],
+        invitations: vec![],
+        new_invitation: None,
+        new_token: (id == 10).then(|| CreatedApiToken {
+            record: token(7, 1, false),
+            token: "spt_secret-shown-once".into(),
+        }),
+        tokens,
+    };
+    let data = TeamsData {
+        viewer_id: 1,
+        teams: vec![
+            team(10, "owner", vec![token(7, 1, false), token(6, 2, true)]),
+            team(11, "viewer", vec![]),
+            team(12, "editor", vec![]),
+        ],
+        invitations: vec![],
+    };
+    let html = render(move || {
+        view! { <TeamsView data csrf="t0k".into() error=None notice=None /> }.into_any()
+    });
+    assert_eq!(html.matches("spt_secret-shown-once").count(), 1, "{html}");
+    assert!(html.contains(r#"action="/teams/10/tokens/7/revoke""#));
+    assert!(
+        !html.contains("/teams/10/tokens/6/revoke"),
+        "a revoked token has nothing to revoke"
+    );
+    assert!(
+        html.contains("u2@example.org"),
+        "owners see whose token it is"
+    );
+    assert!(html.contains("revoked 2026-12-05"));
+    assert!(html.contains(r#"action="/teams/10/tokens""#));
+    assert!(
+        html.contains(r#"action="/teams/12/tokens""#),
+        "editors make tokens"
+    );
+    assert!(!html.contains("/teams/11/tokens"), "viewers make none");
+    assert!(!html.contains(r#"<option value="owner">read"#));
+    assert!(html.contains(r#"<label for="token-name-10">"#));
+}
+
+#[test]
 fn teams_page_invites_instead_of_adding_and_offers_answers_to_invitations() {
     let team = |id: i64, role: &str, invitations| TeamDetail {
         team: TeamDto {
@@ -172,6 +236,8 @@ fn teams_page_invites_instead_of_adding_and_offers_answers_to_invitations() {
             email: "new@example.org".into(),
             link: "http://studio.example/teams?invitation=31&code=spi_x".into(),
         }),
+        tokens: Vec::new(),
+        new_token: None,
     };
     let open = InvitationRecord {
         id: 31,

@@ -1,12 +1,16 @@
 //! The teams page (`/teams`): the viewer's teams with their members, roles and projects, and
 //! the invitations waiting for the viewer's answer. Owners invite people by email (they join
 //! only by accepting), revoke open invitations, change roles and remove members; editors add
-//! projects; anyone creates a team. Every change is a POST form the backend routes to the
+//! projects; editors and owners make API tokens for their scripts (owners see and revoke every
+//! member's); anyone creates a team. Every change is a POST form the backend routes to the
 //! service function the API uses, so roles and the last-owner rule are the API's.
 
 use super::auth::sentence as pages_sentence;
 use crate::data::TeamsData;
-use crate::dto::{IncomingInvitation, InvitationRecord, MemberDto, ROLES, TeamDetail};
+use crate::dto::{
+    ApiTokenRecord, CreatedApiToken, IncomingInvitation, InvitationRecord, MemberDto, ROLES,
+    TeamDetail,
+};
 use leptos::prelude::*;
 
 /// The teams page.
@@ -144,6 +148,15 @@ fn team_view(t: TeamDetail, viewer_id: i64, csrf: String) -> impl IntoView {
             </form>
         }
     });
+    let tokens = tokens_view(
+        id,
+        is_owner,
+        can_edit,
+        &t.team.role,
+        t.tokens,
+        t.new_token,
+        &csrf,
+    );
     view! {
         <section class="card team" id=format!("team-{id}") aria-labelledby=format!("team-{id}-h")>
             <div class="page-head">
@@ -172,7 +185,117 @@ fn team_view(t: TeamDetail, viewer_id: i64, csrf: String) -> impl IntoView {
                     {new_project}
                 </div>
             </div>
+            {tokens}
         </section>
+    }
+}
+
+/// The team's API tokens (an owner sees every member's, others their own), the one made just
+/// now with its token (shown once), a Revoke form on each live one, and the form that makes one
+/// (editors and owners, up to their own role).
+fn tokens_view(
+    team: i64,
+    is_owner: bool,
+    can_edit: bool,
+    my_role: &str,
+    tokens: Vec<ApiTokenRecord>,
+    new_token: Option<CreatedApiToken>,
+    csrf: &str,
+) -> impl IntoView + use<> {
+    if tokens.is_empty() && !can_edit {
+        return None;
+    }
+    let fresh = new_token.map(|n| {
+        view! {
+            <div class="notice ok" role="status" id=format!("token-new-{team}")>
+                <p>{format!("Your new token \"{}\" ({}). Copy it now: it is shown only here, and only its hash is kept.", n.record.name, n.record.role)}</p>
+                <input type="text" readonly class="share-url" value=n.token aria-label=format!("API token {}", n.record.name) />
+                <p class="help">"Send it as " <code>"Authorization: Bearer <token>"</code> " to /api/v1 (see " <a href="/api/v1/openapi.json">"the API"</a> ")."</p>
+            </div>
+        }
+    });
+    let rows = tokens
+        .into_iter()
+        .map(|t| token_row(team, is_owner, t, csrf.to_owned()))
+        .collect_view();
+    let roles: &[&str] = if my_role == "viewer" {
+        &[]
+    } else {
+        &["viewer", "editor"]
+    };
+    let form = can_edit.then(|| {
+        view! {
+            <form method="post" action=format!("/teams/{team}/tokens") class="filters inline-form" id=format!("token-form-{team}") aria-label="Make an API token">
+                <input type="hidden" name="csrf" value=csrf.to_owned() />
+                <div class="field">
+                    <label for=format!("token-name-{team}")>"Token name"</label>
+                    <input id=format!("token-name-{team}") name="name" type="text" maxlength="100" required placeholder="nightly eval script" />
+                </div>
+                <div class="field">
+                    <label for=format!("token-role-{team}")>"Can"</label>
+                    <select id=format!("token-role-{team}") name="role">
+                        {roles.iter().map(|r| view! { <option value=*r>{if *r == "viewer" { "read (viewer)" } else { "read and change runs (editor)" }}</option> }).collect_view()}
+                    </select>
+                </div>
+                <div class="field">
+                    <label for=format!("token-days-{team}")>"Expires after (days)"</label>
+                    <input id=format!("token-days-{team}") name="expires_in_days" type="number" min="1" max="365" placeholder="never" />
+                </div>
+                <button type="submit" class="secondary">"Make token"</button>
+                <p class="help">"A token acts as you, in this team only, and never does more than your role allows. Revoke it here when a script no longer needs it."</p>
+            </form>
+        }
+    });
+    Some(view! {
+        <div class="tokens" id=format!("tokens-{team}")>
+            <h3>"API tokens"</h3>
+            {fresh}
+            <div class="table-scroll" tabindex="0" role="region" aria-label="API tokens">
+                <table class="data tokens">
+                    <thead><tr>
+                        <th scope="col">"Name"</th>
+                        {is_owner.then(|| view! { <th scope="col">"Member"</th> })}
+                        <th scope="col">"Can"</th>
+                        <th scope="col">"Made"</th>
+                        <th scope="col">"Last used"</th>
+                        <th scope="col">"State"</th>
+                        <th scope="col"><span class="visually-hidden">"Revoke"</span></th>
+                    </tr></thead>
+                    <tbody>{rows}</tbody>
+                </table>
+            </div>
+            {form}
+        </div>
+    })
+}
+
+fn token_row(team: i64, is_owner: bool, t: ApiTokenRecord, csrf: String) -> impl IntoView {
+    let day = |s: &str| s.get(..10).unwrap_or(s).to_owned();
+    let state = match (&t.revoked_at, &t.expires_at) {
+        (Some(r), _) => format!("revoked {}", day(r)),
+        (None, Some(e)) if t.expired => format!("expired {}", day(e)),
+        (None, Some(e)) => format!("live until {}", day(e)),
+        (None, None) => "live".to_owned(),
+    };
+    let live = t.revoked_at.is_none() && !t.expired;
+    let id = t.id;
+    view! {
+        <tr id=format!("token-{id}") class:revoked=!live>
+            <td>{t.name.clone()}</td>
+            {is_owner.then(|| view! { <td>{t.user_email.clone()}</td> })}
+            <td>{t.role.clone()}</td>
+            <td>{day(&t.created_at)}</td>
+            <td>{t.last_used_at.as_deref().map(day).unwrap_or_else(|| "never".to_owned())}</td>
+            <td>{state}</td>
+            <td>
+                {live.then(|| view! {
+                    <form method="post" action=format!("/teams/{team}/tokens/{id}/revoke")>
+                        <input type="hidden" name="csrf" value=csrf.clone() />
+                        <button type="submit" class="danger" aria-label=format!("Revoke the token {}", t.name)>"Revoke"</button>
+                    </form>
+                })}
+            </td>
+        </tr>
     }
 }
 

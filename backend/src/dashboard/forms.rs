@@ -11,6 +11,7 @@
 //! form route is exactly as protected as the API.
 
 mod invitations;
+mod tokens;
 
 use super::Dashboard;
 use super::launch::{self, LaunchDraft};
@@ -68,6 +69,11 @@ pub fn routes() -> Router<AppState> {
             post(remove_member),
         )
         .route("/teams/{team_id}/projects", post(create_project))
+        .route("/teams/{team_id}/tokens", post(tokens::create))
+        .route(
+            "/teams/{team_id}/tokens/{token_id}/revoke",
+            post(tokens::revoke),
+        )
 }
 
 #[derive(Debug, Deserialize)]
