@@ -66,6 +66,13 @@ pub struct TeamsData {
     pub invitations: Vec<crate::dto::IncomingInvitation>,
 }
 
+/// The account page: the signed-in person and their live login sessions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AccountData {
+    pub user: crate::dto::UserRecord,
+    pub sessions: Vec<crate::dto::SessionRecord>,
+}
+
 /// The read-only page of a shared run: no session, no actions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SharedRunData {

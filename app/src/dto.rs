@@ -25,6 +25,20 @@ pub struct UserRecord {
     pub created_at: String,
 }
 
+/// A live login session of the signed-in person (`GET /auth/sessions`, the account page).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub id: i64,
+    pub created_at: String,
+    /// Its last token refresh (every 15 minutes while a page is open), or its start.
+    pub last_active_at: String,
+    pub expires_at: String,
+    /// The browser or client that logged in, as it named itself.
+    pub user_agent: Option<String>,
+    /// The session this request came with.
+    pub current: bool,
+}
+
 impl From<UserRecord> for UserDto {
     /// What a page shows of an account: the API's record without the administrator flag and
     /// the creation time.

@@ -15,6 +15,7 @@ pub mod shares;
 pub mod teams;
 
 use crate::AppState;
+use crate::auth::account;
 use crate::auth::routes as auth_routes;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, patch, post, put};
@@ -105,6 +106,38 @@ pub fn endpoints() -> Vec<Endpoint> {
             User,
             "The caller",
             get(auth_routes::me),
+        ),
+        ep(
+            "patch",
+            "/auth/me",
+            "auth",
+            User,
+            "Change the caller's display name (`{\"display_name\"}`, 1-100 characters; a session, not an API token)",
+            patch(account::patch_me),
+        ),
+        ep(
+            "post",
+            "/auth/password",
+            "auth",
+            User,
+            "Change the caller's password (`{\"current_password\", \"new_password\"}`; throttled like a login); every other session ends",
+            post(account::post_password),
+        ),
+        ep(
+            "get",
+            "/auth/sessions",
+            "auth",
+            User,
+            "The caller's live login sessions, the current one marked",
+            get(account::get_sessions),
+        ),
+        ep(
+            "delete",
+            "/auth/sessions/{session_id}",
+            "auth",
+            User,
+            "End one of the caller's sessions (another user's is a 404)",
+            delete(account::delete_session),
         ),
         ep(
             "get",

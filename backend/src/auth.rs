@@ -15,6 +15,7 @@
 //!   and is looked up on every request, so revoking it (or the member leaving) refuses it at once.
 //! - Workers use per-run tokens (see `ingest`), share links their own tokens (see `api::shares`).
 
+pub mod account;
 pub mod jwt;
 pub mod origin;
 pub mod password;

@@ -2,6 +2,7 @@
 //! migrated database and drives `app(state)` without a port (`tower::ServiceExt::oneshot`).
 //! `attacks` holds one test per authentication property, each an attack that must be refused.
 
+mod account;
 mod attacks;
 mod evaluations;
 mod flows;

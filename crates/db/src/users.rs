@@ -304,3 +304,82 @@ pub async fn get(pool: &PgPool, user_id: i64) -> Result<User, DbError> {
     .await?
     .ok_or(DbError::NotFound("user"))
 }
+
+/// A live login session of a user, as their account page lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionInfo {
+    pub id: i64,
+    pub created_at: DateTime<Utc>,
+    /// When it last refreshed its access token (every 15 minutes while a page is open), or
+    /// began.
+    pub last_active_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub user_agent: Option<String>,
+}
+
+/// The live (unrevoked, unexpired) sessions of `user_id`, most recently active first.
+pub async fn sessions_of(pool: &PgPool, user_id: i64) -> Result<Vec<SessionInfo>, DbError> {
+    let rows = sqlx::query_as!(
+        SessionInfo,
+        r#"SELECT s.id, s.created_at, s.expires_at, s.user_agent,
+                  coalesce((SELECT max(r.retired_at) FROM retired_refresh_tokens r
+                            WHERE r.session_id = s.id), s.created_at) AS "last_active_at!"
+           FROM sessions s
+           WHERE s.user_id = $1 AND s.revoked_at IS NULL AND s.expires_at > now()
+           ORDER BY 5 DESC, s.id DESC"#,
+        user_id
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows)
+}
+
+/// Sets the display name of `user_id` (already checked: 1 to 100 characters).
+pub async fn set_display_name(pool: &PgPool, user_id: i64, name: &str) -> Result<User, DbError> {
+    sqlx::query_as!(
+        User,
+        "UPDATE users SET display_name = $2 WHERE id = $1
+         RETURNING id, email, display_name, is_admin, created_at",
+        user_id,
+        name
+    )
+    .fetch_optional(pool)
+    .await?
+    .ok_or(DbError::NotFound("user"))
+}
+
+/// Replaces the password hash of `user_id`, but only if it is still `expected` (the hash the
+/// caller verified the current password against: of two changes racing, one wins and the other
+/// finds it changed), and ends every other live session of the user in the same transaction, so
+/// whoever knew the old password is signed out everywhere but here. Returns how many sessions
+/// ended, or `None` when the hash had changed meanwhile.
+pub async fn set_password(
+    pool: &PgPool,
+    user_id: i64,
+    expected: &str,
+    new_hash: &str,
+    keep_session: i64,
+) -> Result<Option<u64>, DbError> {
+    let mut tx = pool.begin().await?;
+    let changed = sqlx::query!(
+        "UPDATE users SET password_hash = $3 WHERE id = $1 AND password_hash = $2",
+        user_id,
+        expected,
+        new_hash
+    )
+    .execute(&mut *tx)
+    .await?;
+    if changed.rows_affected() != 1 {
+        return Ok(None);
+    }
+    let ended = sqlx::query!(
+        "UPDATE sessions SET revoked_at = now()
+         WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL",
+        user_id,
+        keep_session
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Some(ended.rows_affected()))
+}
