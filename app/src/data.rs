@@ -190,6 +190,11 @@ mod source {
             from: Option<i64>,
         ) -> DataFuture<'a, Access<LaunchForm>>;
         fn teams<'a>(&'a self, req: &'a http::request::Parts) -> DataFuture<'a, Access<TeamsData>>;
+        /// The signed-in person's account and live sessions.
+        fn account<'a>(
+            &'a self,
+            req: &'a http::request::Parts,
+        ) -> DataFuture<'a, Access<AccountData>>;
         /// The newest runs of each of the viewer's teams, for the compare page's picker.
         fn run_choices<'a>(
             &'a self,
@@ -387,8 +392,19 @@ pub async fn load_teams() -> Result<Access<TeamsData>, ServerFnError> {
         for t in d.teams.iter().filter(|t| t.new_invitation.is_some()) {
             clear_cookie(&opts, &crate::dto::new_invitation_cookie(t.team.id));
         }
+        // So is a new API token.
+        for t in d.teams.iter().filter(|t| t.new_token.is_some()) {
+            clear_cookie(&opts, &crate::dto::new_token_cookie(t.team.id));
+        }
     }
     Ok(out)
+}
+
+/// The account page.
+#[server(prefix = "/ui", endpoint = "account", input = GetUrl)]
+pub async fn load_account() -> Result<Access<AccountData>, ServerFnError> {
+    let (data, parts) = context()?;
+    data.account(&parts).await.map_err(to_sfn)
 }
 
 /// A shared run (no log-in).

@@ -137,7 +137,8 @@ fn UserMenu(viewer: Option<Viewer>) -> impl IntoView {
                 </summary>
                 <div class="menu" role="group" aria-label="Account">
                     <p class="menu-email">{u.email.clone()}</p>
-                    <a href="/teams">"Teams"</a>
+                    <a href="/account">"Account"</a>
+                    <a href="/teams">"Teams and API tokens"</a>
                     <form method="post" action="/logout">
                         <input type="hidden" name="csrf" value=csrf />
                         <button type="submit" class="ghost">"Log out"</button>

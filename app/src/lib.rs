@@ -149,6 +149,7 @@ pub fn App() -> impl IntoView {
                     // new invitation's link must also clear the cookie that brought it, and a
                     // streamed response has sent its headers before the data is loaded.
                     <Route path=StaticSegment("teams") view=routes::TeamsPage ssr=SsrMode::Async />
+                    <Route path=StaticSegment("account") view=routes::AccountPage ssr=SsrMode::Async />
                     <Route path=(StaticSegment("share"), ParamSegment("token")) view=routes::SharedPage ssr=SsrMode::Async />
                 </Routes>
             </layout::AppShell>

@@ -4,6 +4,7 @@
 //! number formatting) are here. `launch`, `teams` and `share` hold the launch form, the teams
 //! page and the share section / shared-run page.
 
+pub mod account;
 pub mod auth;
 pub mod benchmarks;
 pub mod compare;

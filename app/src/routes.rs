@@ -497,6 +497,29 @@ pub fn TeamsPage() -> impl IntoView {
     }
 }
 
+/// The account page; `?error=` and `?notice=` carry the outcome of the last form.
+#[component]
+pub fn AccountPage() -> impl IntoView {
+    let data = Resource::new(|| (), |_| data::load_account());
+    let (error, notice) = (query("error"), query("notice"));
+    let csrf = csrf_resource();
+    view! {
+        <Title text="Account · SPADE Studio" />
+        <Suspense fallback=loading>
+            {move || Suspend::new(async move {
+                let csrf = csrf.await;
+                match data.await {
+                    Ok(Access::Granted(data)) => view! {
+                        <pages::account::AccountView data csrf error=error() notice=notice() />
+                    }.into_any(),
+                    Ok(Access::LoginRequired) => not_shown(Ok(())),
+                    Err(e) => not_shown(Err(e)),
+                }
+            })}
+        </Suspense>
+    }
+}
+
 /// A run opened through a share link: no session needed, nothing to act on.
 #[component]
 pub fn SharedPage() -> impl IntoView {

@@ -15,7 +15,7 @@ use crate::service::{self, ServiceError, pages};
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use spade_app::data::{
-    Access, BenchmarksPageData, DashboardData, DataError, DataFuture, EnvListQuery,
+    Access, AccountData, BenchmarksPageData, DashboardData, DataError, DataFuture, EnvListQuery,
     EnvironmentsData, RunData, RunsData, SharedRunData, TeamsData,
 };
 use spade_app::dto;
@@ -254,6 +254,26 @@ impl DashboardData for Dashboard {
                 Ok(data)
             })
             .await
+        })
+    }
+
+    fn account<'a>(&'a self, req: &'a Parts) -> DataFuture<'a, Access<AccountData>> {
+        Box::pin(async move {
+            match self.auth(req).await {
+                None => Ok(Access::LoginRequired),
+                Some((a, _)) => {
+                    let sessions = crate::auth::account::sessions(&self.state, &a)
+                        .await
+                        .map_err(|e| {
+                            tracing::error!(error = %e, "dashboard: account sessions");
+                            DataError::Unavailable
+                        })?;
+                    Ok(Access::Granted(AccountData {
+                        user: crate::auth::routes::account(&a.user),
+                        sessions,
+                    }))
+                }
+            }
         })
     }
 

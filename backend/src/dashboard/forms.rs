@@ -10,6 +10,7 @@
 //! carry the CSRF token as a `csrf` field; it is moved into the header the API checks, so the
 //! form route is exactly as protected as the API.
 
+mod account;
 mod invitations;
 mod tokens;
 
@@ -70,6 +71,12 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/teams/{team_id}/projects", post(create_project))
         .route("/teams/{team_id}/tokens", post(tokens::create))
+        .route("/account/name", post(account::rename))
+        .route("/account/password", post(account::password))
+        .route(
+            "/account/sessions/{session_id}/end",
+            post(account::end_session),
+        )
         .route(
             "/teams/{team_id}/tokens/{token_id}/revoke",
             post(tokens::revoke),

@@ -290,3 +290,134 @@ async fn an_api_token_manages_no_account(pool: sqlx::PgPool) -> TestResult {
     );
     Ok(())
 }
+
+/// The account page and the teams page's token forms, as a browser without JavaScript uses
+/// them: each form changes through the API's functions, a refused one says which field, and a
+/// new token is shown once on the page its form redirects to.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn the_account_and_token_forms_work_without_javascript(pool: sqlx::PgPool) -> TestResult {
+    use crate::pages::{FORM, browser_session, post_form};
+    let app = TestApp::new(pool);
+    let ada = app.user("ada@example.org").await;
+    let (team, _, run) = app.team_project_run(&ada, "lab").await;
+    let (access, csrf) = browser_session(&app, "ada@example.org").await;
+    let page = |path: &'static str| {
+        let access = access.clone();
+        let app = &app;
+        async move {
+            let r = app.get(path, &Cred::Cookie { access, csrf: None }).await;
+            assert_eq!(r.status, StatusCode::OK, "{path}: {}", r.text());
+            r.text()
+        }
+    };
+    let html = page("/account").await;
+    assert!(html.contains("Signed in as ada@example.org"), "{html}");
+    assert!(html.contains("this session"), "{html}");
+    assert_eq!(
+        html.matches("/account/sessions/").count(),
+        2,
+        "two sessions: {html}"
+    );
+
+    let location = |r: &Resp| r.header("location");
+    let r = post_form(
+        &app,
+        "/account/name",
+        &access,
+        FORM,
+        &format!("csrf={csrf}&display_name=Ada+L"),
+    )
+    .await;
+    assert!(
+        location(&r).starts_with("/account?notice="),
+        "{}",
+        location(&r)
+    );
+    assert_eq!(
+        app.get("/api/v1/auth/me", &ada).await.json()["display_name"],
+        "Ada L"
+    );
+
+    let body = format!(
+        "csrf={csrf}&current_password={}&new_password=brand+new+pass&confirm_password=brand+new+typo",
+        PASSWORD.replace(' ', "+")
+    );
+    let r = post_form(&app, "/account/password", &access, FORM, &body).await;
+    assert!(
+        location(&r).contains("error=") && location(&r).contains("confirm_password"),
+        "{}",
+        location(&r)
+    );
+    let body = format!(
+        "csrf={csrf}&current_password={}&new_password=brand+new+pass&confirm_password=brand+new+pass",
+        PASSWORD.replace(' ', "+")
+    );
+    let r = post_form(&app, "/account/password", &access, FORM, &body).await;
+    assert!(
+        location(&r).contains("notice=") && location(&r).contains("1%20other"),
+        "{}",
+        location(&r)
+    );
+    assert_eq!(
+        app.get("/api/v1/auth/me", &ada).await.status,
+        StatusCode::UNAUTHORIZED,
+        "the API client's session was the other one"
+    );
+
+    // A token from the teams page: the redirect carries it in an HttpOnly cookie, not the URL.
+    let body = format!("csrf={csrf}&name=nightly&role=viewer&expires_in_days=");
+    let r = post_form(&app, &format!("/teams/{team}/tokens"), &access, FORM, &body).await;
+    assert!(
+        location(&r).starts_with("/teams?notice="),
+        "{}",
+        location(&r)
+    );
+    assert!(!location(&r).contains("spt_"), "{}", location(&r));
+    let cookie = r
+        .cookie(&format!("spade_new_token_{team}"))
+        .unwrap_or_default();
+    let (id, token) = cookie.split_once(':').ok_or("an ID:TOKEN cookie")?;
+    assert!(token.starts_with("spt_"), "{cookie}");
+    let req = axum::http::Request::builder()
+        .uri("/teams")
+        .header(
+            axum::http::header::COOKIE,
+            format!("spade_access={access}; spade_new_token_{team}={cookie}"),
+        )
+        .body(axum::body::Body::empty())?;
+    let shown = app.send(req).await;
+    assert!(
+        shown.text().contains(&format!("value=\"{token}\"")),
+        "{}",
+        shown.text()
+    );
+    assert!(
+        shown
+            .header("set-cookie")
+            .contains(&format!("spade_new_token_{team}=;")),
+        "the page clears it: {:?}",
+        shown.headers
+    );
+    let tok = Cred::Bearer(token.to_owned());
+    assert_eq!(
+        app.get(&format!("/api/v1/runs/{run}"), &tok).await.status,
+        StatusCode::OK
+    );
+    let r = post_form(
+        &app,
+        &format!("/teams/{team}/tokens/{id}/revoke"),
+        &access,
+        FORM,
+        &format!("csrf={csrf}"),
+    )
+    .await;
+    assert!(location(&r).contains("notice="), "{}", location(&r));
+    assert_eq!(
+        app.get(&format!("/api/v1/runs/{run}"), &tok).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    let html = page("/teams").await;
+    assert!(html.contains("revoked "), "{html}");
+    assert!(!html.contains(token), "never shown again");
+    Ok(())
+}
