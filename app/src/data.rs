@@ -96,6 +96,7 @@ pub struct EnvListQuery {
     pub skill: Option<String>,
     /// `accepted` or `rejected`.
     pub status: Option<String>,
+    /// Stored step indices, from 0 (the page's "Step from 1" is index 0).
     pub step_min: Option<u64>,
     pub step_max: Option<u64>,
     pub regret_min: Option<f64>,

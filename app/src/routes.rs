@@ -294,6 +294,7 @@ pub fn EnvironmentsPage() -> impl IntoView {
         |(id, f)| async move {
             let id = id.map_err(bad_run_id)?;
             let inverted = f.steps_inverted();
+            let (step_min, step_max) = f.step_indices();
             let q = EnvListQuery {
                 skill: Some(f.skill).filter(|s| !s.is_empty()),
                 status: f.status.map(|s| match s {
@@ -302,8 +303,8 @@ pub fn EnvironmentsPage() -> impl IntoView {
                     crate::dto::EnvStatus::BrokenInPlay => "broken_in_play".to_owned(),
                 }),
                 // An inverted range is not sent: the page shows the form and its message.
-                step_min: f.step_min.filter(|_| !inverted),
-                step_max: f.step_max.filter(|_| !inverted),
+                step_min: step_min.filter(|_| !inverted),
+                step_max: step_max.filter(|_| !inverted),
                 regret_min: f.regret_min,
                 verdict: Some(f.verdict).filter(|v| !v.is_empty()),
                 sort: Some(f.sort).filter(|v| !v.is_empty()),

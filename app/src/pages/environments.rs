@@ -65,14 +65,26 @@ impl EnvFilters {
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned)
         };
-        let mut whole = |field: &str, v: Option<&str>| {
+        // Steps are counted from 1 on every page, as the charts, the log and the CSV files count
+        // them (the stored index is one less).
+        let mut step = |field: &str, v: Option<&str>| {
             let s = nonempty(v)?;
-            s.parse::<u64>()
-                .map_err(|_| problems.push(format!("{field} must be a whole number, got \"{s}\".")))
-                .ok()
+            match s.parse::<u64>() {
+                Ok(0) => {
+                    problems.push(format!(
+                        "{field} counts from 1 (the first step is step 1), got 0."
+                    ));
+                    None
+                }
+                Ok(n) => Some(n),
+                Err(_) => {
+                    problems.push(format!("{field} must be a whole number, got \"{s}\"."));
+                    None
+                }
+            }
         };
-        let step_min = whole("Step from", q.step_min);
-        let step_max = whole("Step to", q.step_max);
+        let step_min = step("Step from", q.step_min);
+        let step_max = step("Step to", q.step_max);
         let cursor = nonempty(q.cursor);
         let regret_min = nonempty(q.regret_min).and_then(|s| match s.parse::<f64>() {
             Ok(v) if v.is_finite() => Some(v),
@@ -141,17 +153,30 @@ impl EnvFilters {
         matches!((self.step_min, self.step_max), (Some(a), Some(b)) if a > b)
     }
 
+    /// The step bounds as the service and the API take them: stored indices, from 0 (the page's
+    /// step 1 is index 0).
+    pub fn step_indices(&self) -> (Option<u64>, Option<u64>) {
+        let index = |v: Option<u64>| v.map(|s| s.saturating_sub(1));
+        (index(self.step_min), index(self.step_max))
+    }
+
     /// The URL of the page at `cursor` with these filters and this order.
     pub fn href(&self, run_id: i64, cursor: Option<&str>) -> String {
-        let mut pairs = self.filter_pairs();
+        let mut pairs = self.filter_pairs(false);
         pairs.push(("sort", self.sort.clone()));
         pairs.push(("cursor", cursor.unwrap_or_default().to_owned()));
         format!("/runs/{run_id}/environments{}", query_string(&pairs))
     }
 
-    /// The filters as query pairs (empty values are left out by `query_string`).
-    fn filter_pairs(&self) -> Vec<(&'static str, String)> {
+    /// The filters as query pairs (empty values are left out by `query_string`): the steps as
+    /// the page counts them, or as the API's indices (`api`).
+    fn filter_pairs(&self, api: bool) -> Vec<(&'static str, String)> {
         let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+        let (step_min, step_max) = if api {
+            self.step_indices()
+        } else {
+            (self.step_min, self.step_max)
+        };
         let pairs = [
             ("skill", self.skill.clone()),
             (
@@ -160,8 +185,8 @@ impl EnvFilters {
                     .map(|s| status_str(s).to_owned())
                     .unwrap_or_default(),
             ),
-            ("step_min", opt(self.step_min)),
-            ("step_max", opt(self.step_max)),
+            ("step_min", opt(step_min)),
+            ("step_max", opt(step_max)),
             (
                 "regret_min",
                 self.regret_min.map(|v| v.to_string()).unwrap_or_default(),
@@ -177,7 +202,7 @@ impl EnvFilters {
     pub fn export_href(&self, run_id: i64, export: &str) -> String {
         format!(
             "/api/v1/runs/{run_id}/{export}{}",
-            query_string(&self.filter_pairs())
+            query_string(&self.filter_pairs(true))
         )
     }
 }
@@ -301,7 +326,7 @@ fn env_row(e: EnvironmentSummary) -> impl IntoView {
                 }}</a>
                 {(!e.title.is_empty()).then(|| view! { <br /><code class="env-id">{e.env_id.clone()}</code> })}
             </td>
-            <td class="num">{e.step}</td>
+            <td class="num">{e.step + 1}</td>
             <td>{e.skill.clone()}</td>
             <td>{env_status_badge(e.status, e.rejection_reason.as_deref())}</td>
             <td class="num">{fmt_opt(e.regret)}</td>
@@ -383,7 +408,7 @@ pub fn EnvironmentView(
         <section class="card" aria-label="Scores">
             <dl class="facts">
                 <div><dt>"Skill"</dt><dd>{s.skill.clone()}</dd></div>
-                <div><dt>"Step"</dt><dd>{s.step}</dd></div>
+                <div><dt>"Step"</dt><dd>{s.step + 1}</dd></div>
                 <div><dt>"Regret"</dt><dd>{fmt_opt(s.regret)}</dd></div>
                 <div><dt>"Win rate with hint"</dt><dd>{fmt_pct(s.win_rate_hint)}</dd></div>
                 <div><dt>"Win rate without hint"</dt><dd>{fmt_pct(s.win_rate_no_hint)}</dd></div>
@@ -546,6 +571,32 @@ mod tests {
             f.href(7, Some("4.10")),
             "/runs/7/environments?step_min=9&step_max=3&cursor=4.10"
         );
+    }
+
+    #[test]
+    fn the_page_counts_steps_from_1_and_sends_the_api_indices() {
+        let (f, p) = EnvFilters::from_query(EnvQuery {
+            step_min: Some("1"),
+            step_max: Some("3"),
+            ..Default::default()
+        });
+        assert!(p.is_empty(), "{p:?}");
+        assert_eq!(f.step_indices(), (Some(0), Some(2)));
+        assert_eq!(
+            f.href(7, None),
+            "/runs/7/environments?step_min=1&step_max=3",
+            "the page's own link keeps what was typed"
+        );
+        assert_eq!(
+            f.export_href(7, "environments.jsonl"),
+            "/api/v1/runs/7/environments.jsonl?step_min=0&step_max=2"
+        );
+        let (f, p) = EnvFilters::from_query(EnvQuery {
+            step_min: Some("0"),
+            ..Default::default()
+        });
+        assert_eq!(f.step_min, None);
+        assert!(p[0].contains("counts from 1"), "{p:?}");
     }
 
     #[test]

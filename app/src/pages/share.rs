@@ -177,7 +177,7 @@ pub fn SharedRunView(
             view! {
                 <tr>
                     <td>{(!e.title.is_empty()).then(|| view! { <span class="env-title">{e.title.clone()}</span> <br /> })}<code class="env-id">{e.env_id.clone()}</code></td>
-                    <td class="num">{e.step}</td>
+                    <td class="num">{e.step + 1}</td>
                     <td>{e.skill.clone()}</td>
                     <td><span class=class>{status}</span></td>
                     <td class="num">{fmt_opt(e.regret)}</td>

@@ -80,7 +80,8 @@ async fn csv_rows(
             csv,
             "{run_id},{},{},{},{}",
             csv_field(&r.name),
-            r.step,
+            // Counted from 1, as the charts, the log and the environment pages count steps.
+            r.step + 1,
             r.value,
             r.elapsed_s
         );

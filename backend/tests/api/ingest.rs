@@ -515,15 +515,16 @@ async fn metrics_are_downsampled_keeping_endpoints_and_extremes_and_export_as_cs
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "run_id,name,step,value,elapsed_s");
     assert_eq!(lines.len(), n as usize + 1);
-    assert_eq!(lines[1], format!("{run},loss,0,0,0"));
-    assert_eq!(lines[1001], format!("{run},loss,1000,90,500"));
+    // Steps in the CSV count from 1, as the charts and the log do (the stored index is 0).
+    assert_eq!(lines[1], format!("{run},loss,1,0,0"));
+    assert_eq!(lines[1001], format!("{run},loss,1001,90,500"));
     let all = app
         .get(&format!("/api/v1/runs/{run}/metrics.csv"), &f.owner)
         .await
         .text();
     assert_eq!(all.lines().count(), 2 * n as usize + 1);
     assert!(
-        all.contains(&format!("{run},loss,")) && all.contains(&format!("{run},\"odd,name\",0,1,0")),
+        all.contains(&format!("{run},loss,")) && all.contains(&format!("{run},\"odd,name\",1,1,0")),
         "names with commas are quoted"
     );
     Ok(())

@@ -334,11 +334,11 @@ async fn the_compare_view_overlays_a_spade_run_and_a_spice_run(pool: sqlx::PgPoo
         "{text}"
     );
     assert!(
-        text.contains(&format!("\n{spade_run},regret_mean,2,0.1,")),
+        text.contains(&format!("\n{spade_run},regret_mean,3,0.1,")),
         "{text}"
     );
     assert!(
-        text.contains(&format!("\n{spice_run},spice/pass_rate,0,0.4,")),
+        text.contains(&format!("\n{spice_run},spice/pass_rate,1,0.4,")),
         "{text}"
     );
     assert_eq!(text.lines().count(), 1 + 6 + 6);
