@@ -1,10 +1,12 @@
 //! Keeps a browser's session alive (hydrate only). Access cookies live 15 minutes; the refresh
 //! cookie 30 days. A hydrated page refreshes the session every [`REFRESH_EVERY`] while it is
-//! open, and a page the server rendered without a session (the access cookie had expired, the
-//! refresh cookie had not) refreshes once and reloads, so people stay logged in as they would
-//! expect. Without JavaScript none of this runs: after 15 minutes the pages ask to log in again.
+//! open, and a page the server rendered without a session although the browser may hold a
+//! refresh cookie refreshes once and reloads, so people stay logged in as they would expect.
 //!
-//! The refresh is `POST /api/v1/auth/refresh` with the refresh cookie (path `/api/v1/auth`,
+//! The server renews an expired session itself when a page is loaded with the refresh cookie
+//! (the backend's `auth::renew`), so the resume below is for what it could not renew.
+//!
+//! The refresh is `POST /api/v1/auth/refresh` with the refresh cookie (HttpOnly,
 //! SameSite=Strict) and the CSRF token from the readable `spade_csrf` cookie in
 //! `X-CSRF-Token`, exactly what the API asks of a browser.
 

@@ -2,7 +2,7 @@
 //!
 //! - Browsers log in and receive three cookies: the access token (`spade_access`, HttpOnly,
 //!   SameSite=Lax, [`ACCESS_TTL`]), the refresh token (`spade_refresh`, HttpOnly,
-//!   SameSite=Strict, path `/api/v1/auth`) and the CSRF token (`spade_csrf`, readable by the page
+//!   SameSite=Strict; pages renew an expired access token with it, see [`renew`]) and the CSRF token (`spade_csrf`, readable by the page
 //!   script). A cookie-authenticated request that changes state (any method but GET, HEAD,
 //!   OPTIONS) must echo the CSRF token in `X-CSRF-Token`; the token is an HMAC of the session id,
 //!   so it cannot be forged or planted from another session.
@@ -20,6 +20,7 @@ pub mod jwt;
 pub mod origin;
 pub mod password;
 pub mod rate_limit;
+pub mod renew;
 pub mod routes;
 pub mod secret;
 

@@ -5,7 +5,8 @@
 //! the handlers, so no handler imports it.
 
 use crate::{
-    AppState, REQUEST_TIMEOUT, api, dashboard, error, guard, openapi, security, site, ui_errors,
+    AppState, REQUEST_TIMEOUT, api, auth, dashboard, error, guard, openapi, security, site,
+    ui_errors,
 };
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Request, StatusCode};
@@ -69,6 +70,10 @@ pub fn app(state: AppState) -> Router {
                 leptos::prelude::provide_context(data.clone());
             },
             shell,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::renew::renew_on_pages,
         ))
         .layer(axum::middleware::from_fn(ui_errors::client_errors))
         .layer(axum::middleware::from_fn(guard::check_request))

@@ -289,25 +289,30 @@ pub async fn refresh(
             session_id,
             user_id,
         } => {
-            // A rotated token came back: it was copied. The session is revoked (done by the
-            // query); its open pages and streams end too.
-            state.ctx.events.access_changed();
-            audit::record(
-                &state.ctx.db,
-                &audit::Entry {
-                    actor_id: Some(user_id),
-                    team_id: None,
-                    action: "session.refresh_reuse",
-                    target: format!("session:{session_id}"),
-                    detail: serde_json::json!({}),
-                },
-            )
-            .await?;
-            tracing::warn!(session_id, user_id, "refresh token reuse: session revoked");
+            reused(&state, session_id, user_id).await?;
             Err(refused())
         }
         Refresh::Refused => Err(refused()),
     }
+}
+
+/// A rotated refresh token came back: it was copied. The session is revoked (done by the
+/// query); its open pages and streams end too, and the audit log says so.
+pub(crate) async fn reused(state: &AppState, session_id: i64, user_id: i64) -> ApiResult<()> {
+    state.ctx.events.access_changed();
+    audit::record(
+        &state.ctx.db,
+        &audit::Entry {
+            actor_id: Some(user_id),
+            team_id: None,
+            action: "session.refresh_reuse",
+            target: format!("session:{session_id}"),
+            detail: serde_json::json!({}),
+        },
+    )
+    .await?;
+    tracing::warn!(session_id, user_id, "refresh token reuse: session revoked");
+    Ok(())
 }
 
 /// `POST /api/v1/auth/logout`: revokes the session (its access and refresh tokens stop working
@@ -332,7 +337,8 @@ pub async fn logout(
     let h = resp.headers_mut();
     for (name, path) in [
         (ACCESS_COOKIE, "/"),
-        (REFRESH_COOKIE, "/api/v1/auth"),
+        (REFRESH_COOKIE, "/"),
+        (REFRESH_COOKIE, LEGACY_REFRESH_PATH),
         (CSRF_COOKIE, "/"),
     ] {
         h.append(
@@ -362,7 +368,10 @@ pub fn account(u: &User) -> spade_app::dto::UserRecord {
     }
 }
 
-fn refresh_expiry() -> chrono::DateTime<chrono::Utc> {
+/// Where the refresh cookie lived until pages renewed sessions themselves (`auth::renew`).
+const LEGACY_REFRESH_PATH: &str = "/api/v1/auth";
+
+pub(crate) fn refresh_expiry() -> chrono::DateTime<chrono::Utc> {
     chrono::Utc::now()
         + chrono::Duration::from_std(REFRESH_TTL).unwrap_or_else(|_| chrono::Duration::days(30))
 }
@@ -386,7 +395,7 @@ pub(crate) fn cookies_secure(state: &AppState, headers: &HeaderMap) -> bool {
 
 /// The answer of a login or refresh: a new access token, and the refresh token when there is a
 /// new one (`None`: a tab that lost a refresh race keeps the winner's cookie).
-fn session_response(
+pub(crate) fn session_response(
     state: &AppState,
     user: User,
     session_id: i64,
@@ -430,7 +439,21 @@ fn session_response(
                     REFRESH_COOKIE,
                     refresh,
                     REFRESH_TTL.as_secs(),
-                    "/api/v1/auth",
+                    "/",
+                    true,
+                    "Strict",
+                    secure,
+                )?,
+            );
+            // A browser from before the cookie moved to `/` holds one at the old path, which it
+            // would send first to the refresh route: it goes.
+            h.append(
+                header::SET_COOKIE,
+                set_cookie(
+                    REFRESH_COOKIE,
+                    "",
+                    0,
+                    LEGACY_REFRESH_PATH,
                     true,
                     "Strict",
                     secure,

@@ -15,6 +15,7 @@ mod markup;
 mod pages;
 mod pools;
 mod pools_zip;
+mod renew;
 mod shutdown;
 mod support;
 mod tokens;
