@@ -563,3 +563,30 @@ pub async fn console_messages(c: &Client) -> anyhow::Result<Vec<(String, String)
         })
         .collect())
 }
+
+/// A plain HTTP/1.1 GET over a TCP socket with `headers` added: (status code, body). Enough for
+/// the JSON API, without a client crate.
+pub async fn http_get_with(url: &str, headers: &[(&str, &str)]) -> anyhow::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut s = tokio::net::TcpStream::connect(host).await?;
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
+    s.write_all(
+        format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .await?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await?;
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("not an HTTP answer: {head}"))?;
+    Ok((status, body.to_owned()))
+}

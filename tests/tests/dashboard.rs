@@ -425,6 +425,7 @@ async fn every_page_fits_a_phone_and_hydrates_without_console_warnings(
         ("launch", "/runs/new".to_owned()),
         ("teams", "/teams".to_owned()),
         ("benchmarks", "/benchmarks".to_owned()),
+        ("account", "/account".to_owned()),
     ];
     let mut problems = Vec::new();
     for (theme, suffix) in [(Some("light"), "light"), (Some("dark"), "dark")] {
@@ -784,6 +785,129 @@ async fn an_editor_tags_finds_launches_again_and_deletes_a_run(pool: Pool) -> an
         .fetch_one(&db)
         .await?;
     assert_eq!(left, 0);
+    browser.close().await?;
+    server.stop().await;
+    Ok(())
+}
+
+/// Issue 43: an owner makes an API token on the teams page, sees it once, a script reads the
+/// team's runs with it, and revoking it on the page refuses it at the next request; then the
+/// account page renames the person, refuses a mistyped password confirmation beside nothing
+/// lost, changes the password, and lists this session. Screenshots
+/// `dashboard-team-token-new.png`, `dashboard-team-token-revoked.png`, `dashboard-account.png`.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn an_owner_makes_uses_and_revokes_an_api_token_and_manages_the_account(
+    pool: Pool,
+) -> anyhow::Result<()> {
+    let (server, db, tag) = start(pool, "tokens").await?;
+    let email = format!("tia-{tag}@example.org");
+    let mut browser = Browser::start().await?;
+    let c = browser.client.clone();
+    c.set_window_size(1280, 1400).await?;
+    let (user, team, project) =
+        signed_up_with_project(&c, &server, &db, "Tia Token", &email, &tag.to_string()).await?;
+    let run = run_in(
+        &db,
+        &team,
+        user,
+        project,
+        "scripted",
+        &demo_config(7, 0.28)?,
+        7,
+    )
+    .await?;
+    let t = team.team_id();
+
+    c.goto(&format!("{}/teams", server.url)).await?;
+    spade_e2e::wait_hydrated(&c, Instant::now()).await?;
+    fill(&c, &format!("token-name-{t}"), "nightly eval").await?;
+    spade_e2e::click(&c, &format!("#token-form-{t} button[type=submit]")).await?;
+    wait_for(&c, &format!("#token-new-{t}")).await?;
+    let token = c
+        .find(Locator::Css(&format!("#token-new-{t} input")))
+        .await?
+        .prop("value")
+        .await?
+        .unwrap_or_default();
+    assert!(token.starts_with("spt_"), "{token}");
+    assert!(
+        !c.current_url().await?.as_str().contains("spt_"),
+        "never in the address"
+    );
+    spade_e2e::scroll_to(&c, &format!("tokens-{t}")).await?;
+    browser.screenshot("dashboard-team-token-new").await?;
+
+    let runs_url = format!("{}/api/v1/runs/{}", server.url, run.run_id());
+    let bearer = format!("Bearer {token}");
+    let (status, body) =
+        spade_e2e::http_get_with(&runs_url, &[("Authorization", bearer.as_str())]).await?;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"scripted\""), "{body}");
+
+    // Shown once: a reload does not show it again.
+    c.refresh().await?;
+    wait_for(&c, &format!("#tokens-{t}")).await?;
+    assert!(
+        c.find(Locator::Id(&format!("token-new-{t}")))
+            .await
+            .is_err(),
+        "the token is not shown twice"
+    );
+    let row = text_of(&c, &format!("#tokens-{t} tbody")).await?;
+    assert!(
+        row.contains("nightly eval") && row.contains("viewer"),
+        "{row}"
+    );
+    spade_e2e::click(&c, &format!("#tokens-{t} button.danger")).await?;
+    wait_for(&c, "#teams-notice").await?;
+    assert!(text_of(&c, "#teams-notice").await?.contains("revoked"));
+    let (status, _) =
+        spade_e2e::http_get_with(&runs_url, &[("Authorization", bearer.as_str())]).await?;
+    assert_eq!(status, 401, "refused at the next request");
+    spade_e2e::scroll_to(&c, &format!("tokens-{t}")).await?;
+    browser.screenshot("dashboard-team-token-revoked").await?;
+
+    // The account: name, password (a mistyped confirmation first), sessions.
+    spade_e2e::click(&c, ".user-menu summary").await?;
+    spade_e2e::click(&c, ".user-menu a[href='/account']").await?;
+    wait_for_path(&c, "/account").await?;
+    spade_e2e::wait_hydrated(&c, Instant::now()).await?;
+    fill(&c, "account-name", "Tia Renamed").await?;
+    spade_e2e::click(&c, "#name button[type=submit]").await?;
+    wait_for(&c, "#account-notice").await?;
+    assert!(
+        text_of(&c, ".user-menu summary")
+            .await?
+            .contains("Tia Renamed")
+    );
+    fill(&c, "account-current", "correct horse battery").await?;
+    fill(&c, "account-new", "a brand new passphrase").await?;
+    fill(&c, "account-confirm", "a brand new passphrasf").await?;
+    spade_e2e::click(&c, "#password button[type=submit]").await?;
+    wait_for(&c, "#account-error").await?;
+    assert!(
+        text_of(&c, "#account-error")
+            .await?
+            .contains("confirm_password")
+    );
+    fill(&c, "account-current", "correct horse battery").await?;
+    fill(&c, "account-new", "a brand new passphrase").await?;
+    fill(&c, "account-confirm", "a brand new passphrase").await?;
+    spade_e2e::click(&c, "#password button[type=submit]").await?;
+    wait_for(&c, "#account-notice").await?;
+    assert!(
+        text_of(&c, "#account-notice")
+            .await?
+            .contains("Password changed"),
+        "{}",
+        text_of(&c, "#account-notice").await?
+    );
+    assert!(
+        text_of(&c, "#sessions tbody")
+            .await?
+            .contains("this session")
+    );
+    browser.screenshot("dashboard-account").await?;
     browser.close().await?;
     server.stop().await;
     Ok(())

@@ -215,22 +215,9 @@ async fn the_health_endpoint_reports_the_migrated_schema(pool: sqlx::PgPool) -> 
     Ok(())
 }
 
-/// A plain HTTP/1.1 GET over a TCP socket: enough for a JSON endpoint, no client crate needed.
+/// A GET that must answer 200: its body.
 async fn http_get(url: &str) -> anyhow::Result<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let rest = url.strip_prefix("http://").unwrap_or(url);
-    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let mut s = tokio::net::TcpStream::connect(host).await?;
-    s.write_all(
-        format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).await?;
-    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
-    anyhow::ensure!(
-        head.starts_with("HTTP/1.1 200"),
-        "unexpected response: {head}"
-    );
-    Ok(body.to_owned())
+    let (status, body) = spade_e2e::http_get_with(url, &[]).await?;
+    anyhow::ensure!(status == 200, "unexpected status {status}: {body}");
+    Ok(body)
 }

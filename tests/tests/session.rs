@@ -1,6 +1,6 @@
 //! Sessions in a real browser: access cookies live 15 minutes and refresh cookies 30 days, so
-//! a page that finds its access cookie gone but the refresh cookie there refreshes the session
-//! itself and shows the page (nobody is sent to the login form every quarter of an hour); a
+//! a page loaded with its access cookie gone but the refresh cookie there is renewed by the
+//! server and shown at once (nobody is sent to the login form every quarter of an hour); a
 //! browser without a refresh cookie stays on the login prompt instead of looping.
 
 use fantoccini::Locator;
@@ -26,8 +26,20 @@ async fn an_expired_access_cookie_is_renewed_from_the_refresh_cookie(
     // What the browser does when the access cookie's 15 minutes are over: it drops it.
     c.delete_cookie("spade_access").await?;
     c.goto(&format!("{}/runs", server.url)).await?;
-    // The server renders the login prompt; the hydrated page refreshes and reloads itself.
+    // The server renews the session from the refresh cookie and renders the page for the
+    // person on this first load (issue 43: it rendered the login prompt, then the hydrated page
+    // refreshed and reloaded itself: a flash and two loads).
     wait_for(&c, "#runs-empty, #runs-table").await?;
+    let resumed = c
+        .execute(
+            "return window.sessionStorage.getItem('spade_resumed_at');",
+            vec![],
+        )
+        .await?;
+    assert!(
+        resumed.is_null(),
+        "the page had to resume the session itself: {resumed}"
+    );
     assert!(
         c.get_named_cookie("spade_access").await.is_ok(),
         "a new access cookie was set"
