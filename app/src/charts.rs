@@ -132,6 +132,27 @@ impl ChartSettings {
     }
 }
 
+impl ChartSettings {
+    /// With the chart filter from the query parameter `find` (a saved view's, say).
+    pub fn with_find(self, find: Option<String>) -> Self {
+        if let Some(f) = find {
+            self.find.set(f.chars().take(100).collect());
+        }
+        self
+    }
+}
+
+/// The viewer's saved chart views beside the controls: links that open this page with a view's
+/// settings, and a form that saves the current settings under a name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SavedViews {
+    /// (name, the page with that view's settings).
+    pub links: Vec<(String, String)>,
+    pub csrf: String,
+    /// The page to come back to after saving (its path and the parameters it needs).
+    pub back: String,
+}
+
 /// The largest smoothing weight the slider offers; 1.0 would freeze the curve at its start.
 pub const MAX_SMOOTHING: f64 = 0.99;
 
@@ -145,6 +166,9 @@ pub fn ChartControls(
     /// along as hidden inputs: a GET form replaces the whole query.
     #[prop(default = Vec::new())]
     keep: Vec<(String, String)>,
+    /// The viewer's saved views (pages of a signed-in person; not the shared page).
+    #[prop(default = None)]
+    saved: Option<SavedViews>,
 ) -> impl IntoView {
     let ChartSettings {
         smoothing,
@@ -152,13 +176,14 @@ pub fn ChartControls(
         log_y,
         find,
     } = settings;
+    let saved = saved.map(|s| saved_views(s, settings));
     let hidden = keep
         .into_iter()
         .map(|(name, value)| view! { <input type="hidden" name=name value=value /> })
         .collect_view();
     // Once hydrated, every change goes into the address bar too, so the URL is a permalink of
     // what the charts show (effects do not run on the server).
-    Effect::new(move |_| write_to_url(smoothing.get(), x_axis.get(), log_y.get()));
+    Effect::new(move |_| write_to_url(smoothing.get(), x_axis.get(), log_y.get(), find.get()));
     view! {
         <form class="chart-controls" method="get" aria-label="Chart settings">
             {hidden}
@@ -203,12 +228,56 @@ pub fn ChartControls(
             <label for="chart-find">"Find a chart"</label>
             <input
                 id="chart-find"
+                name="find"
                 type="search"
                 placeholder="title contains…"
+                value=find.get_untracked()
                 prop:value=move || find.get()
                 on:input=move |ev| find.set(event_target_value(&ev))
             />
         </form>
+        {saved}
+    }
+}
+
+/// The saved views' links and the "save as" form; its hidden fields follow the settings as
+/// they change, so it saves what the charts show.
+fn saved_views(s: SavedViews, settings: ChartSettings) -> impl IntoView {
+    let ChartSettings {
+        smoothing,
+        x_axis,
+        log_y,
+        find,
+    } = settings;
+    let links = if s.links.is_empty() {
+        view! { <span class="sub">"none saved yet"</span> }.into_any()
+    } else {
+        s.links
+            .into_iter()
+            .map(|(name, href)| view! { <a class="view-link" href=href>{name}</a> " " })
+            .collect_view()
+            .into_any()
+    };
+    let x = move || match x_axis.get() {
+        XAxis::Step => "step",
+        XAxis::Time => "time",
+    };
+    view! {
+        <div class="chart-views" id="chart-views">
+            <span class="views-label">"Saved views:"</span>
+            {links}
+            <form method="post" action="/chart-views/save" class="inline-form" aria-label="Save these chart settings as a view">
+                <input type="hidden" name="csrf" value=s.csrf />
+                <input type="hidden" name="back" value=s.back />
+                <input type="hidden" name="smoothing" value=smoothing.get_untracked().to_string() prop:value=move || smoothing.get().to_string() />
+                <input type="hidden" name="x_axis" value=x prop:value=x />
+                <input type="hidden" name="log_y" value=move || if log_y.get() { "1" } else { "" } prop:value=move || if log_y.get() { "1" } else { "" } />
+                <input type="hidden" name="find" value=find.get_untracked() prop:value=move || find.get() />
+                <label for="view-name" class="visually-hidden">"View name"</label>
+                <input id="view-name" name="name" type="text" maxlength="60" required placeholder="Save these settings as…" />
+                <button type="submit" class="secondary">"Save view"</button>
+            </form>
+        </div>
     }
 }
 
@@ -299,9 +368,9 @@ fn track_pointer(ev: leptos::ev::MouseEvent, readout: RwSignal<Option<Readout>>)
     let _ = (ev, readout);
 }
 
-/// Replaces the current history entry's `smooth`, `x` and `log` with these settings, keeping
+/// Replaces the current history entry's `smooth`, `x`, `log` and `find` with these settings, keeping
 /// its other parameters (the compare page's runs, filters); defaults are left out.
-fn write_to_url(smoothing: f64, x_axis: XAxis, log_y: bool) {
+fn write_to_url(smoothing: f64, x_axis: XAxis, log_y: bool, find: String) {
     #[cfg(feature = "hydrate")]
     {
         let Some(w) = web_sys::window() else { return };
@@ -326,6 +395,11 @@ fn write_to_url(smoothing: f64, x_axis: XAxis, log_y: bool) {
         } else {
             q.delete("log");
         }
+        if find.trim().is_empty() {
+            q.delete("find");
+        } else {
+            q.set("find", find.trim());
+        }
         url.set_search(&String::from(q.to_string()));
         let next = url.href();
         if next != href
@@ -335,7 +409,7 @@ fn write_to_url(smoothing: f64, x_axis: XAxis, log_y: bool) {
         }
     }
     #[cfg(not(feature = "hydrate"))]
-    let _ = (smoothing, x_axis, log_y);
+    let _ = (smoothing, x_axis, log_y, find);
 }
 
 /// One chart: an accessible heading, the SVG (re-rendered when the page's [`ChartSettings`]

@@ -71,6 +71,8 @@ pub struct TeamsData {
 pub struct AccountData {
     pub user: crate::dto::UserRecord,
     pub sessions: Vec<crate::dto::SessionRecord>,
+    #[serde(default)]
+    pub views: Vec<crate::dto::ChartViewRecord>,
 }
 
 /// The read-only page of a shared run: no session, no actions.
@@ -191,6 +193,11 @@ mod source {
             from: Option<i64>,
         ) -> DataFuture<'a, Access<LaunchForm>>;
         fn teams<'a>(&'a self, req: &'a http::request::Parts) -> DataFuture<'a, Access<TeamsData>>;
+        /// The signed-in person's saved chart views.
+        fn chart_views<'a>(
+            &'a self,
+            req: &'a http::request::Parts,
+        ) -> DataFuture<'a, Access<Vec<crate::dto::ChartViewRecord>>>;
         /// The signed-in person's account and live sessions.
         fn account<'a>(
             &'a self,
@@ -399,6 +406,13 @@ pub async fn load_teams() -> Result<Access<TeamsData>, ServerFnError> {
         }
     }
     Ok(out)
+}
+
+/// The viewer's saved chart views (run and compare pages).
+#[server(prefix = "/ui", endpoint = "chart_views", input = GetUrl)]
+pub async fn load_chart_views() -> Result<Access<Vec<crate::dto::ChartViewRecord>>, ServerFnError> {
+    let (data, parts) = context()?;
+    data.chart_views(&parts).await.map_err(to_sfn)
 }
 
 /// The account page.

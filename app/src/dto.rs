@@ -25,6 +25,43 @@ pub struct UserRecord {
     pub created_at: String,
 }
 
+/// A saved chart view: named chart settings of one person, offered on every run and compare
+/// page (`GET /chart-views`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChartViewRecord {
+    pub id: i64,
+    pub name: String,
+    /// EMA weight, 0 to 0.99.
+    pub smoothing: f64,
+    /// `step` or `time`.
+    pub x_axis: String,
+    pub log_y: bool,
+    /// Text the chart titles must contain ("Find a chart"); empty: all charts.
+    pub find: String,
+    pub created_at: String,
+}
+
+impl ChartViewRecord {
+    /// The view as query parameters of a chart page (`smooth`, `x`, `log`, `find`; defaults
+    /// left out), to append to the page's own.
+    pub fn query_pairs(&self) -> Vec<(&'static str, String)> {
+        let mut q = Vec::new();
+        if self.smoothing > 0.0 {
+            q.push(("smooth", format!("{:.2}", self.smoothing)));
+        }
+        if self.x_axis == "time" {
+            q.push(("x", "time".to_owned()));
+        }
+        if self.log_y {
+            q.push(("log", "1".to_owned()));
+        }
+        if !self.find.is_empty() {
+            q.push(("find", self.find.clone()));
+        }
+        q
+    }
+}
+
 /// A live login session of the signed-in person (`GET /auth/sessions`, the account page).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionRecord {

@@ -230,7 +230,8 @@ pub fn RunPage() -> impl IntoView {
         query_once("smooth").as_deref(),
         query_once("x").as_deref(),
         query_once("log").as_deref(),
-    );
+    )
+    .with_find(query_once("find"));
     let data = Resource::new(id, |id| async move {
         match id {
             Ok(id) => data::load_run(id).await,
@@ -238,10 +239,16 @@ pub fn RunPage() -> impl IntoView {
         }
     });
     let csrf = csrf_resource();
+    let views = Resource::new(|| (), |_| data::load_chart_views());
     view! {
         <Suspense fallback=loading>
             {move || Suspend::new(async move {
                 let csrf = csrf.await;
+                // The run shows without its saved views if they cannot be read.
+                let views = match views.await {
+                    Ok(Access::Granted(v)) => Some(v),
+                    _ => None,
+                };
                 match data.await {
                     Ok(Access::Granted(d)) => {
                         let run_id = d.run.summary.id;
@@ -251,7 +258,7 @@ pub fn RunPage() -> impl IntoView {
                         view! {
                             <Title text=title(format_args!("{} · Run", d.run.summary.name)) />
                             {query("error")().map(|e| view! { <p class="form-error" role="alert">{pages::auth::sentence(e)}</p> })}
-                            <pages::run::RunView run=d.run metrics=d.metrics benchmarks=d.benchmarks settings csrf=csrf.clone() />
+                            <pages::run::RunView run=d.run metrics=d.metrics benchmarks=d.benchmarks settings csrf=csrf.clone() views />
                             {share}
                         }.into_any()
                     }
@@ -386,10 +393,13 @@ pub fn ComparePage() -> impl IntoView {
         query_once("smooth").as_deref(),
         query_once("x").as_deref(),
         query_once("log").as_deref(),
-    );
+    )
+    .with_find(query_once("find"));
     let band = pages::compare::Band::from_query(query_once("band").as_deref());
     let data = Resource::new(ids, data::load_compare);
     let choices = Resource::new(|| (), |_| data::load_run_choices());
+    let views = Resource::new(|| (), |_| data::load_chart_views());
+    let csrf = csrf_resource();
     view! {
         <Title text="Compare · SPADE Studio" />
         <Suspense fallback=loading>
@@ -399,11 +409,16 @@ pub fn ComparePage() -> impl IntoView {
                     Ok(Access::Granted(c)) => c,
                     _ => Vec::new(),
                 };
+                // So are the saved views.
+                let views = match views.await {
+                    Ok(Access::Granted(v)) => Some((v, csrf.await)),
+                    _ => None,
+                };
                 match data.await {
                     Ok(Access::Granted(list)) => {
                         let benchmarks: Vec<(String, crate::dto::BenchmarksDto)> = list.iter().map(|d| (format!("{} (#{})", d.run.summary.name, d.run.summary.id), d.benchmarks.clone())).collect();
                         let (runs, metrics): (Vec<_>, Vec<_>) = list.into_iter().map(|d| (d.run, d.metrics)).unzip();
-                        view! { <pages::compare::CompareView runs metrics benchmarks settings band choices /> }.into_any()
+                        view! { <pages::compare::CompareView runs metrics benchmarks settings band choices views /> }.into_any()
                     }
                     Ok(Access::LoginRequired) => not_shown(Ok(())),
                     Err(e) => not_shown(Err(e)),
@@ -529,7 +544,8 @@ pub fn SharedPage() -> impl IntoView {
         query_once("smooth").as_deref(),
         query_once("x").as_deref(),
         query_once("log").as_deref(),
-    );
+    )
+    .with_find(query_once("find"));
     let data = Resource::new(token, |t| data::load_shared(t.unwrap_or_default()));
     view! {
         <Suspense fallback=loading>

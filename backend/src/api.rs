@@ -2,6 +2,7 @@
 //! summary and authentication; the router and the OpenAPI document are both built from it, so
 //! the document cannot drift from what is served.
 
+pub mod account_api;
 pub mod artifacts;
 pub mod environments;
 pub mod evaluations;
@@ -138,6 +139,30 @@ pub fn endpoints() -> Vec<Endpoint> {
             User,
             "End one of the caller's sessions (another user's is a 404)",
             delete(account::delete_session),
+        ),
+        ep(
+            "get",
+            "/chart-views",
+            "auth",
+            User,
+            "The caller's saved chart views (smoothing, x axis, log scale, chart filter), by name",
+            get(account_api::chart_views),
+        ),
+        ep(
+            "post",
+            "/chart-views",
+            "auth",
+            User,
+            "Save a chart view (`{\"name\", \"smoothing\"?, \"x_axis\"?: step|time, \"log_y\"?, \"find\"?}`); a name already used is replaced",
+            post(account_api::save_chart_view),
+        ),
+        ep(
+            "delete",
+            "/chart-views/{view_id}",
+            "auth",
+            User,
+            "Delete one of the caller's chart views",
+            delete(account_api::delete_chart_view),
         ),
         ep(
             "get",

@@ -257,6 +257,18 @@ impl DashboardData for Dashboard {
         })
     }
 
+    fn chart_views<'a>(
+        &'a self,
+        req: &'a Parts,
+    ) -> DataFuture<'a, Access<Vec<dto::ChartViewRecord>>> {
+        Box::pin(async move {
+            for_caller(self, req, async |a| {
+                service::chart_views::list(&self.state.ctx, &a.caller()).await
+            })
+            .await
+        })
+    }
+
     fn account<'a>(&'a self, req: &'a Parts) -> DataFuture<'a, Access<AccountData>> {
         Box::pin(async move {
             match self.auth(req).await {
@@ -268,9 +280,13 @@ impl DashboardData for Dashboard {
                             tracing::error!(error = %e, "dashboard: account sessions");
                             DataError::Unavailable
                         })?;
+                    let views = service::chart_views::list(&self.state.ctx, &a.caller())
+                        .await
+                        .map_err(service_err)?;
                     Ok(Access::Granted(AccountData {
                         user: crate::auth::routes::account(&a.user),
                         sessions,
+                        views,
                     }))
                 }
             }

@@ -12,6 +12,7 @@
 
 pub mod api_tokens;
 pub mod artifacts;
+pub mod chart_views;
 pub mod charts;
 pub mod downsample;
 pub mod environments;

@@ -793,8 +793,9 @@ async fn an_editor_tags_finds_launches_again_and_deletes_a_run(pool: Pool) -> an
 /// Issue 43: an owner makes an API token on the teams page, sees it once, a script reads the
 /// team's runs with it, and revoking it on the page refuses it at the next request; then the
 /// account page renames the person, refuses a mistyped password confirmation beside nothing
-/// lost, changes the password, and lists this session. Screenshots
-/// `dashboard-team-token-new.png`, `dashboard-team-token-revoked.png`, `dashboard-account.png`.
+/// lost, changes the password, and lists this session and a chart view saved on the run page.
+/// Screenshots `dashboard-team-token-new.png`, `dashboard-team-token-revoked.png`,
+/// `dashboard-run-saved-view.png`, `dashboard-account.png`.
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]
 async fn an_owner_makes_uses_and_revokes_an_api_token_and_manages_the_account(
     pool: Pool,
@@ -867,6 +868,30 @@ async fn an_owner_makes_uses_and_revokes_an_api_token_and_manages_the_account(
     spade_e2e::scroll_to(&c, &format!("tokens-{t}")).await?;
     browser.screenshot("dashboard-team-token-revoked").await?;
 
+    // A saved chart view: the run page's settings under a name, offered as a link.
+    c.goto(&format!(
+        "{}/runs/{}?smooth=0.5&log=1&find=regret",
+        server.url,
+        run.run_id()
+    ))
+    .await?;
+    spade_e2e::wait_hydrated(&c, Instant::now()).await?;
+    fill(&c, "view-name", "regret, smoothed").await?;
+    spade_e2e::click(&c, "#chart-views button[type=submit]").await?;
+    wait_for(&c, "#chart-views a.view-link").await?;
+    let href = c
+        .find(Locator::Css("#chart-views a.view-link"))
+        .await?
+        .attr("href")
+        .await?
+        .unwrap_or_default();
+    assert!(
+        href.contains("smooth=0.50") && href.contains("log=1") && href.contains("find=regret"),
+        "{href}"
+    );
+    spade_e2e::scroll_to(&c, "chart-views").await?;
+    browser.screenshot("dashboard-run-saved-view").await?;
+
     // The account: name, password (a mistyped confirmation first), sessions.
     spade_e2e::click(&c, ".user-menu summary").await?;
     spade_e2e::click(&c, ".user-menu a[href='/account']").await?;
@@ -907,6 +932,7 @@ async fn an_owner_makes_uses_and_revokes_an_api_token_and_manages_the_account(
             .await?
             .contains("this session")
     );
+    assert!(text_of(&c, "#views").await?.contains("regret, smoothed"));
     browser.screenshot("dashboard-account").await?;
     browser.close().await?;
     server.stop().await;

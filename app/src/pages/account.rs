@@ -1,11 +1,12 @@
 //! The account page (`/account`): the signed-in person's display name, a password change (which
-//! signs out every other session) and their live login sessions, each with an End button (the
-//! one in use says so: ending it logs out here). Every change is a POST form the backend routes
-//! to the function the API uses (`/api/v1/auth/me`, `/auth/password`, `/auth/sessions`).
+//! signs out every other session), their live login sessions, each with an End button (the one
+//! in use says so: ending it logs out here), and their saved chart views with Delete. Every
+//! change is a POST form the backend routes to the function the API uses (`/api/v1/auth/me`,
+//! `/auth/password`, `/auth/sessions`, `/chart-views`).
 
 use super::auth::sentence;
 use crate::data::AccountData;
-use crate::dto::SessionRecord;
+use crate::dto::{ChartViewRecord, SessionRecord};
 use leptos::prelude::*;
 
 /// The account page.
@@ -25,6 +26,27 @@ pub fn AccountView(
         .into_iter()
         .map(|s| session_row(s, csrf.clone()))
         .collect_view();
+    let views = if data.views.is_empty() {
+        view! { <p class="empty">"No saved chart views. Save one from the chart settings of a run or a comparison."</p> }.into_any()
+    } else {
+        view! {
+            <ul class="view-list">
+                {data.views.into_iter().map(|v| {
+                    let what = view_summary(&v);
+                    view! {
+                        <li id=format!("view-{}", v.id)>
+                            <span class="view-name">{v.name.clone()}</span> " " <span class="sub">{what}</span>
+                            <form method="post" action=format!("/chart-views/{}/delete", v.id) class="inline-form">
+                                <input type="hidden" name="csrf" value=csrf.clone() />
+                                <button type="submit" class="danger" aria-label=format!("Delete the view {}", v.name)>"Delete"</button>
+                            </form>
+                        </li>
+                    }
+                }).collect_view()}
+            </ul>
+        }
+        .into_any()
+    };
     view! {
         <div class="page-head"><h1>"Account"</h1></div>
         {error.map(|e| view! { <p class="form-error" role="alert" id="account-error">{sentence(e)}</p> })}
@@ -77,7 +99,26 @@ pub fn AccountView(
                 </table>
             </div>
         </section>
+        <section class="card" id="views" aria-labelledby="views-h">
+            <h2 id="views-h">"Saved chart views"</h2>
+            {views}
+        </section>
     }
+}
+
+/// "smoothing 0.60, time axis, log scale, charts matching “regret”".
+fn view_summary(v: &ChartViewRecord) -> String {
+    let mut parts = vec![format!("smoothing {:.2}", v.smoothing)];
+    if v.x_axis == "time" {
+        parts.push("time axis".into());
+    }
+    if v.log_y {
+        parts.push("log scale".into());
+    }
+    if !v.find.is_empty() {
+        parts.push(format!("charts matching “{}”", v.find));
+    }
+    parts.join(", ")
 }
 
 /// "2026-12-05 10:15 UTC" from an RFC 3339 time.

@@ -4,8 +4,8 @@
 
 use super::benchmarks::CompareBenchmarks;
 use super::flatten_config;
-use crate::charts::{ChartControls, ChartSettings, LineChart, Point, Series};
-use crate::dto::{BenchmarksDto, MetricSeries, RunChoice, RunDetail};
+use crate::charts::{ChartControls, ChartSettings, LineChart, Point, SavedViews, Series};
+use crate::dto::{BenchmarksDto, ChartViewRecord, MetricSeries, RunChoice, RunDetail};
 use leptos::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -291,6 +291,9 @@ pub fn CompareView(
     /// Runs of every team of the viewer, for the picker.
     #[prop(default = Vec::new())]
     choices: Vec<RunChoice>,
+    /// The viewer's saved chart views and CSRF token (`None`: not offered).
+    #[prop(default = None)]
+    views: Option<(Vec<ChartViewRecord>, String)>,
 ) -> impl IntoView {
     let shown: Vec<(i64, String)> = runs
         .iter()
@@ -445,6 +448,23 @@ pub fn CompareView(
     if band != Band::Range {
         keep.push(("band".into(), band.as_query().into()));
     }
+    // A saved view opens this comparison with its settings.
+    let saved = views.map(|(views, csrf)| {
+        let page = |extra: Vec<(&'static str, String)>| {
+            let mut q: Vec<(&str, String)> =
+                keep.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            q.extend(extra);
+            format!("/compare{}", super::query_string(&q))
+        };
+        SavedViews {
+            links: views
+                .iter()
+                .map(|v| (v.name.clone(), page(v.query_pairs())))
+                .collect(),
+            csrf,
+            back: page(Vec::new()),
+        }
+    });
     let diff_empty = diff.is_empty();
     let rows = diff
         .into_iter()
@@ -481,7 +501,7 @@ pub fn CompareView(
         <section aria-labelledby="overlay-h">
             <h2 id="overlay-h">"Curves"</h2>
             <p class="sub"><a href=csv_href download>"Download these runs' metrics (CSV)"</a></p>
-            <ChartControls settings keep=keep />
+            <ChartControls settings keep=keep saved=saved />
             {charts}
         </section>
         {seeds_view}

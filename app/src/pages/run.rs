@@ -4,8 +4,8 @@
 
 use super::benchmarks::BenchmarksSection;
 use super::{ProgressBar, StatusBadge, flatten_config, fmt_time};
-use crate::charts::{ChartControls, ChartSettings, LineChart, Series};
-use crate::dto::{BenchmarksDto, MetricSeries, RunDetail, RunStatus};
+use crate::charts::{ChartControls, ChartSettings, LineChart, SavedViews, Series};
+use crate::dto::{BenchmarksDto, ChartViewRecord, MetricSeries, RunDetail, RunStatus};
 use crate::live::{self, LiveRun};
 use leptos::prelude::*;
 
@@ -239,9 +239,25 @@ pub fn RunView(
     settings: ChartSettings,
     /// The viewer's CSRF token, carried by the cancel, resume and evaluate forms.
     csrf: String,
+    /// The viewer's saved chart views (`None`: not offered).
+    #[prop(default = None)]
+    views: Option<Vec<ChartViewRecord>>,
 ) -> impl IntoView {
     let s = run.summary.clone();
     let id = s.id;
+    let saved = views.map(|v| SavedViews {
+        links: v
+            .iter()
+            .map(|v| {
+                (
+                    v.name.clone(),
+                    format!("/runs/{id}{}", super::query_string(&v.query_pairs())),
+                )
+            })
+            .collect(),
+        csrf: csrf.clone(),
+        back: format!("/runs/{id}"),
+    });
     let live = LiveRun::new(&run, metrics);
     // Effects run only in the browser: the server renders the state at request time.
     Effect::new(move |_| live::subscribe(id, live));
@@ -446,7 +462,7 @@ pub fn RunView(
         {details}
         <section aria-labelledby="charts-h">
             <h2 id="charts-h">"Training curves"</h2>
-            <ChartControls settings />
+            <ChartControls settings saved=saved />
             <p class="table-actions">
                 <a href=format!("/api/v1/runs/{id}/metrics.csv") download=format!("run-{id}-metrics.csv")>
                     "Download all metrics (CSV)"

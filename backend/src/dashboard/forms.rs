@@ -13,6 +13,7 @@
 mod account;
 mod invitations;
 mod tokens;
+mod views;
 
 use super::Dashboard;
 use super::launch::{self, LaunchDraft};
@@ -71,6 +72,8 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/teams/{team_id}/projects", post(create_project))
         .route("/teams/{team_id}/tokens", post(tokens::create))
+        .route("/chart-views/save", post(views::save))
+        .route("/chart-views/{view_id}/delete", post(views::delete))
         .route("/account/name", post(account::rename))
         .route("/account/password", post(account::password))
         .route(

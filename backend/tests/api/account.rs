@@ -269,6 +269,12 @@ async fn an_api_token_manages_no_account(pool: sqlx::PgPool) -> TestResult {
         ),
         (Method::GET, "/api/v1/auth/sessions".to_owned(), None),
         (Method::DELETE, format!("/api/v1/auth/sessions/{sid}"), None),
+        (Method::GET, "/api/v1/chart-views".to_owned(), None),
+        (
+            Method::POST,
+            "/api/v1/chart-views".to_owned(),
+            Some(json!({"name": "from a script"})),
+        ),
     ];
     for (method, path, body) in attempts {
         let r = app.call(method.clone(), &path, &tok, body).await;
@@ -419,5 +425,129 @@ async fn the_account_and_token_forms_work_without_javascript(pool: sqlx::PgPool)
     let html = page("/teams").await;
     assert!(html.contains("revoked "), "{html}");
     assert!(!html.contains(token), "never shown again");
+    Ok(())
+}
+
+/// Saved chart views are one person's: saving a name again replaces it, bad settings are refused
+/// naming the field, another person neither sees nor deletes them, and the run page offers
+/// them as links that open it with their settings.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn chart_views_are_saved_replaced_offered_and_private(pool: sqlx::PgPool) -> TestResult {
+    use crate::pages::{FORM, browser_session, post_form};
+    let app = TestApp::new(pool);
+    let ada = app.user("ada@example.org").await;
+    let bob = app.user("bob@example.org").await;
+    let (_, _, run) = app.team_project_run(&ada, "lab").await;
+    let save = |who, body| app.post("/api/v1/chart-views", who, body);
+
+    let r = save(
+        &ada,
+        json!({"name": "smooth regret", "smoothing": 0.6, "find": "regret"}),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let first = r.json()["id"].as_i64().unwrap_or(-1);
+    assert_eq!(r.json()["x_axis"], "step");
+    let r = save(
+        &ada,
+        json!({"name": "smooth regret", "smoothing": 0.8, "x_axis": "time", "log_y": true}),
+    )
+    .await;
+    assert_eq!(
+        r.json()["id"],
+        first,
+        "the same name is replaced: {}",
+        r.text()
+    );
+    assert_eq!(r.json()["smoothing"], 0.8);
+    for (body, field) in [
+        (json!({"name": ""}), "name"),
+        (json!({"name": "x", "smoothing": 1.5}), "smoothing"),
+        (json!({"name": "x", "x_axis": "wallclock"}), "x_axis"),
+        (json!({"name": "x", "find": "y".repeat(101)}), "find"),
+    ] {
+        let r = save(&ada, body).await;
+        assert_eq!(
+            r.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{field}: {}",
+            r.text()
+        );
+        assert!(r.message().contains(field), "{field}: {}", r.text());
+    }
+    let mine = app.get("/api/v1/chart-views", &ada).await.json();
+    assert_eq!(mine.as_array().map(Vec::len), Some(1), "{mine}");
+
+    // Bob sees none of Ada's and cannot delete hers.
+    assert_eq!(app.get("/api/v1/chart-views", &bob).await.json(), json!([]));
+    let r = app
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/chart-views/{first}"),
+            &bob,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text());
+
+    // The run page offers it as a link with its settings; the save form goes back there.
+    let (access, csrf) = browser_session(&app, "ada@example.org").await;
+    let page = app
+        .get(
+            &format!("/runs/{run}"),
+            &Cred::Cookie {
+                access: access.clone(),
+                csrf: None,
+            },
+        )
+        .await
+        .text();
+    assert!(
+        page.contains(&format!(
+            "href=\"/runs/{run}?smooth=0.80&amp;x=time&amp;log=1\""
+        )),
+        "{page}"
+    );
+    let body = format!(
+        "csrf={csrf}&name=loss+only&smoothing=0.3&x_axis=step&log_y=&find=loss&back=%2Fruns%2F{run}"
+    );
+    let r = post_form(&app, "/chart-views/save", &access, FORM, &body).await;
+    assert_eq!(
+        r.header("location"),
+        format!("/runs/{run}?smooth=0.30&find=loss#chart-views")
+    );
+    let body = format!("csrf={csrf}&name=bad&smoothing=lots&back=%2Fruns%2F{run}");
+    let r = post_form(&app, "/chart-views/save", &access, FORM, &body).await;
+    assert!(
+        r.header("location")
+            .starts_with(&format!("/runs/{run}?error=")),
+        "{}",
+        r.header("location")
+    );
+    // Off-site `back` values end on the runs list.
+    let body = format!("csrf={csrf}&name=x&back=https%3A%2F%2Fevil.example");
+    let r = post_form(&app, "/chart-views/save", &access, FORM, &body).await;
+    assert_eq!(r.header("location"), "/runs#chart-views");
+    let r = app
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/chart-views/{first}"),
+            &ada,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let names: Vec<String> = app
+        .get("/api/v1/chart-views", &ada)
+        .await
+        .json()
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(names, vec!["loss only".to_owned(), "x".to_owned()]);
     Ok(())
 }

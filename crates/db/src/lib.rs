@@ -14,6 +14,7 @@
 pub mod api_tokens;
 pub mod artifacts;
 pub mod audit;
+pub mod chart_views;
 pub mod environments;
 pub mod evaluations;
 pub mod ingest;
