@@ -433,32 +433,17 @@ pub(crate) fn session_response(
             set_cookie(ACCESS_COOKIE, &access, ttl, "/", true, "Lax", secure)?,
         );
         if let Some(refresh) = &refresh {
-            h.append(
-                header::SET_COOKIE,
-                set_cookie(
-                    REFRESH_COOKIE,
-                    refresh,
-                    REFRESH_TTL.as_secs(),
-                    "/",
-                    true,
-                    "Strict",
-                    secure,
-                )?,
-            );
             // A browser from before the cookie moved to `/` holds one at the old path, which it
             // would send first to the refresh route: it goes.
-            h.append(
-                header::SET_COOKIE,
-                set_cookie(
-                    REFRESH_COOKIE,
-                    "",
-                    0,
-                    LEGACY_REFRESH_PATH,
-                    true,
-                    "Strict",
-                    secure,
-                )?,
-            );
+            for (value, max_age, path) in [
+                (refresh.as_str(), REFRESH_TTL.as_secs(), "/"),
+                ("", 0, LEGACY_REFRESH_PATH),
+            ] {
+                h.append(
+                    header::SET_COOKIE,
+                    set_cookie(REFRESH_COOKIE, value, max_age, path, true, "Strict", secure)?,
+                );
+            }
         }
         h.append(
             header::SET_COOKIE,

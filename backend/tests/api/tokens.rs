@@ -40,6 +40,18 @@ async fn patch_run(app: &TestApp, run: i64, who: &Cred) -> Resp {
     .await
 }
 
+/// What launching a run in `project` and deleting `run` answer to `who`.
+async fn launch_and_delete(app: &TestApp, who: &Cred, project: i64, run: i64) -> [StatusCode; 2] {
+    let body = json!({"name": "x", "config_toml": crate::support::tiny_toml()});
+    let launch = app
+        .post(&format!("/api/v1/projects/{project}/runs"), who, body)
+        .await;
+    let delete = app
+        .call(Method::DELETE, &format!("/api/v1/runs/{run}"), who, None)
+        .await;
+    [launch.status, delete.status]
+}
+
 #[sqlx::test(migrator = "spade_db::MIGRATOR")]
 async fn a_token_reads_only_its_own_team_and_is_refused_at_once_when_revoked(
     pool: sqlx::PgPool,
@@ -98,46 +110,20 @@ async fn a_token_reads_only_its_own_team_and_is_refused_at_once_when_revoked(
         let r = app.get(&path, &tok).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}: {}", r.text());
     }
-    let r = app
-        .post(
-            &format!("/api/v1/projects/{other_project}/runs"),
-            &tok,
-            json!({"name": "x", "config_toml": crate::support::tiny_toml()}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text());
-    let r = app
-        .call(
-            Method::DELETE,
-            &format!("/api/v1/runs/{other_run}"),
-            &tok,
-            None,
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text());
+    assert_eq!(
+        launch_and_delete(&app, &tok, other_project, other_run).await,
+        [StatusCode::NOT_FOUND; 2]
+    );
 
     // A viewer token changes nothing, though its member is the owner.
     assert_eq!(
         patch_run(&app, lab_run, &tok).await.status,
         StatusCode::FORBIDDEN
     );
-    let r = app
-        .post(
-            &format!("/api/v1/projects/{lab_project}/runs"),
-            &tok,
-            json!({"name": "x", "config_toml": crate::support::tiny_toml()}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text());
-    let r = app
-        .call(
-            Method::DELETE,
-            &format!("/api/v1/runs/{lab_run}"),
-            &tok,
-            None,
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text());
+    assert_eq!(
+        launch_and_delete(&app, &tok, lab_project, lab_run).await,
+        [StatusCode::FORBIDDEN; 2]
+    );
     let r = app
         .post(
             &format!("/api/v1/teams/{lab}/projects"),
