@@ -426,6 +426,10 @@ pub struct EnvironmentSummary {
     /// A short title from the docstring (what the game is); may be empty.
     #[serde(default)]
     pub title: String,
+    /// The skill the code's docstring names, when it differs from `skill` (what the designer
+    /// was asked for); empty otherwise.
+    #[serde(default)]
+    pub code_skill: String,
 }
 
 impl EnvironmentSummary {
@@ -445,6 +449,11 @@ impl EnvironmentSummary {
             win_rate_no_hint: e.win_rate_no_hint,
             verdicts,
             title: e.title.clone(),
+            code_skill: if e.code_skill.trim().eq_ignore_ascii_case(e.skill.trim()) {
+                String::new()
+            } else {
+                e.code_skill.clone()
+            },
         }
     }
 }
@@ -456,6 +465,7 @@ pub struct EnvRecord {
     pub id: i64,
     pub env_id: String,
     pub step: i64,
+    /// The skill the designer was asked for.
     pub skill: String,
     pub kind: EnvKind,
     pub status: EnvStatus,
@@ -468,6 +478,11 @@ pub struct EnvRecord {
     pub reward_levels: Option<i32>,
     /// A short title from the docstring (what the game is); may be empty.
     pub title: String,
+    /// The skill the code's docstring names (`Skill: ...`); `skill` is what the designer was
+    /// asked for, and the two differ when the model wrote another game than asked. Empty when
+    /// the docstring names none.
+    #[serde(default)]
+    pub code_skill: String,
 }
 
 /// A sampled play as the JSON API returns it.
@@ -1475,6 +1490,7 @@ mod tests {
             designer_reward: Some(0.25),
             reward_levels: Some(-1),
             title: "t".into(),
+            code_skill: String::new(),
         };
         let record = EnvRecordDetail {
             summary: summary("e2"),

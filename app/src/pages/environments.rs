@@ -242,7 +242,7 @@ pub fn EnvironmentsView(
         <h1>"Environments"</h1>
         <form class="filters card" method="get" aria-label="Filter environments">
             <div class="field">
-                <label for="env-skill">"Skill"</label>
+                <label for="env-skill">"Skill asked for"</label>
                 <select id="env-skill" name="skill">
                     <option value="" selected=filters.skill.is_empty()>"Any"</option>
                     {skills.into_iter().map(|s| { let sel = s == filters.skill; let label = s.clone(); view! { <option value=s selected=sel>{label}</option> } }).collect_view()}
@@ -290,7 +290,7 @@ pub fn EnvironmentsView(
                 <div class="table-scroll" tabindex="0" role="region" aria-label="Environments">
                     <table class="data envs">
                         <thead><tr>
-                            <th scope="col">"Environment"</th><th scope="col" class="num">"Step"</th><th scope="col">"Skill"</th>
+                            <th scope="col">"Environment"</th><th scope="col" class="num">"Step"</th><th scope="col">"Skill asked for"</th>
                             <th scope="col">"Status"</th><th scope="col" class="num">"Regret"</th>
                             <th scope="col" class="num">"Win rate, hint"</th><th scope="col" class="num">"Win rate, no hint"</th>
                             <th scope="col">"Review"</th>
@@ -327,7 +327,12 @@ fn env_row(e: EnvironmentSummary) -> impl IntoView {
                 {(!e.title.is_empty()).then(|| view! { <br /><code class="env-id">{e.env_id.clone()}</code> })}
             </td>
             <td class="num">{e.step + 1}</td>
-            <td>{e.skill.clone()}</td>
+            <td>
+                {e.skill.clone()}
+                {(!e.code_skill.is_empty()).then(|| view! {
+                    <br /><span class="sub code-skill" title="The skill the code's docstring names; the column is the skill the designer was asked for">{format!("code says: {}", e.code_skill)}</span>
+                })}
+            </td>
             <td>{env_status_badge(e.status, e.rejection_reason.as_deref())}</td>
             <td class="num">{fmt_opt(e.regret)}</td>
             <td class="num">{fmt_pct(e.win_rate_hint)}</td>
@@ -407,7 +412,10 @@ pub fn EnvironmentView(
         </div>
         <section class="card" aria-label="Scores">
             <dl class="facts">
-                <div><dt>"Skill"</dt><dd>{s.skill.clone()}</dd></div>
+                <div><dt>"Skill asked for"</dt><dd>{s.skill.clone()}</dd></div>
+                {(!s.code_skill.is_empty()).then(|| view! {
+                    <div><dt>"Skill its code names"</dt><dd class="code-skill">{s.code_skill.clone()}</dd></div>
+                })}
                 <div><dt>"Step"</dt><dd>{s.step + 1}</dd></div>
                 <div><dt>"Regret"</dt><dd>{fmt_opt(s.regret)}</dd></div>
                 <div><dt>"Win rate with hint"</dt><dd>{fmt_pct(s.win_rate_hint)}</dd></div>

@@ -226,6 +226,7 @@ fn environment_page_shows_code_diff_plays_and_rejection() {
             win_rate_no_hint: None,
             verdicts: vec![],
             title: String::new(),
+            code_skill: String::new(),
         },
         run_name: "tiny".into(),
         code: "class CoinEnv:\n    def reset(self, seed=None):\n        return 'obs', {}\n".into(),
@@ -299,6 +300,7 @@ fn a_broken_environment_shows_its_reason_and_seed() {
             win_rate_no_hint: None,
             verdicts: vec![],
             title: String::new(),
+            code_skill: String::new(),
         },
         run_name: "tiny".into(),
         code: "class CoinEnv:\n    pass\n".into(),
@@ -344,6 +346,7 @@ fn environment_list_links_rows_and_keeps_filters_in_page_links() {
         win_rate_no_hint: Some(0.3),
         verdicts: vec!["good".into()],
         title: "Seat five friends in a row from clues".into(),
+        code_skill: "Spatial Reasoning".into(),
     };
     let envs = Page {
         items: vec![item],
@@ -378,6 +381,10 @@ fn environment_list_links_rows_and_keeps_filters_in_page_links() {
     );
     assert!(!html.contains("First page"));
     assert!(html.contains("65%") && html.contains("0.35"));
+    // The skill asked for and the one the code names, each labelled (issue 43: they disagreed
+    // with nothing to say which was which).
+    assert!(html.contains("Skill asked for"), "{html}");
+    assert!(html.contains("code says: Spatial Reasoning"), "{html}");
     assert!(
         html.contains(r#"<span class="badge review-good">good</span>"#),
         "{html}"
@@ -459,6 +466,7 @@ fn the_review_section_shows_marks_and_offers_the_form_only_to_editors() {
             win_rate_no_hint: Some(0.25),
             verdicts: vec![],
             title: String::new(),
+            code_skill: String::new(),
         },
         run_name: "tiny".into(),
         code: "class CoinEnv:\n    pass\n".into(),

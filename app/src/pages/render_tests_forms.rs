@@ -360,6 +360,7 @@ fn shared_page_has_no_forms_that_change_anything() {
         win_rate_no_hint: None,
         verdicts: vec![],
         title: String::new(),
+        code_skill: String::new(),
     };
     let html = render(move || {
         let settings = ChartSettings::from_query(None, None, None);

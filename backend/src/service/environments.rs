@@ -309,6 +309,7 @@ pub fn record(e: &EnvSummary) -> dto::EnvRecord {
         designer_reward: e.designer_reward,
         reward_levels: e.reward_levels,
         title: e.title.clone(),
+        code_skill: e.code_skill.clone(),
     }
 }
 

@@ -25,6 +25,10 @@ pub struct EnvSummary {
     pub reward_levels: Option<i32>,
     /// A short title from the module docstring ([`title_of`]); empty when the code has none.
     pub title: String,
+    /// The skill the docstring names ([`code_skill_of`]); `skill` is what the designer was
+    /// asked for, and the two differ when the model wrote another game than asked. Empty when
+    /// the docstring names none.
+    pub code_skill: String,
 }
 
 /// Characters of code the list reads to find a title: the docstring is at the top.
@@ -56,6 +60,26 @@ pub fn title_of(code: &str) -> String {
                 .next()
                 .unwrap_or("")
                 .to_owned()
+        })
+        .unwrap_or_default()
+}
+
+/// The skill the module docstring names in the `Skill: ...` sentence the designer prompt asks
+/// for ("Skill: Optimization. Mechanic: ..." -> "Optimization"); empty without one.
+pub fn code_skill_of(code: &str) -> String {
+    docstring_first_line(code)
+        .trim()
+        .strip_prefix("Skill:")
+        .map(|after| {
+            let rest = after_sentence(after);
+            let named = &after[..after.len() - rest.len()];
+            named
+                .trim()
+                .trim_end_matches('.')
+                .trim()
+                .chars()
+                .take(60)
+                .collect()
         })
         .unwrap_or_default()
 }
@@ -298,6 +322,7 @@ pub async fn list(
     };
     // The queries return the head of the code as `title`.
     for r in &mut rows {
+        r.code_skill = code_skill_of(&r.title);
         r.title = title_of(&r.title);
     }
     Ok(rows)
@@ -315,7 +340,8 @@ async fn list_by_step(
         EnvSummary,
         r#"SELECT id, env_id, step, skill, kind AS "kind: EnvKind", status AS "status: EnvStatus",
                   rejection_reason, parent_env_id, regret, win_rate_hint, win_rate_no_hint,
-                  designer_reward, reward_levels, left(code, $13) AS "title!"
+                  designer_reward, reward_levels, left(code, $13) AS "title!",
+                  '' AS "code_skill!"
            FROM environments
            WHERE run_id = $1
              AND ($2::text IS NULL OR skill = $2)
@@ -365,7 +391,8 @@ async fn list_sorted(
         EnvSummary,
         r#"SELECT id, env_id, step, skill, kind AS "kind: EnvKind", status AS "status: EnvStatus",
                   rejection_reason, parent_env_id, regret, win_rate_hint, win_rate_no_hint,
-                  designer_reward, reward_levels, left(code, $13) AS "title!"
+                  designer_reward, reward_levels, left(code, $13) AS "title!",
+                  '' AS "code_skill!"
            FROM environments
            WHERE run_id = $1
              AND ($2::text IS NULL OR skill = $2)
@@ -443,6 +470,7 @@ pub async fn get(pool: &PgPool, scope: &RunScope, env_id: &str) -> Result<EnvDet
             designer_reward: r.designer_reward,
             reward_levels: r.reward_levels,
             title: title_of(&r.code),
+            code_skill: code_skill_of(&r.code),
         },
         rejection_message: r.rejection_message,
         code: r.code,
@@ -561,6 +589,11 @@ mod tests {
     fn titles_come_from_the_docstring_after_skill_and_mechanic() {
         let seed = "\"\"\"Skill: Optimization. Mechanic: single-answer with feedback (3 tries; a feasible but worse pick is told its value). 0/1 knapsack for a hiking trip.\"\"\"\nimport random\n";
         assert_eq!(title_of(seed), "0/1 knapsack for a hiking trip");
+        assert_eq!(
+            code_skill_of("\"\"\"Skill: Optimization. Mechanic: x. Pay.\"\"\"\nclass A: pass"),
+            "Optimization"
+        );
+        assert_eq!(code_skill_of("\"\"\"Guess the number.\"\"\""), "");
         let two = "\"\"\"Skill: Logical Deduction. Mechanic: single-answer (one attempt). A small zebra puzzle: three houses. Clues pin one down.\"\"\"";
         assert_eq!(title_of(two), "A small zebra puzzle: three houses");
         assert_eq!(
