@@ -317,6 +317,10 @@ pub struct RunDetail {
     /// The team's notes on the run.
     #[serde(default)]
     pub notes: String,
+    /// The run's team (0 where the viewer is not told, as through a share link): its tag links
+    /// search that team's runs.
+    #[serde(default)]
+    pub team_id: i64,
 }
 
 impl RunDetail {
@@ -340,6 +344,7 @@ impl RunDetail {
             log_tail,
             can_control,
             notes: r.notes,
+            team_id: 0,
         }
     }
 }

@@ -177,6 +177,7 @@ mod tests {
                 log_tail: Vec::new(),
                 can_control: true,
                 notes: String::new(),
+                team_id: 1,
             };
             let live = LiveRun::new(&run, Vec::new());
             live.apply("status", r#"{"type":"status","status":"running"}"#);

@@ -171,7 +171,7 @@ pub fn RunsPage() -> impl IntoView {
                 match data.await {
                     Ok(Access::Granted(d)) => {
                         filters.team = d.team;
-                        view! { <pages::runs::RunsView runs=d.runs teams=d.teams filters problems /> }.into_any()
+                        view! { <pages::runs::RunsView runs=d.runs teams=d.teams filters problems team=d.team /> }.into_any()
                     }
                     Ok(Access::LoginRequired) => not_shown(Ok(())),
                     Err(e) => not_shown(Err(e)),

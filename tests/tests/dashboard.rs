@@ -742,9 +742,9 @@ async fn an_editor_tags_finds_launches_again_and_deletes_a_run(pool: Pool) -> an
     assert!(tags.contains("sweep") && tags.contains("lr 1e-6"), "{tags}");
     browser.screenshot("dashboard-run-tags-notes").await?;
 
-    // The tag is a link to the runs that carry it.
+    // The tag is a link to the runs of the run's team that carry it.
     spade_e2e::click(&c, ".run-details a.tag").await?;
-    wait_for_path(&c, "/runs?tag=sweep").await?;
+    wait_for_path(&c, &format!("/runs?team={}&tag=sweep", team.team_id())).await?;
     wait_for(&c, "#runs-table").await?;
     let table = text_of(&c, "#runs-table tbody").await?;
     assert!(

@@ -47,6 +47,7 @@ pub(super) fn detail(id: i64, status: RunStatus, can_control: bool, seed: u64) -
         }],
         can_control,
         notes: "Baseline for the\nlearning-rate sweep.".into(),
+        team_id: 5,
     }
 }
 
@@ -96,7 +97,7 @@ fn runs_list_has_badges_progress_metrics_and_plain_page_links() {
         },
     };
     let html = render(move || {
-        view! { <RunsView runs=page teams filters problems=vec!["Unknown status".into()] /> }
+        view! { <RunsView runs=page teams filters problems=vec!["Unknown status".into()] team=Some(5) /> }
             .into_any()
     });
     assert!(html.contains(r#"class="badge status-running""#), "{html}");
@@ -107,9 +108,9 @@ fn runs_list_has_badges_progress_metrics_and_plain_page_links() {
         html.contains(r#"href="/runs?team=5&amp;q=demo&amp;sort=name&amp;tag=baseline""#),
         "first page link keeps the filters, the order and the search: {html}"
     );
-    // Tags show under the name, each a link to the runs that share it.
+    // Tags show under the name, each a link to the runs of the team shown that share it.
     assert!(
-        html.contains(r#"<a href="/runs?tag=lr%201e-6" class="tag">lr 1e-6</a>"#),
+        html.contains(r#"<a href="/runs?team=5&amp;tag=lr%201e-6" class="tag">lr 1e-6</a>"#),
         "{html}"
     );
     assert!(html.contains(r#"id="runs-tag""#) && html.contains(r#"value="baseline""#));
@@ -171,7 +172,10 @@ fn run_page_offers_cancel_only_to_those_who_may_and_escapes_the_log() {
             page.contains("Baseline for the\nlearning-rate sweep."),
             "{page}"
         );
-        assert!(page.contains(r#"href="/runs?tag=baseline""#));
+        assert!(
+            page.contains(r#"href="/runs?team=5&amp;tag=baseline""#),
+            "its own team's runs"
+        );
     }
     assert!(
         html.contains(r#"action="/runs/7/details""#) && html.contains(r#"href="/runs/new?from=7""#)

@@ -267,6 +267,7 @@ pub fn RunView(
     let details = view! {
         <RunDetails
             run_id=id
+            team_id=run.team_id
             name=s.name.clone()
             tags=s.tags.clone()
             notes=run.notes.clone()
@@ -523,6 +524,8 @@ fn ConfirmAction(
 #[component]
 fn RunDetails(
     run_id: i64,
+    /// The run's team (0: not known), for the tag links.
+    team_id: i64,
     name: String,
     tags: Vec<String>,
     notes: String,
@@ -561,7 +564,7 @@ fn RunDetails(
         view! {
             <section class="card run-details" aria-labelledby="details-h">
                 <h2 id="details-h">"Tags and notes"</h2>
-                <super::runs::TagList tags />
+                <super::runs::TagList tags team=(team_id > 0).then_some(team_id) />
                 {notes_view}
                 {(empty).then(|| view! { <p class="empty">"No tags or notes yet."</p> })}
                 {form}

@@ -126,6 +126,9 @@ pub fn RunsView(
     teams: Vec<TeamDto>,
     filters: RunFilters,
     problems: Vec<String>,
+    /// The team shown (the requested one, or the viewer's first): tag links stay in it.
+    #[prop(default = None)]
+    team: Option<i64>,
 ) -> impl IntoView {
     let next = runs.next_cursor.as_deref().map(|c| filters.href(Some(c)));
     let first = filters.href(None);
@@ -134,7 +137,11 @@ pub fn RunsView(
         .items
         .is_empty()
         .then(|| runs_empty_message(is_first, &filters, teams.is_empty()));
-    let rows = runs.items.into_iter().map(run_row).collect_view();
+    let rows = runs
+        .items
+        .into_iter()
+        .map(|r| run_row(r, team))
+        .collect_view();
     let team_options = teams
         .iter()
         .map(|t| {
@@ -270,7 +277,7 @@ fn runs_empty_message(is_first: bool, filters: &RunFilters, no_teams: bool) -> S
     }
 }
 
-fn run_row(r: RunSummary) -> impl IntoView {
+fn run_row(r: RunSummary, team: Option<i64>) -> impl IntoView {
     let metrics = KEY_METRICS
         .iter()
         .map(|(key, _, pct)| {
@@ -288,7 +295,7 @@ fn run_row(r: RunSummary) -> impl IntoView {
             <td>
                 <a class="run-name" href=format!("/runs/{}", r.id)>{r.name.clone()}</a>
                 <span class="sub">{r.project.clone()}</span>
-                <TagList tags=r.tags.clone() />
+                <TagList tags=r.tags.clone() team />
             </td>
             <td>
                 <StatusBadge status=r.status />
@@ -305,12 +312,22 @@ fn run_row(r: RunSummary) -> impl IntoView {
 
 /// A run's tags, each a link to the runs it shares the tag with.
 #[component]
-pub fn TagList(tags: Vec<String>) -> impl IntoView {
+pub fn TagList(
+    tags: Vec<String>,
+    /// The run's team: a tag's link searches that team's runs (the runs list otherwise shows
+    /// the viewer's first team).
+    #[prop(default = None)]
+    team: Option<i64>,
+) -> impl IntoView {
     (!tags.is_empty()).then(|| {
         let items = tags
             .into_iter()
             .map(|t| {
-                let href = format!("/runs{}", query_string(&[("tag", t.clone())]));
+                let team = team.map(|id| id.to_string()).unwrap_or_default();
+                let href = format!(
+                    "/runs{}",
+                    query_string(&[("team", team), ("tag", t.clone())])
+                );
                 view! { <li><a class="tag" href=href>{t}</a></li> }
             })
             .collect_view();

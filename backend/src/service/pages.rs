@@ -57,6 +57,7 @@ pub async fn run(
             .collect(),
     };
     let mut run = dto::RunDetail::of(super::runs::record(&r), summary, log_tail, scope.can_edit());
+    run.team_id = scope.team_id();
     if run.phase.is_none() && run.summary.status.is_active() {
         run.phase = warm_start_phase(&run.log_tail);
     }
