@@ -85,7 +85,16 @@ async fn a_run_launched_from_the_form_progresses_live_and_cancels(
     set_theme(&c, None).await?;
     wait_for(&c, "#cfg-designer-plateau-low").await?;
 
+    // The settings sections fold (issue 43: the form was 8,100 px tall at 1280 px).
+    let height = c
+        .execute("return document.documentElement.scrollHeight;", vec![])
+        .await?
+        .as_i64()
+        .unwrap_or(i64::MAX);
+    assert!(height < 4000, "the launch page is {height} px tall");
+
     // A plateau whose low end is above its high end is refused, beside the field.
+    click(&c, "#section-designer summary").await?;
     fill(&c, "cfg-designer-plateau-low", "0.9").await?;
     fill(&c, "launch-name", "tiny-from-form").await?;
     click(&c, "#launch-submit").await?;

@@ -96,12 +96,23 @@ pub fn LaunchView(
         .into_iter()
         .map(|s| {
             let invalid = s.fields.iter().any(|f| !f.errors.is_empty());
+            // The form holds every setting (it was 8,100 px tall): a section opens by itself only
+            // when it is the run's length and seed or has a problem; the others are one click
+            // away, and their fields are submitted closed or open.
+            let open = invalid || s.key == "run";
+            let count = s.fields.len();
             let fields = s.fields.into_iter().map(field_view).collect_view();
             view! {
-                <fieldset class="card config-section" class:has-errors=invalid id=format!("section-{}", s.key)>
-                    <legend>{s.title} " " <code class="section-key">{format!("[{}]", s.key)}</code></legend>
-                    <div class="config-grid">{fields}</div>
-                </fieldset>
+                <details class="card config-section" class:has-errors=invalid id=format!("section-{}", s.key) open=open>
+                    <summary>
+                        <span class="section-title">{s.title.clone()}</span> " " <code class="section-key">{format!("[{}]", s.key)}</code>
+                        " " <span class="sub">{format!("{count} setting{}", if count == 1 { "" } else { "s" })}</span>
+                    </summary>
+                    <fieldset class="config-fields">
+                        <legend class="visually-hidden">{s.title}</legend>
+                        <div class="config-grid">{fields}</div>
+                    </fieldset>
+                </details>
             }
         })
         .collect_view();

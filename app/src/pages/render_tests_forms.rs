@@ -39,26 +39,33 @@ fn form() -> LaunchForm {
         name: "tiny".into(),
         executors: vec!["local".into(), "ray".into()],
         executor: "local".into(),
-        sections: vec![ConfigSection {
-            key: "designer".into(),
-            title: "Designer".into(),
-            fields: vec![
-                field(
-                    "designer.plateau.low",
-                    FieldKind::Number,
-                    "0.9",
-                    &["`designer.plateau.low` = 0.9 must not exceed `designer.plateau.high`"],
-                ),
-                field("designer.self_judge", FieldKind::Bool, "true", &[]),
-                field(
-                    "curriculum.kinds",
-                    FieldKind::Multi(vec!["game".into(), "tool_use".into()]),
-                    "game",
-                    &[],
-                ),
-                field("model.path", FieldKind::Text { optional: true }, "", &[]),
-            ],
-        }],
+        sections: vec![
+            ConfigSection {
+                key: "designer".into(),
+                title: "Designer".into(),
+                fields: vec![
+                    field(
+                        "designer.plateau.low",
+                        FieldKind::Number,
+                        "0.9",
+                        &["`designer.plateau.low` = 0.9 must not exceed `designer.plateau.high`"],
+                    ),
+                    field("designer.self_judge", FieldKind::Bool, "true", &[]),
+                    field(
+                        "curriculum.kinds",
+                        FieldKind::Multi(vec!["game".into(), "tool_use".into()]),
+                        "game",
+                        &[],
+                    ),
+                    field("model.path", FieldKind::Text { optional: true }, "", &[]),
+                ],
+            },
+            ConfigSection {
+                key: "grpo".into(),
+                title: "GRPO".into(),
+                fields: vec![field("grpo.lr", FieldKind::Number, "1e-6", &[])],
+            },
+        ],
         toml: "[run]\nsteps = 6\n".into(),
         field_errors: vec![("name".into(), "give the run a name".into())],
         errors: Vec::new(),
@@ -101,6 +108,18 @@ fn launch_form_puts_each_message_beside_its_labelled_field() {
     );
     assert!(html.contains(r#"<option value="3" selected"#));
     assert!(html.contains("[run]\nsteps = 6"), "the TOML alternative");
+    // Sections fold: one with a problem is open, the others closed (issue 43: the form was
+    // 8,100 px tall), their fields still in the form.
+    assert!(
+        html.contains(r#"<details id="section-designer" open"#),
+        "a section with a problem opens: {html}"
+    );
+    assert!(
+        html.contains(r#"<details id="section-grpo" class="card config-section">"#),
+        "{html}"
+    );
+    assert!(html.contains(r#"name="grpo.lr""#));
+    assert!(html.contains("1 setting"));
 }
 
 #[test]
