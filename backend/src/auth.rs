@@ -120,12 +120,14 @@ impl AuthUser {
     /// Who the service acts for: the service sees the user and, for an API token, its limit;
     /// never the request's credentials.
     pub fn caller(&self) -> crate::service::Caller {
+        let (limit, token_id) = match self.credential {
+            Credential::Session(_) => (None, None),
+            Credential::ApiToken { id, limit } => (Some(limit), Some(id)),
+        };
         crate::service::Caller {
             user_id: self.user.id,
-            limit: match self.credential {
-                Credential::Session(_) => None,
-                Credential::ApiToken { limit, .. } => Some(limit),
-            },
+            limit,
+            token_id,
         }
     }
 

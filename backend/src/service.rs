@@ -69,6 +69,8 @@ impl Ctx {
 pub struct Caller {
     pub user_id: i64,
     pub limit: Option<Limit>,
+    /// The API token the request came with, named in the audit entries of its changes.
+    pub token_id: Option<i64>,
 }
 
 impl Caller {
@@ -77,6 +79,7 @@ impl Caller {
         Self {
             user_id,
             limit: None,
+            token_id: None,
         }
     }
 
@@ -168,8 +171,12 @@ async fn audit(
     team_id: i64,
     action: &str,
     target: String,
-    detail: serde_json::Value,
+    mut detail: serde_json::Value,
 ) -> ServiceResult<()> {
+    // A change made with an API token says which, so a leaked one's doings can be found.
+    if let (Some(id), Some(map)) = (caller.token_id, detail.as_object_mut()) {
+        map.insert("api_token".into(), id.into());
+    }
     audit::record(
         &ctx.db,
         &audit::Entry {

@@ -165,11 +165,11 @@ async fn a_token_reads_only_its_own_team_and_is_refused_at_once_when_revoked(
 async fn an_editor_token_changes_runs_but_never_more_than_its_member_can_now(
     pool: sqlx::PgPool,
 ) -> TestResult {
-    let app = TestApp::new(pool);
+    let app = TestApp::new(pool.clone());
     let ada = app.user("ada@example.org").await;
     let (lab, project, run) = app.team_project_run(&ada, "lab").await;
     let bob = member(&app, &ada, lab, "bob@example.org", "editor").await;
-    let (_, tok) = token(&app, &bob, lab, "editor").await;
+    let (token_id, tok) = token(&app, &bob, lab, "editor").await;
 
     let r = patch_run(&app, run, &tok).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
@@ -181,6 +181,23 @@ async fn an_editor_token_changes_runs_but_never_more_than_its_member_can_now(
         )
         .await;
     assert_eq!(made.status, StatusCode::CREATED, "{}", made.text());
+    // The audit log names the token behind each change it made, and no token behind the
+    // member's own changes.
+    let tokens_named: Vec<(String, Option<i64>)> = sqlx::query_as(
+        "SELECT action, (detail->>'api_token')::bigint FROM audit_log
+         WHERE action IN ('run.update', 'run.create', 'team.create') ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await?;
+    assert_eq!(
+        tokens_named,
+        vec![
+            ("team.create".to_owned(), None),
+            ("run.create".to_owned(), None),
+            ("run.update".to_owned(), Some(token_id)),
+            ("run.create".to_owned(), Some(token_id)),
+        ]
+    );
     // Owners' work stays with owners: an editor token invites nobody and re-roles nobody.
     let r = app
         .post(
