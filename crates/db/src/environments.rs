@@ -637,6 +637,7 @@ mod tests {
             designer_reward: None,
             reward_levels: None,
             title: String::new(),
+            code_skill: String::new(),
         };
         for (sort, want) in [
             (EnvSort::Step, "4:9"),
