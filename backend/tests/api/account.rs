@@ -549,5 +549,24 @@ async fn chart_views_are_saved_replaced_offered_and_private(pool: sqlx::PgPool) 
         })
         .unwrap_or_default();
     assert_eq!(names, vec!["loss only".to_owned(), "x".to_owned()]);
+    // The account page's Delete form: the person's own view goes, another's id is refused.
+    let views = app.get("/api/v1/chart-views", &ada).await.json();
+    let x = views[1]["id"].as_i64().unwrap_or(-1);
+    let (b_access, b_csrf) = browser_session(&app, "bob@example.org").await;
+    let path = format!("/chart-views/{x}/delete");
+    let r = post_form(&app, &path, &b_access, FORM, &format!("csrf={b_csrf}")).await;
+    assert!(
+        r.header("location").starts_with("/account?error="),
+        "{}",
+        r.header("location")
+    );
+    let r = post_form(&app, &path, &access, FORM, &format!("csrf={csrf}")).await;
+    assert!(
+        r.header("location").starts_with("/account?notice="),
+        "{}",
+        r.header("location")
+    );
+    let left = app.get("/api/v1/chart-views", &ada).await.json();
+    assert_eq!(left.as_array().map(Vec::len), Some(1), "{left}");
     Ok(())
 }

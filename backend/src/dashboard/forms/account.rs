@@ -26,7 +26,7 @@ struct PasswordForm {
     confirm_password: String,
 }
 
-fn back_to_account(result: Result<String, AppError>, anchor: &str) -> Response {
+pub(super) fn back_to_account(result: Result<String, AppError>, anchor: &str) -> Response {
     let to = match result {
         Ok(notice) => format!("/account?notice={}#{anchor}", encode_query(&notice)),
         Err(e) => format!("/account?error={}#{anchor}", encode_query(&e.to_string())),

@@ -80,17 +80,10 @@ pub(super) async fn delete(
     let result = async {
         let p = posted(&state, req).await?;
         chart_views::delete(&state.ctx, &p.user.caller(), id).await?;
-        Ok::<_, AppError>(())
+        Ok::<_, AppError>("Chart view deleted.".to_owned())
     }
     .await;
-    let to = match result {
-        Ok(()) => format!(
-            "/account?notice={}#views",
-            encode_query("Chart view deleted.")
-        ),
-        Err(e) => format!("/account?error={}#views", encode_query(&e.to_string())),
-    };
-    Redirect::to(&to).into_response()
+    super::account::back_to_account(result, "views")
 }
 
 #[cfg(test)]
