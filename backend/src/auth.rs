@@ -103,6 +103,15 @@ impl AuthUser {
         }
     }
 
+    /// The login session of a person, or the refusal an API token gets for `what` (what it
+    /// cannot do, and why).
+    pub fn person_session(&self, what: &str) -> Result<i64, AppError> {
+        self.session_id().ok_or_else(|| AppError::Forbidden {
+            code: "api_token",
+            message: format!("an API token cannot {what}"),
+        })
+    }
+
     /// Whether the session (or API token) this request came with is still live (not logged
     /// out, revoked or expired since): long-lived streams ask again as they run.
     pub async fn session_is_live(&self, state: &AppState) -> bool {

@@ -17,14 +17,6 @@ use spade_app::dto::{SessionRecord, UserRecord};
 use spade_db::audit;
 use spade_db::users;
 
-/// The session of a person, or the refusal an API token gets.
-pub fn session_of(auth: &AuthUser, what: &str) -> Result<i64, AppError> {
-    auth.session_id().ok_or_else(|| AppError::Forbidden {
-        code: "api_token",
-        message: format!("an API token cannot {what}; sign in to manage your account"),
-    })
-}
-
 async fn record(state: &AppState, auth: &AuthUser, action: &str, detail: serde_json::Value) {
     let entry = audit::Entry {
         actor_id: Some(auth.user.id),
@@ -40,7 +32,7 @@ async fn record(state: &AppState, auth: &AuthUser, action: &str, detail: serde_j
 
 /// Sets the caller's display name (1 to 100 characters after trimming).
 pub async fn rename(state: &AppState, auth: &AuthUser, name: &str) -> Result<UserRecord, AppError> {
-    session_of(auth, "change an account's name")?;
+    auth.person_session("change an account's name; sign in to manage your account")?;
     let name = name.trim();
     let n = name.chars().count();
     if !(1..=100).contains(&n) || name.chars().any(char::is_control) {
@@ -64,7 +56,7 @@ pub async fn change_password(
     current: String,
     new: String,
 ) -> Result<u64, AppError> {
-    let session = session_of(auth, "change a password")?;
+    let session = auth.person_session("change a password; sign in to manage your account")?;
     password::check_policy(&new).map_err(|_| {
         AppError::invalid(
             "new_password",
@@ -130,7 +122,7 @@ pub async fn change_password(
 
 /// The caller's live sessions, most recently active first, the current one marked.
 pub async fn sessions(state: &AppState, auth: &AuthUser) -> Result<Vec<SessionRecord>, AppError> {
-    let current = session_of(auth, "list login sessions")?;
+    let current = auth.person_session("list login sessions; sign in to manage your account")?;
     let time =
         |t: &chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
     Ok(users::sessions_of(&state.ctx.db, auth.user.id)
@@ -150,7 +142,7 @@ pub async fn sessions(state: &AppState, auth: &AuthUser) -> Result<Vec<SessionRe
 /// Ends session `id` of the caller (any of their own, this one included: that is logging out
 /// here); another user's session, or one already ended, is 404.
 pub async fn end_session(state: &AppState, auth: &AuthUser, id: i64) -> Result<(), AppError> {
-    session_of(auth, "end login sessions")?;
+    auth.person_session("end login sessions; sign in to manage your account")?;
     if !users::revoke_session(&state.ctx.db, id, auth.user.id).await? {
         return Err(AppError::NotFound("session".into()));
     }

@@ -15,12 +15,11 @@
 use super::{ACCESS_COOKIE, REFRESH_COOKIE, cookie, routes};
 use crate::AppState;
 use crate::tokens;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use spade_db::users::{self, Refresh};
-use std::net::SocketAddr;
 
 /// Whether `path` is a page (or a page's server function), not the API or a static file.
 fn is_page(path: &str) -> bool {
@@ -39,11 +38,7 @@ pub async fn renew_on_pages(
     if !renewable {
         return next.run(req).await;
     }
-    let ip = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip().to_string())
-        .unwrap_or_else(|| "unknown".into());
+    let routes::ClientIp(ip) = routes::ClientIp::of(req.extensions());
     let cookies = match renew(&state, req.headers().clone(), &ip).await {
         Some(c) => c,
         // Unknown, revoked or throttled: the page renders logged out, as it did.

@@ -22,16 +22,22 @@ use std::net::SocketAddr;
 #[derive(Debug, Clone)]
 pub struct ClientIp(pub String);
 
-impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
-    type Rejection = Infallible;
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Infallible> {
-        Ok(ClientIp(
-            parts
-                .extensions
+impl ClientIp {
+    /// The client's IP from a request's extensions.
+    pub fn of(extensions: &axum::http::Extensions) -> Self {
+        ClientIp(
+            extensions
                 .get::<ConnectInfo<SocketAddr>>()
                 .map(|c| c.0.ip().to_string())
                 .unwrap_or_else(|| "unknown".into()),
-        ))
+        )
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
+    type Rejection = Infallible;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Infallible> {
+        Ok(ClientIp::of(&parts.extensions))
     }
 }
 
@@ -323,14 +329,10 @@ pub async fn logout(
     auth: AuthUser,
 ) -> ApiResult<Response> {
     let secure = cookies_secure(&state, &headers);
-    let Some(session_id) = auth.session_id() else {
-        return Err(AppError::Forbidden {
-            code: "api_token",
-            message: "an API token has no session to log out of; revoke it on the teams page \
-                      or with DELETE /api/v1/teams/{team_id}/tokens/{token_id}"
-                .into(),
-        });
-    };
+    let session_id = auth.person_session(
+        "log out: it has no session; revoke it on the teams page or with \
+         DELETE /api/v1/teams/{team_id}/tokens/{token_id}",
+    )?;
     users::revoke_session(&state.ctx.db, session_id, auth.user.id).await?;
     state.ctx.events.access_changed();
     let mut resp = StatusCode::NO_CONTENT.into_response();
