@@ -71,8 +71,12 @@ pub enum ModelCommand {
         /// 0 is greedy.
         #[arg(long, default_value_t = 0.6)]
         temperature: f64,
+        /// Nucleus: sample among the most likely tokens whose probabilities sum to this.
         #[arg(long, default_value_t = 1.0)]
         top_p: f64,
+        /// Sample among this many most likely tokens; 0 = no cut.
+        #[arg(long, default_value_t = 0)]
+        top_k: usize,
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Wrap the prompt in this role's chat template (system prompt + user message).
@@ -120,12 +124,14 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<ExitCode> {
             max_new_tokens,
             temperature,
             top_p,
+            top_k,
             seed,
             role,
         } => {
             let params = SamplingParams {
                 temperature,
                 top_p,
+                top_k,
                 max_new_tokens,
                 ..Default::default()
             };

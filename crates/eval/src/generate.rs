@@ -127,6 +127,7 @@ impl<'a> Generator<'a> {
             let params = SamplingParams {
                 temperature: self.sampling.temperature,
                 top_p: self.sampling.top_p,
+                top_k: 0,
                 // Longer prompts shorten the budget rather than overrun the context.
                 max_new_tokens: self.sampling.max_new_tokens.min(self.context - longest),
                 stop_token_ids: self.stop_ids.clone(),

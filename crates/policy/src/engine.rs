@@ -546,7 +546,7 @@ impl<'m> Engine<'m> {
     /// Samples the next token of each of `rows` from `logits` [rows, vocab] and records it.
     fn sample_rows(&mut self, rows: &[usize], logits: &Tensor) -> Result<()> {
         // Rows are grouped by their sampling rule (usually one group).
-        let mut groups: Vec<((u64, u64), Vec<usize>)> = vec![];
+        let mut groups: Vec<((u64, u64, usize), Vec<usize>)> = vec![];
         for (i, r) in rows.iter().enumerate() {
             let Some(t) = self.rows[*r]
                 .and_then(|id| self.seqs.get(&id))
@@ -554,7 +554,11 @@ impl<'m> Engine<'m> {
             else {
                 continue;
             };
-            let key = (t.params.temperature.to_bits(), t.params.top_p.to_bits());
+            let key = (
+                t.params.temperature.to_bits(),
+                t.params.top_p.to_bits(),
+                t.params.top_k,
+            );
             match groups.iter_mut().find(|g| g.0 == key) {
                 Some(g) => g.1.push(i),
                 None => groups.push((key, vec![i])),

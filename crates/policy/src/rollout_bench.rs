@@ -195,6 +195,7 @@ impl Workload<'_> {
             params: SamplingParams {
                 temperature: 0.6,
                 top_p: 1.0,
+                top_k: 0,
                 max_new_tokens: o.turn_tokens,
                 stop_token_ids: stops,
                 stop_strings: vec![],

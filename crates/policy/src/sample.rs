@@ -1,5 +1,5 @@
-//! Batched sampling with a KV cache: temperature, top-p, a token budget, stop tokens, stop
-//! strings, and one seed per row.
+//! Batched sampling with a KV cache: temperature, top-k, top-p, a token budget, stop tokens,
+//! stop strings, and one seed per row.
 //!
 //! Prompts of different lengths are left-padded into one batch; the cache is preallocated for
 //! prompt + budget, so each step runs the model on one new token per row. A row's randomness
@@ -7,8 +7,9 @@
 //! row samples the same tokens whatever else shares its batch, up to float rounding.
 //!
 //! The returned log-probabilities are those of the sampled tokens under `softmax(logits / T)`
-//! over the full vocabulary (before top-p truncation), the quantity GRPO's importance ratios
-//! need; with `temperature == 0` (greedy) they are under `softmax(logits)`.
+//! over the full vocabulary (before top-k and top-p truncation), the quantity GRPO's importance
+//! ratios need and the trainer recomputes; with `temperature == 0` (greedy) they are under
+//! `softmax(logits)`.
 
 use crate::error::{PolicyError, Result};
 use crate::qwen3::Qwen3;
@@ -20,8 +21,11 @@ use tch::{Device, Kind, Tensor};
 pub struct SamplingParams {
     /// Softmax temperature; 0 picks the most likely token (greedy).
     pub temperature: f64,
-    /// Nucleus: sample among the most likely tokens whose probabilities sum to `top_p`.
+    /// Nucleus: sample among the most likely tokens whose probabilities sum to `top_p`
+    /// (after the top-k cut, as vLLM and SGLang apply them).
     pub top_p: f64,
+    /// Sample among the `top_k` most likely tokens only; 0 = no cut.
+    pub top_k: usize,
     /// Tokens to generate at most per row.
     pub max_new_tokens: usize,
     /// Ids that end a row (included in its tokens), e.g. `<|im_end|>`.
@@ -45,6 +49,7 @@ impl Default for SamplingParams {
             // The paper samples both roles at 0.6 (spade-spec.md, "Play").
             temperature: 0.6,
             top_p: 1.0,
+            top_k: 0,
             max_new_tokens: 256,
             stop_token_ids: vec![],
             stop_strings: vec![],
@@ -112,14 +117,22 @@ pub(crate) fn choose(
     }
     let logp = (logits / p.temperature).log_softmax(-1, Kind::Float);
     let probs = logp.exp();
-    let (kept, order) = if p.top_p < 1.0 {
-        let (sorted, order) = probs.sort(-1, true);
-        // Keep a token if the mass before it is below top_p: the most likely always stays.
-        let before = sorted.cumsum(-1, Kind::Float) - &sorted;
-        (
-            sorted * before.lt(p.top_p).to_kind(Kind::Float),
-            Some(order),
-        )
+    let vocab = probs.size().last().copied().unwrap_or(0);
+    let top_k = i64::try_from(p.top_k).unwrap_or(i64::MAX);
+    let cut_k = top_k > 0 && top_k < vocab;
+    let (kept, order) = if p.top_p < 1.0 || cut_k {
+        let (mut sorted, order) = probs.sort(-1, true);
+        if cut_k {
+            let _ = sorted.narrow(-1, top_k, vocab - top_k).fill_(0.0);
+        }
+        // Keep a token if the mass before it is below top_p of what the top-k cut left (the
+        // nucleus of the renormalised top k): the most likely always stays.
+        if p.top_p < 1.0 {
+            let before = sorted.cumsum(-1, Kind::Float) - &sorted;
+            let total = sorted.sum_dim_intlist(-1, true, Kind::Float);
+            sorted = &sorted * before.lt_tensor(&(total * p.top_p)).to_kind(Kind::Float);
+        }
+        (sorted, Some(order))
     } else {
         (probs, None)
     };
@@ -314,6 +327,53 @@ mod tests {
         assert_eq!(seen[2] + seen[3], 0, "{seen:?}");
         // 0.5 / 0.8 of the nucleus: 250 expected of 400.
         assert!((200..300).contains(&seen[0]), "{seen:?}");
+    }
+
+    #[test]
+    fn top_k_keeps_the_k_most_likely_and_top_p_reads_what_it_left() {
+        // probs 0.5, 0.3, 0.15, 0.05.
+        let logits = Tensor::from_slice(&[0.5f32, 0.3, 0.15, 0.05])
+            .log()
+            .view([1, 4]);
+        let draw = |p: &SamplingParams| {
+            let mut rng = [SplitMix64::new(11)];
+            let mut seen = [0usize; 4];
+            for _ in 0..400 {
+                let (next, lp) = choose(&logits, p, &mut rng);
+                let i = next.int64_value(&[0]) as usize;
+                seen[i] += 1;
+                // The reported log-prob stays the full distribution's, whatever the cut.
+                let expected = [0.5f64, 0.3, 0.15, 0.05][i].ln();
+                assert!((lp.double_value(&[0]) - expected).abs() < 1e-5);
+            }
+            seen
+        };
+        // top_k 2: tokens 0 and 1 in the ratio 0.5 : 0.3 (250 of 400 expected for token 0).
+        let seen = draw(&SamplingParams {
+            temperature: 1.0,
+            top_k: 2,
+            ..Default::default()
+        });
+        assert_eq!(seen[2] + seen[3], 0, "{seen:?}");
+        assert!((200..300).contains(&seen[0]), "{seen:?}");
+        assert!(seen[1] > 0, "{seen:?}");
+        // top_k 2 then top_p 0.6: the top two renormalised are 0.625 and 0.375, so the mass
+        // before token 1 (0.625) is past 0.6 and only token 0 stays. A top_p read on the
+        // unrenormalised probabilities (0.5 before token 1) would keep both.
+        let seen = draw(&SamplingParams {
+            temperature: 1.0,
+            top_k: 2,
+            top_p: 0.6,
+            ..Default::default()
+        });
+        assert_eq!(seen, [400, 0, 0, 0]);
+        // top_k at or past the vocabulary cuts nothing: every token is drawn.
+        let seen = draw(&SamplingParams {
+            temperature: 1.0,
+            top_k: 4,
+            ..Default::default()
+        });
+        assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
     }
 
     #[test]

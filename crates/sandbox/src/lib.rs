@@ -80,6 +80,7 @@
 
 pub mod pool;
 pub mod protocol;
+pub mod repair;
 pub mod rlve;
 pub mod runner;
 pub mod validate;

@@ -273,6 +273,11 @@ pub struct MemorySection {
     /// `low_quality_examples(skill=...)` in `spade/core/env_memory.py`) or `"kind"` (every
     /// record of the same kind, games or tool use: this project's earlier behaviour).
     pub match_by: MemoryMatch,
+    /// What a record's win rate counts: `"regeneration_step"` (the share of the regeneration
+    /// step's no-hint plays with a reward above 0, as the reference records it) or `"window"`
+    /// (the share of the window's no-hint plays won). Either way the record is written when
+    /// the window closes.
+    pub win_rate_from: MemoryWinRate,
     /// A pool ([`crate::pool`]) whose scored environments start the memory of a new run, so
     /// the designer's first prompts have examples; absent = an empty memory (the spec's start).
     /// Every environment is validated first; only entries with a no-hint win rate and a
@@ -329,6 +334,31 @@ pub enum RegretTiming {
     Window,
 }
 
+/// What the plateau's `w` reads (`designer.plateau_reads`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlateauReads {
+    /// The mean no-hint episode return over the window (the reference:
+    /// `spade/core/utils/delayed_env_rewards.py`, the window's mean reward it calls win rate).
+    #[default]
+    MeanReturn,
+    /// The share of no-hint plays won over the window (spec 7: "w = no-hint win rate").
+    WinRate,
+}
+
+/// Which plays the memory record's win rate counts (`memory.win_rate_from`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryWinRate {
+    /// The share of the regeneration step's no-hint plays with a reward above 0 (the
+    /// reference: `spade/core/orchestrator.py` records each game's memory entry at the
+    /// regeneration step from those plays).
+    #[default]
+    RegenerationStep,
+    /// The share of the window's no-hint plays won, at the window's close.
+    Window,
+}
+
 /// The designer's plateau: 1 on [low, high], linear to 0 over `ramp` on each side (spec 7).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -358,6 +388,21 @@ pub struct DesignerSection {
     pub attempts: u32,
     /// Sampling temperature (spec 5: 0.6 for both roles).
     pub temperature: f64,
+    /// Nucleus sampling of the designer's attempts: the most likely tokens whose probabilities
+    /// sum to this (the reference's `env_top_p`: 0.95; 1 = off).
+    pub top_p: f64,
+    /// Sample among this many most likely tokens (the reference's `env_top_k`: 20; 0 = off).
+    pub top_k: u32,
+    /// Repair the most common syntax error of generated code before validation: an f-string
+    /// whose literal braces are not doubled (the reference's `repair_fstring_braces`: on the
+    /// line of the syntax error, a `{...}` whose inside is no Python expression becomes
+    /// `{{...}}`, up to 20 times).
+    pub repair_fstrings: bool,
+    /// What the plateau's `w` reads: `"mean_return"` (the mean no-hint episode return of the
+    /// window, the reference's `win_rate` in `recompute_delayed_env_rewards_blend`) or
+    /// `"win_rate"` (the share of no-hint plays won, spec 7 read literally). Equal for games
+    /// whose only rewards are 0 and a winning 1.
+    pub plateau_reads: PlateauReads,
     /// Regret is divided by this and clipped to [0, 1] (spec 7: 0.15).
     pub regret_scale: f64,
     /// Blend weights `r = regret_weight * regret_norm + plateau_weight * plateau(w)`
@@ -415,14 +460,28 @@ pub struct HintSection {
 pub struct AgentSection {
     /// Sampling temperature (spec 5: 0.6).
     pub temperature: f64,
+    /// Nucleus sampling of the agent's turns and the self-judge's verdict (the reference's
+    /// `actor_top_p`: 0.95; 1 = off).
+    pub top_p: f64,
+    /// Sample among this many most likely tokens (the reference's `actor_top_k`: 20; 0 = off).
+    pub top_k: u32,
     /// Turn limit of one play (spec 5: 25).
     pub max_turns: u32,
     /// No-hint plays per step over all environments: ceil(global_batch / n_envs) per
     /// environment (spec 5: 192, so 8 for 24 environments).
     pub global_batch: u32,
-    /// Tokens the agent may write over a whole episode, all turns together (the reference's
-    /// agent budget: 8,192); the episode ends truncated when its next turn would pass it.
+    /// Tokens the agent may write over a whole episode, all turns together; the last turn gets
+    /// what is left, and the episode ends truncated when fewer than 64 tokens are left. The
+    /// reference bounds an episode by its context only (32,768 tokens, `model.max_context`).
     pub max_episode_tokens: u32,
+    /// A turn that fills its token budget without the end token ends the episode, truncated
+    /// (the reference: "Missing EOS marks truncation"). Off: the turn is closed and play goes
+    /// on.
+    pub end_on_cut_turn: bool,
+    /// A game reply without `\boxed{}` reaches the environment's `step` as its raw text (the
+    /// reference's `parse_action`), so the game itself answers it. Off: the environment is not
+    /// stepped and the agent is told the format it missed.
+    pub raw_actions: bool,
     /// Episodes played at once: sandbox runners, and rows of one sampling batch.
     pub concurrency: u32,
 }
@@ -629,11 +688,11 @@ impl Default for ModelSection {
         Self {
             path: None,
             preset: "qwen3".into(),
-            // The reference's per-role budgets: designer 16,384 tokens, agent 8,192
-            // (`agent.max_episode_tokens`) within a 32,768-token context.
+            // The reference's per-role budgets (cmd/games/train_spade_4b.sh): designer 16,384
+            // tokens, hint 4,096, agent 8,192 a turn, within a 32,768-token context.
             designer_max_new_tokens: 16_384,
-            hint_max_new_tokens: 1024,
-            agent_max_new_tokens: 1024,
+            hint_max_new_tokens: 4096,
+            agent_max_new_tokens: 8192,
             max_context: 32_768,
             rollout: RolloutBackend::Engine,
             kv_cache_tokens: 262_144,
@@ -682,6 +741,8 @@ impl Default for MemorySection {
             negative_above: 0.9,
             // Reference: spade/core/env_memory.py filters by skill.
             match_by: MemoryMatch::Skill,
+            // Reference: spade/slime/spade_rollout.py, the memory update at regeneration.
+            win_rate_from: MemoryWinRate::RegenerationStep,
             seed_pool: None,
         }
     }
@@ -709,8 +770,14 @@ impl Default for EmaSection {
 impl Default for DesignerSection {
     fn default() -> Self {
         Self {
-            attempts: 8,        // spec 2 (the paper presets: 5, the reference's rollout)
-            temperature: 0.6,   // spec 5
+            attempts: 8,      // spec 2 (the paper presets: 5, the reference's rollout)
+            temperature: 0.6, // spec 5
+            // Reference: spade/core/types.py, SpadeConfig.env_top_p / env_top_k.
+            top_p: 0.95,
+            top_k: 20,
+            // Reference: spade/core/utils/parsing.py, extract_game_code.
+            repair_fstrings: true,
+            plateau_reads: PlateauReads::MeanReturn,
             regret_scale: 0.15, // spec 7
             regret_weight: 0.4, // spec 7
             plateau_weight: 0.6,
@@ -745,10 +812,17 @@ impl Default for HintSection {
 impl Default for AgentSection {
     fn default() -> Self {
         Self {
-            temperature: 0.6,         // spec 5
-            max_turns: 25,            // spec 5
-            global_batch: 192,        // spec 5
-            max_episode_tokens: 8192, // the reference's agent budget
+            temperature: 0.6, // spec 5
+            // Reference: spade/core/types.py, SpadeConfig.actor_top_p / actor_top_k.
+            top_p: 0.95,
+            top_k: 20,
+            max_turns: 25,     // spec 5
+            global_batch: 192, // spec 5
+            // The reference's episode is bounded by its context alone.
+            max_episode_tokens: 32_768,
+            // Reference: spade/core/orchestrator.py, _play_game_async.
+            end_on_cut_turn: true,
+            raw_actions: true,
             concurrency: 32,
         }
     }
@@ -979,6 +1053,7 @@ impl RunConfig {
             plateau_ramp: d.plateau.ramp,
             invalid_reward: d.invalid_reward,
             loss_weight_cap: d.loss_weight_cap,
+            plateau_on_return: d.plateau_reads == PlateauReads::MeanReturn,
         }
     }
 }

@@ -99,7 +99,14 @@ fn defaults_are_the_numbers_of_the_spec() {
         (0.98, 0.85)
     );
     assert!(c.designer.self_judge && c.trains_designer() && !c.is_fixed_env());
-    assert_eq!(c.reward_params(), crate::reward::RewardParams::default());
+    // The spec's numbers; the plateau reads the mean return, as the reference does.
+    assert_eq!(
+        c.reward_params(),
+        crate::reward::RewardParams {
+            plateau_on_return: true,
+            ..crate::reward::RewardParams::default()
+        }
+    );
 }
 
 #[test]
@@ -364,7 +371,11 @@ fn training_limits_default_to_the_reference_numbers() {
     let c = RunConfig::gpu_qwen3();
     assert_eq!(c.model.max_context, 32_768);
     assert_eq!(c.model.designer_max_new_tokens, 16_384);
-    assert_eq!(c.agent.max_episode_tokens, 8192);
+    // cmd/games/train_spade_4b.sh: 8,192 tokens a turn (--spade-actor-max-tokens), 4,096 a
+    // hint (--spade-hint-max-tokens), an episode bounded by the 32,768-token context only.
+    assert_eq!(c.model.agent_max_new_tokens, 8192);
+    assert_eq!(c.model.hint_max_new_tokens, 4096);
+    assert_eq!(c.agent.max_episode_tokens, 32_768);
     // The hint call reads the whole program.
     assert_eq!(c.hint.code_chars, 0);
     assert_eq!(c.grpo.micro_batch_tokens, 16_384);
@@ -788,4 +799,42 @@ fn the_update_recipe_is_the_references_and_the_old_one_a_named_choice() {
         text.iter().any(|t| t.contains("grpo.weight_decay")),
         "{text:?}"
     );
+}
+
+#[test]
+fn sampling_play_and_scores_follow_the_reference_and_the_tiny_runs_keep_the_earlier_rules() {
+    // spade/core/types.py (SpadeConfig): env_top_p / actor_top_p 0.95, env_top_k / actor_top_k
+    // 20; orchestrator.py: a turn without EOS ends the episode truncated, the raw reply reaches
+    // step; parsing.py: the f-string repair; delayed_env_rewards.py: the plateau on the mean
+    // return; spade_rollout.py: the memory's win rate from the regeneration step's plays.
+    for c in [
+        RunConfig::default(),
+        RunConfig::gpu_qwen3_games(),
+        RunConfig::gpu_qwen3_tool_use(),
+    ] {
+        assert_eq!((c.designer.top_p, c.designer.top_k), (0.95, 20));
+        assert_eq!((c.agent.top_p, c.agent.top_k), (0.95, 20));
+        assert!(c.agent.end_on_cut_turn && c.agent.raw_actions && c.designer.repair_fstrings);
+        assert_eq!(c.designer.plateau_reads, PlateauReads::MeanReturn);
+        assert_eq!(c.memory.win_rate_from, MemoryWinRate::RegenerationStep);
+    }
+    // The tiny runs (the CPU demo, its file, and every learning test built on the preset) were
+    // measured with the earlier rules and keep them, spelled out.
+    let demo = RunConfig::from_toml_str(DEMO_TOML).expect("valid");
+    for c in [RunConfig::tiny_cpu_demo(), demo] {
+        assert_eq!((c.designer.top_p, c.designer.top_k), (1.0, 0));
+        assert_eq!((c.agent.top_p, c.agent.top_k), (1.0, 0));
+        assert!(!c.agent.end_on_cut_turn && !c.agent.raw_actions && !c.designer.repair_fstrings);
+        assert_eq!(c.designer.plateau_reads, PlateauReads::WinRate);
+        assert_eq!(c.memory.win_rate_from, MemoryWinRate::Window);
+    }
+    // Out of range values name their key.
+    let v = issues("[agent]\ntop_p = 0.0\n[designer]\ntop_p = 1.5\n");
+    let paths: Vec<&str> = v.iter().map(|i| i.path()).collect();
+    assert!(
+        paths.contains(&"agent.top_p") && paths.contains(&"designer.top_p"),
+        "{paths:?}"
+    );
+    let e = RunConfig::from_toml_str("[designer]\nplateau_reads = \"median\"\n");
+    assert!(e.is_err());
 }

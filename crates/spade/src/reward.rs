@@ -38,6 +38,9 @@ pub struct RewardParams {
     pub plateau_ramp: f64,
     pub invalid_reward: f64,
     pub loss_weight_cap: f64,
+    /// The plateau reads the window's mean no-hint return (the reference) instead of its win
+    /// rate (`designer.plateau_reads`).
+    pub plateau_on_return: bool,
 }
 
 impl Default for RewardParams {
@@ -51,6 +54,7 @@ impl Default for RewardParams {
             plateau_ramp: PLATEAU_RAMP,
             invalid_reward: INVALID_REWARD,
             loss_weight_cap: LOSS_WEIGHT_CAP,
+            plateau_on_return: false,
         }
     }
 }
@@ -177,7 +181,7 @@ pub fn score_environment(
 
 /// Scores an environment with the regret's no-hint arm and the plateau's window apart: regret =
 /// mean(hint returns) - mean(`regret_no_hint` returns), the plateau's `w` = the win rate of
-/// `window_no_hint`. The reference's "matched timing" (`spade/core/utils/delayed_env_rewards.py`,
+/// `window_no_hint` (its mean return with [`RewardParams::plateau_on_return`]). The reference's "matched timing" (`spade/core/utils/delayed_env_rewards.py`,
 /// `recompute_delayed_env_rewards_blend`) passes the no-hint plays of the regeneration step as
 /// `regret_no_hint` (the hint plays see the same policy) and all plays of the window as
 /// `window_no_hint`. `None` when an arm is empty.
@@ -195,13 +199,19 @@ pub fn score_environment_timed(
     );
     let regret = regret(&rh, &rr)?;
     let win_rate_no_hint = win_rate(window_no_hint)?;
+    let mean_return_no_hint = mean(&rw)?;
+    let w = if p.plateau_on_return {
+        mean_return_no_hint
+    } else {
+        win_rate_no_hint
+    };
     Some(EnvScore {
         regret,
         win_rate_hint: win_rate(hint)?,
         win_rate_no_hint,
         mean_return_hint: mean(&rh)?,
-        mean_return_no_hint: mean(&rw)?,
-        reward: designer_reward_with(p, regret, win_rate_no_hint),
+        mean_return_no_hint,
+        reward: designer_reward_with(p, regret, w),
     })
 }
 

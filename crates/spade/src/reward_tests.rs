@@ -231,3 +231,43 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_plateau_reads_the_mean_return_as_the_reference_does_or_the_win_rate() {
+    // A game with partial rewards: four no-hint plays end with 0.5, 0.5, 0.5 and a win (1.0).
+    let hint = vec![
+        PlayOutcome {
+            episode_return: 1.0,
+            won: true,
+        };
+        4
+    ];
+    let window: Vec<PlayOutcome> = [0.5, 0.5, 0.5, 1.0]
+        .iter()
+        .map(|&r| PlayOutcome {
+            episode_return: r,
+            won: r == 1.0,
+        })
+        .collect();
+    // regret = 1 - 0.625 = 0.375 -> norm 1 either way.
+    // Mean return 0.625 (reference, delayed_env_rewards.py's `win_rate`): plateau 1 - 0.025 /
+    // 0.25 = 0.9, r = 0.4 + 0.6 * 0.9 = 0.94.
+    let reference = RewardParams {
+        plateau_on_return: true,
+        ..RewardParams::default()
+    };
+    let m = score_environment(&reference, &hint, &window).expect("both arms");
+    assert!(close(m.reward, 0.94), "{}", m.reward);
+    // Win rate 0.25 (spec 7 read literally): plateau 1 - 0.15 / 0.25 = 0.4, r = 0.4 + 0.24 =
+    // 0.64.
+    let spec = RewardParams::default();
+    let m = score_environment(&spec, &hint, &window).expect("both arms");
+    assert!(close(m.reward, 0.64), "{}", m.reward);
+    assert!(close(m.win_rate_no_hint, 0.25) && close(m.mean_return_no_hint, 0.625));
+    // The run configuration's default is the reference's.
+    assert!(
+        crate::config::RunConfig::default()
+            .reward_params()
+            .plateau_on_return
+    );
+}

@@ -14,7 +14,7 @@
 //! verdict or a play that fails counts as accept, as the reference implementation does.
 
 use crate::WorkerError;
-use crate::play::{Backend, sample_all};
+use crate::play::{Backend, Cut, sample_all};
 use serde::{Deserialize, Serialize};
 use spade::parse;
 use spade::prompt::{self, ChatPrompt};
@@ -62,12 +62,20 @@ pub struct Slot {
 pub struct DesignOptions {
     pub attempts: u32,
     pub temperature: f64,
+    /// Top-p and top-k of the attempts (`designer.top_p`, `designer.top_k`).
+    pub cut: Cut,
     pub max_new_tokens: usize,
+    /// Double the literal braces of f-strings on the line of a syntax error before
+    /// validation (`designer.repair_fstrings`; [`spade_sandbox::repair`]).
+    pub repair_fstrings: bool,
     pub validation: ValidationConfig,
     /// Run the LLM self-judge on code the sandbox accepted.
     pub self_judge: bool,
     /// The self-judge's sampling temperature and reply budget.
     pub judge_temperature: f64,
+    /// The judge samples with the agent's cut (the reference's self-judge call passes
+    /// `actor_top_p` / `actor_top_k`).
+    pub judge_cut: Cut,
     pub judge_max_new_tokens: usize,
     /// What serves the designer's attempts and the judge's calls.
     pub backend: Backend,
@@ -88,7 +96,7 @@ pub fn design(
     sample_seed: impl Fn(usize, u32) -> u64,
     mut on_attempt: impl FnMut(usize, &Attempt),
 ) -> Result<Vec<Vec<Attempt>>, WorkerError> {
-    let (tok, params) = turn_params(policy, opts.temperature, opts.max_new_tokens)?;
+    let (tok, params) = turn_params(policy, opts.temperature, opts.cut, opts.max_new_tokens)?;
     let mut out: Vec<Vec<Attempt>> = slots.iter().map(|_| Vec::new()).collect();
     for attempt in 0..opts.attempts {
         let open: Vec<usize> = (0..slots.len())
@@ -126,7 +134,17 @@ pub fn design(
                 Ok(code) => {
                     let mut vcfg = opts.validation.clone();
                     vcfg.kind = Some(slots[i].kind);
-                    let report = validate(pool, &code, &vcfg);
+                    let mut report = validate(pool, &code, &vcfg);
+                    let mut code = code;
+                    if opts.repair_fstrings && rejected_for_syntax(&report) {
+                        // The repair runs in a runner too (it parses untrusted code); a
+                        // failing repair leaves the first verdict.
+                        if let Ok(Some(fixed)) = spade_sandbox::repair::fstring_braces(pool, &code)
+                        {
+                            report = validate(pool, &fixed, &vcfg);
+                            code = fixed;
+                        }
+                    }
                     let (reason, message) = match &report.rejection {
                         Some(r) => (
                             Some(snake(&r.reason)),
@@ -174,6 +192,15 @@ pub fn design(
     Ok(out)
 }
 
+/// Whether validation turned the code down for a Python syntax error (what the f-string
+/// repair can mend).
+fn rejected_for_syntax(report: &spade_sandbox::validate::Report) -> bool {
+    report
+        .rejection
+        .as_ref()
+        .is_some_and(|r| r.reason == spade_sandbox::validate::Reason::SyntaxError)
+}
+
 /// Separates the judge's sampling stream from the designer's for the same slot and attempt.
 const JUDGE_SEED: u64 = 0x6a75_6467_6521;
 
@@ -191,7 +218,12 @@ pub fn judge(
     let Some(text) = judge_prompt_text(pool, code, kind, max_turns, opts.validation.budget) else {
         return Ok(None);
     };
-    let (tok, params) = turn_params(policy, opts.judge_temperature, opts.judge_max_new_tokens)?;
+    let (tok, params) = turn_params(
+        policy,
+        opts.judge_temperature,
+        opts.judge_cut,
+        opts.judge_max_new_tokens,
+    )?;
     let ids = tok.encode(&text)?;
     let out = sample_all(policy, &[ids], &[seed], &params, opts.backend.clone())?;
     Ok(out
@@ -233,11 +265,12 @@ pub fn judge_prompt_text(
     Some(render(&prompt::judge_prompt(code, &turns)))
 }
 
-/// The tokenizer and sampling settings of one chat turn: full-vocabulary sampling at
-/// `temperature`, ending at `<|im_end|>`.
+/// The tokenizer and sampling settings of one chat turn: sampling at `temperature` within
+/// `cut`, ending at `<|im_end|>`.
 pub(crate) fn turn_params(
     policy: &Policy,
     temperature: f64,
+    cut: Cut,
     max_new_tokens: usize,
 ) -> Result<(&spade_policy::tokenizer::Tokenizer, SamplingParams), WorkerError> {
     let tok = policy.require_tokenizer()?;
@@ -246,7 +279,8 @@ pub(crate) fn turn_params(
         .ok_or_else(|| WorkerError::Model("the tokenizer has no <|im_end|> token".into()))?;
     let params = SamplingParams {
         temperature,
-        top_p: 1.0,
+        top_p: cut.top_p,
+        top_k: cut.top_k,
         max_new_tokens,
         stop_token_ids: vec![end],
         stop_strings: vec![],
@@ -288,7 +322,8 @@ pub fn hints(
     if codes.is_empty() {
         return Ok(vec![]);
     }
-    let (tok, params) = turn_params(policy, temperature, max_new_tokens)?;
+    // Not passed a cut: the reference's hint call sets only its temperature and budget.
+    let (tok, params) = turn_params(policy, temperature, Cut::NONE, max_new_tokens)?;
     let prompts = codes
         .iter()
         .map(|c| tok.encode(&render(&hint_prompt(c, max_code_chars))))

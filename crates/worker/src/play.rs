@@ -44,6 +44,8 @@ pub struct PlayOptions {
     pub max_new_tokens: usize,
     /// spec "Play": 0.6.
     pub temperature: f64,
+    /// Nucleus and top-k cut of the agent's sampling (`agent.top_p`, `agent.top_k`).
+    pub cut: Cut,
     /// Longest token sequence of an episode; an episode that would pass it ends truncated.
     pub max_context: usize,
     /// Tokens the agent may write over the whole episode; an episode whose next turn could
@@ -51,8 +53,60 @@ pub struct PlayOptions {
     pub max_episode_tokens: usize,
     /// Characters of a hint shown to the agent (longer hints are cut).
     pub max_hint_chars: usize,
+    /// A turn that fills its budget without the end token ends the episode, truncated
+    /// (`agent.end_on_cut_turn`); otherwise the turn is closed and play goes on.
+    pub end_on_cut_turn: bool,
+    /// A game reply without `\boxed{}` steps the environment with its raw text
+    /// (`agent.raw_actions`); otherwise the agent is told the format it missed.
+    pub raw_actions: bool,
     /// What serves the agent's turns.
     pub backend: Backend,
+}
+
+/// Top-p and top-k of one role's sampling ([`SamplingParams::top_p`], [`SamplingParams::top_k`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cut {
+    pub top_p: f64,
+    pub top_k: usize,
+}
+
+impl Cut {
+    /// Full-vocabulary sampling.
+    pub const NONE: Cut = Cut {
+        top_p: 1.0,
+        top_k: 0,
+    };
+
+    /// A role's `top_p` and `top_k` keys.
+    pub fn new(top_p: f64, top_k: u32) -> Self {
+        Cut {
+            top_p,
+            top_k: top_k as usize,
+        }
+    }
+}
+
+/// Tokens a turn needs at least: the reference ends an episode, truncated, once fewer than
+/// these are left in its context (`_play_game_async`, `min_generation_tokens`), and a turn's
+/// budget leaves them free.
+pub const MIN_TURN_TOKENS: usize = 64;
+
+/// The token budget of an episode's next turn when it holds `len` tokens of which it wrote
+/// `generated`: the turn cap, within what the context leaves after [`MIN_TURN_TOKENS`] kept
+/// free (the reference's dynamic `max_tokens`) and what the episode budget leaves. `None`: the
+/// episode ends here, truncated (fewer than [`MIN_TURN_TOKENS`] left in the context, or
+/// nothing left of the episode budget).
+pub fn turn_budget(opts: &PlayOptions, len: usize, generated: usize) -> Option<usize> {
+    let context_left = opts.max_context.saturating_sub(len);
+    let episode_left = opts.max_episode_tokens.saturating_sub(generated);
+    if context_left <= MIN_TURN_TOKENS || episode_left == 0 {
+        return None;
+    }
+    Some(
+        opts.max_new_tokens
+            .min(context_left - MIN_TURN_TOKENS)
+            .min(episode_left),
+    )
 }
 
 /// What serves generation (`model.rollout` with its limits).
@@ -126,9 +180,12 @@ impl Default for PlayOptions {
             max_turns: MAX_TURNS,
             max_new_tokens: 512,
             temperature: 0.6,
+            cut: Cut::NONE,
             max_context: 4096,
             max_episode_tokens: 4096,
             max_hint_chars: 2000,
+            end_on_cut_turn: false,
+            raw_actions: false,
             backend: Backend::default(),
         }
     }
@@ -160,6 +217,9 @@ pub struct Episode {
     pub won: bool,
     pub turns: u32,
     pub terminated: bool,
+    /// It ended on a budget: its context or episode budget ran out, or (with
+    /// `end_on_cut_turn`) a turn filled its budget without the end token.
+    pub truncated: bool,
     /// The episode's tokens (prompt, actions, observations).
     pub ids: Vec<i64>,
     /// True on tokens the agent sampled (the ones that train).
@@ -181,7 +241,15 @@ pub struct Episode {
 /// The environment action of a reply (spec: the last `\boxed{}` for games, the last
 /// `<tool_call>` / `<answer>` for tool use), or why the reply has none.
 pub fn env_action(kind: EnvKind, reply: &str) -> Result<String, FormatError> {
+    env_action_with(kind, reply, false)
+}
+
+/// [`env_action`]; with `raw`, a game reply without a non-empty `\boxed{}` is its own action
+/// (the visible text, trimmed), so the game answers it (the reference's `parse_action`).
+pub fn env_action_with(kind: EnvKind, reply: &str, raw: bool) -> Result<String, FormatError> {
     match kind {
+        EnvKind::Game if raw => Ok(parse::game_action(reply)
+            .unwrap_or_else(|_| parse::strip_think(reply).trim().to_string())),
         EnvKind::Game => parse::game_action(reply),
         EnvKind::ToolUse => match parse::tool_action(reply)? {
             ToolAction::Done => Ok("<answer>done</answer>".to_string()),
@@ -264,6 +332,7 @@ impl Episode {
             won: false,
             turns: 0,
             terminated: false,
+            truncated: false,
             ids: vec![],
             loss_mask: vec![],
             logprobs: vec![],
@@ -330,7 +399,8 @@ pub fn play_envs(
         opts,
         params: SamplingParams {
             temperature: opts.temperature,
-            top_p: 1.0,
+            top_p: opts.cut.top_p,
+            top_k: opts.cut.top_k,
             max_new_tokens: opts.max_new_tokens,
             stop_token_ids: vec![end],
             stop_strings: vec![],
@@ -365,12 +435,50 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_turn_gets_the_cap_within_what_the_context_and_the_episode_leave() {
+        let opts = PlayOptions {
+            max_new_tokens: 8192,
+            max_context: 32_768,
+            max_episode_tokens: 32_768,
+            ..PlayOptions::default()
+        };
+        // A 1,000-token prompt: the whole cap.
+        assert_eq!(turn_budget(&opts, 1000, 0), Some(8192));
+        // 30,000 tokens in: 2,768 left, 64 kept free -> 2,704.
+        assert_eq!(turn_budget(&opts, 30_000, 20_000), Some(2704));
+        // 64 or fewer left: the episode ends truncated; 65 left gives a 1-token turn.
+        assert_eq!(turn_budget(&opts, 32_704, 0), None);
+        assert_eq!(turn_budget(&opts, 32_703, 0), Some(1));
+        // The episode budget: 500 of 4,096 left -> 500; none left -> the end.
+        let small = PlayOptions {
+            max_episode_tokens: 4096,
+            ..opts
+        };
+        assert_eq!(turn_budget(&small, 5000, 3596), Some(500));
+        assert_eq!(turn_budget(&small, 5000, 4096), None);
+    }
+
+    #[test]
     fn actions_are_normalised_per_kind() {
         assert_eq!(
             env_action(EnvKind::Game, "so \\boxed{1} or \\boxed{ 7 }").ok(),
             Some("\\boxed{7}".to_string())
         );
         assert!(env_action(EnvKind::Game, "I think 7").is_err());
+        // The reference's parse_action: a reply without a (non-empty) box reaches the game
+        // as it is, trimmed; a boxed one is normalised either way.
+        assert_eq!(
+            env_action_with(EnvKind::Game, "  I think 7\n", true).ok(),
+            Some("I think 7".to_string())
+        );
+        assert_eq!(
+            env_action_with(EnvKind::Game, "it is \\boxed{}", true).ok(),
+            Some("it is \\boxed{}".to_string())
+        );
+        assert_eq!(
+            env_action_with(EnvKind::Game, "so \\boxed{ 7 }", true).ok(),
+            Some("\\boxed{7}".to_string())
+        );
         let call = env_action(
             EnvKind::ToolUse,
             "<tool_call>{\"name\": \"get\", \"arguments\": {\"id\": 3}}</tool_call>",

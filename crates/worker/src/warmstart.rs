@@ -477,12 +477,15 @@ fn measure(
     let d = DesignOptions {
         attempts: 1,
         temperature: 0.6,
+        cut: crate::play::Cut::NONE,
         max_new_tokens: opts.designer_max_new_tokens,
+        repair_fstrings: false,
         validation: ValidationConfig::default(),
         // The warm-start measurement counts what the sandbox accepts (spec: no judge for the
         // tiny model).
         self_judge: false,
         judge_temperature: 0.6,
+        judge_cut: crate::play::Cut::NONE,
         judge_max_new_tokens: opts.designer_max_new_tokens,
         backend: crate::play::Backend::default(),
     };

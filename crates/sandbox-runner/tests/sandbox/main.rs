@@ -1,8 +1,9 @@
 //! The sandbox as its users see it: real runner processes, real isolation, real environments.
-//! One test binary (`attacks`, `validation`, `pool`, `rlve`) so the runner is built once.
+//! One test binary (`attacks`, `validation`, `pool`, `repair`, `rlve`) so the runner is built once.
 
 mod attacks;
 mod pool;
+mod repair;
 mod rlve;
 mod validation;
 

@@ -433,6 +433,8 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
     let d = &c.designer;
     k.count("designer.attempts", d.attempts.into(), 1, 64);
     k.range("designer.temperature", d.temperature, Excl(0.0), Incl(2.0));
+    k.range("designer.top_p", d.top_p, Excl(0.0), Incl(1.0));
+    k.count("designer.top_k", d.top_k.into(), 0, 1_000_000);
     // One GRPO trainer serves both roles and takes log-probs at one temperature, so a trained
     // designer must sample at the agent's (a frozen one, or another model, need not). The
     // form, the API and the worker all read this one rule.
@@ -519,6 +521,8 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
 
     let a = &c.agent;
     k.range("agent.temperature", a.temperature, Excl(0.0), Incl(2.0));
+    k.range("agent.top_p", a.top_p, Excl(0.0), Incl(1.0));
+    k.count("agent.top_k", a.top_k.into(), 0, 1_000_000);
     k.count("agent.max_turns", a.max_turns.into(), 1, 1000);
     k.count("agent.global_batch", a.global_batch.into(), 1, 1_000_000);
     k.count(

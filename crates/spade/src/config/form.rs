@@ -154,6 +154,12 @@ fn kind_of(path: &str, template: &Value) -> FieldKind {
         Value::String(_) if path == "model.warm_start" => {
             FieldKind::Choice(vec!["seeds".to_owned(), "families".to_owned()])
         }
+        Value::String(_) if path == "designer.plateau_reads" => {
+            FieldKind::Choice(vec!["mean_return".to_owned(), "win_rate".to_owned()])
+        }
+        Value::String(_) if path == "memory.win_rate_from" => {
+            FieldKind::Choice(vec!["regeneration_step".to_owned(), "window".to_owned()])
+        }
         Value::String(_) if path == "memory.match_by" => {
             FieldKind::Choice(vec!["skill".to_owned(), "kind".to_owned()])
         }

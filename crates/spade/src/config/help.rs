@@ -167,6 +167,10 @@ pub const HELP: &[(&str, &str)] = &[
         "Which records a designer prompt's examples come from: \"skill\" (the slot's skill, as the reference's env_memory.py) or \"kind\" (every record of the same kind).",
     ),
     (
+        "memory.win_rate_from",
+        "What a record's win rate counts: \"regeneration_step\" (the share of the regeneration step's no-hint plays with a reward above 0, as the reference) or \"window\" (the share of the window's no-hint plays won). The record is written when the window closes either way.",
+    ),
+    (
         "memory.seed_pool",
         "A pool (directory with pool.jsonl, or the file) whose scored environments start the memory of a new run. Absent = empty memory.",
     ),
@@ -177,6 +181,22 @@ pub const HELP: &[(&str, &str)] = &[
     (
         "designer.temperature",
         "Sampling temperature (spec 5: 0.6 for both roles).",
+    ),
+    (
+        "designer.top_p",
+        "Nucleus sampling of the designer's attempts: the most likely tokens whose probabilities sum to this (the reference's 0.95; 1 = off).",
+    ),
+    (
+        "designer.top_k",
+        "Sample among this many most likely tokens (the reference's 20; 0 = off).",
+    ),
+    (
+        "designer.repair_fstrings",
+        "Repair generated code whose f-string braces are not doubled before validation (the reference's fix for its most common syntax error: on the line of the syntax error, a {...} whose inside is no Python expression becomes {{...}}).",
+    ),
+    (
+        "designer.plateau_reads",
+        "What the plateau's w reads: \"mean_return\" (the window's mean no-hint episode return, as the reference) or \"win_rate\" (the share of no-hint plays won, spec 7). Equal for games whose only rewards are 0 and a winning 1.",
     ),
     (
         "designer.regret_scale",
@@ -255,6 +275,14 @@ pub const HELP: &[(&str, &str)] = &[
         "Characters of the environment's code the hint call reads; 0 = the whole program (the spec's hint writer reads the accepted code).",
     ),
     ("agent.temperature", "Sampling temperature (spec 5: 0.6)."),
+    (
+        "agent.top_p",
+        "Nucleus sampling of the agent's turns and the self-judge's verdict (the reference's 0.95; 1 = off).",
+    ),
+    (
+        "agent.top_k",
+        "Sample among this many most likely tokens (the reference's 20; 0 = off).",
+    ),
     ("agent.max_turns", "Turn limit of one play (spec 5: 25)."),
     (
         "agent.global_batch",
@@ -262,7 +290,15 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     (
         "agent.max_episode_tokens",
-        "Tokens the agent may write over a whole episode, all turns together (the reference's agent budget: 8,192); the episode ends truncated when its next turn would pass it.",
+        "Tokens the agent may write over a whole episode, all turns together; the last turn gets what is left, and the episode ends truncated when fewer than 64 tokens are left (the reference bounds an episode by its context alone: 32,768).",
+    ),
+    (
+        "agent.end_on_cut_turn",
+        "A turn that fills its token budget without the end token ends the episode, truncated (the reference). Off: the turn is closed and play goes on.",
+    ),
+    (
+        "agent.raw_actions",
+        "A game reply without \\boxed{} reaches the environment's step as its raw text (the reference), so the game answers it. Off: the environment is not stepped and the agent is told the format it missed.",
     ),
     (
         "agent.concurrency",

@@ -131,14 +131,24 @@ impl RunConfig {
                 tool_use_max_words: 48,
                 ..d.corpus
             },
+            // The tiny model's tests and demo were measured with this project's earlier
+            // sampling, play and scoring rules (docs/benchmarks.md); they keep them as named
+            // choices: full-vocabulary sampling, a cut turn closed and play going on, an
+            // unboxed reply answered with the format it missed, no f-string repair, the
+            // plateau and the memory on win rates over the window.
             memory: MemorySection {
                 code_chars: 600,
                 positives: 1,
+                win_rate_from: super::MemoryWinRate::Window,
                 ..d.memory
             },
             designer: DesignerSection {
                 attempts: 2,
                 self_judge: false,
+                top_p: 1.0,
+                top_k: 0,
+                repair_fstrings: false,
+                plateau_reads: super::PlateauReads::WinRate,
                 ..d.designer
             },
             // The tiny model reads 4,096 tokens: the hint call sees the code's first 400
@@ -155,6 +165,10 @@ impl RunConfig {
                 max_episode_tokens: 4096,
                 // Two CPU cores: a few runner processes at a time.
                 concurrency: 8,
+                top_p: 1.0,
+                top_k: 0,
+                end_on_cut_turn: false,
+                raw_actions: false,
                 ..d.agent
             },
             grpo: GrpoSection {

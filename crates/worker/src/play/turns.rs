@@ -14,11 +14,19 @@ struct Live {
 }
 
 impl Live {
-    /// Whether the next turn fits the context and the agent's episode budget; an episode whose
-    /// next turn does not ends truncated (return 0).
-    fn fits(&self, opts: &PlayOptions) -> bool {
-        self.trace.ids.len() + opts.max_new_tokens <= opts.max_context
-            && self.trace.generated() + opts.max_new_tokens <= opts.max_episode_tokens
+    /// The next turn's token budget, as the reference sets it: the turn cap, within what the
+    /// context leaves after [`MIN_TURN_TOKENS`] kept free and what the episode budget leaves.
+    /// `None` once fewer than [`MIN_TURN_TOKENS`] are left in the context or nothing in the
+    /// episode budget: the episode ends there, truncated.
+    fn budget(&self, opts: &PlayOptions) -> Option<usize> {
+        turn_budget(opts, self.trace.ids.len(), self.trace.generated())
+    }
+
+    /// Whether the episode goes on to another turn; one that cannot ends truncated.
+    fn fits(&self, opts: &PlayOptions, ep: &mut Episode) -> bool {
+        let fits = self.budget(opts).is_some();
+        ep.truncated |= !fits;
+        fits
     }
 
     /// The episode's final token trace.
@@ -38,6 +46,13 @@ pub(super) struct Turns<'a> {
 }
 
 impl Turns<'_> {
+    /// The sampling settings of episode `l`'s next turn (its budget: [`Live::budget`]).
+    fn params_for(&self, l: &Live) -> SamplingParams {
+        let mut p = self.params.clone();
+        p.max_new_tokens = l.budget(self.opts).unwrap_or(0);
+        p
+    }
+
     /// Loads the environment and resets it for episode `idx` of `job`.
     fn start(
         &self,
@@ -91,7 +106,8 @@ impl Turns<'_> {
         out: Completion,
     ) -> Result<bool, WorkerError> {
         l.trace.push_action(&out.tokens, &out.logprobs);
-        if out.finish != Finish::StopToken {
+        let cut = out.finish == Finish::Length;
+        if out.finish != Finish::StopToken && !(cut && self.opts.end_on_cut_turn) {
             l.trace.push_context(&[self.end]);
         }
         let reply = out.text.unwrap_or_default();
@@ -100,7 +116,13 @@ impl Turns<'_> {
             content: reply.clone(),
         });
         ep.turns += 1;
-        let action = match env_action(kind, &reply) {
+        if cut && self.opts.end_on_cut_turn {
+            // The reference: a turn without its end token is cut mid-thought; the environment
+            // is not stepped with it and the episode ends, truncated.
+            ep.truncated = true;
+            return Ok(false);
+        }
+        let action = match env_action_with(kind, &reply, self.opts.raw_actions) {
             Ok(a) => a,
             Err(e) => {
                 // A malformed turn: the environment is not stepped; the agent is told what was
@@ -201,7 +223,7 @@ pub(super) fn play_concurrently(
             let Some(l) = turns.start(pool, &jobs[j], ep, i)? else {
                 continue;
             };
-            if !l.fits(turns.opts) {
+            if !l.fits(turns.opts, ep) {
                 l.finalize(ep);
                 continue;
             }
@@ -210,7 +232,7 @@ pub(super) fn play_concurrently(
                 seq,
                 Request {
                     tokens: l.trace.ids.clone(),
-                    params: turns.params.clone(),
+                    params: turns.params_for(&l),
                     seed: turns.seed(jobs[j].sample_seed, &l, ep),
                 },
             )?;
@@ -231,7 +253,7 @@ pub(super) fn play_concurrently(
             let ep = &mut episodes[j][idx];
             let go_on = match f.result {
                 Ok(out) if !was_broken => {
-                    turns.after(jobs[j].kind, &mut l, ep, out)? && l.fits(turns.opts)
+                    turns.after(jobs[j].kind, &mut l, ep, out)? && l.fits(turns.opts, ep)
                 }
                 Ok(_) => false,
                 Err(e) => {
@@ -245,7 +267,7 @@ pub(super) fn play_concurrently(
                     f.seq,
                     Request {
                         tokens: l.trace.ids.clone(),
-                        params: turns.params.clone(),
+                        params: turns.params_for(&l),
                         seed: turns.seed(jobs[j].sample_seed, &l, ep),
                     },
                 )?;
@@ -311,27 +333,49 @@ pub(super) fn play_batched(
                 finished.append(&mut live);
                 break;
             }
-            let (fit, over): (Vec<Live>, Vec<Live>) =
-                live.drain(..).partition(|l| l.fits(turns.opts));
+            let (fit, over): (Vec<Live>, Vec<Live>) = live
+                .drain(..)
+                .partition(|l| l.fits(turns.opts, &mut episodes[l.idx]));
             finished.extend(over);
             live = fit;
             if live.is_empty() {
                 break;
             }
-            let prompts: Vec<Vec<i64>> = live.iter().map(|l| l.trace.ids.clone()).collect();
-            let row_seeds: Vec<u64> = live
+            // One batch per turn budget (rows near their end get less): each row's tokens
+            // depend only on its own seed, so splitting the batch changes nothing else.
+            let mut outs: Vec<Option<Completion>> = vec![None; live.len()];
+            let mut budgets: Vec<usize> = live
                 .iter()
-                .map(|l| turns.seed(job.sample_seed, l, &episodes[l.idx]))
+                .map(|l| turns.params_for(l).max_new_tokens)
                 .collect();
-            let outs = generate(
-                policy.model(),
-                &prompts,
-                &row_seeds,
-                &turns.params,
-                Some(turns.tok),
-            )?;
+            let rows_of = budgets.clone();
+            budgets.sort_unstable();
+            budgets.dedup();
+            for b in budgets {
+                let rows: Vec<usize> = (0..live.len()).filter(|&r| rows_of[r] == b).collect();
+                let prompts: Vec<Vec<i64>> =
+                    rows.iter().map(|&r| live[r].trace.ids.clone()).collect();
+                let row_seeds: Vec<u64> = rows
+                    .iter()
+                    .map(|&r| turns.seed(job.sample_seed, &live[r], &episodes[live[r].idx]))
+                    .collect();
+                let params = SamplingParams {
+                    max_new_tokens: b,
+                    ..turns.params.clone()
+                };
+                let got = generate(
+                    policy.model(),
+                    &prompts,
+                    &row_seeds,
+                    &params,
+                    Some(turns.tok),
+                )?;
+                for (r, c) in rows.into_iter().zip(got) {
+                    outs[r] = Some(c);
+                }
+            }
             let mut keep = Vec::new();
-            for (mut l, out) in live.drain(..).zip(outs) {
+            for (mut l, out) in live.drain(..).zip(outs.into_iter().flatten()) {
                 let idx = l.idx;
                 if turns.after(job.kind, &mut l, &mut episodes[idx], out)? {
                     keep.push(l);

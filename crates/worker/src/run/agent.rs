@@ -210,9 +210,12 @@ impl Loop<'_> {
             max_turns: self.cfg.agent.max_turns,
             max_new_tokens: self.cfg.model.agent_max_new_tokens as usize,
             temperature: self.cfg.agent.temperature,
+            cut: play::Cut::new(self.cfg.agent.top_p, self.cfg.agent.top_k),
             max_context: self.cfg.model.max_context as usize,
             max_episode_tokens: self.cfg.agent.max_episode_tokens as usize,
             max_hint_chars: 2000,
+            end_on_cut_turn: self.cfg.agent.end_on_cut_turn,
+            raw_actions: self.cfg.agent.raw_actions,
             backend: self.backend(),
         }
     }

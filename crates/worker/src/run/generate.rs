@@ -86,7 +86,9 @@ pub(super) fn regenerate(
     let d = DesignOptions {
         attempts: lp.cfg.designer.attempts,
         temperature: lp.cfg.designer.temperature,
+        cut: crate::play::Cut::new(lp.cfg.designer.top_p, lp.cfg.designer.top_k),
         max_new_tokens: lp.cfg.model.designer_max_new_tokens as usize,
+        repair_fstrings: lp.cfg.designer.repair_fstrings,
         validation: ValidationConfig {
             budget: Duration::from_secs_f64(lp.cfg.sandbox.validation_timeout_s),
             call_timeout: Duration::from_secs_f64(lp.cfg.sandbox.step_timeout_s),
@@ -97,6 +99,7 @@ pub(super) fn regenerate(
         },
         self_judge: lp.cfg.designer.self_judge,
         judge_temperature: lp.cfg.designer.judge_temperature,
+        judge_cut: crate::play::Cut::new(lp.cfg.agent.top_p, lp.cfg.agent.top_k),
         judge_max_new_tokens: lp.cfg.designer.judge_max_new_tokens as usize,
         backend: lp.designer_backend(),
     };

@@ -13,7 +13,7 @@ use crate::seeds;
 use crate::state::LiveEnv;
 use crate::state::window_key;
 use spade::EnvKind;
-use spade::config::{RegretTiming, RunConfig};
+use spade::config::{MemoryWinRate, RegretTiming, RunConfig};
 use spade::memory::MemoryRecord;
 use spade::metrics::{ScoredEnv, StepFacts};
 use spade::report::Message;
@@ -125,6 +125,20 @@ pub fn score_env(cfg: &RunConfig, env: &LiveEnv, ema: Option<&EmaLearningPotenti
     }
 }
 
+/// The win rate a memory record keeps (`memory.win_rate_from`): the share of the regeneration
+/// step's no-hint plays with a return above 0, as the reference records it
+/// (`spade/slime/spade_rollout.py`, the memory update at regeneration), or the window's win
+/// rate `window`. An environment not played at its regeneration step falls back to the window.
+pub fn memory_win_rate(cfg: &RunConfig, env: &LiveEnv, window: f64) -> f64 {
+    match cfg.memory.win_rate_from {
+        MemoryWinRate::RegenerationStep if !env.first_step_returns.is_empty() => {
+            let positive = env.first_step_returns.iter().filter(|&&r| r > 0.0).count();
+            positive as f64 / env.first_step_returns.len() as f64
+        }
+        MemoryWinRate::RegenerationStep | MemoryWinRate::Window => window,
+    }
+}
+
 /// The no-hint win rate of each skill over the window, all plays of its environments pooled
 /// (environments that failed in play are left out): what the EMA learning potential folds in
 /// once per skill before the window is scored (`delayed_env_rewards.py`,
@@ -221,7 +235,7 @@ pub(super) fn close_window(
             skill: env.skill.clone(),
             kind: env.kind,
             code: env.code.clone(),
-            win_rate: s.win_rate_no_hint,
+            win_rate: memory_win_rate(cfg, env, s.win_rate_no_hint),
             regret: s.regret,
         });
     }
@@ -425,6 +439,33 @@ mod tests {
             tally(&mut env, &[ep(1.0), ep(1.0)], false, step);
         }
         env
+    }
+
+    #[test]
+    fn the_memory_keeps_the_regeneration_steps_share_of_positive_returns_or_the_windows() {
+        // Regeneration step: returns 0.5 (a partial reward, not a win) and 0; then 2 wins.
+        let mut env = LiveEnv {
+            generated_step: 4,
+            ..live()
+        };
+        tally(&mut env, &[ep(1.0), ep(1.0)], true, 4);
+        tally(&mut env, &[ep(0.5), ep(0.0)], false, 4);
+        tally(&mut env, &[ep(1.0), ep(1.0)], false, 5);
+        // spade_rollout.py: sum(1 for r in plays if r > 0) / len(plays) at regeneration = 1/2.
+        let cfg = RunConfig::default();
+        let window = score_env(&cfg, &env, None).win_rate_no_hint;
+        assert!(close(window, 0.5), "2 wins of 4: {window}");
+        assert!(close(memory_win_rate(&cfg, &env, window), 0.5));
+        // Step 4 alone with a positive partial return in both plays: the reference counts
+        // 2 of 2 (reward > 0), the window's win rate counts the wins (2 of 4).
+        env.first_step_returns = vec![0.5, 0.25];
+        assert!(close(memory_win_rate(&cfg, &env, window), 1.0));
+        let mut earlier = RunConfig::default();
+        earlier.memory.win_rate_from = MemoryWinRate::Window;
+        assert!(close(memory_win_rate(&earlier, &env, window), 0.5));
+        // Not played at its regeneration step: the window's.
+        env.first_step_returns.clear();
+        assert!(close(memory_win_rate(&cfg, &env, window), 0.5));
     }
 
     #[test]

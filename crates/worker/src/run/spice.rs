@@ -81,6 +81,8 @@ fn challenge(
     let (tok, p) = crate::designer::turn_params(
         challenger,
         cfg.spice.temperature,
+        // SPICE samples the whole vocabulary at its temperature (its paper names no cut).
+        crate::play::Cut::NONE,
         cfg.model.designer_max_new_tokens as usize,
     )?;
     for attempt in 0..cfg.spice.max_attempts {
@@ -157,6 +159,7 @@ pub(super) fn step(lp: &mut Loop<'_>) -> Result<Step, WorkerError> {
     let (tok, rp) = crate::designer::turn_params(
         &lp.policy,
         cfg.spice.temperature,
+        crate::play::Cut::NONE,
         cfg.model.agent_max_new_tokens as usize,
     )?;
     let tasks: Vec<(usize, &Task)> = docs
@@ -467,6 +470,7 @@ fn mixed_groups(cfg: &RunConfig, policy: &Policy, tasks: &[Task]) -> Result<usiz
     let (tok, rp) = crate::designer::turn_params(
         policy,
         cfg.spice.temperature,
+        crate::play::Cut::NONE,
         cfg.model.agent_max_new_tokens as usize,
     )?;
     let mut prompts = Vec::with_capacity(tasks.len() * g);

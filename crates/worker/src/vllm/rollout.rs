@@ -275,6 +275,8 @@ pub(super) fn completion_body(fleet: &Fleet, req: &Request) -> serde_json::Value
         "max_tokens": p.max_new_tokens,
         "temperature": p.temperature,
         "top_p": p.top_p,
+        // vLLM's "no cut" is -1 (0 is refused by some versions).
+        "top_k": if p.top_k == 0 { -1 } else { i64::try_from(p.top_k).unwrap_or(-1) },
         // vLLM takes an int64 seed.
         "seed": (req.seed >> 1) as i64,
         "stop_token_ids": p.stop_token_ids,

@@ -21,13 +21,16 @@ fn options() -> DesignOptions {
     DesignOptions {
         attempts: 1,
         temperature: 0.6,
+        cut: spade_worker::play::Cut::NONE,
         max_new_tokens: 12,
+        repair_fstrings: false,
         validation: ValidationConfig {
             budget: Duration::from_secs(60),
             ..ValidationConfig::default()
         },
         self_judge: true,
         judge_temperature: 0.6,
+        judge_cut: spade_worker::play::Cut::NONE,
         judge_max_new_tokens: 12,
         backend: spade_worker::play::Backend::default(),
     }

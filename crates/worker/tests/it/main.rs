@@ -12,6 +12,7 @@ mod learning;
 mod learning_designer;
 mod learning_smol;
 mod loop_tiny;
+mod play_rules;
 mod pool;
 mod rollout;
 mod sink_http;

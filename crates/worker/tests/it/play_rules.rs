@@ -1,0 +1,138 @@
+//! The reference's play rules (issue 40), each against this project's earlier rule as the
+//! control: a game reply without `\boxed{}` reaches the environment's `step` as its raw text
+//! (`agent.raw_actions`), and a turn that fills its token budget without the end token ends
+//! the episode, truncated, without stepping the game (`agent.end_on_cut_turn`). Both on the
+//! engine and on the sampler, with an agent taught to answer one unboxed sentence.
+
+use spade_sandbox::{EnvKind, Pool, PoolConfig, RunnerConfig};
+use spade_worker::play::{self, Backend, Episode, PlayOptions};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+const OBS: &str = "Say which number you pick.";
+const ANSWER: &str = "I pick 7";
+
+/// Wins when the raw reply names 7; says what it got otherwise.
+const GAME: &str = r#"
+"""Skill: Logical Deduction. Mechanic: single-answer (2 tries). Name the number."""
+
+
+class SayEnv:
+    def __init__(self, max_turns=2, **kwargs):
+        self.max_turns = max_turns
+
+    def reset(self, seed=None):
+        self.turn, self.over = 0, False
+        return "Say which number you pick.", {}
+
+    def step(self, action):
+        if self.over:
+            return "The episode is over.", 0.0, True, False, {}
+        self.turn += 1
+        if "7" in action:
+            self.over = True
+            return "Right.", 1.0, True, False, {}
+        if self.turn >= self.max_turns:
+            self.over = True
+            return "Out of tries.", 0.0, False, True, {}
+        return "Got " + repr(action[:40]) + ". Try again.", 0.0, False, False, {}
+
+    def solution(self):
+        return "7"
+"#;
+
+fn pool() -> Pool {
+    let mut cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
+    cfg.max_runners = 2;
+    cfg.warm = 0;
+    Pool::new(cfg)
+}
+
+fn play(
+    policy: &spade_policy::Policy,
+    pool: &Pool,
+    opts: &PlayOptions,
+) -> Result<Vec<Episode>, Box<dyn std::error::Error>> {
+    let seeds: Vec<i64> = (1..=4).collect();
+    Ok(play::play_env(
+        policy,
+        pool,
+        GAME,
+        EnvKind::Game,
+        None,
+        &seeds,
+        opts,
+        2,
+        5,
+    )?)
+}
+
+#[test]
+fn an_unboxed_reply_reaches_the_game_and_a_cut_turn_ends_the_episode() -> TestResult {
+    let pool = pool();
+    let policy = crate::always_answers(ANSWER, &[OBS], "Got 'I pick 7'. Try again.")?;
+    for backend in [Backend::default(), Backend::Sampler] {
+        let base = PlayOptions {
+            max_turns: 2,
+            max_new_tokens: 24,
+            temperature: 0.1,
+            backend: backend.clone(),
+            ..PlayOptions::default()
+        };
+        // The reference: the raw reply is the action, the game reads the 7 and the agent wins.
+        let raw = play(
+            &policy,
+            &pool,
+            &PlayOptions {
+                raw_actions: true,
+                ..base.clone()
+            },
+        )?;
+        let wins = raw.iter().filter(|e| e.won).count();
+        assert!(
+            wins >= 3,
+            "{backend:?}: {wins} of 4 won with raw actions: {:?}",
+            raw.iter().map(|e| &e.transcript).collect::<Vec<_>>()
+        );
+        assert!(raw.iter().all(|e| e.format_errors == 0));
+        // The control (the earlier rule): no box, no step; the agent is told the format it
+        // missed until its turns run out, and never wins.
+        let boxed_only = play(&policy, &pool, &base)?;
+        assert!(boxed_only.iter().all(|e| !e.won && e.turns == 2));
+        assert!(
+            boxed_only
+                .iter()
+                .all(|e| e.format_errors == 2 && e.env_calls == 1)
+        );
+
+        // A 2-token budget cuts every turn. The reference: the episode ends there, truncated,
+        // and the game is never stepped (one call: the reset).
+        let cut = PlayOptions {
+            max_new_tokens: 2,
+            raw_actions: true,
+            ..base.clone()
+        };
+        let ended = play(
+            &policy,
+            &pool,
+            &PlayOptions {
+                end_on_cut_turn: true,
+                ..cut.clone()
+            },
+        )?;
+        for e in &ended {
+            assert!(e.truncated && !e.terminated && !e.won, "{e:?}");
+            assert_eq!((e.turns, e.env_calls), (1, 1), "{:?}", e.transcript);
+            assert_eq!(e.loss_mask.iter().filter(|&&m| m).count(), 2);
+        }
+        // The control: the cut turn is closed, the game stepped with the fragment, and play
+        // goes on to the turn limit.
+        let went_on = play(&policy, &pool, &cut)?;
+        for e in &went_on {
+            assert!(!e.truncated, "{e:?}");
+            assert_eq!(e.turns, 2, "{:?}", e.transcript);
+            assert!(e.env_calls >= 2, "{e:?}");
+        }
+    }
+    Ok(())
+}
