@@ -818,6 +818,19 @@ fn sampling_play_and_scores_follow_the_reference_and_the_tiny_runs_keep_the_earl
         assert_eq!(c.designer.plateau_reads, PlateauReads::MeanReturn);
         assert_eq!(c.memory.win_rate_from, MemoryWinRate::RegenerationStep);
     }
+    // The backbone: Qwen3-4B-Instruct-2507 (no hybrid thinking), the self-judge off in the
+    // paper presets (the launchers do not pass --spade-self-judge), on by the spec's default.
+    for c in [
+        RunConfig::gpu_qwen3_games(),
+        RunConfig::gpu_qwen3_tool_use(),
+    ] {
+        assert_eq!(
+            c.model.path.as_deref(),
+            Some("models/Qwen3-4B-Instruct-2507")
+        );
+        assert!(!c.designer.self_judge);
+    }
+    assert!(RunConfig::default().designer.self_judge);
     // The tiny runs (the CPU demo, its file, and every learning test built on the preset) were
     // measured with the earlier rules and keep them, spelled out.
     let demo = RunConfig::from_toml_str(DEMO_TOML).expect("valid");

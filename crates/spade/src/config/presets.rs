@@ -11,8 +11,10 @@ use crate::EnvKind;
 pub const MODEL_PRESETS: &[&str] = &["tiny", "smollm2-135m", "qwen3"];
 
 /// Where [`RunConfig::gpu_qwen3`] expects the checkpoint (a local Hugging Face directory; the
-/// weights never come from a hub at run time).
-pub const DEFAULT_QWEN3_PATH: &str = "models/Qwen3-4B";
+/// weights never come from a hub at run time): the reference's backbone,
+/// `Qwen3-4B-Instruct-2507` (`cmd/games/train_spade_4b.sh`, `--hf-checkpoint`), an instruct
+/// model without the hybrid `<think>` mode, so no thinking has to be turned off.
+pub const DEFAULT_QWEN3_PATH: &str = "models/Qwen3-4B-Instruct-2507";
 
 /// Attempts per slot of the paper presets: the reference's rollout passes 5
 /// (`spade/slime/spade_rollout.py`, `collect_trajectories(max_attempts=5)`); the spec (step 2)
@@ -24,7 +26,8 @@ impl RunConfig {
     /// `cmd/games/train_spade_4b.sh`): games only, 3 of 6 skills x 8 = 24 environments
     /// regenerated every 4 steps, 192 no-hint plays per step (8 per environment), designer loss
     /// weight 192 / 24 * 4 = 32, 5 attempts per slot (the reference's rollout,
-    /// `spade/slime/spade_rollout.py`; the spec says 8), the LLM self-judge on.
+    /// `spade/slime/spade_rollout.py`; the spec says 8), the LLM self-judge off (the 4B games
+    /// launcher does not pass `--spade-self-judge`; the spec turns it on for real models).
     pub fn gpu_qwen3_games() -> Self {
         let d = Self::default();
         Self {
@@ -38,6 +41,7 @@ impl RunConfig {
             },
             designer: DesignerSection {
                 attempts: REFERENCE_ATTEMPTS,
+                self_judge: false,
                 ..d.designer
             },
             ..d
@@ -47,7 +51,7 @@ impl RunConfig {
     /// The paper's tool-use run (reference: `cmd/tool_use/_train_spade_blend.sh`): tool use
     /// only, all 6 skills x 4 = 24 environments regenerated every 8 steps, 192 no-hint plays
     /// per step (8 per environment), designer loss weight min(192 / 24 * 8, 50) = 50, 5 attempts
-    /// per slot, the self-judge on.
+    /// per slot, the self-judge off (the launcher does not pass it).
     pub fn gpu_qwen3_tool_use() -> Self {
         let d = Self::gpu_qwen3_games();
         Self {

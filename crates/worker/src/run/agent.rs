@@ -84,6 +84,7 @@ impl Loop<'_> {
             concurrency(self.cfg, self.opts),
         )?;
         drop(jobs);
+        let (lengths, truncated_share) = PlayStats::shape(all.iter().flatten());
         let mut rlve_wins: Vec<(String, Vec<bool>)> = Vec::new();
         for ((key, e, env, _), eps) in picked.into_iter().zip(all) {
             played.obs.note_plays(&eps);
@@ -149,6 +150,8 @@ impl Loop<'_> {
             per_env,
             rlve,
             logprob_gap,
+            lengths,
+            truncated_share,
         });
         played.messages.push(Message::Plays { records });
         played.samples = samples;

@@ -145,6 +145,34 @@ pub struct PlayStats {
     /// `model.rollout = "vllm"`: |server - tch| log-prob gap over the sampled tokens
     /// (`vllm_logprob_gap_mean`, `_max`), when any token was sampled.
     pub logprob_gap: Option<(f64, f64)>,
+    /// Tokens the agent wrote per no-hint play, mean and max (`response_length_mean`, `_max`:
+    /// the reference's response lengths), and the share of plays that ended on a budget
+    /// (`truncated_share`: a cut turn, the context or the episode budget).
+    pub lengths: Option<(f64, f64)>,
+    pub truncated_share: f64,
+}
+
+impl PlayStats {
+    /// The response lengths and the truncated share of `eps` (every no-hint play of a step).
+    pub fn shape<'a>(
+        eps: impl IntoIterator<Item = &'a crate::play::Episode>,
+    ) -> (Option<(f64, f64)>, f64) {
+        let (mut n, mut sum, mut max, mut truncated) = (0usize, 0usize, 0usize, 0usize);
+        for ep in eps {
+            let written = ep.loss_mask.iter().filter(|&&m| m).count();
+            n += 1;
+            sum += written;
+            max = max.max(written);
+            truncated += usize::from(ep.truncated);
+        }
+        if n == 0 {
+            return (None, 0.0);
+        }
+        (
+            Some((sum as f64 / n as f64, max as f64)),
+            truncated as f64 / n as f64,
+        )
+    }
 }
 
 /// The RLVE difficulty rule after a step (`rlve_checks`, `rlve_raised`,
@@ -240,6 +268,11 @@ impl StepMetrics {
         if let Some(p) = &self.play {
             put("plays_no_hint".into(), p.plays as f64);
             put("plays_per_env".into(), p.per_env as f64);
+            if let Some((mean, max)) = p.lengths {
+                put("response_length_mean".into(), mean);
+                put("response_length_max".into(), max);
+                put("truncated_share".into(), p.truncated_share);
+            }
             if let Some(r) = &p.rlve {
                 put("rlve_checks".into(), r.checks as f64);
                 put("rlve_raised".into(), r.raised as f64);
@@ -370,6 +403,21 @@ mod tests {
     /// Every name a step can report, from a step that measured everything: a renamed metric
     /// breaks the dashboards' charts and the comparisons with older runs, so it fails here.
     #[test]
+    fn response_lengths_count_the_agents_tokens_and_the_truncated_share_the_budget_ends() {
+        let ep = |written: usize, prompt: usize, truncated: bool| crate::play::Episode {
+            loss_mask: [vec![false; prompt], vec![true; written]].concat(),
+            truncated,
+            ..crate::play::Episode::new(0, false)
+        };
+        // 10, 30 and 50 tokens written after prompts of 100: mean 30, max 50; 1 of 3 cut.
+        let eps = [ep(10, 100, false), ep(30, 100, true), ep(50, 100, false)];
+        let (lengths, share) = PlayStats::shape(&eps);
+        assert_eq!(lengths, Some((30.0, 50.0)));
+        assert!((share - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(PlayStats::shape(&[]), (None, 0.0));
+    }
+
+    #[test]
     fn the_step_metrics_keep_their_reported_names() {
         let grpo = spade_policy::grpo::GrpoStats {
             loss: 0.5,
@@ -390,6 +438,8 @@ mod tests {
                 per_env: 8,
                 rlve: Some(RlveStats::default()),
                 logprob_gap: Some((0.01, 0.2)),
+                lengths: Some((120.5, 400.0)),
+                truncated_share: 0.25,
             }),
             update: UpdateStats {
                 agent_samples: 100,
@@ -454,6 +504,8 @@ mod tests {
                 "plays_per_env",
                 "ratio_mean",
                 "reasoner_samples",
+                "response_length_max",
+                "response_length_mean",
                 "rlve_checks",
                 "rlve_difficulty_max",
                 "rlve_difficulty_mean",
@@ -468,6 +520,7 @@ mod tests {
                 "tool_use/attempts",
                 "tool_use/designer_loss_weight",
                 "trimmed_samples",
+                "truncated_share",
                 "vllm_logprob_gap_max",
                 "vllm_logprob_gap_mean",
                 "vllm_probe_gap",
