@@ -168,6 +168,35 @@ pub struct ModelSection {
     /// shortest file of the seed library) or `"families"` (many variants of the built-in game
     /// families, so the designer writes programs that differ; the CPU demo's choice).
     pub warm_start: WarmStartData,
+    /// Which prompts the roles read: `"reference"` (the reference implementation's structure
+    /// and rules, in our words: the interactive game specification with the document in
+    /// `<REFERENCE_DOCUMENT>` tags and the memory in `<REFERENCE_ENVIRONMENTS>`, one user
+    /// message for the agent with `HINT:`, a 1-3 sentence hint, a five-criteria judge; games
+    /// only, tool use keeps the compact prompts) or `"compact"` (this project's short prompts,
+    /// which the tiny model is warm-started on).
+    pub prompts: PromptStyle,
+}
+
+/// Which prompts the roles read (`model.prompts`; the texts are in `crate::prompt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptStyle {
+    /// The reference implementation's structure and rules (`prompt::reference`); tool-use
+    /// environments keep the compact prompts.
+    #[default]
+    Reference,
+    /// This project's short prompts (a system prompt per role, the contract after the memory
+    /// examples): what the tiny model is warm-started on.
+    Compact,
+}
+
+impl PromptStyle {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromptStyle::Reference => "reference",
+            PromptStyle::Compact => "compact",
+        }
+    }
 }
 
 /// The data of the tiny model's warm start (`model.warm_start`).
@@ -452,6 +481,9 @@ pub struct HintSection {
     /// Characters of the environment's code the hint call reads; 0 = the whole program (the
     /// spec's hint writer reads the accepted code).
     pub code_chars: usize,
+    /// Characters of a hint the agent is shown; 0 = the whole hint (the reference shows it
+    /// whole; its length is bounded by `model.hint_max_new_tokens`).
+    pub max_chars: usize,
 }
 
 /// The agent role (spec, steps 5 and 6, and the tool-use contract).
@@ -698,6 +730,7 @@ impl Default for ModelSection {
             kv_cache_tokens: 262_144,
             max_batch: 256,
             warm_start: WarmStartData::Seeds,
+            prompts: PromptStyle::Reference,
         }
     }
 }
@@ -805,6 +838,7 @@ impl Default for HintSection {
             temperature: 0.3, // spec 4
             plays: 16,        // spec 5
             code_chars: 0,    // spec 4: the hint call reads the whole accepted code
+            max_chars: 0,
         }
     }
 }

@@ -817,6 +817,9 @@ fn sampling_play_and_scores_follow_the_reference_and_the_tiny_runs_keep_the_earl
         assert!(c.agent.end_on_cut_turn && c.agent.raw_actions && c.designer.repair_fstrings);
         assert_eq!(c.designer.plateau_reads, PlateauReads::MeanReturn);
         assert_eq!(c.memory.win_rate_from, MemoryWinRate::RegenerationStep);
+        // The reference's prompts, the hint shown whole.
+        assert_eq!(c.model.prompts, PromptStyle::Reference);
+        assert_eq!(c.hint.max_chars, 0);
     }
     // The backbone: Qwen3-4B-Instruct-2507 (no hybrid thinking), the self-judge off in the
     // paper presets (the launchers do not pass --spade-self-judge), on by the spec's default.
@@ -840,6 +843,9 @@ fn sampling_play_and_scores_follow_the_reference_and_the_tiny_runs_keep_the_earl
         assert!(!c.agent.end_on_cut_turn && !c.agent.raw_actions && !c.designer.repair_fstrings);
         assert_eq!(c.designer.plateau_reads, PlateauReads::WinRate);
         assert_eq!(c.memory.win_rate_from, MemoryWinRate::Window);
+        // The prompts its warm start teaches; hints cut at 2,000 characters.
+        assert_eq!(c.model.prompts, PromptStyle::Compact);
+        assert_eq!(c.hint.max_chars, 2000);
     }
     // Out of range values name their key.
     let v = issues("[agent]\ntop_p = 0.0\n[designer]\ntop_p = 1.5\n");

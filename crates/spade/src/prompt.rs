@@ -4,13 +4,68 @@
 //! hint prompt, the agent's prompts and turn messages, and the self-judge prompt.
 //!
 //! Each prompt is a [`ChatPrompt`] (system + user text); the worker renders it with the
-//! policy's chat template. The texts are ours, written after the spec; the tiny model is
-//! warm-started on exactly these prompts, so changing them means warm-starting again.
+//! policy's chat template. Two styles ([`PromptStyle`], `model.prompts`): the reference
+//! implementation's structure ([`reference`], the default) and the compact prompts below,
+//! written after the spec, which the tiny model is warm-started on (changing them means
+//! warm-starting again). The texts are ours either way.
 
 use crate::EnvKind;
 use crate::memory::{Examples, MemoryRecord};
 use crate::report::{Turn, TurnRole};
 use crate::skills::Skill;
+
+/// Which prompts the roles read (`model.prompts`; the type lives with the configuration).
+pub use crate::config::PromptStyle;
+
+pub mod reference;
+
+impl PromptStyle {
+    /// Whether environments of `kind` get the reference's prompts.
+    fn reference_for(self, kind: EnvKind) -> bool {
+        self == PromptStyle::Reference && kind == EnvKind::Game
+    }
+
+    /// The designer prompt in this style.
+    pub fn designer_prompt(
+        self,
+        skill: &Skill,
+        document: Option<&str>,
+        examples: &Examples<'_>,
+        max_turns: u32,
+    ) -> ChatPrompt {
+        if self.reference_for(skill.kind) {
+            reference::designer_prompt(skill, document, examples, max_turns)
+        } else {
+            designer_prompt(skill, document, examples, max_turns)
+        }
+    }
+
+    /// The hint prompt in this style.
+    pub fn hint_prompt(self, kind: EnvKind, code: &str) -> ChatPrompt {
+        if self.reference_for(kind) {
+            reference::hint_prompt(code)
+        } else {
+            hint_prompt(code)
+        }
+    }
+
+    /// The agent's system prompt (none in the reference's games) and first message.
+    pub fn agent_opening(
+        self,
+        kind: EnvKind,
+        observation: &str,
+        hint: Option<&str>,
+    ) -> (Option<&'static str>, String) {
+        if self.reference_for(kind) {
+            (None, reference::agent_first_message(observation, hint))
+        } else {
+            (
+                Some(agent_system(kind)),
+                agent_first_message(observation, hint),
+            )
+        }
+    }
+}
 
 /// A system prompt and the first user message.
 #[derive(Debug, Clone, PartialEq, Eq)]

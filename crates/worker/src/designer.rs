@@ -17,7 +17,7 @@ use crate::WorkerError;
 use crate::play::{Backend, Cut, sample_all};
 use serde::{Deserialize, Serialize};
 use spade::parse;
-use spade::prompt::{self, ChatPrompt};
+use spade::prompt::{self, ChatPrompt, PromptStyle};
 use spade::report::{Turn, TurnRole};
 use spade_policy::Policy;
 use spade_policy::chat::Role;
@@ -79,6 +79,8 @@ pub struct DesignOptions {
     pub judge_max_new_tokens: usize,
     /// What serves the designer's attempts and the judge's calls.
     pub backend: Backend,
+    /// The judge's prompt (`model.prompts`; the designer's is built by the caller).
+    pub prompts: PromptStyle,
 }
 
 /// Samples and validates environments for `slots`. `prompt(slot, attempt)` builds the
@@ -215,7 +217,14 @@ pub fn judge(
     seed: u64,
     opts: &DesignOptions,
 ) -> Result<Option<bool>, WorkerError> {
-    let Some(text) = judge_prompt_text(pool, code, kind, max_turns, opts.validation.budget) else {
+    let Some(text) = judge_prompt_text(
+        pool,
+        code,
+        kind,
+        max_turns,
+        opts.validation.budget,
+        opts.prompts,
+    ) else {
         return Ok(None);
     };
     let (tok, params) = turn_params(
@@ -232,19 +241,33 @@ pub fn judge(
         .and_then(parse::judge_verdict))
 }
 
-/// The rendered judge prompt for `code`: the code and its own solution played from seed 42.
-/// `None` when the play fails.
+/// The rendered judge prompt for `code` in `style`: the code and its own solution played from
+/// seed 42. `None` when the play fails.
 pub fn judge_prompt_text(
     pool: &Pool,
     code: &str,
     kind: EnvKind,
     max_turns: Option<u32>,
     budget: std::time::Duration,
+    style: PromptStyle,
 ) -> Option<String> {
     let trajectory = pool
         .load(code, Some(kind), max_turns)
         .and_then(|mut env| env.play_solution(42, budget))
         .ok()?;
+    if style == PromptStyle::Reference && kind == EnvKind::Game {
+        let turns: Vec<prompt::reference::JudgedTurn<'_>> = trajectory
+            .turns
+            .iter()
+            .map(|t| prompt::reference::JudgedTurn {
+                action: &t.action,
+                reward: t.result.reward,
+                observation: &t.result.obs,
+            })
+            .collect();
+        let shown = prompt::reference::judge_trajectory(&trajectory.reset.obs, &turns);
+        return Some(render(&prompt::reference::judge_prompt(code, &shown)));
+    }
     let mut turns = vec![Turn {
         role: TurnRole::User,
         content: trajectory.reset.obs,
@@ -301,11 +324,16 @@ pub fn render(p: &ChatPrompt) -> String {
     Role::Designer.prompt(Some(&p.system), &p.user)
 }
 
-/// The hint prompt for `code`, cut to `max_code_chars` characters (`hint.code_chars`: the tiny
-/// model's context is short; real models get the whole code).
-pub fn hint_prompt(code: &str, max_code_chars: usize) -> ChatPrompt {
+/// The hint prompt for `code` of `kind` in `style`, cut to `max_code_chars` characters
+/// (`hint.code_chars`: the tiny model's context is short; real models get the whole code).
+pub fn hint_prompt(
+    style: PromptStyle,
+    kind: EnvKind,
+    code: &str,
+    max_code_chars: usize,
+) -> ChatPrompt {
     let cut: String = code.chars().take(max_code_chars).collect();
-    prompt::hint_prompt(&cut)
+    style.hint_prompt(kind, &cut)
 }
 
 /// Hints for accepted environments, one batch, at the hint temperature (spec 4: 0.3). Not
@@ -315,7 +343,7 @@ pub fn hints(
     codes: &[&str],
     temperature: f64,
     max_new_tokens: usize,
-    max_code_chars: usize,
+    prompt: &dyn Fn(&str) -> ChatPrompt,
     seeds: &[u64],
     backend: Backend,
 ) -> Result<Vec<String>, WorkerError> {
@@ -326,7 +354,7 @@ pub fn hints(
     let (tok, params) = turn_params(policy, temperature, Cut::NONE, max_new_tokens)?;
     let prompts = codes
         .iter()
-        .map(|c| tok.encode(&render(&hint_prompt(c, max_code_chars))))
+        .map(|c| tok.encode(&render(&prompt(c))))
         .collect::<Result<Vec<_>, _>>()?;
     let outs = sample_all(policy, &prompts, seeds, &params, backend)?;
     Ok(outs

@@ -53,6 +53,8 @@ pub struct PlayOptions {
     pub max_episode_tokens: usize,
     /// Characters of a hint shown to the agent (longer hints are cut).
     pub max_hint_chars: usize,
+    /// The agent's opening message (`model.prompts`).
+    pub prompts: spade::prompt::PromptStyle,
     /// A turn that fills its budget without the end token ends the episode, truncated
     /// (`agent.end_on_cut_turn`); otherwise the turn is closed and play goes on.
     pub end_on_cut_turn: bool,
@@ -184,6 +186,7 @@ impl Default for PlayOptions {
             max_context: 4096,
             max_episode_tokens: 4096,
             max_hint_chars: 2000,
+            prompts: spade::prompt::PromptStyle::Compact,
             end_on_cut_turn: false,
             raw_actions: false,
             backend: Backend::default(),
@@ -276,10 +279,30 @@ pub struct TokenTrace {
 }
 
 impl TokenTrace {
-    /// The agent's prompt (its system prompt for `kind`) with its first message.
+    /// The agent's prompt (its system prompt for `kind`, compact prompts) with its first
+    /// message.
     pub fn start(tok: &Tokenizer, kind: EnvKind, first: &str) -> Result<Self, WorkerError> {
-        let system = prompt::agent_system(kind);
-        let ids = tok.encode(&Role::Agent.prompt(Some(system), first))?;
+        Self::opening(tok, Some(prompt::agent_system(kind)), first)
+    }
+
+    /// The agent's prompt: `system` (none in the reference's games) and the first message.
+    pub fn opening(
+        tok: &Tokenizer,
+        system: Option<&str>,
+        first: &str,
+    ) -> Result<Self, WorkerError> {
+        let text = match system {
+            Some(system) => Role::Agent.prompt(Some(system), first),
+            // No system message at all (not the role's default one).
+            None => spade_policy::chat::render(
+                &[spade_policy::chat::Message::new(
+                    spade_policy::chat::Speaker::User,
+                    first,
+                )],
+                true,
+            ),
+        };
+        let ids = tok.encode(&text)?;
         let n = ids.len();
         Ok(Self {
             ids,

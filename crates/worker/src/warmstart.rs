@@ -488,6 +488,7 @@ fn measure(
         judge_cut: crate::play::Cut::NONE,
         judge_max_new_tokens: opts.designer_max_new_tokens,
         backend: crate::play::Backend::default(),
+        prompts: spade::prompt::PromptStyle::Compact,
     };
     // Fresh variants (index 1000+) so the measurement does not replay a training prompt.
     let attempts = designer::design(

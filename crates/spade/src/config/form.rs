@@ -154,6 +154,9 @@ fn kind_of(path: &str, template: &Value) -> FieldKind {
         Value::String(_) if path == "model.warm_start" => {
             FieldKind::Choice(vec!["seeds".to_owned(), "families".to_owned()])
         }
+        Value::String(_) if path == "model.prompts" => {
+            FieldKind::Choice(vec!["reference".to_owned(), "compact".to_owned()])
+        }
         Value::String(_) if path == "designer.plateau_reads" => {
             FieldKind::Choice(vec!["mean_return".to_owned(), "win_rate".to_owned()])
         }

@@ -87,6 +87,10 @@ pub const HELP: &[(&str, &str)] = &[
         "What the tiny preset's warm start teaches (ignored with model.path): \"seeds\" (the seed library's shortest file) or \"families\" (many variants of the built-in game families, so the designer writes programs that differ: the CPU demo's choice).",
     ),
     (
+        "model.prompts",
+        "Which prompts the roles read: \"reference\" (the reference implementation's structure and rules in our words: the interactive game specification, <REFERENCE_DOCUMENT> and <REFERENCE_ENVIRONMENTS> tags, one user message for the agent with HINT:, a 1-3 sentence hint, a five-criteria judge; games only) or \"compact\" (this project's short prompts, which the tiny model is warm-started on).",
+    ),
+    (
         "curriculum.kinds",
         "Environment kinds the run generates: [\"game\"], [\"tool_use\"] or both (default games: the paper trains games and tool use as separate runs).",
     ),
@@ -273,6 +277,10 @@ pub const HELP: &[(&str, &str)] = &[
     (
         "hint.code_chars",
         "Characters of the environment's code the hint call reads; 0 = the whole program (the spec's hint writer reads the accepted code).",
+    ),
+    (
+        "hint.max_chars",
+        "Characters of a hint the agent is shown; 0 = the whole hint (the reference shows it whole, bounded by model.hint_max_new_tokens).",
     ),
     ("agent.temperature", "Sampling temperature (spec 5: 0.6)."),
     (

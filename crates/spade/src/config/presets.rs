@@ -121,6 +121,8 @@ impl RunConfig {
                 max_context: 4096,
                 // 4 KiB a slot for the tiny model: at most 256 MiB (the cache grows as used).
                 kv_cache_tokens: 65_536,
+                // The prompts its warm start teaches.
+                prompts: super::PromptStyle::Compact,
                 ..d.model.clone()
             },
             curriculum: CurriculumSection {
@@ -160,6 +162,7 @@ impl RunConfig {
             hint: HintSection {
                 plays: 4,
                 code_chars: 400,
+                max_chars: 2000,
                 ..d.hint
             },
             agent: AgentSection {

@@ -70,7 +70,10 @@ impl Turns<'_> {
                 let hint: Option<String> = job
                     .hint
                     .map(|h| h.chars().take(self.opts.max_hint_chars).collect());
-                let first = prompt::agent_first_message(&obs.obs, hint.as_deref());
+                let (system, first) =
+                    self.opts
+                        .prompts
+                        .agent_opening(job.kind, &obs.obs, hint.as_deref());
                 ep.transcript.push(Turn {
                     role: TurnRole::User,
                     content: first.clone(),
@@ -79,7 +82,7 @@ impl Turns<'_> {
                 Ok(Some(Live {
                     idx,
                     session,
-                    trace: TokenTrace::start(self.tok, job.kind, &first)?,
+                    trace: TokenTrace::opening(self.tok, system, &first)?,
                     turn_cap,
                     last_obs: obs.obs,
                 }))

@@ -216,7 +216,12 @@ impl Loop<'_> {
             cut: play::Cut::new(self.cfg.agent.top_p, self.cfg.agent.top_k),
             max_context: self.cfg.model.max_context as usize,
             max_episode_tokens: self.cfg.agent.max_episode_tokens as usize,
-            max_hint_chars: 2000,
+            // 0 = the whole hint.
+            max_hint_chars: match self.cfg.hint.max_chars {
+                0 => usize::MAX,
+                n => n,
+            },
+            prompts: self.cfg.model.prompts,
             end_on_cut_turn: self.cfg.agent.end_on_cut_turn,
             raw_actions: self.cfg.agent.raw_actions,
             backend: self.backend(),

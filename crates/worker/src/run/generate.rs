@@ -102,6 +102,7 @@ pub(super) fn regenerate(
         judge_cut: crate::play::Cut::new(lp.cfg.agent.top_p, lp.cfg.agent.top_k),
         judge_max_new_tokens: lp.cfg.designer.judge_max_new_tokens as usize,
         backend: lp.designer_backend(),
+        prompts: lp.cfg.model.prompts,
     };
     let run_seed = lp.cfg.run.seed;
     let max_words = lp.cfg.corpus_max_words(kind);
@@ -135,7 +136,7 @@ pub(super) fn regenerate(
             if let Some(p) = examples.parent_env_id() {
                 parents.insert(slot, p.to_string());
             }
-            spade::prompt::designer_prompt(
+            cfg.model.prompts.designer_prompt(
                 skills[slot],
                 doc.as_deref(),
                 &examples,
@@ -197,7 +198,7 @@ pub(super) fn regenerate(
         &codes,
         lp.cfg.hint.temperature,
         lp.cfg.model.hint_max_new_tokens as usize,
-        lp.cfg.hint_code_limit(),
+        &|code| designer::hint_prompt(lp.cfg.model.prompts, kind, code, lp.cfg.hint_code_limit()),
         &hint_seeds,
         lp.designer_backend(),
     )?;

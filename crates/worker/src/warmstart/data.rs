@@ -202,7 +202,12 @@ pub fn build_data(
             data.push(pair(tok, &prompt, &format!("```python\n{}```", s.code))?);
             counts[0] += 1;
         }
-        let hint_prompt = designer::render(&designer::hint_prompt(&s.code, opts.hint_code_chars));
+        let hint_prompt = designer::render(&designer::hint_prompt(
+            spade::prompt::PromptStyle::Compact,
+            s.kind,
+            &s.code,
+            opts.hint_code_chars,
+        ));
         data.push(pair(tok, &hint_prompt, &s.hint)?);
         counts[1] += 1;
         let mut session = pool.load(&s.code, Some(s.kind), None)?;

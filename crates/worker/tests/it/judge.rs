@@ -33,6 +33,7 @@ fn options() -> DesignOptions {
         judge_cut: spade_worker::play::Cut::NONE,
         judge_max_new_tokens: 12,
         backend: spade_worker::play::Backend::default(),
+        prompts: spade::prompt::PromptStyle::Compact,
     }
 }
 
@@ -44,9 +45,15 @@ fn the_judge_reads_the_code_and_a_played_trajectory_and_its_verdict_decides() ->
     )?;
     let pool = pool();
     let opts = options();
-    let prompt =
-        designer::judge_prompt_text(&pool, &code, EnvKind::Game, None, opts.validation.budget)
-            .ok_or("the seed game's solution play failed")?;
+    let prompt = designer::judge_prompt_text(
+        &pool,
+        &code,
+        EnvKind::Game,
+        None,
+        opts.validation.budget,
+        opts.prompts,
+    )
+    .ok_or("the seed game's solution play failed")?;
     assert!(prompt.contains("class "), "the code is in the prompt");
     for (answer, verdict) in [("\\boxed{no}", Some(false)), ("\\boxed{yes}", Some(true))] {
         let p = preset::tiny(&[BUILTIN_TEXT], 5, |_| {})?;

@@ -133,6 +133,27 @@ fn an_unboxed_reply_reaches_the_game_and_a_cut_turn_ends_the_episode() -> TestRe
             assert_eq!(e.turns, 2, "{:?}", e.transcript);
             assert!(e.env_calls >= 2, "{e:?}");
         }
+
+        // The reference's opening: one user message framing the game, no system message.
+        let reference = play(
+            &policy,
+            &pool,
+            &PlayOptions {
+                prompts: spade::prompt::PromptStyle::Reference,
+                max_turns: 1,
+                ..base.clone()
+            },
+        )?;
+        let tok = policy.require_tokenizer()?;
+        for e in &reference {
+            let first = &e.transcript[0].content;
+            assert!(first.starts_with("You are playing a text game"), "{first}");
+            assert!(first.contains(&format!("Observation: {OBS}")));
+            let prompt_len = e.loss_mask.iter().take_while(|&&m| !m).count();
+            let opening = tok.decode(&e.ids[..prompt_len], false)?;
+            assert!(opening.starts_with("<|im_start|>user\n"), "{opening}");
+            assert!(!opening.contains("<|im_start|>system"), "{opening}");
+        }
     }
     Ok(())
 }
