@@ -177,6 +177,17 @@ pub struct ModelSection {
     pub prompts: PromptStyle,
 }
 
+/// What a play that the environment breaks does to its group (`agent.failed_plays`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailedPlays {
+    /// The failed play counts -1 in the group's z-score; the other plays go on and train.
+    #[default]
+    MinusOne,
+    /// The first violation stops the environment's plays; none of them train.
+    Drop,
+}
+
 /// Which prompts the roles read (`model.prompts`; the texts are in `crate::prompt`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -514,6 +525,13 @@ pub struct AgentSection {
     /// reference's `parse_action`), so the game itself answers it. Off: the environment is not
     /// stepped and the agent is told the format it missed.
     pub raw_actions: bool,
+    /// A play the environment breaks (an exception, a step timeout, a return the contract
+    /// does not allow): `"minus_one"` (it fails alone: the environment's other plays go on,
+    /// and in its group the failed play counts a return of -1 while the rest train, as the
+    /// reference's z-score does) or `"drop"` (the first violation stops the environment's
+    /// other plays and none of its plays of that step train). Either way the environment is
+    /// retired from play afterwards and earns the invalid designer reward.
+    pub failed_plays: FailedPlays,
     /// Episodes played at once: sandbox runners, and rows of one sampling batch.
     pub concurrency: u32,
 }
@@ -857,6 +875,8 @@ impl Default for AgentSection {
             // Reference: spade/core/orchestrator.py, _play_game_async.
             end_on_cut_turn: true,
             raw_actions: true,
+            // Reference: spade/core/utils/trajectory_build.py (-1.0 for a failed trajectory).
+            failed_plays: FailedPlays::MinusOne,
             concurrency: 32,
         }
     }

@@ -820,6 +820,7 @@ fn sampling_play_and_scores_follow_the_reference_and_the_tiny_runs_keep_the_earl
         // The reference's prompts, the hint shown whole.
         assert_eq!(c.model.prompts, PromptStyle::Reference);
         assert_eq!(c.hint.max_chars, 0);
+        assert_eq!(c.agent.failed_plays, FailedPlays::MinusOne);
     }
     // The backbone: Qwen3-4B-Instruct-2507 (no hybrid thinking), the self-judge off in the
     // paper presets (the launchers do not pass --spade-self-judge), on by the spec's default.
@@ -846,6 +847,7 @@ fn sampling_play_and_scores_follow_the_reference_and_the_tiny_runs_keep_the_earl
         // The prompts its warm start teaches; hints cut at 2,000 characters.
         assert_eq!(c.model.prompts, PromptStyle::Compact);
         assert_eq!(c.hint.max_chars, 2000);
+        assert_eq!(c.agent.failed_plays, FailedPlays::Drop);
     }
     // Out of range values name their key.
     let v = issues("[agent]\ntop_p = 0.0\n[designer]\ntop_p = 1.5\n");

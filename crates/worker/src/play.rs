@@ -55,6 +55,10 @@ pub struct PlayOptions {
     pub max_hint_chars: usize,
     /// The agent's opening message (`model.prompts`).
     pub prompts: spade::prompt::PromptStyle,
+    /// The first contract violation stops the environment's other episodes (this project's
+    /// rule, `agent.failed_plays = "drop"`); off, a violation fails its own play only and the
+    /// others play on (the reference, `"minus_one"`).
+    pub stop_at_violation: bool,
     /// A turn that fills its budget without the end token ends the episode, truncated
     /// (`agent.end_on_cut_turn`); otherwise the turn is closed and play goes on.
     pub end_on_cut_turn: bool,
@@ -187,6 +191,7 @@ impl Default for PlayOptions {
             max_episode_tokens: 4096,
             max_hint_chars: 2000,
             prompts: spade::prompt::PromptStyle::Compact,
+            stop_at_violation: true,
             end_on_cut_turn: false,
             raw_actions: false,
             backend: Backend::default(),

@@ -154,6 +154,9 @@ fn kind_of(path: &str, template: &Value) -> FieldKind {
         Value::String(_) if path == "model.warm_start" => {
             FieldKind::Choice(vec!["seeds".to_owned(), "families".to_owned()])
         }
+        Value::String(_) if path == "agent.failed_plays" => {
+            FieldKind::Choice(vec!["minus_one".to_owned(), "drop".to_owned()])
+        }
         Value::String(_) if path == "model.prompts" => {
             FieldKind::Choice(vec!["reference".to_owned(), "compact".to_owned()])
         }

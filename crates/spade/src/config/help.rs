@@ -309,6 +309,10 @@ pub const HELP: &[(&str, &str)] = &[
         "A game reply without \\boxed{} reaches the environment's step as its raw text (the reference), so the game answers it. Off: the environment is not stepped and the agent is told the format it missed.",
     ),
     (
+        "agent.failed_plays",
+        "A play the environment breaks (exception, step timeout, a return the contract forbids): \"minus_one\" (it fails alone, the other plays go on, and in its group it counts a return of -1 while the rest train: the reference) or \"drop\" (the first violation stops the environment's plays and none of that step's train). The environment is retired afterwards either way.",
+    ),
+    (
         "agent.concurrency",
         "Episodes played at once: sandbox runners, and rows of one sampling batch.",
     ),

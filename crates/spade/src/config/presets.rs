@@ -176,6 +176,7 @@ impl RunConfig {
                 top_k: 0,
                 end_on_cut_turn: false,
                 raw_actions: false,
+                failed_plays: super::FailedPlays::Drop,
                 ..d.agent
             },
             grpo: GrpoSection {

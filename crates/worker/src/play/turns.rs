@@ -212,7 +212,9 @@ pub(super) fn play_concurrently(
         .flat_map(|(j, job)| (0..job.seeds.len()).map(move |i| (j, i)))
         .collect();
     let mut running: BTreeMap<SeqId, (usize, Live)> = BTreeMap::new();
-    let broken = |eps: &[Episode]| eps.iter().any(|e| e.failure.is_some());
+    // With `stop_at_violation` off (the reference) a violation fails its own play only.
+    let stop = turns.opts.stop_at_violation;
+    let broken = |eps: &[Episode]| stop && eps.iter().any(|e| e.failure.is_some());
     loop {
         // Start episodes while runners are free; a broken environment starts none.
         while running.len() < concurrency
@@ -319,7 +321,7 @@ pub(super) fn play_batched(
     let mut started_eps = 0;
     for chunk in idxs.chunks(concurrency) {
         // The first violation ends the environment's life: no further episodes start.
-        if episodes.iter().any(|e| e.failure.is_some()) {
+        if turns.opts.stop_at_violation && episodes.iter().any(|e| e.failure.is_some()) {
             break;
         }
         started_eps += chunk.len();
@@ -332,7 +334,7 @@ pub(super) fn play_batched(
         let mut finished: Vec<Live> = Vec::new();
         while !live.is_empty() {
             // A violation stops the environment's other episodes where they are.
-            if episodes.iter().any(|e| e.failure.is_some()) {
+            if turns.opts.stop_at_violation && episodes.iter().any(|e| e.failure.is_some()) {
                 finished.append(&mut live);
                 break;
             }

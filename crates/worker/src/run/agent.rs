@@ -9,6 +9,7 @@ use super::setup::concurrency;
 use super::{Event, Loop, env_seed, fixed, fnv, play_record, score};
 use crate::{WorkerError, play, seeds};
 use spade::EnvKind;
+use spade::config::FailedPlays;
 use spade::report::Message;
 use spade_policy::grpo::GrpoSample;
 use spade_policy::train::MaskedSeq;
@@ -104,13 +105,16 @@ impl Loop<'_> {
             score::tally(w, &eps, false, step);
             *played.plays.entry(env.kind).or_default() += eps.len() as u64;
             records.extend(eps.iter().map(|ep| play_record(&env.env_id, step, ep)));
-            // Plays of an environment that broke the contract are kept (reported) but do
-            // not train the agent.
+            // Plays of an environment that broke the contract are kept (reported); under
+            // "drop" none of them train, under "minus_one" the failed ones score -1 in the
+            // group and the others train.
             if let Some(msg) = score::broken_in_play(w, &eps, step) {
                 played.messages.push(msg);
-                continue;
+                if self.cfg.agent.failed_plays == FailedPlays::Drop {
+                    continue;
+                }
             }
-            let returns: Vec<f64> = eps.iter().map(|x| x.episode_return).collect();
+            let returns = group_returns(&eps);
             let g = spade::reward::group_advantages(&returns);
             played.obs.zero_std.push(g.zero_std);
             played.obs.all_zero.push(returns.iter().all(|&r| r == 0.0));
@@ -120,6 +124,10 @@ impl Loop<'_> {
                 .push(returns.iter().all(|&r| r > 0.0));
             let adv = g.advantages;
             for (ep, a) in eps.iter().zip(&adv) {
+                // A failed play's tokens never train (the reference has none for it).
+                if ep.failure.is_some() {
+                    continue;
+                }
                 if (*a != 0.0 || keep_zero) && ep.loss_mask.iter().skip(1).any(|&x| x) {
                     samples.push(GrpoSample {
                         seq: MaskedSeq {
@@ -222,11 +230,30 @@ impl Loop<'_> {
                 n => n,
             },
             prompts: self.cfg.model.prompts,
+            stop_at_violation: self.cfg.agent.failed_plays == FailedPlays::Drop,
             end_on_cut_turn: self.cfg.agent.end_on_cut_turn,
             raw_actions: self.cfg.agent.raw_actions,
             backend: self.backend(),
         }
     }
+}
+
+/// The return a play the environment broke counts in its group's z-score under
+/// `agent.failed_plays = "minus_one"` (the reference's `trajectory_build.py`).
+pub(super) const FAILED_PLAY_RETURN: f64 = -1.0;
+
+/// The returns a group's advantages are computed from: each play's return, a failed play's
+/// [`FAILED_PLAY_RETURN`].
+pub(super) fn group_returns(eps: &[play::Episode]) -> Vec<f64> {
+    eps.iter()
+        .map(|x| {
+            if x.failure.is_some() {
+                FAILED_PLAY_RETURN
+            } else {
+                x.episode_return
+            }
+        })
+        .collect()
 }
 
 /// What a step's no-hint plays gave the update.
@@ -244,4 +271,45 @@ pub(super) struct Played {
     pub obs: StepObservations,
     /// None when nothing was live.
     pub stats: Option<PlayStats>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spade_sandbox::validate::Reason;
+
+    #[test]
+    fn a_failed_play_counts_minus_one_in_its_groups_z_score() {
+        let ep = |ret: f64, failed: bool| play::Episode {
+            episode_return: ret,
+            failure: failed.then(|| play::PlayFailure {
+                reason: Reason::Exception,
+                message: "with seed 3: ZeroDivisionError".into(),
+            }),
+            ..play::Episode::new(3, false)
+        };
+        // Returns 1, 0, (failed), 0 -> 1, 0, -1, 0: mean 0, population std sqrt(0.5).
+        let eps = [
+            ep(1.0, false),
+            ep(0.0, false),
+            ep(0.0, true),
+            ep(0.0, false),
+        ];
+        let returns = group_returns(&eps);
+        assert_eq!(returns, vec![1.0, 0.0, -1.0, 0.0]);
+        let g = spade::reward::group_advantages(&returns);
+        let s = 0.5f64.sqrt();
+        for (a, want) in g.advantages.iter().zip([1.0 / s, 0.0, -1.0 / s, 0.0]) {
+            assert!((a - want).abs() < 1e-9, "{:?}", g.advantages);
+        }
+        // Leaving the failed play out instead (1, 0, 0: mean 1/3, std 0.471): the plays that
+        // lost get -0.707 where the -1 rule gives them 0.
+        let kept = [1.0, 0.0, 0.0];
+        let d = spade::reward::group_advantages(&kept);
+        assert!(
+            (d.advantages[1] - (-1.0 / 2.0f64.sqrt())).abs() < 1e-9,
+            "{:?}",
+            d.advantages
+        );
+    }
 }

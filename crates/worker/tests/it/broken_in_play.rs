@@ -121,5 +121,39 @@ fn a_program_that_breaks_only_in_play_is_stopped_at_its_first_violation() -> Tes
         eps.iter().map(|e| &e.rewards).collect::<Vec<_>>()
     );
     assert!(eps.iter().all(|e| e.env_calls >= 1));
+
+    // The reference's rule (agent.failed_plays = "minus_one"): a violation fails its own play
+    // only; every episode is played, each failure is its own, and still no reward out of
+    // range passes.
+    let each = PlayOptions {
+        stop_at_violation: false,
+        ..opts
+    };
+    let eps = play::play_env(
+        &policy,
+        &pool,
+        GAME,
+        EnvKind::Game,
+        None,
+        &seeds,
+        &each,
+        2,
+        9,
+    )?;
+    assert_eq!(eps.len(), seeds.len());
+    let failed: Vec<_> = eps.iter().filter(|e| e.failure.is_some()).collect();
+    assert!(failed.len() >= 2, "{} of 8 failed", failed.len());
+    for e in &failed {
+        let f = e.failure.as_ref().ok_or("no failure")?;
+        assert!(
+            f.message.contains(&format!("seed {}", e.seed)),
+            "{}",
+            f.message
+        );
+    }
+    assert!(
+        eps.iter()
+            .all(|e| e.rewards.iter().all(|r| r.abs() <= 10.0))
+    );
     Ok(())
 }
