@@ -23,7 +23,9 @@ use spade::prompt;
 use spade::report::{Turn, TurnRole};
 use spade_policy::Policy;
 use spade_policy::chat::Role;
-use spade_policy::engine::{Engine, EngineConfig, Request, Rollout, SeqId, generate_all};
+use spade_policy::engine::{
+    Engine, EngineConfig, EngineStats, Request, Rollout, SeqId, generate_all,
+};
 use spade_policy::sample::{Completion, Finish, SamplingParams, generate};
 use spade_policy::tokenizer::{IM_END, Tokenizer};
 use spade_sandbox::validate::{Reason, reason_of, step_violation};
@@ -405,8 +407,9 @@ pub fn play_env(
 /// `concurrency`. Either way an episode samples its turns with the same seeds
 /// (`seeds::derive(sample_seed, [episode, turn])`), so the traces agree up to float rounding.
 ///
-/// The first contract violation of a job's environment marks that play `failure` and stops
-/// the job's other episodes where they are; its episodes not started yet are not played.
+/// The first contract violation of a job's environment marks that play `failure` and, with
+/// `stop_at_violation`, stops the job's other episodes where they are; its episodes not
+/// started yet are not played.
 pub fn play_envs(
     policy: &Policy,
     pool: &Pool,
@@ -414,6 +417,18 @@ pub fn play_envs(
     opts: &PlayOptions,
     concurrency: usize,
 ) -> Result<Vec<Vec<Episode>>, WorkerError> {
+    play_envs_measured(policy, pool, jobs, opts, concurrency).map(|(eps, _)| eps)
+}
+
+/// [`play_envs`], with what the engine did when it served the turns (`None` on the sampler and
+/// vLLM paths).
+pub fn play_envs_measured(
+    policy: &Policy,
+    pool: &Pool,
+    jobs: &[PlayJob<'_>],
+    opts: &PlayOptions,
+    concurrency: usize,
+) -> Result<(Vec<Vec<Episode>>, Option<EngineStats>), WorkerError> {
     let tok = policy.require_tokenizer()?;
     let end = tok
         .token_id(IM_END)
@@ -438,7 +453,8 @@ pub fn play_envs(
         Backend::Sampler => jobs
             .iter()
             .map(|job| turns::play_batched(policy, pool, &turns, job, concurrency))
-            .collect(),
+            .collect::<Result<Vec<_>, _>>()
+            .map(|eps| (eps, None)),
         &Backend::Engine {
             kv_tokens,
             max_batch,
@@ -449,11 +465,12 @@ pub fn play_envs(
                 max_batch,
             };
             let mut engine = Engine::new(policy.model(), Some(tok), cfg)?;
-            turns::play_concurrently(&mut engine, pool, &turns, jobs, concurrency)
+            let eps = turns::play_concurrently(&mut engine, pool, &turns, jobs, concurrency)?;
+            Ok((eps, Some(engine.stats().clone())))
         }
         Backend::Vllm(fleet) => {
             let mut r = fleet.rollout(tok);
-            turns::play_concurrently(&mut r, pool, &turns, jobs, concurrency)
+            turns::play_concurrently(&mut r, pool, &turns, jobs, concurrency).map(|e| (e, None))
         }
     }
 }

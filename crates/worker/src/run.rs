@@ -162,6 +162,8 @@ pub(crate) struct Loop<'a> {
     pub pending: Vec<Message>,
     pub corpus: Option<spade::corpus::Corpus>,
     pub step_started: Instant,
+    /// Seconds of each phase of the step so far (`time/<phase>_s`).
+    pub phase_clock: metrics::PhaseClock,
     pub cancel: bool,
     /// The Vendi score's sentence encoder (`metrics.vendi_kernel = "sentence"`).
     pub encoder: Option<spade_policy::encoder::Encoder>,

@@ -77,7 +77,7 @@ impl Loop<'_> {
                 ),
             })
             .collect();
-        let all = play::play_envs(
+        let (all, engine) = play::play_envs_measured(
             &self.policy,
             &self.pool,
             &jobs,
@@ -160,6 +160,7 @@ impl Loop<'_> {
             logprob_gap,
             lengths,
             truncated_share,
+            engine,
         });
         played.messages.push(Message::Plays { records });
         played.samples = samples;

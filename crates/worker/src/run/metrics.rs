@@ -55,6 +55,39 @@ impl StepObservations {
     }
 }
 
+/// Wall-clock seconds per phase of a step (the reference logs its phases' timings): a phase
+/// runs from its `Loop::phase` call to the next one or the step's end; a phase entered twice
+/// in a step adds up.
+#[derive(Debug, Default)]
+pub struct PhaseClock {
+    current: Option<(&'static str, std::time::Instant)>,
+    totals: BTreeMap<&'static str, f64>,
+}
+
+impl PhaseClock {
+    /// Ends the running phase and starts `phase`.
+    pub fn enter(&mut self, phase: &'static str) {
+        self.stop();
+        self.current = Some((phase, std::time::Instant::now()));
+    }
+
+    fn stop(&mut self) {
+        if let Some((name, since)) = self.current.take() {
+            *self.totals.entry(name).or_default() += since.elapsed().as_secs_f64();
+        }
+    }
+
+    /// The step's phases as metrics (`time/<phase>_s`, spaces as underscores), and a fresh
+    /// clock for the next step.
+    pub fn take(&mut self) -> Vec<(String, f64)> {
+        self.stop();
+        std::mem::take(&mut self.totals)
+            .into_iter()
+            .map(|(name, secs)| (format!("time/{}_s", name.replace(' ', "_")), secs))
+            .collect()
+    }
+}
+
 /// Adds the live-window metrics to the step's, keeping what the step already reported under
 /// the same name (a closing window's numbers are not overwritten by the live window's).
 pub fn merge_live(m: &mut BTreeMap<String, f64>, live: BTreeMap<String, f64>) {
@@ -150,6 +183,8 @@ pub struct PlayStats {
     /// (`truncated_share`: a cut turn, the context or the episode budget).
     pub lengths: Option<(f64, f64)>,
     pub truncated_share: f64,
+    /// What the engine did serving the no-hint plays (`engine/...`), when it served them.
+    pub engine: Option<spade_policy::engine::EngineStats>,
 }
 
 impl PlayStats {
@@ -272,6 +307,18 @@ impl StepMetrics {
                 put("response_length_mean".into(), mean);
                 put("response_length_max".into(), max);
                 put("truncated_share".into(), p.truncated_share);
+            }
+            if let Some(e) = &p.engine {
+                put("engine/prefilled".into(), e.prefilled as f64);
+                put("engine/reused".into(), e.reused as f64);
+                put("engine/shared".into(), e.shared as f64);
+                put("engine/generated".into(), e.generated as f64);
+                put(
+                    "engine/mean_batch".into(),
+                    e.decode_rows as f64 / e.decode_passes.max(1) as f64,
+                );
+                put("engine/evictions".into(), e.evictions as f64);
+                put("engine/peak_slots".into(), e.peak_slots as f64);
             }
             if let Some(r) = &p.rlve {
                 put("rlve_checks".into(), r.checks as f64);
@@ -403,6 +450,26 @@ mod tests {
     /// Every name a step can report, from a step that measured everything: a renamed metric
     /// breaks the dashboards' charts and the comparisons with older runs, so it fails here.
     #[test]
+    fn the_phase_clock_adds_a_phase_entered_twice_and_starts_afresh() {
+        let mut c = PhaseClock::default();
+        c.enter("generate");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        c.enter("hint plays");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        c.enter("generate");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let t: BTreeMap<String, f64> = c.take().into_iter().collect();
+        let names: Vec<&str> = t.keys().map(String::as_str).collect();
+        assert_eq!(names, ["time/generate_s", "time/hint_plays_s"]);
+        assert!(t["time/generate_s"] >= 0.04, "{t:?}");
+        assert!(
+            t["time/hint_plays_s"] >= 0.01 && t["time/hint_plays_s"] < 0.04,
+            "{t:?}"
+        );
+        assert!(c.take().is_empty());
+    }
+
+    #[test]
     fn response_lengths_count_the_agents_tokens_and_the_truncated_share_the_budget_ends() {
         let ep = |written: usize, prompt: usize, truncated: bool| crate::play::Episode {
             loss_mask: [vec![false; prompt], vec![true; written]].concat(),
@@ -440,6 +507,11 @@ mod tests {
                 logprob_gap: Some((0.01, 0.2)),
                 lengths: Some((120.5, 400.0)),
                 truncated_share: 0.25,
+                engine: Some(spade_policy::engine::EngineStats {
+                    decode_passes: 4,
+                    decode_rows: 10,
+                    ..Default::default()
+                }),
             }),
             update: UpdateStats {
                 agent_samples: 100,
@@ -488,6 +560,13 @@ mod tests {
                 "ema/Optimization/mu_fast",
                 "ema/Optimization/mu_slow",
                 "ema/Optimization/potential",
+                "engine/evictions",
+                "engine/generated",
+                "engine/mean_batch",
+                "engine/peak_slots",
+                "engine/prefilled",
+                "engine/reused",
+                "engine/shared",
                 "envs",
                 "failed_env_share",
                 "game/attempts",
@@ -531,6 +610,7 @@ mod tests {
         assert_eq!(v["agent_samples"], 100.0);
         assert_eq!(v["batch_samples"], 192.0);
         assert_eq!(v["trimmed_samples"], 20.0);
+        assert_eq!(v["engine/mean_batch"], 2.5);
         assert_eq!(v["play_violation_rate"], 0.1);
         // With two kinds the unprefixed weight is the last kind's (as before the struct).
         assert_eq!(v["designer_loss_weight"], 16.0);

@@ -18,6 +18,7 @@ use std::time::Instant;
 impl Loop<'_> {
     pub(super) fn phase(&mut self, phase: &'static str) -> Result<(), WorkerError> {
         let (step, total) = (self.state.step, self.cfg.run.steps);
+        self.phase_clock.enter(phase);
         (self.on)(Event::Phase { step, total, phase });
         self.live(Message::Progress {
             step,
@@ -243,8 +244,13 @@ impl Loop<'_> {
     pub(super) fn end_step(
         &mut self,
         step: u64,
-        m: BTreeMap<String, f64>,
+        mut m: BTreeMap<String, f64>,
     ) -> Result<BTreeMap<String, f64>, WorkerError> {
+        for (name, secs) in self.phase_clock.take() {
+            m.entry(name).or_insert(secs);
+        }
+        m.entry("time/step_s".into())
+            .or_insert(self.step_started.elapsed().as_secs_f64());
         // JSON has no NaN or infinity (serde_json writes `null`, which no reader takes as a
         // number), so a diverged value would make the whole report unreadable and fail the run:
         // it is left out of the step's metrics and named in the log instead.

@@ -143,6 +143,7 @@ pub(super) fn setup<'a>(
         pending: vec![],
         corpus,
         step_started: Instant::now(),
+        phase_clock: super::metrics::PhaseClock::default(),
         cancel: false,
         encoder,
         designer,
