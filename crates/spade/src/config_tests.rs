@@ -835,6 +835,11 @@ fn sampling_play_and_scores_follow_the_reference_and_the_tiny_runs_keep_the_earl
         assert!(!c.designer.self_judge);
     }
     assert!(RunConfig::default().designer.self_judge);
+    // cmd/tool_use/_train_spade_blend.sh: --kl-loss-coef 0.005, --spade-hint-max-tokens 2048;
+    // the games run trains without a KL term.
+    let t = RunConfig::gpu_qwen3_tool_use();
+    assert_eq!((t.grpo.kl_coef, t.model.hint_max_new_tokens), (0.005, 2048));
+    assert_eq!(RunConfig::gpu_qwen3_games().grpo.kl_coef, 0.0);
     // The tiny runs (the CPU demo, its file, and every learning test built on the preset) were
     // measured with the earlier rules and keep them, spelled out.
     let demo = RunConfig::from_toml_str(DEMO_TOML).expect("valid");

@@ -51,14 +51,23 @@ impl RunConfig {
     /// The paper's tool-use run (reference: `cmd/tool_use/_train_spade_blend.sh`): tool use
     /// only, all 6 skills x 4 = 24 environments regenerated every 8 steps, 192 no-hint plays
     /// per step (8 per environment), designer loss weight min(192 / 24 * 8, 50) = 50, 5 attempts
-    /// per slot, the self-judge off (the launcher does not pass it).
+    /// per slot, the self-judge off (the launcher does not pass it), a KL term of 0.005
+    /// (`--kl-loss-coef 0.005`) and hints of up to 2,048 tokens (`--spade-hint-max-tokens`).
     pub fn gpu_qwen3_tool_use() -> Self {
         let d = Self::gpu_qwen3_games();
         Self {
+            model: ModelSection {
+                hint_max_new_tokens: 2048,
+                ..d.model
+            },
             curriculum: CurriculumSection {
                 kinds: vec![EnvKind::ToolUse],
                 envs_per_skill: 4,
                 ..d.curriculum
+            },
+            grpo: GrpoSection {
+                kl_coef: 0.005,
+                ..d.grpo
             },
             ..d
         }
