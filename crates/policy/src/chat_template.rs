@@ -138,6 +138,32 @@ impl ChatTemplate {
 
     /// Renders `messages`; with `add_generation_prompt` the text opens the assistant's turn.
     pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
+        self.render_with(messages, add_generation_prompt, None)
+    }
+
+    /// What the template adds to a generation prompt when `enable_thinking` is false (a
+    /// hybrid-thinking Qwen3's empty `<think>\n\n</think>\n\n`, which tells the model to answer
+    /// without thinking); `None` for a template that does not read the switch (Qwen3's
+    /// Instruct-2507 models, Qwen2.5, SmolLM2, ChatML).
+    pub fn no_thinking_suffix(&self) -> Result<Option<String>> {
+        let msgs = [
+            Message::new(Speaker::System, "S"),
+            Message::new(Speaker::User, "U"),
+        ];
+        let plain = self.render_with(&msgs, true, None)?;
+        let off = self.render_with(&msgs, true, Some(false))?;
+        Ok(match off.strip_prefix(plain.as_str()) {
+            Some(suffix) if !suffix.is_empty() => Some(suffix.to_string()),
+            _ => None,
+        })
+    }
+
+    fn render_with(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+        enable_thinking: Option<bool>,
+    ) -> Result<String> {
         let Some((_, env)) = &self.jinja else {
             return Ok(crate::chat::render(messages, add_generation_prompt));
         };
@@ -153,13 +179,18 @@ impl ChatTemplate {
             })
             .collect();
         let tmpl = env.get_template(NAME).map_err(|e| err("load", e))?;
-        tmpl.render(context! {
+        let ctx = context! {
             messages => msgs,
             add_generation_prompt => add_generation_prompt,
             bos_token => self.bos_token,
             eos_token => self.eos_token,
-        })
-        .map_err(|e| err("render", e))
+        };
+        // Left out unless asked, as transformers leaves it out of the context by default.
+        let ctx = match enable_thinking {
+            Some(on) => context! { enable_thinking => on, ..ctx },
+            None => ctx,
+        };
+        tmpl.render(ctx).map_err(|e| err("render", e))
     }
 
     /// Why the worker's ChatML transcripts would not be this model's own format: the first
@@ -205,6 +236,25 @@ mod tests {
 
     /// Llama 3's layout, reduced.
     const LLAMA3: &str = "{{ bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\n\n' + m['content'] | trim + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+
+    /// Qwen3's hybrid-thinking generation prompt, reduced to its `enable_thinking` switch.
+    const QWEN3_HYBRID: &str = "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% if enable_thinking is defined and enable_thinking is false %}{{ '<think>\n\n</think>\n\n' }}{% endif %}{% endif %}";
+
+    #[test]
+    fn a_hybrid_thinking_template_yields_the_empty_think_block_and_others_none() -> Result<()> {
+        let hybrid = ChatTemplate::from_source(QWEN3_HYBRID, "", "<|im_end|>")?;
+        // With the switch unset it is ChatML, so the worker accepts it...
+        assert_eq!(hybrid.chatml_mismatch()?, None);
+        // ...and turning thinking off adds the empty block after the assistant's header.
+        assert_eq!(
+            hybrid.no_thinking_suffix()?.as_deref(),
+            Some("<think>\n\n</think>\n\n")
+        );
+        let smol = ChatTemplate::from_source(SMOL, "<|im_start|>", "<|im_end|>")?;
+        assert_eq!(smol.no_thinking_suffix()?, None);
+        assert_eq!(ChatTemplate::chatml().no_thinking_suffix()?, None);
+        Ok(())
+    }
 
     #[test]
     fn a_chatml_family_template_agrees_with_chatml_and_adds_its_default_system() -> Result<()> {

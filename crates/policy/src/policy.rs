@@ -29,6 +29,8 @@ pub struct Policy {
     tokenizer: Option<Tokenizer>,
     /// The checkpoint's own chat template (ChatML when it has none).
     chat: ChatTemplate,
+    /// Text after every generation prompt's assistant header ([`Policy::set_thinking`]).
+    gen_suffix: String,
     /// JSON files of the source checkpoint this crate does not interpret, written back on save.
     side_files: Vec<(String, Value)>,
 }
@@ -60,8 +62,28 @@ impl Policy {
             model,
             tokenizer,
             chat: ChatTemplate::chatml(),
+            gen_suffix: String::new(),
             side_files: vec![],
         })
+    }
+
+    /// Thinking on or off for a hybrid-thinking checkpoint (Qwen3's `enable_thinking`): off,
+    /// every generation prompt ends with what its template adds for `enable_thinking = false`
+    /// ([`ChatTemplate::no_thinking_suffix`]: the empty `<think>` block); on, or a template
+    /// without the switch, with nothing.
+    pub fn set_thinking(&mut self, on: bool) -> Result<()> {
+        self.gen_suffix = if on {
+            String::new()
+        } else {
+            self.chat.no_thinking_suffix()?.unwrap_or_default()
+        };
+        Ok(())
+    }
+
+    /// What follows the assistant header of every generation prompt (see
+    /// [`Policy::set_thinking`]); empty by default.
+    pub fn generation_suffix(&self) -> &str {
+        &self.gen_suffix
     }
 
     /// Loads `dir` onto `device` in [`default_kind`].

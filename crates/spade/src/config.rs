@@ -175,6 +175,11 @@ pub struct ModelSection {
     /// only, tool use keeps the compact prompts) or `"compact"` (this project's short prompts,
     /// which the tiny model is warm-started on).
     pub prompts: PromptStyle,
+    /// Let a hybrid-thinking checkpoint think (Qwen3's `enable_thinking`). Off (the
+    /// reference's launchers pass `enable_thinking: false`), every generation prompt of such a
+    /// model ends with the empty `<think>` block its template adds; models without the switch
+    /// (Qwen3 Instruct-2507, Qwen2.5, SmolLM2, the tiny model) are unaffected.
+    pub thinking: bool,
 }
 
 /// What a play that the environment breaks does to its group (`agent.failed_plays`).
@@ -749,6 +754,8 @@ impl Default for ModelSection {
             max_batch: 256,
             warm_start: WarmStartData::Seeds,
             prompts: PromptStyle::Reference,
+            // Reference: --apply-chat-template-kwargs '{"enable_thinking":false}'.
+            thinking: false,
         }
     }
 }

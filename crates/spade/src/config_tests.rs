@@ -821,6 +821,7 @@ fn sampling_play_and_scores_follow_the_reference_and_the_tiny_runs_keep_the_earl
         assert_eq!(c.model.prompts, PromptStyle::Reference);
         assert_eq!(c.hint.max_chars, 0);
         assert_eq!(c.agent.failed_plays, FailedPlays::MinusOne);
+        assert!(!c.model.thinking);
     }
     // The backbone: Qwen3-4B-Instruct-2507 (no hybrid thinking), the self-judge off in the
     // paper presets (the launchers do not pass --spade-self-judge), on by the spec's default.

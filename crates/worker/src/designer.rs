@@ -110,7 +110,7 @@ pub fn design(
         let mut prompts = Vec::with_capacity(open.len());
         for &i in &open {
             let p = prompt(i, attempt);
-            prompts.push(tok.encode(&render(&p))?);
+            prompts.push(tok.encode(&render_for(policy, &p))?);
         }
         let seeds: Vec<u64> = open.iter().map(|&i| sample_seed(i, attempt)).collect();
         let completions = sample_all(policy, &prompts, &seeds, &params, opts.backend.clone())?;
@@ -233,7 +233,7 @@ pub fn judge(
         opts.judge_cut,
         opts.judge_max_new_tokens,
     )?;
-    let ids = tok.encode(&text)?;
+    let ids = tok.encode(&format!("{text}{}", policy.generation_suffix()))?;
     let out = sample_all(policy, &[ids], &[seed], &params, opts.backend.clone())?;
     Ok(out
         .first()
@@ -324,6 +324,11 @@ pub fn render(p: &ChatPrompt) -> String {
     Role::Designer.prompt(Some(&p.system), &p.user)
 }
 
+/// [`render`] for `policy` to answer: with its generation suffix (thinking off).
+pub fn render_for(policy: &Policy, p: &ChatPrompt) -> String {
+    format!("{}{}", render(p), policy.generation_suffix())
+}
+
 /// The hint prompt for `code` of `kind` in `style`, cut to `max_code_chars` characters
 /// (`hint.code_chars`: the tiny model's context is short; real models get the whole code).
 pub fn hint_prompt(
@@ -354,7 +359,7 @@ pub fn hints(
     let (tok, params) = turn_params(policy, temperature, Cut::NONE, max_new_tokens)?;
     let prompts = codes
         .iter()
-        .map(|c| tok.encode(&render(&prompt(c))))
+        .map(|c| tok.encode(&render_for(policy, &prompt(c))))
         .collect::<Result<Vec<_>, _>>()?;
     let outs = sample_all(policy, &prompts, seeds, &params, backend)?;
     Ok(outs

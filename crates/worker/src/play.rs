@@ -289,14 +289,16 @@ impl TokenTrace {
     /// The agent's prompt (its system prompt for `kind`, compact prompts) with its first
     /// message.
     pub fn start(tok: &Tokenizer, kind: EnvKind, first: &str) -> Result<Self, WorkerError> {
-        Self::opening(tok, Some(prompt::agent_system(kind)), first)
+        Self::opening(tok, Some(prompt::agent_system(kind)), first, "")
     }
 
-    /// The agent's prompt: `system` (none in the reference's games) and the first message.
+    /// The agent's prompt: `system` (none in the reference's games) and the first message,
+    /// then `suffix` after the assistant header (thinking off).
     pub fn opening(
         tok: &Tokenizer,
         system: Option<&str>,
         first: &str,
+        suffix: &str,
     ) -> Result<Self, WorkerError> {
         let text = match system {
             Some(system) => Role::Agent.prompt(Some(system), first),
@@ -309,7 +311,7 @@ impl TokenTrace {
                 true,
             ),
         };
-        let ids = tok.encode(&text)?;
+        let ids = tok.encode(&format!("{text}{suffix}"))?;
         let n = ids.len();
         Ok(Self {
             ids,
@@ -448,6 +450,7 @@ pub fn play_envs_measured(
             stop_token_ids: vec![end],
             stop_strings: vec![],
         },
+        suffix: policy.generation_suffix(),
     };
     match &opts.backend {
         Backend::Sampler => jobs

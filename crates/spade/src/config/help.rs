@@ -91,6 +91,10 @@ pub const HELP: &[(&str, &str)] = &[
         "Which prompts the roles read: \"reference\" (the reference implementation's structure and rules in our words: the interactive game specification, <REFERENCE_DOCUMENT> and <REFERENCE_ENVIRONMENTS> tags, one user message for the agent with HINT:, a 1-3 sentence hint, a five-criteria judge; games only) or \"compact\" (this project's short prompts, which the tiny model is warm-started on).",
     ),
     (
+        "model.thinking",
+        "Let a hybrid-thinking checkpoint think (Qwen3's enable_thinking). Off (the reference's launchers), every generation prompt of such a model ends with the empty <think> block its template adds; models without the switch are unaffected.",
+    ),
+    (
         "curriculum.kinds",
         "Environment kinds the run generates: [\"game\"], [\"tool_use\"] or both (default games: the paper trains games and tool use as separate runs).",
     ),

@@ -43,9 +43,16 @@ pub(super) struct Turns<'a> {
     pub end: i64,
     pub opts: &'a PlayOptions,
     pub params: SamplingParams,
+    /// After every assistant header ([`Policy::generation_suffix`]: thinking off).
+    pub suffix: &'a str,
 }
 
 impl Turns<'_> {
+    /// The frame of an observation and the next turn's header.
+    fn frame(&self, obs: &str) -> String {
+        format!("{}{}", observation_frame(obs), self.suffix)
+    }
+
     /// The sampling settings of episode `l`'s next turn (its budget: [`Live::budget`]).
     fn params_for(&self, l: &Live) -> SamplingParams {
         let mut p = self.params.clone();
@@ -82,7 +89,7 @@ impl Turns<'_> {
                 Ok(Some(Live {
                     idx,
                     session,
-                    trace: TokenTrace::opening(self.tok, system, &first)?,
+                    trace: TokenTrace::opening(self.tok, system, &first, self.suffix)?,
                     turn_cap,
                     last_obs: obs.obs,
                 }))
@@ -141,8 +148,7 @@ impl Turns<'_> {
                 if ep.turns >= l.turn_cap {
                     return Ok(false);
                 }
-                l.trace
-                    .push_context(&self.tok.encode(&observation_frame(&obs))?);
+                l.trace.push_context(&self.tok.encode(&self.frame(&obs))?);
                 return Ok(true);
             }
         };
@@ -173,7 +179,7 @@ impl Turns<'_> {
                 } else if r.truncated || ep.turns >= l.turn_cap {
                     Ok(false)
                 } else {
-                    let frame = self.tok.encode(&observation_frame(&r.obs))?;
+                    let frame = self.tok.encode(&self.frame(&r.obs))?;
                     l.trace.push_context(&frame);
                     l.last_obs = r.obs;
                     Ok(true)

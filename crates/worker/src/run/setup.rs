@@ -75,7 +75,7 @@ pub(super) fn setup<'a>(
         None
     };
     let mut warm_report = None;
-    let (policy, state, resumed_from) = match (existing, opts.resume) {
+    let (mut policy, state, resumed_from) = match (existing, opts.resume) {
         (Some((dir, st)), true) => {
             (on)(Event::Log(format!(
                 "resuming at step {} from {}",
@@ -102,6 +102,7 @@ pub(super) fn setup<'a>(
         }
     };
     speaks_chatml(&policy)?;
+    thinking(&mut policy, cfg, on)?;
     let mut trainer = GrpoTrainer::new(&policy, grpo_config(cfg))?;
     check_checkpoint_disk(cfg, &policy, trainer.optimizer().is_mixed(), store, on)?;
     let vllm = crate::vllm::for_run(cfg, &policy, store.root(), state.step, &mut |l| {
@@ -219,6 +220,19 @@ fn speaks_chatml(p: &Policy) -> Result<(), WorkerError> {
     }
 }
 
+/// Applies `model.thinking` to a loaded model and says when it changes the prompts.
+fn thinking(p: &mut Policy, cfg: &RunConfig, on: &mut dyn FnMut(Event)) -> Result<(), WorkerError> {
+    p.set_thinking(cfg.model.thinking)
+        .map_err(|e| WorkerError::Config(format!("model: {e}")))?;
+    if !p.generation_suffix().is_empty() {
+        on(Event::Log(format!(
+            "thinking off (model.thinking = false): every generation prompt ends with {:?}",
+            p.generation_suffix()
+        )));
+    }
+    Ok(())
+}
+
 /// The frozen designer of `designer.model_path`, loaded before anything expensive starts, and
 /// its weights fingerprint (one pass over the weights; the run's end compares against it).
 fn load_designer(
@@ -228,11 +242,12 @@ fn load_designer(
     let Some(dir) = cfg.designer.model_path.as_deref() else {
         return Ok(None);
     };
-    let p = Policy::load(Path::new(dir), spade_policy::default_device())
+    let mut p = Policy::load(Path::new(dir), spade_policy::default_device())
         .map_err(|e| WorkerError::Config(format!("designer.model_path = {dir:?}: {e}")))?;
     p.require_tokenizer()
         .map_err(|e| WorkerError::Config(format!("designer.model_path = {dir:?}: {e}")))?;
     speaks_chatml(&p)?;
+    thinking(&mut p, cfg, on)?;
     let print = p.weights_fingerprint();
     on(Event::Log(format!(
         "frozen designer from {dir} ({} parameters), weights fingerprint {print}; the agent \

@@ -94,7 +94,8 @@ fn challenge(
         }
         let mut prompts = Vec::with_capacity(open.len());
         for &i in &open {
-            prompts.push(tok.encode(&challenger_text(&docs[i].excerpt, docs[i].multiple_choice))?);
+            let text = challenger_text(&docs[i].excerpt, docs[i].multiple_choice);
+            prompts.push(tok.encode(&format!("{text}{}", challenger.generation_suffix()))?);
         }
         let sample_seeds: Vec<u64> = open
             .iter()
@@ -172,7 +173,7 @@ pub(super) fn step(lp: &mut Loop<'_>) -> Result<Step, WorkerError> {
     let mut task_prompts = Vec::with_capacity(tasks.len());
     for &(i, t) in &tasks {
         let text = reasoner_text(t);
-        let ids = tok.encode(&text)?;
+        let ids = tok.encode(&format!("{text}{}", lp.policy.generation_suffix()))?;
         for a in 0..g {
             prompts.push(ids.clone());
             sample_seeds.push(seeds::derive(
@@ -476,7 +477,11 @@ fn mixed_groups(cfg: &RunConfig, policy: &Policy, tasks: &[Task]) -> Result<usiz
     let mut prompts = Vec::with_capacity(tasks.len() * g);
     let mut sample_seeds = Vec::with_capacity(tasks.len() * g);
     for (k, t) in tasks.iter().enumerate() {
-        let ids = tok.encode(&reasoner_text(t))?;
+        let ids = tok.encode(&format!(
+            "{}{}",
+            reasoner_text(t),
+            policy.generation_suffix()
+        ))?;
         for a in 0..g {
             prompts.push(ids.clone());
             sample_seeds.push(seeds::derive(

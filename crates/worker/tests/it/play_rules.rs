@@ -157,3 +157,58 @@ fn an_unboxed_reply_reaches_the_game_and_a_cut_turn_ends_the_episode() -> TestRe
     }
     Ok(())
 }
+
+/// Qwen3's hybrid-thinking generation prompt, reduced to its `enable_thinking` switch.
+const HYBRID: &str = "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% if enable_thinking is defined and enable_thinking is false %}{{ '<think>\\n\\n</think>\\n\\n' }}{% endif %}{% endif %}";
+
+#[test]
+fn thinking_off_puts_the_empty_think_block_after_every_assistant_header() -> TestResult {
+    let pool = pool();
+    let taught = crate::always_answers(ANSWER, &[OBS], "Got 'I pick 7'. Try again.")?;
+    // The same weights under a hybrid-thinking template, as a Qwen3-4B checkpoint has.
+    let dir = tempfile::tempdir()?;
+    taught.save(dir.path())?;
+    std::fs::write(
+        dir.path().join("tokenizer_config.json"),
+        serde_json::json!({"chat_template": HYBRID, "eos_token": "<|im_end|>"}).to_string(),
+    )?;
+    let mut policy = spade_policy::Policy::load(dir.path(), spade_policy::default_device())?;
+    let opts = PlayOptions {
+        max_turns: 2,
+        max_new_tokens: 24,
+        temperature: 0.1,
+        prompts: spade::prompt::PromptStyle::Reference,
+        ..PlayOptions::default()
+    };
+    let header = "<|im_start|>assistant\n";
+    for (thinking, block) in [(false, "<think>\n\n</think>\n\n"), (true, "")] {
+        policy.set_thinking(thinking)?;
+        let eps = play(&policy, &pool, &opts)?;
+        let tok = policy.require_tokenizer()?;
+        for e in &eps {
+            // Every stretch of context before a turn the agent wrote ends with the header and,
+            // thinking off, the empty block.
+            let mut i = 0;
+            let mut openings = 0;
+            while i < e.ids.len() {
+                let start = i;
+                while i < e.ids.len() && !e.loss_mask[i] {
+                    i += 1;
+                }
+                if i < e.ids.len() && i > start {
+                    let context = tok.decode(&e.ids[start..i], false)?;
+                    assert!(
+                        context.ends_with(&format!("{header}{block}")),
+                        "thinking {thinking}: {context:?}"
+                    );
+                    openings += 1;
+                }
+                while i < e.ids.len() && e.loss_mask[i] {
+                    i += 1;
+                }
+            }
+            assert!(openings >= 1, "{:?}", e.transcript);
+        }
+    }
+    Ok(())
+}
