@@ -273,11 +273,12 @@ pub fn judge_prompt(code: &str, trajectory: &[Turn]) -> ChatPrompt {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::skills;
 
-    fn rec(id: &str, win_rate: f64) -> MemoryRecord {
+    /// A memory record of skill Optimization whose code is `class {id}Env: pass`.
+    pub(crate) fn rec(id: &str, win_rate: f64) -> MemoryRecord {
         MemoryRecord {
             env_id: id.into(),
             step: 1,

@@ -22,6 +22,15 @@ pub fn pool_with(max_runners: usize, warm: usize, call_timeout: Duration) -> Poo
     Pool::new(cfg)
 }
 
+/// Validation with a 30 s budget and 3 s calls: what the tests' small programs need.
+pub fn quick() -> spade_sandbox::ValidationConfig {
+    spade_sandbox::ValidationConfig {
+        budget: Duration::from_secs(30),
+        call_timeout: Duration::from_secs(3),
+        ..spade_sandbox::ValidationConfig::default()
+    }
+}
+
 pub fn pool() -> Pool {
     pool_with(2, 0, Duration::from_secs(20))
 }

@@ -2,23 +2,15 @@
 //! parser refuses for undoubled literal braces is mended and then accepted; code it cannot
 //! mend, or that parses already, is left alone.
 
-use super::{pool_with, workspace_root};
+use super::{pool_with, quick, workspace_root};
 use spade_sandbox::repair::fstring_braces;
 use spade_sandbox::validate;
-use spade_sandbox::validate::{Reason, ValidationConfig};
+use spade_sandbox::validate::Reason;
 use std::time::Duration;
 
 fn good() -> String {
     let p = workspace_root().join("crates/sandbox-runner/tests/fixtures/good/guess_number.py");
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-fn quick() -> ValidationConfig {
-    ValidationConfig {
-        budget: Duration::from_secs(30),
-        call_timeout: Duration::from_secs(3),
-        ..ValidationConfig::default()
-    }
 }
 
 #[test]

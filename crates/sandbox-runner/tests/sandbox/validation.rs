@@ -3,7 +3,7 @@
 //! spec's fixed checks look) passes the fixed checks but is rejected at the drawn seeds, for its
 //! own reason, reproducibly from the report's seeds.
 
-use super::{pool_with, python_files, workspace_root};
+use super::{pool_with, python_files, quick, workspace_root};
 use spade_sandbox::validate::{Check, Reason, ValidationConfig};
 use spade_sandbox::{EnvKind, Pool, validate};
 use std::path::Path;
@@ -15,14 +15,6 @@ fn fixtures() -> std::path::PathBuf {
 
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-fn quick() -> ValidationConfig {
-    ValidationConfig {
-        budget: Duration::from_secs(30),
-        call_timeout: Duration::from_secs(3),
-        ..ValidationConfig::default()
-    }
 }
 
 #[test]

@@ -266,29 +266,14 @@ mod tests {
     use super::*;
     use crate::EnvKind;
     use crate::prompt::PromptStyle;
+    use crate::prompt::tests::rec;
     use crate::skills;
-
-    fn rec(id: &str, class: &str, win_rate: f64) -> MemoryRecord {
-        MemoryRecord {
-            env_id: id.into(),
-            step: 1,
-            skill: "Optimization".into(),
-            kind: EnvKind::Game,
-            code: format!("\"\"\"Doc.\"\"\"\nclass {class}:\n    pass\n"),
-            win_rate,
-            regret: 0.3,
-        }
-    }
 
     #[test]
     fn the_designer_prompt_has_the_references_parts_in_its_order() {
         let skill = skills::find("optimization").expect("a skill");
-        let (a, b) = (
-            rec("s1-g0-a0", "VaultEnv", 0.5),
-            rec("s1-g1-a0", "MazeEnv", 0.4),
-        );
-        let easy = rec("s2-g0-a1", "EasySumEnv", 0.95);
-        let hard = rec("s2-g1-a0", "HardEnv", 0.02);
+        let (a, b) = (rec("Vault", 0.5), rec("Maze", 0.4));
+        let (easy, hard) = (rec("EasySum", 0.95), rec("Hard", 0.02));
         let ex = Examples {
             positives: vec![&a, &b],
             negatives: vec![&easy, &hard],

@@ -5,7 +5,7 @@
 //! episode of it starts.
 
 use spade_sandbox::validate::{Reason, ValidationConfig};
-use spade_sandbox::{EnvKind, Pool, PoolConfig, RunnerConfig, validate};
+use spade_sandbox::{EnvKind, validate};
 use spade_worker::play::{self, PlayOptions};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -59,16 +59,9 @@ class LateBreakEnv:
         return str((self.lo + self.hi) // 2)
 "#;
 
-fn pool() -> Pool {
-    let mut cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
-    cfg.max_runners = 2;
-    cfg.warm = 0;
-    Pool::new(cfg)
-}
-
 #[test]
 fn a_program_that_breaks_only_in_play_is_stopped_at_its_first_violation() -> TestResult {
-    let pool = pool();
+    let pool = crate::pool(2);
     let report = validate(&pool, GAME, &ValidationConfig::default());
     assert!(
         report.accepted,
@@ -85,17 +78,10 @@ fn a_program_that_breaks_only_in_play_is_stopped_at_its_first_violation() -> Tes
         ..PlayOptions::default()
     };
     let seeds: Vec<i64> = (100..108).collect();
-    let eps = play::play_env(
-        &policy,
-        &pool,
-        GAME,
-        EnvKind::Game,
-        None,
-        &seeds,
-        &opts,
-        2,
-        9,
-    )?;
+    let play_with = |o: &PlayOptions| {
+        play::play_env(&policy, &pool, GAME, EnvKind::Game, None, &seeds, o, 2, 9)
+    };
+    let eps = play_with(&opts)?;
     let broken: Vec<_> = eps.iter().filter(|e| e.failure.is_some()).collect();
     let first_broken = broken.first().ok_or_else(|| {
         format!(
@@ -129,17 +115,7 @@ fn a_program_that_breaks_only_in_play_is_stopped_at_its_first_violation() -> Tes
         stop_at_violation: false,
         ..opts
     };
-    let eps = play::play_env(
-        &policy,
-        &pool,
-        GAME,
-        EnvKind::Game,
-        None,
-        &seeds,
-        &each,
-        2,
-        9,
-    )?;
+    let eps = play_with(&each)?;
     assert_eq!(eps.len(), seeds.len());
     let failed: Vec<_> = eps.iter().filter(|e| e.failure.is_some()).collect();
     assert!(failed.len() >= 2, "{} of 8 failed", failed.len());

@@ -25,6 +25,16 @@ use spade_policy::chat::{Role, agent_transcript};
 use spade_policy::preset::{self, BUILTIN_TEXT};
 use spade_policy::sft::{SftConfig, SftTrainer, encode_pairs};
 
+/// A sandbox pool of `runners` runner processes, none started ahead.
+pub fn pool(runners: usize) -> spade_sandbox::Pool {
+    let mut cfg = spade_sandbox::PoolConfig::new(spade_sandbox::RunnerConfig::new(
+        spade_sandbox::default_runner_path(),
+    ));
+    cfg.max_runners = runners;
+    cfg.warm = 0;
+    spade_sandbox::Pool::new(cfg)
+}
+
 /// The tiny model taught to answer `answer` to every game observation in `observations`,
 /// first turn and later ones (after `reply` as the environment's answer): an agent whose
 /// actions the tests can predict, trained in seconds.

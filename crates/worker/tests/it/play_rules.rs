@@ -4,7 +4,7 @@
 //! the episode, truncated, without stepping the game (`agent.end_on_cut_turn`). Both on the
 //! engine and on the sampler, with an agent taught to answer one unboxed sentence.
 
-use spade_sandbox::{EnvKind, Pool, PoolConfig, RunnerConfig};
+use spade_sandbox::{EnvKind, Pool};
 use spade_worker::play::{self, Backend, Episode, PlayOptions};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -41,13 +41,6 @@ class SayEnv:
         return "7"
 "#;
 
-fn pool() -> Pool {
-    let mut cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
-    cfg.max_runners = 2;
-    cfg.warm = 0;
-    Pool::new(cfg)
-}
-
 fn play(
     policy: &spade_policy::Policy,
     pool: &Pool,
@@ -69,7 +62,7 @@ fn play(
 
 #[test]
 fn an_unboxed_reply_reaches_the_game_and_a_cut_turn_ends_the_episode() -> TestResult {
-    let pool = pool();
+    let pool = crate::pool(2);
     let policy = crate::always_answers(ANSWER, &[OBS], "Got 'I pick 7'. Try again.")?;
     for backend in [Backend::default(), Backend::Sampler] {
         let base = PlayOptions {
@@ -163,7 +156,7 @@ const HYBRID: &str = "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n
 
 #[test]
 fn thinking_off_puts_the_empty_think_block_after_every_assistant_header() -> TestResult {
-    let pool = pool();
+    let pool = crate::pool(2);
     let taught = crate::always_answers(ANSWER, &[OBS], "Got 'I pick 7'. Try again.")?;
     // The same weights under a hybrid-thinking template, as a Qwen3-4B checkpoint has.
     let dir = tempfile::tempdir()?;

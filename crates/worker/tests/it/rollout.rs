@@ -4,8 +4,8 @@
 //! runner that dies mid-episode ends its environment's plays with a failure while the other
 //! environments' episodes go on unchanged.
 
+use spade_sandbox::EnvKind;
 use spade_sandbox::validate::Reason;
-use spade_sandbox::{EnvKind, Pool, PoolConfig, RunnerConfig};
 use spade_worker::play::{self, Backend, Episode, PlayJob, PlayOptions};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -74,13 +74,6 @@ class DyingEnv:
         return "1"
 "#;
 
-fn pool(runners: usize) -> Pool {
-    let mut cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
-    cfg.max_runners = runners;
-    cfg.warm = 0;
-    Pool::new(cfg)
-}
-
 fn opts(backend: Backend) -> PlayOptions {
     PlayOptions {
         max_turns: 4,
@@ -119,7 +112,7 @@ fn same_trace(a: &Episode, b: &Episode, what: &str) {
 #[test]
 fn concurrent_episodes_over_the_engine_equal_the_sequential_sampler_path() -> TestResult {
     let policy = agent()?;
-    let pool = pool(8);
+    let pool = crate::pool(8);
     let hint = "Start in the middle.";
     let jobs: Vec<PlayJob<'_>> = (0..3)
         .map(|j| PlayJob {
@@ -159,7 +152,7 @@ fn concurrent_episodes_over_the_engine_equal_the_sequential_sampler_path() -> Te
 #[test]
 fn a_runner_dying_mid_episode_fails_its_environment_and_the_others_go_on() -> TestResult {
     let policy = agent()?;
-    let pool = pool(6);
+    let pool = crate::pool(6);
     let good = PlayJob {
         code: GUESS,
         kind: EnvKind::Game,

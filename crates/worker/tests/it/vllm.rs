@@ -7,7 +7,7 @@
 use spade_policy::engine::generate_all;
 use spade_policy::preset::{self, BUILTIN_TEXT};
 use spade_policy::sample::SamplingParams;
-use spade_sandbox::{EnvKind, Pool, PoolConfig, RunnerConfig};
+use spade_sandbox::{EnvKind, Pool};
 use spade_worker::play::{self, Backend, PlayJob, PlayOptions};
 use spade_worker::vllm::{Fleet, FleetOptions, logprob_gap};
 use std::path::Path;
@@ -70,13 +70,6 @@ class GuessEnv:
         return str(self.target)
 "#;
 
-fn pool(runners: usize) -> Pool {
-    let mut cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
-    cfg.max_runners = runners;
-    cfg.warm = 0;
-    Pool::new(cfg)
-}
-
 /// |vLLM - tch| log-prob allowed per sampled token of float32 weights. Measured here (2
 /// servers, 8 episodes of 4 turns, 12 tokens a turn, T 0.6): see docs/benchmarks.md, "The vLLM
 /// rollout backend".
@@ -103,7 +96,7 @@ fn vllm_serves_play_syncs_weights_and_restarts_a_dead_or_hung_server() -> TestRe
     assert!(v0.starts_with("step-0-"), "{v0}");
 
     // A play step's traces: tokens and log-probs line up with what the trainer recomputes.
-    let pool = pool(8);
+    let pool = crate::pool(8);
     let (_, worst, _, multi) = play_and_compare(&policy, &fleet, &pool)?;
     assert!(worst < TRACE_TOLERANCE, "max gap {worst}");
     assert!(multi >= 4, "only {multi} multi-turn episodes");
