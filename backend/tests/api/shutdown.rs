@@ -204,6 +204,19 @@ async fn status_once_not_running(
     }
 }
 
+/// Waits until the scheduler has marked the run `running` (at most 30 s): the job's process
+/// can be up a moment before the status says so, a window a loaded machine widens.
+async fn until_running(pool: &PgPool, run: i64) -> TestResult {
+    let t0 = Instant::now();
+    while run_status(pool, run).await?.0 != "running" {
+        if t0.elapsed() > Duration::from_secs(30) {
+            return Err(format!("run {run} never became running").into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
 /// A directory for a server (site root, job script), the test database's URL and a queued
 /// run. The job: a long-lived process that never reports (as a worker in its warm start).
 async fn studio_with_a_queued_run(
@@ -373,6 +386,7 @@ async fn a_job_that_died_with_its_container_is_resumed_by_the_next_start(
     let mut first = Server::start(&db, dir.path(), free_port()?)?;
     first.wait_ready().await?;
     let pid1 = started_pid(dir.path(), run, 1).await?;
+    until_running(&pool, run).await?;
     kill_like_a_container(&mut first, pid1).await?;
     assert_eq!(run_status(&pool, run).await?.0, "running");
 
