@@ -9,9 +9,12 @@
 //! episode; sequences spread over the servers.
 //!
 //! Log-probs: vLLM's default (`raw_logprobs`) is before temperature. Started servers run with
-//! `--logprobs-mode processed_logprobs`, which is after temperature and top-p/top-k; at
-//! `top_p = 1` (agent play) that is `log softmax(logits / T)`, the quantity the sampler and
-//! the trainer compute. The vocabulary rows a tokenizer cannot produce (`Qwen3::usable_vocab`
+//! `--logprobs-mode processed_logprobs`, which is after temperature and top-p/top-k; without a
+//! cut (`top_p = 1`, `top_k = 0`) that is `log softmax(logits / T)`, the quantity the sampler
+//! and the trainer compute. With the reference's cut (`agent.top_p = 0.95`, `top_k = 20`, the
+//! defaults) the server's log-probs are those of the renormalised cut distribution, higher than
+//! the trainer's for the same token, while the engine reports the full distribution's: a run on
+//! vLLM that wants them equal sets the cut off (not measured here: the vLLM suite is slow). The vocabulary rows a tokenizer cannot produce (`Qwen3::usable_vocab`
 //! and up) get a logit bias of -100 (vLLM's floor) since the trainer gives them no
 //! probability. Servers the run did not start must run in that mode too: [`Fleet::connect`]
 //! checks it by comparing a probe's log-probs against tch.
