@@ -193,6 +193,29 @@ pub enum FailedPlays {
     Drop,
 }
 
+/// Which failures in play retire an environment (`agent.retire_on`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetireOn {
+    /// Only a failure that cost the environment its runner: a step past its time limit, or a
+    /// runner that died (a crash, its memory limit, a broken protocol). The reference
+    /// blacklists only the games that hang (`orchestrator.py`, `_hung_game_blacklist`); a game
+    /// that raises fails that play and is played again.
+    #[default]
+    Hang,
+    /// Any contract violation in play, an exception or a forbidden return too.
+    Violation,
+}
+
+impl RetireOn {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetireOn::Hang => "hang",
+            RetireOn::Violation => "violation",
+        }
+    }
+}
+
 /// Which prompts the roles read (`model.prompts`; the texts are in `crate::prompt`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -534,9 +557,14 @@ pub struct AgentSection {
     /// does not allow): `"minus_one"` (it fails alone: the environment's other plays go on,
     /// and in its group the failed play counts a return of -1 while the rest train, as the
     /// reference's z-score does) or `"drop"` (the first violation stops the environment's
-    /// other plays and none of its plays of that step train). Either way the environment is
-    /// retired from play afterwards and earns the invalid designer reward.
+    /// other plays and none of its plays of that step train). A failed play is no outcome of
+    /// the game: the designer's scores never count it.
     pub failed_plays: FailedPlays,
+    /// Which failures retire the environment from play, with the invalid designer reward:
+    /// `"hang"` (a step timeout or a runner that died; the reference) or `"violation"` (any
+    /// contract violation). An environment that failed a play without being retired is played
+    /// again at the next step.
+    pub retire_on: RetireOn,
     /// Episodes played at once: sandbox runners, and rows of one sampling batch.
     pub concurrency: u32,
 }
@@ -884,6 +912,8 @@ impl Default for AgentSection {
             raw_actions: true,
             // Reference: spade/core/utils/trajectory_build.py (-1.0 for a failed trajectory).
             failed_plays: FailedPlays::MinusOne,
+            // Reference: spade/core/orchestrator.py blacklists hung games only.
+            retire_on: RetireOn::Hang,
             concurrency: 32,
         }
     }

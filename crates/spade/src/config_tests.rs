@@ -821,6 +821,7 @@ fn sampling_play_and_scores_follow_the_reference_and_the_tiny_runs_keep_the_earl
         assert_eq!(c.model.prompts, PromptStyle::Reference);
         assert_eq!(c.hint.max_chars, 0);
         assert_eq!(c.agent.failed_plays, FailedPlays::MinusOne);
+        assert_eq!(c.agent.retire_on, RetireOn::Hang);
         assert!(!c.model.thinking);
     }
     // The backbone: Qwen3-4B-Instruct-2507 (no hybrid thinking), the self-judge off in the
@@ -854,6 +855,7 @@ fn sampling_play_and_scores_follow_the_reference_and_the_tiny_runs_keep_the_earl
         assert_eq!(c.model.prompts, PromptStyle::Compact);
         assert_eq!(c.hint.max_chars, 2000);
         assert_eq!(c.agent.failed_plays, FailedPlays::Drop);
+        assert_eq!(c.agent.retire_on, RetireOn::Violation);
     }
     // Out of range values name their key.
     let v = issues("[agent]\ntop_p = 0.0\n[designer]\ntop_p = 1.5\n");
@@ -864,4 +866,6 @@ fn sampling_play_and_scores_follow_the_reference_and_the_tiny_runs_keep_the_earl
     );
     let e = RunConfig::from_toml_str("[designer]\nplateau_reads = \"median\"\n");
     assert!(e.is_err());
+    let e = RunConfig::from_toml_str("[agent]\nretire_on = \"never\"\n");
+    assert!(format!("{e:?}").contains("retire_on"), "{e:?}");
 }

@@ -314,7 +314,11 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     (
         "agent.failed_plays",
-        "A play the environment breaks (exception, step timeout, a return the contract forbids): \"minus_one\" (it fails alone, the other plays go on, and in its group it counts a return of -1 while the rest train: the reference) or \"drop\" (the first violation stops the environment's plays and none of that step's train). The environment is retired afterwards either way.",
+        "A play the environment breaks (exception, step timeout, a return the contract forbids): \"minus_one\" (it fails alone, the other plays go on, and in its group it counts a return of -1 while the rest train: the reference) or \"drop\" (the first violation stops the environment's plays and none of that step's train). A failed play is no outcome of the game: the designer's scores never count it.",
+    ),
+    (
+        "agent.retire_on",
+        "Which failures in play retire the environment, with the invalid designer reward: \"hang\" (a step past its time limit, or a runner that died: the reference blacklists only games that hang) or \"violation\" (any contract violation, an exception or a forbidden return too). An environment that failed a play without being retired is played again at the next step.",
     ),
     (
         "agent.concurrency",

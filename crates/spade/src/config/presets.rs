@@ -186,6 +186,7 @@ impl RunConfig {
                 end_on_cut_turn: false,
                 raw_actions: false,
                 failed_plays: super::FailedPlays::Drop,
+                retire_on: super::RetireOn::Violation,
                 ..d.agent
             },
             grpo: GrpoSection {

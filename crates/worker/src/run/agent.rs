@@ -107,12 +107,14 @@ impl Loop<'_> {
             records.extend(eps.iter().map(|ep| play_record(&env.env_id, step, ep)));
             // Plays of an environment that broke the contract are kept (reported); under
             // "drop" none of them train, under "minus_one" the failed ones score -1 in the
-            // group and the others train.
-            if let Some(msg) = score::broken_in_play(w, &eps, step) {
+            // group and the others train. `agent.retire_on` says whether it plays again.
+            if let Some(msg) = score::broken_in_play(w, &eps, step, self.cfg.agent.retire_on) {
                 played.messages.push(msg);
-                if self.cfg.agent.failed_plays == FailedPlays::Drop {
-                    continue;
-                }
+            }
+            if self.cfg.agent.failed_plays == FailedPlays::Drop
+                && eps.iter().any(|ep| ep.failure.is_some())
+            {
+                continue;
             }
             let returns = group_returns(&eps);
             let g = spade::reward::group_advantages(&returns);

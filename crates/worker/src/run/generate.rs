@@ -276,7 +276,7 @@ pub(super) fn regenerate(
     for (env, eps) in window.envs.iter_mut().zip(all) {
         super::score::tally(env, &eps, true, step);
         obs.note_plays(&eps);
-        if let Some(msg) = super::score::broken_in_play(env, &eps, step) {
+        if let Some(msg) = super::score::broken_in_play(env, &eps, step, lp.cfg.agent.retire_on) {
             messages.push(msg);
         }
         records.extend(eps.iter().map(|ep| play_record(&env.env_id, step, ep)));
