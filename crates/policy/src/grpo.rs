@@ -175,6 +175,10 @@ pub struct GrpoStats {
     /// The router load-balancing loss (token-weighted mean over the step's passes), when
     /// `router_aux_coef > 0` on a Qwen3-MoE model; else 0.
     pub router_aux: f64,
+    /// Mean entropy (nats) of the policy's sampling distribution over the computed samples'
+    /// trained tokens, at the sampling temperature: a collapse toward one answer shows here
+    /// before it shows in the rewards.
+    pub entropy: f64,
 }
 
 /// Sums over the masked tokens of one micro-batch; all tensors `[B, T-1]` except `adv`, `weight`
@@ -339,6 +343,7 @@ impl GrpoTrainer {
                 chunk_tokens: c.logprob_chunk_tokens,
                 recompute: c.recompute,
                 router_aux: c.router_aux_coef * share,
+                entropy: true,
             };
             let seqs: Vec<&MaskedSeq> = chunk.iter().map(|s| &s.seq).collect();
             let packed = train::pack(&seqs, dev)?;
@@ -360,7 +365,7 @@ impl GrpoTrainer {
                 Some(r) => Some(r.model().packed_logprobs(&packed.ids, &pass)?.unsqueeze(1)),
                 None => None,
             };
-            let aux = policy
+            let report = policy
                 .model()
                 .backward_packed(&packed.ids, &pass, |logp, start| {
                     let len = logp.size()[0];
@@ -383,7 +388,13 @@ impl GrpoTrainer {
                     st.mean_tis += parts[3] / n;
                     Ok(loss)
                 })?;
-            st.router_aux += aux * share;
+            st.router_aux += report.router_aux * share;
+            if let Some(h) = report.entropy {
+                st.entropy += (h * packed.mask.to_kind(Kind::Float))
+                    .sum(Kind::Float)
+                    .double_value(&[])
+                    / n;
+            }
             // Float32 sums across micro-batches for a half-precision model.
             self.opt.accumulate()?;
         }

@@ -27,7 +27,7 @@ mod packed;
 mod slots;
 
 pub use config::{Config, Family, Moe, RopeScaling};
-pub use packed::{PackedIds, PassOptions};
+pub use packed::{PackedIds, PassOptions, PassReport};
 pub use slots::SlotCache;
 
 use crate::error::{PolicyError, Result};

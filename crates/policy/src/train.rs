@@ -181,6 +181,7 @@ pub fn token_logprobs(model: &Qwen3, seqs: &[Vec<i64>], temperature: f64) -> Res
         chunk_tokens: DEFAULT_CHUNK_TOKENS,
         recompute: false,
         router_aux: 0.0,
+        entropy: false,
     };
     seqs.iter()
         .map(|s| {

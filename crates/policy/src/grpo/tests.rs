@@ -513,3 +513,59 @@ fn micro_batches_pack_consecutive_samples_up_to_the_budget() {
     );
     assert!(train::micro_batches(&[], 8).is_empty());
 }
+
+/// The step's entropy is the mean over the trained tokens of -sum p log p of the sampling
+/// distribution at its temperature, computed here from the whole logits of each sequence;
+/// a hotter temperature spreads the distribution (higher entropy), and it never passes ln V.
+#[test]
+fn the_step_reports_the_mean_entropy_of_its_trained_tokens() -> Result<()> {
+    let p = tiny_policy(3)?;
+    let samples = [
+        sample(&[1, 2, 3], &[7, 8, 9], &p, 1.0)?,
+        sample(&[4, 5], &[10, 11], &p, -1.0)?,
+    ];
+    let by_hand = |temperature: f64| -> Result<f64> {
+        let mut sum = 0.0;
+        let mut tokens = 0.0;
+        for s in &samples {
+            let ids = Tensor::from_slice(&s.seq.ids).unsqueeze(0);
+            let t = s.seq.ids.len() as i64;
+            let hidden = p.model().forward(&ids.narrow(1, 0, t - 1))?;
+            let logits = p.model().logits(&hidden) / temperature;
+            let l = logits.log_softmax(-1, Kind::Float);
+            let h = -(l.exp() * &l).sum_dim_intlist(-1, false, Kind::Float);
+            let h = Vec::<f32>::try_from(h.view([-1]))?;
+            for (x, m) in h.iter().zip(&s.seq.loss_mask[1..]) {
+                if *m {
+                    sum += f64::from(*x);
+                    tokens += 1.0;
+                }
+            }
+        }
+        Ok(sum / tokens)
+    };
+    let at = |temperature: f64| -> Result<f64> {
+        let mut tr = GrpoTrainer::new(
+            &p,
+            GrpoConfig {
+                temperature,
+                ..fast_steps()
+            },
+        )?;
+        let st = tr.backward(&p, &samples)?;
+        let want = by_hand(temperature)?;
+        assert!(
+            (st.entropy - want).abs() < 1e-4,
+            "temperature {temperature}: {} vs {want} by hand",
+            st.entropy
+        );
+        zero_grads(&p);
+        Ok(st.entropy)
+    };
+    let (cool, hot) = (at(0.5)?, at(2.0)?);
+    assert!(
+        cool > 0.0 && cool < hot && hot <= (32f64).ln(),
+        "{cool} {hot}"
+    );
+    Ok(())
+}

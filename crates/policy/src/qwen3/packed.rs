@@ -62,6 +62,18 @@ pub struct PassOptions {
     /// caller's coefficient times this pass's share of the step, so passes add up to the
     /// coefficient times a token-weighted mean.
     pub router_aux: f64,
+    /// Also measure the entropy of the sampling distribution (`softmax(logits /
+    /// temperature)`) at every position: no gradient, one more pass over each head chunk.
+    pub entropy: bool,
+}
+
+/// What a backward pass reports besides the gradients it accumulated.
+#[derive(Debug)]
+pub struct PassReport {
+    /// The router loss's value (unweighted); 0 without one.
+    pub router_aux: f64,
+    /// With [`PassOptions::entropy`]: the entropy in nats at every position, [N] float32.
+    pub entropy: Option<Tensor>,
 }
 
 impl Qwen3 {
@@ -134,15 +146,37 @@ impl Qwen3 {
     /// Log-probs [n, 1] (float32) of `targets` [n] from hidden states [n, hidden]: the head in
     /// float32, padding rows masked, at `temperature`.
     fn head_logprobs(&self, hidden: &Tensor, targets: &Tensor, temperature: f64) -> Tensor {
+        self.head(hidden, targets, temperature, false).0
+    }
+
+    /// [`Self::head_logprobs`] and, with `entropy`, the entropy [n] of each row's distribution
+    /// (no gradient; padded vocabulary rows have probability 0).
+    fn head(
+        &self,
+        hidden: &Tensor,
+        targets: &Tensor,
+        temperature: f64,
+        entropy: bool,
+    ) -> (Tensor, Option<Tensor>) {
         let logits = self.mask_padded_vocab(self.logits(hidden));
         let logits = if temperature == 1.0 {
             logits
         } else {
             logits / temperature
         };
-        logits
-            .log_softmax(-1, Kind::Float)
-            .gather(1, &targets.unsqueeze(1), false)
+        let all = logits.log_softmax(-1, Kind::Float);
+        let h = entropy.then(|| {
+            tch::no_grad(|| {
+                let l = all.detach();
+                // 0 * log 0 = 0 for the masked rows (log-prob -inf).
+                -(l.exp() * l.nan_to_num(0.0, Some(0.0), Some(0.0))).sum_dim_intlist(
+                    -1,
+                    false,
+                    Kind::Float,
+                )
+            })
+        });
+        (all.gather(1, &targets.unsqueeze(1), false), h)
     }
 
     /// Log-probs [N] of a packed batch's targets without gradients, the head a chunk at a
@@ -183,7 +217,7 @@ impl Qwen3 {
         p: &PackedIds,
         o: &PassOptions,
         mut loss: impl FnMut(&Tensor, i64) -> Result<Tensor>,
-    ) -> Result<f64> {
+    ) -> Result<PassReport> {
         let n = self.check_packed(p)?;
         let (experts, sparse_layers) = self.sparse_shape();
         let route = o.router_aux > 0.0 && sparse_layers > 0;
@@ -247,18 +281,25 @@ impl Qwen3 {
         let h = hidden.detach().set_requires_grad(true);
         let flat = h.view([n, -1]);
         let step = o.chunk_tokens.max(1) as i64;
+        let mut entropies = vec![];
         for start in (0..n).step_by(step as usize) {
             let len = step.min(n - start);
-            let lp = self.head_logprobs(
+            let (lp, ent) = self.head(
                 &flat.narrow(0, start, len),
                 &p.targets.narrow(0, start, len),
                 o.temperature,
+                o.entropy,
             );
+            entropies.extend(ent);
             loss(&lp, start)?.backward();
         }
+        let report = PassReport {
+            router_aux: aux_value,
+            entropy: o.entropy.then(|| Tensor::cat(&entropies, 0)),
+        };
         let g = h.grad();
         if !g.defined() {
-            return Ok(aux_value);
+            return Ok(report);
         }
         // The rest of the graph: the final norm (and, without recompute, the whole body and
         // the aux loss of its routers).
@@ -270,7 +311,7 @@ impl Qwen3 {
         }
         rest.backward();
         if !o.recompute {
-            return Ok(aux_value);
+            return Ok(report);
         }
         let mut g = top.grad();
         for (l, x_in) in self.layers.iter().zip(inputs).rev() {
@@ -285,6 +326,6 @@ impl Qwen3 {
             g = x.grad();
         }
         (embed() * g).sum(Kind::Float).backward();
-        Ok(aux_value)
+        Ok(report)
     }
 }

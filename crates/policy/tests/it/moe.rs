@@ -112,9 +112,11 @@ fn pass(p: &Policy, seq: &[i64], router_aux: f64, recompute: bool) -> Result<f64
         chunk_tokens: 3,
         recompute,
         router_aux,
+        entropy: false,
     };
     p.model()
         .backward_packed(&packed.ids, &o, |logp, _| Ok(-logp.sum(Kind::Float)))
+        .map(|r| r.router_aux)
 }
 
 #[test]

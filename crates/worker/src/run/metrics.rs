@@ -370,6 +370,7 @@ impl StepMetrics {
             // Computed by every update; the trainer's drift from the sampler and the reference.
             put("ratio_mean".into(), g.mean_ratio);
             put("kl_mean".into(), g.mean_kl);
+            put("entropy".into(), g.entropy);
         }
         if let Some(v) = &u.vllm {
             put("vllm_restarts".into(), f64::from(v.restarts));

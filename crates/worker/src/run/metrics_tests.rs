@@ -163,6 +163,7 @@ fn the_step_metrics_keep_their_reported_names() {
             "engine/prefilled",
             "engine/reused",
             "engine/shared",
+            "entropy",
             "envs",
             "failed_env_share",
             "game/attempts",
