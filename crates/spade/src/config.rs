@@ -565,6 +565,11 @@ pub struct AgentSection {
     /// contract violation). An environment that failed a play without being retired is played
     /// again at the next step.
     pub retire_on: RetireOn,
+    /// A play that ended without terminating (out of turns, or out of its token budget)
+    /// trains. Off, it counts in its group's z-score but its tokens get no gradient (the
+    /// reference's tool-use launchers, `--spade-compact-filter`: running out of budget is not
+    /// a policy failure, and training on it as a return of 0 teaches early answers).
+    pub train_truncated: bool,
     /// Episodes played at once: sandbox runners, and rows of one sampling batch.
     pub concurrency: u32,
 }
@@ -914,6 +919,8 @@ impl Default for AgentSection {
             failed_plays: FailedPlays::MinusOne,
             // Reference: spade/core/orchestrator.py blacklists hung games only.
             retire_on: RetireOn::Hang,
+            // Reference: the games launchers do not pass --spade-compact-filter.
+            train_truncated: true,
             concurrency: 32,
         }
     }

@@ -841,6 +841,10 @@ fn sampling_play_and_scores_follow_the_reference_and_the_tiny_runs_keep_the_earl
     // the games run trains without a KL term.
     let t = RunConfig::gpu_qwen3_tool_use();
     assert_eq!((t.grpo.kl_coef, t.model.hint_max_new_tokens), (0.005, 2048));
+    // --spade-compact-filter in the tool-use launchers only.
+    assert!(!t.agent.train_truncated);
+    assert!(RunConfig::gpu_qwen3_games().agent.train_truncated);
+    assert!(RunConfig::default().agent.train_truncated);
     assert_eq!(RunConfig::gpu_qwen3_games().grpo.kl_coef, 0.0);
     // The tiny runs (the CPU demo, its file, and every learning test built on the preset) were
     // measured with the earlier rules and keep them, spelled out.

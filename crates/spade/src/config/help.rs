@@ -321,6 +321,10 @@ pub const HELP: &[(&str, &str)] = &[
         "Which failures in play retire the environment, with the invalid designer reward: \"hang\" (a step past its time limit, or a runner that died: the reference blacklists only games that hang) or \"violation\" (any contract violation, an exception or a forbidden return too). An environment that failed a play without being retired is played again at the next step.",
     ),
     (
+        "agent.train_truncated",
+        "A play that ended without terminating (out of turns, or out of its token budget) trains. Off, it counts in its group's z-score but its tokens get no gradient (the reference's tool-use launchers: running out of budget is not a policy failure).",
+    ),
+    (
         "agent.concurrency",
         "Episodes played at once: sandbox runners, and rows of one sampling batch.",
     ),

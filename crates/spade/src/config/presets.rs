@@ -65,6 +65,11 @@ impl RunConfig {
                 envs_per_skill: 4,
                 ..d.curriculum
             },
+            // cmd/tool_use/_train_spade_blend.sh: --spade-compact-filter.
+            agent: AgentSection {
+                train_truncated: false,
+                ..d.agent
+            },
             grpo: GrpoSection {
                 kl_coef: 0.005,
                 ..d.grpo

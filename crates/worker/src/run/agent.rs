@@ -130,6 +130,7 @@ impl Loop<'_> {
                 if ep.failure.is_some() {
                     continue;
                 }
+                let a = &unterminated_advantage(ep, *a, self.cfg.agent.train_truncated);
                 if (*a != 0.0 || keep_zero) && ep.loss_mask.iter().skip(1).any(|&x| x) {
                     samples.push(GrpoSample {
                         seq: MaskedSeq {
@@ -241,6 +242,22 @@ impl Loop<'_> {
     }
 }
 
+/// The advantage a play trains with: its group's, or 0 for a play that ended without
+/// terminating when `agent.train_truncated` is off (the reference's `--spade-compact-filter`
+/// zeroes its loss mask after the group's advantages were computed, so its return still
+/// moved the others').
+pub(super) fn unterminated_advantage(
+    ep: &play::Episode,
+    advantage: f64,
+    train_truncated: bool,
+) -> f64 {
+    if train_truncated || ep.terminated {
+        advantage
+    } else {
+        0.0
+    }
+}
+
 /// The return a play the environment broke counts in its group's z-score under
 /// `agent.failed_plays = "minus_one"` (the reference's `trajectory_build.py`).
 pub(super) const FAILED_PLAY_RETURN: f64 = -1.0;
@@ -313,6 +330,40 @@ mod tests {
             (d.advantages[1] - (-1.0 / 2.0f64.sqrt())).abs() < 1e-9,
             "{:?}",
             d.advantages
+        );
+    }
+
+    /// The reference's tool-use filter by hand: a group with one win (1), one loss that
+    /// terminated (0) and two plays out of turns (0, not terminated): z-scores +1.732, -0.577,
+    /// -0.577, -0.577; with the filter the two out of turns train with 0, without it with
+    /// -0.577 like the loss.
+    #[test]
+    fn a_play_that_ran_out_of_turns_trains_nothing_under_the_tool_use_filter() {
+        let ep = |ret: f64, terminated: bool| play::Episode {
+            episode_return: ret,
+            terminated,
+            ..play::Episode::new(1, false)
+        };
+        let eps = [ep(1.0, true), ep(0.0, true), ep(0.0, false), ep(0.0, false)];
+        let g = spade::reward::group_advantages(&group_returns(&eps));
+        let (hi, lo) = (3f64.sqrt(), -1.0 / 3f64.sqrt());
+        let trained = |filter: bool| -> Vec<f64> {
+            eps.iter()
+                .zip(&g.advantages)
+                .map(|(e, a)| unterminated_advantage(e, *a, !filter))
+                .collect()
+        };
+        let close =
+            |got: Vec<f64>, want: [f64; 4]| got.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-9);
+        assert!(
+            close(trained(true), [hi, lo, 0.0, 0.0]),
+            "{:?}",
+            trained(true)
+        );
+        assert!(
+            close(trained(false), [hi, lo, lo, lo]),
+            "{:?}",
+            trained(false)
         );
     }
 }
