@@ -834,8 +834,10 @@ fn sampling_play_and_scores_follow_the_reference_and_the_tiny_runs_keep_the_earl
             c.model.path.as_deref(),
             Some("models/Qwen3-4B-Instruct-2507")
         );
-        assert!(!c.designer.self_judge);
     }
+    assert!(!RunConfig::gpu_qwen3_games().designer.self_judge);
+    // The tool-use launchers run the environment validator (--spade-use-env-validator).
+    assert!(RunConfig::gpu_qwen3_tool_use().designer.self_judge);
     assert!(RunConfig::default().designer.self_judge);
     // cmd/tool_use/_train_spade_blend.sh: --kl-loss-coef 0.005, --spade-hint-max-tokens 2048;
     // the games run trains without a KL term.

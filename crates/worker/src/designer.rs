@@ -251,6 +251,10 @@ pub fn judge_prompt_text(
     budget: std::time::Duration,
     style: PromptStyle,
 ) -> Option<String> {
+    if style == PromptStyle::Reference && kind == EnvKind::ToolUse {
+        // The reference's tool-use validator reads the code alone.
+        return Some(render(&prompt::reference::tool_use_audit_prompt(code)));
+    }
     let trajectory = pool
         .load(code, Some(kind), max_turns)
         .and_then(|mut env| env.play_solution(42, budget))

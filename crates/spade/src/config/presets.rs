@@ -65,6 +65,12 @@ impl RunConfig {
                 envs_per_skill: 4,
                 ..d.curriculum
             },
+            // cmd/tool_use/_train_spade_blend.sh: --spade-use-env-validator (the policy audits
+            // each accepted program's solvability; no verdict accepts).
+            designer: DesignerSection {
+                self_judge: true,
+                ..d.designer
+            },
             // cmd/tool_use/_train_spade_blend.sh: --spade-compact-filter.
             agent: AgentSection {
                 train_truncated: false,

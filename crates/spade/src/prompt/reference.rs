@@ -261,6 +261,40 @@ pub fn judge_prompt(code: &str, trajectory: &str) -> ChatPrompt {
     }
 }
 
+/// The tool-use auditor's role. The reference's tool-use launchers run an environment
+/// validator over the code alone (`env_validator.py`, `--spade-use-env-validator`): it rejects
+/// what no sequence of tool calls can solve and keeps what is merely hard.
+pub const TOOL_AUDIT_SYSTEM: &str = "You audit generated Python tool-use environments for one \
+thing: whether they can be solved at all. Reject an environment only when no sequence of tool \
+calls can satisfy its checks; keep hard ones, since difficulty is what the curriculum needs.";
+
+/// The tool-use audit prompt: the code, then the steps of the audit and the verdict format.
+pub fn tool_use_audit_prompt(code: &str) -> ChatPrompt {
+    ChatPrompt {
+        system: TOOL_AUDIT_SYSTEM.to_string(),
+        user: format!(
+            "## Environment code\n```python\n{}\n```\n\n\
+             ## Audit, check by check\n\
+             1. List every instruction's check and the exact state it needs (a key, a value, a \
+             type).\n\
+             2. For each needed value, find the tool method that writes it. A value drawn at \
+             random is fine when some tool returns it to the agent; it is not when no tool ever \
+             shows it, or when a tool returns a different value for the same input each time.\n\
+             3. Impossible, so reject: a needed value no tool ever writes; two checks that \
+             contradict each other; a check that can never be true for the types the tools \
+             store (a string looked up in a list of dicts, 5 against \"5\"); a value written \
+             only by a tool that always fails; an exact value neither the instructions state \
+             nor any tool reveals; most checks already true on the state `setup` builds.\n\
+             4. Hard is not impossible, so keep: values the agent must look up first, long \
+             strict sequences, distracting tools, instructions that must be read carefully.\n\
+             5. Ignore wording, formatting and harmless edge cases.\n\n\
+             Answer \\boxed{{no}} if any check cannot be satisfied by the tests above, else \
+             \\boxed{{yes}}.",
+            code.trim_end()
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,6 +384,26 @@ mod tests {
             h.user,
             "Environment code:\n```python\nclass AEnv: pass\n```"
         );
+    }
+
+    /// The tool-use audit reads the code alone and asks for the reference's verdict format.
+    #[test]
+    fn the_tool_use_audit_shows_the_code_and_the_steps_and_asks_for_a_boxed_verdict() {
+        let p = tool_use_audit_prompt("class ShopEnv(ToolUseEnv):\n    pass\n\n");
+        assert_eq!(p.system, TOOL_AUDIT_SYSTEM);
+        assert!(p.user.starts_with(
+            "## Environment code\n```python\nclass ShopEnv(ToolUseEnv):\n    pass\n```"
+        ));
+        for part in [
+            "1. List",
+            "2. For each",
+            "3. Impossible",
+            "4. Hard",
+            "5. Ignore",
+        ] {
+            assert!(p.user.contains(part), "{part}");
+        }
+        assert!(p.user.ends_with("\\boxed{no} if any check cannot be satisfied by the tests above, else \\boxed{yes}."), "{}", p.user);
     }
 
     #[test]

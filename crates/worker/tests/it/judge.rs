@@ -78,3 +78,27 @@ fn the_judge_reads_the_code_and_a_played_trajectory_and_its_verdict_decides() ->
     );
     Ok(())
 }
+
+/// Under the reference's prompts a tool-use program is audited from its code alone (the
+/// reference's tool-use environment validator); a game still gets the trajectory of its own
+/// solution.
+#[test]
+fn the_reference_audits_tool_use_code_alone_and_shows_games_a_played_trajectory() -> TestResult {
+    let pool = pool();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../envs/seed");
+    let tool = std::fs::read_to_string(root.join("tooluse/bank_transfers.py"))?;
+    let budget = Duration::from_secs(60);
+    let style = spade::prompt::PromptStyle::Reference;
+    let audit = designer::judge_prompt_text(&pool, &tool, EnvKind::ToolUse, None, budget, style)
+        .ok_or("no prompt")?;
+    assert!(audit.contains(spade::prompt::reference::TOOL_AUDIT_SYSTEM));
+    assert!(audit.contains(tool.trim_end()));
+    assert!(!audit.contains("Initial observation"), "{audit}");
+    // The earlier (compact) judge plays the tool-use solution and shows it.
+    let compact = spade::prompt::PromptStyle::Compact;
+    let played = designer::judge_prompt_text(&pool, &tool, EnvKind::ToolUse, None, budget, compact)
+        .ok_or("no prompt")?;
+    assert!(played.contains("<tool_call>"), "{played}");
+    assert!(!played.contains(spade::prompt::reference::TOOL_AUDIT_SYSTEM));
+    Ok(())
+}
