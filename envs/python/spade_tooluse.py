@@ -54,9 +54,13 @@ What the base class does:
 
 * ``reset(seed=None) -> (obs, info)``: calls ``setup(random.Random(seed))``; the observation shows
   the scenario, the tool schemas (JSON, one per line), the action format and instruction 1.
+  ``info["tools"]`` holds the schemas as JSON texts and ``info["task"]`` the observation without
+  the schemas and the call format: what an agent on a native tool template reads (the template
+  states the tools and the call format).
 * ``step(action) -> (obs, reward, terminated, truncated, info)``. The action is the agent's whole
-  reply. The LAST ``<tool_call>...</tool_call>`` or ``<answer>...</answer>`` element in it counts
-  (one call per turn). A tool call's body is a JSON object ``{"name": str, "arguments": object}``
+  reply. Its ``<tool_call>...</tool_call>`` elements run in order (several calls a turn, as a
+  native tool template allows), up to an ``<answer>...</answer>``, which ends the turn; the
+  observation is their results, line by line, and ``info["tool_results"]`` holds each call's. A tool call's body is a JSON object ``{"name": str, "arguments": object}``
   (``arguments`` may be omitted or null for no arguments, or be a JSON string encoding an object).
   - no element, unparseable JSON, an unknown tool, missing/unknown arguments, an argument of the
     wrong JSON type or outside its ``enum``, or an answer other than ``done``: format error,
@@ -68,6 +72,7 @@ What the base class does:
     every check is True now, else 0.0.
   - when the turn count reaches ``max_turns`` (default 25) without termination: truncated=True,
     reward 0.0, and the observation names the next correct action.
+  - a call that is malformed gets its format error as its result; the turn's reward is -0.1.
   - stepping after the episode ended changes nothing and returns
     ("The episode is over.", 0.0, True, False, info), as games do.
 * ``solution() -> str``: the next correct action for the current state: the ``next_call`` of the
@@ -96,6 +101,10 @@ FORMAT_ERROR_REWARD = -0.1
 _ACTION_TAG = re.compile(r"<(tool_call|answer)>(.*?)</\1>", re.DOTALL)
 _JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
                "array": list, "object": dict, "null": type(None)}
+
+
+def _format_error(error):
+    return "Format error: " + error + ". Use <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>."
 
 
 def _type_error(spec, value, where):
@@ -150,12 +159,19 @@ class ToolUseEnv:
         self._revealed = 1
         self._reveal_more()
         tools = "\n".join(json.dumps(t) for t in self.get_tools())
-        parts = [self.SCENARIO.strip()] if self.SCENARIO.strip() else []
-        parts.append("Tools (OpenAI function schemas):\n" + tools)
+        scenario = [self.SCENARIO.strip()] if self.SCENARIO.strip() else []
+        parts = scenario + ["Tools (OpenAI function schemas):\n" + tools]
         parts.append('Call one tool per turn: <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>\n'
                      "When every instruction is complete, reply <answer>done</answer>.")
         parts.append(self._instruction_line(0))
-        return "\n\n".join(parts), self._info()
+        info = self._info()
+        # For a chat template with native tool calling: the schemas as the template prints
+        # them (json.dumps, as transformers' tojson), and the task without the schemas and the
+        # call format, which the template states.
+        info["tools"] = [json.dumps(t, ensure_ascii=False) for t in self.get_tools()]
+        info["task"] = "\n\n".join(scenario + ["When every instruction is complete, reply <answer>done</answer>.",
+                                                self._instruction_line(0)])
+        return "\n\n".join(parts), info
 
     def step(self, action):
         if self._ended:
@@ -163,24 +179,32 @@ class ToolUseEnv:
         self.turn += 1
         matches = list(_ACTION_TAG.finditer(action if isinstance(action, str) else ""))
         reward, terminated, error = 0.0, False, None
+        results, ending = [], None
         if not matches:
             error = "no <tool_call>...</tool_call> or <answer>done</answer> found"
-        elif matches[-1].group(1) == "answer":
-            if matches[-1].group(2).strip().lower() != "done":
-                error = "the only answer is <answer>done</answer>"
+        for m in matches:
+            if m.group(1) == "answer":
+                if m.group(2).strip().lower() != "done":
+                    error = "the only answer is <answer>done</answer>"
+                else:
+                    terminated = True
+                    reward = 1.0 if all(self.criteria()) else 0.0
+                    ending = "All instructions complete. Well done!" if reward > 0 else (
+                        "Not every instruction was complete: " +
+                        ", ".join(str(i + 1) for i, ok in enumerate(self.criteria()) if not ok) + " unfinished.")
+                break  # nothing after the answer counts
+            name, args, call_error = self._parse_call(m.group(2))
+            if call_error is None:
+                results.append(self._run_tool(name, args))
             else:
-                terminated = True
-                reward = 1.0 if all(self.criteria()) else 0.0
-                obs = "All instructions complete. Well done!" if reward > 0 else (
-                    "Not every instruction was complete: " +
-                    ", ".join(str(i + 1) for i, ok in enumerate(self.criteria()) if not ok) + " unfinished.")
-        else:
-            name, args, error = self._parse_call(matches[-1].group(2))
-            if error is None:
-                obs = self._run_tool(name, args)
+                error = call_error
+                results.append(_format_error(call_error))
         if error is not None:
-            reward = FORMAT_ERROR_REWARD
-            obs = "Format error: " + error + ". Use <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>."
+            reward = FORMAT_ERROR_REWARD if not terminated else reward
+        if results or ending is not None:
+            obs = "\n".join(results + ([ending] if ending is not None else []))
+        else:
+            obs = _format_error(error)
         truncated = not terminated and self.turn >= self.max_turns
         if truncated:
             reward = 0.0
@@ -189,6 +213,8 @@ class ToolUseEnv:
         info = self._info()
         if error is not None:
             info["error"] = error
+        # Each call's result, in order: what a native tool template shows as its tool messages.
+        info["tool_results"] = results
         return obs, reward, terminated, truncated, info
 
     def solution(self):

@@ -53,6 +53,40 @@ impl Message {
     }
 }
 
+/// The system turn a Qwen-family template (Qwen2.5, Qwen3) writes for `tools` when the
+/// conversation has no system message of its own: the tool-calling instructions and each
+/// schema as its JSON text (`tools`, one per line, as transformers' `tojson` prints them).
+pub fn tools_system(tools: &[String]) -> String {
+    let mut s = String::from(
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n\
+         You are provided with function signatures within <tools></tools> XML tags:\n<tools>",
+    );
+    for t in tools {
+        s.push('\n');
+        s.push_str(t);
+    }
+    s.push_str(
+        "\n</tools>\n\nFor each function call, return a json object with function name and \
+         arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": \
+         <function-name>, \"arguments\": <args-json-object>}\n</tool_call>",
+    );
+    s
+}
+
+/// The turn that carries tool results after an assistant turn (which ended with
+/// `<|im_end|>`): one user turn with a `<tool_response>` block per result, in order, then the
+/// next assistant header; what a Qwen-family template renders for consecutive `tool` messages.
+pub fn tool_responses_frame(results: &[String]) -> String {
+    let mut s = format!("\n{IM_START}user");
+    for r in results {
+        s.push_str("\n<tool_response>\n");
+        s.push_str(r);
+        s.push_str("\n</tool_response>");
+    }
+    s.push_str(&format!("{IM_END}\n{IM_START}assistant\n"));
+    s
+}
+
 /// Renders messages; with `add_generation_prompt` the text ends by opening the assistant's turn.
 pub fn render(messages: &[Message], add_generation_prompt: bool) -> String {
     let mut s = String::new();
@@ -168,5 +202,30 @@ mod tests {
         assert_eq!(Role::Hint.temperature(), 0.3);
         assert_eq!(Role::Agent.temperature(), 0.6);
         assert!(Role::Designer.system_prompt().contains("Env"));
+    }
+
+    /// Qwen's tool layout written out by hand (Qwen2.5/Qwen3 `tokenizer_config.json`): the
+    /// system turn for two tools, and two results after an assistant turn.
+    #[test]
+    fn tools_and_their_results_take_qwens_layout() {
+        let tools = [
+            r#"{"type": "function", "function": {"name": "a"}}"#.to_string(),
+            r#"{"type": "function", "function": {"name": "b"}}"#.to_string(),
+        ];
+        assert_eq!(
+            tools_system(&tools),
+            "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n\
+             You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n\
+             {\"type\": \"function\", \"function\": {\"name\": \"a\"}}\n\
+             {\"type\": \"function\", \"function\": {\"name\": \"b\"}}\n</tools>\n\n\
+             For each function call, return a json object with function name and arguments within \
+             <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \
+             \"arguments\": <args-json-object>}\n</tool_call>"
+        );
+        assert_eq!(
+            tool_responses_frame(&["12".to_string(), "{\"ok\": true}".to_string()]),
+            "\n<|im_start|>user\n<tool_response>\n12\n</tool_response>\n<tool_response>\n\
+             {\"ok\": true}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+        );
     }
 }

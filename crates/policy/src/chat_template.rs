@@ -193,6 +193,16 @@ impl ChatTemplate {
         tmpl.render(ctx).map_err(|e| err("render", e))
     }
 
+    /// Whether the template calls tools the way the worker writes them
+    /// ([`crate::chat::tools_system`], `<tool_response>` turns): Qwen2.5 and Qwen3 templates,
+    /// and ChatML (the tiny preset), which follows Qwen's layout. A template without tool
+    /// calling (SmolLM2's) would drop the schemas, as transformers does, so its model plays
+    /// tool use inline.
+    pub fn calls_tools(&self) -> bool {
+        self.source()
+            .is_none_or(|src| src.contains("<tool_response>") && src.contains("<tools>"))
+    }
+
     /// Why the worker's ChatML transcripts would not be this model's own format: the first
     /// probe conversation that renders differently, with both texts; None when they agree.
     pub fn chatml_mismatch(&self) -> Result<Option<String>> {
@@ -293,5 +303,19 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(e.contains("roles must alternate"), "{e}");
+    }
+
+    /// ChatML and templates with Qwen's tool calling call tools; SmolLM2's and a Llama-3
+    /// template do not.
+    #[test]
+    fn only_templates_with_qwens_tool_calling_call_tools() -> Result<()> {
+        assert!(ChatTemplate::chatml().calls_tools());
+        let qwen_tools = "{% if tools %}<tools>{% for t in tools %}{{ t | tojson }}{% endfor %}\
+                          </tools>{% endif %}{% for m in messages %}{% if m.role == 'tool' %}\
+                          <tool_response>{{ m.content }}</tool_response>{% endif %}{% endfor %}";
+        assert!(ChatTemplate::from_source(qwen_tools, "", "")?.calls_tools());
+        assert!(!ChatTemplate::from_source(SMOL, "", "")?.calls_tools());
+        assert!(!ChatTemplate::from_source(LLAMA3, "", "")?.calls_tools());
+        Ok(())
     }
 }

@@ -193,6 +193,30 @@ pub enum FailedPlays {
     Drop,
 }
 
+/// How a tool-use episode reaches the model (`agent.tool_template`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolTemplate {
+    /// The model's own tool calling, as the reference plays tool use (`orchestrator.py`, the
+    /// native tool-calling path): the schemas in the system turn the chat template writes for
+    /// `tools`, several `<tool_call>`s a turn, each result a `tool` message
+    /// (`<tool_response>`). A model whose template has no tool calling plays inline.
+    #[default]
+    Native,
+    /// This project's earlier layout: the schemas and the call format in the first
+    /// observation, one call a turn (the last in the reply), results as user messages.
+    Inline,
+}
+
+impl ToolTemplate {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolTemplate::Native => "native",
+            ToolTemplate::Inline => "inline",
+        }
+    }
+}
+
 /// Which failures in play retire an environment (`agent.retire_on`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -570,6 +594,12 @@ pub struct AgentSection {
     /// reference's tool-use launchers, `--spade-compact-filter`: running out of budget is not
     /// a policy failure, and training on it as a return of 0 teaches early answers).
     pub train_truncated: bool,
+    /// How tool-use episodes reach the model: `"native"` (the model's own tool calling: the
+    /// schemas in the template's system turn, several calls a turn, results as `tool`
+    /// messages; the reference) or `"inline"` (schemas in the first observation, one call a
+    /// turn, results as user messages). A model whose chat template has no tool calling plays
+    /// inline.
+    pub tool_template: ToolTemplate,
     /// Episodes played at once: sandbox runners, and rows of one sampling batch.
     pub concurrency: u32,
 }
@@ -921,6 +951,8 @@ impl Default for AgentSection {
             retire_on: RetireOn::Hang,
             // Reference: the games launchers do not pass --spade-compact-filter.
             train_truncated: true,
+            // Reference: orchestrator.py plays tool use on the model's native tool template.
+            tool_template: ToolTemplate::Native,
             concurrency: 32,
         }
     }

@@ -822,6 +822,7 @@ fn sampling_play_and_scores_follow_the_reference_and_the_tiny_runs_keep_the_earl
         assert_eq!(c.hint.max_chars, 0);
         assert_eq!(c.agent.failed_plays, FailedPlays::MinusOne);
         assert_eq!(c.agent.retire_on, RetireOn::Hang);
+        assert_eq!(c.agent.tool_template, ToolTemplate::Native);
         assert!(!c.model.thinking);
     }
     // The backbone: Qwen3-4B-Instruct-2507 (no hybrid thinking), the self-judge off in the
@@ -862,6 +863,7 @@ fn sampling_play_and_scores_follow_the_reference_and_the_tiny_runs_keep_the_earl
         assert_eq!(c.hint.max_chars, 2000);
         assert_eq!(c.agent.failed_plays, FailedPlays::Drop);
         assert_eq!(c.agent.retire_on, RetireOn::Violation);
+        assert_eq!(c.agent.tool_template, ToolTemplate::Inline);
     }
     // Out of range values name their key.
     let v = issues("[agent]\ntop_p = 0.0\n[designer]\ntop_p = 1.5\n");

@@ -18,6 +18,7 @@
 //! timeout", no further plays, its plays kept but not trained on).
 
 use crate::WorkerError;
+use spade::config::ToolTemplate;
 use spade::parse::{self, FormatError, ToolAction};
 use spade::prompt;
 use spade::report::{Turn, TurnRole};
@@ -67,6 +68,9 @@ pub struct PlayOptions {
     /// A game reply without `\boxed{}` steps the environment with its raw text
     /// (`agent.raw_actions`); otherwise the agent is told the format it missed.
     pub raw_actions: bool,
+    /// How tool-use episodes reach the model (`agent.tool_template`; the caller sets
+    /// `Inline` for a model whose template has no tool calling).
+    pub tool_template: ToolTemplate,
     /// What serves the agent's turns.
     pub backend: Backend,
 }
@@ -196,6 +200,7 @@ impl Default for PlayOptions {
             stop_at_violation: true,
             end_on_cut_turn: false,
             raw_actions: false,
+            tool_template: ToolTemplate::Inline,
             backend: Backend::default(),
         }
     }

@@ -157,6 +157,9 @@ fn kind_of(path: &str, template: &Value) -> FieldKind {
         Value::String(_) if path == "agent.failed_plays" => {
             FieldKind::Choice(vec!["minus_one".to_owned(), "drop".to_owned()])
         }
+        Value::String(_) if path == "agent.tool_template" => {
+            FieldKind::Choice(vec!["native".to_owned(), "inline".to_owned()])
+        }
         Value::String(_) if path == "agent.retire_on" => {
             FieldKind::Choice(vec!["hang".to_owned(), "violation".to_owned()])
         }

@@ -325,6 +325,10 @@ pub const HELP: &[(&str, &str)] = &[
         "A play that ended without terminating (out of turns, or out of its token budget) trains. Off, it counts in its group's z-score but its tokens get no gradient (the reference's tool-use launchers: running out of budget is not a policy failure).",
     ),
     (
+        "agent.tool_template",
+        "How tool-use episodes reach the model: \"native\" (the model's own tool calling: the schemas in the system turn its chat template writes for tools, several calls a turn, each result a tool message; the reference) or \"inline\" (the schemas and the call format in the first observation, one call a turn, results as user messages). A model whose chat template has no tool calling plays inline.",
+    ),
+    (
         "agent.concurrency",
         "Episodes played at once: sandbox runners, and rows of one sampling batch.",
     ),

@@ -198,6 +198,7 @@ impl RunConfig {
                 raw_actions: false,
                 failed_plays: super::FailedPlays::Drop,
                 retire_on: super::RetireOn::Violation,
+                tool_template: super::ToolTemplate::Inline,
                 ..d.agent
             },
             grpo: GrpoSection {

@@ -187,6 +187,16 @@ pub fn agent_first_message(observation: &str, hint: Option<&str>) -> String {
     )
 }
 
+/// The tool-use agent's one user message on a native tool template: the task as the
+/// environment states it (the template carries the tools), the hint after it
+/// (`types.py`'s `hint_injection_template`).
+pub fn tool_use_first_message(task: &str, hint: Option<&str>) -> String {
+    match hint {
+        Some(h) => format!("{task}\n\nHINT: {}", h.trim()),
+        None => task.to_string(),
+    }
+}
+
 /// The judge's role.
 pub const JUDGE_SYSTEM: &str = "You review generated text games: their code and a played \
 trajectory. You decide whether the game works as intended.";

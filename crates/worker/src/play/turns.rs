@@ -11,6 +11,9 @@ struct Live {
     trace: TokenTrace,
     turn_cap: u32,
     last_obs: String,
+    /// A tool-use episode on the model's native tool template (`agent.tool_template`): the
+    /// whole reply steps the environment and call results come back as `tool` turns.
+    native_tools: bool,
 }
 
 impl Live {
@@ -77,10 +80,24 @@ impl Turns<'_> {
                 let hint: Option<String> = job
                     .hint
                     .map(|h| h.chars().take(self.opts.max_hint_chars).collect());
-                let (system, first) =
-                    self.opts
-                        .prompts
-                        .agent_opening(job.kind, &obs.obs, hint.as_deref());
+                let native = (job.kind == EnvKind::ToolUse
+                    && self.opts.tool_template == ToolTemplate::Native)
+                    .then(|| native_tool_opening(&obs.info))
+                    .flatten();
+                let native_tools = native.is_some();
+                let (system, first) = match native {
+                    Some((tools, task)) => (
+                        Some(spade_policy::chat::tools_system(&tools)),
+                        prompt::reference::tool_use_first_message(&task, hint.as_deref()),
+                    ),
+                    None => {
+                        let (system, first) =
+                            self.opts
+                                .prompts
+                                .agent_opening(job.kind, &obs.obs, hint.as_deref());
+                        (system.map(str::to_string), first)
+                    }
+                };
                 ep.transcript.push(Turn {
                     role: TurnRole::User,
                     content: first.clone(),
@@ -89,9 +106,10 @@ impl Turns<'_> {
                 Ok(Some(Live {
                     idx,
                     session,
-                    trace: TokenTrace::opening(self.tok, system, &first, self.suffix)?,
+                    trace: TokenTrace::opening(self.tok, system.as_deref(), &first, self.suffix)?,
                     turn_cap,
                     last_obs: obs.obs,
+                    native_tools,
                 }))
             }
             Err(e) => {
@@ -132,7 +150,14 @@ impl Turns<'_> {
             ep.truncated = true;
             return Ok(false);
         }
-        let action = match env_action_with(kind, &reply, self.opts.raw_actions) {
+        // On the native tool template the environment reads the whole reply: every call in
+        // it, in order (the reference parses the calls and executes each).
+        let parsed = if l.native_tools {
+            Ok(parse::strip_think(&reply))
+        } else {
+            env_action_with(kind, &reply, self.opts.raw_actions)
+        };
+        let action = match parsed {
             Ok(a) => a,
             Err(e) => {
                 // A malformed turn: the environment is not stepped; the agent is told what was
@@ -165,6 +190,9 @@ impl Turns<'_> {
         };
         match stepped {
             Ok(r) => {
+                if l.native_tools && r.info.get("error").is_some() {
+                    ep.format_errors += 1;
+                }
                 ep.rewards.push(r.reward);
                 ep.transcript.push(Turn {
                     role: TurnRole::User,
@@ -179,8 +207,16 @@ impl Turns<'_> {
                 } else if r.truncated || ep.turns >= l.turn_cap {
                     Ok(false)
                 } else {
-                    let frame = self.tok.encode(&self.frame(&r.obs))?;
-                    l.trace.push_context(&frame);
+                    let results = tool_results(&r.info).filter(|_| l.native_tools);
+                    let frame = match &results {
+                        Some(results) => format!(
+                            "{}{}",
+                            spade_policy::chat::tool_responses_frame(results),
+                            self.suffix
+                        ),
+                        None => self.frame(&r.obs),
+                    };
+                    l.trace.push_context(&self.tok.encode(&frame)?);
                     l.last_obs = r.obs;
                     Ok(true)
                 }
@@ -191,6 +227,31 @@ impl Turns<'_> {
             }
         }
     }
+}
+
+/// The schemas (JSON texts) and the task of a tool-use reset, for the native tool template;
+/// `None` when the environment's reset did not give them (it overrode the base class's).
+fn native_tool_opening(info: &serde_json::Value) -> Option<(Vec<String>, String)> {
+    let tools = info
+        .get("tools")?
+        .as_array()?
+        .iter()
+        .map(|t| t.as_str().map(str::to_string))
+        .collect::<Option<Vec<String>>>()?;
+    let task = info.get("task")?.as_str()?.to_string();
+    (!tools.is_empty()).then_some((tools, task))
+}
+
+/// Each tool call's result of a step, in order; `None` when the turn ran no call (a format
+/// error or an answer: the observation goes back as a user turn).
+fn tool_results(info: &serde_json::Value) -> Option<Vec<String>> {
+    let results = info
+        .get("tool_results")?
+        .as_array()?
+        .iter()
+        .map(|t| t.as_str().map(str::to_string))
+        .collect::<Option<Vec<String>>>()?;
+    (!results.is_empty()).then_some(results)
 }
 
 /// The engine (and vLLM) path of [`play_envs`]: episodes are state machines advanced whenever their turn
@@ -416,3 +477,7 @@ fn failure_of(e: &SandboxError, seed: i64) -> PlayFailure {
         message: format!("with seed {seed}: {message}"),
     }
 }
+
+#[cfg(test)]
+#[path = "tool_template_tests.rs"]
+mod tool_template_tests;

@@ -237,6 +237,12 @@ impl Loop<'_> {
             stop_at_violation: self.cfg.agent.failed_plays == FailedPlays::Drop,
             end_on_cut_turn: self.cfg.agent.end_on_cut_turn,
             raw_actions: self.cfg.agent.raw_actions,
+            // A template without tool calling would drop the schemas (SmolLM2's).
+            tool_template: if self.policy.chat_template().calls_tools() {
+                self.cfg.agent.tool_template
+            } else {
+                spade::config::ToolTemplate::Inline
+            },
             backend: self.backend(),
         }
     }
