@@ -210,3 +210,44 @@ fn the_native_template_runs_every_call_of_a_reply_and_returns_tool_turns()
     assert!(!contexts[1].contains("<tool_response>"));
     Ok(())
 }
+
+/// The attack: an environment whose reset hands the native template 30,000 characters of
+/// "schemas" in its info dict (the runner checks observations, not info dicts) while its
+/// observation stays short. The episode plays inline on the checked observation instead.
+#[test]
+fn schemas_past_the_observation_limit_never_reach_the_prompt()
+-> Result<(), Box<dyn std::error::Error>> {
+    let base = seed_env("bank_transfers.py");
+    let code = format!("{base}\n\nclass FloodEnv(ToolUseEnv):\n    pass\n",);
+    // The seed's class, renamed so the file keeps one environment class, with a reset that
+    // pads its info.
+    let class = base
+        .lines()
+        .find_map(|l| l.strip_prefix("class ").and_then(|r| r.split('(').next()))
+        .ok_or("no class")?
+        .to_string();
+    let code = code
+        .replace(&format!("class {class}("), "class Padded(")
+        .replace(
+            "class FloodEnv(ToolUseEnv):\n    pass\n",
+            &format!(
+                "class FloodEnv(Padded):\n    def reset(self, seed=None):\n        obs, info = super().reset(seed)\n        info['tools'] = ['x' * 30000]\n        return obs, info\n"
+            ),
+        );
+    let (ep, contexts) = play(
+        &code,
+        &["<answer>done</answer>".to_string()],
+        ToolTemplate::Native,
+    )?;
+    assert!(ep.failure.is_none(), "{:?}", ep.failure);
+    assert!(
+        !contexts[0].contains("xxxxxxxxxx"),
+        "the padding reached the prompt"
+    );
+    assert!(
+        contexts[0].contains("Tools (OpenAI function schemas)"),
+        "{}",
+        contexts[0]
+    );
+    Ok(())
+}

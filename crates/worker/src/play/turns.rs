@@ -14,6 +14,10 @@ struct Live {
     /// A tool-use episode on the model's native tool template (`agent.tool_template`): the
     /// whole reply steps the environment and call results come back as `tool` turns.
     native_tools: bool,
+    /// The runner's observation limit in characters: what the environment writes into a
+    /// native template's turns (schemas, task, call results, all read from its info dicts)
+    /// is held to it as its observations are.
+    max_chars: usize,
 }
 
 impl Live {
@@ -77,12 +81,13 @@ impl Turns<'_> {
             .and_then(|mut s| s.reset(Some(ep.seed)).map(|obs| (s, obs)));
         match started {
             Ok((session, obs)) => {
+                let max_chars = pool.config().runner.limits.max_observation_chars;
                 let hint: Option<String> = job
                     .hint
                     .map(|h| h.chars().take(self.opts.max_hint_chars).collect());
                 let native = (job.kind == EnvKind::ToolUse
                     && self.opts.tool_template == ToolTemplate::Native)
-                    .then(|| native_tool_opening(&obs.info))
+                    .then(|| native_tool_opening(&obs.info, max_chars))
                     .flatten();
                 let native_tools = native.is_some();
                 let (system, first) = match native {
@@ -110,6 +115,7 @@ impl Turns<'_> {
                     turn_cap,
                     last_obs: obs.obs,
                     native_tools,
+                    max_chars,
                 }))
             }
             Err(e) => {
@@ -207,7 +213,7 @@ impl Turns<'_> {
                 } else if r.truncated || ep.turns >= l.turn_cap {
                     Ok(false)
                 } else {
-                    let results = tool_results(&r.info).filter(|_| l.native_tools);
+                    let results = tool_results(&r.info, l.max_chars).filter(|_| l.native_tools);
                     let frame = match &results {
                         Some(results) => format!(
                             "{}{}",
@@ -229,29 +235,37 @@ impl Turns<'_> {
     }
 }
 
-/// The schemas (JSON texts) and the task of a tool-use reset, for the native tool template;
-/// `None` when the environment's reset did not give them (it overrode the base class's).
-fn native_tool_opening(info: &serde_json::Value) -> Option<(Vec<String>, String)> {
-    let tools = info
-        .get("tools")?
+/// The strings of a JSON array in `info[key]`, when there are some and they hold at most
+/// `max_chars` characters together.
+fn info_strings(info: &serde_json::Value, key: &str, max_chars: usize) -> Option<Vec<String>> {
+    let items = info
+        .get(key)?
         .as_array()?
         .iter()
         .map(|t| t.as_str().map(str::to_string))
         .collect::<Option<Vec<String>>>()?;
+    let chars: usize = items.iter().map(|t| t.chars().count()).sum();
+    (!items.is_empty() && chars <= max_chars).then_some(items)
+}
+
+/// The schemas (JSON texts) and the task of a tool-use reset, for the native tool template;
+/// `None` when the environment's reset did not give them (it overrode the base class's) or
+/// they pass the observation limit: the episode then plays inline, on the checked observation.
+fn native_tool_opening(
+    info: &serde_json::Value,
+    max_chars: usize,
+) -> Option<(Vec<String>, String)> {
+    let tools = info_strings(info, "tools", max_chars)?;
     let task = info.get("task")?.as_str()?.to_string();
-    (!tools.is_empty()).then_some((tools, task))
+    let chars: usize = tools.iter().map(|t| t.chars().count()).sum();
+    (chars + task.chars().count() <= max_chars).then_some((tools, task))
 }
 
 /// Each tool call's result of a step, in order; `None` when the turn ran no call (a format
-/// error or an answer: the observation goes back as a user turn).
-fn tool_results(info: &serde_json::Value) -> Option<Vec<String>> {
-    let results = info
-        .get("tool_results")?
-        .as_array()?
-        .iter()
-        .map(|t| t.as_str().map(str::to_string))
-        .collect::<Option<Vec<String>>>()?;
-    (!results.is_empty()).then_some(results)
+/// error or an answer) or the results pass the observation limit: the checked observation
+/// then goes back as a user turn.
+fn tool_results(info: &serde_json::Value, max_chars: usize) -> Option<Vec<String>> {
+    info_strings(info, "tool_results", max_chars)
 }
 
 /// The engine (and vLLM) path of [`play_envs`]: episodes are state machines advanced whenever their turn
