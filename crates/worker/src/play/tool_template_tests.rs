@@ -218,22 +218,19 @@ fn the_native_template_runs_every_call_of_a_reply_and_returns_tool_turns()
 fn schemas_past_the_observation_limit_never_reach_the_prompt()
 -> Result<(), Box<dyn std::error::Error>> {
     let base = seed_env("bank_transfers.py");
-    let code = format!("{base}\n\nclass FloodEnv(ToolUseEnv):\n    pass\n",);
-    // The seed's class, renamed so the file keeps one environment class, with a reset that
-    // pads its info.
+    // The seed's class, renamed so the file keeps one environment class, under a subclass
+    // whose reset pads its info.
     let class = base
         .lines()
         .find_map(|l| l.strip_prefix("class ").and_then(|r| r.split('(').next()))
         .ok_or("no class")?
         .to_string();
-    let code = code
-        .replace(&format!("class {class}("), "class Padded(")
-        .replace(
-            "class FloodEnv(ToolUseEnv):\n    pass\n",
-            &format!(
-                "class FloodEnv(Padded):\n    def reset(self, seed=None):\n        obs, info = super().reset(seed)\n        info['tools'] = ['x' * 30000]\n        return obs, info\n"
-            ),
-        );
+    let code = format!(
+        "{}\n\nclass FloodEnv(Padded):\n    def reset(self, seed=None):\n        \
+         obs, info = super().reset(seed)\n        info['tools'] = ['x' * 30000]\n        \
+         return obs, info\n",
+        base.replace(&format!("class {class}("), "class Padded(")
+    );
     let (ep, contexts) = play(
         &code,
         &["<answer>done</answer>".to_string()],
