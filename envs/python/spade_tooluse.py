@@ -186,6 +186,7 @@ class ToolUseEnv:
             if m.group(1) == "answer":
                 if m.group(2).strip().lower() != "done":
                     error = "the only answer is <answer>done</answer>"
+                    ending = _format_error(error)
                 else:
                     terminated = True
                     reward = 1.0 if all(self.criteria()) else 0.0
