@@ -255,10 +255,9 @@ fn native_tool_opening(
     info: &serde_json::Value,
     max_chars: usize,
 ) -> Option<(Vec<String>, String)> {
-    let tools = info_strings(info, "tools", max_chars)?;
     let task = info.get("task")?.as_str()?.to_string();
-    let chars: usize = tools.iter().map(|t| t.chars().count()).sum();
-    (chars + task.chars().count() <= max_chars).then_some((tools, task))
+    let left = max_chars.checked_sub(task.chars().count())?;
+    Some((info_strings(info, "tools", left)?, task))
 }
 
 /// Each tool call's result of a step, in order; `None` when the turn ran no call (a format
