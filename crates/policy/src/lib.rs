@@ -29,6 +29,7 @@ pub mod bench;
 pub mod chat;
 pub mod chat_template;
 pub mod checkpoint;
+pub mod device;
 pub mod embed;
 pub mod encoder;
 pub mod engine;
@@ -37,6 +38,7 @@ pub mod gguf;
 mod gguf_error;
 pub mod grpo;
 pub mod kernels;
+pub mod memplan;
 pub mod optim;
 pub mod policy;
 pub mod preset;
@@ -56,27 +58,8 @@ pub fn default_device() -> Device {
     Device::cuda_if_available()
 }
 
-/// A device by name: `auto` ([`default_device`]), `cpu`, `cuda` (the first GPU) or `cuda:N`.
+/// A device by name: `auto` ([`default_device`]), `cpu`, `cuda` (the first GPU) or `cuda:N`;
+/// a GPU this binary or node cannot give is an error ([`device::resolve`]).
 pub fn device_named(name: &str) -> Result<Device> {
-    let gpu = |i: usize| {
-        if tch::Cuda::is_available() && (i as i64) < tch::Cuda::device_count() {
-            Ok(Device::Cuda(i))
-        } else {
-            Err(PolicyError::InvalidInput(format!(
-                "device `{name}`: libtorch sees {} GPU(s)",
-                tch::Cuda::device_count()
-            )))
-        }
-    };
-    match name {
-        "auto" => Ok(default_device()),
-        "cpu" => Ok(Device::Cpu),
-        "cuda" => gpu(0),
-        other => match other.strip_prefix("cuda:").map(str::parse::<usize>) {
-            Some(Ok(i)) => gpu(i),
-            _ => Err(PolicyError::InvalidInput(format!(
-                "unknown device `{other}`: expected auto, cpu, cuda or cuda:N"
-            ))),
-        },
-    }
+    device::resolve(name).map_err(|e| PolicyError::InvalidInput(e.0))
 }

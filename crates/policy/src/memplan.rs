@@ -1,0 +1,338 @@
+//! The memory a run needs on its device, worked out before the first step from the model's
+//! shape and the training recipe, so that a plan that cannot fit is refused with the numbers
+//! instead of running out of memory in the first designer round, and so that
+//! `model.kv_cache_tokens = "auto"` can give the engine what is left (as vLLM's
+//! `gpu_memory_fraction` does).
+//!
+//! What is counted, for P parameters stored in a kind of `w` bytes (bf16 on CUDA, float32 on
+//! the CPU):
+//! - weights: `P w`;
+//! - gradients: the `.grad` each backward pass leaves, `P w`, plus, for a half kind, the float32
+//!   accumulator the step sums micro-batches into (`P 4`; see [`crate::optim`]);
+//! - masters: float32 copies of half-kind weights, `P 4` (none in float32);
+//! - moments: AdamW's two float32 moments, `P 8`;
+//! - reference: a frozen copy of the weights when the loss has a KL term, `P w`;
+//! - activations of one micro-batch of `T` tokens: per layer and token the tensors autograd
+//!   keeps, `(5 H + 2 Q + 2 K + 4 I) w` bytes (attention: norm input and output, query,
+//!   key and value, attention output, output projection; MLP: norm output, gate, up, their
+//!   activation and product, down projection; H hidden, Q = heads x head_dim, K = KV heads x
+//!   head_dim, I the MLP width or, for a MoE layer, top-k x the expert width). With recompute,
+//!   only each layer's input (`L T H w`) plus one layer's tensors are held at once. Attention
+//!   scores are not counted: CUDA's flash and memory-efficient kernels keep none (the CPU's
+//!   math kernel does; the CPU plan is advice, never a refusal);
+//! - logits: float32 logits and log-probabilities of one log-prob chunk, `2 C V 4`;
+//! - KV cache: `slots x L x 2 x K x w`.
+//!
+//! The device's budget is its free memory less the share `1 - fraction` of its total that is
+//! kept back (`model.gpu_memory_fraction`, 0.9 by default as in vLLM).
+
+use crate::qwen3::Config;
+
+/// What the recipe adds to the shape.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Recipe {
+    /// Bytes of the weights' kind (2 for bf16, 4 for float32).
+    pub weight_bytes: u64,
+    /// Tokens of one forward/backward pass (`grpo.micro_batch_tokens`).
+    pub micro_batch_tokens: u64,
+    /// Tokens whose logits exist at once (`grpo.logprob_chunk_tokens`).
+    pub logprob_chunk_tokens: u64,
+    /// `grpo.activation_recompute`.
+    pub recompute: bool,
+    /// A frozen reference for the KL term (`grpo.kl_coef > 0`).
+    pub kl_reference: bool,
+}
+
+/// One line of the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    pub what: &'static str,
+    pub bytes: u64,
+}
+
+/// Every part but the KV cache, and a KV slot's size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryPlan {
+    pub parameters: u64,
+    pub lines: Vec<Line>,
+    /// Bytes of one KV-cache slot (all layers, keys and values).
+    pub kv_slot_bytes: u64,
+}
+
+/// Gibibytes with two decimals.
+pub fn gib(bytes: u64) -> String {
+    format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+impl MemoryPlan {
+    pub fn new(c: &Config, r: &Recipe) -> Self {
+        let p = c.num_parameters().max(0) as u64;
+        let w = r.weight_bytes;
+        let half = w < 4;
+        let (h, l) = (c.hidden_size as u64, c.num_hidden_layers as u64);
+        let q = (c.num_attention_heads * c.head_dim) as u64;
+        let k = (c.num_key_value_heads * c.head_dim) as u64;
+        let width = |layer: i64| match &c.moe {
+            Some(m) if m.is_sparse(layer) => {
+                (m.num_experts_per_tok * m.moe_intermediate_size) as u64
+            }
+            _ => c.intermediate_size as u64,
+        };
+        let widest = (0..c.num_hidden_layers).map(width).max().unwrap_or(0);
+        let per_token = |i: u64| (5 * h + 2 * q + 2 * k + 4 * i) * w;
+        let t = r.micro_batch_tokens;
+        let activations = if r.recompute {
+            l * t * h * w + t * per_token(widest)
+        } else {
+            (0..c.num_hidden_layers)
+                .map(|x| t * per_token(width(x)))
+                .sum()
+        };
+        let mut lines = vec![
+            Line {
+                what: "weights",
+                bytes: p * w,
+            },
+            Line {
+                what: "gradients",
+                bytes: p * w + if half { p * 4 } else { 0 },
+            },
+            Line {
+                what: "float32 masters",
+                bytes: if half { p * 4 } else { 0 },
+            },
+            Line {
+                what: "AdamW moments",
+                bytes: p * 8,
+            },
+            Line {
+                what: "activations",
+                bytes: activations,
+            },
+            Line {
+                what: "logits",
+                bytes: 2 * r.logprob_chunk_tokens * c.vocab_size.max(0) as u64 * 4,
+            },
+        ];
+        if r.kl_reference {
+            lines.push(Line {
+                what: "KL reference",
+                bytes: p * w,
+            });
+        }
+        Self {
+            parameters: p,
+            lines,
+            kv_slot_bytes: l * 2 * k * w,
+        }
+    }
+
+    /// Everything but the KV cache.
+    pub fn fixed_bytes(&self) -> u64 {
+        self.lines.iter().map(|l| l.bytes).sum()
+    }
+
+    /// The plan's total with `kv_slots` slots.
+    pub fn total(&self, kv_slots: u64) -> u64 {
+        self.fixed_bytes() + kv_slots * self.kv_slot_bytes
+    }
+
+    /// KV slots that fit in `budget` after everything else; `None` when nothing is left.
+    pub fn kv_slots_within(&self, budget: u64) -> Option<u64> {
+        let left = budget.checked_sub(self.fixed_bytes())?;
+        let slots = left / self.kv_slot_bytes.max(1);
+        (slots > 0).then_some(slots)
+    }
+
+    /// The table the worker prints before the first step.
+    pub fn table(&self, kv_slots: u64, budget: Option<u64>) -> String {
+        let mut s = format!(
+            "memory plan ({:.2} B parameters):\n",
+            self.parameters as f64 / 1e9
+        );
+        for l in &self.lines {
+            s.push_str(&format!("  {:<16} {:>12}\n", l.what, gib(l.bytes)));
+        }
+        s.push_str(&format!(
+            "  {:<16} {:>12}  ({kv_slots} slots of {} bytes)\n",
+            "KV cache",
+            gib(kv_slots * self.kv_slot_bytes),
+            self.kv_slot_bytes
+        ));
+        s.push_str(&format!(
+            "  {:<16} {:>12}",
+            "total",
+            gib(self.total(kv_slots))
+        ));
+        if let Some(b) = budget {
+            s.push_str(&format!("  of {} the device can give", gib(b)));
+        }
+        s
+    }
+}
+
+/// What the device can give: its free memory less the share of its total kept back.
+pub fn budget(free: u64, total: u64, fraction: f64) -> u64 {
+    let reserve = (total as f64 * (1.0 - fraction).clamp(0.0, 1.0)).round() as u64;
+    free.saturating_sub(reserve)
+}
+
+/// Free and total bytes of the CUDA device `index` of this process, from `nvidia-smi`
+/// (`memory.free`, `memory.total`); `None` without CUDA in this process or without
+/// nvidia-smi. `cuda:i` is the i-th entry of `CUDA_VISIBLE_DEVICES` when that is set (indices
+/// or UUIDs, as the scheduler sets it), else nvidia-smi's device i.
+pub fn cuda_memory(index: usize) -> Option<(u64, u64)> {
+    if !crate::device::cuda_linked() {
+        return None;
+    }
+    let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+    let id = match &visible {
+        Some(v) => v.split(',').nth(index)?.trim().to_owned(),
+        None => index.to_string(),
+    };
+    let out = std::process::Command::new("nvidia-smi")
+        .args([
+            "--query-gpu=memory.free,memory.total",
+            "--format=csv,noheader,nounits",
+            &format!("--id={id}"),
+        ])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    parse_free_total(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// `free, total` in MiB (nvidia-smi's csv) as bytes.
+fn parse_free_total(csv: &str) -> Option<(u64, u64)> {
+    let mut f = csv
+        .lines()
+        .next()?
+        .split(',')
+        .map(|x| x.trim().parse::<u64>());
+    let (free, total) = (f.next()?.ok()?, f.next()?.ok()?);
+    Some((free << 20, total << 20))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn paper(kl: bool) -> Recipe {
+        Recipe {
+            weight_bytes: 2,
+            micro_batch_tokens: 16_384,
+            logprob_chunk_tokens: 4096,
+            recompute: true,
+            kl_reference: kl,
+        }
+    }
+
+    fn line(p: &MemoryPlan, what: &str) -> u64 {
+        p.lines
+            .iter()
+            .find(|l| l.what == what)
+            .map_or(0, |l| l.bytes)
+    }
+
+    #[test]
+    fn the_4b_plan_equals_the_hand_computed_table() {
+        let c = crate::preset::shape("qwen3-4b").expect("shape");
+        let p = MemoryPlan::new(&c, &paper(false));
+        // Qwen3-4B by hand: per layer q 2560x4096 + k, v 2 x 2560x1024 + o 4096x2560
+        // = 26,214,400, q/k norms 256, MLP 3 x 2560x9728 = 74,711,040, two norms 5,120:
+        // 100,930,816; x 36 = 3,633,509,376; + embeddings 151,936 x 2560 = 388,956,160
+        // (tied) + final norm 2,560 = 4,022,468,096.
+        let n = 4_022_468_096u64;
+        assert_eq!(p.parameters, n);
+        assert_eq!(line(&p, "weights"), 2 * n); // 7.49 GiB
+        assert_eq!(line(&p, "gradients"), 6 * n); // bf16 .grad + float32 sum
+        assert_eq!(line(&p, "float32 masters"), 4 * n);
+        assert_eq!(line(&p, "AdamW moments"), 8 * n);
+        // Recompute: 36 layer inputs of 16,384 x 2560 bf16 = 3,019,898,880, plus one layer:
+        // 16,384 x (5 x 2560 + 2 x 4096 + 2 x 1024 + 4 x 9728) x 2 = 16,384 x 61,952 x 2
+        // = 2,030,043,136.
+        assert_eq!(line(&p, "activations"), 3_019_898_880 + 2_030_043_136);
+        // 2 x 4096 x 151,936 x 4 = 4,978,638,848.
+        assert_eq!(line(&p, "logits"), 4_978_638_848);
+        assert_eq!(line(&p, "KL reference"), 0);
+        // 36 x 2 x 1024 x 2 = 147,456 bytes a slot (144 KiB).
+        assert_eq!(p.kv_slot_bytes, 147_456);
+        let fixed = 20 * n + 3_019_898_880 + 2_030_043_136 + 4_978_638_848;
+        assert_eq!(p.fixed_bytes(), fixed); // 84.26 GiB
+        // The default 262,144 slots add 36 GiB: 120.26 GiB, more than an 80 GB H100 holds.
+        assert_eq!(p.total(262_144), fixed + 36 * GIB);
+        let h100 = budget(80 * GIB, 80 * GIB, 0.9); // 72 GiB
+        assert_eq!(h100, 72 * GIB);
+        assert_eq!(p.kv_slots_within(h100), None);
+        // An H200 (141 GiB of which 126.9 usable): what is left, in slots.
+        let h200 = budget(141 * GIB, 141 * GIB, 0.9);
+        let slots = p.kv_slots_within(h200).expect("fits an H200");
+        assert_eq!(slots, (h200 - fixed) / 147_456);
+        assert!(p.total(slots) <= h200 && p.total(slots + 1) > h200);
+    }
+
+    #[test]
+    fn the_8b_plan_equals_the_hand_computed_table() {
+        let c = crate::preset::shape("qwen3-8b").expect("shape");
+        let p = MemoryPlan::new(&c, &paper(true));
+        // Qwen3-8B by hand: per layer attention 2 x 4096x4096 + 2 x 4096x1024 = 41,943,040,
+        // norms 256 + 8,192, MLP 3 x 4096 x 12,288 = 150,994,944: 192,946,432; x 36 =
+        // 6,946,071,552; + untied embeddings and head 2 x 151,936 x 4096 = 1,244,659,712 +
+        // final norm 4,096 = 8,190,735,360.
+        let n = 8_190_735_360u64;
+        assert_eq!(p.parameters, n);
+        assert_eq!(line(&p, "KL reference"), 2 * n);
+        // 36 x 16,384 x 4096 x 2 = 4,831,838,208; one layer 16,384 x (5 x 4096 + 2 x 4096
+        // + 2 x 1024 + 4 x 12,288) x 2 = 16,384 x 79,872 x 2 = 2,617,245,696.
+        assert_eq!(line(&p, "activations"), 4_831_838_208 + 2_617_245_696);
+        assert_eq!(
+            p.fixed_bytes(),
+            22 * n + 4_831_838_208 + 2_617_245_696 + 4_978_638_848
+        );
+        // 182.6 GiB: no single GPU holds the 8B recipe (issue 41's sharding does).
+        assert_eq!(p.kv_slots_within(budget(141 * GIB, 141 * GIB, 0.9)), None);
+    }
+
+    #[test]
+    fn float32_has_no_masters_and_no_recompute_keeps_every_layer() {
+        let c = crate::preset::shape("tiny").expect("shape");
+        let r = Recipe {
+            weight_bytes: 4,
+            micro_batch_tokens: 4096,
+            logprob_chunk_tokens: 4096,
+            recompute: false,
+            kl_reference: false,
+        };
+        let p = MemoryPlan::new(&c, &r);
+        let n = p.parameters;
+        assert_eq!(line(&p, "float32 masters"), 0);
+        assert_eq!(line(&p, "gradients"), 4 * n);
+        // tiny: 4 layers, hidden 256, 4 x 64 query, 2 x 64 KV, MLP 768:
+        // 4 x 4096 x (1280 + 512 + 256 + 3072) x 4.
+        assert_eq!(line(&p, "activations"), 4 * 4096 * 5120 * 4);
+        assert_eq!(p.kv_slot_bytes, 4 * 2 * 128 * 4);
+        assert!(p.table(1000, Some(GIB)).contains("KV cache"));
+    }
+
+    #[test]
+    fn nvidia_smi_memory_is_read_in_mib() {
+        assert_eq!(
+            parse_free_total("81000, 81559\n"),
+            Some((81_000 << 20, 81_559 << 20))
+        );
+        assert_eq!(parse_free_total("[N/A], 81559"), None);
+        // This CPU build has no CUDA: no device memory to ask for.
+        assert_eq!(cuda_memory(0), None);
+    }
+
+    #[test]
+    fn the_budget_keeps_back_the_share_of_the_total() {
+        assert_eq!(budget(70 * GIB, 80 * GIB, 0.9), 62 * GIB);
+        assert_eq!(budget(5 * GIB, 80 * GIB, 0.9), 0);
+        assert_eq!(budget(80 * GIB, 80 * GIB, 1.0), 80 * GIB);
+    }
+}
