@@ -39,9 +39,16 @@ pub struct SchedulerSettings {
     #[arg(long = "cpu-slots", env = "SPADE_CPU_SLOTS", default_value_t = 1)]
     pub cpu_slots: u32,
 
-    /// Local executor: GPUs lent to jobs (device indices 0..N).
+    /// Local executor: GPUs lent to jobs (device indices 0..N). See --gpus.
     #[arg(long = "gpu-slots", env = "SPADE_GPU_SLOTS", default_value_t = 0)]
     pub gpu_slots: u32,
+
+    /// Local executor: the GPUs lent to jobs by CUDA index, comma-separated (`0,1,2,3`); each
+    /// job gets a disjoint set as its CUDA_VISIBLE_DEVICES and a run that does not fit waits,
+    /// saying so. Default: 0..--gpu-slots when that is given, else the node's /dev/nvidiaN
+    /// devices.
+    #[arg(long = "gpus", env = "SPADE_GPUS", value_delimiter = ',')]
+    pub gpus: Option<Vec<u32>>,
 
     /// GPUs each job asks for (0: CPU only).
     #[arg(long = "gpus-per-job", env = "SPADE_GPUS_PER_JOB", default_value_t = 0)]
@@ -112,6 +119,33 @@ pub struct SchedulerSettings {
         value_name = "BOOL"
     )]
     pub resume_lost_jobs: bool,
+}
+
+impl SchedulerSettings {
+    /// The GPUs the local executor lends: `--gpus`, else `0..--gpu-slots`, else the node's
+    /// `/dev/nvidiaN` devices (none on a machine without NVIDIA's driver).
+    pub fn lent_gpus(&self) -> Vec<u32> {
+        if let Some(g) = &self.gpus {
+            return g.clone();
+        }
+        if self.gpu_slots > 0 {
+            return (0..self.gpu_slots).collect();
+        }
+        detected_gpus()
+    }
+}
+
+/// Indices of `/dev/nvidia0`, `/dev/nvidia1`, ... (not `nvidiactl`, `nvidia-uvm`).
+pub fn detected_gpus() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/dev") else {
+        return Vec::new();
+    };
+    let mut v: Vec<u32> = dir
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|n| n.strip_prefix("nvidia")?.parse::<u32>().ok())
+        .collect();
+    v.sort_unstable();
+    v
 }
 
 /// `--executor`.

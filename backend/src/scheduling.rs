@@ -138,7 +138,7 @@ pub fn spawn<T: TokenSource>(
         ExecutorSetting::Off => None,
         ExecutorSetting::Local => {
             let slots = if s.gpus_per_job > 0 {
-                ("gpu-slots", s.gpu_slots)
+                ("gpus", s.lent_gpus().len() as u32)
             } else {
                 ("cpu-slots", s.cpu_slots)
             };
@@ -207,7 +207,7 @@ fn local_config(s: &SchedulerSettings, command: Vec<String>) -> LocalConfig {
         // its wrapper writes the exit status through this path.
         jobs_dir: std::path::absolute(&s.jobs_dir).unwrap_or_else(|_| s.jobs_dir.clone()),
         cpu_slots: s.cpu_slots,
-        gpu_slots: s.gpu_slots,
+        gpus: s.lent_gpus(),
         stop_grace: Duration::from_secs(s.stop_grace_secs),
     }
 }

@@ -101,6 +101,7 @@ fn worker_settings(
         public_url: None,
         cpu_slots: 1,
         gpu_slots: 0,
+        gpus: None,
         gpus_per_job: 0,
         jobs_dir: std::env::temp_dir().join(format!("spade-e2e-jobs-{port}")),
         stop_grace_secs: 5,

@@ -496,7 +496,11 @@ fn queue_text(p: spade_db::jobs::QueuePlace, settings: Option<&SchedulerSettings
         ),
         Some(s) if p.executor == spade_db::jobs::JobExecutor::Local => {
             let slots = if s.gpus_per_job > 0 {
-                format!("{} GPU slots, {} GPUs per job", s.gpu_slots, s.gpus_per_job)
+                format!(
+                    "{} GPUs lent, {} GPUs per job",
+                    s.lent_gpus().len(),
+                    s.gpus_per_job
+                )
             } else {
                 format!(
                     "{} CPU slot{}",

@@ -48,6 +48,14 @@ enum Command {
     Vendi(vendi_cmd::VendiArgs),
     /// Evaluate a checkpoint on a held-out suite.
     Eval(eval_cmd::EvalArgs),
+    /// Say what this binary can compute on: built with CUDA or not, the libtorch version, the
+    /// GPUs libtorch and nvidia-smi see (name, memory, compute capability), the driver and
+    /// NCCL, the threads, and what `model.device = "auto"` picks here.
+    Doctor {
+        /// Print the facts as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -140,9 +148,20 @@ fn main() -> ExitCode {
         Command::Train(args) => train_cmd::run(args),
         Command::Worker(args) => worker_cmd::run(args),
         Command::Vendi(args) => vendi_cmd::run(&args),
+        Command::Doctor { json } => doctor(json),
     };
     result.unwrap_or_else(|e| {
         eprintln!("spade: {e:#}");
         ExitCode::from(2)
     })
+}
+
+fn doctor(json: bool) -> anyhow::Result<ExitCode> {
+    let facts = spade_policy::device::SystemFacts::probe();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&facts)?);
+    } else {
+        print!("{}", facts.text());
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -179,3 +179,51 @@ fn train_names_the_bad_key_of_a_config() -> Result<(), Box<dyn std::error::Error
     assert!(err.contains("temperatur"), "{err}");
     Ok(())
 }
+
+/// The CI build links the CPU libtorch only: a run that asks for CUDA must fail at its start,
+/// in seconds, naming the binary and the fix, never train on the CPU instead.
+#[test]
+fn a_cuda_run_on_a_cpu_build_fails_at_its_start_naming_the_binary()
+-> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, "[model]\npreset = \"tiny\"\ndevice = \"cuda\"\n")?;
+    let t0 = Instant::now();
+    let out = spade()
+        .args(["train", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(dir.path().join("o"))
+        .output()?;
+    let took = t0.elapsed();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("model.device = \"cuda\""), "{err}");
+    assert!(err.contains("built without CUDA"), "{err}");
+    assert!(err.contains(env!("CARGO_BIN_EXE_spade")), "{err}");
+    assert!(err.contains("scripts/build-cuda"), "{err}");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    // Nothing was trained or written as a checkpoint.
+    assert!(!dir.path().join("o/checkpoints/latest").exists());
+    Ok(())
+}
+
+#[test]
+fn doctor_says_this_build_has_no_cuda() -> Result<(), Box<dyn std::error::Error>> {
+    let out = spade().args(["doctor", "--json"]).output()?;
+    assert!(out.status.success());
+    let facts: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(facts["cuda_built"], false);
+    assert_eq!(facts["cuda_devices"], 0);
+    assert_eq!(facts["auto_device"], "cpu");
+    assert!(
+        facts["libtorch"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("2."))
+    );
+    let text = spade().arg("doctor").output()?;
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("CUDA backend"), "{text}");
+    assert!(text.contains("not linked"), "{text}");
+    Ok(())
+}

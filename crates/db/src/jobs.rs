@@ -523,6 +523,38 @@ pub async fn queue_place(
     }))
 }
 
+/// How a queued run's message starts while its job waits for devices ([`note_waiting`]).
+pub const WAITING_FOR: &str = "waiting for ";
+
+/// Says on a queued (or starting: claimed) run what its claimed job waits for (`Some("waiting for 2 GPUs ...")`), or
+/// takes that note away once the job started (`None`; other messages stay).
+pub async fn note_waiting(pool: &PgPool, run_id: i64, note: Option<&str>) -> Result<(), JobError> {
+    match note {
+        Some(n) => {
+            sqlx::query(
+                "UPDATE runs SET status_message = $2, updated_at = now()
+                 WHERE id = $1 AND status IN ('queued', 'starting')
+                   AND status_message IS DISTINCT FROM $2",
+            )
+            .bind(run_id)
+            .bind(n)
+            .execute(pool)
+            .await?;
+        }
+        None => {
+            sqlx::query(
+                "UPDATE runs SET status_message = NULL, updated_at = now()
+                 WHERE id = $1 AND starts_with(coalesce(status_message, ''), $2)",
+            )
+            .bind(run_id)
+            .bind(WAITING_FOR)
+            .execute(pool)
+            .await?;
+        }
+    }
+    Ok(())
+}
+
 /// Marks node `node` alive on all its unfinished jobs; returns how many it owns.
 pub async fn heartbeat(pool: &PgPool, node: &str) -> Result<u64, JobError> {
     Ok(sqlx::query!(

@@ -13,6 +13,11 @@ use serde::Serialize;
 use std::path::Path;
 use tch::Device;
 
+/// libtorch's intra-op threads in this process.
+pub fn threads() -> i32 {
+    tch::get_num_threads()
+}
+
 /// The libtorch this binary was built against (`build-version` of its libtorch tree).
 pub const LIBTORCH_VERSION: &str = env!("SPADE_LIBTORCH_VERSION");
 
@@ -100,8 +105,8 @@ pub fn resolve_with(
         DeviceRequest::Cuda(_) if !linked => Err(DeviceError(format!(
             "model.device = \"{name}\", but {binary} was built without CUDA: libtorch_cuda.so \
              is not loaded in this process, so libtorch has no CUDA backend ({}). Build the \
-             CUDA worker with `scripts/build-cuda` and run jobs with it (README, \"GPU \
-             workers\"), or set model.device = \"cpu\"",
+             CUDA worker with `scripts/build-cuda` and run jobs with it (docs/operations.md, \
+             \"GPUs\"), or set model.device = \"cpu\"",
             if nodes.is_empty() {
                 "this node shows no /dev/nvidia* device either".to_owned()
             } else {

@@ -51,7 +51,9 @@ pub mod train;
 
 pub use error::{PolicyError, Result};
 pub use policy::{Policy, default_kind};
-use tch::Device;
+/// Where tensors live; re-exported so that crates above this one name devices without
+/// depending on libtorch themselves.
+pub use tch::Device;
 
 /// CUDA when libtorch sees a GPU, else CPU.
 pub fn default_device() -> Device {

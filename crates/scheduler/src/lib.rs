@@ -215,6 +215,15 @@ pub enum ExecError {
     /// All slots are taken; the caller should try again when a job ends.
     #[error("no free {what} slot (all {total} in use)")]
     NoCapacity { what: &'static str, total: u32 },
+    /// The job needs more GPUs than are free now (`total` on this node); it waits.
+    #[error("waiting for {needed} GPUs ({free} of this node's {total} free)")]
+    WaitingForGpus { needed: u32, free: u32, total: u32 },
+    /// The job needs more GPUs than this node lends at all: it would wait for ever.
+    #[error(
+        "needs {needed} GPUs but this node lends {total} (spade-server --gpus); lower the run's \
+         GPUs (model.device, vllm.gpus) or run it where more are lent"
+    )]
+    TooManyGpus { needed: u32, total: u32 },
     /// The operating system refused to start the process.
     #[error("cannot start {program:?}: {source}")]
     Spawn {
@@ -281,6 +290,13 @@ pub trait Executor: Send + Sync + 'static {
     fn kind(&self) -> ExecutorKind;
     /// Whether a job needing `gpus` GPUs can be started now.
     fn has_capacity(&self, gpus: u32) -> bool;
+    /// Why a job needing `gpus` GPUs must wait now ([`ExecError::WaitingForGpus`]), asked
+    /// before a worker token is issued for it; None when it may start (or the executor does
+    /// not count GPUs itself, as Ray's queue does).
+    fn gpu_wait(&self, gpus: u32) -> Option<ExecError> {
+        let _ = gpus;
+        None
+    }
     /// Starts the job (idempotent per job id and attempt).
     fn start(&self, spec: &JobSpec) -> impl Future<Output = Result<Started, ExecError>> + Send;
     /// The job, if this executor already started it (and takes it over, as `adopt` does). Asked

@@ -49,8 +49,9 @@ pub struct LocalConfig {
     pub jobs_dir: PathBuf,
     /// How many CPU-only jobs may run at once.
     pub cpu_slots: u32,
-    /// How many GPUs this machine lends to jobs (device indices `0..gpu_slots`).
-    pub gpu_slots: u32,
+    /// The GPUs this machine lends to jobs, by CUDA device index: each job gets a disjoint set
+    /// of them as its `CUDA_VISIBLE_DEVICES`.
+    pub gpus: Vec<u32>,
     /// How long a stopped job may take to exit after SIGTERM before it gets SIGKILL.
     pub stop_grace: Duration,
 }
@@ -123,7 +124,12 @@ impl LocalExecutor {
             return (cpu_jobs < cfg.cpu_slots as usize).then(Vec::new);
         }
         let used: Vec<u32> = jobs.values().flat_map(|e| e.gpus.iter().copied()).collect();
-        let free: Vec<u32> = (0..cfg.gpu_slots).filter(|g| !used.contains(g)).collect();
+        let free: Vec<u32> = cfg
+            .gpus
+            .iter()
+            .copied()
+            .filter(|g| !used.contains(g))
+            .collect();
         (free.len() >= gpus as usize).then(|| free[..gpus as usize].to_vec())
     }
 
@@ -357,24 +363,53 @@ impl Executor for LocalExecutor {
         Self::pick_gpus(&self.lock(), &self.cfg, gpus).is_some()
     }
 
+    fn gpu_wait(&self, gpus: u32) -> Option<ExecError> {
+        let total = self.cfg.gpus.len() as u32;
+        if gpus == 0 || gpus > total {
+            return None; // a CPU job, or one `start` refuses outright
+        }
+        let jobs = self.lock();
+        Self::pick_gpus(&jobs, &self.cfg, gpus).is_none().then(|| {
+            let used = jobs.values().map(|e| e.gpus.len() as u32).sum::<u32>();
+            ExecError::WaitingForGpus {
+                needed: gpus,
+                free: total.saturating_sub(used),
+                total,
+            }
+        })
+    }
+
     async fn start(&self, spec: &JobSpec) -> Result<Started, ExecError> {
         // Started before (a crash between spawn and recording it): hand back the same process.
         if let Some(started) = self.find(&spec.job_ref()).await? {
             return Ok(started);
         }
         let dir = self.job_dir(spec.run_id, spec.attempt);
-        let gpus =
-            Self::pick_gpus(&self.lock(), &self.cfg, spec.gpus).ok_or(if spec.gpus == 0 {
-                ExecError::NoCapacity {
-                    what: "CPU",
-                    total: self.cfg.cpu_slots,
+        let total = self.cfg.gpus.len() as u32;
+        if spec.gpus > total {
+            return Err(ExecError::TooManyGpus {
+                needed: spec.gpus,
+                total,
+            });
+        }
+        let gpus = {
+            let jobs = self.lock();
+            Self::pick_gpus(&jobs, &self.cfg, spec.gpus).ok_or_else(|| {
+                if spec.gpus == 0 {
+                    ExecError::NoCapacity {
+                        what: "CPU",
+                        total: self.cfg.cpu_slots,
+                    }
+                } else {
+                    let used = jobs.values().map(|e| e.gpus.len() as u32).sum::<u32>();
+                    ExecError::WaitingForGpus {
+                        needed: spec.gpus,
+                        free: total.saturating_sub(used),
+                        total,
+                    }
                 }
-            } else {
-                ExecError::NoCapacity {
-                    what: "GPU",
-                    total: self.cfg.gpu_slots,
-                }
-            })?;
+            })?
+        };
         self.spawn(spec, &dir, &gpus)
     }
 

@@ -81,6 +81,8 @@ pub struct Tick {
     pub started: Vec<i64>,
     pub finished: Vec<(i64, JobState)>,
     pub stopping: Vec<i64>,
+    /// A claimed job could not start for want of GPUs (it stays claimed, noted on its run).
+    pub waiting: bool,
 }
 
 /// The loop; see the module docs.
@@ -92,6 +94,8 @@ pub struct Scheduler<E, T> {
     cfg: SchedulerConfig,
     /// Jobs with a stop in flight (stops run as their own tasks: they may wait a grace period).
     stopping: Arc<Mutex<HashSet<i64>>>,
+    /// Claimed jobs waiting for GPUs ([`Scheduler::wait`]).
+    waiting: Mutex<HashSet<i64>>,
 }
 
 fn handle_of(job: &Job) -> Result<Option<JobHandle>, SchedError> {
@@ -162,6 +166,7 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
             tokens,
             cfg,
             stopping: Arc::default(),
+            waiting: Mutex::default(),
         }
     }
 
@@ -258,11 +263,14 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
             self.advance(&job, &mut tick).await?;
         }
         jobs::heartbeat(&self.pool, &self.cfg.node).await?;
-        while self.executor.has_capacity(self.cfg.gpus_per_job) {
+        // A claimed job that waits for GPUs goes first: claiming more behind it would let
+        // smaller jobs take every GPU it waits for, and keep other nodes from the queue.
+        while !tick.waiting && self.executor.has_capacity(self.cfg.gpus_per_job) {
             let Some(job) = jobs::claim_next(&self.pool, queue, &self.cfg.node).await? else {
                 break;
             };
             if !self.start(&job).await? {
+                tick.waiting |= self.waiting_for_gpus(&job);
                 break; // an executor that cannot start one now will not start the next either
             }
             tick.started.push(job.id);
@@ -289,6 +297,8 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
                 tick.finished.push((job.id, JobState::Cancelled));
             } else if self.start(job).await? {
                 tick.started.push(job.id);
+            } else if self.waiting_for_gpus(job) {
+                tick.waiting = true;
             }
             return Ok(());
         };
@@ -406,6 +416,10 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
                 return Ok(false);
             }
         }
+        let gpus = self.gpus_for(job).await;
+        if let Some(e) = self.executor.gpu_wait(gpus) {
+            return self.wait(job, &e).await;
+        }
         // An evaluation's parameters live in its own row; a job without one cannot run.
         let program_args = match job.kind {
             JobKind::Train => None,
@@ -441,11 +455,12 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
             attempt,
             server_url: self.cfg.server_url.clone(),
             token,
-            gpus: self.gpus_for(job).await,
+            gpus,
             program_args,
         };
         match self.executor.start(&spec).await {
             Ok(started) => self.record(job, &started).await,
+            Err(e @ ExecError::WaitingForGpus { .. }) => self.wait(job, &e).await,
             // Transient: the claim stays, the next tick (or a restart) tries again.
             Err(e @ (ExecError::RayUnreachable { .. } | ExecError::NoCapacity { .. })) => {
                 tracing::warn!(job = job.id, error = %e, "cannot start job yet");
@@ -467,7 +482,33 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
     async fn record(&self, job: &Job, started: &crate::Started) -> Result<bool, SchedError> {
         let log = started.log_path.as_ref().map(|p| p.to_string_lossy());
         jobs::record_started(&self.pool, job.id, &started.external_id, log.as_deref()).await?;
+        if self.lock_waiting().remove(&job.id) {
+            jobs::note_waiting(&self.pool, job.run_id, None).await?;
+        }
         Ok(true)
+    }
+
+    /// A claimed job that must wait for GPUs: it keeps its claim (and its place ahead of the
+    /// queue), and its run says what it waits for until it starts.
+    async fn wait(&self, job: &Job, why: &ExecError) -> Result<bool, SchedError> {
+        if self.lock_waiting().insert(job.id) {
+            tracing::info!(job = job.id, "{why}");
+        }
+        if job.kind == JobKind::Train {
+            jobs::note_waiting(&self.pool, job.run_id, Some(&why.to_string())).await?;
+        }
+        Ok(false)
+    }
+
+    /// Whether `job` is waiting for GPUs (see [`Scheduler::wait`]).
+    fn waiting_for_gpus(&self, job: &Job) -> bool {
+        self.lock_waiting().contains(&job.id)
+    }
+
+    fn lock_waiting(&self) -> std::sync::MutexGuard<'_, HashSet<i64>> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     async fn finish(
@@ -477,6 +518,7 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
         exit_code: Option<i32>,
         message: &str,
     ) -> Result<(), SchedError> {
+        self.lock_waiting().remove(&job.id);
         match jobs::finish(&self.pool, job.id, state, exit_code, message).await {
             // Already final (e.g. finished by an operator): nothing to record.
             Ok(_) | Err(JobError::NotActive { .. }) => Ok(()),

@@ -12,7 +12,7 @@ fn executor(data_dir: &Path, command: &[&str], cpu_slots: u32, gpu_slots: u32) -
         command: command.iter().map(|s| s.to_string()).collect(),
         jobs_dir: data_dir.to_path_buf(),
         cpu_slots,
-        gpu_slots,
+        gpus: (0..gpu_slots).collect(),
         stop_grace: Duration::from_secs(2),
     })
 }

@@ -38,7 +38,7 @@ fn local(dir: &Path, command: &[&str]) -> Arc<LocalExecutor> {
         command: command.iter().map(|s| s.to_string()).collect(),
         jobs_dir: dir.to_path_buf(),
         cpu_slots: 1,
-        gpu_slots: 0,
+        gpus: vec![],
         stop_grace: Duration::from_secs(2),
     }))
 }
@@ -130,7 +130,7 @@ async fn a_run_whose_vllm_servers_split_gpus_is_given_that_many(pool: PgPool) ->
             .collect(),
         jobs_dir: dir.clone(),
         cpu_slots: 1,
-        gpu_slots: 4,
+        gpus: vec![0, 1, 2, 3],
         stop_grace: Duration::from_secs(2),
     }));
     let s = Scheduler::new(
@@ -168,6 +168,130 @@ async fn a_run_whose_vllm_servers_split_gpus_is_given_that_many(pool: PgPool) ->
     }
     assert!(seen[0].contains("devices=0,1,2,3"), "{}", seen[0]);
     assert!(seen[1].contains("devices=0\n"), "{}", seen[1]);
+    Ok(())
+}
+
+async fn status_message(pool: &PgPool, run: i64) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar("SELECT status_message FROM runs WHERE id = $1")
+        .bind(run)
+        .fetch_one(pool)
+        .await
+}
+
+/// Four GPUs lent, three runs whose trainer asks for `cuda:1` (two devices each): two start on
+/// disjoint sets, the third waits (claimed, its run saying so) and starts on the devices the
+/// first one to end gives back. A run that asks for more GPUs than the node lends fails.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn two_gpu_runs_share_four_gpus_disjointly_and_the_third_waits_its_turn(
+    pool: PgPool,
+) -> TestResult {
+    let dir = scratch("gpu-queue");
+    std::fs::create_dir_all(&dir)?;
+    // Each job prints its devices and runs until its release file appears.
+    let script = format!(
+        "echo devices=$CUDA_VISIBLE_DEVICES; while [ ! -e {}/release-{{run}} ]; do sleep 0.05; done",
+        dir.display()
+    );
+    let ex = Arc::new(LocalExecutor::new(LocalConfig {
+        command: vec!["sh".into(), "-c".into(), script],
+        jobs_dir: dir.clone(),
+        cpu_slots: 1,
+        gpus: vec![0, 1, 2, 3],
+        stop_grace: Duration::from_secs(2),
+    }));
+    let s = Scheduler::new(
+        pool.clone(),
+        ex,
+        RunTokens::default(),
+        SchedulerConfig {
+            node: "node-1".into(),
+            server_url: "http://127.0.0.1:9".into(),
+            poll_interval: Duration::from_millis(100),
+            gpus_per_job: 0,
+            resume_lost: false,
+        },
+    );
+    let runs = testing::seed_runs(&pool, 4).await?;
+    let mut cfg = spade::config::RunConfig::tiny_cpu_demo();
+    cfg.model.device = "cuda:1".into();
+    for &r in &runs[..3] {
+        testing::set_config(&pool, r, &serde_json::to_value(&cfg)?).await?;
+    }
+    let mut huge = cfg.clone();
+    huge.model.device = "cuda:7".into();
+    testing::set_config(&pool, runs[3], &serde_json::to_value(&huge)?).await?;
+    let mut job = Vec::new();
+    for &r in &runs {
+        job.push(jobs::enqueue(&pool, r, JobKind::Train, JobExecutor::Local).await?);
+    }
+    // Ticks until the first two print their devices.
+    let devices = |j: &Job| -> Option<String> {
+        let log = std::fs::read_to_string(j.log_path.as_deref()?).ok()?;
+        let line = log.lines().find(|l| l.starts_with("devices="))?;
+        Some(line["devices=".len()..].to_owned())
+    };
+    let t0 = Instant::now();
+    let (a, b) = loop {
+        s.tick().await?;
+        let a = jobs::get(&pool, job[0].id).await?.ok_or("job 0")?;
+        let b = jobs::get(&pool, job[1].id).await?.ok_or("job 1")?;
+        if let (Some(da), Some(db)) = (devices(&a), devices(&b)) {
+            break (da, db);
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "two jobs never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let set = |d: &str| -> Vec<u32> { d.split(',').filter_map(|x| x.parse().ok()).collect() };
+    let (sa, sb) = (set(&a), set(&b));
+    assert_eq!((sa.len(), sb.len()), (2, 2), "{a} / {b}");
+    assert!(sa.iter().all(|g| !sb.contains(g)), "overlap: {a} / {b}");
+    // The third waits: claimed, not running, and its run says what for.
+    s.tick().await?;
+    let third = jobs::get(&pool, job[2].id).await?.ok_or("job 2")?;
+    assert_eq!(third.state, JobState::Claimed);
+    assert_eq!(
+        status_message(&pool, runs[2]).await?.as_deref(),
+        Some("waiting for 2 GPUs (0 of this node's 4 free)")
+    );
+    // The fourth is not even claimed while the third waits.
+    let fourth = jobs::get(&pool, job[3].id).await?.ok_or("job 3")?;
+    assert_eq!(fourth.state, JobState::Queued);
+    // The first ends: the third starts on the devices it gave back.
+    std::fs::write(dir.join(format!("release-{}", runs[0])), "")?;
+    let done = run_until_final(&s, &pool, job[0].id).await?;
+    assert_eq!(done.state, JobState::Succeeded);
+    let t0 = Instant::now();
+    let c = loop {
+        s.tick().await?;
+        let c = jobs::get(&pool, job[2].id).await?.ok_or("job 2")?;
+        if let Some(dc) = devices(&c) {
+            break dc;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the third never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(set(&c), sa, "the third takes the first one's devices");
+    assert_eq!(status_message(&pool, runs[2]).await?, None);
+    // Asking for 8 of 4 GPUs can never start: it fails, saying why.
+    let refused = run_until_final(&s, &pool, job[3].id).await?;
+    assert_eq!(refused.state, JobState::Failed);
+    let why = refused.message.unwrap_or_default();
+    assert!(why.contains("needs 8 GPUs but this node lends 4"), "{why}");
+    for r in &runs[1..3] {
+        std::fs::write(dir.join(format!("release-{r}")), "")?;
+    }
+    for j in &job[1..3] {
+        assert_eq!(
+            run_until_final(&s, &pool, j.id).await?.state,
+            JobState::Succeeded
+        );
+    }
     Ok(())
 }
 

@@ -145,6 +145,11 @@ pub struct ModelSection {
     /// `"smollm2-135m"` (SmolLM2-135M-Instruct, a real pretrained model, imported from the GGUF
     /// that scripts/setup installs) or `"qwen3"` (a real checkpoint at `model.path`).
     pub preset: String,
+    /// Where the policy trains and generates: `"auto"` (the first GPU when the worker's libtorch
+    /// sees one, else the CPU), `"cpu"`, `"cuda"` (the first GPU the job is given) or
+    /// `"cuda:N"`. A run that asks for CUDA on a worker built without it, or on a node without
+    /// that GPU, fails at its start with the reason; it never trains on the CPU instead.
+    pub device: String,
     /// Most tokens the designer may write for one environment.
     pub designer_max_new_tokens: u32,
     /// Most tokens of one hint.
@@ -161,7 +166,10 @@ pub struct ModelSection {
     pub rollout: RolloutBackend,
     /// KV-cache slots the engine may allocate (rows x slots per row; at least one context).
     /// Qwen3-4B takes 144 KiB a slot in bf16, so the default 262,144 is 36 GiB.
-    pub kv_cache_tokens: u32,
+    pub kv_cache_tokens: KvCacheTokens,
+    /// `model.kv_cache_tokens = "auto"` and the memory plan: the share of the device's total
+    /// memory the run may use (vLLM's `gpu_memory_fraction`); the rest is kept back.
+    pub gpu_memory_fraction: f64,
     /// Most sequences the engine decodes at once.
     pub max_batch: u32,
     /// What the tiny preset's warm start teaches (ignored with `model.path`): `"seeds"` (the
@@ -180,6 +188,93 @@ pub struct ModelSection {
     /// model ends with the empty `<think>` block its template adds; models without the switch
     /// (Qwen3 Instruct-2507, Qwen2.5, SmolLM2, the tiny model) are unaffected.
     pub thinking: bool,
+}
+
+/// GPUs a job must be given for `model.device`: `cuda:N` indexes the job's devices, so N + 1;
+/// 0 for `auto` and `cpu`; `None` for a name that is not a device.
+pub fn device_gpus(name: &str) -> Option<u32> {
+    match name {
+        "auto" | "cpu" => Some(0),
+        "cuda" => Some(1),
+        other => other
+            .strip_prefix("cuda:")
+            .and_then(|i| i.parse::<u32>().ok())
+            .map(|i| i.saturating_add(1)),
+    }
+}
+
+/// `model.kv_cache_tokens`: a number of slots, or `"auto"`: what the device has left after the
+/// memory plan's weights, optimizer state and activations (`spade_policy::memplan`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvCacheTokens {
+    Auto,
+    Slots(u32),
+}
+
+impl KvCacheTokens {
+    /// The fixed number of slots, `None` for `"auto"`.
+    pub fn slots(self) -> Option<u32> {
+        match self {
+            Self::Auto => None,
+            Self::Slots(n) => Some(n),
+        }
+    }
+}
+
+impl std::fmt::Display for KvCacheTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Auto => f.write_str("auto"),
+            Self::Slots(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl Serialize for KvCacheTokens {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Auto => s.serialize_str("auto"),
+            Self::Slots(n) => s.serialize_u32(*n),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for KvCacheTokens {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = KvCacheTokens;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number of KV-cache slots or \"auto\"")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                u32::try_from(v)
+                    .map(KvCacheTokens::Slots)
+                    .map_err(|_| E::custom(format!("{v} KV-cache slots: at most {}", u32::MAX)))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                u64::try_from(v)
+                    .map_err(|_| {
+                        E::custom(format!(
+                            "{v} KV-cache slots: expected a positive number or \"auto\""
+                        ))
+                    })
+                    .and_then(|v| self.visit_u64(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                // The launch form sends every field as text.
+                match v.trim() {
+                    "auto" => Ok(KvCacheTokens::Auto),
+                    t => t.parse::<u32>().map(KvCacheTokens::Slots).map_err(|_| {
+                        E::custom(format!(
+                            "\"{v}\": expected a number of KV-cache slots or \"auto\""
+                        ))
+                    }),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// What a play that the environment breaks does to its group (`agent.failed_plays`).
@@ -806,6 +901,7 @@ impl Default for ModelSection {
         Self {
             path: None,
             preset: "qwen3".into(),
+            device: "auto".into(),
             // The reference's per-role budgets (cmd/games/train_spade_4b.sh): designer 16,384
             // tokens, hint 4,096, agent 8,192 a turn, within a 32,768-token context.
             designer_max_new_tokens: 16_384,
@@ -813,7 +909,8 @@ impl Default for ModelSection {
             agent_max_new_tokens: 8192,
             max_context: 32_768,
             rollout: RolloutBackend::Engine,
-            kv_cache_tokens: 262_144,
+            kv_cache_tokens: KvCacheTokens::Slots(262_144),
+            gpu_memory_fraction: 0.9,
             max_batch: 256,
             warm_start: WarmStartData::Seeds,
             prompts: PromptStyle::Reference,
@@ -1068,11 +1165,15 @@ impl RunConfig {
         }
     }
 
-    /// GPUs a job of this run needs at least (its started vLLM servers' split, see
-    /// [`VllmSection::job_gpus`]); 0 = whatever the executor gives every job.
+    /// GPUs a job of this run needs at least: the trainer's (`model.device`, [`device_gpus`])
+    /// or its started vLLM servers' split ([`VllmSection::job_gpus`]; the servers' indices
+    /// leave out the trainer's device), whichever is more; 0 = whatever the executor gives
+    /// every job.
     pub fn job_gpus(&self) -> u32 {
+        let trainer = device_gpus(&self.model.device).unwrap_or(0);
         self.vllm
             .job_gpus(self.model.rollout == RolloutBackend::Vllm)
+            .max(trainer)
     }
 
     /// When `step` starts a regeneration of `kind`: its index and the designer slots

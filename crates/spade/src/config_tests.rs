@@ -877,3 +877,67 @@ fn sampling_play_and_scores_follow_the_reference_and_the_tiny_runs_keep_the_earl
     let e = RunConfig::from_toml_str("[agent]\nretire_on = \"never\"\n");
     assert!(format!("{e:?}").contains("retire_on"), "{e:?}");
 }
+
+#[test]
+fn the_kv_cache_is_a_number_of_slots_or_auto() {
+    let auto = RunConfig::from_toml_str("[model]\npreset = \"tiny\"\nkv_cache_tokens = \"auto\"\n")
+        .expect("auto");
+    assert_eq!(auto.model.kv_cache_tokens, KvCacheTokens::Auto);
+    // Written back as it was read.
+    let again = RunConfig::from_toml_str(&auto.to_toml()).expect("round trip");
+    assert_eq!(again.model.kv_cache_tokens, KvCacheTokens::Auto);
+    let n = RunConfig::from_toml_str("[model]\npreset = \"tiny\"\nkv_cache_tokens = 65536\n")
+        .expect("a number");
+    assert_eq!(n.model.kv_cache_tokens, KvCacheTokens::Slots(65_536));
+    match parse_err("[model]\npreset = \"tiny\"\nkv_cache_tokens = \"lots\"\n") {
+        ConfigError::Field { path, message, .. } => {
+            assert_eq!(path, "model.kv_cache_tokens");
+            assert!(message.contains("\"auto\""), "{message}");
+        }
+        other => panic!("expected a field error, got {other}"),
+    }
+    // "auto" skips the slot bounds (the worker's memory plan sizes it); a number keeps them.
+    let v = issues("[model]\npreset = \"tiny\"\nkv_cache_tokens = 100\n");
+    assert!(
+        v.iter().any(|i| i.path() == "model.kv_cache_tokens"),
+        "{v:?}"
+    );
+    let v = issues("[model]\npreset = \"tiny\"\ngpu_memory_fraction = 1.5\n");
+    assert!(
+        v.iter().any(|i| i.path() == "model.gpu_memory_fraction"),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn the_device_is_named_and_asks_the_scheduler_for_its_gpus() {
+    let v = issues("[model]\npreset = \"tiny\"\ndevice = \"gpu0\"\n");
+    let i = v
+        .iter()
+        .find(|i| i.path() == "model.device")
+        .expect("device refused");
+    assert!(i.to_string().contains("cuda:N"), "{i}");
+    let mut c = RunConfig::tiny_cpu_demo();
+    assert_eq!(c.model.device, "auto");
+    assert_eq!(c.job_gpus(), 0);
+    c.model.device = "cuda".into();
+    assert_eq!(c.job_gpus(), 1);
+    c.model.device = "cuda:3".into();
+    assert_eq!(c.job_gpus(), 4);
+    // The trainer on device 0 and vLLM servers on the job's devices 1 and 2: three.
+    c.model.device = "cuda".into();
+    c.model.rollout = RolloutBackend::Vllm;
+    c.vllm.start = 2;
+    c.vllm.gpus = vec![1, 2];
+    assert_eq!(c.job_gpus(), 3);
+    // The paper presets ask for the GPU and size their cache from what it has left.
+    for p in [
+        RunConfig::gpu_qwen3_games(),
+        RunConfig::gpu_qwen3_tool_use(),
+        RunConfig::gpu_qwen3_spice(),
+    ] {
+        assert_eq!(p.model.device, "cuda");
+        assert_eq!(p.model.kv_cache_tokens, KvCacheTokens::Auto);
+        assert_eq!(p.validate(), vec![]);
+    }
+}

@@ -34,6 +34,7 @@
 
 mod agent;
 mod designer_batch;
+mod device;
 mod fixed;
 mod generate;
 mod metrics;
@@ -175,6 +176,9 @@ pub(crate) struct Loop<'a> {
     pub retire: Vec<spade::report::Retire>,
     /// `model.rollout = "vllm"`: the servers, synced after every update.
     pub vllm: Option<std::sync::Arc<crate::vllm::Fleet>>,
+    /// KV-cache slots the engine may take: `model.kv_cache_tokens`, or what the memory plan
+    /// left for `"auto"` ([`device::memory_plan`]).
+    pub kv_tokens: usize,
 }
 
 impl Loop<'_> {
@@ -187,14 +191,14 @@ impl Loop<'_> {
     pub fn backend(&self) -> play::Backend {
         match &self.vllm {
             Some(f) => play::Backend::Vllm(f.clone()),
-            None => setup::backend(self.cfg),
+            None => setup::backend(self.cfg, self.kv_tokens),
         }
     }
 
     /// What generates for the designer: a frozen designer is not what the servers serve.
     pub fn designer_backend(&self) -> play::Backend {
         if self.designer.is_some() {
-            setup::backend(self.cfg)
+            setup::backend(self.cfg, self.kv_tokens)
         } else {
             self.backend()
         }

@@ -274,23 +274,30 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
     );
 
     k.count("model.max_context", mo.max_context.into(), 256, MAX_CONTEXT);
-    k.count(
-        "model.kv_cache_tokens",
-        mo.kv_cache_tokens.into(),
-        256,
-        1 << 26,
+    if super::device_gpus(&mo.device).is_none() {
+        k.not_allowed("model.device", &mo.device, "auto, cpu, cuda or cuda:N");
+    }
+    // "auto" is sized by the worker's memory plan, which refuses a cache below one context.
+    if let Some(kv) = mo.kv_cache_tokens.slots() {
+        k.count("model.kv_cache_tokens", kv.into(), 256, 1 << 26);
+        if kv < mo.max_context {
+            k.conflict(
+                "model.kv_cache_tokens",
+                "model.max_context",
+                &format!(
+                    "a KV cache of {} slots cannot hold one {}-token context",
+                    kv, mo.max_context
+                ),
+            );
+        }
+    }
+    k.range(
+        "model.gpu_memory_fraction",
+        mo.gpu_memory_fraction,
+        Excl(0.0),
+        Incl(1.0),
     );
     k.count("model.max_batch", mo.max_batch.into(), 1, 4096);
-    if mo.kv_cache_tokens < mo.max_context {
-        k.conflict(
-            "model.kv_cache_tokens",
-            "model.max_context",
-            &format!(
-                "a KV cache of {} slots cannot hold one {}-token context",
-                mo.kv_cache_tokens, mo.max_context
-            ),
-        );
-    }
     for (path, budget) in [
         ("model.designer_max_new_tokens", mo.designer_max_new_tokens),
         ("model.hint_max_new_tokens", mo.hint_max_new_tokens),

@@ -116,6 +116,8 @@ fn ordered_paths(types: &BTreeMap<String, Value>) -> Vec<String> {
 fn kind_of(path: &str, template: &Value) -> FieldKind {
     match template {
         Value::Bool(_) => FieldKind::Bool,
+        // A number of slots or "auto" (`KvCacheTokens` reads either from text).
+        Value::Number(_) if path == "model.kv_cache_tokens" => FieldKind::Text { optional: false },
         Value::Number(n) if n.is_f64() => FieldKind::Number,
         Value::Number(_) => FieldKind::Integer,
         Value::Null => FieldKind::Text { optional: true },

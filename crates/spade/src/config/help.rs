@@ -58,6 +58,10 @@ pub const HELP: &[(&str, &str)] = &[
         "\"tiny\" (the project's own tiny Qwen3-shaped model, warm-started on this machine), \"smollm2-135m\" (SmolLM2-135M-Instruct, a real pretrained model imported from the GGUF scripts/setup installs) or \"qwen3\" (a real checkpoint at model.path).",
     ),
     (
+        "model.device",
+        "Where the policy trains and generates: \"auto\" (the first GPU when the worker's libtorch sees one, else the CPU), \"cpu\", \"cuda\" (the first GPU the job is given) or \"cuda:N\". Asking for CUDA on a worker built without it, or on a node without that GPU, fails the run at its start with the reason (spade doctor shows what a worker sees); it never trains on the CPU instead. The GPU presets say \"cuda\".",
+    ),
+    (
         "model.designer_max_new_tokens",
         "Most tokens the designer may write for one environment.",
     ),
@@ -76,7 +80,11 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     (
         "model.kv_cache_tokens",
-        "KV-cache slots the engine may allocate (rows x slots per row, at least one context); Qwen3-4B takes 144 KiB a slot in bf16.",
+        "KV-cache slots the engine may allocate (rows x slots per row, at least one context; Qwen3-4B takes 144 KiB a slot in bf16), or \"auto\": what the device has left after the memory plan's weights, gradients, optimizer state and activations, within model.gpu_memory_fraction (the GPU presets' choice).",
+    ),
+    (
+        "model.gpu_memory_fraction",
+        "The share of the device's total memory a run may plan for (vLLM's gpu_memory_fraction): the worker's memory plan refuses a CUDA run that needs more, and model.kv_cache_tokens = \"auto\" fills it.",
     ),
     (
         "model.max_batch",

@@ -31,8 +31,12 @@ impl RunConfig {
     pub fn gpu_qwen3_games() -> Self {
         let d = Self::default();
         Self {
+            // The GPU is asked for, never assumed: a worker without CUDA refuses the run.
+            // The KV cache takes what the memory plan leaves of the device.
             model: ModelSection {
                 path: Some(DEFAULT_QWEN3_PATH.into()),
+                device: "cuda".into(),
+                kv_cache_tokens: super::KvCacheTokens::Auto,
                 ..ModelSection::default()
             },
             curriculum: CurriculumSection {
@@ -140,7 +144,7 @@ impl RunConfig {
                 // The tiny model's position table has 4,096 rows.
                 max_context: 4096,
                 // 4 KiB a slot for the tiny model: at most 256 MiB (the cache grows as used).
-                kv_cache_tokens: 65_536,
+                kv_cache_tokens: super::KvCacheTokens::Slots(65_536),
                 // The prompts its warm start teaches.
                 prompts: super::PromptStyle::Compact,
                 ..d.model.clone()

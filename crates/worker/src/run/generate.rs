@@ -308,6 +308,7 @@ fn reveals_solution(lp: &Loop<'_>, code: &str, kind: spade_sandbox::EnvKind) -> 
 /// The sentence encoder of `metrics.vendi_kernel = "sentence"` (None for other kernels).
 pub(crate) fn load_encoder(
     cfg: &RunConfig,
+    device: spade_policy::Device,
     on: &mut dyn FnMut(crate::run::Event),
 ) -> Result<Option<spade_policy::encoder::Encoder>, WorkerError> {
     let (VendiKernel::Sentence, Some(dir)) = (
@@ -316,11 +317,8 @@ pub(crate) fn load_encoder(
     ) else {
         return Ok(None);
     };
-    let enc = spade_policy::encoder::Encoder::load(
-        std::path::Path::new(dir),
-        spade_policy::default_device(),
-    )
-    .map_err(|e| WorkerError::Config(format!("metrics.vendi_encoder = {dir:?}: {e}")))?;
+    let enc = spade_policy::encoder::Encoder::load(std::path::Path::new(dir), device)
+        .map_err(|e| WorkerError::Config(format!("metrics.vendi_encoder = {dir:?}: {e}")))?;
     on(crate::run::Event::Log(format!(
         "Vendi kernel: sentence encoder {dir} ({} pooling)",
         enc.pooling()
@@ -440,7 +438,7 @@ mod tests {
         cfg.metrics.vendi_kernel = VendiKernel::Sentence;
         cfg.metrics.vendi_encoder = Some(fixture.display().to_string());
         let mut logs = vec![];
-        let enc = load_encoder(&cfg, &mut |e| {
+        let enc = load_encoder(&cfg, spade_policy::Device::Cpu, &mut |e| {
             if let crate::run::Event::Log(l) = e {
                 logs.push(l)
             }
@@ -457,10 +455,13 @@ mod tests {
         assert_eq!((v.len(), v[0].len()), (2, 32));
         // The other kernels load nothing; a wrong path is named with its key.
         cfg.metrics.vendi_kernel = VendiKernel::Ngram;
-        assert!(matches!(load_encoder(&cfg, &mut |_| {}), Ok(None)));
+        assert!(matches!(
+            load_encoder(&cfg, spade_policy::Device::Cpu, &mut |_| {}),
+            Ok(None)
+        ));
         cfg.metrics.vendi_kernel = VendiKernel::Sentence;
         cfg.metrics.vendi_encoder = Some("/nonexistent/simcse".into());
-        match load_encoder(&cfg, &mut |_| {}) {
+        match load_encoder(&cfg, spade_policy::Device::Cpu, &mut |_| {}) {
             Err(WorkerError::Config(m)) => {
                 assert!(
                     m.contains("metrics.vendi_encoder") && m.contains("/nonexistent"),

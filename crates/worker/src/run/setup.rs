@@ -46,6 +46,8 @@ pub(super) fn setup<'a>(
         let text: Vec<String> = issues.iter().map(ToString::to_string).collect();
         return Err(WorkerError::Config(text.join("; ")));
     }
+    // Before anything is loaded: a GPU this worker cannot give fails the run in seconds.
+    let device = super::device::run_device(cfg, on)?;
     let mut pool_cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
     pool_cfg.max_runners = concurrency(cfg, opts);
     pool_cfg.warm = 1;
@@ -54,8 +56,8 @@ pub(super) fn setup<'a>(
     let pool = Pool::new(pool_cfg);
     let corpus = generate::load_corpus(cfg)?;
     // Before the warm start, so a wrong encoder path fails in seconds, not after it.
-    let encoder = generate::load_encoder(cfg, on)?;
-    let (designer, designer_print) = load_designer(cfg, on)?.unzip();
+    let encoder = generate::load_encoder(cfg, device, on)?;
+    let (designer, designer_print) = load_designer(cfg, device, on)?.unzip();
 
     let existing = store.load()?;
     // Pools (fixed-env GRPO's, the memory's seed) are read and validated before anything
@@ -82,11 +84,7 @@ pub(super) fn setup<'a>(
                 st.step,
                 dir.display()
             )));
-            (
-                Policy::load(&dir, spade_policy::default_device())?,
-                st,
-                Some(dir),
-            )
+            (Policy::load(&dir, device)?, st, Some(dir))
         }
         (Some((dir, _)), false) => {
             return Err(WorkerError::Config(format!(
@@ -97,13 +95,14 @@ pub(super) fn setup<'a>(
         (None, _) => {
             let (dir, report) = base_model(cfg, opts, &pool, &corpus, on)?;
             warm_report = report;
-            let p = Policy::load(&dir, spade_policy::default_device())?;
+            let p = Policy::load(&dir, device)?;
             (p, RunState::new(dir.display().to_string(), cfg), None)
         }
     };
     speaks_chatml(&policy)?;
     thinking(&mut policy, cfg, on)?;
     let mut trainer = GrpoTrainer::new(&policy, grpo_config(cfg))?;
+    let kv_tokens = super::device::memory_plan(cfg, &policy, designer.as_ref(), on)?;
     check_checkpoint_disk(cfg, &policy, trainer.optimizer().is_mixed(), store, on)?;
     let vllm = crate::vllm::for_run(cfg, &policy, store.root(), state.step, &mut |l| {
         on(Event::Log(l))
@@ -150,6 +149,7 @@ pub(super) fn setup<'a>(
         designer,
         retire: vec![],
         vllm,
+        kv_tokens,
     };
     Ok(Setup {
         lp,
@@ -237,12 +237,13 @@ fn thinking(p: &mut Policy, cfg: &RunConfig, on: &mut dyn FnMut(Event)) -> Resul
 /// its weights fingerprint (one pass over the weights; the run's end compares against it).
 fn load_designer(
     cfg: &RunConfig,
+    device: spade_policy::Device,
     on: &mut dyn FnMut(Event),
 ) -> Result<Option<(Policy, String)>, WorkerError> {
     let Some(dir) = cfg.designer.model_path.as_deref() else {
         return Ok(None);
     };
-    let mut p = Policy::load(Path::new(dir), spade_policy::default_device())
+    let mut p = Policy::load(Path::new(dir), device)
         .map_err(|e| WorkerError::Config(format!("designer.model_path = {dir:?}: {e}")))?;
     p.require_tokenizer()
         .map_err(|e| WorkerError::Config(format!("designer.model_path = {dir:?}: {e}")))?;
@@ -259,12 +260,13 @@ fn load_designer(
 
 /// The local generation backend `model.rollout` names, with its limits (`"vllm"`: the engine,
 /// for what the servers do not serve; [`Loop::backend`] gives the servers).
-pub(crate) fn backend(cfg: &RunConfig) -> play::Backend {
+/// `kv_tokens`: the KV-cache slots the memory plan settled (`Loop::kv_tokens`).
+pub(crate) fn backend(cfg: &RunConfig, kv_tokens: usize) -> play::Backend {
     use spade::config::RolloutBackend as R;
     match cfg.model.rollout {
         R::Sampler => play::Backend::Sampler,
         R::Engine | R::Vllm => play::Backend::Engine {
-            kv_tokens: cfg.model.kv_cache_tokens as usize,
+            kv_tokens,
             max_batch: cfg.model.max_batch as usize,
         },
     }

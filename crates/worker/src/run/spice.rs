@@ -75,6 +75,7 @@ fn multiple_choice(cfg: &RunConfig, step: u64, d: usize) -> bool {
 fn challenge(
     challenger: &Policy,
     cfg: &RunConfig,
+    kv_tokens: usize,
     step: u64,
     docs: &mut [Doc],
 ) -> Result<(), WorkerError> {
@@ -106,7 +107,13 @@ fn challenge(
                 )
             })
             .collect();
-        let out = play::sample_all(challenger, &prompts, &sample_seeds, &p, backend(cfg))?;
+        let out = play::sample_all(
+            challenger,
+            &prompts,
+            &sample_seeds,
+            &p,
+            backend(cfg, kv_tokens),
+        )?;
         for ((&i, prompt), completion) in open.iter().zip(prompts).zip(out) {
             let parsed = spice::parse_task(completion.text.as_deref().unwrap_or_default());
             docs[i].attempts.push(Attempt {
@@ -153,7 +160,7 @@ pub(super) fn step(lp: &mut Loop<'_>) -> Result<Step, WorkerError> {
             attempts: vec![],
         });
     }
-    challenge(challenger, cfg, step, &mut docs)?;
+    challenge(challenger, cfg, lp.kv_tokens, step, &mut docs)?;
 
     lp.phase("reasoner")?;
     let g = cfg.spice.group_size as usize;
@@ -183,7 +190,13 @@ pub(super) fn step(lp: &mut Loop<'_>) -> Result<Step, WorkerError> {
         }
         task_prompts.push((ids, text));
     }
-    let answers = play::sample_all(&lp.policy, &prompts, &sample_seeds, &rp, backend(cfg))?;
+    let answers = play::sample_all(
+        &lp.policy,
+        &prompts,
+        &sample_seeds,
+        &rp,
+        backend(cfg, lp.kv_tokens),
+    )?;
 
     let verdicts = check_answers(lp, &tasks, &answers, g)?;
 
@@ -382,7 +395,7 @@ pub(super) fn warm_start(
             },
             ..cfg.clone()
         };
-        challenge(policy, &one, u64::MAX, &mut probe)?;
+        challenge(policy, &one, probe_kv(cfg), u64::MAX, &mut probe)?;
         let mut rejections = BTreeMap::new();
         for d in &probe {
             if let Some(Err(e)) = d.attempts.last().map(|a| &a.parsed) {
@@ -464,6 +477,15 @@ fn task_id(step: u64, d: usize) -> String {
     format!("spice-s{step}-d{d}")
 }
 
+/// KV-cache slots for the warm start's probes, which run before the memory plan: the configured
+/// number, or for `"auto"` the default's 262,144 (the tiny model's probes use a fraction).
+fn probe_kv(cfg: &RunConfig) -> usize {
+    cfg.model
+        .kv_cache_tokens
+        .slots()
+        .map_or(262_144, |n| n as usize)
+}
+
 /// How many of `tasks` get a mixed group of `spice.group_size` reasoner answers (some right,
 /// some wrong), sampled as a run samples them: the tasks a reasoner update learns from.
 fn mixed_groups(cfg: &RunConfig, policy: &Policy, tasks: &[Task]) -> Result<usize, WorkerError> {
@@ -490,7 +512,13 @@ fn mixed_groups(cfg: &RunConfig, policy: &Policy, tasks: &[Task]) -> Result<usiz
             ));
         }
     }
-    let answers = play::sample_all(policy, &prompts, &sample_seeds, &rp, backend(cfg))?;
+    let answers = play::sample_all(
+        policy,
+        &prompts,
+        &sample_seeds,
+        &rp,
+        backend(cfg, probe_kv(cfg)),
+    )?;
     Ok(tasks
         .iter()
         .enumerate()
