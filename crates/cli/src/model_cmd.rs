@@ -17,10 +17,14 @@ use std::time::Instant;
 #[derive(Debug, Subcommand)]
 pub enum ModelCommand {
     /// Create a model from a preset (the tiny CPU demo model), with a BPE tokenizer trained on
-    /// --corpus.
+    /// --corpus; with --shape, random weights at a Qwen3 shape (`qwen3-0.6b`, `qwen3-4b`, ...)
+    /// with that tokenizer, for GPU checks and benchmarks of a real model's size.
     Init {
         #[arg(long, default_value = "tiny")]
         preset: String,
+        /// A shape of `spade model bench` instead of the preset (random weights, float32).
+        #[arg(long, conflicts_with = "preset")]
+        shape: Option<String>,
         #[arg(long)]
         out: PathBuf,
         #[arg(long, default_value_t = 0)]
@@ -107,11 +111,12 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         ModelCommand::Init {
             preset,
+            shape,
             out,
             seed,
             corpus,
             force,
-        } => init(&preset, &out, seed, &corpus, force),
+        } => init(&preset, shape.as_deref(), &out, seed, &corpus, force),
         ModelCommand::Import { gguf, out, force } => import(&gguf, &out, force),
         ModelCommand::Forward {
             checkpoint,
@@ -146,6 +151,7 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<ExitCode> {
 
 fn init(
     preset: &str,
+    shape: Option<&str>,
     out: &Path,
     seed: u64,
     corpus: &[PathBuf],
@@ -169,7 +175,11 @@ fn init(
     } else {
         read_corpus(corpus)?
     };
-    let policy = preset::tiny(&texts, seed, |line| eprintln!("spade model init: {line}"))?;
+    let say = |line: &str| eprintln!("spade model init: {line}");
+    let policy = match shape {
+        Some(s) => preset::shaped(s, &texts, seed, say)?,
+        None => preset::tiny(&texts, seed, say)?,
+    };
     policy
         .save(out)
         .with_context(|| format!("cannot write the checkpoint to {}", out.display()))?;

@@ -277,6 +277,42 @@ pub fn tiny<S: AsRef<str> + Send + Sync>(
     )
 }
 
+/// Random weights at `shape` ([`shape`]) with a byte-level BPE tokenizer trained on `texts`
+/// (its at most 4,096 tokens take the first rows of the shape's vocabulary), float32 on the
+/// CPU: a model of a real model's size for GPU checks, whose outputs mean nothing.
+pub fn shaped<S: AsRef<str> + Send + Sync>(
+    name: &str,
+    texts: &[S],
+    seed: u64,
+    mut progress: impl FnMut(&str),
+) -> Result<Policy> {
+    let mut cfg = shape(name)?;
+    let tok = Tokenizer::train_bpe(texts, TINY_VOCAB)?;
+    if tok.vocab_size() as i64 > cfg.vocab_size {
+        return Err(PolicyError::InvalidInput(format!(
+            "shape `{name}` has {} vocabulary rows, fewer than the tokenizer's {}",
+            cfg.vocab_size,
+            tok.vocab_size()
+        )));
+    }
+    cfg.eos_token_ids = tok.token_id(IM_END).into_iter().collect();
+    cfg.pad_token_id = tok.token_id(END_OF_TEXT);
+    cfg.bos_token_id = None;
+    progress(&format!(
+        "shape {name}: {} parameters from seed {seed}, tokenizer of {} tokens",
+        cfg.num_parameters(),
+        tok.vocab_size()
+    ));
+    tch::manual_seed(i64::from_ne_bytes(seed.to_ne_bytes()));
+    Policy::new(
+        &cfg,
+        Device::Cpu,
+        Kind::Float,
+        WeightInit::Normal { std: INIT_STD },
+        Some(tok),
+    )
+}
+
 /// A few hundred words of text for when no corpus is given: the environment contract and a
 /// small game in its shape, so the fallback tokenizer still knows Python and the contract.
 pub const BUILTIN_TEXT: &str = r#"An environment is Python source that defines one class whose name ends in Env.
@@ -330,6 +366,9 @@ class GuessNumberEnv:
 mod tests {
     use super::*;
 
+    /// libtorch's generator is global: the tests that seed it take turns.
+    static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     fn weights(p: &Policy) -> Vec<(String, tch::Tensor)> {
         let mut v: Vec<_> = p.var_store().variables().into_iter().collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
@@ -371,6 +410,9 @@ mod tests {
 
     #[test]
     fn tiny_is_a_few_million_parameters_and_deterministic_in_its_seed() -> Result<()> {
+        let _rng = RNG
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         tch::set_num_threads(1);
         let texts = [BUILTIN_TEXT; 3];
         let mut lines = vec![];
@@ -394,6 +436,28 @@ mod tests {
             .zip(weights(&c))
             .any(|((_, x), (_, y))| !x.equal(&y));
         assert!(differ, "seeds 7 and 8 gave the same weights");
+        Ok(())
+    }
+
+    #[test]
+    fn a_shaped_model_has_the_shapes_size_and_the_tokenizers_stop_token() -> Result<()> {
+        let _rng = RNG
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        tch::set_num_threads(1);
+        let p = shaped("small", &[BUILTIN_TEXT], 3, |_| {})?;
+        let c = p.config();
+        assert_eq!(c.num_parameters(), shape("small")?.num_parameters());
+        let tok = p.require_tokenizer()?;
+        assert_eq!(
+            c.eos_token_ids,
+            vec![tok.token_id(IM_END).expect("<|im_end|>")]
+        );
+        assert!((tok.vocab_size() as i64) <= c.vocab_size);
+        // A prompt runs through it end to end.
+        let ids = tok.encode("<|im_start|>user\nhi<|im_end|>\n")?;
+        assert!(!ids.is_empty());
+        assert!(shaped("no-such-shape", &[BUILTIN_TEXT], 3, |_| {}).is_err());
         Ok(())
     }
 }
