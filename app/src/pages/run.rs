@@ -11,7 +11,7 @@ use leptos::prelude::*;
 
 /// Charts of the run page: (title, y label, metric names). A metric named `win_rate/<skill>`
 /// joins the per-skill chart; metrics in no group get a chart of their own.
-const GROUPS: [(&str, &str, &[&str]); 6] = [
+const GROUPS: [(&str, &str, &[&str]); 7] = [
     (
         "Reward and regret",
         "value",
@@ -52,6 +52,12 @@ const GROUPS: [(&str, &str, &[&str]); 6] = [
         ],
     ),
     ("Agent", "value", &["agent_reward_mean", "loss"]),
+    // The worker's device during each step (`crates/worker/src/run/system.rs`).
+    (
+        "System",
+        "GiB of memory, % GPU utilisation",
+        &["system/memory_peak_gib", "system/gpu_util_pct"],
+    ),
     // A SPICE run (`run.algorithm = "spice"`): its tasks, not environments.
     (
         "SPICE tasks",

@@ -42,6 +42,7 @@ mod report;
 mod score;
 mod setup;
 mod spice;
+mod system;
 
 use crate::sink::Sink;
 use crate::state::{self, RunState, StateStore};
@@ -179,6 +180,8 @@ pub(crate) struct Loop<'a> {
     /// KV-cache slots the engine may take: `model.kv_cache_tokens`, or what the memory plan
     /// left for `"auto"` ([`device::memory_plan`]).
     pub kv_tokens: usize,
+    /// The device's memory (and GPU utilisation) during each step (`system/*` metrics).
+    pub system: system::Sampler,
 }
 
 impl Loop<'_> {

@@ -251,6 +251,9 @@ impl Loop<'_> {
         }
         m.entry("time/step_s".into())
             .or_insert(self.step_started.elapsed().as_secs_f64());
+        for (name, v) in self.system.take() {
+            m.entry(name).or_insert(v);
+        }
         // JSON has no NaN or infinity (serde_json writes `null`, which no reader takes as a
         // number), so a diverged value would make the whole report unreadable and fail the run:
         // it is left out of the step's metrics and named in the log instead.

@@ -150,6 +150,7 @@ pub(super) fn setup<'a>(
         retire: vec![],
         vllm,
         kv_tokens,
+        system: super::system::Sampler::start(device),
     };
     Ok(Setup {
         lp,
