@@ -486,6 +486,27 @@ mod tests {
     }
 
     #[test]
+    fn the_paper_presets_keep_a_4b_runs_checkpoints_under_200_gb() {
+        // Qwen3-4B: 4,022,468,096 parameters; bf16 weights 2 bytes each, the optimizer state
+        // 12 (float32 masters and two moments).
+        let (w, o) = (8_044_936_192u64, 48_269_617_152u64);
+        for cfg in [
+            spade::config::RunConfig::gpu_qwen3_games(),
+            spade::config::RunConfig::gpu_qwen3_tool_use(),
+        ] {
+            let n = checkpoint_need(&cfg.run, w, o);
+            // Kept: 350 and 400; the optimizer in 400 (a multiple of 100, and the last), plus
+            // two resume points: 4 w + 3 o = 176,988,596,224 bytes.
+            assert_eq!((n.snapshots, n.snapshots_with_optimizer), (2, 1));
+            assert_eq!(n.total, 176_988_596_224);
+            assert!(n.total < 200_000_000_000);
+        }
+        // Before: every snapshot with its optimizer, 10 w + 10 o = 563 GB.
+        let all = spade::config::RunSection::default();
+        assert_eq!(checkpoint_need(&all, w, o).total, 10 * w + 10 * o);
+    }
+
+    #[test]
     fn too_little_disk_is_refused_before_the_run_with_the_numbers() {
         let run = spade::config::RunConfig::default().run;
         let need = checkpoint_need(&run, 1 << 30, 3 << 30);

@@ -31,6 +31,14 @@ impl RunConfig {
     pub fn gpu_qwen3_games() -> Self {
         let d = Self::default();
         Self {
+            // A 4B checkpoint is 8 GB of bf16 weights and 48 GB of optimizer state (float32
+            // masters and moments): the last two snapshots, the optimizer every 100 steps,
+            // about 177 GB of disk in all (every snapshot with its optimizer: 563 GB).
+            run: RunSection {
+                checkpoint_keep: 2,
+                optimizer_every: 100,
+                ..d.run
+            },
             // The GPU is asked for, never assumed: a worker without CUDA refuses the run.
             // The KV cache takes what the memory plan leaves of the device.
             model: ModelSection {
