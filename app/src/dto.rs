@@ -118,6 +118,10 @@ pub struct RunSummary {
     /// What the team tagged the run with.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// What a queued run's claimed job waits for ("waiting for 2 GPUs (0 of this node's 4
+    /// free)"), from the scheduler; None once it started, or when it waits for nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 /// One metric series of a run, totalled over its steps: what [`RunWarning::of`] reads.
@@ -216,6 +220,14 @@ impl RunSummary {
             key_metrics,
             warning: None,
             tags: r.tags.clone(),
+            waiting: r
+                .status_message
+                .as_ref()
+                .filter(|m| {
+                    matches!(r.status, RunStatus::Queued | RunStatus::Starting)
+                        && m.starts_with("waiting for ")
+                })
+                .cloned(),
         }
     }
 

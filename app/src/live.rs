@@ -166,6 +166,7 @@ mod tests {
                     key_metrics: BTreeMap::new(),
                     warning: None,
                     tags: Vec::new(),
+                    waiting: None,
                 },
                 config: serde_json::json!({}),
                 executor: "local".into(),

@@ -28,6 +28,7 @@ fn summary(id: i64, status: RunStatus) -> RunSummary {
         ]),
         warning: None,
         tags: vec!["baseline".into(), "lr 1e-6".into()],
+        waiting: None,
     }
 }
 
@@ -70,6 +71,10 @@ fn runs_list_has_badges_progress_metrics_and_plain_page_links() {
         items: vec![
             summary(1, RunStatus::Running),
             summary(2, RunStatus::Failed),
+            RunSummary {
+                waiting: Some("waiting for 2 GPUs (0 of this node's 4 free)".into()),
+                ..summary(3, RunStatus::Starting)
+            },
         ],
         next_cursor: Some("2".into()),
     };
@@ -102,6 +107,13 @@ fn runs_list_has_badges_progress_metrics_and_plain_page_links() {
     });
     assert!(html.contains(r#"class="badge status-running""#), "{html}");
     assert!(html.contains(r#"class="badge status-failed""#));
+    // A run whose job waits for GPUs says so under its status.
+    assert!(
+        html.contains(
+            r#"<span class="run-waiting">waiting for 2 GPUs (0 of this node's 4 free)</span>"#
+        ),
+        "{html}"
+    );
     assert!(html.contains(r#"<progress max="100" value="25.0""#));
     assert!(html.contains("31%"), "learnable share as a percentage");
     assert!(

@@ -302,6 +302,7 @@ fn run_row(r: RunSummary, team: Option<i64>) -> impl IntoView {
                 {r.warning.clone().map(|w| view! {
                     <span class="run-warning" title=w.detail.clone()>"⚠ " {w.label}</span>
                 })}
+                {r.waiting.clone().map(|w| view! { <span class="run-waiting">{w}</span> })}
             </td>
             <td><ProgressBar step=r.step total=r.total_steps label=format!("Progress of {}", r.name) /></td>
             {metrics}
