@@ -133,3 +133,46 @@ pub(crate) fn memory_plan(
     }
     Ok(kv as usize)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spade::config::KvCacheTokens;
+
+    fn tiny() -> Policy {
+        spade_policy::preset::tiny(&[spade_policy::preset::BUILTIN_TEXT], 1, |_| {})
+            .expect("tiny model")
+    }
+
+    #[test]
+    fn a_fixed_cache_is_kept_and_auto_takes_what_the_plan_leaves() {
+        let p = tiny();
+        let mut cfg = RunConfig::tiny_cpu_demo();
+        let mut logs = Vec::new();
+        let mut on = |e: Event| {
+            if let Event::Log(l) = e {
+                logs.push(l)
+            }
+        };
+        cfg.model.kv_cache_tokens = KvCacheTokens::Slots(65_536);
+        assert_eq!(memory_plan(&cfg, &p, None, &mut on).expect("plan"), 65_536);
+        // "auto" on the CPU: at most max_batch full contexts (the machine has more memory
+        // than the tiny model's 8 x 4,096 slots need).
+        cfg.model.kv_cache_tokens = KvCacheTokens::Auto;
+        cfg.model.max_batch = 8;
+        assert_eq!(
+            memory_plan(&cfg, &p, None, &mut on).expect("plan"),
+            8 * cfg.model.max_context as usize
+        );
+        // Nothing left for a cache: refused, naming the key.
+        cfg.model.gpu_memory_fraction = 1e-9;
+        let e = memory_plan(&cfg, &p, None, &mut on).expect_err("no room");
+        assert!(
+            logs.iter()
+                .any(|l| l.contains("memory plan") && l.contains("KV cache"))
+        );
+        let e = e.to_string();
+        assert!(e.contains("model.kv_cache_tokens = \"auto\""), "{e}");
+        assert!(e.contains("fewer than one"), "{e}");
+    }
+}
