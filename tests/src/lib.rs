@@ -66,6 +66,9 @@ pub struct ServerOptions {
     /// A program the scheduler runs in place of `spade worker` (`{run}` and `{server}` are
     /// replaced as in `--worker-command`), for what a page shows of a job's own output.
     pub worker_command: Option<String>,
+    /// The GPU indices the local executor lends (`--gpus`); none by default, whatever the
+    /// machine has, so the tests behave alike everywhere.
+    pub gpus: Vec<u32>,
 }
 
 /// The scheduler settings of a test server: one CPU slot, a quick poll, a short stop grace,
@@ -74,6 +77,7 @@ fn worker_settings(
     port: u16,
     worker_env: &[String],
     command: Option<&str>,
+    gpus: &[u32],
 ) -> anyhow::Result<spade_server::config::SchedulerSettings> {
     let root = workspace_root();
     let bin = root.join("target").join("debug");
@@ -101,7 +105,7 @@ fn worker_settings(
         public_url: None,
         cpu_slots: 1,
         gpu_slots: 0,
-        gpus: None,
+        gpus: Some(gpus.to_vec()),
         gpus_per_job: 0,
         jobs_dir: std::env::temp_dir().join(format!("spade-e2e-jobs-{port}")),
         stop_grace_secs: 5,
@@ -183,6 +187,7 @@ impl TestServer {
                 addr.port(),
                 &opts.worker_env,
                 opts.worker_command.as_deref(),
+                &opts.gpus,
             )?;
             // The workers' checkpoints lie in their runs' state directories, where the path
             // rule accepts them (as `spade-server` sets it from --jobs-dir).

@@ -555,6 +555,22 @@ pub async fn note_waiting(pool: &PgPool, run_id: i64, note: Option<&str>) -> Res
     Ok(())
 }
 
+/// Gives a run whose job could not be started that reason as its message (unless it has one
+/// of its own other than a waiting note), before the job's end is recorded.
+pub async fn note_start_failure(pool: &PgPool, run_id: i64, why: &str) -> Result<(), JobError> {
+    sqlx::query(
+        "UPDATE runs SET status_message = $2, updated_at = now()
+         WHERE id = $1
+           AND (coalesce(status_message, '') = '' OR starts_with(status_message, $3))",
+    )
+    .bind(run_id)
+    .bind(why)
+    .bind(WAITING_FOR)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// Marks node `node` alive on all its unfinished jobs; returns how many it owns.
 pub async fn heartbeat(pool: &PgPool, node: &str) -> Result<u64, JobError> {
     Ok(sqlx::query!(

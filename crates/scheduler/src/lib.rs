@@ -216,12 +216,13 @@ pub enum ExecError {
     #[error("no free {what} slot (all {total} in use)")]
     NoCapacity { what: &'static str, total: u32 },
     /// The job needs more GPUs than are free now (`total` on this node); it waits.
-    #[error("waiting for {needed} GPUs ({free} of this node's {total} free)")]
+    #[error("waiting for {needed} GPU{} ({free} of this node's {total} free)", plural(*needed))]
     WaitingForGpus { needed: u32, free: u32, total: u32 },
     /// The job needs more GPUs than this node lends at all: it would wait for ever.
     #[error(
-        "needs {needed} GPUs but this node lends {total} (spade-server --gpus); lower the run's \
-         GPUs (model.device, vllm.gpus) or run it where more are lent"
+        "needs {needed} GPU{} but this node lends {total} (spade-server --gpus); lower the \
+         run's GPUs (model.device, vllm.gpus) or run it where more are lent",
+        plural(*needed)
     )]
     TooManyGpus { needed: u32, total: u32 },
     /// The operating system refused to start the process.
@@ -335,6 +336,11 @@ pub(crate) fn tail(text: &str, max_bytes: usize) -> &str {
         Some(i) if i + 1 < rest.len() => &rest[i + 1..],
         _ => rest,
     }
+}
+
+/// "s" for any count but one (messages people read).
+fn plural(n: u32) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 #[cfg(test)]

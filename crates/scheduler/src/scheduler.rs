@@ -467,13 +467,13 @@ impl<E: Executor, T: TokenSource> Scheduler<E, T> {
                 Ok(false)
             }
             Err(e) => {
-                self.finish(
-                    job,
-                    JobState::Failed,
-                    None,
-                    &format!("could not start: {e}"),
-                )
-                .await?;
+                let why = format!("could not start: {e}");
+                // The run's page says it in these words, not as a worker that "ended without
+                // reporting why": no worker ever ran.
+                if job.kind == JobKind::Train {
+                    jobs::note_start_failure(&self.pool, job.run_id, &why).await?;
+                }
+                self.finish(job, JobState::Failed, None, &why).await?;
                 Ok(false)
             }
         }
