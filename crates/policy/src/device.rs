@@ -155,6 +155,36 @@ pub fn gpu_nodes() -> Vec<String> {
     v
 }
 
+/// `nvidia-smi --query-gpu=FIELDS` for this process's CUDA device `index` (the `index`-th entry
+/// of `CUDA_VISIBLE_DEVICES` when that is set, indices or UUIDs as a scheduler sets it, else
+/// nvidia-smi's device `index`): the fields of its line, `None` where nvidia-smi is missing or
+/// fails.
+pub fn nvidia_smi_query(index: usize, fields: &str) -> Option<Vec<String>> {
+    let id = match std::env::var("CUDA_VISIBLE_DEVICES") {
+        Ok(v) => v.split(',').nth(index)?.trim().to_owned(),
+        Err(_) => index.to_string(),
+    };
+    let out = std::process::Command::new("nvidia-smi")
+        .args([
+            &format!("--query-gpu={fields}"),
+            "--format=csv,noheader,nounits",
+            &format!("--id={id}"),
+        ])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(
+        text.lines()
+            .next()?
+            .split(',')
+            .map(|f| f.trim().to_owned())
+            .collect(),
+    )
+}
+
 /// A GPU as `nvidia-smi` describes it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Gpu {

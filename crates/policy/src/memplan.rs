@@ -178,30 +178,14 @@ pub fn budget(free: u64, total: u64, fraction: f64) -> u64 {
 }
 
 /// Free and total bytes of the CUDA device `index` of this process, from `nvidia-smi`
-/// (`memory.free`, `memory.total`); `None` without CUDA in this process or without
-/// nvidia-smi. `cuda:i` is the i-th entry of `CUDA_VISIBLE_DEVICES` when that is set (indices
-/// or UUIDs, as the scheduler sets it), else nvidia-smi's device i.
+/// (`memory.free`, `memory.total`, [`crate::device::nvidia_smi_query`]); `None` without CUDA
+/// in this process or without nvidia-smi.
 pub fn cuda_memory(index: usize) -> Option<(u64, u64)> {
     if !crate::device::cuda_linked() {
         return None;
     }
-    let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-    let id = match &visible {
-        Some(v) => v.split(',').nth(index)?.trim().to_owned(),
-        None => index.to_string(),
-    };
-    let out = std::process::Command::new("nvidia-smi")
-        .args([
-            "--query-gpu=memory.free,memory.total",
-            "--format=csv,noheader,nounits",
-            &format!("--id={id}"),
-        ])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    parse_free_total(&String::from_utf8_lossy(&out.stdout))
+    let f = crate::device::nvidia_smi_query(index, "memory.free,memory.total")?;
+    parse_free_total(&f.join(","))
 }
 
 /// `free, total` in MiB (nvidia-smi's csv) as bytes.

@@ -266,10 +266,15 @@ pub fn tiny<S: AsRef<str> + Send + Sync>(
         tok.vocab_size(),
         cfg.num_parameters()
     ));
+    random_init(&cfg, seed, tok)
+}
+
+/// Float32 weights on the CPU drawn as transformers initialises Qwen3, from `seed`.
+fn random_init(cfg: &Config, seed: u64, tok: Tokenizer) -> Result<Policy> {
     // The seed is a u64 on the command line; libtorch takes an i64 with the same bits.
     tch::manual_seed(i64::from_ne_bytes(seed.to_ne_bytes()));
     Policy::new(
-        &cfg,
+        cfg,
         Device::Cpu,
         Kind::Float,
         WeightInit::Normal { std: INIT_STD },
@@ -303,14 +308,7 @@ pub fn shaped<S: AsRef<str> + Send + Sync>(
         cfg.num_parameters(),
         tok.vocab_size()
     ));
-    tch::manual_seed(i64::from_ne_bytes(seed.to_ne_bytes()));
-    Policy::new(
-        &cfg,
-        Device::Cpu,
-        Kind::Float,
-        WeightInit::Normal { std: INIT_STD },
-        Some(tok),
-    )
+    random_init(&cfg, seed, tok)
 }
 
 /// A few hundred words of text for when no corpus is given: the environment contract and a

@@ -127,27 +127,11 @@ fn kib_field(status: &str, field: &str) -> Option<u64> {
         .ok()
 }
 
-/// The job's GPU `i` (`CUDA_VISIBLE_DEVICES` maps it to nvidia-smi's id).
+/// The job's GPU `i` (`spade_policy::device::nvidia_smi_query` maps it to nvidia-smi's id).
 fn gpu(i: usize) -> Option<Reading> {
-    let id = match std::env::var("CUDA_VISIBLE_DEVICES") {
-        Ok(v) => v.split(',').nth(i)?.trim().to_owned(),
-        Err(_) => i.to_string(),
-    };
-    let out = std::process::Command::new("nvidia-smi")
-        .args([
-            "--query-gpu=memory.used,utilization.gpu",
-            "--format=csv,noheader,nounits",
-            &format!("--id={id}"),
-        ])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut f = text.lines().next()?.split(',').map(str::trim);
-    let used_mib: u64 = f.next()?.parse().ok()?;
-    let util: f64 = f.next()?.parse().ok()?;
+    let f = spade_policy::device::nvidia_smi_query(i, "memory.used,utilization.gpu")?;
+    let used_mib: u64 = f.first()?.parse().ok()?;
+    let util: f64 = f.get(1)?.parse().ok()?;
     Some(Reading {
         used_bytes: used_mib << 20,
         util_pct: Some(util),
