@@ -120,20 +120,21 @@ async fn a_queued_job_runs_to_success(pool: PgPool) -> TestResult {
     Ok(())
 }
 
-#[sqlx::test(migrator = "spade_db::MIGRATOR")]
-async fn a_run_whose_vllm_servers_split_gpus_is_given_that_many(pool: PgPool) -> TestResult {
-    let dir = scratch("gpus");
+/// A scheduler over a local executor lending GPUs 0-3, running `sh -c SCRIPT` for each job.
+fn four_gpus(
+    pool: &PgPool,
+    dir: &Path,
+    script: String,
+    gpus_per_job: u32,
+) -> Scheduler<LocalExecutor, RunTokens> {
     let ex = Arc::new(LocalExecutor::new(LocalConfig {
-        command: ["sh", "-c", "echo devices=$CUDA_VISIBLE_DEVICES"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-        jobs_dir: dir.clone(),
+        command: vec!["sh".into(), "-c".into(), script],
+        jobs_dir: dir.to_path_buf(),
         cpu_slots: 1,
         gpus: vec![0, 1, 2, 3],
         stop_grace: Duration::from_secs(2),
     }));
-    let s = Scheduler::new(
+    Scheduler::new(
         pool.clone(),
         ex,
         RunTokens::default(),
@@ -141,10 +142,16 @@ async fn a_run_whose_vllm_servers_split_gpus_is_given_that_many(pool: PgPool) ->
             node: "node-1".into(),
             server_url: "http://127.0.0.1:9".into(),
             poll_interval: Duration::from_millis(100),
-            gpus_per_job: 1,
+            gpus_per_job,
             resume_lost: false,
         },
-    );
+    )
+}
+
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn a_run_whose_vllm_servers_split_gpus_is_given_that_many(pool: PgPool) -> TestResult {
+    let dir = scratch("gpus");
+    let s = four_gpus(&pool, &dir, "echo devices=$CUDA_VISIBLE_DEVICES".into(), 1);
     let [plain, split] = testing::seed_runs(&pool, 2).await?[..] else {
         return Err("two runs".into());
     };
@@ -192,25 +199,7 @@ async fn two_gpu_runs_share_four_gpus_disjointly_and_the_third_waits_its_turn(
         "echo devices=$CUDA_VISIBLE_DEVICES; while [ ! -e {}/release-{{run}} ]; do sleep 0.05; done",
         dir.display()
     );
-    let ex = Arc::new(LocalExecutor::new(LocalConfig {
-        command: vec!["sh".into(), "-c".into(), script],
-        jobs_dir: dir.clone(),
-        cpu_slots: 1,
-        gpus: vec![0, 1, 2, 3],
-        stop_grace: Duration::from_secs(2),
-    }));
-    let s = Scheduler::new(
-        pool.clone(),
-        ex,
-        RunTokens::default(),
-        SchedulerConfig {
-            node: "node-1".into(),
-            server_url: "http://127.0.0.1:9".into(),
-            poll_interval: Duration::from_millis(100),
-            gpus_per_job: 0,
-            resume_lost: false,
-        },
-    );
+    let s = four_gpus(&pool, &dir, script, 0);
     let runs = testing::seed_runs(&pool, 4).await?;
     let mut cfg = spade::config::RunConfig::tiny_cpu_demo();
     cfg.model.device = "cuda:1".into();
