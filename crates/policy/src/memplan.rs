@@ -277,7 +277,7 @@ mod tests {
             p.fixed_bytes(),
             22 * n + 4_831_838_208 + 2_617_245_696 + 4_978_638_848
         );
-        // 182.6 GiB: no single GPU holds the 8B recipe (issue 41's sharding does).
+        // 179.4 GiB: no single GPU holds the 8B recipe (issue 41's sharding does).
         assert_eq!(p.kv_slots_within(budget(141 * GIB, 141 * GIB, 0.9)), None);
     }
 
