@@ -28,6 +28,9 @@ impl RunConfig {
     /// weight 192 / 24 * 4 = 32, 5 attempts per slot (the reference's rollout,
     /// `spade/slime/spade_rollout.py`; the spec says 8), the LLM self-judge off (the 4B games
     /// launcher does not pass `--spade-self-judge`; the spec turns it on for real models).
+    /// Memory, by the worker's plan (`spade_policy::memplan`) for Qwen3-4B: 84.3 GiB before
+    /// the KV cache, so it needs a 141 GB H200 (42.6 GiB of cache left at the default
+    /// `model.gpu_memory_fraction`); one 80 GB H100 refuses it at the start.
     pub fn gpu_qwen3_games() -> Self {
         let d = Self::default();
         Self {
@@ -314,7 +317,7 @@ pub fn presets() -> Vec<Preset> {
         Preset {
             key: "gpu_qwen3_games",
             label: "GPU Qwen3 (SPADE, games)",
-            description: "The paper's games run: a local Qwen3 checkpoint, 3 of 6 game skills x 8 = 24 environments every 4 steps, 8 no-hint plays each per step, designer loss weight 32, 5 attempts per slot.",
+            description: "The paper's games run: a local Qwen3 checkpoint, 3 of 6 game skills x 8 = 24 environments every 4 steps, 8 no-hint plays each per step, designer loss weight 32, 5 attempts per slot. On model.device = \"cuda\"; with a 4B model its memory plan needs 84.3 GiB before the KV cache (bf16 weights, float32 masters, moments and gradient sums, 16,384-token micro-batches with recompute): more than an 80 GB H100 gives (72 GiB at model.gpu_memory_fraction 0.9); it fits a 141 GB H200 with 42.6 GiB of KV cache.",
             build: RunConfig::gpu_qwen3_games,
         },
         Preset {
