@@ -17,7 +17,7 @@ fn help_lists_every_subcommand() {
     let out = spade(&["--help"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for sub in ["env", "model", "worker", "train", "vendi", "eval"] {
+    for sub in ["env", "model", "worker", "train", "vendi", "eval", "doctor"] {
         assert!(
             text.lines().any(|l| l.trim_start().starts_with(sub)),
             "`spade --help` lacks `{sub}`:\n{text}"
