@@ -230,6 +230,8 @@ fn start_vllm(
         log_dir: dir.join("logs"),
         startup_timeout: std::time::Duration::from_secs(1800),
         request_timeout: std::time::Duration::from_secs(1800),
+        // As the policy it is compared with: the CPU workarounds only on the CPU.
+        on_gpu: policy.device().is_cuda(),
     };
     let t = std::time::Instant::now();
     let f = spade_worker::vllm::Fleet::connect(&o, policy, "step-0", &mut |l| eprintln!("{l}"))?;

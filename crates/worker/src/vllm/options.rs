@@ -27,6 +27,10 @@ pub struct FleetOptions {
     pub log_dir: PathBuf,
     pub startup_timeout: Duration,
     pub request_timeout: Duration,
+    /// Started servers run on GPUs (the run trains on CUDA, or `vllm.gpus` splits devices):
+    /// they get vLLM's GPU defaults (CUDA graphs, chunked prefill) instead of the CPU
+    /// workarounds.
+    pub on_gpu: bool,
 }
 
 impl FleetOptions {
@@ -108,6 +112,9 @@ impl FleetOptions {
             log_dir: state_dir.join("vllm-logs"),
             startup_timeout: Duration::from_secs(v.startup_timeout_s.into()),
             request_timeout: Duration::from_secs(v.request_timeout_s.into()),
+            // `for_run` also counts a policy that `auto` put on a GPU.
+            on_gpu: !v.gpus.is_empty()
+                || spade::config::device_gpus(&cfg.model.device).is_some_and(|n| n > 0),
         }
     }
 }

@@ -331,23 +331,25 @@ fn launch(opts: &FleetOptions, weights: &Path, i: u32, append: bool) -> VResult<
         .args(["--logprobs-mode", "processed_logprobs"])
         // The checkpoint's generation_config.json must not change request defaults.
         .args(["--generation-config", "vllm"])
-        // CUDA graphs and torch.compile are GPU-side speed-ups; on CPU they only delay start.
-        .arg("--enforce-eager")
-        // vLLM 0.32 on CPU crashes its engine when a seeded request's prefill is split
-        // over steps ("CPU Generator does not use offset", gpu_model_runner.py
-        // `_bookkeeping_sync`): whole prefills only, and a step budget that holds one.
-        .arg("--no-enable-chunked-prefill")
-        .args([
-            "--max-num-batched-tokens",
-            &opts.max_model_len.max(8192).to_string(),
-        ])
         // The pause / reload / version routes of a weight sync.
         .env("VLLM_SERVER_DEV_MODE", "1")
-        .env("VLLM_CPU_KVCACHE_SPACE", opts.kv_cache_gib.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::from(out))
         .stderr(Stdio::from(err))
         .process_group(0);
+    if !opts.on_gpu {
+        // CUDA graphs and torch.compile are GPU-side speed-ups; on CPU they only delay start.
+        cmd.arg("--enforce-eager")
+            // vLLM 0.32 on CPU crashes its engine when a seeded request's prefill is split
+            // over steps ("CPU Generator does not use offset", gpu_model_runner.py
+            // `_bookkeeping_sync`): whole prefills only, and a step budget that holds one.
+            .arg("--no-enable-chunked-prefill")
+            .args([
+                "--max-num-batched-tokens",
+                &opts.max_model_len.max(8192).to_string(),
+            ])
+            .env("VLLM_CPU_KVCACHE_SPACE", opts.kv_cache_gib.to_string());
+    }
     if opts.threads > 0 {
         cmd.env("OMP_NUM_THREADS", opts.threads.to_string());
     }
@@ -409,6 +411,7 @@ mod tests {
             log_dir: log_dir.to_path_buf(),
             startup_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(5),
+            on_gpu: false,
         }
     }
 
@@ -492,6 +495,22 @@ mod tests {
         assert!(!out.contains("--tensor-parallel-size"), "{out}");
         let inherited = std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "unset".into());
         assert!(out.contains(&format!("devices={inherited} ")), "{out}");
+        // On CPU the workarounds; on GPUs vLLM's own defaults (CUDA graphs, chunked prefill).
+        assert!(
+            out.contains("--enforce-eager --no-enable-chunked-prefill"),
+            "{out}"
+        );
+        let gpu = FleetOptions {
+            on_gpu: true,
+            ..split
+        };
+        let out = launched(&gpu, 0)?;
+        assert!(out.contains("devices=1,2 "), "{out}");
+        assert!(
+            !out.contains("--enforce-eager") && !out.contains("chunked-prefill"),
+            "{out}"
+        );
+        assert!(!out.contains("--max-num-batched-tokens"), "{out}");
         Ok(())
     }
 }

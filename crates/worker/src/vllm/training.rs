@@ -19,6 +19,7 @@ pub fn for_run(
     // vLLM refuses a --max-model-len past the checkpoint's positions.
     let positions = usize::try_from(policy.config().max_position_embeddings).unwrap_or(usize::MAX);
     opts.max_model_len = opts.max_model_len.min(positions);
+    opts.on_gpu |= policy.device().is_cuda();
     let fleet = Fleet::connect(&opts, policy, &format!("step-{step}"), log)?;
     Ok(Some(std::sync::Arc::new(fleet)))
 }

@@ -43,6 +43,7 @@ fn options(dir: &Path, start: u32, urls: Vec<String>) -> FleetOptions {
         log_dir: dir.join("logs"),
         startup_timeout: Duration::from_secs(900),
         request_timeout: Duration::from_secs(120),
+        on_gpu: false,
     }
 }
 
