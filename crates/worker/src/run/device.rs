@@ -89,8 +89,16 @@ pub(crate) fn memory_plan(
     let kv = match cfg.model.kv_cache_tokens.slots() {
         Some(n) => u64::from(n),
         None => {
+            let Some(b) = budget else {
+                return Err(WorkerError::Config(format!(
+                    "model.kv_cache_tokens = \"auto\" needs the free memory of {}, which \
+                     nvidia-smi did not give (missing from PATH, or failing); put it on PATH \
+                     or set model.kv_cache_tokens to a number of slots",
+                    name(device)
+                )));
+            };
             let most = u64::from(cfg.model.max_batch) * context;
-            let left = budget.and_then(|b| plan.kv_slots_within(b)).unwrap_or(0);
+            let left = plan.kv_slots_within(b).unwrap_or(0);
             let kv = left.min(most).min(1 << 26);
             if kv < context {
                 return Err(WorkerError::Config(format!(
