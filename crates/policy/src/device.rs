@@ -164,18 +164,7 @@ pub fn nvidia_smi_query(index: usize, fields: &str) -> Option<Vec<String>> {
         Ok(v) => v.split(',').nth(index)?.trim().to_owned(),
         Err(_) => index.to_string(),
     };
-    let out = std::process::Command::new("nvidia-smi")
-        .args([
-            &format!("--query-gpu={fields}"),
-            "--format=csv,noheader,nounits",
-            &format!("--id={id}"),
-        ])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = nvidia_smi_csv(fields, Some(&id))?;
     Some(
         text.lines()
             .next()?
@@ -183,6 +172,23 @@ pub fn nvidia_smi_query(index: usize, fields: &str) -> Option<Vec<String>> {
             .map(|f| f.trim().to_owned())
             .collect(),
     )
+}
+
+/// `nvidia-smi --query-gpu=FIELDS` as bare CSV, for one device (`--id`) or all; `None` where
+/// nvidia-smi is missing or fails.
+fn nvidia_smi_csv(fields: &str, id: Option<&str>) -> Option<String> {
+    let mut cmd = std::process::Command::new("nvidia-smi");
+    cmd.args([
+        &format!("--query-gpu={fields}"),
+        "--format=csv,noheader,nounits",
+    ]);
+    if let Some(id) = id {
+        cmd.arg(format!("--id={id}"));
+    }
+    let out = cmd.output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// A GPU as `nvidia-smi` describes it.
@@ -351,19 +357,8 @@ fn or_none(v: &Option<String>) -> String {
 
 /// GPUs and the driver version from `nvidia-smi`, empty where it is missing or fails.
 fn nvidia_smi() -> (Vec<Gpu>, Option<String>) {
-    let out = std::process::Command::new("nvidia-smi")
-        .args([
-            "--query-gpu=index,name,memory.total,compute_cap,driver_version",
-            "--format=csv,noheader,nounits",
-        ])
-        .output();
-    let Ok(out) = out else {
-        return (Vec::new(), None);
-    };
-    if !out.status.success() {
-        return (Vec::new(), None);
-    }
-    parse_nvidia_smi(&String::from_utf8_lossy(&out.stdout))
+    nvidia_smi_csv("index,name,memory.total,compute_cap,driver_version", None)
+        .map_or((Vec::new(), None), |csv| parse_nvidia_smi(&csv))
 }
 
 /// Parses `index, name, memory.total, compute_cap, driver_version` lines.
