@@ -133,6 +133,17 @@ impl LocalExecutor {
         (free.len() >= gpus as usize).then(|| free[..gpus as usize].to_vec())
     }
 
+    /// Why a job needing `needed` GPUs cannot start now, under the lock.
+    fn waiting(jobs: &HashMap<i64, Entry>, cfg: &LocalConfig, needed: u32) -> ExecError {
+        let total = cfg.gpus.len() as u32;
+        let used = jobs.values().map(|e| e.gpus.len() as u32).sum::<u32>();
+        ExecError::WaitingForGpus {
+            needed,
+            free: total.saturating_sub(used),
+            total,
+        }
+    }
+
     fn read_record(dir: &Path) -> Result<Option<JobRecord>, ExecError> {
         let path = dir.join("job.json");
         let text = match std::fs::read_to_string(&path) {
@@ -369,14 +380,9 @@ impl Executor for LocalExecutor {
             return None; // a CPU job, or one `start` refuses outright
         }
         let jobs = self.lock();
-        Self::pick_gpus(&jobs, &self.cfg, gpus).is_none().then(|| {
-            let used = jobs.values().map(|e| e.gpus.len() as u32).sum::<u32>();
-            ExecError::WaitingForGpus {
-                needed: gpus,
-                free: total.saturating_sub(used),
-                total,
-            }
-        })
+        Self::pick_gpus(&jobs, &self.cfg, gpus)
+            .is_none()
+            .then(|| Self::waiting(&jobs, &self.cfg, gpus))
     }
 
     async fn start(&self, spec: &JobSpec) -> Result<Started, ExecError> {
@@ -401,12 +407,7 @@ impl Executor for LocalExecutor {
                         total: self.cfg.cpu_slots,
                     }
                 } else {
-                    let used = jobs.values().map(|e| e.gpus.len() as u32).sum::<u32>();
-                    ExecError::WaitingForGpus {
-                        needed: spec.gpus,
-                        free: total.saturating_sub(used),
-                        total,
-                    }
+                    Self::waiting(&jobs, &self.cfg, spec.gpus)
                 }
             })?
         };
