@@ -13,7 +13,7 @@ every environment under its id:
     env = gymnasium.make("spade/" + ids[0])
 
 The adapter runs the environment IN THIS PROCESS, with the same namespace the sandbox gives it
-(common stdlib modules, numpy, math_verify's parse/verify, ToolUseEnv). Use it only for
+(common stdlib modules, numpy, math_verify's parse/verify, ToolUseEnv, ToolUseBaseEnv). Use it only for
 environments the sandbox accepted (`spade env check FILE.py`); untrusted code belongs in the
 sandbox. ISOLATION CAVEAT: the adapter has none of the sandbox's layers (namespaces, seccomp,
 Landlock, rlimits, one process per environment). A registered pool environment runs with the
@@ -33,6 +33,7 @@ from gymnasium import spaces
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _PRELUDE = os.path.join(os.path.dirname(os.path.dirname(_HERE)), "crates/sandbox-runner/src/prelude.py")
 _TOOLUSE = os.path.join(_HERE, "spade_tooluse.py")
+_TOOLUSE_BASE = os.path.join(_HERE, "spade_tooluse_base.py")
 
 # spec "Validation": observations are at most 20,000 characters.
 MAX_OBSERVATION = 20_000
@@ -45,7 +46,7 @@ CHARSET = "\t\n" + "".join(
 def namespace():
     """A fresh copy of the namespace the sandbox runner gives an environment."""
     g = {"__name__": "__spade_env__"}
-    for path in (_PRELUDE, _TOOLUSE):
+    for path in (_PRELUDE, _TOOLUSE, _TOOLUSE_BASE):
         with open(path) as f:
             exec(compile(f.read(), path, "exec"), g)
     return g

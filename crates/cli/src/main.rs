@@ -71,7 +71,8 @@ enum EnvCommand {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
-        /// Contract to check against (default: tool use if the class subclasses ToolUseEnv).
+        /// Contract to check against (default: tool use if the class subclasses ToolUseEnv or
+        /// ToolUseBaseEnv).
         #[arg(long, value_enum)]
         kind: Option<KindArg>,
         /// Time budget for the whole validation, in seconds.

@@ -15,6 +15,8 @@ use std::ffi::CString;
 
 const PRELUDE: &str = include_str!("prelude.py");
 const TOOLUSE_BASE: &str = include_str!("../../../envs/python/spade_tooluse.py");
+/// The reference implementation's tool-use interface (`ToolUseBaseEnv`), our implementation.
+const TOOLUSE_REFERENCE_BASE: &str = include_str!("../../../envs/python/spade_tooluse_base.py");
 /// spec "One training step", item 5: agents play at most 25 turns.
 const DEFAULT_MAX_TURNS: u32 = 25;
 /// Tracebacks are for humans reading a rejection; keep them short.
@@ -55,6 +57,7 @@ impl Template {
         globals.set_item("__builtins__", py.import("builtins")?)?;
         run(py, PRELUDE, &globals)?;
         run(py, TOOLUSE_BASE, &globals)?;
+        run(py, TOOLUSE_REFERENCE_BASE, &globals)?;
         Ok(Self {
             globals: globals.unbind(),
         })
@@ -100,6 +103,9 @@ pub fn import_roots(py: Python<'_>) -> PyResult<Vec<String>> {
 pub struct LoadedEnv {
     env: Py<PyAny>,
     pub kind: EnvKind,
+    /// A `ToolUseBaseEnv`: the next action comes from its plan (`_spade_next_action`), not
+    /// from `solution()`, which describes the whole episode.
+    plays_plan: bool,
     pub class_name: String,
     pub max_turns: u32,
     max_obs_chars: usize,
@@ -125,15 +131,24 @@ pub fn load(
                 "class {class_name} is not defined after executing the source"
             ))
         })?;
-    let base = globals
-        .get_item("ToolUseEnv")
-        .map_err(|e| py_error(py, &e))?
-        .ok_or_else(|| contract("the ToolUseEnv base class is missing from the namespace"))?;
-    let is_tool_use = cls
-        .cast::<PyType>()
-        .ok()
-        .and_then(|c| c.is_subclass(&base).ok())
-        .unwrap_or(false);
+    let subclasses = |base: &str| -> EnvResult<bool> {
+        let base = globals
+            .get_item(base)
+            .map_err(|e| py_error(py, &e))?
+            .ok_or_else(|| {
+                contract(format!(
+                    "the {base} base class is missing from the namespace"
+                ))
+            })?;
+        Ok(cls
+            .cast::<PyType>()
+            .ok()
+            .and_then(|c| c.is_subclass(&base).ok())
+            .unwrap_or(false))
+    };
+    // The reference's interface: one solution() text for the episode, played call by call.
+    let plays_plan = subclasses("ToolUseBaseEnv")?;
+    let is_tool_use = plays_plan || subclasses("ToolUseEnv")?;
     let kind = kind.unwrap_or(if is_tool_use {
         EnvKind::ToolUse
     } else {
@@ -141,7 +156,7 @@ pub fn load(
     });
     if kind == EnvKind::ToolUse && !is_tool_use {
         return Err(contract(format!(
-            "{class_name} must subclass ToolUseEnv to follow the tool-use contract"
+            "{class_name} must subclass ToolUseEnv or ToolUseBaseEnv to follow the tool-use contract"
         )));
     }
     let env = match max_turns {
@@ -168,6 +183,7 @@ pub fn load(
     Ok(LoadedEnv {
         env: env.unbind(),
         kind,
+        plays_plan,
         class_name,
         max_turns,
         max_obs_chars,
@@ -277,7 +293,11 @@ impl LoadedEnv {
         let ret = self
             .env
             .bind(py)
-            .call_method0("solution")
+            .call_method0(if self.plays_plan {
+                "_spade_next_action"
+            } else {
+                "solution"
+            })
             .map_err(|e| py_error(py, &e))?;
         // An int or float answer is common and harmless; anything else must be a str.
         if ret.is_instance_of::<PyString>() {

@@ -71,7 +71,7 @@ pub enum Op {
     /// Parse, execute and instantiate one environment source (once per runner).
     Load {
         source: String,
-        /// `None`: tool use if the class subclasses `ToolUseEnv`, else a game.
+        /// `None`: tool use if the class subclasses `ToolUseEnv` or `ToolUseBaseEnv`, else a game.
         kind: Option<EnvKind>,
         /// Passed as `max_turns=` when given; otherwise the class default is used.
         max_turns: Option<u32>,

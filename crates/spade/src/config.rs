@@ -179,9 +179,10 @@ pub struct ModelSection {
     /// Which prompts the roles read: `"reference"` (the reference implementation's structure
     /// and rules, in our words: the interactive game specification with the document in
     /// `<REFERENCE_DOCUMENT>` tags and the memory in `<REFERENCE_ENVIRONMENTS>`, one user
-    /// message for the agent with `HINT:`, a 1-3 sentence hint, a five-criteria judge; games
-    /// only, tool use keeps the compact prompts) or `"compact"` (this project's short prompts,
-    /// which the tiny model is warm-started on).
+    /// message for the agent with `HINT:`, a 1-3 sentence hint, a five-criteria judge; for tool
+    /// use the multi-turn task on the `ToolUseBaseEnv` base class in a drawn domain and task
+    /// variant, and a value-free plan as the hint) or `"compact"` (this project's short
+    /// prompts, `ToolUseEnv` for tool use, which the tiny model is warm-started on).
     pub prompts: PromptStyle,
     /// Let a hybrid-thinking checkpoint think (Qwen3's `enable_thinking`). Off (the
     /// reference's launchers pass `enable_thinking: false`), every generation prompt of such a
@@ -339,8 +340,8 @@ impl RetireOn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PromptStyle {
-    /// The reference implementation's structure and rules (`prompt::reference`); tool-use
-    /// environments keep the compact prompts.
+    /// The reference implementation's structure and rules (`prompt::reference`,
+    /// `prompt::reference_tools`).
     #[default]
     Reference,
     /// This project's short prompts (a system prompt per role, the contract after the memory

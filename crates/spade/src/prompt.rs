@@ -18,6 +18,7 @@ use crate::skills::Skill;
 pub use crate::config::PromptStyle;
 
 pub mod reference;
+pub mod reference_tools;
 
 impl PromptStyle {
     /// Whether environments of `kind` get the reference's prompts.
@@ -25,27 +26,33 @@ impl PromptStyle {
         self == PromptStyle::Reference && kind == EnvKind::Game
     }
 
-    /// The designer prompt in this style.
+    /// The designer prompt in this style. `variant` draws what the reference draws per
+    /// attempt (the tool-use domain and task variant); the other prompts ignore it.
     pub fn designer_prompt(
         self,
         skill: &Skill,
         document: Option<&str>,
         examples: &Examples<'_>,
         max_turns: u32,
+        variant: u64,
     ) -> ChatPrompt {
-        if self.reference_for(skill.kind) {
-            reference::designer_prompt(skill, document, examples, max_turns)
-        } else {
-            designer_prompt(skill, document, examples, max_turns)
+        match (self, skill.kind) {
+            (PromptStyle::Reference, EnvKind::Game) => {
+                reference::designer_prompt(skill, document, examples, max_turns)
+            }
+            (PromptStyle::Reference, EnvKind::ToolUse) => {
+                reference_tools::designer_prompt(skill, document, examples, max_turns, variant)
+            }
+            (PromptStyle::Compact, _) => designer_prompt(skill, document, examples, max_turns),
         }
     }
 
     /// The hint prompt in this style.
     pub fn hint_prompt(self, kind: EnvKind, code: &str) -> ChatPrompt {
-        if self.reference_for(kind) {
-            reference::hint_prompt(code)
-        } else {
-            hint_prompt(code)
+        match (self, kind) {
+            (PromptStyle::Reference, EnvKind::Game) => reference::hint_prompt(code),
+            (PromptStyle::Reference, EnvKind::ToolUse) => reference_tools::hint_prompt(code),
+            (PromptStyle::Compact, _) => hint_prompt(code),
         }
     }
 

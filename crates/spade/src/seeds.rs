@@ -43,6 +43,8 @@ pub mod tag {
     pub const FIXED_POOL: u64 = 9;
     /// The difficulty an RLVE environment is played at in a step (from its window).
     pub const RLVE_LEVEL: u64 = 10;
+    /// What a designer prompt draws per attempt (the tool-use domain and task variant).
+    pub const PROMPT_VARIANT: u64 = 11;
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 mod attacks;
 mod pool;
+mod reference_tool_use;
 mod repair;
 mod rlve;
 mod validation;

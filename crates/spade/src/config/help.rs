@@ -96,7 +96,7 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     (
         "model.prompts",
-        "Which prompts the roles read: \"reference\" (the reference implementation's structure and rules in our words: the interactive game specification, <REFERENCE_DOCUMENT> and <REFERENCE_ENVIRONMENTS> tags, one user message for the agent with HINT:, a 1-3 sentence hint, a five-criteria judge; games only) or \"compact\" (this project's short prompts, which the tiny model is warm-started on).",
+        "Which prompts the roles read: \"reference\" (the reference implementation's structure and rules in our words: the interactive game specification, <REFERENCE_DOCUMENT> and <REFERENCE_ENVIRONMENTS> tags, one user message for the agent with HINT:, a 1-3 sentence hint, a five-criteria judge; for tool use a multi-turn task on the ToolUseBaseEnv base class with _tools, _user_messages and _message_criteria in a drawn domain and task variant, and a value-free plan as the hint) or \"compact\" (this project's short prompts, ToolUseEnv for tool use, which the tiny model is warm-started on).",
     ),
     (
         "model.thinking",

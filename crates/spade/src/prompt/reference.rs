@@ -12,8 +12,8 @@
 //! `template.py`, `env_memory.py`, `hint_generator.py`, `types.py`), not its text. Two rules
 //! stay ours because validation checks them: `solution()` answers for the current state (the
 //! sandbox steps it every turn and expects a win), and the first observation never holds the
-//! answer. Tool-use environments keep the compact prompts (the reference's tool-use
-//! templates speak the model's native tool-call format, which the agent here does not use).
+//! answer. Tool-use environments have their own prompts in this style
+//! (`super::reference_tools`).
 
 use super::ChatPrompt;
 use crate::memory::{Examples, MemoryRecord};
@@ -84,14 +84,32 @@ fn class_name(r: &MemoryRecord) -> String {
 /// The memory block after the specification: positives as numbered examples with their
 /// scores, negatives one line each.
 fn memory_block(examples: &Examples<'_>) -> String {
+    memory_block_of(
+        examples,
+        "These environments trained the player well: hard, but within reach. Take their \
+         structure and scale as a guide, and write a different game.",
+        |_| true,
+    )
+}
+
+/// A memory block with its own introduction, showing only the positives whose code `shown`
+/// accepts (an example on another contract would teach that contract).
+pub(crate) fn memory_block_of(
+    examples: &Examples<'_>,
+    intro: &str,
+    shown: impl Fn(&str) -> bool,
+) -> String {
     let mut out = String::new();
-    if !examples.positives.is_empty() {
-        out.push_str(
-            "\n\n<REFERENCE_ENVIRONMENTS>\nThese environments trained the player well: hard, \
-             but within reach. Take their structure and scale as a guide, and write a different \
-             game.\n",
-        );
-        for (i, r) in examples.positives.iter().enumerate() {
+    let positives: Vec<_> = examples
+        .positives
+        .iter()
+        .filter(|r| shown(&r.code))
+        .collect();
+    if !positives.is_empty() {
+        out.push_str("\n\n<REFERENCE_ENVIRONMENTS>\n");
+        out.push_str(intro);
+        out.push('\n');
+        for (i, r) in positives.iter().enumerate() {
             out.push_str(&format!(
                 "\n### Example {} (skill: {}, win_rate: {:.2}, regret: {:.2})\n```python\n{}\n```\n",
                 i + 1,
@@ -322,7 +340,8 @@ mod tests {
             positives: vec![&a, &b],
             negatives: vec![&easy, &hard],
         };
-        let p = PromptStyle::Reference.designer_prompt(skill, Some("The knapsack text."), &ex, 25);
+        let p =
+            PromptStyle::Reference.designer_prompt(skill, Some("The knapsack text."), &ex, 25, 0);
         assert_eq!(p.system, DESIGNER_SYSTEM);
         let at = |s: &str| p.user.find(s).unwrap_or_else(|| panic!("missing {s:?}"));
         // Document first, in its tags; then the specification; then the target skill; then
@@ -362,12 +381,14 @@ mod tests {
             assert!(p.user.contains(rule), "missing {rule:?}");
         }
         // Without a document or memory: no tags.
-        let bare = PromptStyle::Reference.designer_prompt(skill, None, &Examples::default(), 6);
+        let bare = PromptStyle::Reference.designer_prompt(skill, None, &Examples::default(), 6, 0);
         assert!(!bare.user.contains("<REFERENCE_") && bare.user.contains("max_turns=6"));
-        // Tool use keeps the compact prompt.
+        // Tool use gets the reference's tool-use prompt, on its base class.
         let tool = skills::find("error_recovery").expect("a skill");
-        let t = PromptStyle::Reference.designer_prompt(tool, None, &ex, 25);
-        assert!(t.user.contains("ToolUseEnv") && !t.user.contains("<REFERENCE_ENVIRONMENTS>"));
+        let t = PromptStyle::Reference.designer_prompt(tool, None, &ex, 25, 0);
+        assert!(t.user.contains("subclass of ToolUseBaseEnv") && !t.user.contains("(ToolUseEnv)"));
+        let t = PromptStyle::Compact.designer_prompt(tool, None, &ex, 25, 0);
+        assert!(t.user.contains("subclasses `ToolUseEnv`"));
     }
 
     #[test]

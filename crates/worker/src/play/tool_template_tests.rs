@@ -248,3 +248,37 @@ fn schemas_past_the_observation_limit_never_reach_the_prompt()
     );
     Ok(())
 }
+
+/// The worked example of the reference-style tool-use prompt (`ToolUseBaseEnv`) passes the
+/// sandbox's validation, and its solution, played through the native template with two calls
+/// in the first reply, wins: the task alone is the user's message, the schemas in the system
+/// turn.
+#[test]
+fn the_reference_prompts_example_is_valid_and_plays_on_the_native_template()
+-> Result<(), Box<dyn std::error::Error>> {
+    let example = spade::prompt::reference_tools::EXAMPLE;
+    let code = example
+        .split_once("```python\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(code, _)| code)
+        .ok_or("no code in the example")?;
+    let report =
+        spade_sandbox::validate(&pool(), code, &spade_sandbox::ValidationConfig::default());
+    assert!(report.accepted, "{:#?}", report.rejection);
+    assert_eq!(report.kind, Some(EnvKind::ToolUse));
+    let actions = solution_actions(code)?;
+    assert_eq!(actions.len(), 6, "five calls and the answer: {actions:?}");
+    let mut script = vec![format!("{}\n{}", actions[0], actions[1])];
+    script.extend(actions[2..].iter().cloned());
+    let (ep, contexts) = play(code, &script, ToolTemplate::Native)?;
+    assert!(ep.won && ep.error.is_none(), "{:#?}", ep.transcript);
+    assert_eq!(ep.turns, 5);
+    assert!(
+        contexts[0].contains("<|im_start|>user\nOpen the reports folder.\n\nHINT:"),
+        "{}",
+        contexts[0]
+    );
+    assert!(!contexts[0].contains("Tools (OpenAI function schemas)"));
+    assert_eq!(contexts[1].matches("<tool_response>").count(), 2);
+    Ok(())
+}

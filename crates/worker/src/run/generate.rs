@@ -141,6 +141,10 @@ pub(super) fn regenerate(
                 doc.as_deref(),
                 &examples,
                 cfg.agent.max_turns,
+                seeds::derive(
+                    run_seed,
+                    &attempt_coords(seeds::tag::PROMPT_VARIANT, kind, step, slot, attempt),
+                ),
             )
         },
         env_id,
