@@ -142,7 +142,7 @@ pub fn detected_gpus() -> Vec<u32> {
     };
     let mut v: Vec<u32> = dir
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter_map(|n| n.strip_prefix("nvidia")?.parse::<u32>().ok())
+        .filter_map(|n| spade_types::nvidia_device_index(&n))
         .collect();
     v.sort_unstable();
     v

@@ -45,45 +45,24 @@ fn loaded_library(stem: &str) -> Option<String> {
 #[error("{0}")]
 pub struct DeviceError(pub String);
 
-/// What `model.device` accepts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeviceRequest {
-    /// The first GPU when libtorch sees one, else the CPU.
-    Auto,
-    Cpu,
-    Cuda(usize),
-}
+/// What `model.device` accepts (one parser with the configuration's check and the scheduler).
+pub use spade_types::DeviceName;
 
-impl DeviceRequest {
-    /// `auto`, `cpu`, `cuda` (the first GPU the job is given) or `cuda:N`.
-    pub fn parse(name: &str) -> Result<Self, DeviceError> {
-        match name {
-            "auto" => Ok(Self::Auto),
-            "cpu" => Ok(Self::Cpu),
-            "cuda" => Ok(Self::Cuda(0)),
-            other => match other.strip_prefix("cuda:").map(str::parse::<usize>) {
-                Some(Ok(i)) => Ok(Self::Cuda(i)),
-                _ => Err(DeviceError(format!(
-                    "unknown device `{other}`: expected auto, cpu, cuda or cuda:N"
-                ))),
-            },
-        }
-    }
-
-    /// GPUs a job must be given for this request (`cuda:N` indexes the job's devices).
-    pub fn gpus_needed(self) -> u32 {
-        match self {
-            Self::Cuda(i) => u32::try_from(i).map_or(u32::MAX, |i| i.saturating_add(1)),
-            Self::Auto | Self::Cpu => 0,
-        }
-    }
+/// `name` as a device, or an error naming what a device may be.
+pub fn parse_device(name: &str) -> Result<DeviceName, DeviceError> {
+    DeviceName::parse(name).ok_or_else(|| {
+        DeviceError(format!(
+            "unknown device `{name}`: expected {}",
+            DeviceName::EXPECTED
+        ))
+    })
 }
 
 /// The device for `name`, never quietly another one. `auto` is the first GPU when libtorch sees
 /// one and the CPU otherwise; `cuda`/`cuda:N` on a binary without CUDA or a node without that
 /// GPU is an error naming the binary, what was checked and what to do.
 pub fn resolve(name: &str) -> Result<Device, DeviceError> {
-    let want = DeviceRequest::parse(name)?;
+    let want = parse_device(name)?;
     let linked = cuda_linked();
     let count = if linked { tch::Cuda::device_count() } else { 0 };
     resolve_with(want, name, linked, count, &binary_name(), &gpu_nodes())
@@ -91,7 +70,7 @@ pub fn resolve(name: &str) -> Result<Device, DeviceError> {
 
 /// [`resolve`] with the facts given (tests).
 pub fn resolve_with(
-    want: DeviceRequest,
+    want: DeviceName,
     name: &str,
     linked: bool,
     count: i64,
@@ -99,10 +78,10 @@ pub fn resolve_with(
     nodes: &[String],
 ) -> Result<Device, DeviceError> {
     match want {
-        DeviceRequest::Cpu => Ok(Device::Cpu),
-        DeviceRequest::Auto if count > 0 => Ok(Device::Cuda(0)),
-        DeviceRequest::Auto => Ok(Device::Cpu),
-        DeviceRequest::Cuda(_) if !linked => Err(DeviceError(format!(
+        DeviceName::Cpu => Ok(Device::Cpu),
+        DeviceName::Auto if count > 0 => Ok(Device::Cuda(0)),
+        DeviceName::Auto => Ok(Device::Cpu),
+        DeviceName::Cuda(_) if !linked => Err(DeviceError(format!(
             "model.device = \"{name}\", but {binary} was built without CUDA: libtorch_cuda.so \
              is not loaded in this process, so libtorch has no CUDA backend ({}). Build the \
              CUDA worker with `scripts/build-cuda` and run jobs with it (docs/operations.md, \
@@ -113,7 +92,7 @@ pub fn resolve_with(
                 format!("this node has {}", nodes.join(", "))
             }
         ))),
-        DeviceRequest::Cuda(i) if (i as i64) >= count => Err(DeviceError(format!(
+        DeviceName::Cuda(i) if i64::from(i) >= count => Err(DeviceError(format!(
             "model.device = \"{name}\", but libtorch sees {count} GPU(s) (binary {binary}, \
              built with CUDA; CUDA_VISIBLE_DEVICES = {}; device nodes: {}). Check the driver \
              with nvidia-smi, and that the scheduler gives this job its GPUs (`spade-server \
@@ -125,7 +104,7 @@ pub fn resolve_with(
                 nodes.join(", ")
             }
         ))),
-        DeviceRequest::Cuda(i) => Ok(Device::Cuda(i)),
+        DeviceName::Cuda(i) => Ok(Device::Cuda(i as usize)),
     }
 }
 
@@ -142,17 +121,13 @@ pub fn gpu_nodes() -> Vec<String> {
     let Ok(dir) = std::fs::read_dir("/dev") else {
         return Vec::new();
     };
-    let mut v: Vec<String> = dir
+    let mut v: Vec<(u32, String)> = dir
         .filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| {
-            n.strip_prefix("nvidia")
-                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
-        })
-        .map(|n| format!("/dev/{n}"))
+        .filter_map(|n| Some((spade_types::nvidia_device_index(&n)?, format!("/dev/{n}"))))
         .collect();
     v.sort();
-    v
+    v.into_iter().map(|(_, path)| path).collect()
 }
 
 /// `nvidia-smi --query-gpu=FIELDS` for this process's CUDA device `index` (the `index`-th entry
@@ -430,7 +405,7 @@ mod tests {
     #[test]
     fn cuda_on_a_binary_without_cuda_is_refused_with_the_binary_and_the_fix() {
         let nodes = vec!["/dev/nvidia0".to_owned()];
-        let e = resolve_with(DeviceRequest::Cuda(0), "cuda", false, 0, BIN, &nodes)
+        let e = resolve_with(DeviceName::Cuda(0), "cuda", false, 0, BIN, &nodes)
             .expect_err("must refuse");
         assert!(e.0.contains(BIN), "{e}");
         assert!(e.0.contains("built without CUDA"), "{e}");
@@ -440,34 +415,31 @@ mod tests {
 
     #[test]
     fn a_gpu_the_job_was_not_given_is_refused_and_auto_never_pretends() {
-        let e = resolve_with(DeviceRequest::Cuda(2), "cuda:2", true, 2, BIN, &[])
+        let e = resolve_with(DeviceName::Cuda(2), "cuda:2", true, 2, BIN, &[])
             .expect_err("two GPUs seen, the third asked for");
         assert!(e.0.contains("sees 2 GPU(s)"), "{e}");
         assert_eq!(
-            resolve_with(DeviceRequest::Cuda(1), "cuda:1", true, 2, BIN, &[]),
+            resolve_with(DeviceName::Cuda(1), "cuda:1", true, 2, BIN, &[]),
             Ok(Device::Cuda(1))
         );
         assert_eq!(
-            resolve_with(DeviceRequest::Auto, "auto", false, 0, BIN, &[]),
+            resolve_with(DeviceName::Auto, "auto", false, 0, BIN, &[]),
             Ok(Device::Cpu)
         );
         assert_eq!(
-            resolve_with(DeviceRequest::Auto, "auto", true, 1, BIN, &[]),
+            resolve_with(DeviceName::Auto, "auto", true, 1, BIN, &[]),
             Ok(Device::Cuda(0))
         );
     }
 
     #[test]
     fn device_names_parse_or_are_refused_by_name() {
-        assert_eq!(DeviceRequest::parse("cuda:3"), Ok(DeviceRequest::Cuda(3)));
-        assert_eq!(
-            DeviceRequest::parse("cuda:3").map(|d| d.gpus_needed()),
-            Ok(4)
-        );
-        assert_eq!(DeviceRequest::parse("cpu").map(|d| d.gpus_needed()), Ok(0));
-        let e = DeviceRequest::parse("gpu").expect_err("not a device");
+        assert_eq!(parse_device("cuda:3"), Ok(DeviceName::Cuda(3)));
+        assert_eq!(parse_device("cuda:3").map(|d| d.gpus_needed()), Ok(4));
+        assert_eq!(parse_device("cpu").map(|d| d.gpus_needed()), Ok(0));
+        let e = parse_device("gpu").expect_err("not a device");
         assert!(e.0.contains("`gpu`"), "{e}");
-        assert!(DeviceRequest::parse("cuda:x").is_err());
+        assert!(parse_device("cuda:x").is_err());
     }
 
     #[test]

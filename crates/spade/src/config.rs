@@ -194,14 +194,7 @@ pub struct ModelSection {
 /// GPUs a job must be given for `model.device`: `cuda:N` indexes the job's devices, so N + 1;
 /// 0 for `auto` and `cpu`; `None` for a name that is not a device.
 pub fn device_gpus(name: &str) -> Option<u32> {
-    match name {
-        "auto" | "cpu" => Some(0),
-        "cuda" => Some(1),
-        other => other
-            .strip_prefix("cuda:")
-            .and_then(|i| i.parse::<u32>().ok())
-            .map(|i| i.saturating_add(1)),
-    }
+    spade_types::DeviceName::parse(name).map(spade_types::DeviceName::gpus_needed)
 }
 
 /// `model.kv_cache_tokens`: a number of slots, or `"auto"`: what the device has left after the

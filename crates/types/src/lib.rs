@@ -185,9 +185,75 @@ impl Verdict {
     }
 }
 
+/// A device as `model.device` names it: `auto`, `cpu`, `cuda` (the first GPU the job is
+/// given) or `cuda:N`. One parser for the configuration's check, the scheduler's GPU count and
+/// the worker's resolution, so the three never disagree on what a name means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceName {
+    /// The first GPU when libtorch sees one, else the CPU.
+    Auto,
+    Cpu,
+    /// An index into the GPUs the job is given.
+    Cuda(u32),
+}
+
+impl DeviceName {
+    /// What a device name may be, for error messages.
+    pub const EXPECTED: &'static str = "auto, cpu, cuda or cuda:N";
+
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "auto" => Some(Self::Auto),
+            "cpu" => Some(Self::Cpu),
+            "cuda" => Some(Self::Cuda(0)),
+            other => other
+                .strip_prefix("cuda:")
+                .filter(|i| !i.starts_with('+'))
+                .and_then(|i| i.parse().ok())
+                .map(Self::Cuda),
+        }
+    }
+
+    /// GPUs a job must be given for this name: `cuda:N` indexes the job's devices, so N + 1.
+    pub fn gpus_needed(self) -> u32 {
+        match self {
+            Self::Cuda(i) => i.saturating_add(1),
+            Self::Auto | Self::Cpu => 0,
+        }
+    }
+}
+
+/// The GPU index of a `/dev` entry named `nvidiaN` (not `nvidiactl`, `nvidia-uvm`, ...): how
+/// the scheduler and `spade doctor` find a node's GPUs without a driver library.
+pub fn nvidia_device_index(file_name: &str) -> Option<u32> {
+    file_name
+        .strip_prefix("nvidia")
+        .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|d| d.parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_names_parse_to_the_gpus_a_job_needs() {
+        let needed = |n: &str| DeviceName::parse(n).map(DeviceName::gpus_needed);
+        assert_eq!(needed("auto"), Some(0));
+        assert_eq!(needed("cpu"), Some(0));
+        assert_eq!(needed("cuda"), Some(1));
+        assert_eq!(needed("cuda:3"), Some(4));
+        assert_eq!(needed("cuda:4294967295"), Some(u32::MAX));
+        for bad in [
+            "gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:+1", "CUDA", "cuda:1 ",
+        ] {
+            assert_eq!(DeviceName::parse(bad), None, "{bad}");
+        }
+        assert_eq!(nvidia_device_index("nvidia12"), Some(12));
+        for other in ["nvidiactl", "nvidia-uvm", "nvidia", "nvidia-caps", "nvme0"] {
+            assert_eq!(nvidia_device_index(other), None, "{other}");
+        }
+    }
 
     fn json<T: Serialize>(v: &T) -> String {
         serde_json::to_string(v).expect("an enum serializes")
