@@ -5,10 +5,14 @@
 
 use super::*;
 
-struct Live {
-    idx: usize,
+#[path = "concurrent.rs"]
+mod concurrent;
+pub(super) use concurrent::play_concurrently;
+
+pub(super) struct Live {
+    pub(super) idx: usize,
     session: EnvSession,
-    trace: TokenTrace,
+    pub(super) trace: TokenTrace,
     turn_cap: u32,
     last_obs: String,
     /// A tool-use episode on the model's native tool template (`agent.tool_template`): the
@@ -30,14 +34,14 @@ impl Live {
     }
 
     /// Whether the episode goes on to another turn; one that cannot ends truncated.
-    fn fits(&self, opts: &PlayOptions, ep: &mut Episode) -> bool {
+    pub(super) fn fits(&self, opts: &PlayOptions, ep: &mut Episode) -> bool {
         let fits = self.budget(opts).is_some();
         ep.truncated |= !fits;
         fits
     }
 
     /// The episode's final token trace.
-    fn finalize(self, ep: &mut Episode) {
+    pub(super) fn finalize(self, ep: &mut Episode) {
         ep.ids = self.trace.ids;
         ep.loss_mask = self.trace.loss_mask;
         ep.logprobs = self.trace.logprobs;
@@ -61,14 +65,14 @@ impl Turns<'_> {
     }
 
     /// The sampling settings of episode `l`'s next turn (its budget: [`Live::budget`]).
-    fn params_for(&self, l: &Live) -> SamplingParams {
+    pub(super) fn params_for(&self, l: &Live) -> SamplingParams {
         let mut p = self.params.clone();
         p.max_new_tokens = l.budget(self.opts).unwrap_or(0);
         p
     }
 
     /// Loads the environment and resets it for episode `idx` of `job`.
-    fn start(
+    pub(super) fn start(
         &self,
         pool: &Pool,
         job: &PlayJob<'_>,
@@ -126,13 +130,13 @@ impl Turns<'_> {
     }
 
     /// The sampling seed of the next turn of episode `l` of a job.
-    fn seed(&self, sample_seed: u64, l: &Live, ep: &Episode) -> u64 {
+    pub(super) fn seed(&self, sample_seed: u64, l: &Live, ep: &Episode) -> u64 {
         crate::seeds::derive(sample_seed, &[l.idx as u64, u64::from(ep.turns)])
     }
 
     /// Applies one sampled turn: records it, steps the environment (or tells the agent what
     /// was malformed) and says whether the episode goes on.
-    fn after(
+    pub(super) fn after(
         &self,
         kind: EnvKind,
         l: &mut Live,
@@ -265,122 +269,6 @@ fn native_tool_opening(
 /// then goes back as a user turn.
 fn tool_results(info: &serde_json::Value, max_chars: usize) -> Option<Vec<String>> {
     info_strings(info, "tool_results", max_chars)
-}
-
-/// The engine (and vLLM) path of [`play_envs`]: episodes are state machines advanced whenever their turn
-/// comes back from the engine, so sandbox steps of some episodes happen while others decode.
-pub(super) fn play_concurrently(
-    engine: &mut dyn Rollout,
-    pool: &Pool,
-    turns: &Turns<'_>,
-    jobs: &[PlayJob<'_>],
-    concurrency: usize,
-) -> Result<Vec<Vec<Episode>>, WorkerError> {
-    let mut episodes: Vec<Vec<Episode>> = jobs
-        .iter()
-        .map(|j| {
-            j.seeds
-                .iter()
-                .map(|&s| Episode::new(s, j.hint.is_some()))
-                .collect()
-        })
-        .collect();
-    let mut started = vec![0usize; jobs.len()];
-    let mut queue: VecDeque<(usize, usize)> = jobs
-        .iter()
-        .enumerate()
-        .flat_map(|(j, job)| (0..job.seeds.len()).map(move |i| (j, i)))
-        .collect();
-    let mut running: BTreeMap<SeqId, (usize, Live)> = BTreeMap::new();
-    // With `stop_at_violation` off (the reference) a violation fails its own play only.
-    let stop = turns.opts.stop_at_violation;
-    let broken = |eps: &[Episode]| stop && eps.iter().any(|e| e.failure.is_some());
-    loop {
-        // Start episodes while runners are free; a broken environment starts none.
-        while running.len() < concurrency
-            && let Some((j, i)) = queue.pop_front()
-        {
-            if broken(&episodes[j]) {
-                continue;
-            }
-            started[j] = started[j].max(i + 1);
-            let ep = &mut episodes[j][i];
-            let Some(l) = turns.start(pool, &jobs[j], ep, i)? else {
-                continue;
-            };
-            if !l.fits(turns.opts, ep) {
-                l.finalize(ep);
-                continue;
-            }
-            let seq = engine.open();
-            engine.submit(
-                seq,
-                Request {
-                    tokens: l.trace.ids.clone(),
-                    params: turns.params_for(&l),
-                    seed: turns.seed(jobs[j].sample_seed, &l, ep),
-                },
-            )?;
-            running.insert(seq, (j, l));
-        }
-        if running.is_empty() {
-            if queue.is_empty() {
-                break;
-            }
-            continue;
-        }
-        for f in engine.step()? {
-            let Some((j, mut l)) = running.remove(&f.seq) else {
-                continue;
-            };
-            let was_broken = broken(&episodes[j]);
-            let idx = l.idx;
-            let ep = &mut episodes[j][idx];
-            let go_on = match f.result {
-                Ok(out) if !was_broken => {
-                    turns.after(jobs[j].kind, &mut l, ep, out)? && l.fits(turns.opts, ep)
-                }
-                Ok(_) => false,
-                Err(e) => {
-                    ep.error = Some(e.to_string());
-                    false
-                }
-            };
-            let ep = &mut episodes[j][l.idx];
-            if go_on {
-                engine.submit(
-                    f.seq,
-                    Request {
-                        tokens: l.trace.ids.clone(),
-                        params: turns.params_for(&l),
-                        seed: turns.seed(jobs[j].sample_seed, &l, ep),
-                    },
-                )?;
-                running.insert(f.seq, (j, l));
-            } else {
-                engine.close(f.seq);
-                l.finalize(ep);
-            }
-        }
-        // A violation stops the environment's other episodes where they are.
-        let stop: Vec<SeqId> = running
-            .iter()
-            .filter(|(_, (j, _))| broken(&episodes[*j]))
-            .map(|(s, _)| *s)
-            .collect();
-        for seq in stop {
-            if let Some((j, l)) = running.remove(&seq) {
-                engine.close(seq);
-                let idx = l.idx;
-                l.finalize(&mut episodes[j][idx]);
-            }
-        }
-    }
-    // Episodes that never started (their environment broke first) are not plays.
-    for (eps, n) in episodes.iter_mut().zip(started) {
-        eps.truncate(n);
-    }
-    Ok(episodes)
 }
 
 /// The sampler path of [`play_envs`] for one job: batches of `concurrency` episodes, each turn
