@@ -7,6 +7,7 @@ mod generate_bench;
 mod model_bench;
 mod model_cmd;
 mod rollout_bench;
+mod rollout_bench_envs;
 mod train_cmd;
 mod vendi_cmd;
 mod worker_cmd;

@@ -3,7 +3,9 @@
 //! in the same run, side by side (`spade_policy::rollout_bench` describes the workload).
 //! `--path engine-vllm` puts vLLM servers (started here, `spade_worker::vllm`, or
 //! `--vllm-url`) beside the engine on the same weights and thread count, and times a weight
-//! sync too.
+//! sync too. `--path seed-envs` plays the seed library's games in the sandbox through the
+//! worker's play loop, with the environments on threads of their own and (the earlier way) on
+//! the decode loop, side by side, and reports how long the model waited for them.
 
 use anyhow::Context;
 use clap::Args;
@@ -48,9 +50,10 @@ pub struct RolloutBenchArgs {
     pub max_batch: usize,
     #[arg(long, default_value_t = 1 << 19)]
     pub kv_tokens: usize,
-    /// sampler, engine, both (the same step on each, then the ratio), vllm, or engine-vllm
+    /// sampler, engine, both (the same step on each, then the ratio), vllm, engine-vllm
     /// (the engine and vLLM servers on the same weights; needs --shape tiny, whose model has a
-    /// tokenizer for the servers).
+    /// tokenizer for the servers), or seed-envs (the seed library's games in the sandbox on the
+    /// engine, environments stepped on their own threads and on the decode loop; --shape tiny).
     #[arg(long, default_value = "both")]
     pub path: String,
     /// vLLM servers to start for the vllm paths (each with --threads OMP threads).
@@ -70,18 +73,27 @@ pub struct RolloutBenchArgs {
     pub repeats: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// seed-envs: the seed library (its games/ directory is played).
+    #[arg(long, default_value = "envs/seed")]
+    pub seeds: std::path::PathBuf,
+    /// seed-envs: episodes in flight (sandbox runners).
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
 }
 
 pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
+    if a.path == "seed-envs" {
+        return crate::rollout_bench_envs::run(a);
+    }
     let paths: Vec<Path> = match a.path.as_str() {
         "both" => vec![Path::Sampler, Path::Engine],
         "sampler" => vec![Path::Sampler],
         "engine" => vec![Path::Engine],
         "vllm" => vec![Path::External],
         "engine-vllm" => vec![Path::Engine, Path::External],
-        other => {
-            anyhow::bail!("--path `{other}`: expected sampler, engine, both, vllm or engine-vllm")
-        }
+        other => anyhow::bail!(
+            "--path `{other}`: expected sampler, engine, both, vllm, engine-vllm or seed-envs"
+        ),
     };
     let vllm = paths.contains(&Path::External);
     if vllm && a.shape != "tiny" {

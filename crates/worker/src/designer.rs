@@ -21,9 +21,10 @@ use spade::prompt::{self, ChatPrompt, PromptStyle};
 use spade::report::{Turn, TurnRole};
 use spade_policy::Policy;
 use spade_policy::chat::Role;
-use spade_policy::sample::SamplingParams;
+use spade_policy::sample::{Completion, SamplingParams};
 use spade_policy::tokenizer::IM_END;
 use spade_sandbox::{EnvKind, Pool, ValidationConfig, validate};
+use std::collections::BTreeMap;
 
 /// One designer sample, kept for the delayed update.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,8 +115,30 @@ pub fn design(
         }
         let seeds: Vec<u64> = open.iter().map(|&i| sample_seed(i, attempt)).collect();
         let completions = sample_all(policy, &prompts, &seeds, &params, opts.backend.clone())?;
-        for ((&i, prompt_ids), c) in open.iter().zip(prompts).zip(completions) {
-            let reply = c.text.clone().unwrap_or_default();
+        // Validation (and the judge's sandbox play) of every reply at once, each on its own
+        // thread with one runner at a time; then one batch of judge calls.
+        let kinds: Vec<EnvKind> = open.iter().map(|&i| slots[i].kind).collect();
+        let checked: Vec<Checked> = std::thread::scope(|scope| {
+            let handles: Vec<_> = completions
+                .iter()
+                .zip(&kinds)
+                .map(|(c, &kind)| scope.spawn(move || check(pool, opts, kind, c)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Checked::crashed()))
+                .collect()
+        });
+        let judged: Vec<(usize, u64, &str)> = checked
+            .iter()
+            .enumerate()
+            .filter_map(|(k, c)| {
+                let seed = sample_seed(open[k], attempt) ^ JUDGE_SEED;
+                c.judge_text.as_deref().map(|t| (k, seed, t))
+            })
+            .collect();
+        let verdicts = judge_all(policy, &judged, opts)?;
+        for (k, ((&i, prompt_ids), c)) in open.iter().zip(prompts).zip(completions).enumerate() {
             let sample = DesignerSample {
                 env_id: env_id(i, attempt),
                 skill: slots[i].skill.clone(),
@@ -123,75 +146,148 @@ pub fn design(
                 tokens: c.tokens,
                 logprobs: c.logprobs,
             };
-            let a = match parse::extract_code(&reply) {
-                Err(e) => Attempt {
-                    env_id: sample.env_id.clone(),
-                    code: reply,
-                    accepted: false,
-                    rejection_reason: Some("no_code".into()),
-                    rejection_message: Some(e.to_string()),
-                    max_turns: None,
-                    sample,
-                },
-                Ok(code) => {
-                    let mut vcfg = opts.validation.clone();
-                    vcfg.kind = Some(slots[i].kind);
-                    let mut report = validate(pool, &code, &vcfg);
-                    let mut code = code;
-                    if opts.repair_fstrings && rejected_for_syntax(&report) {
-                        // The repair runs in a runner too (it parses untrusted code); a
-                        // failing repair leaves the first verdict.
-                        if let Ok(Some(fixed)) = spade_sandbox::repair::fstring_braces(pool, &code)
-                        {
-                            report = validate(pool, &fixed, &vcfg);
-                            code = fixed;
-                        }
-                    }
-                    let (reason, message) = match &report.rejection {
-                        Some(r) => (
-                            Some(snake(&r.reason)),
-                            Some(format!("{}: {}", snake(&r.check), r.message)),
-                        ),
-                        None => (None, None),
-                    };
-                    let (mut accepted, mut reason, mut message) =
-                        (report.accepted, reason, message);
-                    if accepted && opts.self_judge {
-                        let seed = sample_seed(i, attempt) ^ JUDGE_SEED;
-                        let verdict = judge(
-                            policy,
-                            pool,
-                            &code,
-                            slots[i].kind,
-                            report.max_turns,
-                            seed,
-                            opts,
-                        )?;
-                        if verdict == Some(false) {
-                            accepted = false;
-                            reason = Some("judge_rejected".into());
-                            message = Some(
-                                "self_judge: the policy judged the game broken (\\boxed{no})"
-                                    .into(),
-                            );
-                        }
-                    }
-                    Attempt {
-                        env_id: sample.env_id.clone(),
-                        code,
-                        accepted,
-                        rejection_reason: reason,
-                        rejection_message: message,
-                        max_turns: report.max_turns,
-                        sample,
-                    }
-                }
+            let Checked {
+                code,
+                mut accepted,
+                mut reason,
+                mut message,
+                max_turns,
+                ..
+            } = checked[k].clone();
+            if verdicts.get(&k) == Some(&Some(false)) {
+                accepted = false;
+                reason = Some("judge_rejected".into());
+                message =
+                    Some("self_judge: the policy judged the game broken (\\boxed{no})".into());
+            }
+            let a = Attempt {
+                env_id: sample.env_id.clone(),
+                code,
+                accepted,
+                rejection_reason: reason,
+                rejection_message: message,
+                max_turns,
+                sample,
             };
             on_attempt(i, &a);
             out[i].push(a);
         }
     }
     Ok(out)
+}
+
+/// One reply checked: its code (repaired when the repair helped), the sandbox's verdict, and
+/// the judge's prompt when the sandbox accepted it and the self-judge is on.
+#[derive(Clone)]
+struct Checked {
+    code: String,
+    accepted: bool,
+    reason: Option<String>,
+    message: Option<String>,
+    max_turns: Option<u32>,
+    judge_text: Option<String>,
+}
+
+impl Checked {
+    /// A checking thread that panicked: the attempt is rejected, the step goes on.
+    fn crashed() -> Self {
+        Checked {
+            code: String::new(),
+            accepted: false,
+            reason: Some("internal_error".into()),
+            message: Some("validation stopped unexpectedly".into()),
+            max_turns: None,
+            judge_text: None,
+        }
+    }
+}
+
+/// Extracts, validates (repairing f-string braces once where that helps) and, for the self-judge,
+/// plays the code's own solution for the judge's prompt.
+fn check(pool: &Pool, opts: &DesignOptions, kind: EnvKind, c: &Completion) -> Checked {
+    let reply = c.text.clone().unwrap_or_default();
+    let code = match parse::extract_code(&reply) {
+        Ok(code) => code,
+        Err(e) => {
+            return Checked {
+                code: reply,
+                accepted: false,
+                reason: Some("no_code".into()),
+                message: Some(e.to_string()),
+                max_turns: None,
+                judge_text: None,
+            };
+        }
+    };
+    let mut vcfg = opts.validation.clone();
+    vcfg.kind = Some(kind);
+    let mut report = validate(pool, &code, &vcfg);
+    let mut code = code;
+    if opts.repair_fstrings && rejected_for_syntax(&report) {
+        // The repair runs in a runner too (it parses untrusted code); a failing repair leaves
+        // the first verdict.
+        if let Ok(Some(fixed)) = spade_sandbox::repair::fstring_braces(pool, &code) {
+            report = validate(pool, &fixed, &vcfg);
+            code = fixed;
+        }
+    }
+    let (reason, message) = match &report.rejection {
+        Some(r) => (
+            Some(snake(&r.reason)),
+            Some(format!("{}: {}", snake(&r.check), r.message)),
+        ),
+        None => (None, None),
+    };
+    let judge_text = (report.accepted && opts.self_judge)
+        .then(|| {
+            judge_prompt_text(
+                pool,
+                &code,
+                kind,
+                report.max_turns,
+                opts.validation.budget,
+                opts.prompts,
+            )
+        })
+        .flatten();
+    Checked {
+        code,
+        accepted: report.accepted,
+        reason,
+        message,
+        max_turns: report.max_turns,
+        judge_text,
+    }
+}
+
+/// The judge's verdicts on `(key, seed, prompt)` in one batch, by key; `None` where the
+/// reply had no `\boxed{yes|no}`.
+fn judge_all(
+    policy: &Policy,
+    prompts: &[(usize, u64, &str)],
+    opts: &DesignOptions,
+) -> Result<BTreeMap<usize, Option<bool>>, WorkerError> {
+    if prompts.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let (tok, params) = turn_params(
+        policy,
+        opts.judge_temperature,
+        opts.judge_cut,
+        opts.judge_max_new_tokens,
+    )?;
+    let suffix = policy.generation_suffix();
+    let ids = prompts
+        .iter()
+        .map(|(_, _, t)| tok.encode(&format!("{t}{suffix}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let seeds: Vec<u64> = prompts.iter().map(|(_, s, _)| *s).collect();
+    let out = sample_all(policy, &ids, &seeds, &params, opts.backend.clone())?;
+    Ok(prompts
+        .iter()
+        .zip(out)
+        .map(|((k, _, _), c)| (*k, c.text.as_deref().and_then(parse::judge_verdict)))
+        .collect())
 }
 
 /// Whether validation turned the code down for a Python syntax error (what the f-string
@@ -227,18 +323,9 @@ pub fn judge(
     ) else {
         return Ok(None);
     };
-    let (tok, params) = turn_params(
-        policy,
-        opts.judge_temperature,
-        opts.judge_cut,
-        opts.judge_max_new_tokens,
-    )?;
-    let ids = tok.encode(&format!("{text}{}", policy.generation_suffix()))?;
-    let out = sample_all(policy, &[ids], &[seed], &params, opts.backend.clone())?;
-    Ok(out
-        .first()
-        .and_then(|c| c.text.as_deref())
-        .and_then(parse::judge_verdict))
+    Ok(judge_all(policy, &[(0, seed, text.as_str())], opts)?
+        .remove(&0)
+        .flatten())
 }
 
 /// The rendered judge prompt for `code` in `style`: the code and its own solution played from

@@ -73,6 +73,20 @@ pub struct PlayOptions {
     pub tool_template: ToolTemplate,
     /// What serves the agent's turns.
     pub backend: Backend,
+    /// Step environments on the decode loop itself, as before they had threads of their own:
+    /// only the benchmark's side-by-side sets it (`spade model bench-rollout --path
+    /// seed-envs`).
+    pub envs_inline: bool,
+}
+
+/// What serving the turns of a play call measured.
+#[derive(Debug, Clone, Default)]
+pub struct PlayMeasures {
+    /// What the engine did (`None` on the sampler and vLLM paths).
+    pub engine: Option<EngineStats>,
+    /// Seconds the decode loop waited for environments (blocked with nothing to decode, or
+    /// stepping them itself with `envs_inline`); `None` on the sampler path.
+    pub env_wait_s: Option<f64>,
 }
 
 /// Top-p and top-k of one role's sampling ([`SamplingParams::top_p`], [`SamplingParams::top_k`]).
@@ -202,6 +216,7 @@ impl Default for PlayOptions {
             raw_actions: false,
             tool_template: ToolTemplate::Inline,
             backend: Backend::default(),
+            envs_inline: false,
         }
     }
 }
@@ -427,15 +442,14 @@ pub fn play_envs(
     play_envs_measured(policy, pool, jobs, opts, concurrency).map(|(eps, _)| eps)
 }
 
-/// [`play_envs`], with what the engine did when it served the turns (`None` on the sampler and
-/// vLLM paths).
+/// [`play_envs`], with what serving the turns measured.
 pub fn play_envs_measured(
     policy: &Policy,
     pool: &Pool,
     jobs: &[PlayJob<'_>],
     opts: &PlayOptions,
     concurrency: usize,
-) -> Result<(Vec<Vec<Episode>>, Option<EngineStats>), WorkerError> {
+) -> Result<(Vec<Vec<Episode>>, PlayMeasures), WorkerError> {
     let tok = policy.require_tokenizer()?;
     let end = tok
         .token_id(IM_END)
@@ -462,7 +476,7 @@ pub fn play_envs_measured(
             .iter()
             .map(|job| turns::play_batched(policy, pool, &turns, job, concurrency))
             .collect::<Result<Vec<_>, _>>()
-            .map(|eps| (eps, None)),
+            .map(|eps| (eps, PlayMeasures::default())),
         &Backend::Engine {
             kv_tokens,
             max_batch,
@@ -473,12 +487,27 @@ pub fn play_envs_measured(
                 max_batch,
             };
             let mut engine = Engine::new(policy.model(), Some(tok), cfg)?;
-            let eps = turns::play_concurrently(&mut engine, pool, &turns, jobs, concurrency)?;
-            Ok((eps, Some(engine.stats().clone())))
+            let (eps, waited) =
+                turns::play_concurrently_timed(&mut engine, pool, &turns, jobs, concurrency)?;
+            Ok((
+                eps,
+                PlayMeasures {
+                    engine: Some(engine.stats().clone()),
+                    env_wait_s: Some(waited.as_secs_f64()),
+                },
+            ))
         }
         Backend::Vllm(fleet) => {
             let mut r = fleet.rollout(tok);
-            turns::play_concurrently(&mut r, pool, &turns, jobs, concurrency).map(|e| (e, None))
+            let (eps, waited) =
+                turns::play_concurrently_timed(&mut r, pool, &turns, jobs, concurrency)?;
+            Ok((
+                eps,
+                PlayMeasures {
+                    engine: None,
+                    env_wait_s: Some(waited.as_secs_f64()),
+                },
+            ))
         }
     }
 }

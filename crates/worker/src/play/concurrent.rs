@@ -7,6 +7,8 @@
 //!
 //! The results are the same as when the environments ran on the decode loop: an episode's
 //! turns are sampled with seeds derived from (its index, its turn), whatever else is in flight.
+//! That earlier way stays as `PlayOptions::envs_inline`, for the benchmark's side-by-side
+//! (`spade model bench-rollout --path seed-envs`).
 
 use super::*;
 use spade_policy::engine::Finished;
@@ -22,7 +24,7 @@ enum Task {
     Turn {
         job: usize,
         seq: SeqId,
-        live: Live,
+        live: Box<Live>,
         ep: Episode,
         out: Completion,
     },
@@ -34,12 +36,12 @@ enum Done {
         job: usize,
         idx: usize,
         ep: Episode,
-        live: Result<Option<Live>, WorkerError>,
+        live: Result<Option<Box<Live>>, WorkerError>,
     },
     Turned {
         job: usize,
         seq: SeqId,
-        live: Live,
+        live: Box<Live>,
         ep: Episode,
         /// Whether the episode goes on to another turn.
         go_on: Result<bool, WorkerError>,
@@ -50,7 +52,9 @@ impl Task {
     fn run(self, pool: &Pool, turns: &Turns<'_>, jobs: &[PlayJob<'_>]) -> Done {
         match self {
             Task::Start { job, idx, mut ep } => {
-                let live = turns.start(pool, &jobs[job], &mut ep, idx);
+                let live = turns
+                    .start(pool, &jobs[job], &mut ep, idx)
+                    .map(|l| l.map(Box::new));
                 Done::Started { job, idx, ep, live }
             }
             Task::Turn {
@@ -81,6 +85,8 @@ fn env_threads(concurrency: usize) -> usize {
     concurrency.clamp(1, 256)
 }
 
+/// Plays every job's episodes, up to `concurrency` at once, over `engine`.
+#[cfg(test)]
 pub(in crate::play) fn play_concurrently(
     engine: &mut dyn Rollout,
     pool: &Pool,
@@ -88,11 +94,28 @@ pub(in crate::play) fn play_concurrently(
     jobs: &[PlayJob<'_>],
     concurrency: usize,
 ) -> Result<Vec<Vec<Episode>>, WorkerError> {
+    play_concurrently_timed(engine, pool, turns, jobs, concurrency).map(|(eps, _)| eps)
+}
+
+/// [`play_concurrently`], with the time the decode loop waited for environments: blocked with
+/// nothing to decode, or (inline) stepping them itself.
+pub(in crate::play) fn play_concurrently_timed(
+    engine: &mut dyn Rollout,
+    pool: &Pool,
+    turns: &Turns<'_>,
+    jobs: &[PlayJob<'_>],
+    concurrency: usize,
+) -> Result<(Vec<Vec<Episode>>, std::time::Duration), WorkerError> {
+    let threads = if turns.opts.envs_inline {
+        0
+    } else {
+        env_threads(concurrency)
+    };
     let (task_tx, task_rx) = mpsc::channel::<Task>();
     let task_rx = Mutex::new(task_rx);
     let (done_tx, done_rx) = mpsc::channel::<Done>();
     std::thread::scope(|scope| {
-        for _ in 0..env_threads(concurrency) {
+        for _ in 0..threads {
             let (task_rx, done_tx) = (&task_rx, done_tx.clone());
             scope.spawn(move || {
                 loop {
@@ -110,11 +133,12 @@ pub(in crate::play) fn play_concurrently(
         }
         drop(done_tx);
         let mut driver = Driver::new(jobs, turns, concurrency, task_tx);
+        driver.inline = (threads == 0).then(|| (pool, VecDeque::new()));
         let result = driver.drive(engine, &done_rx);
-        let episodes = driver.finish();
+        let (episodes, waited) = (driver.finish(), driver.waited);
         // Dropping its sender ends the threads once their current task is done.
         drop(driver);
-        result.map(|()| episodes)
+        result.map(|()| (episodes, waited))
     })
 }
 
@@ -131,6 +155,11 @@ struct Driver<'a, 't> {
     decoding: BTreeMap<SeqId, (usize, Live)>,
     /// Episodes whose environment is working (their `Episode` is on a thread meanwhile).
     with_env: usize,
+    /// Stepping environments on this thread (`PlayOptions::envs_inline`): the pool, and what
+    /// they returned.
+    inline: Option<(&'a Pool, VecDeque<Done>)>,
+    /// Time the decode loop waited for environments.
+    waited: std::time::Duration,
 }
 
 impl<'a, 't> Driver<'a, 't> {
@@ -162,6 +191,8 @@ impl<'a, 't> Driver<'a, 't> {
                 .collect(),
             decoding: BTreeMap::new(),
             with_env: 0,
+            inline: None,
+            waited: std::time::Duration::ZERO,
         }
     }
 
@@ -171,11 +202,16 @@ impl<'a, 't> Driver<'a, 't> {
     }
 
     fn send(&mut self, task: Task) -> Result<(), WorkerError> {
+        self.with_env += 1;
+        if let Some((pool, ready)) = &mut self.inline {
+            let t = std::time::Instant::now();
+            ready.push_back(task.run(pool, self.turns, self.jobs));
+            self.waited += t.elapsed();
+            return Ok(());
+        }
         self.tasks
             .send(task)
-            .map_err(|_| WorkerError::Model("the environment threads ended early".into()))?;
-        self.with_env += 1;
-        Ok(())
+            .map_err(|_| WorkerError::Model("the environment threads ended early".into()))
     }
 
     /// The episode's slot while its `Episode` is on an environment thread.
@@ -208,11 +244,16 @@ impl<'a, 't> Driver<'a, 't> {
             }
             // What the environments finished joins this decoding pass; with nothing to decode,
             // wait for them.
-            let mut finished: Vec<Done> = done.try_iter().collect();
+            let mut finished: Vec<Done> = match &mut self.inline {
+                Some((_, ready)) => ready.drain(..).collect(),
+                None => done.try_iter().collect(),
+            };
             if finished.is_empty() && self.decoding.is_empty() {
+                let t = std::time::Instant::now();
                 finished.push(done.recv().map_err(|_| {
                     WorkerError::Model("the environment threads ended early".into())
                 })?);
+                self.waited += t.elapsed();
             }
             for d in finished {
                 self.with_env -= 1;
@@ -235,6 +276,7 @@ impl<'a, 't> Driver<'a, 't> {
                 let Some(live) = live? else {
                     return Ok(());
                 };
+                let live = *live;
                 let go_on = live.fits(self.turns.opts, &mut self.episodes[job][idx]);
                 let seq = go_on.then(|| engine.open());
                 (job, seq, live, go_on)
@@ -247,7 +289,7 @@ impl<'a, 't> Driver<'a, 't> {
                 go_on,
             } => {
                 self.episodes[job][live.idx] = ep;
-                (job, Some(seq), live, go_on?)
+                (job, Some(seq), *live, go_on?)
             }
         };
         let idx = live.idx;
@@ -286,7 +328,7 @@ impl<'a, 't> Driver<'a, 't> {
                 self.send(Task::Turn {
                     job,
                     seq: f.seq,
-                    live,
+                    live: Box::new(live),
                     ep,
                     out,
                 })?;

@@ -7,7 +7,9 @@ use super::*;
 
 #[path = "concurrent.rs"]
 mod concurrent;
+#[cfg(test)]
 pub(super) use concurrent::play_concurrently;
+pub(super) use concurrent::play_concurrently_timed;
 
 pub(super) struct Live {
     pub(super) idx: usize,

@@ -163,7 +163,8 @@ impl Loop<'_> {
             logprob_gap,
             lengths,
             truncated_share,
-            engine,
+            engine: engine.engine,
+            env_wait_s: engine.env_wait_s,
         });
         played.messages.push(Message::Plays { records });
         played.samples = samples;
@@ -243,6 +244,7 @@ impl Loop<'_> {
             } else {
                 spade::config::ToolTemplate::Inline
             },
+            envs_inline: false,
             backend: self.backend(),
         }
     }

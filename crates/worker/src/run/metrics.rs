@@ -185,6 +185,9 @@ pub struct PlayStats {
     pub truncated_share: f64,
     /// What the engine did serving the no-hint plays (`engine/...`), when it served them.
     pub engine: Option<spade_policy::engine::EngineStats>,
+    /// Seconds the decode loop of the no-hint plays waited for environments
+    /// (`time/env_wait_s`; `None` on the sampler path, which has no decode loop).
+    pub env_wait_s: Option<f64>,
 }
 
 impl PlayStats {
@@ -319,6 +322,9 @@ impl StepMetrics {
                 );
                 put("engine/evictions".into(), e.evictions as f64);
                 put("engine/peak_slots".into(), e.peak_slots as f64);
+            }
+            if let Some(s) = p.env_wait_s {
+                put("time/env_wait_s".into(), s);
             }
             if let Some(r) = &p.rlve {
                 put("rlve_checks".into(), r.checks as f64);

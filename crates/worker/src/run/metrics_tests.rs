@@ -108,6 +108,7 @@ fn the_step_metrics_keep_their_reported_names() {
                 decode_rows: 10,
                 ..Default::default()
             }),
+            env_wait_s: Some(1.5),
         }),
         update: UpdateStats {
             agent_samples: 100,
@@ -192,6 +193,7 @@ fn the_step_metrics_keep_their_reported_names() {
             "spice/pass_rate",
             "spice/tasks",
             "spice/variance_reward",
+            "time/env_wait_s",
             "tis_mean",
             "tool_use/attempts",
             "tool_use/designer_loss_weight",
@@ -208,6 +210,7 @@ fn the_step_metrics_keep_their_reported_names() {
     assert_eq!(v["batch_samples"], 192.0);
     assert_eq!(v["trimmed_samples"], 20.0);
     assert_eq!(v["engine/mean_batch"], 2.5);
+    assert_eq!(v["time/env_wait_s"], 1.5);
     assert_eq!(v["play_violation_rate"], 0.1);
     // With two kinds the unprefixed weight is the last kind's (as before the struct).
     assert_eq!(v["designer_loss_weight"], 16.0);
