@@ -386,10 +386,16 @@ fn dependency_names(table: &toml::Table) -> BTreeSet<String> {
 const ONLY: &[(&str, &[&str])] = &[
     // libtorch: only the policy. torch-sys elsewhere only for its build script's rpath (checked
     // below).
-    ("tch", &["spade-policy"]),
+    ("tch", &["spade-policy", "spade-dist"]),
     (
         "torch-sys",
-        &["spade-policy", "spade-cli", "spade-eval", "spade-worker"],
+        &[
+            "spade-policy",
+            "spade-dist",
+            "spade-cli",
+            "spade-eval",
+            "spade-worker",
+        ],
     ),
     // CPython: only the sandbox runner.
     ("pyo3", &["spade-sandbox-runner"]),

@@ -1,0 +1,131 @@
+// The C side of spade-dist: c10d's TCPStore and ProcessGroupGloo behind a few C functions that
+// take tch's tensors (a tch tensor handle is a torch::Tensor*). Every function catches what
+// libtorch throws and returns it as a malloc'd message (NULL on success), so no C++ exception
+// crosses into Rust.
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+struct spade_pg {
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  std::chrono::milliseconds timeout;
+};
+
+static char* message(const std::string& s) {
+  char* out = static_cast<char*>(std::malloc(s.size() + 1));
+  if (out != nullptr) std::memcpy(out, s.c_str(), s.size() + 1);
+  return out;
+}
+
+template <typename F>
+static char* guarded(F f) {
+  try {
+    f();
+    return nullptr;
+  } catch (const c10::Error& e) {
+    return message(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return message(e.what());
+  } catch (...) {
+    return message("unknown C++ exception");
+  }
+}
+
+static void wait(spade_pg* g, const c10::intrusive_ptr<c10d::Work>& work) {
+  // A rank that died makes this throw once the timeout has passed instead of hanging.
+  work->wait(g->timeout);
+}
+
+extern "C" {
+
+char* spade_pg_new(const char* host, int port, int rank, int world, long timeout_ms,
+                   spade_pg** out) {
+  return guarded([&] {
+    auto g = std::make_unique<spade_pg>();
+    g->timeout = std::chrono::milliseconds(timeout_ms);
+    c10d::TCPStoreOptions opts;
+    opts.port = static_cast<uint16_t>(port);
+    opts.isServer = rank == 0;
+    opts.numWorkers = world;
+    opts.waitWorkers = true;
+    opts.timeout = g->timeout;
+    g->store = c10::make_intrusive<c10d::TCPStore>(std::string(host), opts);
+    auto o = c10d::ProcessGroupGloo::Options::create();
+    o->timeout = g->timeout;
+    o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(std::string(host)));
+    g->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(g->store, rank, world, o);
+    *out = g.release();
+  });
+}
+
+void spade_pg_free(spade_pg* g) { delete g; }
+
+void spade_message_free(char* m) { std::free(m); }
+
+// op: 0 sum, 1 max, 2 min.
+char* spade_pg_all_reduce(spade_pg* g, torch::Tensor* t, int op) {
+  return guarded([&] {
+    c10d::AllreduceOptions o;
+    o.reduceOp = op == 1 ? c10d::ReduceOp::MAX : op == 2 ? c10d::ReduceOp::MIN : c10d::ReduceOp::SUM;
+    o.timeout = g->timeout;
+    std::vector<at::Tensor> ts = {*t};
+    wait(g, g->pg->allreduce(ts, o));
+  });
+}
+
+char* spade_pg_broadcast(spade_pg* g, torch::Tensor* t, int root) {
+  return guarded([&] {
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    o.timeout = g->timeout;
+    std::vector<at::Tensor> ts = {*t};
+    wait(g, g->pg->broadcast(ts, o));
+  });
+}
+
+// out: world x input's numel, contiguous; each rank's input lands in its row.
+char* spade_pg_all_gather(spade_pg* g, torch::Tensor* out, torch::Tensor* in) {
+  return guarded([&] {
+    int world = g->pg->getSize();
+    auto rows = out->view({world, -1}).unbind(0);
+    std::vector<std::vector<at::Tensor>> outs = {std::vector<at::Tensor>(rows.begin(), rows.end())};
+    std::vector<at::Tensor> ins = {in->reshape({-1})};
+    c10d::AllgatherOptions o;
+    o.timeout = g->timeout;
+    wait(g, g->pg->allgather(outs, ins, o));
+  });
+}
+
+// in: world equal chunks, contiguous; out gets the sum over ranks of chunk `rank`.
+char* spade_pg_reduce_scatter(spade_pg* g, torch::Tensor* out, torch::Tensor* in) {
+  return guarded([&] {
+    int world = g->pg->getSize();
+    auto chunks = in->view({world, -1}).unbind(0);
+    std::vector<std::vector<at::Tensor>> ins = {std::vector<at::Tensor>(chunks.begin(), chunks.end())};
+    std::vector<at::Tensor> outs = {out->view({-1})};
+    c10d::ReduceScatterOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    o.timeout = g->timeout;
+    wait(g, g->pg->reduce_scatter(outs, ins, o));
+  });
+}
+
+char* spade_pg_barrier(spade_pg* g) {
+  return guarded([&] {
+    c10d::BarrierOptions o;
+    o.timeout = g->timeout;
+    wait(g, g->pg->barrier(o));
+  });
+}
+
+int spade_pg_rank(spade_pg* g) { return g->pg->getRank(); }
+int spade_pg_size(spade_pg* g) { return g->pg->getSize(); }
+}

@@ -1,0 +1,135 @@
+//! The only unsafe code of the crate: calls into src/bridge.cpp. Each function there catches
+//! every C++ exception and returns its message (malloc'd, freed here) or NULL.
+#![allow(unsafe_code)]
+
+use crate::{DistError, ReduceOp, Result};
+use std::ffi::{CStr, CString, c_char, c_int, c_long};
+use std::time::Duration;
+use tch::Tensor;
+use torch_sys::C_tensor;
+
+#[repr(C)]
+struct SpadePg {
+    _opaque: [u8; 0],
+}
+
+unsafe extern "C" {
+    fn spade_pg_new(
+        host: *const c_char,
+        port: c_int,
+        rank: c_int,
+        world: c_int,
+        timeout_ms: c_long,
+        out: *mut *mut SpadePg,
+    ) -> *mut c_char;
+    fn spade_pg_free(g: *mut SpadePg);
+    fn spade_message_free(m: *mut c_char);
+    fn spade_pg_all_reduce(g: *mut SpadePg, t: *mut C_tensor, op: c_int) -> *mut c_char;
+    fn spade_pg_broadcast(g: *mut SpadePg, t: *mut C_tensor, root: c_int) -> *mut c_char;
+    fn spade_pg_all_gather(
+        g: *mut SpadePg,
+        out: *mut C_tensor,
+        input: *mut C_tensor,
+    ) -> *mut c_char;
+    fn spade_pg_reduce_scatter(
+        g: *mut SpadePg,
+        out: *mut C_tensor,
+        input: *mut C_tensor,
+    ) -> *mut c_char;
+    fn spade_pg_barrier(g: *mut SpadePg) -> *mut c_char;
+}
+
+/// The message of a bridge call, freeing it.
+fn checked(m: *mut c_char) -> Result<()> {
+    if m.is_null() {
+        return Ok(());
+    }
+    // SAFETY: a non-NULL return is a NUL-terminated string malloc'd by the bridge, owned here.
+    let text = unsafe { CStr::from_ptr(m) }.to_string_lossy().into_owned();
+    // SAFETY: freed once, by the allocator that made it.
+    unsafe { spade_message_free(m) };
+    Err(DistError(text))
+}
+
+fn int(v: usize, what: &str) -> Result<c_int> {
+    c_int::try_from(v).map_err(|_| DistError(format!("{what} {v} is too large")))
+}
+
+/// The bridge's process group; freed on drop.
+#[derive(Debug)]
+pub(crate) struct Group(*mut SpadePg);
+
+// SAFETY: c10d process groups are used from any thread (their work runs on Gloo's own
+// threads); this handle is only reached through &self methods of one owner at a time.
+unsafe impl Send for Group {}
+
+impl Group {
+    pub(crate) fn new(
+        host: &str,
+        port: u16,
+        rank: usize,
+        world: usize,
+        timeout: Duration,
+    ) -> Result<Self> {
+        let host = CString::new(host).map_err(|_| DistError("host holds a NUL byte".into()))?;
+        let ms = c_long::try_from(timeout.as_millis()).unwrap_or(c_long::MAX);
+        let mut out: *mut SpadePg = std::ptr::null_mut();
+        // SAFETY: host outlives the call; out is written only on success.
+        checked(unsafe {
+            spade_pg_new(
+                host.as_ptr(),
+                c_int::from(port),
+                int(rank, "rank")?,
+                int(world, "world size")?,
+                ms,
+                &mut out,
+            )
+        })?;
+        if out.is_null() {
+            return Err(DistError("the process group was not created".into()));
+        }
+        Ok(Group(out))
+    }
+
+    pub(crate) fn all_reduce(&self, t: &mut Tensor, op: ReduceOp) -> Result<()> {
+        let op = match op {
+            ReduceOp::Sum => 0,
+            ReduceOp::Max => 1,
+            ReduceOp::Min => 2,
+        };
+        // SAFETY: self.0 is a live group; t is a live tensor handle borrowed mutably.
+        checked(unsafe { spade_pg_all_reduce(self.0, t.as_mut_ptr(), op) })
+    }
+
+    pub(crate) fn broadcast(&self, t: &mut Tensor, root: usize) -> Result<()> {
+        let root = int(root, "root")?;
+        // SAFETY: as in all_reduce.
+        checked(unsafe { spade_pg_broadcast(self.0, t.as_mut_ptr(), root) })
+    }
+
+    pub(crate) fn all_gather(&self, out: &mut Tensor, input: &Tensor) -> Result<()> {
+        // SAFETY: live handles; the bridge only reads `input`.
+        checked(unsafe {
+            spade_pg_all_gather(self.0, out.as_mut_ptr(), input.as_ptr() as *mut C_tensor)
+        })
+    }
+
+    pub(crate) fn reduce_scatter(&self, out: &mut Tensor, input: &Tensor) -> Result<()> {
+        // SAFETY: live handles; the bridge only reads `input`.
+        checked(unsafe {
+            spade_pg_reduce_scatter(self.0, out.as_mut_ptr(), input.as_ptr() as *mut C_tensor)
+        })
+    }
+
+    pub(crate) fn barrier(&self) -> Result<()> {
+        // SAFETY: a live group.
+        checked(unsafe { spade_pg_barrier(self.0) })
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // SAFETY: made by spade_pg_new, freed once.
+        unsafe { spade_pg_free(self.0) }
+    }
+}

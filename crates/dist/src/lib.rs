@@ -1,0 +1,185 @@
+//! PyTorch's distributed engine (c10d) for the trainer's ranks: rendezvous through c10d's
+//! `TCPStore` on rank 0, a Gloo process group, and the collectives sharded training needs
+//! (all-reduce, reduce-scatter, all-gather, broadcast, barrier) on `tch` tensors. Every call
+//! has the group's timeout: a rank that died makes the others' next collective fail with an
+//! error instead of hanging (issue 41's first item). The collectives are libtorch's own
+//! (`libtorch_cpu.so` holds c10d and Gloo); this crate only bridges them (`src/bridge.cpp`).
+//!
+//! Gloo runs on CPU tensors. NCCL (CUDA) needs the CUDA build's `ProcessGroupNCCL` and is not
+//! bridged yet.
+
+use std::time::Duration;
+use tch::Tensor;
+
+mod ffi;
+
+/// A c10d call that failed, with libtorch's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DistError(pub String);
+
+pub type Result<T> = std::result::Result<T, DistError>;
+
+/// How one rank joins the group (torchrun's MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendezvous {
+    pub master_addr: String,
+    pub master_port: u16,
+    pub rank: usize,
+    pub world_size: usize,
+    /// Joining and every collective fail after this long.
+    pub timeout: Duration,
+}
+
+impl Rendezvous {
+    /// From the torchrun-style environment (`MASTER_ADDR`, `MASTER_PORT`, `RANK`,
+    /// `WORLD_SIZE`), naming the variable that is missing or malformed.
+    pub fn from_env(timeout: Duration) -> Result<Self> {
+        fn var(name: &str) -> Result<String> {
+            std::env::var(name).map_err(|_| DistError(format!("{name} is not set")))
+        }
+        fn number<T: std::str::FromStr>(name: &str) -> Result<T> {
+            let v = var(name)?;
+            v.trim()
+                .parse()
+                .map_err(|_| DistError(format!("{name} = {v:?} is not a number")))
+        }
+        let r = Rendezvous {
+            master_addr: var("MASTER_ADDR")?,
+            master_port: number("MASTER_PORT")?,
+            rank: number("RANK")?,
+            world_size: number("WORLD_SIZE")?,
+            timeout,
+        };
+        r.check()?;
+        Ok(r)
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.world_size == 0 || self.rank >= self.world_size {
+            return Err(DistError(format!(
+                "RANK {} is not below WORLD_SIZE {}",
+                self.rank, self.world_size
+            )));
+        }
+        if self.master_addr.contains('\0') {
+            return Err(DistError("MASTER_ADDR holds a NUL byte".into()));
+        }
+        Ok(())
+    }
+}
+
+/// A reduction of [`ProcessGroup::all_reduce`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+}
+
+/// One rank's membership of a Gloo process group.
+#[derive(Debug)]
+pub struct ProcessGroup {
+    inner: ffi::Group,
+    rank: usize,
+    world_size: usize,
+}
+
+impl ProcessGroup {
+    /// Joins the group: rank 0 serves the store at `master_addr:master_port`, the others
+    /// connect to it; returns once every rank has joined, or fails after the timeout.
+    pub fn join(r: &Rendezvous) -> Result<Self> {
+        r.check()?;
+        let inner = ffi::Group::new(
+            &r.master_addr,
+            r.master_port,
+            r.rank,
+            r.world_size,
+            r.timeout,
+        )?;
+        Ok(ProcessGroup {
+            inner,
+            rank: r.rank,
+            world_size: r.world_size,
+        })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    pub fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    /// Reduces `t` over the ranks, in place (every rank passes a tensor of the same shape).
+    pub fn all_reduce(&self, t: &mut Tensor, op: ReduceOp) -> Result<()> {
+        cpu_contiguous(t, "all_reduce")?;
+        self.inner.all_reduce(t, op)
+    }
+
+    /// Rank `root`'s `t` into every rank's `t`.
+    pub fn broadcast(&self, t: &mut Tensor, root: usize) -> Result<()> {
+        cpu_contiguous(t, "broadcast")?;
+        if root >= self.world_size {
+            return Err(DistError(format!(
+                "broadcast from rank {root} in a group of {}",
+                self.world_size
+            )));
+        }
+        self.inner.broadcast(t, root)
+    }
+
+    /// Every rank's `input` (same shape on all), stacked in rank order: `[world, ...shape]`.
+    pub fn all_gather(&self, input: &Tensor) -> Result<Tensor> {
+        let input = input.contiguous();
+        cpu_contiguous(&input, "all_gather")?;
+        let mut shape = vec![self.world_size as i64];
+        shape.extend(input.size());
+        let mut out = Tensor::zeros(shape.as_slice(), (input.kind(), input.device()));
+        self.inner.all_gather(&mut out, &input)?;
+        Ok(out)
+    }
+
+    /// `input` (same shape on all ranks, its first dimension divisible by the world size) cut
+    /// into `world` equal chunks along dimension 0; returns the sum over ranks of chunk
+    /// `rank`: the shard of a gradient this rank keeps (ZeRO).
+    pub fn reduce_scatter(&self, input: &Tensor) -> Result<Tensor> {
+        let input = input.contiguous();
+        cpu_contiguous(&input, "reduce_scatter")?;
+        let size = input.size();
+        let world = self.world_size as i64;
+        let Some(&rows) = size.first() else {
+            return Err(DistError("reduce_scatter of a scalar".into()));
+        };
+        if rows % world != 0 {
+            return Err(DistError(format!(
+                "reduce_scatter: dimension 0 ({rows}) is not divisible by the world size \
+                 ({world})"
+            )));
+        }
+        let mut shape = size.clone();
+        shape[0] = rows / world;
+        let mut out = Tensor::zeros(shape.as_slice(), (input.kind(), input.device()));
+        self.inner.reduce_scatter(&mut out, &input)?;
+        Ok(out)
+    }
+
+    /// Returns once every rank has reached it (or fails after the timeout).
+    pub fn barrier(&self) -> Result<()> {
+        self.inner.barrier()
+    }
+}
+
+fn cpu_contiguous(t: &Tensor, what: &str) -> Result<()> {
+    if t.device() != tch::Device::Cpu {
+        return Err(DistError(format!(
+            "{what}: a tensor on {:?}; the Gloo group takes CPU tensors (NCCL is not bridged yet)",
+            t.device()
+        )));
+    }
+    if !t.is_contiguous() {
+        return Err(DistError(format!("{what}: the tensor is not contiguous")));
+    }
+    Ok(())
+}

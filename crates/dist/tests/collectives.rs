@@ -1,0 +1,128 @@
+//! The bridge's collectives across real processes (Gloo over loopback), against sums worked by
+//! hand, and a dead rank: the survivor's collective fails within the timeout instead of
+//! hanging.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const PROBE: &str = env!("CARGO_BIN_EXE_spade-dist-probe");
+
+/// A free port for rank 0's store (the OS picks it; released just before use).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(29_531)
+}
+
+fn ranks(world: usize, probe: &[&str], timeout_ms: u64) -> Vec<Output> {
+    let port = free_port().to_string();
+    let children: Vec<_> = (0..world)
+        .map(|rank| {
+            Command::new(PROBE)
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", &port)
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", world.to_string())
+                .env("PROBE", probe[rank.min(probe.len() - 1)])
+                .env("TIMEOUT_MS", timeout_ms.to_string())
+                .env("OMP_NUM_THREADS", "1")
+                .spawn_output()
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("the probe ran"))
+        .collect()
+}
+
+trait SpawnOutput {
+    fn spawn_output(&mut self) -> std::process::Child;
+}
+
+impl SpawnOutput for Command {
+    fn spawn_output(&mut self) -> std::process::Child {
+        self.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the probe starts")
+    }
+}
+
+fn line<'a>(out: &'a str, key: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(key).map(str::trim))
+        .unwrap_or_else(|| panic!("no {key} line in:\n{out}"))
+}
+
+#[test]
+fn three_ranks_compute_the_sums_worked_by_hand() {
+    let outs = ranks(3, &["collectives"], 60_000);
+    for (rank, o) in outs.iter().enumerate() {
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "rank {rank}: {out}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        // [1, 10] + [2, 20] + [3, 30].
+        assert_eq!(line(&out, "all_reduce_sum"), "[6.0, 60.0]");
+        // max(0, 1, 2), max(5, 4, 3).
+        assert_eq!(line(&out, "all_reduce_max"), "[2.0, 5.0]");
+        // Rank 1's 1 * 7 + 1.
+        assert_eq!(line(&out, "broadcast"), "[8.0, 8.0, 8.0]");
+        // Rows [r, r^2] in rank order.
+        assert_eq!(
+            line(&out, "all_gather"),
+            "[3, 2] [0.0, 0.0, 1.0, 1.0, 2.0, 4.0]"
+        );
+        // (1 + 2 + 3) * [1..6] = [6, 12, 18, 24, 30, 36]; rank r keeps rows 2r, 2r + 1.
+        let want = [
+            "[2, 1] [6.0, 12.0]",
+            "[2, 1] [18.0, 24.0]",
+            "[2, 1] [30.0, 36.0]",
+        ];
+        assert_eq!(line(&out, "reduce_scatter"), want[rank], "rank {rank}");
+        assert_eq!(line(&out, "barrier"), "ok");
+    }
+}
+
+#[test]
+fn a_dead_rank_fails_the_survivors_collective_within_the_timeout() {
+    let t = Instant::now();
+    let outs = ranks(2, &["survive", "die"], 3_000);
+    let took = t.elapsed();
+    let survivor = String::from_utf8_lossy(&outs[0].stdout).into_owned();
+    assert_eq!(outs[1].status.code(), Some(3), "the dying rank exits");
+    assert_eq!(outs[0].status.code(), Some(2), "{survivor}");
+    assert!(line(&survivor, "error").len() > 10, "{survivor}");
+    assert!(
+        took < Duration::from_secs(60),
+        "the survivor waited {took:?} for a dead rank"
+    );
+}
+
+#[test]
+fn a_malformed_environment_is_named() {
+    let o = Command::new(PROBE)
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", "29400")
+        .env("RANK", "2")
+        .env("WORLD_SIZE", "2")
+        .output()
+        .expect("the probe ran");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(line(&out, "error"), "RANK 2 is not below WORLD_SIZE 2");
+    let o = Command::new(PROBE)
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", "port")
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "1")
+        .output()
+        .expect("the probe ran");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        line(&out, "error"),
+        "MASTER_PORT = \"port\" is not a number"
+    );
+}
