@@ -277,12 +277,46 @@ impl GrpoTrainer {
 
     /// One optimiser step over all `samples` (see the module doc).
     pub fn step(&mut self, policy: &Policy, samples: &[GrpoSample]) -> Result<GrpoStats> {
+        self.step_synced(policy, samples, None)
+    }
+
+    /// [`GrpoTrainer::step`] as one rank of a data-parallel group: every rank passes the same
+    /// `samples`, runs the backward passes of its share of the micro-batches (every
+    /// `world`-th, from its rank), and the gradients and statistics are summed over the group
+    /// before clipping and the update, so every rank takes the step one rank would have taken
+    /// (up to the order of float sums) and the weights stay equal without being sent.
+    pub fn step_synced(
+        &mut self,
+        policy: &Policy,
+        samples: &[GrpoSample],
+        sync: Option<&dyn crate::optim::GradientSync>,
+    ) -> Result<GrpoStats> {
         self.opt.zero_grad();
-        let mut st = self.backward(policy, samples)?;
+        let shard = sync.map_or((0, 1), |s| (s.rank(), s.world_size().max(1)));
+        let mut st = self.backward_shard(policy, samples, shard)?;
         if st.tokens == 0 {
             // Every sample had a zero advantage: no gradient, so no step (AdamW's momentum and
             // weight decay would still move the weights on a step that carries no signal).
+            // Every rank sees the same samples, so every rank returns here.
             return Ok(st);
+        }
+        if let Some(sync) = sync {
+            self.opt.sync_gradients(sync)?;
+            let mut sums = Tensor::from_slice(&[
+                st.loss,
+                st.clip_frac,
+                st.mean_ratio,
+                st.mean_kl,
+                st.mean_tis,
+                st.router_aux,
+                st.entropy,
+            ]);
+            sync.sum(&mut sums)?;
+            let v: Vec<f64> = Vec::<f64>::try_from(&sums)?;
+            if let [loss, clip, ratio, kl, tis, aux, entropy] = v[..] {
+                (st.loss, st.clip_frac, st.mean_ratio, st.mean_kl) = (loss, clip, ratio, kl);
+                (st.mean_tis, st.router_aux, st.entropy) = (tis, aux, entropy);
+            }
         }
         st.grad_norm = self.opt.clip_grad_norm(self.cfg.optim.max_grad_norm)?;
         self.opt.step()?;
@@ -294,6 +328,17 @@ impl GrpoTrainer {
     /// variables (without zeroing them first, clipping or stepping): [`GrpoTrainer::step`]
     /// without the update. `grad_norm` is left 0.
     pub fn backward(&mut self, policy: &Policy, samples: &[GrpoSample]) -> Result<GrpoStats> {
+        self.backward_shard(policy, samples, (0, 1))
+    }
+
+    /// [`GrpoTrainer::backward`] over the micro-batches `i` with `i % world == rank` of
+    /// `(rank, world)`; the loss is normalised over all `samples` as on one rank.
+    fn backward_shard(
+        &mut self,
+        policy: &Policy,
+        samples: &[GrpoSample],
+        (rank, world): (usize, usize),
+    ) -> Result<GrpoStats> {
         for s in samples {
             s.check()?;
         }
@@ -333,7 +378,13 @@ impl GrpoTrainer {
         let n = tokens as f64;
         let lens: Vec<usize> = computed.iter().map(|s| s.seq.ids.len()).collect();
         let positions: usize = lens.iter().map(|l| l - 1).sum();
-        for range in train::micro_batches(&lens, c.micro_batch_tokens) {
+        for (i, range) in train::micro_batches(&lens, c.micro_batch_tokens)
+            .into_iter()
+            .enumerate()
+        {
+            if i % world != rank {
+                continue;
+            }
             let chunk = &computed[range];
             // The pass's share of the step's positions weights its router loss.
             let share = chunk.iter().map(|s| s.seq.ids.len() - 1).sum::<usize>() as f64

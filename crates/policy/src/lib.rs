@@ -40,6 +40,7 @@ pub mod grpo;
 pub mod kernels;
 pub mod memplan;
 pub mod optim;
+pub use optim::GradientSync;
 pub mod policy;
 pub mod preset;
 pub mod qwen3;

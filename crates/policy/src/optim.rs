@@ -90,7 +90,8 @@ struct Slot {
     exp_avg: Tensor,
     exp_avg_sq: Tensor,
     /// The float32 sum of the step's gradients so far, for a variable of a half kind (see
-    /// [`AdamW::accumulate`]); none until a gradient arrives.
+    /// [`AdamW::accumulate`]); none until a gradient arrives. After
+    /// [`AdamW::sync_gradients`], the whole step's gradient for every variable.
     grad_acc: Option<Tensor>,
 }
 
@@ -123,7 +124,7 @@ impl Slot {
 
     /// The step's float32 gradient (after [`Slot::accumulate`]), if any.
     fn grad32(&self) -> Result<Option<Tensor>> {
-        if self.master.is_some() {
+        if self.master.is_some() || self.grad_acc.is_some() {
             return Ok(self.grad_acc.as_ref().map(Tensor::shallow_clone));
         }
         let g = self.var.grad();
@@ -136,6 +137,15 @@ impl Slot {
             g.f_to_kind(Kind::Float)?
         }))
     }
+}
+
+/// Sums tensors over the ranks of a data-parallel group, in place: the trainer's process group
+/// (`spade_dist::ProcessGroup` behind it; the policy itself knows no collectives).
+pub trait GradientSync {
+    fn rank(&self) -> usize;
+    fn world_size(&self) -> usize;
+    /// Sums the contiguous CPU tensor `t` over the ranks, in place.
+    fn sum(&self, t: &mut Tensor) -> Result<()>;
 }
 
 /// Kinds whose variables get a float32 master copy.
@@ -259,6 +269,44 @@ impl AdamW {
         }
     }
 
+    /// Sums the step's float32 gradients over the ranks of `sync`, so every rank holds the
+    /// whole step's gradient and takes the same step (data parallelism; one collective over a
+    /// flat buffer). A variable without a gradient on this rank adds zeros.
+    pub fn sync_gradients(&mut self, sync: &dyn GradientSync) -> Result<()> {
+        self.accumulate()?;
+        tch::no_grad(|| -> Result<()> {
+            let mut parts = Vec::with_capacity(self.slots.len());
+            for s in &self.slots {
+                let g = match s.grad32()? {
+                    Some(g) => g,
+                    None => Tensor::f_zeros(s.var.size(), (Kind::Float, s.var.device()))?,
+                };
+                parts.push(g.f_reshape([-1])?.f_to_device(Device::Cpu)?);
+            }
+            let mut flat = Tensor::f_cat(&parts, 0)?;
+            sync.sum(&mut flat)?;
+            let mut offset = 0;
+            for s in &mut self.slots {
+                let n = s.var.numel() as i64;
+                let g = flat
+                    .f_narrow(0, offset, n)?
+                    .f_view(s.var.size().as_slice())?
+                    .f_to_device(s.var.device())?
+                    .f_contiguous()?;
+                offset += n;
+                // Where the step reads it (grad32): the synced sum, whatever the kind.
+                s.grad_acc = Some(g);
+                if s.master.is_none() {
+                    let mut own = s.var.grad();
+                    if own.defined() {
+                        let _ = own.f_zero_()?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// Scales the step's gradients together so their global L2 norm (in float32) is at most
     /// `max` (when `max > 0`); returns the norm before clipping.
     pub fn clip_grad_norm(&mut self, max: f64) -> Result<f64> {
@@ -282,7 +330,11 @@ impl AdamW {
                 let scale = max / (total + 1e-6);
                 for (s, g) in grads {
                     // The accumulator itself, or the variable's own (float32) gradient.
-                    let mut target = if s.master.is_some() { g } else { s.var.grad() };
+                    let mut target = if s.master.is_some() || s.grad_acc.is_some() {
+                        g
+                    } else {
+                        s.var.grad()
+                    };
                     let _ = target.f_mul_scalar_(scale)?;
                 }
             }
