@@ -16,6 +16,8 @@ struct Run {
     wall_s: f64,
     wait_s: f64,
     tokens: u64,
+    /// Plays that failed (an environment past its time limit, say) or lost their generation.
+    failed: usize,
     episodes: Vec<Vec<Episode>>,
 }
 
@@ -112,20 +114,32 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
                 wall_s: t.elapsed().as_secs_f64(),
                 wait_s: m.env_wait_s.unwrap_or(0.0),
                 tokens: m.engine.map_or(0, |e| e.generated),
+                failed: episodes
+                    .iter()
+                    .flatten()
+                    .filter(|e| e.failure.is_some() || e.error.is_some())
+                    .count(),
                 episodes,
             };
             eprintln!(
-                "  {:<14} #{}: {:>7.2} s  waited for environments {:>7.2} s  {:>7} tokens",
+                "  {:<14} #{}: {:>7.2} s  waited for environments {:>7.2} s  {:>7} tokens  {} \
+                 failed plays",
                 label(inline),
                 rep + 1,
                 r.wall_s,
                 r.wait_s,
-                r.tokens
+                r.tokens,
+                r.failed
             );
             runs[k].push(r);
         }
     }
-    let (same, all) = agreement(&runs[0][0].episodes, &runs[1][0].episodes);
+    // Repetition by repetition (a play that failed under load differs from its twin).
+    let pairs: Vec<(usize, usize)> = runs[0]
+        .iter()
+        .zip(&runs[1])
+        .map(|(a, b)| agreement(&a.episodes, &b.episodes))
+        .collect();
     let mut medians = vec![];
     for (k, inline) in [(0, true), (1, false)] {
         let rs = &mut runs[k];
@@ -143,10 +157,12 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
         );
         medians.push(m.wall_s);
     }
+    let same: Vec<String> = pairs.iter().map(|(s, a)| format!("{s}/{a}")).collect();
     println!(
-        "env threads / decode loop: {:.2}x faster; {same} of {all} episodes played the same \
-         tokens both ways",
-        medians[0] / medians[1].max(1e-9)
+        "env threads / decode loop: {:.2}x faster; episodes that played the same tokens both \
+         ways, per repetition: {}",
+        medians[0] / medians[1].max(1e-9),
+        same.join(", ")
     );
     Ok(())
 }
