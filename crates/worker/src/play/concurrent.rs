@@ -46,6 +46,9 @@ enum Done {
         /// Whether the episode goes on to another turn.
         go_on: Result<bool, WorkerError>,
     },
+    /// The task panicked (a bug here, not the environment's doing: that runs in its runner
+    /// process); the play call fails instead of waiting for an answer that never comes.
+    Panicked,
 }
 
 impl Task {
@@ -125,7 +128,11 @@ pub(in crate::play) fn play_concurrently_timed(
                         Err(_) => return,
                     };
                     let Ok(task) = next else { return };
-                    if done_tx.send(task.run(pool, turns, jobs)).is_err() {
+                    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        task.run(pool, turns, jobs)
+                    }))
+                    .unwrap_or(Done::Panicked);
+                    if done_tx.send(done).is_err() {
                         return;
                     }
                 }
@@ -206,6 +213,7 @@ impl<'a, 't> Driver<'a, 't> {
         if let Some((pool, ready)) = &mut self.inline {
             let t = std::time::Instant::now();
             ready.push_back(task.run(pool, self.turns, self.jobs));
+            // (A panic here unwinds the play call itself, as it did on the decode loop.)
             self.waited += t.elapsed();
             return Ok(());
         }
@@ -271,6 +279,11 @@ impl<'a, 't> Driver<'a, 't> {
     /// An environment's work is done: the episode decodes its next turn or ends.
     fn settle(&mut self, engine: &mut dyn Rollout, d: Done) -> Result<(), WorkerError> {
         let (job, seq, live, go_on) = match d {
+            Done::Panicked => {
+                return Err(WorkerError::Model(
+                    "an environment thread panicked during play".into(),
+                ));
+            }
             Done::Started { job, idx, ep, live } => {
                 self.episodes[job][idx] = ep;
                 let Some(live) = live? else {
