@@ -2,8 +2,9 @@
 //! tiny model with `--ranks 1` (in this process) and two ranks (two child processes, each the
 //! backward passes of half the micro-batches, gradients summed through the Gloo group) give the
 //! same losses (relative 1e-5) and the same weights (1e-5), and the two ranks' weights are
-//! bit-identical. The control: the same two ranks without summing their gradients end with
-//! other weights, so the comparison can fail.
+//! bit-identical; with ZeRO-2 (each rank holding half of the optimiser state, gradients
+//! reduce-scattered, weights all-gathered) as well. The control: the same two ranks without
+//! summing their gradients end with other weights, so the comparison can fail.
 
 use spade_dist::{ProcessGroup, ReduceOp, Rendezvous};
 use spade_policy::grpo::{GrpoConfig, GrpoSample, GrpoTrainer};
@@ -29,6 +30,17 @@ impl GradientSync for Group {
     fn sum(&self, t: &mut Tensor) -> spade_policy::Result<()> {
         self.0
             .all_reduce(t, ReduceOp::Sum)
+            .map_err(|e| PolicyError::InvalidInput(e.to_string()))
+    }
+    fn reduce_scatter(&self, t: &Tensor) -> spade_policy::Result<Tensor> {
+        self.0
+            .reduce_scatter(t)
+            .map_err(|e| PolicyError::InvalidInput(e.to_string()))
+    }
+    fn all_gather(&self, t: &Tensor) -> spade_policy::Result<Tensor> {
+        self.0
+            .all_gather(t)
+            .map(|g| g.reshape([-1]))
             .map_err(|e| PolicyError::InvalidInput(e.to_string()))
     }
 }
@@ -72,26 +84,42 @@ fn samples(p: &Policy) -> spade_policy::Result<Vec<GrpoSample>> {
         .collect()
 }
 
-fn trainer(p: &Policy) -> spade_policy::Result<GrpoTrainer> {
-    GrpoTrainer::new(
-        p,
-        GrpoConfig {
-            temperature: 1.0,
-            // About one sample a pass: eight micro-batches to share out.
-            micro_batch_tokens: 8,
-            optim: OptimConfig {
-                lr: 1e-2,
-                ..Default::default()
-            },
+fn trainer_config() -> GrpoConfig {
+    GrpoConfig {
+        temperature: 1.0,
+        // About one sample a pass: eight micro-batches to share out.
+        micro_batch_tokens: 8,
+        optim: OptimConfig {
+            lr: 1e-2,
             ..Default::default()
         },
-    )
+        ..Default::default()
+    }
 }
 
-/// STEPS steps; the losses, and the weights flattened in name order.
-fn train(sync: Option<&dyn GradientSync>) -> spade_policy::Result<(Vec<f64>, Vec<f64>)> {
+fn trainer(p: &Policy) -> spade_policy::Result<GrpoTrainer> {
+    GrpoTrainer::new(p, trainer_config())
+}
+
+/// STEPS steps; the losses, and the weights flattened in name order. `zero`: the optimiser
+/// state sharded over the group (ZeRO-2).
+fn train(
+    sync: Option<&dyn GradientSync>,
+    zero: bool,
+) -> spade_policy::Result<(Vec<f64>, Vec<f64>)> {
     let p = policy()?;
-    let mut tr = trainer(&p)?;
+    let mut tr = match (zero, sync) {
+        (true, Some(s)) => {
+            let t = GrpoTrainer::new_sharded(&p, trainer_config(), s.rank(), s.world_size())?;
+            if let Some(z) = t.sharded_optimizer() {
+                // Half the state each (rounded up), not all of it.
+                let (shard, total) = (z.shard_len(), z.total_len());
+                assert_eq!(shard, (total + 1) / 2, "shard {shard} of {total}");
+            }
+            t
+        }
+        _ => trainer(&p)?,
+    };
     let mut losses = vec![];
     for _ in 0..STEPS {
         let batch = samples(&p)?;
@@ -119,17 +147,14 @@ fn grpo_rank() {
     };
     let pg = ProcessGroup::join(&r).expect("joined");
     let group = Group(pg);
-    let sync: Option<&dyn GradientSync> = match std::env::var("SYNC").as_deref() {
-        Ok("off") => None,
-        _ => Some(&group),
-    };
-    // Without summing, a rank still trains on its share only.
-    let (losses, weights) = if sync.is_some() {
-        train(sync).expect("trained")
-    } else {
-        let alone = Alone(r.rank, r.world_size);
-        train(Some(&alone)).expect("trained")
-    };
+    let alone = Alone(r.rank, r.world_size);
+    let (losses, weights) = match std::env::var("SYNC").as_deref() {
+        // Without summing, a rank still trains on its share only.
+        Ok("off") => train(Some(&alone), false),
+        Ok("zero2") => train(Some(&group), true),
+        _ => train(Some(&group), false),
+    }
+    .expect("trained");
     println!(
         "RESULT {}",
         serde_json::json!({ "losses": losses, "weights": weights })
@@ -211,22 +236,24 @@ fn max_diff(a: &[f64], b: &[f64]) -> f64 {
 
 #[test]
 fn two_ranks_take_the_steps_one_rank_takes() -> spade_policy::Result<()> {
-    let (losses, weights) = train(None)?;
-    let ranks = two_ranks("on");
-    for (rank, (l, w)) in ranks.iter().enumerate() {
-        for (a, b) in losses.iter().zip(l) {
-            assert!(
-                (a - b).abs() <= 1e-5 * a.abs().max(1e-3),
-                "rank {rank}: loss {b} vs one rank's {a}"
-            );
+    let (losses, weights) = train(None, false)?;
+    for mode in ["on", "zero2"] {
+        let ranks = two_ranks(mode);
+        for (rank, (l, w)) in ranks.iter().enumerate() {
+            for (a, b) in losses.iter().zip(l) {
+                assert!(
+                    (a - b).abs() <= 1e-5 * a.abs().max(1e-3),
+                    "{mode} rank {rank}: loss {b} vs one rank's {a}"
+                );
+            }
+            let d = max_diff(&weights, w);
+            assert!(d < 1e-5, "{mode} rank {rank}: weights differ by {d}");
         }
-        let d = max_diff(&weights, w);
-        assert!(d < 1e-5, "rank {rank}: weights differ by {d}");
+        assert_eq!(
+            ranks[0].1, ranks[1].1,
+            "{mode}: the ranks' weights are not identical"
+        );
     }
-    assert_eq!(
-        ranks[0].1, ranks[1].1,
-        "the ranks' weights are not identical"
-    );
     // The control: without the sum each rank steps on half the gradient.
     let apart = two_ranks("off");
     let d = max_diff(&weights, &apart[0].1);

@@ -225,7 +225,9 @@ pub fn grpo_loss_sum(
 #[derive(Debug)]
 pub struct GrpoTrainer {
     cfg: GrpoConfig,
+    /// The whole optimiser, or a stateless one when `sharded` holds this rank's share.
     opt: AdamW,
+    sharded: Option<crate::zero::ShardedAdamW>,
     reference: Option<Policy>,
 }
 
@@ -233,6 +235,10 @@ impl GrpoTrainer {
     /// AdamW over `policy`'s variables; a frozen copy of it as the KL reference when
     /// `kl_coef > 0`.
     pub fn new(policy: &Policy, cfg: GrpoConfig) -> Result<Self> {
+        Self::build(policy, cfg, None)
+    }
+
+    fn build(policy: &Policy, cfg: GrpoConfig, shard: Option<(usize, usize)>) -> Result<Self> {
         if cfg.micro_batch_tokens == 0 || cfg.logprob_chunk_tokens == 0 {
             return Err(PolicyError::InvalidInput(
                 "micro_batch_tokens and logprob_chunk_tokens must be >= 1".into(),
@@ -243,11 +249,59 @@ impl GrpoTrainer {
         } else {
             None
         };
+        // A sharded trainer never holds the whole optimiser state, not even for a moment.
+        let (opt, sharded) = match shard {
+            Some((rank, world)) => (
+                AdamW::without_state(&cfg.optim),
+                Some(crate::zero::ShardedAdamW::new(
+                    policy.var_store(),
+                    &cfg.optim,
+                    rank,
+                    world,
+                )?),
+            ),
+            None => (train::adamw(policy.var_store(), &cfg.optim)?, None),
+        };
         Ok(Self {
-            opt: train::adamw(policy.var_store(), &cfg.optim)?,
+            opt,
+            sharded,
             cfg,
             reference,
         })
+    }
+
+    /// A trainer for rank `rank` of `world` data-parallel ranks whose optimiser state is
+    /// sharded (ZeRO-2, [`crate::zero`]): its steps need the group ([`GrpoTrainer::step_synced`]
+    /// with `Some`), and its state is not saved yet.
+    pub fn new_sharded(
+        policy: &Policy,
+        cfg: GrpoConfig,
+        rank: usize,
+        world: usize,
+    ) -> Result<Self> {
+        Self::build(policy, cfg, Some((rank, world)))
+    }
+
+    /// This rank's sharded optimiser, when the trainer was made with
+    /// [`GrpoTrainer::new_sharded`].
+    pub fn sharded_optimizer(&self) -> Option<&crate::zero::ShardedAdamW> {
+        self.sharded.as_ref()
+    }
+
+    fn zero_grad(&mut self) {
+        self.opt.zero_grad();
+        if let Some(z) = &mut self.sharded {
+            z.zero_grad();
+        }
+    }
+
+    fn refuse_sharded(&self, what: &str) -> Result<()> {
+        match self.sharded {
+            Some(_) => Err(PolicyError::InvalidInput(format!(
+                "{what}: a sharded (ZeRO-2) optimiser's state is not saved or loaded yet"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// The settings.
@@ -262,16 +316,19 @@ impl GrpoTrainer {
 
     /// Writes the optimiser's state to `path` (see [`AdamW::save`]).
     pub fn save_optimizer(&self, path: &Path) -> Result<()> {
+        self.refuse_sharded("save_optimizer")?;
         self.opt.save(path)
     }
 
     /// Restores the optimiser's state from `path` (see [`AdamW::load`]).
     pub fn load_optimizer(&mut self, path: &Path) -> Result<()> {
+        self.refuse_sharded("load_optimizer")?;
         self.opt.load(path)
     }
 
     /// [`AdamW::load_with`]: `masters` false keeps the current weights as the masters.
     pub fn load_optimizer_with(&mut self, path: &Path, masters: bool) -> Result<()> {
+        self.refuse_sharded("load_optimizer_with")?;
         self.opt.load_with(path, masters)
     }
 
@@ -291,7 +348,7 @@ impl GrpoTrainer {
         samples: &[GrpoSample],
         sync: Option<&dyn crate::optim::GradientSync>,
     ) -> Result<GrpoStats> {
-        self.opt.zero_grad();
+        self.zero_grad();
         let shard = sync.map_or((0, 1), |s| (s.rank(), s.world_size().max(1)));
         let mut st = self.backward_shard(policy, samples, shard)?;
         if st.tokens == 0 {
@@ -301,7 +358,9 @@ impl GrpoTrainer {
             return Ok(st);
         }
         if let Some(sync) = sync {
-            self.opt.sync_gradients(sync)?;
+            if self.sharded.is_none() {
+                self.opt.sync_gradients(sync)?;
+            }
             let mut sums = Tensor::from_slice(&[
                 st.loss,
                 st.clip_frac,
@@ -318,9 +377,19 @@ impl GrpoTrainer {
                 (st.mean_tis, st.router_aux, st.entropy) = (tis, aux, entropy);
             }
         }
-        st.grad_norm = self.opt.clip_grad_norm(self.cfg.optim.max_grad_norm)?;
-        self.opt.step()?;
-        self.opt.zero_grad();
+        match (&mut self.sharded, sync) {
+            (Some(z), Some(sync)) => st.grad_norm = z.step(sync)?,
+            (Some(_), None) => {
+                return Err(PolicyError::InvalidInput(
+                    "a sharded (ZeRO-2) trainer steps with its group".into(),
+                ));
+            }
+            (None, _) => {
+                st.grad_norm = self.opt.clip_grad_norm(self.cfg.optim.max_grad_norm)?;
+                self.opt.step()?;
+            }
+        }
+        self.zero_grad();
         Ok(st)
     }
 
@@ -446,8 +515,12 @@ impl GrpoTrainer {
                     .double_value(&[])
                     / n;
             }
-            // Float32 sums across micro-batches for a half-precision model.
-            self.opt.accumulate()?;
+            // Float32 sums across micro-batches for a half-precision model (fields, not
+            // `self.accumulate()`: `c` still borrows the settings).
+            match &mut self.sharded {
+                Some(z) => z.accumulate()?,
+                None => self.opt.accumulate()?,
+            }
         }
         Ok(st)
     }

@@ -49,6 +49,7 @@ pub mod sample;
 pub mod sft;
 pub mod tokenizer;
 pub mod train;
+pub mod zero;
 
 pub use error::{PolicyError, Result};
 pub use policy::{Policy, default_kind};

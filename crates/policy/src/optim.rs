@@ -146,6 +146,26 @@ pub trait GradientSync {
     fn world_size(&self) -> usize;
     /// Sums the contiguous CPU tensor `t` over the ranks, in place.
     fn sum(&self, t: &mut Tensor) -> Result<()>;
+
+    /// This rank's chunk of the sum over ranks of the 1-D `t`, cut into `world_size` equal
+    /// chunks (its length divisible by it). The default sums everything and keeps the chunk;
+    /// a process group overrides it with its reduce-scatter.
+    fn reduce_scatter(&self, t: &Tensor) -> Result<Tensor> {
+        let mut all = t.copy();
+        self.sum(&mut all)?;
+        let n = all.size()[0] / self.world_size().max(1) as i64;
+        Ok(all.f_narrow(0, self.rank() as i64 * n, n)?.f_contiguous()?)
+    }
+
+    /// Every rank's 1-D `t` (equal lengths), concatenated in rank order. The default sums
+    /// zero-padded copies; a process group overrides it with its all-gather.
+    fn all_gather(&self, t: &Tensor) -> Result<Tensor> {
+        let n = t.size()[0];
+        let mut all = Tensor::f_zeros([n * self.world_size() as i64], (t.kind(), t.device()))?;
+        all.f_narrow(0, self.rank() as i64 * n, n)?.f_copy_(t)?;
+        self.sum(&mut all)?;
+        Ok(all)
+    }
 }
 
 /// Kinds whose variables get a float32 master copy.
@@ -200,6 +220,16 @@ impl AdamW {
             step: 0,
             slots,
         })
+    }
+
+    /// An optimiser that holds no state: what a trainer whose state is sharded
+    /// ([`crate::zero::ShardedAdamW`]) keeps in its place.
+    pub fn without_state(cfg: &OptimConfig) -> Self {
+        Self {
+            cfg: cfg.clone(),
+            step: 0,
+            slots: Vec::new(),
+        }
     }
 
     /// The hyper-parameters.
