@@ -143,6 +143,9 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<ExitCode> {
             sample(&checkpoint, &prompt, params, seed, role)
         }
         ModelCommand::Bench(args) => crate::model_bench::run(&args),
+        ModelCommand::BenchRollout(args) if args.path == "seed-envs" => {
+            crate::rollout_bench_envs::run(&args)
+        }
         ModelCommand::BenchRollout(args) => crate::rollout_bench::run(&args),
         ModelCommand::BenchGenerate(args) => crate::generate_bench::run(&args),
     }?;

@@ -81,10 +81,8 @@ pub struct RolloutBenchArgs {
     pub concurrency: usize,
 }
 
+/// Every path but `seed-envs` (`crate::rollout_bench_envs`).
 pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
-    if a.path == "seed-envs" {
-        return crate::rollout_bench_envs::run(a);
-    }
     let paths: Vec<Path> = match a.path.as_str() {
         "both" => vec![Path::Sampler, Path::Engine],
         "sampler" => vec![Path::Sampler],
