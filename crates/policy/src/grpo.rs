@@ -298,7 +298,8 @@ impl GrpoTrainer {
     fn refuse_sharded(&self, what: &str) -> Result<()> {
         match self.sharded {
             Some(_) => Err(PolicyError::InvalidInput(format!(
-                "{what}: a sharded (ZeRO-2) optimiser's state is not saved or loaded yet"
+                "{what}: a sharded (ZeRO-2) trainer loads its rank's file with load_optimizer \
+                 (its masters always come from that file)"
             ))),
             None => Ok(()),
         }
@@ -315,14 +316,21 @@ impl GrpoTrainer {
     }
 
     /// Writes the optimiser's state to `path` (see [`AdamW::save`]).
+    /// A sharded trainer writes its rank's file beside `path` ([`crate::zero::shard_file`]).
     pub fn save_optimizer(&self, path: &Path) -> Result<()> {
-        self.refuse_sharded("save_optimizer")?;
+        if let Some(z) = &self.sharded {
+            return z.save(&crate::zero::shard_file(path, z.rank(), z.world_size()));
+        }
         self.opt.save(path)
     }
 
     /// Restores the optimiser's state from `path` (see [`AdamW::load`]).
+    /// A sharded trainer reads its rank's file beside `path` and refuses another rank count's.
     pub fn load_optimizer(&mut self, path: &Path) -> Result<()> {
-        self.refuse_sharded("load_optimizer")?;
+        if let Some(z) = &mut self.sharded {
+            let file = crate::zero::shard_file(path, z.rank(), z.world_size());
+            return z.load(&file);
+        }
         self.opt.load(path)
     }
 

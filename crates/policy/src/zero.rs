@@ -9,12 +9,32 @@
 //! optimiser takes, up to the order of float sums (`crates/dist/tests/two_ranks.rs`).
 //!
 //! Unlike [`crate::optim::AdamW`], a variable with no gradient in a step still decays (its
-//! gradient counts as zero); every variable of the models here gets one. The state is not
-//! saved yet (sharded checkpoints are to come).
+//! gradient counts as zero); every variable of the models here gets one.
+//!
+//! [`ShardedAdamW::save`] writes one file per rank ([`shard_file`]): the rank's `master`,
+//! `exp_avg` and `exp_avg_sq` slices and, in the metadata, the step, the rank, the world size and
+//! the model's element count; [`ShardedAdamW::load`] refuses a file of another rank, world size
+//! or model, naming which (resuming with another rank count is not supported yet), and changes
+//! nothing unless all of it checks out.
 
-use crate::error::Result;
+use crate::error::{PolicyError, Result};
 use crate::optim::{GradientSync, OptimConfig};
-use tch::{Kind, Tensor, nn::VarStore};
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use tch::{Device, Kind, Tensor, nn::VarStore};
+
+/// The `format` metadata value of a shard file.
+pub const SHARD_FORMAT: &str = "spade-zero2-adamw-v1";
+
+/// Rank `rank` of `world`'s file for the optimiser state `path` names
+/// (`optimizer.safetensors` -> `optimizer.rank1-of-2.safetensors`).
+pub fn shard_file(path: &Path, rank: usize, world: usize) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map_or_else(|| "optimizer".into(), |s| s.to_string_lossy().into_owned());
+    path.with_file_name(format!("{stem}.rank{rank}-of-{world}.safetensors"))
+}
 
 /// The sharded optimiser of one rank (see the module doc).
 #[derive(Debug)]
@@ -186,6 +206,126 @@ impl ShardedAdamW {
     pub fn rank(&self) -> usize {
         self.rank
     }
+
+    /// Ranks in the group.
+    pub fn world_size(&self) -> usize {
+        self.world
+    }
+
+    /// Writes this rank's slices and the step to `path` (see the module doc).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let bad = |reason: String| PolicyError::OptimizerState {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let mut host = Vec::with_capacity(3);
+        for (name, t) in [
+            ("master", &self.master),
+            ("exp_avg", &self.exp_avg),
+            ("exp_avg_sq", &self.exp_avg_sq),
+        ] {
+            let t = t.detach().to_device(Device::Cpu).contiguous();
+            let n = t.numel();
+            let mut data = vec![0u8; n * 4];
+            t.f_copy_data_u8(&mut data, n)?;
+            host.push((name, data));
+        }
+        let mut views = Vec::with_capacity(3);
+        for (name, data) in &host {
+            let view = TensorView::new(Dtype::F32, vec![self.shard as usize], data)
+                .map_err(|e| bad(format!("`{name}`: {e:?}")))?;
+            views.push((*name, view));
+        }
+        let meta = HashMap::from([
+            ("format".to_string(), SHARD_FORMAT.to_string()),
+            ("step".to_string(), self.step.to_string()),
+            ("rank".to_string(), self.rank.to_string()),
+            ("world_size".to_string(), self.world.to_string()),
+            ("elements".to_string(), self.total_len().to_string()),
+        ]);
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
+        }
+        safetensors::tensor::serialize_to_file(views, &Some(meta), path)
+            .map_err(|e| bad(format!("{e:?}")))
+    }
+
+    /// Replaces this rank's slices and the step with those saved in `path`; nothing changes on
+    /// an error (see the module doc).
+    pub fn load(&mut self, path: &Path) -> Result<()> {
+        let bad = |reason: String| PolicyError::OptimizerState {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let bytes = std::fs::read(path).map_err(|e| PolicyError::io(path, e))?;
+        let (_, meta) = SafeTensors::read_metadata(&bytes)
+            .map_err(|e| bad(format!("not a safetensors file: {e:?}")))?;
+        let meta = meta.metadata().clone().unwrap_or_default();
+        let field = |key: &str| -> Result<String> {
+            meta.get(key)
+                .cloned()
+                .ok_or_else(|| bad(format!("no `{key}` metadata")))
+        };
+        let number = |key: &str| -> Result<u64> {
+            let v = field(key)?;
+            v.parse()
+                .map_err(|_| bad(format!("`{key}` metadata `{v}` is not a number")))
+        };
+        let format = field("format")?;
+        if format != SHARD_FORMAT {
+            return Err(bad(format!("format `{format}`, expected `{SHARD_FORMAT}`")));
+        }
+        let (world, rank) = (number("world_size")?, number("rank")?);
+        if world != self.world as u64 {
+            return Err(bad(format!(
+                "saved by {world} ranks, this trainer has {}: resuming with another rank count \
+                 is not supported yet",
+                self.world
+            )));
+        }
+        if rank != self.rank as u64 {
+            return Err(bad(format!(
+                "rank {rank}'s state, this is rank {}",
+                self.rank
+            )));
+        }
+        let elements = number("elements")?;
+        if elements != self.total_len() as u64 {
+            return Err(bad(format!(
+                "saved for a model of {elements} elements, this one has {}",
+                self.total_len()
+            )));
+        }
+        let step = number("step")?;
+        let st = SafeTensors::deserialize(&bytes)
+            .map_err(|e| bad(format!("not a safetensors file: {e:?}")))?;
+        let device = self.master.device();
+        let read = |name: &str| -> Result<Tensor> {
+            let view = st.tensor(name).map_err(|_| PolicyError::MissingTensor {
+                name: name.to_string(),
+                path: path.to_path_buf(),
+            })?;
+            if view.dtype() != Dtype::F32 || view.shape() != [self.shard as usize] {
+                return Err(bad(format!(
+                    "`{name}` is {:?} {:?}, expected F32 [{}]",
+                    view.dtype(),
+                    view.shape(),
+                    self.shard
+                )));
+            }
+            Ok(
+                Tensor::f_from_data_size(view.data(), &[self.shard], Kind::Float)?
+                    .f_to_device(device)?,
+            )
+        };
+        let (master, exp_avg, exp_avg_sq) =
+            (read("master")?, read("exp_avg")?, read("exp_avg_sq")?);
+        self.master = master;
+        self.exp_avg = exp_avg;
+        self.exp_avg_sq = exp_avg_sq;
+        self.step = step;
+        Ok(())
+    }
 }
 
 /// `parts` concatenated and zero-padded to `len` elements.
@@ -197,4 +337,70 @@ fn padded(parts: impl Iterator<Item = Result<Tensor>>, len: i64) -> Result<Tenso
         parts.push(Tensor::f_zeros([len - have], (Kind::Float, device))?);
     }
     Ok(Tensor::f_cat(&parts, 0)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Policy;
+    use crate::qwen3::{Config, WeightInit};
+
+    fn policy(layers: i64) -> Result<Policy> {
+        tch::manual_seed(3);
+        let serde_json::Value::Object(map) = serde_json::json!({
+            "model_type": "qwen3", "vocab_size": 32, "hidden_size": 16, "intermediate_size": 32,
+            "num_hidden_layers": layers, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "head_dim": 8, "tie_word_embeddings": true
+        }) else {
+            return Err(PolicyError::InvalidInput("not a map".into()));
+        };
+        Policy::new(
+            &Config::from_map(map)?,
+            Device::Cpu,
+            Kind::Float,
+            WeightInit::Normal { std: 0.1 },
+            None,
+        )
+    }
+
+    /// A shard saves and loads back exactly; another rank, world size or model is refused by
+    /// name and leaves the state as it was.
+    #[test]
+    fn a_shard_round_trips_and_another_rank_count_is_refused() -> Result<()> {
+        let p = policy(1)?;
+        let cfg = OptimConfig::default();
+        let mut a = ShardedAdamW::new(p.var_store(), &cfg, 1, 2)?;
+        assert_eq!(a.shard_len(), (a.total_len() + 1) / 2);
+        let _ = a.exp_avg.f_fill_(0.25)?;
+        a.step = 7;
+        let dir = std::env::temp_dir().join(format!("spade-zero-{}", std::process::id()));
+        let file = shard_file(&dir.join("optimizer.safetensors"), 1, 2);
+        assert!(file.ends_with("optimizer.rank1-of-2.safetensors"));
+        a.save(&file)?;
+        let mut b = ShardedAdamW::new(p.var_store(), &cfg, 1, 2)?;
+        b.load(&file)?;
+        assert_eq!(b.step_count(), 7);
+        assert!(b.exp_avg.allclose(&a.exp_avg, 0.0, 0.0, false));
+        assert!(b.master.allclose(&a.master, 0.0, 0.0, false));
+        for (mut other, want) in [
+            (
+                ShardedAdamW::new(p.var_store(), &cfg, 1, 3)?,
+                "saved by 2 ranks, this trainer has 3",
+            ),
+            (
+                ShardedAdamW::new(p.var_store(), &cfg, 0, 2)?,
+                "rank 1's state, this is rank 0",
+            ),
+            (
+                ShardedAdamW::new(policy(2)?.var_store(), &cfg, 1, 2)?,
+                "saved for a model of",
+            ),
+        ] {
+            let err = other.load(&file).expect_err("refused").to_string();
+            assert!(err.contains(want), "{err}");
+            assert_eq!(other.step_count(), 0, "nothing changed");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
+    }
 }
