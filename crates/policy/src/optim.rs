@@ -168,6 +168,30 @@ pub trait GradientSync {
     }
 }
 
+/// The update of the module doc, in place, at step `step` (counted from 1): float32 weights
+/// `p`, moments `m` and `v`, gradient `g` (one variable, or a rank's slice of all of them).
+pub(crate) fn adamw_update(
+    c: &OptimConfig,
+    step: u64,
+    p: &mut Tensor,
+    m: &mut Tensor,
+    v: &mut Tensor,
+    g: &Tensor,
+) -> Result<()> {
+    let t = i32::try_from(step).unwrap_or(i32::MAX);
+    let bias2_sqrt = (1.0 - c.beta2.powi(t)).sqrt();
+    let step_size = c.lr / (1.0 - c.beta1.powi(t));
+    if c.weight_decay != 0.0 {
+        let _ = p.f_mul_scalar_(1.0 - c.lr * c.weight_decay)?;
+    }
+    let _ = m.f_lerp_(g, 1.0 - c.beta1)?;
+    let _ = v.f_mul_scalar_(c.beta2)?;
+    let _ = v.f_addcmul_(g, &g.f_mul_scalar(1.0 - c.beta2)?)?;
+    let denom = (v.f_sqrt()? / bias2_sqrt).f_add_scalar(c.eps)?;
+    let _ = p.f_sub_(&m.f_div(&denom)?.f_mul_scalar(step_size)?)?;
+    Ok(())
+}
+
 /// Kinds whose variables get a float32 master copy.
 fn is_half(kind: Kind) -> bool {
     matches!(kind, Kind::BFloat16 | Kind::Half)
@@ -377,28 +401,14 @@ impl AdamW {
     pub fn step(&mut self) -> Result<()> {
         self.accumulate()?;
         self.step += 1;
-        let c = &self.cfg;
-        let t = i32::try_from(self.step).unwrap_or(i32::MAX);
-        let bias1 = 1.0 - c.beta1.powi(t);
-        let bias2_sqrt = (1.0 - c.beta2.powi(t)).sqrt();
-        let step_size = c.lr / bias1;
+        let (c, step) = (&self.cfg, self.step);
         tch::no_grad(|| -> Result<()> {
             for s in &mut self.slots {
                 let Some(g) = s.grad32()? else {
                     continue;
                 };
                 let mut p = s.weights().shallow_clone();
-                if c.weight_decay != 0.0 {
-                    let _ = p.f_mul_scalar_(1.0 - c.lr * c.weight_decay)?;
-                }
-                let _ = s.exp_avg.f_lerp_(&g, 1.0 - c.beta1)?;
-                let _ = s.exp_avg_sq.f_mul_scalar_(c.beta2)?;
-                let _ = s
-                    .exp_avg_sq
-                    .f_addcmul_(&g, &g.f_mul_scalar(1.0 - c.beta2)?)?;
-                let denom = (s.exp_avg_sq.f_sqrt()? / bias2_sqrt).f_add_scalar(c.eps)?;
-                let update = s.exp_avg.f_div(&denom)?.f_mul_scalar(step_size)?;
-                let _ = p.f_sub_(&update)?;
+                adamw_update(c, step, &mut p, &mut s.exp_avg, &mut s.exp_avg_sq, &g)?;
                 if s.master.is_some() {
                     // Round the float32 masters into the compute weights.
                     s.var.f_copy_(&p)?;

@@ -174,21 +174,15 @@ impl ShardedAdamW {
                 let _ = g.f_mul_scalar_(c.max_grad_norm / (total + 1e-6))?;
             }
             self.step += 1;
-            let t = i32::try_from(self.step).unwrap_or(i32::MAX);
-            let bias2_sqrt = (1.0 - c.beta2.powi(t)).sqrt();
-            let step_size = c.lr / (1.0 - c.beta1.powi(t));
-            let p = &mut self.master;
-            if c.weight_decay != 0.0 {
-                let _ = p.f_mul_scalar_(1.0 - c.lr * c.weight_decay)?;
-            }
-            let _ = self.exp_avg.f_lerp_(&g, 1.0 - c.beta1)?;
-            let _ = self.exp_avg_sq.f_mul_scalar_(c.beta2)?;
-            let _ = self
-                .exp_avg_sq
-                .f_addcmul_(&g, &g.f_mul_scalar(1.0 - c.beta2)?)?;
-            let denom = (self.exp_avg_sq.f_sqrt()? / bias2_sqrt).f_add_scalar(c.eps)?;
-            let _ = p.f_sub_(&self.exp_avg.f_div(&denom)?.f_mul_scalar(step_size)?)?;
-            let full = sync.all_gather(p)?;
+            crate::optim::adamw_update(
+                c,
+                self.step,
+                &mut self.master,
+                &mut self.exp_avg,
+                &mut self.exp_avg_sq,
+                &g,
+            )?;
+            let full = sync.all_gather(&self.master)?;
             let mut offset = 0;
             for (_, v, len) in &mut self.vars {
                 let part = full
