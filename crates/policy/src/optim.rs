@@ -192,6 +192,55 @@ pub(crate) fn adamw_update(
     Ok(())
 }
 
+/// Writes `tensors` as float32 (cast and copied to the host) with `meta` as one safetensors
+/// file at `path`, creating its directory: [`AdamW`]'s state and ZeRO-2's shard files.
+pub(crate) fn write_state(
+    path: &Path,
+    tensors: &[(String, &Tensor)],
+    meta: HashMap<String, String>,
+) -> Result<()> {
+    let bad = |reason: String| PolicyError::OptimizerState {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut host: Vec<(&str, Vec<usize>, Vec<u8>)> = Vec::with_capacity(tensors.len());
+    for (name, t) in tensors {
+        let t = t
+            .detach()
+            .to_kind(Kind::Float)
+            .to_device(Device::Cpu)
+            .contiguous();
+        let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
+        let numel = t.numel();
+        let mut data = vec![0u8; numel * 4];
+        t.f_copy_data_u8(&mut data, numel)?;
+        host.push((name.as_str(), shape, data));
+    }
+    let mut views = Vec::with_capacity(host.len());
+    for (name, shape, data) in &host {
+        let view = TensorView::new(Dtype::F32, shape.clone(), data)
+            .map_err(|e| bad(format!("`{name}`: {e:?}")))?;
+        views.push((*name, view));
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
+    }
+    safetensors::tensor::serialize_to_file(views, &Some(meta), path)
+        .map_err(|e| bad(format!("{e:?}")))
+}
+
+/// The bytes and the metadata of a state file [`write_state`] wrote, or why it is not one.
+pub(crate) fn read_state(path: &Path) -> Result<(Vec<u8>, HashMap<String, String>)> {
+    let bytes = std::fs::read(path).map_err(|e| PolicyError::io(path, e))?;
+    let (_, meta) =
+        SafeTensors::read_metadata(&bytes).map_err(|e| PolicyError::OptimizerState {
+            path: path.to_path_buf(),
+            reason: format!("not a safetensors file: {e:?}"),
+        })?;
+    let meta = meta.metadata().clone().unwrap_or_default();
+    Ok((bytes, meta))
+}
+
 /// Kinds whose variables get a float32 master copy.
 fn is_half(kind: Kind) -> bool {
     matches!(kind, Kind::BFloat16 | Kind::Half)
@@ -420,34 +469,13 @@ impl AdamW {
 
     /// Writes the moments and the step count to `path` (see the module doc).
     pub fn save(&self, path: &Path) -> Result<()> {
-        let mut host: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::with_capacity(2 * self.slots.len());
+        let mut tensors = Vec::with_capacity(3 * self.slots.len());
         for s in &self.slots {
-            let mut parts = vec![("exp_avg", &s.exp_avg), ("exp_avg_sq", &s.exp_avg_sq)];
+            tensors.push((format!("exp_avg.{}", s.name), &s.exp_avg));
+            tensors.push((format!("exp_avg_sq.{}", s.name), &s.exp_avg_sq));
             if let Some(m) = &s.master {
-                parts.push(("master", m));
+                tensors.push((format!("master.{}", s.name), m));
             }
-            for (prefix, t) in parts {
-                let t = t
-                    .detach()
-                    .to_kind(Kind::Float)
-                    .to_device(Device::Cpu)
-                    .contiguous();
-                let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
-                let numel = t.numel();
-                let mut data = vec![0u8; numel * 4];
-                t.f_copy_data_u8(&mut data, numel)?;
-                host.push((format!("{prefix}.{}", s.name), shape, data));
-            }
-        }
-        let bad = |reason: String| PolicyError::OptimizerState {
-            path: path.to_path_buf(),
-            reason,
-        };
-        let mut views = Vec::with_capacity(host.len());
-        for (name, shape, data) in &host {
-            let view = TensorView::new(Dtype::F32, shape.clone(), data)
-                .map_err(|e| bad(format!("`{name}`: {e:?}")))?;
-            views.push((name.as_str(), view));
         }
         let c = &self.cfg;
         let metadata = HashMap::from([
@@ -459,11 +487,7 @@ impl AdamW {
             ("eps".to_string(), c.eps.to_string()),
             ("weight_decay".to_string(), c.weight_decay.to_string()),
         ]);
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
-        }
-        safetensors::tensor::serialize_to_file(views, &Some(metadata), path)
-            .map_err(|e| bad(format!("{e:?}")))
+        write_state(path, &tensors, metadata)
     }
 
     /// Replaces the moments and the step count with those saved in `path`, and the masters
@@ -481,10 +505,7 @@ impl AdamW {
             path: path.to_path_buf(),
             reason,
         };
-        let bytes = std::fs::read(path).map_err(|e| PolicyError::io(path, e))?;
-        let (_, meta) = SafeTensors::read_metadata(&bytes)
-            .map_err(|e| bad(format!("not a safetensors file: {e:?}")))?;
-        let meta = meta.metadata().clone().unwrap_or_default();
+        let (bytes, meta) = read_state(path)?;
         match meta.get("format") {
             Some(f) if f == FORMAT => {}
             Some(f) => return Err(bad(format!("format `{f}`, expected `{FORMAT}`"))),

@@ -19,10 +19,10 @@
 
 use crate::error::{PolicyError, Result};
 use crate::optim::{GradientSync, OptimConfig};
-use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use safetensors::tensor::{Dtype, SafeTensors};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use tch::{Device, Kind, Tensor, nn::VarStore};
+use tch::{Kind, Tensor, nn::VarStore};
 
 /// The `format` metadata value of a shard file.
 pub const SHARD_FORMAT: &str = "spade-zero2-adamw-v1";
@@ -208,28 +208,11 @@ impl ShardedAdamW {
 
     /// Writes this rank's slices and the step to `path` (see the module doc).
     pub fn save(&self, path: &Path) -> Result<()> {
-        let bad = |reason: String| PolicyError::OptimizerState {
-            path: path.to_path_buf(),
-            reason,
-        };
-        let mut host = Vec::with_capacity(3);
-        for (name, t) in [
-            ("master", &self.master),
-            ("exp_avg", &self.exp_avg),
-            ("exp_avg_sq", &self.exp_avg_sq),
-        ] {
-            let t = t.detach().to_device(Device::Cpu).contiguous();
-            let n = t.numel();
-            let mut data = vec![0u8; n * 4];
-            t.f_copy_data_u8(&mut data, n)?;
-            host.push((name, data));
-        }
-        let mut views = Vec::with_capacity(3);
-        for (name, data) in &host {
-            let view = TensorView::new(Dtype::F32, vec![self.shard as usize], data)
-                .map_err(|e| bad(format!("`{name}`: {e:?}")))?;
-            views.push((*name, view));
-        }
+        let tensors = [
+            ("master".to_string(), &self.master),
+            ("exp_avg".to_string(), &self.exp_avg),
+            ("exp_avg_sq".to_string(), &self.exp_avg_sq),
+        ];
         let meta = HashMap::from([
             ("format".to_string(), SHARD_FORMAT.to_string()),
             ("step".to_string(), self.step.to_string()),
@@ -237,11 +220,7 @@ impl ShardedAdamW {
             ("world_size".to_string(), self.world.to_string()),
             ("elements".to_string(), self.total_len().to_string()),
         ]);
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
-        }
-        safetensors::tensor::serialize_to_file(views, &Some(meta), path)
-            .map_err(|e| bad(format!("{e:?}")))
+        crate::optim::write_state(path, &tensors, meta)
     }
 
     /// Replaces this rank's slices and the step with those saved in `path`; nothing changes on
@@ -251,10 +230,7 @@ impl ShardedAdamW {
             path: path.to_path_buf(),
             reason,
         };
-        let bytes = std::fs::read(path).map_err(|e| PolicyError::io(path, e))?;
-        let (_, meta) = SafeTensors::read_metadata(&bytes)
-            .map_err(|e| bad(format!("not a safetensors file: {e:?}")))?;
-        let meta = meta.metadata().clone().unwrap_or_default();
+        let (bytes, meta) = crate::optim::read_state(path)?;
         let field = |key: &str| -> Result<String> {
             meta.get(key)
                 .cloned()
@@ -338,6 +314,7 @@ mod tests {
     use super::*;
     use crate::Policy;
     use crate::qwen3::{Config, WeightInit};
+    use tch::Device;
 
     fn policy(layers: i64) -> Result<Policy> {
         tch::manual_seed(3);
