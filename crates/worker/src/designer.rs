@@ -138,7 +138,9 @@ pub fn design(
             })
             .collect();
         let verdicts = judge_all(policy, &judged, opts)?;
-        for (k, ((&i, prompt_ids), c)) in open.iter().zip(prompts).zip(completions).enumerate() {
+        drop(judged);
+        let replies = open.iter().zip(prompts).zip(completions).zip(checked);
+        for (k, (((&i, prompt_ids), c), checked)) in replies.enumerate() {
             let sample = DesignerSample {
                 env_id: env_id(i, attempt),
                 skill: slots[i].skill.clone(),
@@ -153,7 +155,7 @@ pub fn design(
                 mut message,
                 max_turns,
                 ..
-            } = checked[k].clone();
+            } = checked;
             if verdicts.get(&k) == Some(&Some(false)) {
                 accepted = false;
                 reason = Some("judge_rejected".into());
@@ -178,7 +180,6 @@ pub fn design(
 
 /// One reply checked: its code (repaired when the repair helped), the sandbox's verdict, and
 /// the judge's prompt when the sandbox accepted it and the self-judge is on.
-#[derive(Clone)]
 struct Checked {
     code: String,
     accepted: bool,
