@@ -81,13 +81,15 @@ char* spade_pg_all_reduce(spade_pg* g, torch::Tensor* t, int op) {
   });
 }
 
-char* spade_pg_broadcast(spade_pg* g, torch::Tensor* t, int root) {
+// timeout_ms 0: the group's timeout; otherwise this call's own (a rank waiting for rank 0's
+// next command while rank 0 plays a step's rollouts waits longer than a collective should).
+char* spade_pg_broadcast(spade_pg* g, torch::Tensor* t, int root, long timeout_ms) {
   return guarded([&] {
     c10d::BroadcastOptions o;
     o.rootRank = root;
-    o.timeout = g->timeout;
+    o.timeout = timeout_ms > 0 ? std::chrono::milliseconds(timeout_ms) : g->timeout;
     std::vector<at::Tensor> ts = {*t};
-    wait(g, g->pg->broadcast(ts, o));
+    g->pg->broadcast(ts, o)->wait(o.timeout);
   });
 }
 

@@ -25,7 +25,12 @@ unsafe extern "C" {
     fn spade_pg_free(g: *mut SpadePg);
     fn spade_message_free(m: *mut c_char);
     fn spade_pg_all_reduce(g: *mut SpadePg, t: *mut C_tensor, op: c_int) -> *mut c_char;
-    fn spade_pg_broadcast(g: *mut SpadePg, t: *mut C_tensor, root: c_int) -> *mut c_char;
+    fn spade_pg_broadcast(
+        g: *mut SpadePg,
+        t: *mut C_tensor,
+        root: c_int,
+        timeout_ms: c_long,
+    ) -> *mut c_char;
     fn spade_pg_all_gather(
         g: *mut SpadePg,
         out: *mut C_tensor,
@@ -101,10 +106,19 @@ impl Group {
         checked(unsafe { spade_pg_all_reduce(self.0, t.as_mut_ptr(), op) })
     }
 
-    pub(crate) fn broadcast(&self, t: &mut Tensor, root: usize) -> Result<()> {
+    /// `timeout` None: the group's.
+    pub(crate) fn broadcast(
+        &self,
+        t: &mut Tensor,
+        root: usize,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
         let root = int(root, "root")?;
+        let ms = timeout.map_or(0, |t| {
+            c_long::try_from(t.as_millis().max(1)).unwrap_or(c_long::MAX)
+        });
         // SAFETY: as in all_reduce.
-        checked(unsafe { spade_pg_broadcast(self.0, t.as_mut_ptr(), root) })
+        checked(unsafe { spade_pg_broadcast(self.0, t.as_mut_ptr(), root, ms) })
     }
 
     pub(crate) fn all_gather(&self, out: &mut Tensor, input: &Tensor) -> Result<()> {

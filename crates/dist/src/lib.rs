@@ -127,7 +127,44 @@ impl ProcessGroup {
                 self.world_size
             )));
         }
-        self.inner.broadcast(t, root)
+        self.inner.broadcast(t, root, None)
+    }
+
+    /// Rank `root`'s bytes to every rank: `root` passes `Some`, the others `None` and get
+    /// root's. `wait`: how long a rank may wait for root to send (None: the group's timeout);
+    /// a follower waiting for rank 0's next command while rank 0 plays a step's rollouts
+    /// waits longer than any collective should.
+    pub fn broadcast_bytes(
+        &self,
+        root: usize,
+        bytes: Option<&[u8]>,
+        wait: Option<Duration>,
+    ) -> Result<Vec<u8>> {
+        if root >= self.world_size {
+            return Err(DistError(format!(
+                "broadcast from rank {root} in a group of {}",
+                self.world_size
+            )));
+        }
+        if (self.rank == root) != bytes.is_some() {
+            return Err(DistError(format!(
+                "broadcast_bytes: rank {} {} bytes, but root is rank {root}",
+                self.rank,
+                if bytes.is_some() { "sends" } else { "sends no" }
+            )));
+        }
+        let mut len = Tensor::from_slice(&[bytes.map_or(0, |b| b.len() as i64)]);
+        self.inner.broadcast(&mut len, root, wait)?;
+        let n = len.int64_value(&[0]);
+        let n = usize::try_from(n).map_err(|_| DistError(format!("a length of {n} bytes")))?;
+        let mut data = match bytes {
+            Some(b) => Tensor::from_slice(b),
+            None => Tensor::zeros([n as i64], (tch::Kind::Uint8, tch::Device::Cpu)),
+        };
+        if n > 0 {
+            self.inner.broadcast(&mut data, root, None)?;
+        }
+        Vec::<u8>::try_from(&data).map_err(|e| DistError(format!("broadcast_bytes: {e}")))
     }
 
     /// Every rank's `input` (same shape on all), stacked in rank order: `[world, ...shape]`.
@@ -182,4 +219,30 @@ fn cpu_contiguous(t: &Tensor, what: &str) -> Result<()> {
         return Err(DistError(format!("{what}: the tensor is not contiguous")));
     }
     Ok(())
+}
+
+/// The data-parallel trainer's view of the group: gradients summed with all-reduce,
+/// reduce-scattered and all-gathered with Gloo's own collectives.
+impl spade_policy::optim::GradientSync for ProcessGroup {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn world_size(&self) -> usize {
+        self.world_size
+    }
+    fn sum(&self, t: &mut Tensor) -> spade_policy::Result<()> {
+        self.all_reduce(t, ReduceOp::Sum).map_err(policy_error)
+    }
+    fn reduce_scatter(&self, t: &Tensor) -> spade_policy::Result<Tensor> {
+        ProcessGroup::reduce_scatter(self, t).map_err(policy_error)
+    }
+    fn all_gather(&self, t: &Tensor) -> spade_policy::Result<Tensor> {
+        ProcessGroup::all_gather(self, t)
+            .map(|g| g.reshape([-1]))
+            .map_err(policy_error)
+    }
+}
+
+fn policy_error(e: DistError) -> spade_policy::PolicyError {
+    spade_policy::PolicyError::InvalidInput(format!("process group: {e}"))
 }

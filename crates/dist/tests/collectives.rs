@@ -84,6 +84,20 @@ fn three_ranks_compute_the_sums_worked_by_hand() {
         ];
         assert_eq!(line(&out, "reduce_scatter"), want[rank], "rank {rank}");
         assert_eq!(line(&out, "barrier"), "ok");
+        assert_eq!(line(&out, "bytes"), "from rank 2");
+        assert_eq!(line(&out, "empty"), "0");
+    }
+}
+
+#[test]
+fn a_broadcast_with_its_own_wait_outlasts_the_groups_timeout() {
+    // Followers wait for rank 0's next command while it plays a step's rollouts: longer than
+    // any collective may take, so that wait is the call's own.
+    let outs = ranks(2, &["patient"], 1_000);
+    for (rank, o) in outs.iter().enumerate() {
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "rank {rank}: {out}");
+        assert_eq!(line(&out, "bytes"), "late", "rank {rank}");
     }
 }
 

@@ -6,7 +6,7 @@
 //! reduce-scattered, weights all-gathered) as well. The control: the same two ranks without
 //! summing their gradients end with other weights, so the comparison can fail.
 
-use spade_dist::{ProcessGroup, ReduceOp, Rendezvous};
+use spade_dist::{ProcessGroup, Rendezvous};
 use spade_policy::grpo::{GrpoConfig, GrpoSample, GrpoTrainer};
 use spade_policy::optim::{GradientSync, OptimConfig};
 use spade_policy::qwen3::{Config, WeightInit};
@@ -17,33 +17,6 @@ use std::time::Duration;
 use tch::{Device, Kind, Tensor};
 
 const STEPS: usize = 3;
-
-struct Group(ProcessGroup);
-
-impl GradientSync for Group {
-    fn rank(&self) -> usize {
-        self.0.rank()
-    }
-    fn world_size(&self) -> usize {
-        self.0.world_size()
-    }
-    fn sum(&self, t: &mut Tensor) -> spade_policy::Result<()> {
-        self.0
-            .all_reduce(t, ReduceOp::Sum)
-            .map_err(|e| PolicyError::InvalidInput(e.to_string()))
-    }
-    fn reduce_scatter(&self, t: &Tensor) -> spade_policy::Result<Tensor> {
-        self.0
-            .reduce_scatter(t)
-            .map_err(|e| PolicyError::InvalidInput(e.to_string()))
-    }
-    fn all_gather(&self, t: &Tensor) -> spade_policy::Result<Tensor> {
-        self.0
-            .all_gather(t)
-            .map(|g| g.reshape([-1]))
-            .map_err(|e| PolicyError::InvalidInput(e.to_string()))
-    }
-}
 
 fn policy() -> spade_policy::Result<Policy> {
     tch::set_num_threads(1);
@@ -145,8 +118,7 @@ fn grpo_rank() {
     let Ok(r) = Rendezvous::from_env(Duration::from_secs(60)) else {
         return;
     };
-    let pg = ProcessGroup::join(&r).expect("joined");
-    let group = Group(pg);
+    let group = ProcessGroup::join(&r).expect("joined");
     let alone = Alone(r.rank, r.world_size);
     let (losses, weights) = match std::env::var("SYNC").as_deref() {
         // Without summing, a rank still trains on its share only.

@@ -1,7 +1,9 @@
 //! One rank of the bridge's tests (tests/collectives.rs): joins the group from the torchrun
 //! environment and runs PROBE (`collectives`: every collective on values each rank can
 //! predict, printed one line each; `die`: joins, then exits before the first collective;
-//! `survive`: joins, then waits in an all-reduce that a dead rank never joins).
+//! `survive`: joins, then waits in an all-reduce that a dead rank never joins; `patient`:
+//! rank 0 sends bytes after three times the group's timeout, which the others wait for with a
+//! longer wait of their own).
 
 use spade_dist::{ProcessGroup, ReduceOp, Rendezvous};
 use std::time::Duration;
@@ -26,6 +28,16 @@ fn main() {
         let rank = pg.rank() as f64;
         match probe.as_str() {
             "die" => std::process::exit(3),
+            "patient" => {
+                let sent = if pg.rank() == 0 {
+                    std::thread::sleep(timeout * 3);
+                    Some(&b"late"[..])
+                } else {
+                    None
+                };
+                let got = pg.broadcast_bytes(0, sent, Some(timeout * 10))?;
+                println!("bytes {}", String::from_utf8_lossy(&got));
+            }
             "survive" => {
                 let mut t = Tensor::from_slice(&[rank as f32]);
                 pg.all_reduce(&mut t, ReduceOp::Sum)?;
@@ -53,6 +65,13 @@ fn main() {
                 println!("reduce_scatter {:?} {:?}", s.size(), values(&s));
                 pg.barrier()?;
                 println!("barrier ok");
+                // Rank 2's bytes, then an empty message from rank 0.
+                let text = format!("from rank {rank}");
+                let sent = (pg.rank() == 2).then_some(text.as_bytes());
+                let got = pg.broadcast_bytes(2, sent, None)?;
+                println!("bytes {}", String::from_utf8_lossy(&got));
+                let got = pg.broadcast_bytes(0, (pg.rank() == 0).then_some(&[][..]), None)?;
+                println!("empty {}", got.len());
             }
         }
         Ok(())
