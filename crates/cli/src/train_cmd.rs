@@ -25,6 +25,15 @@ pub struct TrainArgs {
     /// Continue from the last checkpoint in --out (its config.toml must match --config).
     #[arg(long)]
     pub resume: bool,
+    /// Processes that train the run together (CPU, Gloo): rank 0 plays the rollouts and
+    /// reports, every rank trains its share of each update's micro-batches and holds 1/N of
+    /// the optimizer state (ZeRO-2). Started torchrun-style on this machine; a rank that fails
+    /// stops the others. A checkpoint resumes with the rank count that wrote it.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub ranks: u16,
+    /// Seconds the ranks' rendezvous and each collective may take before the run fails.
+    #[arg(long, default_value_t = 600)]
+    pub rank_timeout: u64,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -143,7 +152,46 @@ pub fn progress(total: u64) -> (ProgressBar, impl FnMut(Event)) {
     (bar, on)
 }
 
+/// This process's part of a run on `--ranks N`: the launcher (no `RANK` in the environment)
+/// starts N copies of this command; each copy is one rank.
+enum Part {
+    Alone,
+    Launcher,
+    Rank(std::sync::Arc<spade_worker::ranks::Ranks>),
+}
+
+fn part(args: &TrainArgs) -> anyhow::Result<Part> {
+    if args.ranks <= 1 {
+        return Ok(Part::Alone);
+    }
+    if std::env::var_os("RANK").is_none() {
+        return Ok(Part::Launcher);
+    }
+    let timeout = std::time::Duration::from_secs(args.rank_timeout.max(1));
+    let r = spade_worker::ranks::Ranks::join_from_env(usize::from(args.ranks), timeout)?;
+    Ok(Part::Rank(std::sync::Arc::new(r)))
+}
+
 pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
+    let ranks = match part(&args)? {
+        Part::Launcher => {
+            let exe = std::env::current_exe().context("the spade binary's own path")?;
+            let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+            eprintln!("starting {} ranks", args.ranks);
+            spade_worker::ranks::launch(
+                |_| {
+                    let mut c = std::process::Command::new(&exe);
+                    c.args(&argv);
+                    c
+                },
+                usize::from(args.ranks),
+            )?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Part::Rank(r) if r.rank() > 0 => return follow(&args, r),
+        Part::Rank(r) => Some(r),
+        Part::Alone => None,
+    };
     let text = std::fs::read_to_string(&args.config)
         .with_context(|| format!("cannot read {}", args.config.display()))?;
     let cfg = RunConfig::from_toml_str(&text)
@@ -181,7 +229,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
         .out
         .file_name()
         .map_or("run".into(), |n| n.to_string_lossy().into_owned());
-    let opts = args.common.options(run_id, args.resume)?;
+    let mut opts = args.common.options(run_id, args.resume)?;
+    opts.ranks = ranks;
     let mut sink = FileSink::open(&args.out)?;
     let store = StateStore::new(&args.out);
     let started = Instant::now();
@@ -211,5 +260,26 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
         }
     }
     println!("outputs in {}", args.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A follower rank: it reads the configuration, trains what rank 0 sends and writes only its
+/// optimiser shards (rank 0 checks --out and writes everything else).
+fn follow(
+    args: &TrainArgs,
+    ranks: std::sync::Arc<spade_worker::ranks::Ranks>,
+) -> anyhow::Result<ExitCode> {
+    let rank = ranks.rank();
+    let text = std::fs::read_to_string(&args.config)
+        .with_context(|| format!("rank {rank}: cannot read {}", args.config.display()))?;
+    let cfg = RunConfig::from_toml_str(&text)
+        .map_err(|e| anyhow::anyhow!("rank {rank}: {}: {e}", args.config.display()))?;
+    spade_policy::embed::set_threads(args.common.threads);
+    run::follow(&cfg, &ranks, &mut |e| {
+        if let Event::Log(l) = e {
+            eprintln!("rank {rank}: {l}");
+        }
+    })
+    .with_context(|| format!("rank {rank}"))?;
     Ok(ExitCode::SUCCESS)
 }

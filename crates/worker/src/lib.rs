@@ -10,12 +10,14 @@
 //! - [`run`]: the training loop, one step at a time (spec "One training step");
 //! - [`state`]: what a checkpoint holds so `--resume` continues where a run stopped;
 //! - [`sink`]: where the reports go (a run directory, or the service over HTTP);
-//! - [`vllm`]: vLLM servers as the rollout backend, their weight sync and health.
+//! - [`vllm`]: vLLM servers as the rollout backend, their weight sync and health;
+//! - [`ranks`]: one run on several processes (data-parallel, ZeRO-2 sharded training).
 
 pub mod designer;
 pub mod http;
 pub mod play;
 pub mod pool;
+pub mod ranks;
 pub mod run;
 /// The positional-seed scheme every draw of a run uses (one for the whole workspace).
 pub use spade::seeds;
@@ -53,6 +55,9 @@ pub enum WorkerError {
     Service(String),
     /// The run's end came while the service had not acknowledged everything it reported, and
     /// it did not within the sink's patience: the run must not count as done.
+    /// The ranks of a multi-process run (rendezvous, collectives, a rank that died).
+    #[error("ranks: {0}")]
+    Ranks(String),
     #[error(
         "{pending} report(s) could not be sent to the service; they stay in the run's spool \
          (spool.jsonl in its state directory) and are sent when the run is resumed"

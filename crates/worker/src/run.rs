@@ -60,7 +60,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-pub(crate) use setup::{backend, concurrency};
+pub(crate) use setup::{backend, concurrency, grpo_config};
 pub use setup::{prepare_base_model, prepare_warm_start};
 
 /// Worker-side settings that are not part of the run configuration (where files are, how much
@@ -86,6 +86,8 @@ pub struct RunOptions {
     pub warm_min_acceptance: f64,
     /// Continue from the last checkpoint.
     pub resume: bool,
+    /// This process's rank when the run has several ([`crate::ranks`]); None = one process.
+    pub ranks: Option<std::sync::Arc<crate::ranks::Ranks>>,
 }
 
 /// Epochs of the tiny model's warm start (see [`crate::warmstart`]).
@@ -111,6 +113,7 @@ impl RunOptions {
             warm_measure: DEFAULT_WARM_MEASURE,
             warm_min_acceptance: DEFAULT_WARM_MIN_ACCEPTANCE,
             resume: false,
+            ranks: None,
         }
     }
 }
@@ -216,6 +219,9 @@ pub fn run(
     sink: &mut dyn Sink,
     on: &mut dyn FnMut(Event),
 ) -> Result<Outcome, WorkerError> {
+    if let Some(ranks) = opts.ranks.as_deref().filter(|r| r.rank() > 0) {
+        return follow(cfg, ranks, on);
+    }
     let setup::Setup {
         mut lp,
         fixed_pool,
@@ -235,11 +241,42 @@ pub fn run(
     };
     lp.check_frozen_designer(designer_print.as_deref())?;
     lp.finish(status)?;
+    if let Some(r) = &opts.ranks {
+        r.send(&crate::ranks::FollowerCommand::Finish)?;
+    }
     Ok(Outcome {
         status,
         steps: lp.state.step,
         last_metrics: last,
         warm_start,
+    })
+}
+
+/// A follower rank's run (rank > 0 of [`RunOptions::ranks`]): it trains on what rank 0 sends
+/// and reports nothing itself.
+pub fn follow(
+    cfg: &RunConfig,
+    ranks: &crate::ranks::Ranks,
+    on: &mut dyn FnMut(Event),
+) -> Result<Outcome, WorkerError> {
+    let issues = cfg.validate();
+    if !issues.is_empty() {
+        let text: Vec<String> = issues.iter().map(ToString::to_string).collect();
+        return Err(WorkerError::Config(text.join("; ")));
+    }
+    let device = device::run_device(cfg, &mut |_| {})?;
+    setup::check_ranks(cfg, device, ranks)?;
+    let updates = crate::ranks::follow(cfg, ranks, device)?;
+    on(Event::Log(format!(
+        "rank {} of {}: {updates} updates",
+        ranks.rank(),
+        ranks.world_size()
+    )));
+    Ok(Outcome {
+        status: FinishStatus::Succeeded,
+        steps: cfg.run.steps,
+        last_metrics: BTreeMap::new(),
+        warm_start: None,
     })
 }
 

@@ -38,8 +38,8 @@ use std::path::{Path, PathBuf};
 
 mod disk;
 pub use disk::{
-    DiskNeed, OPTIMIZER, check_disk, checkpoint_need, dir_bytes, free_bytes, gib, link_or_copy,
-    load_optimizer, tree_bytes,
+    DiskNeed, OPTIMIZER, check_disk, checkpoint_need, dir_bytes, free_bytes, gib,
+    is_optimizer_file, link_or_copy, load_optimizer, load_sharded_optimizer, tree_bytes,
 };
 
 /// Bumped when [`RunState`] changes incompatibly.
@@ -283,7 +283,7 @@ impl StateStore {
         for e in entries {
             let p = e.map_err(|e| WorkerError::io(&from, e))?.path();
             let name = p.file_name().unwrap_or_default();
-            if p.is_file() && (with_optimizer || name != OPTIMIZER) {
+            if p.is_file() && (with_optimizer || !is_optimizer_file(&name.to_string_lossy())) {
                 bytes += link_or_copy(&p, &to.join(name))?;
             }
         }

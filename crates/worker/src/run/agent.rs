@@ -201,7 +201,10 @@ impl Loop<'_> {
             return Ok(stats);
         }
         self.phase("update")?;
-        let step = self.trainer.step(&self.policy, &batch)?;
+        let step = match &self.opts.ranks {
+            Some(r) => r.step(&mut self.trainer, &self.policy, &batch)?,
+            None => self.trainer.step(&self.policy, &batch)?,
+        };
         if step.tokens == 0 {
             // Every sample had a zero advantage: the trainer took no step, so nothing to report
             // or to sync (the batch still counts in `batch_samples`).

@@ -40,7 +40,7 @@ pub(crate) fn run_device(
     Ok(device)
 }
 
-fn name(d: Device) -> String {
+pub(super) fn name(d: Device) -> String {
     match d {
         Device::Cuda(i) => format!("cuda:{i}"),
         _ => "cpu".into(),

@@ -310,16 +310,23 @@ impl Loop<'_> {
         let previous = self.store.latest().join(state::OPTIMIZER);
         let opt_every = self.cfg.run.optimizer_every.max(1);
         let last_written = self.state.optimizer_step.unwrap_or(0);
-        let write_optimizer =
-            next_step / opt_every > last_written / opt_every || end || !previous.exists();
+        // A run on several ranks writes its shards at every commit: a shard older than the
+        // weights would need its masters re-derived on every rank.
+        let write_optimizer = next_step / opt_every > last_written / opt_every
+            || end
+            || !previous.exists()
+            || self.opts.ranks.is_some();
         if write_optimizer {
             self.state.optimizer_step = Some(next_step);
         }
-        let (policy, trainer) = (&self.policy, &self.trainer);
+        let (policy, trainer, ranks) = (&self.policy, &self.trainer, &self.opts.ranks);
         self.store.commit(&self.state, |dir| {
             policy.save(dir)?;
             let path = dir.join(state::OPTIMIZER);
-            if write_optimizer {
+            if let Some(r) = ranks {
+                // Every rank's shard is in the directory before it becomes the resume point.
+                r.save_optimizers(&path, || Ok(trainer.save_optimizer(&path)?))?;
+            } else if write_optimizer {
                 trainer.save_optimizer(&path)?;
             } else {
                 state::link_or_copy(&previous, &path)?;

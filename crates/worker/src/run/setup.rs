@@ -48,6 +48,9 @@ pub(super) fn setup<'a>(
     }
     // Before anything is loaded: a GPU this worker cannot give fails the run in seconds.
     let device = super::device::run_device(cfg, on)?;
+    if let Some(r) = &opts.ranks {
+        check_ranks(cfg, device, r)?;
+    }
     let mut pool_cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
     pool_cfg.max_runners = concurrency(cfg, opts);
     pool_cfg.warm = 1;
@@ -77,14 +80,14 @@ pub(super) fn setup<'a>(
         None
     };
     let mut warm_report = None;
-    let (mut policy, state, resumed_from) = match (existing, opts.resume) {
+    let (mut policy, state, resumed_from, model_dir) = match (existing, opts.resume) {
         (Some((dir, st)), true) => {
             (on)(Event::Log(format!(
                 "resuming at step {} from {}",
                 st.step,
                 dir.display()
             )));
-            (Policy::load(&dir, device)?, st, Some(dir))
+            (Policy::load(&dir, device)?, st, Some(dir.clone()), dir)
         }
         (Some((dir, _)), false) => {
             return Err(WorkerError::Config(format!(
@@ -96,18 +99,27 @@ pub(super) fn setup<'a>(
             let (dir, report) = base_model(cfg, opts, &pool, &corpus, on)?;
             warm_report = report;
             let p = Policy::load(&dir, device)?;
-            (p, RunState::new(dir.display().to_string(), cfg), None)
+            (p, RunState::new(dir.display().to_string(), cfg), None, dir)
         }
     };
     speaks_chatml(&policy)?;
     thinking(&mut policy, cfg, on)?;
-    let mut trainer = GrpoTrainer::new(&policy, grpo_config(cfg))?;
+    let mut trainer = match &opts.ranks {
+        Some(r) => GrpoTrainer::new_sharded(&policy, grpo_config(cfg), r.rank(), r.world_size())?,
+        None => GrpoTrainer::new(&policy, grpo_config(cfg))?,
+    };
     let kv_tokens = super::device::memory_plan(cfg, &policy, designer.as_ref(), on)?;
     check_checkpoint_disk(cfg, &policy, trainer.optimizer().is_mixed(), store, on)?;
     let vllm = crate::vllm::for_run(cfg, &policy, store.root(), state.step, &mut |l| {
         on(Event::Log(l))
     })?;
-    if let Some(dir) = resumed_from {
+    if let (Some(dir), Some(r)) = (&resumed_from, &opts.ranks) {
+        state::load_sharded_optimizer(&mut trainer, dir, &state)?;
+        (on)(Event::Log(format!(
+            "restored the optimizer state of {} ranks",
+            r.world_size()
+        )));
+    } else if let Some(dir) = resumed_from.clone() {
         // An optimiser state older than the weights (written every `run.optimizer_every`
         // steps) gives its moments, not its masters: those would undo the steps since.
         let own_step = state.optimizer_step.is_none_or(|s| s == state.step);
@@ -129,6 +141,20 @@ pub(super) fn setup<'a>(
                 state::OPTIMIZER
             ))),
         }
+    }
+    if let Some(r) = &opts.ranks {
+        // The followers load the same weights (checked by fingerprint) and their own shards.
+        r.send(&crate::ranks::FollowerCommand::Start {
+            model_dir,
+            fingerprint: policy.weights_fingerprint(),
+            optimizer: resumed_from.map(|d| d.join(state::OPTIMIZER)),
+        })?;
+        (on)(Event::Log(format!(
+            "{} ranks: rank 0 plays the rollouts; every rank trains its share of each update \
+             (ZeRO-2: each holds 1/{} of the optimizer state)",
+            r.world_size(),
+            r.world_size()
+        )));
     }
     let lp = Loop {
         cfg,
@@ -159,6 +185,29 @@ pub(super) fn setup<'a>(
         warm_start: warm_report,
         designer_print,
     })
+}
+
+/// What a run on several ranks cannot do yet, refused before anything is loaded.
+pub(crate) fn check_ranks(
+    cfg: &RunConfig,
+    device: spade_policy::Device,
+    ranks: &crate::ranks::Ranks,
+) -> Result<(), WorkerError> {
+    if device != spade_policy::Device::Cpu {
+        return Err(WorkerError::Config(format!(
+            "--ranks {}: ranks train on the CPU through Gloo; NCCL for {} is not bridged yet \
+             (set model.device = \"cpu\", or run one rank)",
+            ranks.world_size(),
+            super::device::name(device)
+        )));
+    }
+    if cfg.model.rollout == spade::config::RolloutBackend::Vllm {
+        return Err(WorkerError::Config(format!(
+            "--ranks {}: model.rollout = \"vllm\" syncs one trainer's weights; run one rank",
+            ranks.world_size()
+        )));
+    }
+    Ok(())
 }
 
 /// The GRPO update as the configuration sets it.

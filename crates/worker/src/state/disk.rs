@@ -19,10 +19,78 @@ pub fn load_optimizer(
 ) -> Result<bool, WorkerError> {
     let path = dir.join(OPTIMIZER);
     if !path.exists() {
+        if let Some(world) = shard_world(dir) {
+            return Err(WorkerError::Config(format!(
+                "{}: the optimizer state was written by {world} ranks (optimizer.rankR-of-{world}\
+                 .safetensors); resume with --ranks {world}",
+                dir.display()
+            )));
+        }
         return Ok(false);
     }
     trainer.load_optimizer_with(&path, masters)?;
     Ok(true)
+}
+
+/// Whether `name` is a checkpoint's optimiser state: the whole of it, or a rank's shard
+/// (`spade_policy::zero::shard_file`).
+pub fn is_optimizer_file(name: &str) -> bool {
+    name == OPTIMIZER || (name.starts_with("optimizer.rank") && name.ends_with(".safetensors"))
+}
+
+/// The rank count whose shards `dir` holds, if any.
+fn shard_world(dir: &Path) -> Option<usize> {
+    std::fs::read_dir(dir).ok()?.flatten().find_map(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let rest = name.strip_prefix("optimizer.rank")?;
+        let (_, world) = rest.strip_suffix(".safetensors")?.split_once("-of-")?;
+        world.parse().ok()
+    })
+}
+
+/// Restores a sharded (ZeRO-2) trainer's optimiser from the checkpoint `dir`: its rank's shard,
+/// written at the checkpoint's own step (a run on several ranks writes its shards at every
+/// commit). A checkpoint written by another rank count, or by one process, is refused with
+/// the count that resumes it.
+pub fn load_sharded_optimizer(
+    trainer: &mut spade_policy::grpo::GrpoTrainer,
+    dir: &Path,
+    state: &super::RunState,
+) -> Result<(), WorkerError> {
+    let Some(z) = trainer.sharded_optimizer() else {
+        return Err(WorkerError::Config(
+            "load_sharded_optimizer: the trainer is not sharded".into(),
+        ));
+    };
+    let (rank, world) = (z.rank(), z.world_size());
+    let whole = dir.join(OPTIMIZER);
+    let mine = spade_policy::zero::shard_file(&whole, rank, world);
+    if !mine.exists() {
+        let why = match shard_world(dir) {
+            Some(w) => format!("it was written by {w} ranks: resume with --ranks {w}"),
+            None if whole.exists() => {
+                "it was written by one process (optimizer.safetensors): resume without --ranks"
+                    .into()
+            }
+            None => "it holds no optimizer state".into(),
+        };
+        return Err(WorkerError::Config(format!(
+            "{}: no {} for rank {rank} of {world}; {why}",
+            dir.display(),
+            mine.file_name().unwrap_or_default().to_string_lossy()
+        )));
+    }
+    if state.optimizer_step != Some(state.step) {
+        return Err(WorkerError::Corrupt {
+            path: mine.display().to_string(),
+            message: format!(
+                "optimizer shards of step {:?} beside weights of step {}",
+                state.optimizer_step, state.step
+            ),
+        });
+    }
+    trainer.load_optimizer(&whole)?;
+    Ok(())
 }
 
 /// Hard-links `from` to `to`, or copies it where links are not possible; returns the bytes.

@@ -14,6 +14,7 @@ mod learning_smol;
 mod loop_tiny;
 mod play_rules;
 mod pool;
+mod ranks;
 mod rollout;
 mod sink_http;
 mod spice;

@@ -1,0 +1,281 @@
+//! One run on two ranks (issue 41): the learning test's fixed-env GRPO run (its cached
+//! format-taught model and door-game pool, `crate::learning::fixture`) for three steps in this
+//! process, then as two rank processes of this test binary (ZeRO-2: each trains half of every
+//! update's micro-batches and holds half of the optimizer state). The two give the same losses
+//! (relative 1e-5) and the same final weights (1e-5), and the weights moved (so equality is not
+//! two runs that never trained). A rank killed mid-run fails the run within the rank timeout,
+//! with no launcher to stop it; the run then resumes on two ranks and finishes, and a resume
+//! on one process is refused with the rank count that wrote the checkpoint.
+
+use crate::learning::{self, Res};
+use spade::config::RunConfig;
+use spade::report::Message;
+use spade_worker::ranks::{self, Ranks};
+use spade_worker::run::{self, RunOptions};
+use spade_worker::sink::FileSink;
+use spade_worker::state::StateStore;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The group's timeout in the rank processes (rendezvous and each collective).
+const RANK_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn config(steps: u64) -> Res<RunConfig> {
+    let f = learning::fixture();
+    // A learning rate that moves the tiny model visibly in three steps.
+    let mut cfg = learning::config(f, 5, 1e-3, steps)?;
+    cfg.run.weights_every = 1;
+    cfg.run.checkpoint_every = steps;
+    // Eight plays per hall (as the learning test: every step has wins and losses to learn
+    // from), a few samples per micro-batch: several micro-batches to share out.
+    cfg.agent.global_batch = 24;
+    cfg.grpo.micro_batch_tokens = 128;
+    let issues = cfg.validate();
+    assert!(issues.is_empty(), "{issues:?}");
+    Ok(cfg)
+}
+
+fn options(label: &str, cache: &Path, resume: bool) -> RunOptions {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut opts = RunOptions::new(label, repo.join("envs/seed"), cache.to_path_buf());
+    opts.concurrency = Some(2);
+    opts.resume = resume;
+    opts
+}
+
+/// A child process: one rank of the run in `RANKS_OUT` with the configuration in
+/// `RANKS_CONFIG` (rank 0 reports into the directory, the others train).
+#[test]
+#[ignore = "run by the tests below as a rank of their run"]
+fn a_rank_of_a_run() {
+    let (Ok(config), Ok(out)) = (std::env::var("RANKS_CONFIG"), std::env::var("RANKS_OUT")) else {
+        return;
+    };
+    let result = (|| -> Res<()> {
+        spade_policy::embed::set_threads(1);
+        let cfg = RunConfig::from_toml_str(&std::fs::read_to_string(&config)?)?;
+        let world: usize = std::env::var("WORLD_SIZE")?.parse()?;
+        let r = Arc::new(Ranks::join_from_env(world, RANK_TIMEOUT)?);
+        let out = PathBuf::from(out);
+        let resume = std::env::var_os("RANKS_RESUME").is_some();
+        let mut opts = options(&format!("rank-{}", r.rank()), &out.join("cache"), resume);
+        opts.ranks = Some(r.clone());
+        if r.rank() > 0 {
+            run::follow(&cfg, &r, &mut |_| {})?;
+            return Ok(());
+        }
+        let mut sink = FileSink::open(&out)?;
+        run::run(&cfg, &opts, &StateStore::new(&out), &mut sink, &mut |_| {})?;
+        Ok(())
+    })();
+    if let Err(e) = result {
+        println!("RANK ERROR {e}");
+        std::process::exit(2);
+    }
+}
+
+fn rank_command(config: &Path, out: &Path, resume: bool) -> Command {
+    let exe = std::env::current_exe().expect("the test binary");
+    let mut c = Command::new(exe);
+    c.args(["ranks::a_rank_of_a_run", "--exact", "--ignored", "--nocapture"])
+        .env("RANKS_CONFIG", config)
+        .env("RANKS_OUT", out)
+        .env("OMP_NUM_THREADS", "1");
+    if resume {
+        c.env("RANKS_RESUME", "1");
+    }
+    c
+}
+
+/// The metrics of each step reported, from `metrics.jsonl`.
+fn metrics(out: &Path) -> Res<BTreeMap<u64, BTreeMap<String, f64>>> {
+    let mut by_step = BTreeMap::new();
+    for e in FileSink::read_all(out)? {
+        if let Message::Metrics { step, values, .. } = e.message {
+            by_step.insert(step, values);
+        }
+    }
+    Ok(by_step)
+}
+
+/// (loss, gradient norm) of each step that took an update.
+fn updates(out: &Path) -> Res<BTreeMap<u64, (f64, f64)>> {
+    Ok(metrics(out)?
+        .into_iter()
+        .filter_map(|(s, v)| Some((s, (*v.get("loss")?, *v.get("grad_norm")?))))
+        .collect())
+}
+
+/// Every weight of a checkpoint directory, by name.
+fn weights(dir: &Path) -> Res<BTreeMap<String, Vec<f64>>> {
+    let file = dir.join("model.safetensors");
+    let named = tch::Tensor::read_safetensors(&file)?;
+    named
+        .into_iter()
+        .map(|(name, t)| {
+            let flat = t.to_kind(tch::Kind::Double).reshape([-1]);
+            Ok((name, Vec::<f64>::try_from(&flat)?))
+        })
+        .collect()
+}
+
+fn max_diff(a: &BTreeMap<String, Vec<f64>>, b: &BTreeMap<String, Vec<f64>>) -> f64 {
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "the checkpoints hold other tensors"
+    );
+    a.iter()
+        .flat_map(|(k, x)| x.iter().zip(&b[k]).map(|(p, q)| (p - q).abs()))
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn two_ranks_train_a_run_as_one_process_does() -> Res<()> {
+    spade_policy::embed::set_threads(1);
+    let cfg = config(3)?;
+    let dir = tempfile::tempdir()?;
+    let config_path = dir.path().join("run.toml");
+    std::fs::write(&config_path, cfg.to_toml())?;
+
+    let one = dir.path().join("one");
+    let mut sink = FileSink::open(&one)?;
+    let store = StateStore::new(&one);
+    run::run(
+        &cfg,
+        &options("one", &dir.path().join("cache"), false),
+        &store,
+        &mut sink,
+        &mut |_| {},
+    )?;
+
+    let two = dir.path().join("two");
+    std::fs::create_dir_all(&two)?;
+    let started = Instant::now();
+    ranks::launch(|_| rank_command(&config_path, &two, false), 2)?;
+    eprintln!("two ranks: {:.1} s", started.elapsed().as_secs_f64());
+
+    let (u1, u2) = (updates(&one)?, updates(&two)?);
+    eprintln!("(loss, grad norm): one process {u1:?}, two ranks {u2:?}");
+    assert_eq!(u1.len(), 3, "an update in every step: {u1:?}");
+    assert_eq!(u1.keys().collect::<Vec<_>>(), u2.keys().collect::<Vec<_>>());
+    for (step, (loss, norm)) in &u1 {
+        let (loss2, norm2) = u2[step];
+        // On-policy GRPO's loss is a sum of z-scored advantages, near 0: its rounding is
+        // compared to the scale of its terms (1), the gradient norm relatively.
+        assert!(
+            (loss - loss2).abs() <= 1e-5 * loss.abs().max(1.0),
+            "step {step}: loss {loss2} on two ranks, {loss} in one process"
+        );
+        assert!(
+            (norm - norm2).abs() <= 1e-5 * norm.abs(),
+            "step {step}: gradient norm {norm2} on two ranks, {norm} in one process"
+        );
+    }
+    let latest = |d: &Path| d.join("checkpoints/latest");
+    let (w1, w2) = (weights(&latest(&one))?, weights(&latest(&two))?);
+    let d = max_diff(&w1, &w2);
+    eprintln!("final weights differ by at most {d:e}");
+    assert!(d < 1e-5, "final weights differ by {d}");
+    let base = weights(Path::new(&learning::fixture().model_dir))?;
+    let moved = max_diff(&base, &w1);
+    assert!(moved > 1e-4, "three steps left the weights where they were ({moved})");
+
+    // Each rank wrote its half of the optimizer state; nobody wrote the whole of it.
+    for rank in 0..2 {
+        let shard = latest(&two).join(format!("optimizer.rank{rank}-of-2.safetensors"));
+        assert!(shard.exists(), "{} is missing", shard.display());
+    }
+    assert!(!latest(&two).join("optimizer.safetensors").exists());
+    Ok(())
+}
+
+#[test]
+fn a_killed_rank_fails_the_run_and_it_resumes_on_as_many_ranks() -> Res<()> {
+    spade_policy::embed::set_threads(1);
+    let steps = 6;
+    let cfg = config(steps)?;
+    let dir = tempfile::tempdir()?;
+    let config_path = dir.path().join("run.toml");
+    std::fs::write(&config_path, cfg.to_toml())?;
+    let out = dir.path().join("run");
+    std::fs::create_dir_all(&out)?;
+
+    // The ranks started by hand, without `launch` (as on nodes of a cluster): nothing stops
+    // rank 0 but its own collectives.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let mut children = vec![];
+    for rank in 0..2 {
+        let child = rank_command(&config_path, &out, false)
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", port.to_string())
+            .env("RANK", rank.to_string())
+            .env("WORLD_SIZE", "2")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        children.push(child);
+    }
+    let started = Instant::now();
+    while metrics(&out).map_or(0, |l| l.len()) < 1 {
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "no step committed within 10 minutes"
+        );
+        if let Some(s) = children[0].try_wait()? {
+            return Err(format!("rank 0 ended before the kill: {s}").into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    children[1].kill()?;
+    children[1].wait()?;
+    let killed = Instant::now();
+    let mut rank0 = children.remove(0);
+    let status = loop {
+        if let Some(s) = rank0.try_wait()? {
+            break s;
+        }
+        if killed.elapsed() > RANK_TIMEOUT * 4 {
+            let _ = rank0.kill();
+            return Err("rank 0 still ran 80 s after rank 1 was killed".into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let waited = killed.elapsed();
+    let mut said = String::new();
+    if let Some(mut o) = rank0.stdout.take() {
+        use std::io::Read;
+        o.read_to_string(&mut said)?;
+    }
+    eprintln!("rank 0 ended {waited:?} after rank 1 was killed: {status}");
+    assert!(!status.success(), "rank 0 succeeded without rank 1");
+    assert!(said.contains("RANK ERROR"), "rank 0 said: {said}");
+    let done = metrics(&out)?.len() as u64;
+    assert!(done < steps, "the run was over before the kill");
+
+    // Resume on two ranks: the run finishes, every step reported once.
+    ranks::launch(|_| rank_command(&config_path, &out, true), 2)?;
+    let after = metrics(&out)?;
+    assert_eq!(
+        after.keys().copied().collect::<Vec<_>>(),
+        (0..steps).collect::<Vec<_>>()
+    );
+
+    // One process cannot take over two ranks' optimizer shards.
+    let mut sink = FileSink::open(&out)?;
+    let e = run::run(
+        &cfg,
+        &options("one", &out.join("cache"), true),
+        &StateStore::new(&out),
+        &mut sink,
+        &mut |_| {},
+    )
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(e.contains("resume with --ranks 2"), "{e}");
+    Ok(())
+}
