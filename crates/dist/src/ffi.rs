@@ -67,6 +67,10 @@ pub(crate) struct Group(*mut SpadePg);
 // SAFETY: c10d process groups are used from any thread (their work runs on Gloo's own
 // threads); this handle is only reached through &self methods of one owner at a time.
 unsafe impl Send for Group {}
+// SAFETY: ProcessGroupGloo enqueues every collective under its own mutex and TCPStore's
+// client locks its socket, so calls from several threads are memory-safe; the order of
+// collectives across ranks stays the callers' business (the worker makes them from one thread).
+unsafe impl Sync for Group {}
 
 impl Group {
     pub(crate) fn new(

@@ -41,6 +41,10 @@ pub struct Recipe {
     pub recompute: bool,
     /// A frozen reference for the KL term (`grpo.kl_coef > 0`).
     pub kl_reference: bool,
+    /// Data-parallel ranks (`spade train --ranks`): above 1 the plan is one rank's, whose
+    /// masters and moments are its 1/ranks shard ([`crate::zero`], ZeRO-2) and whose
+    /// gradients add the flat float32 vector the reduce-scatter reads.
+    pub ranks: u64,
 }
 
 /// One line of the plan.
@@ -57,6 +61,8 @@ pub struct MemoryPlan {
     pub lines: Vec<Line>,
     /// Bytes of one KV-cache slot (all layers, keys and values).
     pub kv_slot_bytes: u64,
+    /// The ranks the plan is one of ([`Recipe::ranks`]).
+    pub ranks: u64,
 }
 
 /// Gibibytes with two decimals.
@@ -69,6 +75,8 @@ impl MemoryPlan {
         let p = c.num_parameters().max(0) as u64;
         let w = r.weight_bytes;
         let half = w < 4;
+        let ranks = r.ranks.max(1);
+        let shard = p.div_ceil(ranks);
         let (h, l) = (c.hidden_size as u64, c.num_hidden_layers as u64);
         let q = (c.num_attention_heads * c.head_dim) as u64;
         let k = (c.num_key_value_heads * c.head_dim) as u64;
@@ -95,15 +103,20 @@ impl MemoryPlan {
             },
             Line {
                 what: "gradients",
-                bytes: p * w + if half { p * 4 } else { 0 },
+                bytes: p * w + if half { p * 4 } else { 0 } + if ranks > 1 { p * 4 } else { 0 },
             },
             Line {
                 what: "float32 masters",
-                bytes: if half { p * 4 } else { 0 },
+                bytes: match (ranks, half) {
+                    (1, true) => p * 4,
+                    (1, false) => 0,
+                    // A rank's slice of the flat float32 weights, whatever their kind.
+                    _ => shard * 4,
+                },
             },
             Line {
                 what: "AdamW moments",
-                bytes: p * 8,
+                bytes: shard * 8,
             },
             Line {
                 what: "activations",
@@ -124,6 +137,7 @@ impl MemoryPlan {
             parameters: p,
             lines,
             kv_slot_bytes: l * 2 * k * w,
+            ranks,
         }
     }
 
@@ -146,8 +160,12 @@ impl MemoryPlan {
 
     /// The table the worker prints before the first step.
     pub fn table(&self, kv_slots: u64, budget: Option<u64>) -> String {
+        let per_rank = match self.ranks {
+            0 | 1 => String::new(),
+            n => format!(", one rank of {n}"),
+        };
         let mut s = format!(
-            "memory plan ({:.2} B parameters):\n",
+            "memory plan ({:.2} B parameters{per_rank}):\n",
             self.parameters as f64 / 1e9
         );
         for l in &self.lines {
@@ -212,6 +230,7 @@ mod tests {
             logprob_chunk_tokens: 4096,
             recompute: true,
             kl_reference: kl,
+            ranks: 1,
         }
     }
 
@@ -282,6 +301,29 @@ mod tests {
     }
 
     #[test]
+    fn a_rank_of_eight_holds_an_eighth_of_the_optimizer_state() {
+        let c = crate::preset::shape("qwen3-8b").expect("shape");
+        let n = 8_190_735_360u64;
+        let p = MemoryPlan::new(
+            &c,
+            &Recipe {
+                ranks: 8,
+                ..paper(false)
+            },
+        );
+        assert_eq!(line(&p, "float32 masters"), n / 8 * 4);
+        assert_eq!(line(&p, "AdamW moments"), n / 8 * 8);
+        // bf16 .grad, the float32 sum and the flat float32 vector reduce-scattered.
+        assert_eq!(line(&p, "gradients"), 10 * n);
+        assert_eq!(line(&p, "weights"), 2 * n);
+        let one = MemoryPlan::new(&c, &paper(false));
+        assert_eq!(
+            one.fixed_bytes() - p.fixed_bytes(),
+            12 * n - 12 * n / 8 - 4 * n
+        );
+    }
+
+    #[test]
     fn float32_has_no_masters_and_no_recompute_keeps_every_layer() {
         let c = crate::preset::shape("tiny").expect("shape");
         let r = Recipe {
@@ -290,6 +332,7 @@ mod tests {
             logprob_chunk_tokens: 4096,
             recompute: false,
             kl_reference: false,
+            ranks: 1,
         };
         let p = MemoryPlan::new(&c, &r);
         let n = p.parameters;

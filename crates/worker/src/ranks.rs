@@ -394,7 +394,9 @@ pub fn launch(command: impl Fn(usize) -> Command, ranks: usize) -> Result<(), Wo
             Ok(child) => children.push(Some(child)),
             Err(e) => {
                 stop(&mut children);
-                return Err(WorkerError::Ranks(format!("rank {rank} did not start: {e}")));
+                return Err(WorkerError::Ranks(format!(
+                    "rank {rank} did not start: {e}"
+                )));
             }
         }
     }
@@ -458,6 +460,39 @@ mod tests {
             advantage: -0.75,
             weight: 0.5,
         }
+    }
+
+    #[test]
+    fn what_ranks_cannot_do_yet_is_refused_before_the_run() -> Result<(), WorkerError> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| WorkerError::Ranks(e.to_string()))?
+            .port();
+        let r = Rendezvous {
+            master_addr: "127.0.0.1".into(),
+            master_port: port,
+            rank: 0,
+            world_size: 1,
+            timeout: Duration::from_secs(20),
+        };
+        let ranks = Ranks {
+            group: ProcessGroup::join(&r).map_err(|e| dist_error("join", e))?,
+        };
+        let mut cfg = spade::config::RunConfig::tiny_cpu_demo();
+        crate::run::check_ranks(&cfg, spade_policy::Device::Cpu, &ranks)?;
+        cfg.model.rollout = spade::config::RolloutBackend::Vllm;
+        let e = crate::run::check_ranks(&cfg, spade_policy::Device::Cpu, &ranks)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("model.rollout = \"vllm\""), "{e}");
+        cfg.model.rollout = spade::config::RolloutBackend::Engine;
+        let e = crate::run::check_ranks(&cfg, spade_policy::Device::Cuda(0), &ranks)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("NCCL") && e.contains("cuda:0"), "{e}");
+        Ok(())
     }
 
     #[test]

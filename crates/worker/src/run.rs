@@ -60,7 +60,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-pub(crate) use setup::{backend, concurrency, grpo_config};
+pub(crate) use setup::{backend, check_ranks, concurrency, grpo_config};
 pub use setup::{prepare_base_model, prepare_warm_start};
 
 /// Worker-side settings that are not part of the run configuration (where files are, how much
@@ -265,7 +265,7 @@ pub fn follow(
         return Err(WorkerError::Config(text.join("; ")));
     }
     let device = device::run_device(cfg, &mut |_| {})?;
-    setup::check_ranks(cfg, device, ranks)?;
+    check_ranks(cfg, device, ranks)?;
     let updates = crate::ranks::follow(cfg, ranks, device)?;
     on(Event::Log(format!(
         "rank {} of {}: {updates} updates",

@@ -64,6 +64,7 @@ fn device_memory(device: Device) -> Option<(u64, u64)> {
 /// does not fit the device's budget, and an `"auto"` cache below one context anywhere.
 pub(crate) fn memory_plan(
     cfg: &RunConfig,
+    ranks: usize,
     policy: &Policy,
     designer: Option<&Policy>,
     on: &mut dyn FnMut(Event),
@@ -74,6 +75,7 @@ pub(crate) fn memory_plan(
         logprob_chunk_tokens: cfg.grpo.logprob_chunk_tokens.into(),
         recompute: cfg.grpo.activation_recompute,
         kl_reference: cfg.grpo.kl_coef > 0.0,
+        ranks: ranks as u64,
     };
     let mut plan = MemoryPlan::new(policy.config(), &recipe);
     if let Some(d) = designer {
@@ -163,18 +165,21 @@ mod tests {
             }
         };
         cfg.model.kv_cache_tokens = KvCacheTokens::Slots(65_536);
-        assert_eq!(memory_plan(&cfg, &p, None, &mut on).expect("plan"), 65_536);
+        assert_eq!(
+            memory_plan(&cfg, 1, &p, None, &mut on).expect("plan"),
+            65_536
+        );
         // "auto" on the CPU: at most max_batch full contexts (the machine has more memory
         // than the tiny model's 8 x 4,096 slots need).
         cfg.model.kv_cache_tokens = KvCacheTokens::Auto;
         cfg.model.max_batch = 8;
         assert_eq!(
-            memory_plan(&cfg, &p, None, &mut on).expect("plan"),
+            memory_plan(&cfg, 1, &p, None, &mut on).expect("plan"),
             8 * cfg.model.max_context as usize
         );
         // Nothing left for a cache: refused, naming the key.
         cfg.model.gpu_memory_fraction = 1e-9;
-        let e = memory_plan(&cfg, &p, None, &mut on).expect_err("no room");
+        let e = memory_plan(&cfg, 1, &p, None, &mut on).expect_err("no room");
         assert!(
             logs.iter()
                 .any(|l| l.contains("memory plan") && l.contains("KV cache"))

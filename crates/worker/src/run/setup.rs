@@ -108,8 +108,17 @@ pub(super) fn setup<'a>(
         Some(r) => GrpoTrainer::new_sharded(&policy, grpo_config(cfg), r.rank(), r.world_size())?,
         None => GrpoTrainer::new(&policy, grpo_config(cfg))?,
     };
-    let kv_tokens = super::device::memory_plan(cfg, &policy, designer.as_ref(), on)?;
-    check_checkpoint_disk(cfg, &policy, trainer.optimizer().is_mixed(), store, on)?;
+    let world = opts.ranks.as_ref().map_or(1, |r| r.world_size());
+    let kv_tokens = super::device::memory_plan(cfg, world, &policy, designer.as_ref(), on)?;
+    if opts.ranks.is_some() {
+        // Shards hold float32 masters whatever the weights' kind, and are written at every
+        // commit (see `report::commit`).
+        let mut every = cfg.clone();
+        every.run.optimizer_every = 1;
+        check_checkpoint_disk(&every, &policy, true, store, on)?;
+    } else {
+        check_checkpoint_disk(cfg, &policy, trainer.optimizer().is_mixed(), store, on)?;
+    }
     let vllm = crate::vllm::for_run(cfg, &policy, store.root(), state.step, &mut |l| {
         on(Event::Log(l))
     })?;

@@ -80,10 +80,15 @@ fn a_rank_of_a_run() {
 fn rank_command(config: &Path, out: &Path, resume: bool) -> Command {
     let exe = std::env::current_exe().expect("the test binary");
     let mut c = Command::new(exe);
-    c.args(["ranks::a_rank_of_a_run", "--exact", "--ignored", "--nocapture"])
-        .env("RANKS_CONFIG", config)
-        .env("RANKS_OUT", out)
-        .env("OMP_NUM_THREADS", "1");
+    c.args([
+        "ranks::a_rank_of_a_run",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+    ])
+    .env("RANKS_CONFIG", config)
+    .env("RANKS_OUT", out)
+    .env("OMP_NUM_THREADS", "1");
     if resume {
         c.env("RANKS_RESUME", "1");
     }
@@ -182,7 +187,10 @@ fn two_ranks_train_a_run_as_one_process_does() -> Res<()> {
     assert!(d < 1e-5, "final weights differ by {d}");
     let base = weights(Path::new(&learning::fixture().model_dir))?;
     let moved = max_diff(&base, &w1);
-    assert!(moved > 1e-4, "three steps left the weights where they were ({moved})");
+    assert!(
+        moved > 1e-4,
+        "three steps left the weights where they were ({moved})"
+    );
 
     // Each rank wrote its half of the optimizer state; nobody wrote the whole of it.
     for rank in 0..2 {
@@ -206,7 +214,9 @@ fn a_killed_rank_fails_the_run_and_it_resumes_on_as_many_ranks() -> Res<()> {
 
     // The ranks started by hand, without `launch` (as on nodes of a cluster): nothing stops
     // rank 0 but its own collectives.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
     let mut children = vec![];
     for rank in 0..2 {
         let child = rank_command(&config_path, &out, false)
