@@ -2,6 +2,11 @@
 //! shape on the device it runs on, timed, with its peak memory (`spade_policy::bench` says how
 //! each is measured). `scripts/policy/bench_train_torch.py` is the same step in PyTorch, and
 //! `scripts/policy/bench-train` runs the two side by side.
+//!
+//! `--ranks N` (CPU, Gloo) measures data-parallel training: first one process alone, then N
+//! rank processes of this command on the same step (each its share of the micro-batches, one
+//! sequence apiece in both runs, the optimiser sharded ZeRO-2 as `spade train --ranks` does),
+//! and prints each one's tokens/s per rank and their ratio: what the collectives cost.
 
 use anyhow::Context;
 use clap::Args;
@@ -42,6 +47,11 @@ pub struct BenchArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Data-parallel ranks (CPU processes, Gloo): one process alone is measured first, then
+    /// N ranks on the same step, each --threads threads; prints tokens/s per rank and the
+    /// ratio to one process's.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub ranks: u16,
 }
 
 pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
@@ -59,8 +69,12 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
         recompute: !a.no_recompute,
         chunk_tokens: a.chunk_tokens,
         device,
+        micro_batch_tokens: None,
     };
-    let m = bench::measure(&o, |i, s| {
+    if a.ranks > 1 {
+        return ranks(a, o);
+    }
+    let m = bench::measure(&o, None, |i, s| {
         if !a.json {
             eprintln!("spade model bench: step {} took {s:.3} s", i + 1);
         }
@@ -86,6 +100,108 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             report.median_s(),
             report.step_s.len(),
             report.tokens_per_s(),
+        );
+    }
+    Ok(())
+}
+
+/// `--ranks N`: in the launching process, one process alone then N ranks, compared; in a rank
+/// (`RANK` set), that rank's steps as one JSON line.
+fn ranks(a: &BenchArgs, mut o: BenchOptions) -> anyhow::Result<()> {
+    let n = usize::from(a.ranks);
+    // One sequence per micro-batch in both runs, so the ranks share out the same passes one
+    // process makes.
+    o.micro_batch_tokens = Some(o.seq_len.saturating_sub(1).max(1));
+    if std::env::var_os("RANK").is_some() {
+        let r = spade_worker::ranks::Ranks::join_from_env(n, std::time::Duration::from_secs(600))?;
+        let m = bench::measure(&o, Some(r.group()), |_, _| {})
+            .with_context(|| format!("rank {}", r.rank()))?;
+        println!(
+            "{}",
+            serde_json::json!({
+                "rank": r.rank(),
+                "median_s": m.report.median_s(),
+                "tokens": m.report.tokens,
+                "peak_bytes": m.peak_bytes,
+            })
+        );
+        return Ok(());
+    }
+    if o.device != spade_policy::Device::Cpu {
+        anyhow::bail!("--ranks: ranks train on the CPU through Gloo (NCCL is not bridged yet)");
+    }
+    let one = bench::measure(&o, None, |i, s| {
+        if !a.json {
+            eprintln!("one process: step {} took {s:.3} s", i + 1);
+        }
+    })
+    .context("one process")?;
+    let dir = std::env::temp_dir().join(format!("spade-bench-ranks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let exe = std::env::current_exe()?;
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let started = std::time::Instant::now();
+    spade_worker::ranks::launch(
+        |rank| {
+            let mut c = std::process::Command::new(&exe);
+            c.args(&argv).env("OMP_NUM_THREADS", a.threads.to_string());
+            if let Ok(f) = std::fs::File::create(dir.join(format!("rank{rank}.json"))) {
+                c.stdout(f);
+            }
+            c
+        },
+        n,
+    )?;
+    let mut medians = vec![];
+    let mut peaks = vec![];
+    for rank in 0..n {
+        let path = dir.join(format!("rank{rank}.json"));
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("rank {rank} left no result"))?;
+        let v: serde_json::Value = text
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str(l).ok())
+            .with_context(|| format!("rank {rank} printed no JSON: {text}"))?;
+        medians.push(v["median_s"].as_f64().unwrap_or(f64::NAN));
+        peaks.push(v["peak_bytes"].as_u64().unwrap_or(0));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    // A step ends when its slowest rank's does (they meet in the reduce-scatter).
+    let step = medians.iter().copied().fold(0.0, f64::max);
+    let tokens = one.report.tokens as f64;
+    let one_rate = tokens / one.report.median_s();
+    let per_rank = tokens / n as f64 / step;
+    let ratio = per_rank / one_rate;
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "shape": a.shape, "ranks": n, "threads_per_rank": a.threads,
+                "tokens_per_step": one.report.tokens,
+                "one_process": {"median_s": one.report.median_s(), "tokens_per_s": one_rate,
+                                "peak_bytes": one.peak_bytes},
+                "ranks_run": {"step_s": step, "rank_median_s": medians,
+                              "tokens_per_s_per_rank": per_rank,
+                              "tokens_per_s": per_rank * n as f64, "peak_bytes": peaks},
+                "per_rank_ratio": ratio,
+                "wall_s": started.elapsed().as_secs_f64(),
+            })
+        );
+    } else {
+        println!(
+            "{} ({} tokens per step, one sequence per micro-batch, {} thread(s) per process): \
+             one process {:.3} s a step, {one_rate:.0} tokens/s, peak {:.2} GiB; {n} ranks \
+             {step:.3} s a step, {per_rank:.0} tokens/s per rank ({:.0} in all), peak {:.2} GiB \
+             per rank; per rank {ratio:.2}x one process",
+            a.shape,
+            one.report.tokens,
+            a.threads,
+            one.report.median_s(),
+            gib(one.peak_bytes),
+            per_rank * n as f64,
+            gib(peaks.iter().copied().max().unwrap_or(0)),
         );
     }
     Ok(())

@@ -22,6 +22,7 @@ fn main() -> Result<()> {
         recompute: true,
         chunk_tokens: spade_policy::train::DEFAULT_CHUNK_TOKENS,
         device: spade_policy::device_named("auto")?,
+        micro_batch_tokens: None,
     };
     let mut threads = 1;
     let mut args = std::env::args().skip(1);
@@ -54,7 +55,7 @@ fn main() -> Result<()> {
         }
     }
     spade_policy::embed::set_threads(threads);
-    let m = bench::measure(&o, |i, s| {
+    let m = bench::measure(&o, None, |i, s| {
         eprintln!("train_bench: step {} took {s:.3} s", i + 1)
     })?;
     println!("{}", m.to_json(&o, threads));

@@ -37,6 +37,9 @@ pub struct BenchOptions {
     pub recompute: bool,
     pub chunk_tokens: usize,
     pub device: Device,
+    /// Tokens per micro-batch; None = the whole step in one pass. Ranks share out
+    /// micro-batches, so a comparison of rank counts sets it.
+    pub micro_batch_tokens: Option<usize>,
 }
 
 /// What was measured.
@@ -76,8 +79,15 @@ fn sync(device: Device) {
     }
 }
 
-/// Builds the model and runs the steps; `on_step(i, seconds)` after each timed one.
-pub fn train_step(o: &BenchOptions, mut on_step: impl FnMut(usize, f64)) -> Result<BenchReport> {
+/// Builds the model and runs the steps; `on_step(i, seconds)` after each timed one. With
+/// `ranks`, this process is one rank of a data-parallel group: the same samples on every rank,
+/// each its share of the micro-batches, the optimiser sharded (ZeRO-2), as the worker's ranks
+/// train ([`GrpoTrainer::step_synced`]); `tokens` stays the step's, not the rank's.
+pub fn train_step(
+    o: &BenchOptions,
+    ranks: Option<&dyn crate::optim::GradientSync>,
+    mut on_step: impl FnMut(usize, f64),
+) -> Result<BenchReport> {
     if o.seq_len < 2 || o.tokens == 0 || o.steps == 0 {
         return Err(PolicyError::InvalidInput(
             "the bench needs seq_len >= 2, tokens >= 1 and steps >= 1".into(),
@@ -107,21 +117,22 @@ pub fn train_step(o: &BenchOptions, mut on_step: impl FnMut(usize, f64)) -> Resu
             }
         })
         .collect();
-    let mut trainer = GrpoTrainer::new(
-        &policy,
-        GrpoConfig {
-            micro_batch_tokens: n_seq * (o.seq_len - 1),
-            logprob_chunk_tokens: o.chunk_tokens,
-            recompute: o.recompute,
-            optim: OptimConfig::default(),
-            ..GrpoConfig::default()
-        },
-    )?;
+    let grpo = GrpoConfig {
+        micro_batch_tokens: o.micro_batch_tokens.unwrap_or(n_seq * (o.seq_len - 1)),
+        logprob_chunk_tokens: o.chunk_tokens,
+        recompute: o.recompute,
+        optim: OptimConfig::default(),
+        ..GrpoConfig::default()
+    };
+    let mut trainer = match ranks {
+        Some(r) => GrpoTrainer::new_sharded(&policy, grpo, r.rank(), r.world_size())?,
+        None => GrpoTrainer::new(&policy, grpo)?,
+    };
     let mut step_s = Vec::with_capacity(o.steps);
     for i in 0..o.warmup + o.steps {
         sync(o.device);
         let t = Instant::now();
-        trainer.step(&policy, &samples)?;
+        trainer.step_synced(&policy, &samples, ranks)?;
         sync(o.device);
         let s = t.elapsed().as_secs_f64();
         if i >= o.warmup {
@@ -173,7 +184,11 @@ fn gpu_used() -> Option<u64> {
 }
 
 /// [`train_step`] with the peak memory (see the module doc).
-pub fn measure(o: &BenchOptions, on_step: impl FnMut(usize, f64)) -> Result<Measured> {
+pub fn measure(
+    o: &BenchOptions,
+    ranks: Option<&dyn crate::optim::GradientSync>,
+    on_step: impl FnMut(usize, f64),
+) -> Result<Measured> {
     let cuda = o.device.is_cuda();
     let peak = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
@@ -188,7 +203,7 @@ pub fn measure(o: &BenchOptions, on_step: impl FnMut(usize, f64)) -> Result<Meas
             }
         })
     });
-    let report = train_step(o, on_step);
+    let report = train_step(o, ranks, on_step);
     done.store(true, Ordering::Relaxed);
     if let Some(p) = poller {
         let _ = p.join();
