@@ -66,6 +66,7 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
         .iter()
         .enumerate()
         .map(|(i, code)| PlayJob {
+            first_index: 0,
             code,
             kind: EnvKind::Game,
             hint: None,

@@ -274,8 +274,8 @@ fn follow(
         .with_context(|| format!("rank {rank}: cannot read {}", args.config.display()))?;
     let cfg = RunConfig::from_toml_str(&text)
         .map_err(|e| anyhow::anyhow!("rank {rank}: {}: {e}", args.config.display()))?;
-    spade_policy::embed::set_threads(args.common.threads);
-    run::follow(&cfg, &ranks, &mut |e| {
+    let opts = args.common.options(format!("rank-{rank}"), args.resume)?;
+    run::follow(&cfg, &opts, &ranks, &mut |e| {
         if let Event::Log(l) = e {
             eprintln!("rank {rank}: {l}");
         }

@@ -38,8 +38,9 @@ mod turns;
 /// spec "Play": at most 25 turns per episode.
 pub const MAX_TURNS: u32 = 25;
 
-/// How to play.
-#[derive(Debug, Clone)]
+/// How to play. (Serialised for the ranks that play a share of a step, [`crate::ranks`]:
+/// everything but the backend, which each rank has its own of.)
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PlayOptions {
     /// Turn cap (the environment's own `max_turns` applies too; the smaller wins).
     pub max_turns: u32,
@@ -72,6 +73,7 @@ pub struct PlayOptions {
     /// `Inline` for a model whose template has no tool calling).
     pub tool_template: ToolTemplate,
     /// What serves the agent's turns.
+    #[serde(skip)]
     pub backend: Backend,
     /// Step environments on the decode loop itself, as before they had threads of their own:
     /// only the benchmark's side-by-side sets it (`spade model bench-rollout --path
@@ -90,7 +92,7 @@ pub struct PlayMeasures {
 }
 
 /// Top-p and top-k of one role's sampling ([`SamplingParams::top_p`], [`SamplingParams::top_k`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Cut {
     pub top_p: f64,
     pub top_k: usize,
@@ -224,7 +226,7 @@ impl Default for PlayOptions {
 /// Why an episode stopped early through the environment's (not the agent's) fault: a call that
 /// exceeded its time limit, raised, returned something the contract does not allow, or killed
 /// its runner. Reasons are validation's, so play and validation name a violation alike.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PlayFailure {
     pub reason: Reason,
     pub message: String,
@@ -238,7 +240,7 @@ impl PlayFailure {
 }
 
 /// One played episode.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Episode {
     pub seed: i64,
     pub with_hint: bool,
@@ -371,6 +373,9 @@ pub struct PlayJob<'a> {
     pub hint: Option<&'a str>,
     pub seeds: Vec<i64>,
     pub sample_seed: u64,
+    /// The place of `seeds[0]` in the whole job, when this is a rank's part of it
+    /// ([`crate::ranks`]); 0 for a whole job. Sampling seeds derive from it.
+    pub first_index: usize,
 }
 
 impl Episode {
@@ -413,6 +418,7 @@ pub fn play_env(
     sample_seed: u64,
 ) -> Result<Vec<Episode>, WorkerError> {
     let job = PlayJob {
+        first_index: 0,
         code,
         kind,
         hint,

@@ -19,6 +19,8 @@
 //! ranks and stops the others as soon as one fails, so a dead rank fails the run at once.
 
 use crate::WorkerError;
+use crate::play::{Backend, Episode, PlayJob, PlayMeasures, PlayOptions};
+use serde::{Deserialize, Serialize};
 use spade_dist::{ProcessGroup, Rendezvous};
 use spade_policy::grpo::{GrpoSample, GrpoStats, GrpoTrainer};
 use spade_policy::train::MaskedSeq;
@@ -107,6 +109,105 @@ impl Ranks {
         self.barrier()
     }
 
+    /// Rank 0: plays `jobs` shared out over the ranks, each job's seeds cut into contiguous
+    /// parts (rank r the r-th), every episode sampled with the seed it has in the whole job;
+    /// returns the episodes per job in the jobs' order, as `play::play_envs_measured` does,
+    /// and what rank 0's own part measured.
+    pub(crate) fn play_shared(
+        &self,
+        policy: &spade_policy::Policy,
+        pool: &spade_sandbox::Pool,
+        jobs: &[PlayJob<'_>],
+        options: &PlayOptions,
+        concurrency: usize,
+    ) -> Result<(Vec<Vec<Episode>>, PlayMeasures), WorkerError> {
+        let world = self.world_size();
+        let engine = match options.backend {
+            Backend::Engine {
+                kv_tokens,
+                max_batch,
+            } => Some((kv_tokens, max_batch)),
+            Backend::Sampler => None,
+            Backend::Vllm(_) => {
+                return Err(WorkerError::Config(
+                    "ranks play on their own engines, not vLLM".into(),
+                ));
+            }
+        };
+        let parts: Vec<Vec<JobPart>> = (0..world)
+            .map(|r| {
+                jobs.iter()
+                    .map(|j| {
+                        let n = j.seeds.len();
+                        let (lo, hi) = (n * r / world, n * (r + 1) / world);
+                        JobPart {
+                            code: j.code.to_owned(),
+                            kind: j.kind,
+                            hint: j.hint.map(str::to_owned),
+                            seeds: j.seeds[lo..hi].to_vec(),
+                            sample_seed: j.sample_seed,
+                            first_index: j.first_index + lo,
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let order = PlayOrder {
+            parts,
+            options: options.clone(),
+            engine,
+            concurrency,
+        };
+        self.send(&FollowerCommand::Play(Box::new(order.clone())))?;
+        let mine: Vec<PlayJob<'_>> = order.parts[0].iter().map(JobPart::job).collect();
+        let (own, measures) =
+            crate::play::play_envs_measured(policy, pool, &mine, options, concurrency)?;
+        let gathered = self.gather_episodes(own)?;
+        let mut all: Vec<Vec<Episode>> = vec![Vec::new(); jobs.len()];
+        for (rank, per_job) in gathered.into_iter().enumerate() {
+            if per_job.len() != jobs.len() {
+                return Err(WorkerError::Ranks(format!(
+                    "rank {rank} played {} jobs of {}",
+                    per_job.len(),
+                    jobs.len()
+                )));
+            }
+            for (slot, eps) in all.iter_mut().zip(per_job) {
+                slot.extend(eps);
+            }
+        }
+        Ok((all, measures))
+    }
+
+    /// Every rank's episodes, in rank order, on every rank (each rank's in turn from it).
+    fn gather_episodes(
+        &self,
+        own: Vec<Vec<Episode>>,
+    ) -> Result<Vec<Vec<Vec<Episode>>>, WorkerError> {
+        let bytes = serde_json::to_vec(&own)
+            .map_err(|e| WorkerError::Ranks(format!("encoding episodes: {e}")))?;
+        let mut out = Vec::with_capacity(self.world_size());
+        for root in 0..self.world_size() {
+            if root == self.rank() {
+                // Ranks finish their parts at different times: wait as long as plays take.
+                self.group
+                    .broadcast_bytes(root, Some(&bytes), Some(FOLLOWER_WAIT))
+                    .map_err(|e| dist_error("sending episodes", e))?;
+                out.push(Vec::new());
+                continue;
+            }
+            let theirs = self
+                .group
+                .broadcast_bytes(root, None, Some(FOLLOWER_WAIT))
+                .map_err(|e| dist_error(&format!("episodes from rank {root}"), e))?;
+            out.push(serde_json::from_slice(&theirs).map_err(|e| {
+                WorkerError::Ranks(format!("malformed episodes from rank {root}: {e}"))
+            })?);
+        }
+        out[self.rank()] = own;
+        Ok(out)
+    }
+
     fn barrier(&self) -> Result<(), WorkerError> {
         self.group
             .barrier()
@@ -118,8 +219,43 @@ fn dist_error(what: &str, e: spade_dist::DistError) -> WorkerError {
     WorkerError::Ranks(format!("{what}: {e}"))
 }
 
+/// A rank's part of one environment's episodes ([`crate::play::PlayJob`], owned).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct JobPart {
+    code: String,
+    kind: spade::EnvKind,
+    hint: Option<String>,
+    seeds: Vec<i64>,
+    sample_seed: u64,
+    first_index: usize,
+}
+
+impl JobPart {
+    fn job(&self) -> PlayJob<'_> {
+        PlayJob {
+            code: &self.code,
+            kind: self.kind,
+            hint: self.hint.as_deref(),
+            seeds: self.seeds.clone(),
+            sample_seed: self.sample_seed,
+            first_index: self.first_index,
+        }
+    }
+}
+
+/// What every rank plays of a step's episodes: `parts[r]` is rank r's, with rank 0's play
+/// options (the backend aside: each rank serves its own turns with its own engine).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct PlayOrder {
+    parts: Vec<Vec<JobPart>>,
+    options: PlayOptions,
+    /// The engine's KV slots and batch; None = the sampler.
+    engine: Option<(usize, usize)>,
+    concurrency: usize,
+}
+
 /// What rank 0 tells the followers.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) enum FollowerCommand {
     /// Load the weights rank 0 loaded (its fingerprint, to check) and, on a resume, each
     /// rank's optimiser shard beside `optimizer`.
@@ -128,6 +264,8 @@ pub(crate) enum FollowerCommand {
         fingerprint: String,
         optimizer: Option<PathBuf>,
     },
+    /// Play this rank's part of the episodes, then send them back ([`Ranks::play_shared`]).
+    Play(Box<PlayOrder>),
     /// One GRPO step on these samples.
     Train(Vec<GrpoSample>),
     /// Write this rank's optimiser shard beside this path, then meet at a barrier.
@@ -140,6 +278,7 @@ const START: u8 = 0;
 const TRAIN: u8 = 1;
 const SAVE: u8 = 2;
 const FINISH: u8 = 3;
+const PLAY: u8 = 4;
 
 impl FollowerCommand {
     /// A tag byte, then the command: paths and text as JSON; samples in binary, little-endian,
@@ -173,6 +312,14 @@ impl FollowerCommand {
             Self::SaveOptimizer(path) => {
                 let mut out = vec![SAVE];
                 out.extend(json(serde_json::json!(path))?);
+                out
+            }
+            Self::Play(order) => {
+                let mut out = vec![PLAY];
+                out.extend(
+                    serde_json::to_vec(order)
+                        .map_err(|e| WorkerError::Ranks(format!("encoding: {e}")))?,
+                );
                 out
             }
             Self::Finish => vec![FINISH],
@@ -216,6 +363,9 @@ impl FollowerCommand {
                 .as_str()
                 .map(|p| Self::SaveOptimizer(p.into()))
                 .ok_or_else(|| bad("save without a path".into())),
+            PLAY => serde_json::from_slice(body)
+                .map(Self::Play)
+                .map_err(|e| bad(e.to_string())),
             FINISH if body.is_empty() => Ok(Self::Finish),
             t => Err(bad(format!("tag {t} with {} bytes", body.len()))),
         }
@@ -320,13 +470,14 @@ fn decode_sample(r: &mut Reader<'_>) -> Result<GrpoSample, String> {
     })
 }
 
-/// A follower rank's part of a run: load what rank 0 loaded, then train on what it sends
-/// until it says the run is over. Returns the updates taken.
+/// A follower rank's part of a run: load what rank 0 loaded, then play and train what it
+/// sends until it says the run is over. Returns (episodes played, updates taken).
 pub(crate) fn follow(
     cfg: &spade::config::RunConfig,
     ranks: &Ranks,
     device: spade_policy::Device,
-) -> Result<u64, WorkerError> {
+    pool: &spade_sandbox::Pool,
+) -> Result<(usize, u64), WorkerError> {
     let FollowerCommand::Start {
         model_dir,
         fingerprint,
@@ -355,7 +506,7 @@ pub(crate) fn follow(
     if let Some(path) = optimizer {
         trainer.load_optimizer(&path)?;
     }
-    let mut updates = 0;
+    let (mut episodes, mut updates) = (0, 0);
     loop {
         match ranks.receive()? {
             FollowerCommand::Train(batch) => {
@@ -366,7 +517,30 @@ pub(crate) fn follow(
                 trainer.save_optimizer(&path)?;
                 ranks.barrier()?;
             }
-            FollowerCommand::Finish => return Ok(updates),
+            FollowerCommand::Play(order) => {
+                let PlayOrder {
+                    parts,
+                    mut options,
+                    engine,
+                    concurrency,
+                } = *order;
+                options.backend = match engine {
+                    Some((kv_tokens, max_batch)) => Backend::Engine {
+                        kv_tokens,
+                        max_batch,
+                    },
+                    None => Backend::Sampler,
+                };
+                let mine = parts.get(ranks.rank()).ok_or_else(|| {
+                    WorkerError::Ranks(format!("no part for rank {}", ranks.rank()))
+                })?;
+                let jobs: Vec<PlayJob<'_>> = mine.iter().map(JobPart::job).collect();
+                let (own, _) =
+                    crate::play::play_envs_measured(&policy, pool, &jobs, &options, concurrency)?;
+                episodes += own.iter().map(Vec::len).sum::<usize>();
+                ranks.gather_episodes(own)?;
+            }
+            FollowerCommand::Finish => return Ok((episodes, updates)),
             FollowerCommand::Start { .. } => {
                 return Err(WorkerError::Ranks("a second start from rank 0".into()));
             }
@@ -514,7 +688,14 @@ mod tests {
             FollowerCommand::Finish,
         ];
         for c in cmds {
-            assert_eq!(FollowerCommand::decode(&c.encode()?)?, c);
+            let bytes = c.encode()?;
+            assert_eq!(FollowerCommand::decode(&bytes)?.encode()?, bytes);
+        }
+        // The samples themselves, bit for bit (the encoding is the check above otherwise).
+        let samples = vec![sample(3, false), sample(4, true)];
+        match FollowerCommand::decode(&FollowerCommand::Train(samples.clone()).encode()?)? {
+            FollowerCommand::Train(back) => assert_eq!(back, samples),
+            other => panic!("decoded {other:?}"),
         }
         Ok(())
     }

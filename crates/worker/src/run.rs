@@ -220,7 +220,7 @@ pub fn run(
     on: &mut dyn FnMut(Event),
 ) -> Result<Outcome, WorkerError> {
     if let Some(ranks) = opts.ranks.as_deref().filter(|r| r.rank() > 0) {
-        return follow(cfg, ranks, on);
+        return follow(cfg, opts, ranks, on);
     }
     let setup::Setup {
         mut lp,
@@ -252,10 +252,11 @@ pub fn run(
     })
 }
 
-/// A follower rank's run (rank > 0 of [`RunOptions::ranks`]): it trains on what rank 0 sends
-/// and reports nothing itself.
+/// A follower rank's run (rank > 0 of [`RunOptions::ranks`]): it plays and trains what rank 0
+/// sends and reports nothing itself.
 pub fn follow(
     cfg: &RunConfig,
+    opts: &RunOptions,
     ranks: &crate::ranks::Ranks,
     on: &mut dyn FnMut(Event),
 ) -> Result<Outcome, WorkerError> {
@@ -266,9 +267,10 @@ pub fn follow(
     }
     let device = device::run_device(cfg, &mut |_| {})?;
     check_ranks(cfg, device, ranks)?;
-    let updates = crate::ranks::follow(cfg, ranks, device)?;
+    let pool = setup::sandbox_pool(cfg, opts);
+    let (episodes, updates) = crate::ranks::follow(cfg, ranks, device, &pool)?;
     on(Event::Log(format!(
-        "rank {} of {}: {updates} updates",
+        "rank {} of {}: played {episodes} episodes, trained {updates} updates",
         ranks.rank(),
         ranks.world_size()
     )));

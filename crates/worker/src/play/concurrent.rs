@@ -314,7 +314,7 @@ impl<'a, 't> Driver<'a, 't> {
                     Request {
                         tokens: live.trace.ids.clone(),
                         params: self.turns.params_for(&live),
-                        seed: self.turns.seed(self.jobs[job].sample_seed, &live, ep),
+                        seed: self.turns.seed(&self.jobs[job], &live, ep),
                     },
                 )?;
                 self.decoding.insert(seq, (job, live));

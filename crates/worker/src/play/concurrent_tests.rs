@@ -120,6 +120,7 @@ fn a_slow_environment_does_not_delay_the_other_episodes_turns()
     cfg.warm = 0;
     let pool = Pool::new(cfg);
     let job = |code, seeds: Vec<i64>| PlayJob {
+        first_index: 0,
         code,
         kind: EnvKind::Game,
         hint: None,

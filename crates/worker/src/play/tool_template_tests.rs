@@ -93,6 +93,7 @@ fn play(
     };
     let pool = pool();
     let jobs = [PlayJob {
+        first_index: 0,
         code,
         kind: EnvKind::ToolUse,
         hint: Some("Look the account up first."),

@@ -131,9 +131,11 @@ impl Turns<'_> {
         }
     }
 
-    /// The sampling seed of the next turn of episode `l` of a job.
-    pub(super) fn seed(&self, sample_seed: u64, l: &Live, ep: &Episode) -> u64 {
-        crate::seeds::derive(sample_seed, &[l.idx as u64, u64::from(ep.turns)])
+    /// The sampling seed of the next turn of episode `l` of `job`: by the episode's place in
+    /// the whole job, so a job shared out over ranks samples as one process would.
+    pub(super) fn seed(&self, job: &PlayJob<'_>, l: &Live, ep: &Episode) -> u64 {
+        let idx = (job.first_index + l.idx) as u64;
+        crate::seeds::derive(job.sample_seed, &[idx, u64::from(ep.turns)])
     }
 
     /// Applies one sampled turn: records it, steps the environment (or tells the agent what
@@ -332,7 +334,7 @@ pub(super) fn play_batched(
                     rows.iter().map(|&r| live[r].trace.ids.clone()).collect();
                 let row_seeds: Vec<u64> = rows
                     .iter()
-                    .map(|&r| turns.seed(job.sample_seed, &live[r], &episodes[live[r].idx]))
+                    .map(|&r| turns.seed(job, &live[r], &episodes[live[r].idx]))
                     .collect();
                 let params = SamplingParams {
                     max_new_tokens: b,

@@ -67,6 +67,7 @@ impl Loop<'_> {
         let jobs: Vec<play::PlayJob<'_>> = picked
             .iter()
             .map(|(_, _, env, env_seeds)| play::PlayJob {
+                first_index: 0,
                 code: &env.code,
                 kind: env.kind,
                 hint: None,
@@ -77,13 +78,12 @@ impl Loop<'_> {
                 ),
             })
             .collect();
-        let (all, engine) = play::play_envs_measured(
-            &self.policy,
-            &self.pool,
-            &jobs,
-            &popts,
-            concurrency(self.cfg, self.opts),
-        )?;
+        let n = concurrency(self.cfg, self.opts);
+        let (all, engine) = match &self.opts.ranks {
+            // Every rank plays its share of each environment's episodes.
+            Some(r) => r.play_shared(&self.policy, &self.pool, &jobs, &popts, n)?,
+            None => play::play_envs_measured(&self.policy, &self.pool, &jobs, &popts, n)?,
+        };
         drop(jobs);
         let (lengths, truncated_share) = PlayStats::shape(all.iter().flatten());
         let mut rlve_wins: Vec<(String, Vec<bool>)> = Vec::new();

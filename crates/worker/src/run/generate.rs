@@ -260,6 +260,7 @@ pub(super) fn regenerate(
         .envs
         .iter()
         .map(|env| play::PlayJob {
+            first_index: 0,
             code: &env.code,
             kind,
             hint: Some(&env.hint),
@@ -269,13 +270,11 @@ pub(super) fn regenerate(
             sample_seed: seeds::derive(run_seed, &[seeds::tag::HINT_PLAY, step, fnv(&env.env_id)]),
         })
         .collect();
-    let all = play::play_envs(
-        &lp.policy,
-        &lp.pool,
-        &jobs,
-        &popts,
-        super::concurrency(lp.cfg, lp.opts),
-    )?;
+    let n = super::concurrency(lp.cfg, lp.opts);
+    let all = match &lp.opts.ranks {
+        Some(r) => r.play_shared(&lp.policy, &lp.pool, &jobs, &popts, n)?.0,
+        None => play::play_envs(&lp.policy, &lp.pool, &jobs, &popts, n)?,
+    };
     drop(jobs);
     for (env, eps) in window.envs.iter_mut().zip(all) {
         super::score::tally(env, &eps, true, step);

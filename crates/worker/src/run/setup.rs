@@ -51,12 +51,7 @@ pub(super) fn setup<'a>(
     if let Some(r) = &opts.ranks {
         check_ranks(cfg, device, r)?;
     }
-    let mut pool_cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
-    pool_cfg.max_runners = concurrency(cfg, opts);
-    pool_cfg.warm = 1;
-    pool_cfg.call_timeout = Duration::from_secs_f64(cfg.sandbox.step_timeout_s);
-    pool_cfg.runner.limits.max_observation_chars = cfg.sandbox.max_observation_chars;
-    let pool = Pool::new(pool_cfg);
+    let pool = sandbox_pool(cfg, opts);
     let corpus = generate::load_corpus(cfg)?;
     // Before the warm start, so a wrong encoder path fails in seconds, not after it.
     let encoder = generate::load_encoder(cfg, device, on)?;
@@ -194,6 +189,16 @@ pub(super) fn setup<'a>(
         warm_start: warm_report,
         designer_print,
     })
+}
+
+/// The run's sandbox pool (every rank that plays has one).
+pub(crate) fn sandbox_pool(cfg: &RunConfig, opts: &RunOptions) -> Pool {
+    let mut pool_cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
+    pool_cfg.max_runners = concurrency(cfg, opts);
+    pool_cfg.warm = 1;
+    pool_cfg.call_timeout = Duration::from_secs_f64(cfg.sandbox.step_timeout_s);
+    pool_cfg.runner.limits.max_observation_chars = cfg.sandbox.max_observation_chars;
+    Pool::new(pool_cfg)
 }
 
 /// What a run on several ranks cannot do yet, refused before anything is loaded.

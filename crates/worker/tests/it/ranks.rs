@@ -64,7 +64,11 @@ fn a_rank_of_a_run() {
         let mut opts = options(&format!("rank-{}", r.rank()), &out.join("cache"), resume);
         opts.ranks = Some(r.clone());
         if r.rank() > 0 {
-            run::follow(&cfg, &r, &mut |_| {})?;
+            run::follow(&cfg, &opts, &r, &mut |e| {
+                if let run::Event::Log(l) = e {
+                    println!("LOG {l}");
+                }
+            })?;
             return Ok(());
         }
         let mut sink = FileSink::open(&out)?;
@@ -160,8 +164,43 @@ fn two_ranks_train_a_run_as_one_process_does() -> Res<()> {
     let two = dir.path().join("two");
     std::fs::create_dir_all(&two)?;
     let started = Instant::now();
-    ranks::launch(|_| rank_command(&config_path, &two, false), 2)?;
+    let log = two.join("rank1.log");
+    ranks::launch(
+        |rank| {
+            let mut c = rank_command(&config_path, &two, false);
+            if rank == 1
+                && let Ok(f) = std::fs::File::create(&log)
+            {
+                c.stdout(f);
+            }
+            c
+        },
+        2,
+    )?;
     eprintln!("two ranks: {:.1} s", started.elapsed().as_secs_f64());
+    // Rank 1 played half of every environment's episodes: 12 of 24 plays a step.
+    let said = std::fs::read_to_string(&log)?;
+    assert!(
+        said.contains("rank 1 of 2: played 36 episodes, trained 3 updates"),
+        "rank 1 said: {said}"
+    );
+    // And the plays are the ones one process plays (each episode's seeds are its place in
+    // its environment's episodes, whichever rank plays it).
+    let plays = |d: &Path| -> Res<Vec<(String, u64, f64, Vec<String>)>> {
+        let mut v = vec![];
+        for e in FileSink::read_all(d)? {
+            if let Message::Plays { records } = e.message {
+                for p in records {
+                    let said = p.transcript.iter().map(|t| t.content.clone()).collect();
+                    v.push((p.env_id, p.step, p.episode_return, said));
+                }
+            }
+        }
+        Ok(v)
+    };
+    let (p1, p2) = (plays(&one)?, plays(&two)?);
+    assert_eq!(p1.len(), 72);
+    assert!(p1 == p2, "two ranks played other episodes than one process");
 
     let (u1, u2) = (updates(&one)?, updates(&two)?);
     eprintln!("(loss, grad norm): one process {u1:?}, two ranks {u2:?}");

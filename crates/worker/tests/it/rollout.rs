@@ -116,6 +116,7 @@ fn concurrent_episodes_over_the_engine_equal_the_sequential_sampler_path() -> Te
     let hint = "Start in the middle.";
     let jobs: Vec<PlayJob<'_>> = (0..3)
         .map(|j| PlayJob {
+            first_index: 0,
             code: GUESS,
             kind: EnvKind::Game,
             hint: (j == 2).then_some(hint),
@@ -154,6 +155,7 @@ fn a_runner_dying_mid_episode_fails_its_environment_and_the_others_go_on() -> Te
     let policy = agent()?;
     let pool = crate::pool(6);
     let good = PlayJob {
+        first_index: 0,
         code: GUESS,
         kind: EnvKind::Game,
         hint: None,
@@ -161,6 +163,7 @@ fn a_runner_dying_mid_episode_fails_its_environment_and_the_others_go_on() -> Te
         sample_seed: 1,
     };
     let bad = PlayJob {
+        first_index: 0,
         code: DIES,
         kind: EnvKind::Game,
         hint: None,

@@ -273,6 +273,7 @@ fn play_and_compare(
 ) -> Result<(f64, f64, usize, usize), Box<dyn std::error::Error>> {
     let jobs: Vec<PlayJob<'_>> = (0..2)
         .map(|j| PlayJob {
+            first_index: 0,
             code: GUESS,
             kind: EnvKind::Game,
             hint: None,
