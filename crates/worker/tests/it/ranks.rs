@@ -131,6 +131,9 @@ fn weights(dir: &Path) -> Res<BTreeMap<String, Vec<f64>>> {
         .collect()
 }
 
+/// A play as compared: environment, step, return, every turn's text.
+type Play = (String, u64, f64, Vec<String>);
+
 fn max_diff(a: &BTreeMap<String, Vec<f64>>, b: &BTreeMap<String, Vec<f64>>) -> f64 {
     assert_eq!(
         a.keys().collect::<Vec<_>>(),
@@ -186,7 +189,7 @@ fn two_ranks_train_a_run_as_one_process_does() -> Res<()> {
     );
     // And the plays are the ones one process plays (each episode's seeds are its place in
     // its environment's episodes, whichever rank plays it).
-    let plays = |d: &Path| -> Res<Vec<(String, u64, f64, Vec<String>)>> {
+    let plays = |d: &Path| -> Res<Vec<Play>> {
         let mut v = vec![];
         for e in FileSink::read_all(d)? {
             if let Message::Plays { records } = e.message {
