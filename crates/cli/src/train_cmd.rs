@@ -25,15 +25,6 @@ pub struct TrainArgs {
     /// Continue from the last checkpoint in --out (its config.toml must match --config).
     #[arg(long)]
     pub resume: bool,
-    /// Processes that train the run together (CPU, Gloo): rank 0 plays the rollouts and
-    /// reports, every rank trains its share of each update's micro-batches and holds 1/N of
-    /// the optimizer state (ZeRO-2). Started torchrun-style on this machine; a rank that fails
-    /// stops the others. A checkpoint resumes with the rank count that wrote it.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub ranks: u16,
-    /// Seconds the ranks' rendezvous and each collective may take before the run fails.
-    #[arg(long, default_value_t = 600)]
-    pub rank_timeout: u64,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -59,6 +50,16 @@ pub struct CommonArgs {
     /// `model.warm_start = "families"` run checks after the family's own 12, up to 24.
     #[arg(long, default_value_t = run::DEFAULT_WARM_EPOCHS)]
     pub warm_epochs: usize,
+    /// Processes that train the run together (CPU, Gloo), overriding the configuration's
+    /// `run.ranks`: each plays its share of the agent's and hint episodes, trains its share of
+    /// each update's micro-batches and holds 1/N of the optimizer state (ZeRO-2); rank 0
+    /// reports and writes the checkpoints. Started torchrun-style on this machine; a rank that
+    /// fails stops the others. A checkpoint resumes with the rank count that wrote it.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub ranks: Option<u16>,
+    /// Seconds the ranks' rendezvous and each collective may take before the run fails.
+    #[arg(long, default_value_t = 600)]
+    pub rank_timeout: u64,
     /// Designer samples, on prompts held back from training, validated at each check of the
     /// warm start's criterion.
     #[arg(long, default_value_t = run::DEFAULT_WARM_MEASURE)]
@@ -152,50 +153,79 @@ pub fn progress(total: u64) -> (ProgressBar, impl FnMut(Event)) {
     (bar, on)
 }
 
-/// This process's part of a run on `--ranks N`: the launcher (no `RANK` in the environment)
-/// starts N copies of this command; each copy is one rank.
-enum Part {
+/// This process's part of a run on several ranks: the launcher (no `RANK` in the
+/// environment) starts one copy of this command per rank; each copy is one rank.
+pub enum Part {
     Alone,
-    Launcher,
+    Launcher(usize),
     Rank(std::sync::Arc<spade_worker::ranks::Ranks>),
 }
 
-fn part(args: &TrainArgs) -> anyhow::Result<Part> {
-    if args.ranks <= 1 {
-        return Ok(Part::Alone);
+impl CommonArgs {
+    /// The part of `cfg`'s run this process plays (`--ranks`, else `run.ranks`).
+    pub fn part(&self, cfg: &RunConfig) -> anyhow::Result<Part> {
+        let n = self.ranks.map_or(cfg.run.ranks as usize, usize::from);
+        if n <= 1 {
+            return Ok(Part::Alone);
+        }
+        if std::env::var_os("RANK").is_none() {
+            return Ok(Part::Launcher(n));
+        }
+        let timeout = std::time::Duration::from_secs(self.rank_timeout.max(1));
+        let r = spade_worker::ranks::Ranks::join_from_env(n, timeout)?;
+        Ok(Part::Rank(std::sync::Arc::new(r)))
     }
-    if std::env::var_os("RANK").is_none() {
-        return Ok(Part::Launcher);
-    }
-    let timeout = std::time::Duration::from_secs(args.rank_timeout.max(1));
-    let r = spade_worker::ranks::Ranks::join_from_env(usize::from(args.ranks), timeout)?;
-    Ok(Part::Rank(std::sync::Arc::new(r)))
+}
+
+/// Runs `n` ranks of this very command (same arguments) and waits for them.
+pub fn launch_ranks(n: usize) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("the spade binary's own path")?;
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    eprintln!("starting {n} ranks");
+    spade_worker::ranks::launch(
+        |_| {
+            let mut c = std::process::Command::new(&exe);
+            c.args(&argv);
+            c
+        },
+        n,
+    )?;
+    Ok(())
+}
+
+/// A follower rank: it plays and trains what rank 0 sends; rank 0 checks the outputs and
+/// writes everything but the followers' optimiser shards.
+pub fn follow(
+    cfg: &RunConfig,
+    common: &CommonArgs,
+    resume: bool,
+    ranks: std::sync::Arc<spade_worker::ranks::Ranks>,
+) -> anyhow::Result<ExitCode> {
+    let rank = ranks.rank();
+    let opts = common.options(format!("rank-{rank}"), resume)?;
+    run::follow(cfg, &opts, &ranks, &mut |e| {
+        if let Event::Log(l) = e {
+            eprintln!("rank {rank}: {l}");
+        }
+    })
+    .with_context(|| format!("rank {rank}"))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
-    let ranks = match part(&args)? {
-        Part::Launcher => {
-            let exe = std::env::current_exe().context("the spade binary's own path")?;
-            let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-            eprintln!("starting {} ranks", args.ranks);
-            spade_worker::ranks::launch(
-                |_| {
-                    let mut c = std::process::Command::new(&exe);
-                    c.args(&argv);
-                    c
-                },
-                usize::from(args.ranks),
-            )?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        Part::Rank(r) if r.rank() > 0 => return follow(&args, r),
-        Part::Rank(r) => Some(r),
-        Part::Alone => None,
-    };
     let text = std::fs::read_to_string(&args.config)
         .with_context(|| format!("cannot read {}", args.config.display()))?;
     let cfg = RunConfig::from_toml_str(&text)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.config.display()))?;
+    let ranks = match args.common.part(&cfg)? {
+        Part::Launcher(n) => {
+            launch_ranks(n)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Part::Rank(r) if r.rank() > 0 => return follow(&cfg, &args.common, args.resume, r),
+        Part::Rank(r) => Some(r),
+        Part::Alone => None,
+    };
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let stored = args.out.join("config.toml");
@@ -260,26 +290,5 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
         }
     }
     println!("outputs in {}", args.out.display());
-    Ok(ExitCode::SUCCESS)
-}
-
-/// A follower rank: it reads the configuration, trains what rank 0 sends and writes only its
-/// optimiser shards (rank 0 checks --out and writes everything else).
-fn follow(
-    args: &TrainArgs,
-    ranks: std::sync::Arc<spade_worker::ranks::Ranks>,
-) -> anyhow::Result<ExitCode> {
-    let rank = ranks.rank();
-    let text = std::fs::read_to_string(&args.config)
-        .with_context(|| format!("rank {rank}: cannot read {}", args.config.display()))?;
-    let cfg = RunConfig::from_toml_str(&text)
-        .map_err(|e| anyhow::anyhow!("rank {rank}: {}: {e}", args.config.display()))?;
-    let opts = args.common.options(format!("rank-{rank}"), args.resume)?;
-    run::follow(&cfg, &opts, &ranks, &mut |e| {
-        if let Event::Log(l) = e {
-            eprintln!("rank {rank}: {l}");
-        }
-    })
-    .with_context(|| format!("rank {rank}"))?;
     Ok(ExitCode::SUCCESS)
 }

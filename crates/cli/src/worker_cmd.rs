@@ -3,7 +3,7 @@
 //! disk while the service is unreachable), keeps checkpoints in --data-dir and resumes from them
 //! automatically when restarted, and stops cleanly when the service asks it to.
 
-use crate::train_cmd::{CommonArgs, progress};
+use crate::train_cmd::{CommonArgs, Part, follow, launch_ranks, progress};
 use anyhow::Context;
 use clap::Args;
 use spade::config::RunConfig;
@@ -55,7 +55,25 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&data).with_context(|| format!("cannot create {}", data.display()))?;
     let store = StateStore::new(&data);
     let resume = store.load()?.is_some();
-    let opts = args.common.options(args.run.clone(), resume)?;
+    let ranks = match args.common.part(&cfg)? {
+        Part::Launcher(n) => {
+            return match launch_ranks(n) {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(e) => {
+                    // A rank that died took the others down with it (rank 0 among them,
+                    // which could not say so): the launcher tells the service.
+                    let mut sink = HttpSink::new(&args.server, &args.run, &args.token, &data)?;
+                    report_failure(&store, &mut sink, &args.run, &format!("{e:#}"));
+                    Err(e)
+                }
+            };
+        }
+        Part::Rank(r) if r.rank() > 0 => return follow(&cfg, &args.common, resume, r),
+        Part::Rank(r) => Some(r),
+        Part::Alone => None,
+    };
+    let mut opts = args.common.options(args.run.clone(), resume)?;
+    opts.ranks = ranks;
     let mut sink = HttpSink::new(&args.server, &args.run, &args.token, &data)?;
     sink.final_patience = std::time::Duration::from_secs(args.final_flush_secs);
     let (bar, mut on) = progress(cfg.run.steps);

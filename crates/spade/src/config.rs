@@ -69,6 +69,11 @@ pub struct RunSection {
     pub optimizer_every: u64,
     /// Checkpoints kept: the last this many (0 = all of them).
     pub checkpoint_keep: u64,
+    /// Processes that train the run together (data-parallel ranks on this node's CPUs, Gloo):
+    /// each plays its share of the agent's and the hint episodes and trains its share of each
+    /// update, holding 1/ranks of the optimizer state (ZeRO-2). A checkpoint resumes with the
+    /// rank count that wrote it. `spade train --ranks` overrides it.
+    pub ranks: u32,
     /// What the run trains: `"spade"` (designer and agent on environments the designer
     /// writes, and the baselines and ablations of `[ablation]`) or `"spice"` (the predecessor:
     /// a challenger writes questions from corpus documents, a reasoner answers them; `[spice]`).
@@ -885,6 +890,7 @@ impl Default for RunSection {
             weights_every: 1,
             optimizer_every: 50,
             checkpoint_keep: 0,
+            ranks: 1,
             algorithm: Algorithm::Spade,
         }
     }

@@ -23,10 +23,12 @@ use crate::play::{Backend, Episode, PlayJob, PlayMeasures, PlayOptions};
 use serde::{Deserialize, Serialize};
 use spade_dist::{ProcessGroup, Rendezvous};
 use spade_policy::grpo::{GrpoSample, GrpoStats, GrpoTrainer};
-use spade_policy::train::MaskedSeq;
+
+mod wire;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::Duration;
+use wire::{Reader, decode_sample, encode_sample, put_u64};
 
 /// How long a follower waits for rank 0's next command: a step's rollouts, on rank 0 alone.
 /// A rank 0 that died is noticed sooner (its connections close, or [`launch`] stops the
@@ -50,7 +52,12 @@ impl Ranks {
                 r.world_size
             )));
         }
-        let group = ProcessGroup::join(&r).map_err(|e| dist_error("joining the group", e))?;
+        Self::join(&r)
+    }
+
+    /// Joins the group `r` describes.
+    pub fn join(r: &Rendezvous) -> Result<Self, WorkerError> {
+        let group = ProcessGroup::join(r).map_err(|e| dist_error("joining the group", e))?;
         Ok(Self { group })
     }
 
@@ -77,7 +84,7 @@ impl Ranks {
     }
 
     /// A follower: the next command from rank 0.
-    fn receive(&self) -> Result<FollowerCommand, WorkerError> {
+    pub(crate) fn receive(&self) -> Result<FollowerCommand, WorkerError> {
         let bytes = self
             .group
             .broadcast_bytes(0, None, Some(FOLLOWER_WAIT))
@@ -208,7 +215,38 @@ impl Ranks {
         Ok(out)
     }
 
-    fn barrier(&self) -> Result<(), WorkerError> {
+    /// A follower: plays its part of `order` ([`Ranks::play_shared`] on rank 0) and sends the
+    /// episodes back; returns how many it played.
+    pub(crate) fn play_part(
+        &self,
+        order: PlayOrder,
+        policy: &spade_policy::Policy,
+        pool: &spade_sandbox::Pool,
+    ) -> Result<usize, WorkerError> {
+        let PlayOrder {
+            parts,
+            mut options,
+            engine,
+            concurrency,
+        } = order;
+        options.backend = match engine {
+            Some((kv_tokens, max_batch)) => Backend::Engine {
+                kv_tokens,
+                max_batch,
+            },
+            None => Backend::Sampler,
+        };
+        let mine = parts
+            .get(self.rank())
+            .ok_or_else(|| WorkerError::Ranks(format!("no part for rank {}", self.rank())))?;
+        let jobs: Vec<PlayJob<'_>> = mine.iter().map(JobPart::job).collect();
+        let (own, _) = crate::play::play_envs_measured(policy, pool, &jobs, &options, concurrency)?;
+        let played = own.iter().map(Vec::len).sum();
+        self.gather_episodes(own)?;
+        Ok(played)
+    }
+
+    pub(crate) fn barrier(&self) -> Result<(), WorkerError> {
         self.group
             .barrier()
             .map_err(|e| dist_error("waiting for the other ranks", e))
@@ -372,182 +410,6 @@ impl FollowerCommand {
     }
 }
 
-fn put_u64(out: &mut Vec<u8>, v: usize) {
-    out.extend((v as u64).to_le_bytes());
-}
-
-fn encode_sample(out: &mut Vec<u8>, s: &GrpoSample) {
-    put_u64(out, s.seq.ids.len());
-    for id in &s.seq.ids {
-        out.extend(id.to_le_bytes());
-    }
-    put_u64(out, s.seq.loss_mask.len());
-    out.extend(s.seq.loss_mask.iter().map(|&m| u8::from(m)));
-    let floats = |out: &mut Vec<u8>, v: &[f32]| {
-        put_u64(out, v.len());
-        for x in v {
-            out.extend(x.to_le_bytes());
-        }
-    };
-    floats(out, &s.old_logprobs);
-    match &s.behavior_logprobs {
-        Some(b) => {
-            out.push(1);
-            floats(out, b);
-        }
-        None => out.push(0),
-    }
-    out.extend(s.advantage.to_le_bytes());
-    out.extend(s.weight.to_le_bytes());
-}
-
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
-        let Some(end) = end else {
-            return Err(format!(
-                "{n} bytes wanted at offset {} of {}",
-                self.at,
-                self.bytes.len()
-            ));
-        };
-        let s = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
-        let s = self.take(N)?;
-        let mut a = [0u8; N];
-        a.copy_from_slice(s);
-        Ok(a)
-    }
-
-    /// A count, checked against the bytes left (each element at least one byte).
-    fn len(&mut self) -> Result<usize, String> {
-        let n = u64::from_le_bytes(self.array()?);
-        let left = (self.bytes.len() - self.at) as u64;
-        if n > left {
-            return Err(format!("a count of {n} with {left} bytes left"));
-        }
-        Ok(n as usize)
-    }
-
-    fn f32(&mut self) -> Result<f32, String> {
-        Ok(f32::from_le_bytes(self.array()?))
-    }
-
-    fn floats(&mut self) -> Result<Vec<f32>, String> {
-        let n = self.len()?;
-        (0..n).map(|_| self.f32()).collect()
-    }
-}
-
-fn decode_sample(r: &mut Reader<'_>) -> Result<GrpoSample, String> {
-    let n = r.len()?;
-    let ids = (0..n)
-        .map(|_| r.array().map(i64::from_le_bytes))
-        .collect::<Result<Vec<_>, _>>()?;
-    let m = r.len()?;
-    let loss_mask = r.take(m)?.iter().map(|&b| b != 0).collect();
-    let old_logprobs = r.floats()?;
-    let behavior_logprobs = match r.array::<1>()? {
-        [0] => None,
-        [1] => Some(r.floats()?),
-        [b] => return Err(format!("behaviour flag {b}")),
-    };
-    Ok(GrpoSample {
-        seq: MaskedSeq { ids, loss_mask },
-        old_logprobs,
-        behavior_logprobs,
-        advantage: r.f32()?,
-        weight: r.f32()?,
-    })
-}
-
-/// A follower rank's part of a run: load what rank 0 loaded, then play and train what it
-/// sends until it says the run is over. Returns (episodes played, updates taken).
-pub(crate) fn follow(
-    cfg: &spade::config::RunConfig,
-    ranks: &Ranks,
-    device: spade_policy::Device,
-    pool: &spade_sandbox::Pool,
-) -> Result<(usize, u64), WorkerError> {
-    let FollowerCommand::Start {
-        model_dir,
-        fingerprint,
-        optimizer,
-    } = ranks.receive()?
-    else {
-        return Err(WorkerError::Ranks(
-            "rank 0's first command was not the start".into(),
-        ));
-    };
-    let policy = spade_policy::Policy::load(&model_dir, device)?;
-    let mine = policy.weights_fingerprint();
-    if mine != fingerprint {
-        return Err(WorkerError::Ranks(format!(
-            "rank {} loaded {} with weights {mine}, rank 0 has {fingerprint}",
-            ranks.rank(),
-            model_dir.display()
-        )));
-    }
-    let mut trainer = GrpoTrainer::new_sharded(
-        &policy,
-        crate::run::grpo_config(cfg),
-        ranks.rank(),
-        ranks.world_size(),
-    )?;
-    if let Some(path) = optimizer {
-        trainer.load_optimizer(&path)?;
-    }
-    let (mut episodes, mut updates) = (0, 0);
-    loop {
-        match ranks.receive()? {
-            FollowerCommand::Train(batch) => {
-                trainer.step_synced(&policy, &batch, Some(ranks.group()))?;
-                updates += 1;
-            }
-            FollowerCommand::SaveOptimizer(path) => {
-                trainer.save_optimizer(&path)?;
-                ranks.barrier()?;
-            }
-            FollowerCommand::Play(order) => {
-                let PlayOrder {
-                    parts,
-                    mut options,
-                    engine,
-                    concurrency,
-                } = *order;
-                options.backend = match engine {
-                    Some((kv_tokens, max_batch)) => Backend::Engine {
-                        kv_tokens,
-                        max_batch,
-                    },
-                    None => Backend::Sampler,
-                };
-                let mine = parts.get(ranks.rank()).ok_or_else(|| {
-                    WorkerError::Ranks(format!("no part for rank {}", ranks.rank()))
-                })?;
-                let jobs: Vec<PlayJob<'_>> = mine.iter().map(JobPart::job).collect();
-                let (own, _) =
-                    crate::play::play_envs_measured(&policy, pool, &jobs, &options, concurrency)?;
-                episodes += own.iter().map(Vec::len).sum::<usize>();
-                ranks.gather_episodes(own)?;
-            }
-            FollowerCommand::Finish => return Ok((episodes, updates)),
-            FollowerCommand::Start { .. } => {
-                return Err(WorkerError::Ranks("a second start from rank 0".into()));
-            }
-        }
-    }
-}
-
 /// Runs `ranks` copies of `command` (one per rank, with the torchrun-style environment on a
 /// free loopback port) and waits for all of them. When one fails, the others are stopped at
 /// once and the error names it; `Ok` when every rank exited successfully.
@@ -622,6 +484,7 @@ fn rank_failed(rank: usize, status: ExitStatus) -> WorkerError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use spade_policy::train::MaskedSeq;
 
     fn sample(i: i64, behavior: bool) -> GrpoSample {
         GrpoSample {
@@ -634,39 +497,6 @@ mod tests {
             advantage: -0.75,
             weight: 0.5,
         }
-    }
-
-    #[test]
-    fn what_ranks_cannot_do_yet_is_refused_before_the_run() -> Result<(), WorkerError> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| WorkerError::Ranks(e.to_string()))?
-            .port();
-        let r = Rendezvous {
-            master_addr: "127.0.0.1".into(),
-            master_port: port,
-            rank: 0,
-            world_size: 1,
-            timeout: Duration::from_secs(20),
-        };
-        let ranks = Ranks {
-            group: ProcessGroup::join(&r).map_err(|e| dist_error("join", e))?,
-        };
-        let mut cfg = spade::config::RunConfig::tiny_cpu_demo();
-        crate::run::check_ranks(&cfg, spade_policy::Device::Cpu, &ranks)?;
-        cfg.model.rollout = spade::config::RolloutBackend::Vllm;
-        let e = crate::run::check_ranks(&cfg, spade_policy::Device::Cpu, &ranks)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(e.contains("model.rollout = \"vllm\""), "{e}");
-        cfg.model.rollout = spade::config::RolloutBackend::Engine;
-        let e = crate::run::check_ranks(&cfg, spade_policy::Device::Cuda(0), &ranks)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(e.contains("NCCL") && e.contains("cuda:0"), "{e}");
-        Ok(())
     }
 
     #[test]

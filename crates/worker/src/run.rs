@@ -36,6 +36,7 @@ mod agent;
 mod designer_batch;
 mod device;
 mod fixed;
+mod follower;
 mod generate;
 mod metrics;
 mod report;
@@ -268,7 +269,7 @@ pub fn follow(
     let device = device::run_device(cfg, &mut |_| {})?;
     check_ranks(cfg, device, ranks)?;
     let pool = setup::sandbox_pool(cfg, opts);
-    let (episodes, updates) = crate::ranks::follow(cfg, ranks, device, &pool)?;
+    let (episodes, updates) = follower::follow(cfg, ranks, device, &pool)?;
     on(Event::Log(format!(
         "rank {} of {}: played {episodes} episodes, trained {updates} updates",
         ranks.rank(),

@@ -208,6 +208,7 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
     k.count("run.weights_every", c.run.weights_every, 1, MAX_STEPS);
     k.count("run.optimizer_every", c.run.optimizer_every, 1, MAX_STEPS);
     k.count("run.checkpoint_keep", c.run.checkpoint_keep, 0, MAX_STEPS);
+    k.count("run.ranks", u64::from(c.run.ranks), 1, 64);
     // TOML integers are signed 64-bit: a larger seed could not be written back.
     k.count("run.seed", c.run.seed, 0, i64::MAX as u64);
 

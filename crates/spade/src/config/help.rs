@@ -46,6 +46,10 @@ pub const HELP: &[(&str, &str)] = &[
         "Checkpoints kept: the last this many (0 = all of them).",
     ),
     (
+        "run.ranks",
+        "Processes that train the run together (data-parallel ranks on this node's CPUs, Gloo): each plays its share of the agent's and the hint episodes and trains its share of each update, holding 1/ranks of the optimizer state (ZeRO-2). A checkpoint resumes with the rank count that wrote it. spade train --ranks overrides it.",
+    ),
+    (
         "run.algorithm",
         "What the run trains: \"spade\" (designer and agent on environments the designer writes, with the baselines and ablations below) or \"spice\" (the predecessor SPICE: a challenger writes questions from corpus documents, a reasoner answers them; see the SPICE section).",
     ),

@@ -144,6 +144,7 @@ impl RunConfig {
                 // The tiny model's optimiser state is small: every step, so a resume is exact.
                 optimizer_every: 1,
                 checkpoint_keep: 0,
+                ranks: 1,
                 algorithm: d.run.algorithm,
             },
             model: ModelSection {

@@ -1,0 +1,102 @@
+//! A follower rank's run ([`crate::ranks`]): it loads what rank 0 loaded, then plays and trains
+//! what rank 0 sends until the run is over, reporting nothing itself.
+
+use crate::WorkerError;
+use crate::ranks::{FollowerCommand, Ranks};
+use spade_policy::grpo::GrpoTrainer;
+
+/// A follower rank's part of a run: load what rank 0 loaded, then play and train what it
+/// sends until it says the run is over. Returns (episodes played, updates taken).
+pub(super) fn follow(
+    cfg: &spade::config::RunConfig,
+    ranks: &Ranks,
+    device: spade_policy::Device,
+    pool: &spade_sandbox::Pool,
+) -> Result<(usize, u64), WorkerError> {
+    let FollowerCommand::Start {
+        model_dir,
+        fingerprint,
+        optimizer,
+    } = ranks.receive()?
+    else {
+        return Err(WorkerError::Ranks(
+            "rank 0's first command was not the start".into(),
+        ));
+    };
+    let policy = spade_policy::Policy::load(&model_dir, device)?;
+    let mine = policy.weights_fingerprint();
+    if mine != fingerprint {
+        return Err(WorkerError::Ranks(format!(
+            "rank {} loaded {} with weights {mine}, rank 0 has {fingerprint}",
+            ranks.rank(),
+            model_dir.display()
+        )));
+    }
+    let mut trainer = GrpoTrainer::new_sharded(
+        &policy,
+        super::grpo_config(cfg),
+        ranks.rank(),
+        ranks.world_size(),
+    )?;
+    if let Some(path) = optimizer {
+        trainer.load_optimizer(&path)?;
+    }
+    let (mut episodes, mut updates) = (0, 0);
+    loop {
+        match ranks.receive()? {
+            FollowerCommand::Train(batch) => {
+                trainer.step_synced(&policy, &batch, Some(ranks.group()))?;
+                updates += 1;
+            }
+            FollowerCommand::SaveOptimizer(path) => {
+                trainer.save_optimizer(&path)?;
+                ranks.barrier()?;
+            }
+            FollowerCommand::Play(order) => {
+                episodes += ranks.play_part(*order, &policy, pool)?;
+            }
+            FollowerCommand::Finish => return Ok((episodes, updates)),
+            FollowerCommand::Start { .. } => {
+                return Err(WorkerError::Ranks("a second start from rank 0".into()));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spade_dist::Rendezvous;
+    use std::time::Duration;
+
+    #[test]
+    fn what_ranks_cannot_do_yet_is_refused_before_the_run() -> Result<(), WorkerError> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| WorkerError::Ranks(e.to_string()))?
+            .port();
+        let r = Rendezvous {
+            master_addr: "127.0.0.1".into(),
+            master_port: port,
+            rank: 0,
+            world_size: 1,
+            timeout: Duration::from_secs(20),
+        };
+        let ranks = Ranks::join(&r)?;
+        let mut cfg = spade::config::RunConfig::tiny_cpu_demo();
+        super::super::check_ranks(&cfg, spade_policy::Device::Cpu, &ranks)?;
+        cfg.model.rollout = spade::config::RolloutBackend::Vllm;
+        let e = super::super::check_ranks(&cfg, spade_policy::Device::Cpu, &ranks)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("model.rollout = \"vllm\""), "{e}");
+        cfg.model.rollout = spade::config::RolloutBackend::Engine;
+        let e = super::super::check_ranks(&cfg, spade_policy::Device::Cuda(0), &ranks)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("NCCL") && e.contains("cuda:0"), "{e}");
+        Ok(())
+    }
+}
