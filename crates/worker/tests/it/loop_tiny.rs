@@ -26,7 +26,7 @@ pub fn cache_root() -> PathBuf {
     spade_policy::preset::cache_root()
 }
 
-fn cache_dir() -> PathBuf {
+pub fn cache_dir() -> PathBuf {
     cache_root().join("warmstart")
 }
 

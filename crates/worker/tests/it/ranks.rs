@@ -5,7 +5,9 @@
 //! (relative 1e-5) and the same final weights (1e-5), and the weights moved (so equality is not
 //! two runs that never trained). A rank killed mid-run fails the run within the rank timeout,
 //! with no launcher to stop it; the run then resumes on two ranks and finishes, and a resume
-//! on one process is refused with the rank count that wrote the checkpoint.
+//! on one process is refused with the rank count that wrote the checkpoint. And a self-play run
+//! (the tiny loop's: designer, validation, hints, hint and no-hint plays) on two ranks designs
+//! the same environments and plays the same episodes as one process.
 
 use crate::learning::{self, Res};
 use spade::config::RunConfig;
@@ -38,9 +40,10 @@ fn config(steps: u64) -> Res<RunConfig> {
     Ok(cfg)
 }
 
-fn options(label: &str, cache: &Path, resume: bool) -> RunOptions {
+/// The worker's settings; the warm start (self-play runs) is the tests' shared one.
+fn options(label: &str, resume: bool) -> RunOptions {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut opts = RunOptions::new(label, repo.join("envs/seed"), cache.to_path_buf());
+    let mut opts = RunOptions::new(label, repo.join("envs/seed"), crate::loop_tiny::cache_dir());
     opts.concurrency = Some(2);
     opts.resume = resume;
     opts
@@ -61,7 +64,7 @@ fn a_rank_of_a_run() {
         let r = Arc::new(Ranks::join_from_env(world, RANK_TIMEOUT)?);
         let out = PathBuf::from(out);
         let resume = std::env::var_os("RANKS_RESUME").is_some();
-        let mut opts = options(&format!("rank-{}", r.rank()), &out.join("cache"), resume);
+        let mut opts = options(&format!("rank-{}", r.rank()), resume);
         opts.ranks = Some(r.clone());
         if r.rank() > 0 {
             run::follow(&cfg, &opts, &r, &mut |e| {
@@ -131,8 +134,25 @@ fn weights(dir: &Path) -> Res<BTreeMap<String, Vec<f64>>> {
         .collect()
 }
 
-/// A play as compared: environment, step, return, every turn's text.
-type Play = (String, u64, f64, Vec<String>);
+/// A play as compared: environment, step, with the hint, return, every turn's text.
+type Play = (String, u64, bool, f64, Vec<String>);
+
+/// An environment as compared: id, status, code, hint.
+type Designed = (String, String, String, Option<String>);
+
+/// Every play a run directory holds, in the order reported.
+fn plays(d: &Path) -> Res<Vec<Play>> {
+    let mut v = vec![];
+    for e in FileSink::read_all(d)? {
+        if let Message::Plays { records } = e.message {
+            for p in records {
+                let said = p.transcript.iter().map(|t| t.content.clone()).collect();
+                v.push((p.env_id, p.step, p.with_hint, p.episode_return, said));
+            }
+        }
+    }
+    Ok(v)
+}
 
 fn max_diff(a: &BTreeMap<String, Vec<f64>>, b: &BTreeMap<String, Vec<f64>>) -> f64 {
     assert_eq!(
@@ -156,13 +176,7 @@ fn two_ranks_train_a_run_as_one_process_does() -> Res<()> {
     let one = dir.path().join("one");
     let mut sink = FileSink::open(&one)?;
     let store = StateStore::new(&one);
-    run::run(
-        &cfg,
-        &options("one", &dir.path().join("cache"), false),
-        &store,
-        &mut sink,
-        &mut |_| {},
-    )?;
+    run::run(&cfg, &options("one", false), &store, &mut sink, &mut |_| {})?;
 
     let two = dir.path().join("two");
     std::fs::create_dir_all(&two)?;
@@ -189,18 +203,6 @@ fn two_ranks_train_a_run_as_one_process_does() -> Res<()> {
     );
     // And the plays are the ones one process plays (each episode's seeds are its place in
     // its environment's episodes, whichever rank plays it).
-    let plays = |d: &Path| -> Res<Vec<Play>> {
-        let mut v = vec![];
-        for e in FileSink::read_all(d)? {
-            if let Message::Plays { records } = e.message {
-                for p in records {
-                    let said = p.transcript.iter().map(|t| t.content.clone()).collect();
-                    v.push((p.env_id, p.step, p.episode_return, said));
-                }
-            }
-        }
-        Ok(v)
-    };
     let (p1, p2) = (plays(&one)?, plays(&two)?);
     assert_eq!(p1.len(), 72);
     assert!(p1 == p2, "two ranks played other episodes than one process");
@@ -320,7 +322,7 @@ fn a_killed_rank_fails_the_run_and_it_resumes_on_as_many_ranks() -> Res<()> {
     let mut sink = FileSink::open(&out)?;
     let e = run::run(
         &cfg,
-        &options("one", &out.join("cache"), true),
+        &options("one", true),
         &StateStore::new(&out),
         &mut sink,
         &mut |_| {},
@@ -329,5 +331,66 @@ fn a_killed_rank_fails_the_run_and_it_resumes_on_as_many_ranks() -> Res<()> {
     .map(|e| e.to_string())
     .unwrap_or_default();
     assert!(e.contains("resume with --ranks 2"), "{e}");
+    Ok(())
+}
+
+#[test]
+fn a_self_play_run_on_two_ranks_designs_and_plays_what_one_process_does() -> Res<()> {
+    spade_policy::embed::set_threads(1);
+    // The tiny loop's three-step demo run (its cached warm start); the last step trains the
+    // designer samples of the window it flushes.
+    let cfg = crate::loop_tiny::three_step_config().map_err(|e| e.to_string())?;
+    crate::loop_tiny::ready_designer(&cfg, &options("warm", false)).map_err(|e| e.to_string())?;
+    let dir = tempfile::tempdir()?;
+    let config_path = dir.path().join("run.toml");
+    std::fs::write(&config_path, cfg.to_toml())?;
+    let one = dir.path().join("one");
+    let mut sink = FileSink::open(&one)?;
+    run::run(
+        &cfg,
+        &options("one", false),
+        &StateStore::new(&one),
+        &mut sink,
+        &mut |_| {},
+    )?;
+    let two = dir.path().join("two");
+    std::fs::create_dir_all(&two)?;
+    ranks::launch(|_| rank_command(&config_path, &two, false), 2)?;
+
+    // The same environments, accepted or rejected alike, with the same hints.
+    let envs = |d: &Path| -> Res<Vec<Designed>> {
+        let mut v = vec![];
+        for e in FileSink::read_all(d)? {
+            if let Message::Environment { record } = e.message {
+                let status = format!("{:?}", record.status);
+                v.push((record.env_id, status, record.code, record.hint));
+            }
+        }
+        Ok(v)
+    };
+    let (e1, e2) = (envs(&one)?, envs(&two)?);
+    assert!(!e1.is_empty());
+    assert!(
+        e1 == e2,
+        "two ranks designed other environments than one process"
+    );
+    // The same hint and no-hint plays (each rank played its share of each environment's).
+    let (p1, p2) = (plays(&one)?, plays(&two)?);
+    let hinted = p1.iter().filter(|p| p.2).count();
+    eprintln!(
+        "{} environments, {} plays ({hinted} with the hint)",
+        e1.len(),
+        p1.len()
+    );
+    assert!(
+        hinted > 0 && p1.len() > hinted,
+        "hint and no-hint plays: {hinted} of {}",
+        p1.len()
+    );
+    assert!(p1 == p2, "two ranks played other episodes than one process");
+    let latest = |d: &Path| d.join("checkpoints/latest");
+    let d = max_diff(&weights(&latest(&one))?, &weights(&latest(&two))?);
+    eprintln!("final weights differ by at most {d:e}");
+    assert!(d < 1e-5, "final weights differ by {d}");
     Ok(())
 }
