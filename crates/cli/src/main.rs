@@ -6,6 +6,7 @@ mod eval_cmd;
 mod generate_bench;
 mod model_bench;
 mod model_cmd;
+mod model_plan;
 mod rollout_bench;
 mod rollout_bench_envs;
 mod train_cmd;

@@ -98,6 +98,9 @@ pub enum ModelCommand {
     /// engine at each --batch size, in tokens per second (scripts/policy/bench-generate puts
     /// transformers' `generate` beside it).
     BenchGenerate(crate::generate_bench::GenerateBenchArgs),
+    /// The memory plan of model shapes on GPU nodes, one rank's share with N data-parallel
+    /// ranks (ZeRO-2), and whether each card holds it with room for a KV cache.
+    Plan(crate::model_plan::PlanArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -148,6 +151,7 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<ExitCode> {
         }
         ModelCommand::BenchRollout(args) => crate::rollout_bench::run(&args),
         ModelCommand::BenchGenerate(args) => crate::generate_bench::run(&args),
+        ModelCommand::Plan(args) => crate::model_plan::run(&args),
     }?;
     Ok(ExitCode::SUCCESS)
 }

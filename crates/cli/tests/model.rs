@@ -202,3 +202,40 @@ fn bad_input_exits_2_with_a_precise_message() {
         stderr(&out)
     );
 }
+
+#[test]
+fn the_memory_plan_says_which_cards_hold_a_shape_on_how_many_ranks() {
+    let o = spade(&[
+        "model",
+        "plan",
+        "--shape",
+        "qwen3-4b",
+        "--ranks",
+        "1",
+        "--ranks",
+        "8",
+        "--markdown",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("| qwen3-4b"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    // One 80 GB card cannot hold the 4B recipe (84.3 GiB before the cache); a rank of eight,
+    // with an eighth of the optimizer state, can.
+    assert!(
+        rows[0].contains("| 1 | 84.26 GiB | does not fit"),
+        "{}",
+        rows[0]
+    );
+    assert!(rows[1].contains("| 8 | 59.91 GiB | fits"), "{}", rows[1]);
+    let bad = spade(&["model", "plan", "--gpu", "H100"]);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("expected NAME=MIB"),
+        "{}",
+        stderr(&bad)
+    );
+}
