@@ -60,6 +60,16 @@ pub struct CommonArgs {
     /// Seconds the ranks' rendezvous and each collective may take before the run fails.
     #[arg(long, default_value_t = 600)]
     pub rank_timeout: u64,
+    /// Where the ranks run: `local` (processes of this machine) or `ray` (one per bundle of a
+    /// Ray placement group, one rank per node: scripts/ray-ranks with the Python that has
+    /// Ray, SPADE_RAY_PYTHON; the binary, the seeds and the output directory must be at the
+    /// same paths on every node).
+    #[arg(long, value_enum, default_value_t = Launcher::Local)]
+    pub launcher: Launcher,
+    /// The Ray cluster's GCS address for `--launcher ray` (default: RAY_ADDRESS, as inside a
+    /// Ray job, else `auto`).
+    #[arg(long, env = "RAY_ADDRESS")]
+    pub ray_address: Option<String>,
     /// Designer samples, on prompts held back from training, validated at each check of the
     /// warm start's criterion.
     #[arg(long, default_value_t = run::DEFAULT_WARM_MEASURE)]
@@ -177,10 +187,23 @@ impl CommonArgs {
     }
 }
 
+/// Where a run's ranks run (`--launcher`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Launcher {
+    Local,
+    Ray,
+}
+
+/// scripts/ray-ranks, carried in the binary so it needs no checkout beside it.
+const RAY_RANKS: &str = include_str!("../../../scripts/ray-ranks");
+
 /// Runs `n` ranks of this very command (same arguments) and waits for them.
-pub fn launch_ranks(n: usize) -> anyhow::Result<()> {
+pub fn launch_ranks(n: usize, common: &CommonArgs) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("the spade binary's own path")?;
     let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if common.launcher == Launcher::Ray {
+        return launch_on_ray(n, common, &exe, &argv);
+    }
     eprintln!("starting {n} ranks");
     spade_worker::ranks::launch(
         |_| {
@@ -190,6 +213,35 @@ pub fn launch_ranks(n: usize) -> anyhow::Result<()> {
         },
         n,
     )?;
+    Ok(())
+}
+
+/// `--launcher ray`: scripts/ray-ranks places the ranks (one per node) and runs this command
+/// in each with the torchrun-style environment.
+fn launch_on_ray(
+    n: usize,
+    common: &CommonArgs,
+    exe: &std::path::Path,
+    argv: &[std::ffi::OsString],
+) -> anyhow::Result<()> {
+    let script = std::env::temp_dir().join(format!("spade-ray-ranks-{}.py", std::process::id()));
+    std::fs::write(&script, RAY_RANKS)
+        .with_context(|| format!("cannot write {}", script.display()))?;
+    let python = std::env::var_os("SPADE_RAY_PYTHON").unwrap_or_else(|| "python3".into());
+    let address = common.ray_address.clone().unwrap_or_else(|| "auto".into());
+    eprintln!("starting {n} ranks on the Ray cluster at {address}");
+    let status = std::process::Command::new(&python)
+        .arg(&script)
+        .args(["--address", &address, "--ranks", &n.to_string(), "--"])
+        .arg(exe)
+        .args(argv)
+        .status()
+        .with_context(|| format!("cannot run {} (SPADE_RAY_PYTHON)", python.to_string_lossy()));
+    let _ = std::fs::remove_file(&script);
+    let status = status?;
+    if !status.success() {
+        anyhow::bail!("the ranks on Ray failed ({status}); ray-ranks said why above");
+    }
     Ok(())
 }
 
@@ -219,7 +271,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.config.display()))?;
     let ranks = match args.common.part(&cfg)? {
         Part::Launcher(n) => {
-            launch_ranks(n)?;
+            launch_ranks(n, &args.common)?;
             return Ok(ExitCode::SUCCESS);
         }
         Part::Rank(r) if r.rank() > 0 => return follow(&cfg, &args.common, args.resume, r),

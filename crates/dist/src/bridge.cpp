@@ -46,8 +46,10 @@ static void wait(spade_pg* g, const c10::intrusive_ptr<c10d::Work>& work) {
 
 extern "C" {
 
-char* spade_pg_new(const char* host, int port, int rank, int world, long timeout_ms,
-                   spade_pg** out) {
+// host: rank 0's store; local: the address of this rank's own interface for Gloo's pairs
+// (on one machine the same as host; on a cluster each node's own).
+char* spade_pg_new(const char* host, const char* local, int port, int rank, int world,
+                   long timeout_ms, spade_pg** out) {
   return guarded([&] {
     auto g = std::make_unique<spade_pg>();
     g->timeout = std::chrono::milliseconds(timeout_ms);
@@ -60,7 +62,7 @@ char* spade_pg_new(const char* host, int port, int rank, int world, long timeout
     g->store = c10::make_intrusive<c10d::TCPStore>(std::string(host), opts);
     auto o = c10d::ProcessGroupGloo::Options::create();
     o->timeout = g->timeout;
-    o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(std::string(host)));
+    o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(std::string(local)));
     g->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(g->store, rank, world, o);
     *out = g.release();
   });

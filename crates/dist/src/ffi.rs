@@ -16,6 +16,7 @@ struct SpadePg {
 unsafe extern "C" {
     fn spade_pg_new(
         host: *const c_char,
+        local: *const c_char,
         port: c_int,
         rank: c_int,
         world: c_int,
@@ -75,18 +76,22 @@ unsafe impl Sync for Group {}
 impl Group {
     pub(crate) fn new(
         host: &str,
+        local: &str,
         port: u16,
         rank: usize,
         world: usize,
         timeout: Duration,
     ) -> Result<Self> {
         let host = CString::new(host).map_err(|_| DistError("host holds a NUL byte".into()))?;
+        let local =
+            CString::new(local).map_err(|_| DistError("local address holds a NUL byte".into()))?;
         let ms = c_long::try_from(timeout.as_millis()).unwrap_or(c_long::MAX);
         let mut out: *mut SpadePg = std::ptr::null_mut();
-        // SAFETY: host outlives the call; out is written only on success.
+        // SAFETY: host and local outlive the call; out is written only on success.
         checked(unsafe {
             spade_pg_new(
                 host.as_ptr(),
+                local.as_ptr(),
                 c_int::from(port),
                 int(rank, "rank")?,
                 int(world, "world size")?,

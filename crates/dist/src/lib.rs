@@ -29,6 +29,10 @@ pub struct Rendezvous {
     pub world_size: usize,
     /// Joining and every collective fail after this long.
     pub timeout: Duration,
+    /// The address of this rank's own interface, which Gloo's connections use
+    /// (`SPADE_RANK_ADDR`; on a cluster each node's own, as scripts/ray-ranks sets it); None =
+    /// `master_addr`, right when every rank runs on rank 0's machine.
+    pub local_addr: Option<String>,
 }
 
 impl Rendezvous {
@@ -50,6 +54,9 @@ impl Rendezvous {
             rank: number("RANK")?,
             world_size: number("WORLD_SIZE")?,
             timeout,
+            local_addr: std::env::var("SPADE_RANK_ADDR")
+                .ok()
+                .filter(|a| !a.trim().is_empty()),
         };
         r.check()?;
         Ok(r)
@@ -92,6 +99,7 @@ impl ProcessGroup {
         r.check()?;
         let inner = ffi::Group::new(
             &r.master_addr,
+            r.local_addr.as_deref().unwrap_or(&r.master_addr),
             r.master_port,
             r.rank,
             r.world_size,

@@ -81,6 +81,7 @@ mod tests {
             rank: 0,
             world_size: 1,
             timeout: Duration::from_secs(20),
+            local_addr: None,
         };
         let ranks = Ranks::join(&r)?;
         let mut cfg = spade::config::RunConfig::tiny_cpu_demo();

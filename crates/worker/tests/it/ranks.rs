@@ -49,12 +49,15 @@ fn options(label: &str, resume: bool) -> RunOptions {
     opts
 }
 
-/// A child process: one rank of the run in `RANKS_OUT` with the configuration in
-/// `RANKS_CONFIG` (rank 0 reports into the directory, the others train).
+/// A child process: one rank of the run in `SPADE_TEST_RANKS_OUT` with the configuration in
+/// `SPADE_TEST_RANKS_CONFIG` (rank 0 reports into the directory, the others train).
 #[test]
 #[ignore = "run by the tests below as a rank of their run"]
 fn a_rank_of_a_run() {
-    let (Ok(config), Ok(out)) = (std::env::var("RANKS_CONFIG"), std::env::var("RANKS_OUT")) else {
+    let (Ok(config), Ok(out)) = (
+        std::env::var("SPADE_TEST_RANKS_CONFIG"),
+        std::env::var("SPADE_TEST_RANKS_OUT"),
+    ) else {
         return;
     };
     let result = (|| -> Res<()> {
@@ -63,7 +66,7 @@ fn a_rank_of_a_run() {
         let world: usize = std::env::var("WORLD_SIZE")?.parse()?;
         let r = Arc::new(Ranks::join_from_env(world, RANK_TIMEOUT)?);
         let out = PathBuf::from(out);
-        let resume = std::env::var_os("RANKS_RESUME").is_some();
+        let resume = std::env::var_os("SPADE_TEST_RANKS_RESUME").is_some();
         let mut opts = options(&format!("rank-{}", r.rank()), resume);
         opts.ranks = Some(r.clone());
         if r.rank() > 0 {
@@ -93,11 +96,11 @@ fn rank_command(config: &Path, out: &Path, resume: bool) -> Command {
         "--ignored",
         "--nocapture",
     ])
-    .env("RANKS_CONFIG", config)
-    .env("RANKS_OUT", out)
+    .env("SPADE_TEST_RANKS_CONFIG", config)
+    .env("SPADE_TEST_RANKS_OUT", out)
     .env("OMP_NUM_THREADS", "1");
     if resume {
-        c.env("RANKS_RESUME", "1");
+        c.env("SPADE_TEST_RANKS_RESUME", "1");
     }
     c
 }
@@ -388,6 +391,92 @@ fn a_self_play_run_on_two_ranks_designs_and_plays_what_one_process_does() -> Res
         p1.len()
     );
     assert!(p1 == p2, "two ranks played other episodes than one process");
+    let latest = |d: &Path| d.join("checkpoints/latest");
+    let d = max_diff(&weights(&latest(&one))?, &weights(&latest(&two))?);
+    eprintln!("final weights differ by at most {d:e}");
+    assert!(d < 1e-5, "final weights differ by {d}");
+    Ok(())
+}
+
+/// The two-node Ray cluster scripts/test starts (`SPADE_RAY_GCS`) and the Python with Ray.
+fn ray_cluster() -> Option<(String, PathBuf)> {
+    let Ok(gcs) = std::env::var("SPADE_RAY_GCS") else {
+        eprintln!("skipped: SPADE_RAY_GCS is not set (scripts/test starts a two-node Ray cluster)");
+        return None;
+    };
+    let python = std::env::var_os("SPADE_RAY_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::loop_tiny::cache_root().join("venv-ray/bin/python"));
+    Some((gcs, python))
+}
+
+#[test]
+fn two_ranks_placed_by_ray_on_two_nodes_train_as_one_process() -> Res<()> {
+    let Some((gcs, python)) = ray_cluster() else {
+        return Ok(());
+    };
+    spade_policy::embed::set_threads(1);
+    let cfg = config(3)?;
+    let dir = tempfile::tempdir()?;
+    let config_path = dir.path().join("run.toml");
+    std::fs::write(&config_path, cfg.to_toml())?;
+    let one = dir.path().join("one");
+    let mut sink = FileSink::open(&one)?;
+    run::run(
+        &cfg,
+        &options("one", false),
+        &StateStore::new(&one),
+        &mut sink,
+        &mut |_| {},
+    )?;
+
+    let two = dir.path().join("two");
+    std::fs::create_dir_all(&two)?;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ray-ranks");
+    let rank = rank_command(&config_path, &two, false);
+    let started = Instant::now();
+    let o = Command::new(&python)
+        .arg(&script)
+        // Half a CPU a rank: the Ray executor's tests may hold a share of a node meanwhile.
+        .args([
+            "--address",
+            &gcs,
+            "--ranks",
+            "2",
+            "--cpus",
+            "0.5",
+            "--wait",
+            "300",
+            "--",
+        ])
+        .arg(rank.get_program())
+        .args(rank.get_args())
+        .envs(rank.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        // One machine: every rank's address is loopback (Ray names the nodes by the
+        // machine's interface).
+        .env("SPADE_RAY_RANK_ADDR", "127.0.0.1")
+        .output()?;
+    let said = String::from_utf8_lossy(&o.stderr).into_owned();
+    eprintln!(
+        "ray-ranks: {:.1} s\n{said}",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(o.status.success(), "ray-ranks failed: {}\n{said}", o.status);
+    // One rank on each node.
+    let nodes: std::collections::BTreeSet<&str> = said
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("ray-ranks: rank ")?
+                .split(" on node ")
+                .nth(1)
+        })
+        .filter_map(|rest| rest.split_whitespace().next())
+        .collect();
+    assert_eq!(nodes.len(), 2, "the ranks were not on two nodes:\n{said}");
+    assert!(
+        plays(&one)? == plays(&two)?,
+        "the ranks on Ray played other episodes"
+    );
     let latest = |d: &Path| d.join("checkpoints/latest");
     let d = max_diff(&weights(&latest(&one))?, &weights(&latest(&two))?);
     eprintln!("final weights differ by at most {d:e}");
