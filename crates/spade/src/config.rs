@@ -694,7 +694,9 @@ pub struct AgentSection {
     /// turn, results as user messages). A model whose chat template has no tool calling plays
     /// inline.
     pub tool_template: ToolTemplate,
-    /// Episodes played at once: sandbox runners, and rows of one sampling batch.
+    /// Episodes played at once: sandbox runners, and rows of one sampling batch. 0 (the
+    /// default) = `model.max_batch`, so the engine is never short of episodes to decode while
+    /// some wait for their environments.
     pub concurrency: u32,
 }
 
@@ -1050,7 +1052,8 @@ impl Default for AgentSection {
             train_truncated: true,
             // Reference: orchestrator.py plays tool use on the model's native tool template.
             tool_template: ToolTemplate::Native,
-            concurrency: 32,
+            // model.max_batch (issue 42: 32 left most of the engine's 256 rows idle).
+            concurrency: 0,
         }
     }
 }

@@ -437,9 +437,9 @@ fn each_training_limit_out_of_range_names_its_path_and_range() {
             "1 to 1048576",
         ),
         (
-            "[agent]\nconcurrency = 0\n",
+            "[agent]\nconcurrency = 5000\n",
             "agent.concurrency",
-            "1 to 4096",
+            "0 to 4096",
         ),
         (
             "[grpo]\nmicro_batch_tokens = 10\n",

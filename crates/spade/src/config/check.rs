@@ -546,7 +546,7 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
             "an episode's budget must hold at least one whole turn",
         );
     }
-    k.count("agent.concurrency", a.concurrency.into(), 1, 4096);
+    k.count("agent.concurrency", a.concurrency.into(), 0, 4096);
 
     let g = &c.grpo;
     k.range("grpo.lr", g.lr, Excl(0.0), Incl(1.0));

@@ -342,7 +342,7 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     (
         "agent.concurrency",
-        "Episodes played at once: sandbox runners, and rows of one sampling batch.",
+        "Episodes played at once: sandbox runners, and rows of one sampling batch. 0 (the default) = model.max_batch, so the engine is never short of episodes to decode while some wait for their environments.",
     ),
     ("grpo.lr", "Learning rate (spec 8: 1e-6 for 4B-30B models)."),
     (

@@ -336,11 +336,14 @@ pub(crate) fn backend(cfg: &RunConfig, kv_tokens: usize) -> play::Backend {
     }
 }
 
-/// Episodes played at once: `--concurrency` when given, else `agent.concurrency`.
+/// Episodes played at once: `--concurrency` when given, else `agent.concurrency` (0 =
+/// `model.max_batch`).
 pub(crate) fn concurrency(cfg: &RunConfig, opts: &RunOptions) -> usize {
-    opts.concurrency
-        .unwrap_or(cfg.agent.concurrency as usize)
-        .max(1)
+    let configured = match cfg.agent.concurrency {
+        0 => cfg.model.max_batch as usize,
+        n => n as usize,
+    };
+    opts.concurrency.unwrap_or(configured).max(1)
 }
 
 /// Says how much disk the run's checkpoints need and refuses to start when the checkpoint
@@ -505,6 +508,21 @@ pub(crate) fn warm_start_options(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn episodes_in_flight_default_to_the_engines_batch() {
+        let mut opts = RunOptions::new("t", PathBuf::from("envs/seed"), PathBuf::from("cache"));
+        let mut cfg = RunConfig::default();
+        // The paper's defaults: as many episodes as the engine decodes at once.
+        assert_eq!(cfg.agent.concurrency, 0);
+        assert_eq!(concurrency(&cfg, &opts), cfg.model.max_batch as usize);
+        cfg.model.max_batch = 64;
+        assert_eq!(concurrency(&cfg, &opts), 64);
+        cfg.agent.concurrency = 12;
+        assert_eq!(concurrency(&cfg, &opts), 12);
+        opts.concurrency = Some(3);
+        assert_eq!(concurrency(&cfg, &opts), 3);
+    }
 
     #[test]
     fn a_fixed_env_run_warm_starts_no_designer() {
