@@ -205,21 +205,43 @@ fn max_diff(a: &BTreeMap<String, Vec<f64>>, b: &BTreeMap<String, Vec<f64>>) -> f
         .fold(0.0, f64::max)
 }
 
+/// A comparison's set-up: `cfg` written to `config`, run in this process into `one`; `two`
+/// made, empty, for the ranks.
+struct Compared {
+    _dir: tempfile::TempDir,
+    config: PathBuf,
+    one: PathBuf,
+    two: PathBuf,
+}
+
+fn run_one_process(cfg: &RunConfig) -> Res<Compared> {
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("run.toml");
+    std::fs::write(&config, cfg.to_toml())?;
+    let one = dir.path().join("one");
+    let mut sink = FileSink::open(&one)?;
+    let store = StateStore::new(&one);
+    run::run(cfg, &options("one", false), &store, &mut sink, &mut |_| {})?;
+    let two = dir.path().join("two");
+    std::fs::create_dir_all(&two)?;
+    Ok(Compared {
+        _dir: dir,
+        config,
+        one,
+        two,
+    })
+}
+
 #[test]
 fn two_ranks_train_a_run_as_one_process_does() -> Res<()> {
     spade_policy::embed::set_threads(1);
     let cfg = config(3)?;
-    let dir = tempfile::tempdir()?;
-    let config_path = dir.path().join("run.toml");
-    std::fs::write(&config_path, cfg.to_toml())?;
-
-    let one = dir.path().join("one");
-    let mut sink = FileSink::open(&one)?;
-    let store = StateStore::new(&one);
-    run::run(&cfg, &options("one", false), &store, &mut sink, &mut |_| {})?;
-
-    let two = dir.path().join("two");
-    std::fs::create_dir_all(&two)?;
+    let Compared {
+        _dir,
+        config: config_path,
+        one,
+        two,
+    } = run_one_process(&cfg)?;
     let started = Instant::now();
     let log = two.join("rank1.log");
     ranks::launch(
@@ -379,20 +401,12 @@ fn a_self_play_run_on_two_ranks_designs_and_plays_what_one_process_does() -> Res
     let cfg = crate::loop_tiny::three_step_config().map_err(|e| e.to_string())?;
     let warm = crate::loop_tiny::ready_designer(&cfg, &options("warm", false))
         .map_err(|e| e.to_string())?;
-    let dir = tempfile::tempdir()?;
-    let config_path = dir.path().join("run.toml");
-    std::fs::write(&config_path, cfg.to_toml())?;
-    let one = dir.path().join("one");
-    let mut sink = FileSink::open(&one)?;
-    run::run(
-        &cfg,
-        &options("one", false),
-        &StateStore::new(&one),
-        &mut sink,
-        &mut |_| {},
-    )?;
-    let two = dir.path().join("two");
-    std::fs::create_dir_all(&two)?;
+    let Compared {
+        _dir,
+        config: config_path,
+        one,
+        two,
+    } = run_one_process(&cfg)?;
     ranks::launch(|_| rank_command(&config_path, &two, false), 2)?;
 
     // The same environments, accepted or rejected alike, with the same hints.
@@ -448,21 +462,12 @@ fn two_ranks_placed_by_ray_on_two_nodes_train_as_one_process() -> Res<()> {
     };
     spade_policy::embed::set_threads(1);
     let cfg = config(3)?;
-    let dir = tempfile::tempdir()?;
-    let config_path = dir.path().join("run.toml");
-    std::fs::write(&config_path, cfg.to_toml())?;
-    let one = dir.path().join("one");
-    let mut sink = FileSink::open(&one)?;
-    run::run(
-        &cfg,
-        &options("one", false),
-        &StateStore::new(&one),
-        &mut sink,
-        &mut |_| {},
-    )?;
-
-    let two = dir.path().join("two");
-    std::fs::create_dir_all(&two)?;
+    let Compared {
+        _dir,
+        config: config_path,
+        one,
+        two,
+    } = run_one_process(&cfg)?;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ray-ranks");
     let rank = rank_command(&config_path, &two, false);
     let started = Instant::now();
