@@ -208,6 +208,7 @@ fn max_diff(a: &BTreeMap<String, Vec<f64>>, b: &BTreeMap<String, Vec<f64>>) -> f
 /// A comparison's set-up: `cfg` written to `config`, run in this process into `one`; `two`
 /// made, empty, for the ranks.
 struct Compared {
+    /// Holds the directories until the comparison is done.
     _dir: tempfile::TempDir,
     config: PathBuf,
     one: PathBuf,
@@ -236,17 +237,13 @@ fn run_one_process(cfg: &RunConfig) -> Res<Compared> {
 fn two_ranks_train_a_run_as_one_process_does() -> Res<()> {
     spade_policy::embed::set_threads(1);
     let cfg = config(3)?;
-    let Compared {
-        _dir,
-        config: config_path,
-        one,
-        two,
-    } = run_one_process(&cfg)?;
+    let c = run_one_process(&cfg)?;
+    let (config_path, one, two) = (&c.config, &c.one, &c.two);
     let started = Instant::now();
     let log = two.join("rank1.log");
     ranks::launch(
         |rank| {
-            let mut c = rank_command(&config_path, &two, false);
+            let mut c = rank_command(config_path, two, false);
             if rank == 1
                 && let Ok(f) = std::fs::File::create(&log)
             {
@@ -265,11 +262,11 @@ fn two_ranks_train_a_run_as_one_process_does() -> Res<()> {
     );
     // And the plays are the ones one process plays (each episode's seeds are its place in
     // its environment's episodes, whichever rank plays it).
-    let (p1, p2) = (plays(&one)?, plays(&two)?);
+    let (p1, p2) = (plays(one)?, plays(two)?);
     assert_eq!(p1.len(), 72);
     assert!(p1 == p2, "two ranks played other episodes than one process");
 
-    let (u1, u2) = (updates(&one)?, updates(&two)?);
+    let (u1, u2) = (updates(one)?, updates(two)?);
     eprintln!("(loss, grad norm): one process {u1:?}, two ranks {u2:?}");
     assert_eq!(u1.len(), 3, "an update in every step: {u1:?}");
     assert_eq!(u1.keys().collect::<Vec<_>>(), u2.keys().collect::<Vec<_>>());
@@ -292,15 +289,15 @@ fn two_ranks_train_a_run_as_one_process_does() -> Res<()> {
         moved > 1e-4,
         "three steps left the weights where they were ({moved})"
     );
-    assert_same_weights(&one, &two, base)?;
+    assert_same_weights(one, two, base)?;
     let latest = |d: &Path| d.join("checkpoints/latest");
 
     // Each rank wrote its half of the optimizer state; nobody wrote the whole of it.
     for rank in 0..2 {
-        let shard = latest(&two).join(format!("optimizer.rank{rank}-of-2.safetensors"));
+        let shard = latest(two).join(format!("optimizer.rank{rank}-of-2.safetensors"));
         assert!(shard.exists(), "{} is missing", shard.display());
     }
-    assert!(!latest(&two).join("optimizer.safetensors").exists());
+    assert!(!latest(two).join("optimizer.safetensors").exists());
     Ok(())
 }
 
@@ -401,13 +398,9 @@ fn a_self_play_run_on_two_ranks_designs_and_plays_what_one_process_does() -> Res
     let cfg = crate::loop_tiny::three_step_config().map_err(|e| e.to_string())?;
     let warm = crate::loop_tiny::ready_designer(&cfg, &options("warm", false))
         .map_err(|e| e.to_string())?;
-    let Compared {
-        _dir,
-        config: config_path,
-        one,
-        two,
-    } = run_one_process(&cfg)?;
-    ranks::launch(|_| rank_command(&config_path, &two, false), 2)?;
+    let c = run_one_process(&cfg)?;
+    let (config_path, one, two) = (&c.config, &c.one, &c.two);
+    ranks::launch(|_| rank_command(config_path, two, false), 2)?;
 
     // The same environments, accepted or rejected alike, with the same hints.
     let envs = |d: &Path| -> Res<Vec<Designed>> {
@@ -420,14 +413,14 @@ fn a_self_play_run_on_two_ranks_designs_and_plays_what_one_process_does() -> Res
         }
         Ok(v)
     };
-    let (e1, e2) = (envs(&one)?, envs(&two)?);
+    let (e1, e2) = (envs(one)?, envs(two)?);
     assert!(!e1.is_empty());
     assert!(
         e1 == e2,
         "two ranks designed other environments than one process"
     );
     // The same hint and no-hint plays (each rank played its share of each environment's).
-    let (p1, p2) = (plays(&one)?, plays(&two)?);
+    let (p1, p2) = (plays(one)?, plays(two)?);
     let hinted = p1.iter().filter(|p| p.2).count();
     eprintln!(
         "{} environments, {} plays ({hinted} with the hint)",
@@ -440,7 +433,7 @@ fn a_self_play_run_on_two_ranks_designs_and_plays_what_one_process_does() -> Res
         p1.len()
     );
     assert!(p1 == p2, "two ranks played other episodes than one process");
-    assert_same_weights(&one, &two, &warm)
+    assert_same_weights(one, two, &warm)
 }
 
 /// The two-node Ray cluster scripts/test starts (`SPADE_RAY_GCS`) and the Python with Ray.
@@ -462,14 +455,10 @@ fn two_ranks_placed_by_ray_on_two_nodes_train_as_one_process() -> Res<()> {
     };
     spade_policy::embed::set_threads(1);
     let cfg = config(3)?;
-    let Compared {
-        _dir,
-        config: config_path,
-        one,
-        two,
-    } = run_one_process(&cfg)?;
+    let c = run_one_process(&cfg)?;
+    let (config_path, one, two) = (&c.config, &c.one, &c.two);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ray-ranks");
-    let rank = rank_command(&config_path, &two, false);
+    let rank = rank_command(config_path, two, false);
     let started = Instant::now();
     let o = Command::new(&python)
         .arg(&script)
@@ -510,8 +499,8 @@ fn two_ranks_placed_by_ray_on_two_nodes_train_as_one_process() -> Res<()> {
         .collect();
     assert_eq!(nodes.len(), 2, "the ranks were not on two nodes:\n{said}");
     assert!(
-        plays(&one)? == plays(&two)?,
+        plays(one)? == plays(two)?,
         "the ranks on Ray played other episodes"
     );
-    assert_same_weights(&one, &two, Path::new(&learning::fixture().model_dir))
+    assert_same_weights(one, two, Path::new(&learning::fixture().model_dir))
 }
