@@ -163,10 +163,15 @@ async fn two_tabs_renewing_at_once_keep_the_session(pool: PgPool) -> TestResult 
         load(&app, "/runs", &cookies),
         load(&app, "/teams", &cookies)
     );
+    // Status and headers too: a failure seen once under load had an empty body.
     assert!(
         signed_in(&a) && signed_in(&b),
-        "{} / {}",
+        "/runs {} {:?}: {} / /teams {} {:?}: {}",
+        a.status,
+        a.headers,
         a.text(),
+        b.status,
+        b.headers,
         b.text()
     );
     // One of them rotated; the session lives on with its token.
