@@ -5,7 +5,7 @@
 
 use clap::Args;
 use spade::config::RunConfig;
-use spade_policy::memplan::{self, MemoryPlan, Recipe};
+use spade_policy::memplan::{self, MemoryPlan};
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -75,7 +75,7 @@ pub fn run(a: &PlanArgs) -> anyhow::Result<()> {
     }
     // The paper's recipe as the configuration's defaults set it: bf16 weights, packed
     // micro-batches, recompute, no KL reference.
-    let g = RunConfig::default().grpo;
+    let cfg = RunConfig::default();
     if a.markdown {
         let heads: Vec<&str> = gpus.iter().map(|(n, _)| n.as_str()).collect();
         println!(
@@ -87,17 +87,8 @@ pub fn run(a: &PlanArgs) -> anyhow::Result<()> {
     for shape in &shapes {
         let c = spade_policy::preset::shape(shape)?;
         for &n in &ranks {
-            let plan = MemoryPlan::new(
-                &c,
-                &Recipe {
-                    weight_bytes: 2,
-                    micro_batch_tokens: g.micro_batch_tokens.into(),
-                    logprob_chunk_tokens: g.logprob_chunk_tokens.into(),
-                    recompute: g.activation_recompute,
-                    kl_reference: g.kl_coef > 0.0,
-                    ranks: n,
-                },
-            );
+            // bf16 weights, as on a GPU.
+            let plan = MemoryPlan::new(&c, &spade_worker::run::recipe(&cfg, 2, n));
             let verdicts: Vec<String> = gpus
                 .iter()
                 .map(|(_, total)| {

@@ -36,6 +36,21 @@ pub fn shard_file(path: &Path, rank: usize, world: usize) -> PathBuf {
     path.with_file_name(format!("{stem}.rank{rank}-of-{world}.safetensors"))
 }
 
+/// (rank, world) when `file_name` is a file [`shard_file`] names for the optimiser state
+/// `path` names (of any rank and world size), else None.
+pub fn shard_of(path: &Path, file_name: &str) -> Option<(usize, usize)> {
+    let stem = path
+        .file_stem()
+        .map_or_else(|| "optimizer".into(), |s| s.to_string_lossy().into_owned());
+    let rest = file_name
+        .strip_prefix(stem.as_str())?
+        .strip_prefix(".rank")?
+        .strip_suffix(".safetensors")?;
+    let (rank, world) = rest.split_once("-of-")?;
+    let (rank, world) = (rank.parse().ok()?, world.parse().ok()?);
+    (rank < world).then_some((rank, world))
+}
+
 /// The sharded optimiser of one rank (see the module doc).
 #[derive(Debug)]
 pub struct ShardedAdamW {
@@ -315,6 +330,29 @@ mod tests {
     use crate::Policy;
     use crate::qwen3::{Config, WeightInit};
     use tch::Device;
+
+    #[test]
+    fn a_shard_files_name_gives_back_its_rank_and_world_size() {
+        let whole = Path::new("/run/checkpoints/latest/optimizer.safetensors");
+        for (rank, world) in [(0, 1), (1, 2), (7, 8), (12, 64)] {
+            let f = shard_file(whole, rank, world);
+            let name = f.file_name().map(|n| n.to_string_lossy().into_owned());
+            assert_eq!(
+                shard_of(whole, &name.unwrap_or_default()),
+                Some((rank, world))
+            );
+        }
+        for other in [
+            "optimizer.safetensors",
+            "model.safetensors",
+            "optimizer.rank2-of-2.safetensors",
+            "optimizer.rankx-of-2.safetensors",
+            "optimizer.rank0-of-2.json",
+            "other.rank0-of-2.safetensors",
+        ] {
+            assert_eq!(shard_of(whole, other), None, "{other}");
+        }
+    }
 
     fn policy(layers: i64) -> Result<Policy> {
         tch::manual_seed(3);

@@ -61,6 +61,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
+pub use device::recipe;
 pub(crate) use setup::{backend, check_ranks, concurrency, grpo_config};
 pub use setup::{prepare_base_model, prepare_warm_start};
 
@@ -261,11 +262,7 @@ pub fn follow(
     ranks: &crate::ranks::Ranks,
     on: &mut dyn FnMut(Event),
 ) -> Result<Outcome, WorkerError> {
-    let issues = cfg.validate();
-    if !issues.is_empty() {
-        let text: Vec<String> = issues.iter().map(ToString::to_string).collect();
-        return Err(WorkerError::Config(text.join("; ")));
-    }
+    setup::validated(cfg)?;
     let device = device::run_device(cfg, &mut |_| {})?;
     check_ranks(cfg, device, ranks)?;
     let pool = setup::sandbox_pool(cfg, opts);

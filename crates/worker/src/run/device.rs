@@ -58,6 +58,19 @@ fn device_memory(device: Device) -> Option<(u64, u64)> {
     }
 }
 
+/// What `cfg`'s update adds to a model's shape in the memory plan: its micro-batches, logit
+/// chunks, recompute and KL reference, for weights of `weight_bytes` and one rank of `ranks`.
+pub fn recipe(cfg: &RunConfig, weight_bytes: u64, ranks: u64) -> Recipe {
+    Recipe {
+        weight_bytes,
+        micro_batch_tokens: cfg.grpo.micro_batch_tokens.into(),
+        logprob_chunk_tokens: cfg.grpo.logprob_chunk_tokens.into(),
+        recompute: cfg.grpo.activation_recompute,
+        kl_reference: cfg.grpo.kl_coef > 0.0,
+        ranks,
+    }
+}
+
 /// The run's memory plan for `policy` (and a frozen `designer`), printed; returns the KV-cache
 /// slots the engine may take (`model.kv_cache_tokens`, or for `"auto"` what the device has
 /// left, at most what `model.max_batch` full contexts could use). Refuses a CUDA plan that
@@ -69,14 +82,8 @@ pub(crate) fn memory_plan(
     designer: Option<&Policy>,
     on: &mut dyn FnMut(Event),
 ) -> Result<usize, WorkerError> {
-    let recipe = Recipe {
-        weight_bytes: policy.kind().elt_size_in_bytes() as u64,
-        micro_batch_tokens: cfg.grpo.micro_batch_tokens.into(),
-        logprob_chunk_tokens: cfg.grpo.logprob_chunk_tokens.into(),
-        recompute: cfg.grpo.activation_recompute,
-        kl_reference: cfg.grpo.kl_coef > 0.0,
-        ranks: ranks as u64,
-    };
+    let weight_bytes = policy.kind().elt_size_in_bytes() as u64;
+    let recipe = recipe(cfg, weight_bytes, ranks as u64);
     let mut plan = MemoryPlan::new(policy.config(), &recipe);
     if let Some(d) = designer {
         plan.lines.push(Line {

@@ -41,11 +41,7 @@ pub(super) fn setup<'a>(
     sink: &'a mut dyn Sink,
     on: &'a mut dyn FnMut(Event),
 ) -> Result<Setup<'a>, WorkerError> {
-    let issues = cfg.validate();
-    if !issues.is_empty() {
-        let text: Vec<String> = issues.iter().map(ToString::to_string).collect();
-        return Err(WorkerError::Config(text.join("; ")));
-    }
+    validated(cfg)?;
     // Before anything is loaded: a GPU this worker cannot give fails the run in seconds.
     let device = super::device::run_device(cfg, on)?;
     if let Some(r) = &opts.ranks {
@@ -189,6 +185,16 @@ pub(super) fn setup<'a>(
         warm_start: warm_report,
         designer_print,
     })
+}
+
+/// The configuration's problems, all of them in one error.
+pub(crate) fn validated(cfg: &RunConfig) -> Result<(), WorkerError> {
+    let issues = cfg.validate();
+    if issues.is_empty() {
+        return Ok(());
+    }
+    let text: Vec<String> = issues.iter().map(ToString::to_string).collect();
+    Err(WorkerError::Config(text.join("; ")))
 }
 
 /// The run's sandbox pool (every rank that plays has one).

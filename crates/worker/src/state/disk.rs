@@ -35,16 +35,14 @@ pub fn load_optimizer(
 /// Whether `name` is a checkpoint's optimiser state: the whole of it, or a rank's shard
 /// (`spade_policy::zero::shard_file`).
 pub fn is_optimizer_file(name: &str) -> bool {
-    name == OPTIMIZER || (name.starts_with("optimizer.rank") && name.ends_with(".safetensors"))
+    name == OPTIMIZER || spade_policy::zero::shard_of(Path::new(OPTIMIZER), name).is_some()
 }
 
 /// The rank count whose shards `dir` holds, if any.
 fn shard_world(dir: &Path) -> Option<usize> {
     std::fs::read_dir(dir).ok()?.flatten().find_map(|e| {
         let name = e.file_name().to_string_lossy().into_owned();
-        let rest = name.strip_prefix("optimizer.rank")?;
-        let (_, world) = rest.strip_suffix(".safetensors")?.split_once("-of-")?;
-        world.parse().ok()
+        spade_policy::zero::shard_of(Path::new(OPTIMIZER), &name).map(|(_, world)| world)
     })
 }
 
