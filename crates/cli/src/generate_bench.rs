@@ -100,11 +100,7 @@ pub fn run(a: &GenerateBenchArgs) -> anyhow::Result<()> {
     for &b in &a.batch {
         let batch = &prompts[..b];
         let seeds = vec![0; b];
-        let cfg = EngineConfig {
-            context: longest + a.new_tokens,
-            kv_tokens: b * (longest + a.new_tokens),
-            max_batch: b,
-        };
+        let cfg = EngineConfig::new(longest + a.new_tokens, b * (longest + a.new_tokens), b);
         let mut times = Vec::with_capacity(a.repeats);
         for i in 0..=a.repeats {
             // A new engine each time: nothing cached from the last repetition.

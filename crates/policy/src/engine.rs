@@ -1,53 +1,86 @@
-//! A continuous-batching generation engine over a slotted KV cache.
+//! A continuous-batching generation engine over a paged KV cache.
 //!
 //! Callers hold *sequences* ([`SeqId`]): an episode, a designer attempt, a hint call. A
 //! sequence's turn is a [`Request`]: the sequence's whole token context so far, sampling
 //! parameters, a token budget and a seed. The engine serves requests as a stream: each
-//! [`Engine::step`] first admits waiting requests while there is room (rows, KV budget, batch
-//! width), prefilling what their rows do not hold yet, then decodes one token for every
-//! admitted request at once, and returns the turns that stopped. A request joins the batch
-//! the step it is admitted and leaves the step it stops, so no row decodes past its end.
+//! [`Engine::step`] admits waiting requests while there is room (batch width, KV blocks), then
+//! runs one forward pass over one new token of every decoding turn and up to
+//! [`EngineConfig::prefill_tokens`] prompt tokens of the admitted turns still prefilling
+//! (several prompts at once, a long one in pieces over several steps), samples the next token
+//! of every turn whose prompt is done, and returns the turns that stopped. A turn leaves the
+//! batch the step it stops, so no row decodes past its end.
+//!
+//! Memory is paged ([`crate::qwen3::PagedCache`]): the cache is a pool of blocks of
+//! [`EngineConfig::block_tokens`] slots and each sequence lists the blocks holding its tokens,
+//! so it takes memory for the tokens it holds, not for the longest sequence in the batch. The
+//! pool grows up to [`EngineConfig::kv_tokens`] slots (rounded up to whole blocks). A turn is
+//! admitted when the blocks its whole reach (prompt + token budget) may need fit beside those
+//! of the turns already running, so a running turn never waits for memory; when they do not, a
+//! paused sequence's blocks are given up (least recently used first) and that sequence prefills
+//! again on its next turn. A request that cannot fit even alone fails with an error naming the
+//! budget, and the others go on.
 //!
 //! KV reuse, by token identity:
-//! - Across turns: a sequence keeps its row (and its keys and values) between turns; the next
-//!   request's tokens are compared with what the row holds and only the difference (the last
-//!   sampled token, the observation's frame) is prefilled. If the caller's tokens diverge, the
-//!   row is cut back to the common prefix, so the result is always that of a full prefill.
-//! - Across sequences: a new sequence copies the longest prefix it shares with any row (plays
-//!   of one environment share their system prompt and first message) instead of prefilling
-//!   it. [`Engine::keep_prefix`] pins a prefix worth sharing before its users arrive.
-//!
-//! Memory: the cache grows (rows and slots per row, doubling) up to
-//! [`EngineConfig::kv_tokens`] slots in all. A request that does not fit waits; a paused
-//! sequence's row is given up (least recently used first) when a waiting request needs room,
-//! and that sequence prefills again on its next turn. A request that cannot fit even alone
-//! fails with an error naming the budget, and the others go on. Slots are reserved per row up
-//! to the longest row (padded rows, not pages): memory is rows x the longest sequence.
+//! - Across turns: a sequence keeps its blocks between turns; the next request's tokens are
+//!   compared with what it holds and only the difference (the last sampled token, the
+//!   observation's frame) is prefilled. If the caller's tokens diverge, the sequence is cut back
+//!   to the common prefix, so the result is always that of a full prefill.
+//! - Across sequences: a new sequence lists the full blocks of the longest prefix it shares
+//!   with any other sequence (plays of one environment share their system prompt and first
+//!   message: stored once) and copies the rest of that prefix's last block. A block is written
+//!   only by a sequence that alone lists it (a shared, partly filled last block is copied
+//!   first). [`Engine::keep_prefix`] pins a prefix worth sharing before its users arrive.
 //!
 //! Sampling is [`crate::sample`]'s: the same choice rule and one SplitMix64 stream per request
 //! seeded by its seed, one draw per token, so a request samples what `sample::generate` would
-//! for the same prompt and seed, whatever else shares the batch (up to float rounding; greedy
-//! outputs match token for token, which `tests/engine.rs` checks).
+//! for the same prompt and seed, whatever else shares the pass (up to float rounding; greedy
+//! outputs match token for token, which `tests/engine.rs` checks against the dense cache).
+
+mod blocks;
 
 use crate::error::{PolicyError, Result};
-use crate::qwen3::{Qwen3, SlotCache};
+use crate::qwen3::{PagedCache, Qwen3, Segment};
 use crate::sample::{Completion, Finish, SamplingParams, SplitMix64, choose, cut_at_stop};
 use crate::tokenizer::Tokenizer;
+use blocks::Blocks;
 use std::collections::{BTreeMap, VecDeque};
 use tch::{Device, Tensor};
+
+/// Slots per block unless configured: small enough that a sequence wastes little in its last
+/// block, large enough that block tables and gathers stay short.
+pub const DEFAULT_BLOCK_TOKENS: usize = 16;
+
+/// Prompt tokens one step prefills unless configured (vLLM's chunked-prefill budget is of this
+/// order): long prompts are cut so that decoding turns keep their pace.
+pub const DEFAULT_PREFILL_TOKENS: usize = 2048;
 
 /// Limits of one engine.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineConfig {
     /// Longest context a sequence may reach (prompt + everything generated after it).
     pub context: usize,
-    /// KV slots the cache may hold in all (rows x slots per row).
+    /// KV slots the cache may hold in all (rounded up to whole blocks).
     pub kv_tokens: usize,
-    /// Most requests decoding at once.
+    /// Most requests decoding or prefilling at once.
     pub max_batch: usize,
+    /// Slots per block of the paged cache.
+    pub block_tokens: usize,
+    /// Most prompt tokens one step prefills (over all the requests prefilling).
+    pub prefill_tokens: usize,
 }
 
 impl EngineConfig {
+    /// Limits with the default block size and prefill budget.
+    pub fn new(context: usize, kv_tokens: usize, max_batch: usize) -> Self {
+        Self {
+            context,
+            kv_tokens,
+            max_batch,
+            block_tokens: DEFAULT_BLOCK_TOKENS,
+            prefill_tokens: DEFAULT_PREFILL_TOKENS,
+        }
+    }
+
     /// Bytes of KV cache `kv_tokens` slots of `model` take.
     pub fn kv_bytes(&self, model: &Qwen3) -> usize {
         let c = model.config();
@@ -97,19 +130,27 @@ pub struct EngineStats {
     pub requests: u64,
     /// Tokens run through a prefill.
     pub prefilled: u64,
-    /// Prompt tokens a row already held from the sequence's earlier turns.
+    /// Prompt tokens a sequence already held from its earlier turns.
     pub reused: u64,
-    /// Prompt tokens copied from another row.
+    /// Prompt tokens taken from another sequence's blocks.
     pub shared: u64,
     /// Tokens sampled.
     pub generated: u64,
-    /// Decoding passes, and their rows summed (mean batch = rows / passes).
+    /// Forward passes that decoded, and their decoding rows summed (mean batch = rows /
+    /// passes).
     pub decode_passes: u64,
     pub decode_rows: u64,
-    /// Rows given up to make room.
+    /// Forward passes that prefilled, and the prompt pieces they ran.
+    pub prefill_passes: u64,
+    pub prefill_pieces: u64,
+    /// Sequences whose blocks were given up to make room.
     pub evictions: u64,
-    /// Most KV slots (rows x slots per row) allocated at once.
+    /// Most KV slots allocated at once (the pool).
     pub peak_slots: i64,
+    /// Most blocks in use at once.
+    pub peak_blocks: i64,
+    /// Most turns admitted at once (decoding or prefilling).
+    pub peak_batch: u64,
 }
 
 /// The rollout interface the worker drives: this engine, or another backend in its place.
@@ -118,11 +159,12 @@ pub trait Rollout {
     fn open(&mut self) -> SeqId;
     /// Queues the sequence's next turn. Errors at once when the sequence is unknown or busy.
     fn submit(&mut self, seq: SeqId, req: Request) -> Result<()>;
-    /// Admits what fits, decodes one token for every admitted turn, returns those that stopped.
+    /// Admits what fits, runs one pass (a token for every decoding turn, a piece of the
+    /// prompts being prefilled), returns the turns that stopped.
     fn step(&mut self) -> Result<Vec<Finished>>;
-    /// Forgets the sequence (its row is freed; a turn in progress is dropped).
+    /// Forgets the sequence (its blocks are released; a turn in progress is dropped).
     fn close(&mut self, seq: SeqId);
-    /// No turn is waiting or decoding.
+    /// No turn is waiting or running.
     fn is_idle(&self) -> bool;
 }
 
@@ -180,6 +222,17 @@ fn unanswered() -> PolicyError {
     PolicyError::InvalidInput("a request got no answer".into())
 }
 
+/// Where a turn is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    /// Submitted, not admitted.
+    Waiting,
+    /// Admitted; this many of its tokens are cached.
+    Prefilling(usize),
+    /// Its prompt is cached; a token is sampled every step.
+    Decoding,
+}
+
 #[derive(Debug)]
 struct Turn {
     tokens: Vec<i64>,
@@ -189,14 +242,21 @@ struct Turn {
     budget: usize,
     out: Vec<i64>,
     logprobs: Vec<f32>,
-    /// Whether it has been admitted (prefilled) and is decoding.
-    decoding: bool,
+    phase: Phase,
+}
+
+impl Turn {
+    /// Slots the turn may fill: its prompt and its whole budget.
+    fn reach(&self) -> usize {
+        self.tokens.len() + self.budget
+    }
 }
 
 #[derive(Debug, Default)]
 struct Seq {
-    row: Option<usize>,
-    /// Tokens whose keys and values the row holds, in order.
+    /// The blocks holding `cached`, in order.
+    blocks: Vec<u32>,
+    /// Tokens whose keys and values the blocks hold, in order.
     cached: Vec<i64>,
     /// The last sampled token, which is not in the cache yet.
     pending: Option<i64>,
@@ -211,11 +271,11 @@ pub struct Engine<'m> {
     model: &'m Qwen3,
     tok: Option<&'m Tokenizer>,
     cfg: EngineConfig,
-    cache: SlotCache,
+    cache: PagedCache,
+    blocks: Blocks,
     seqs: BTreeMap<SeqId, Seq>,
-    /// Which sequence owns each allocated row. Rows `0..decoding` are the decoding ones.
-    rows: Vec<Option<SeqId>>,
-    decoding: usize,
+    /// Admitted turns (prefilling or decoding), in the order they were admitted.
+    active: Vec<SeqId>,
     waiting: VecDeque<SeqId>,
     next_id: u64,
     clock: u64,
@@ -231,8 +291,14 @@ impl std::fmt::Debug for Engine<'_> {
     }
 }
 
-/// Slots a new cache starts with per row.
-const FIRST_CAPACITY: i64 = 256;
+/// One sequence's share of a pass.
+struct Work {
+    id: SeqId,
+    start: usize,
+    tokens: Vec<i64>,
+    /// The piece ends the prompt (or is a decoding token): a token is sampled after it.
+    samples: bool,
+}
 
 impl<'m> Engine<'m> {
     /// An engine over `model`; `tokenizer` decodes texts and finds stop strings.
@@ -241,22 +307,26 @@ impl<'m> Engine<'m> {
         tokenizer: Option<&'m Tokenizer>,
         cfg: EngineConfig,
     ) -> Result<Self> {
-        if cfg.context == 0 || cfg.max_batch == 0 || cfg.kv_tokens < cfg.context {
+        if cfg.context == 0
+            || cfg.max_batch == 0
+            || cfg.block_tokens == 0
+            || cfg.prefill_tokens == 0
+            || cfg.kv_tokens < cfg.context
+        {
             return Err(PolicyError::InvalidInput(format!(
-                "engine: context {} and batch {} must be positive and the KV budget ({} slots) \
-                 at least one context",
-                cfg.context, cfg.max_batch, cfg.kv_tokens
+                "engine: context {}, batch {}, block size {} and prefill budget {} must be \
+                 positive and the KV budget ({} slots) at least one context",
+                cfg.context, cfg.max_batch, cfg.block_tokens, cfg.prefill_tokens, cfg.kv_tokens
             )));
         }
-        let cap = FIRST_CAPACITY.min(cfg.context as i64);
         Ok(Self {
             model,
             tok: tokenizer,
-            cache: model.new_slot_cache(0, cap),
+            cache: model.new_paged_cache(cfg.block_tokens),
+            blocks: Blocks::new(cfg.kv_tokens.div_ceil(cfg.block_tokens)),
             cfg,
             seqs: BTreeMap::new(),
-            rows: vec![],
-            decoding: 0,
+            active: vec![],
             waiting: VecDeque::new(),
             next_id: 0,
             clock: 0,
@@ -274,26 +344,41 @@ impl<'m> Engine<'m> {
         &self.cfg
     }
 
-    /// Prefills `tokens` into a row of their own, so sequences that start with them copy their
-    /// keys and values instead of computing them (the row is given up like a paused
-    /// sequence's when room is needed).
+    /// Blocks in use now (a shared block counts once).
+    pub fn blocks_in_use(&self) -> usize {
+        self.blocks.used()
+    }
+
+    /// Prefills `tokens` into blocks of their own, so sequences that start with them list
+    /// those blocks instead of computing them (given up like a paused sequence's when room is
+    /// needed).
     pub fn keep_prefix(&mut self, tokens: &[i64]) -> Result<SeqId> {
         let id = self.open();
         if tokens.is_empty() {
             return Ok(id);
         }
-        let Some(row) = self.free_row(id, tokens.len())? else {
+        self.share_into(id, tokens);
+        let have = self.seqs.get(&id).map_or(0, |s| s.blocks.len());
+        let need = tokens.len().div_ceil(self.cfg.block_tokens) - have;
+        if !self.make_room(id, need) {
+            self.close(id);
             return Err(self.over_budget(tokens.len()));
-        };
-        self.bind(id, row);
-        self.share_into(id, row, tokens);
-        let have = self.cache.len(row) as usize;
-        if have < tokens.len() {
-            let _ = self
-                .model
-                .prefill_slot(&mut self.cache, row, &tokens[have..])?;
-            self.stats.prefilled += (tokens.len() - have) as u64;
         }
+        let start = self.seqs.get(&id).map_or(0, |s| s.cached.len());
+        self.cover(id, tokens.len())?;
+        let table = self
+            .seqs
+            .get(&id)
+            .map(|s| s.blocks.clone())
+            .unwrap_or_default();
+        let seg = Segment {
+            table: &table,
+            start,
+            tokens: &tokens[start..],
+            logits: false,
+        };
+        let _ = self.model.forward_paged(&mut self.cache, &[seg])?;
+        self.stats.prefilled += (tokens.len() - start) as u64;
         if let Some(s) = self.seqs.get_mut(&id) {
             s.cached = tokens.to_vec();
         }
@@ -313,245 +398,227 @@ impl<'m> Engine<'m> {
         ))
     }
 
-    fn used_rows(&self) -> usize {
-        self.rows.iter().filter(|r| r.is_some()).count()
-    }
-
-    /// Slots per row the rows in use need: a decoding turn's whole reach, a paused row's length.
-    fn reserved(&self) -> i64 {
-        self.rows
+    /// Blocks in use plus those the admitted turns may still take to reach their ends.
+    fn committed(&self) -> usize {
+        let bs = self.cfg.block_tokens;
+        let ahead: usize = self
+            .active
             .iter()
-            .enumerate()
-            .filter_map(|(r, id)| {
-                let s = self.seqs.get(id.as_ref()?)?;
-                Some(match s.turn.as_ref().filter(|t| t.decoding) {
-                    Some(t) => (t.tokens.len() + t.budget) as i64,
-                    None => self.cache.len(r),
-                })
+            .filter_map(|id| self.seqs.get(id))
+            .filter_map(|s| {
+                let t = s.turn.as_ref()?;
+                Some(t.reach().div_ceil(bs).saturating_sub(s.blocks.len()))
             })
-            .max()
-            .unwrap_or(0)
+            .sum();
+        self.blocks.used() + ahead
     }
 
-    /// Makes the cache hold the rows in use plus `extra` free ones, each of at least `cap`
-    /// slots, within the budget: grows (doubling where the budget allows), or compacts the rows
-    /// in use to the front and reallocates exactly, giving up paused rows (least recently used
-    /// first, never `id`'s) while even that does not fit. False when nothing more can be given
-    /// up.
-    fn room(&mut self, id: SeqId, extra: usize, cap: i64) -> Result<bool> {
-        let budget = self.cfg.kv_tokens as i64;
+    /// Makes room for `need` more blocks beside what is committed, giving up paused sequences'
+    /// blocks (least recently used first, never `id`'s). False when that is not enough.
+    fn make_room(&mut self, id: SeqId, need: usize) -> bool {
         loop {
-            let cap = cap.max(self.reserved());
-            let rows = self.used_rows() + extra;
-            let (r0, c0) = (self.cache.rows(), self.cache.capacity());
-            if rows <= r0 && cap <= c0 {
-                return Ok(true);
+            if self.committed() + need <= self.blocks.limit() {
+                return true;
             }
-            if rows as i64 * cap <= budget {
-                let want_cap = if cap > c0 {
-                    ((cap as u64)
-                        .next_power_of_two()
-                        .min(self.cfg.context as u64) as i64)
-                        .max(cap)
-                } else {
-                    c0
-                };
-                let want_rows = if rows > r0 {
-                    (r0 * 2).max(rows).max(4)
-                } else {
-                    r0
-                };
-                let options = [(want_rows, want_cap), (rows.max(r0), cap.max(c0))];
-                if let Some(&(r, c)) = options.iter().find(|(r, c)| *r as i64 * c <= budget) {
-                    self.resize(r, c);
-                } else {
-                    self.compact();
-                    self.resize(rows, cap);
-                }
-                return Ok(true);
-            }
-            // Give up the row of the least recently used paused sequence.
             let victim = self
-                .rows
+                .seqs
                 .iter()
-                .flatten()
-                .filter(|s| **s != id)
-                .filter_map(|s| self.seqs.get(s).map(|q| (q, *s)))
-                .filter(|(q, _)| q.turn.as_ref().is_none_or(|t| !t.decoding))
-                .map(|(q, s)| (q.last_used, s))
+                .filter(|(s, q)| **s != id && !q.blocks.is_empty())
+                .filter(|(_, q)| q.turn.as_ref().is_none_or(|t| t.phase == Phase::Waiting))
+                .map(|(s, q)| (q.last_used, *s))
                 .min();
             match victim {
-                Some((_, s)) => self.evict(s),
-                None => return Ok(false),
-            }
-        }
-    }
-
-    fn resize(&mut self, rows: usize, cap: i64) {
-        self.cache.resize(rows, cap);
-        self.rows.resize(rows, None);
-        self.stats.peak_slots = self.stats.peak_slots.max(rows as i64 * cap);
-    }
-
-    /// Moves the rows in use to the front (decoding rows are already there).
-    fn compact(&mut self) {
-        let mut free = self.decoding;
-        for r in self.decoding..self.rows.len() {
-            if self.rows[r].is_some() {
-                while free < r && self.rows[free].is_some() {
-                    free += 1;
+                Some((_, s)) => {
+                    self.cut(s, 0);
+                    self.stats.evictions += 1;
                 }
-                if free < r {
-                    self.swap_rows(r, free);
-                }
+                None => return false,
             }
         }
     }
 
-    /// A row for `id` whose capacity takes `need` slots: a free one, a new one, or one given
-    /// up by a paused sequence. None when nothing fits now.
-    fn free_row(&mut self, id: SeqId, need: usize) -> Result<Option<usize>> {
-        let extra = usize::from(self.used_rows() == self.rows.len());
-        if !self.room(id, extra, need as i64)? {
-            return Ok(None);
-        }
-        Ok((self.decoding..self.rows.len()).find(|&r| self.rows[r].is_none()))
-    }
-
-    /// Gives up the row of a sequence to make room (it prefills again on its next turn).
-    fn evict(&mut self, id: SeqId) {
-        if let Some(r) = self.seqs.get(&id).and_then(|s| s.row) {
-            self.evict_row(id, r);
-            self.stats.evictions += 1;
+    /// Keeps the first `keep` cached tokens of `id`, releasing the blocks past them.
+    fn cut(&mut self, id: SeqId, keep: usize) {
+        let bs = self.cfg.block_tokens;
+        let Some(s) = self.seqs.get_mut(&id) else {
+            return;
+        };
+        let keep = keep.min(s.cached.len());
+        s.cached.truncate(keep);
+        for b in s.blocks.drain(keep.div_ceil(bs)..) {
+            self.blocks.release(b);
         }
     }
 
-    fn bind(&mut self, id: SeqId, row: usize) {
-        self.rows[row] = Some(id);
-        self.cache.truncate(row, 0);
-        if let Some(s) = self.seqs.get_mut(&id) {
-            s.row = Some(row);
-            s.cached.clear();
-        }
-    }
-
-    /// Copies into `row` the longest prefix of `tokens` another row holds.
-    fn share_into(&mut self, id: SeqId, row: usize, tokens: &[i64]) {
-        let mut best: Option<(usize, usize, SeqId)> = None;
-        for (r, owner) in self.rows.iter().enumerate() {
-            let Some(o) = owner.filter(|o| *o != id) else {
-                continue;
-            };
-            let Some(s) = self.seqs.get(&o) else { continue };
-            let n = common_prefix(&s.cached, tokens);
-            if n > 0 && best.is_none_or(|b| n > b.0) {
-                best = Some((n, r, o));
-            }
-        }
-        if let Some((n, from, owner)) = best {
-            // Leave the last token to the prefill: its logits start the turn.
-            let n = n.min(tokens.len().saturating_sub(1));
-            if n == 0 {
-                return;
-            }
-            self.cache.copy_prefix(from, row, n as i64);
-            let now = self.tick();
-            if let Some(o) = self.seqs.get_mut(&owner) {
-                o.last_used = now;
-            }
+    /// Takes blocks until `id`'s table covers `len` slots (room was made at admission).
+    fn cover(&mut self, id: SeqId, len: usize) -> Result<()> {
+        let want = len.div_ceil(self.cfg.block_tokens);
+        while self.seqs.get(&id).is_some_and(|s| s.blocks.len() < want) {
+            let b = self.blocks.take(&mut self.cache).ok_or_else(|| {
+                PolicyError::InvalidInput("engine: no free KV block for an admitted turn".into())
+            })?;
             if let Some(s) = self.seqs.get_mut(&id) {
-                s.cached = tokens[..n].to_vec();
+                s.blocks.push(b);
             }
-            self.stats.shared += n as u64;
         }
+        self.stats.peak_blocks = self.stats.peak_blocks.max(self.blocks.used() as i64);
+        self.stats.peak_slots = self
+            .stats
+            .peak_slots
+            .max((self.cache.blocks() * self.cfg.block_tokens) as i64);
+        Ok(())
     }
 
-    /// Swaps two rows and who owns them.
-    fn swap_rows(&mut self, a: usize, b: usize) {
-        if a == b {
+    /// Lists in `id` (which holds nothing) the blocks of the longest prefix of `tokens` another
+    /// sequence holds: its full blocks shared, the rest of its last block copied.
+    fn share_into(&mut self, id: SeqId, tokens: &[i64]) {
+        let bs = self.cfg.block_tokens;
+        let best = self
+            .seqs
+            .iter()
+            .filter(|(o, s)| **o != id && !s.blocks.is_empty())
+            .map(|(o, s)| (common_prefix(&s.cached, tokens), *o))
+            .max_by_key(|(n, o)| (*n, std::cmp::Reverse(*o)));
+        let Some((n, owner)) = best else { return };
+        // Leave the last token to the prefill: its logits start the turn.
+        let n = n.min(tokens.len().saturating_sub(1));
+        if n == 0 {
             return;
         }
-        self.cache.swap(a, b);
-        self.rows.swap(a, b);
-        for r in [a, b] {
-            if let Some(id) = self.rows[r]
-                && let Some(s) = self.seqs.get_mut(&id)
-            {
-                s.row = Some(r);
-            }
+        let from: Vec<u32> = self
+            .seqs
+            .get(&owner)
+            .map(|s| s.blocks[..n.div_ceil(bs)].to_vec())
+            .unwrap_or_default();
+        let full = n / bs;
+        let mut table: Vec<u32> = from[..full].to_vec();
+        for &b in &table {
+            self.blocks.share(b);
         }
+        let mut got = full * bs;
+        if n > got
+            && let Some(b) = self.blocks.take(&mut self.cache)
+        {
+            self.cache.copy_block(from[full], b, n - got);
+            table.push(b);
+            got = n;
+        }
+        if got == 0 {
+            return;
+        }
+        let now = self.tick();
+        if let Some(o) = self.seqs.get_mut(&owner) {
+            o.last_used = now;
+        }
+        if let Some(s) = self.seqs.get_mut(&id) {
+            s.blocks = table;
+            s.cached = tokens[..got].to_vec();
+        }
+        self.stats.shared += got as u64;
     }
 
-    /// Admits the head of the queue if it fits: Ok(false) when it must wait.
+    /// Admits the head of the queue if its reach fits: Ok(false) when it must wait.
     fn admit(&mut self, id: SeqId) -> Result<bool> {
+        let bs = self.cfg.block_tokens;
         let Some(seq) = self.seqs.get(&id) else {
             return Ok(true);
         };
         let Some(turn) = seq.turn.as_ref() else {
             return Ok(true);
         };
-        let need = turn.tokens.len() + turn.budget;
-        // Its own row, cut back to what still matches.
-        let row = match seq.row {
-            Some(r) => {
-                if !self.room(id, 0, need as i64)? {
-                    return Ok(false);
-                }
-                // Room may have moved rows.
-                self.seqs.get(&id).and_then(|s| s.row).unwrap_or(r)
+        let (tokens, reach) = (turn.tokens.clone(), turn.reach());
+        // What it holds, cut back to what still matches.
+        let own = common_prefix(&seq.cached, &tokens).min(tokens.len() - 1);
+        self.cut(id, own);
+        if own == 0 {
+            self.share_into(id, &tokens);
+        }
+        let (held, last) = self
+            .seqs
+            .get(&id)
+            .map(|s| (s.cached.len(), s.blocks.last().copied()))
+            .unwrap_or((0, None));
+        // A partly filled block another sequence lists is copied before this one writes in it.
+        let cow = last.filter(|&b| held % bs != 0 && self.blocks.shared(b));
+        let have = self.seqs.get(&id).map_or(0, |s| s.blocks.len());
+        let need = reach.div_ceil(bs).saturating_sub(have) + usize::from(cow.is_some());
+        if !self.make_room(id, need) {
+            return Ok(false);
+        }
+        if let Some(old) = cow {
+            let b = self.blocks.take(&mut self.cache).ok_or_else(|| {
+                PolicyError::InvalidInput("engine: no free KV block to copy into".into())
+            })?;
+            self.cache.copy_block(old, b, held % bs);
+            self.blocks.release(old);
+            if let Some(s) = self.seqs.get_mut(&id)
+                && let Some(slot) = s.blocks.last_mut()
+            {
+                *slot = b;
             }
-            None => match self.free_row(id, need)? {
-                Some(r) => {
-                    self.bind(id, r);
-                    r
-                }
-                None => return Ok(false),
-            },
-        };
-        let tokens = self.seqs[&id]
-            .turn
-            .as_ref()
-            .map(|t| t.tokens.clone())
-            .unwrap_or_default();
-        let own = common_prefix(&self.seqs[&id].cached, &tokens).min(tokens.len() - 1);
-        self.cache.truncate(row, own as i64);
-        if let Some(s) = self.seqs.get_mut(&id) {
-            s.cached.truncate(own);
         }
         self.stats.reused += own as u64;
-        if own == 0 {
-            self.share_into(id, row, &tokens);
-        }
-        let have = self.cache.len(row) as usize;
-        let logits = self
-            .model
-            .prefill_slot(&mut self.cache, row, &tokens[have..])?;
-        self.stats.prefilled += (tokens.len() - have) as u64;
         self.stats.requests += 1;
         let now = self.tick();
         let s = self.seqs.get_mut(&id).ok_or_else(unanswered)?;
-        s.cached = tokens;
         s.last_used = now;
-        // Into the decoding region.
-        let at = self.decoding;
-        self.swap_rows(row, at);
-        self.decoding += 1;
-        if let Some(t) = self.seqs.get_mut(&id).and_then(|s| s.turn.as_mut()) {
-            t.decoding = true;
+        if let Some(t) = s.turn.as_mut() {
+            t.phase = Phase::Prefilling(held);
         }
-        self.sample_rows(&[at], &logits.unsqueeze(0))?;
+        self.active.push(id);
+        self.stats.peak_batch = self.stats.peak_batch.max(self.active.len() as u64);
         Ok(true)
     }
 
-    /// Samples the next token of each of `rows` from `logits` [rows, vocab] and records it.
-    fn sample_rows(&mut self, rows: &[usize], logits: &Tensor) -> Result<()> {
-        // Rows are grouped by their sampling rule (usually one group).
+    /// This step's work: a token of every decoding turn, then prompt pieces up to the budget.
+    fn plan(&mut self) -> Result<Vec<Work>> {
+        let mut work = vec![];
+        for &id in &self.active {
+            let Some(s) = self.seqs.get(&id) else {
+                continue;
+            };
+            if let (Some(t), Some(p)) = (s.turn.as_ref(), s.pending)
+                && t.phase == Phase::Decoding
+            {
+                work.push(Work {
+                    id,
+                    start: s.cached.len(),
+                    tokens: vec![p],
+                    samples: true,
+                });
+            }
+        }
+        let mut left = self.cfg.prefill_tokens;
+        for &id in &self.active {
+            if left == 0 {
+                break;
+            }
+            let Some(t) = self.seqs.get(&id).and_then(|s| s.turn.as_ref()) else {
+                continue;
+            };
+            if let Phase::Prefilling(done) = t.phase {
+                let n = (t.tokens.len() - done).min(left);
+                left -= n;
+                work.push(Work {
+                    id,
+                    start: done,
+                    tokens: t.tokens[done..done + n].to_vec(),
+                    samples: done + n == t.tokens.len(),
+                });
+            }
+        }
+        for w in &work {
+            self.cover(w.id, w.start + w.tokens.len())?;
+        }
+        Ok(work)
+    }
+
+    /// Samples the next token of each of `ids` from `logits` [ids, vocab] and records it.
+    fn sample(&mut self, ids: &[SeqId], logits: &Tensor) -> Result<()> {
+        // Turns are grouped by their sampling rule (usually one group).
         let mut groups: Vec<((u64, u64, usize), Vec<usize>)> = vec![];
-        for (i, r) in rows.iter().enumerate() {
-            let Some(t) = self.rows[*r]
-                .and_then(|id| self.seqs.get(&id))
-                .and_then(|s| s.turn.as_ref())
-            else {
+        for (i, id) in ids.iter().enumerate() {
+            let Some(t) = self.seqs.get(id).and_then(|s| s.turn.as_ref()) else {
                 continue;
             };
             let key = (
@@ -565,8 +632,8 @@ impl<'m> Engine<'m> {
             }
         }
         for (_, members) in groups {
-            let ids: Vec<SeqId> = members.iter().filter_map(|&i| self.rows[rows[i]]).collect();
-            let Some(params) = ids
+            let group: Vec<SeqId> = members.iter().map(|&i| ids[i]).collect();
+            let Some(params) = group
                 .first()
                 .and_then(|id| self.seqs.get(id))
                 .and_then(|s| s.turn.as_ref())
@@ -574,7 +641,7 @@ impl<'m> Engine<'m> {
             else {
                 continue;
             };
-            let mut rngs: Vec<SplitMix64> = ids
+            let mut rngs: Vec<SplitMix64> = group
                 .iter()
                 .filter_map(|id| {
                     self.seqs
@@ -584,7 +651,7 @@ impl<'m> Engine<'m> {
                 })
                 .collect();
             let sel: Vec<i64> = members.iter().map(|&i| i as i64).collect();
-            let part = if sel.len() == rows.len() {
+            let part = if sel.len() == ids.len() {
                 logits.shallow_clone()
             } else {
                 logits.index_select(0, &Tensor::from_slice(&sel).to_device(logits.device()))
@@ -592,7 +659,7 @@ impl<'m> Engine<'m> {
             let (next, lp) = choose(&part, &params, &mut rngs);
             let next = Vec::<i64>::try_from(next.to_device(Device::Cpu))?;
             let lp = Vec::<f32>::try_from(lp.to_device(Device::Cpu))?;
-            for (k, id) in ids.iter().enumerate() {
+            for (k, id) in group.iter().enumerate() {
                 if let Some(s) = self.seqs.get_mut(id)
                     && let Some(t) = s.turn.as_mut()
                 {
@@ -602,7 +669,7 @@ impl<'m> Engine<'m> {
                     s.pending = Some(next[k]);
                 }
             }
-            self.stats.generated += ids.len() as u64;
+            self.stats.generated += group.len() as u64;
         }
         Ok(())
     }
@@ -633,17 +700,11 @@ impl<'m> Engine<'m> {
         Ok((t.out.len() >= t.budget).then_some(Finish::Length))
     }
 
-    /// Ends the turn of the decoding sequence `id`: its row leaves the decoding region.
+    /// Ends the turn of `id`: it leaves the batch and keeps its blocks (paused).
     fn finish(&mut self, id: SeqId, finish: Finish) -> Result<Completion> {
+        self.active.retain(|a| *a != id);
         let s = self.seqs.get_mut(&id).ok_or_else(unanswered)?;
         let t = s.turn.take().ok_or_else(unanswered)?;
-        if let Some(r) = s.row
-            && r < self.decoding
-        {
-            let last = self.decoding - 1;
-            self.swap_rows(r, last);
-            self.decoding -= 1;
-        }
         let text = match self.tok {
             Some(tok) => Some(cut_at_stop(
                 tok.decode(&t.out, true)?,
@@ -657,23 +718,6 @@ impl<'m> Engine<'m> {
             text,
             finish,
         })
-    }
-
-    /// Collects the decoding rows' turns that stopped.
-    fn collect(&mut self, done: &mut Vec<Finished>) -> Result<()> {
-        let mut stop = vec![];
-        for r in 0..self.decoding {
-            if let Some(id) = self.rows[r]
-                && let Some(f) = self.stopped(id)?
-            {
-                stop.push((id, f));
-            }
-        }
-        for (id, f) in stop {
-            let result = self.finish(id, f);
-            done.push(Finished { seq: id, result });
-        }
-        Ok(())
     }
 }
 
@@ -735,7 +779,7 @@ impl Rollout for Engine<'_> {
             params: req.params,
             out: vec![],
             logprobs: vec![],
-            decoding: false,
+            phase: Phase::Waiting,
         });
         // The last sampled token is part of the new request's tokens (or not, if the caller
         // replaced it); either way the cache knows only `cached`.
@@ -747,107 +791,118 @@ impl Rollout for Engine<'_> {
     fn step(&mut self) -> Result<Vec<Finished>> {
         let mut done = vec![];
         // Admit in arrival order while there is room; a request that cannot fit even with
-        // nothing else decoding fails alone.
-        while self.decoding < self.cfg.max_batch
+        // nothing else running fails alone.
+        while self.active.len() < self.cfg.max_batch
             && let Some(&id) = self.waiting.front()
         {
             match self.admit(id) {
                 Ok(true) => {
                     self.waiting.pop_front();
                 }
-                Ok(false) if self.decoding > 0 => break,
+                Ok(false) if !self.active.is_empty() => break,
                 Ok(false) => {
                     self.waiting.pop_front();
                     let need = self
                         .seqs
                         .get_mut(&id)
                         .and_then(|s| s.turn.take())
-                        .map_or(0, |t| t.tokens.len() + t.budget);
+                        .map_or(0, |t| t.reach());
                     done.push(Finished {
                         seq: id,
                         result: Err(self.over_budget(need)),
                     });
                 }
                 Err(e) => {
-                    // This request's own fault (say, an id out of the vocabulary): the others go
-                    // on.
+                    // This request's own failure: the others go on.
                     self.waiting.pop_front();
+                    self.active.retain(|a| *a != id);
                     if let Some(s) = self.seqs.get_mut(&id) {
                         s.turn = None;
                     }
-                    if let Some(r) = self.seqs.get(&id).and_then(|s| s.row) {
-                        self.evict_row(id, r);
-                    }
+                    self.cut(id, 0);
                     done.push(Finished {
                         seq: id,
                         result: Err(e),
                     });
                 }
             }
-            // A turn may stop at its first token.
-            self.collect(&mut done)?;
         }
-        if self.decoding == 0 {
+        if self.active.is_empty() {
             return Ok(done);
         }
-        let ids: Vec<i64> = (0..self.decoding)
-            .map(|r| {
-                self.rows[r]
-                    .and_then(|id| self.seqs.get(&id))
-                    .and_then(|s| s.pending)
-                    .unwrap_or(0)
+        let work = self.plan()?;
+        if work.is_empty() {
+            return Ok(done);
+        }
+        let logits = {
+            let segs: Vec<Segment<'_>> = work
+                .iter()
+                .map(|w| Segment {
+                    table: self.seqs.get(&w.id).map_or(&[][..], |s| &s.blocks[..]),
+                    start: w.start,
+                    tokens: &w.tokens,
+                    logits: w.samples,
+                })
+                .collect();
+            self.model.forward_paged(&mut self.cache, &segs)?
+        };
+        let decoding = work
+            .iter()
+            .filter(|w| {
+                self.seqs
+                    .get(&w.id)
+                    .and_then(|s| s.turn.as_ref())
+                    .is_some_and(|t| t.phase == Phase::Decoding)
             })
-            .collect();
-        let logits = self.model.decode_slots(&mut self.cache, &ids)?;
-        self.stats.decode_passes += 1;
-        self.stats.decode_rows += ids.len() as u64;
-        for (r, &tok) in ids.iter().enumerate() {
-            if let Some(s) = self.rows[r].and_then(|id| self.seqs.get_mut(&id)) {
-                s.cached.push(tok);
-                s.pending = None;
+            .count();
+        if decoding > 0 {
+            self.stats.decode_passes += 1;
+            self.stats.decode_rows += decoding as u64;
+        }
+        if work.len() > decoding {
+            self.stats.prefill_passes += 1;
+            self.stats.prefill_pieces += (work.len() - decoding) as u64;
+        }
+        let mut sampled = vec![];
+        for w in &work {
+            let Some(s) = self.seqs.get_mut(&w.id) else {
+                continue;
+            };
+            s.cached.extend_from_slice(&w.tokens);
+            s.pending = None;
+            if let Some(t) = s.turn.as_mut()
+                && let Phase::Prefilling(d) = t.phase
+            {
+                self.stats.prefilled += w.tokens.len() as u64;
+                t.phase = if w.samples {
+                    Phase::Decoding
+                } else {
+                    Phase::Prefilling(d + w.tokens.len())
+                };
+            }
+            if w.samples {
+                sampled.push(w.id);
             }
         }
-        let rows: Vec<usize> = (0..self.decoding).collect();
-        self.sample_rows(&rows, &logits)?;
-        self.collect(&mut done)?;
+        self.sample(&sampled, &logits)?;
+        for id in sampled {
+            if let Some(f) = self.stopped(id)? {
+                let result = self.finish(id, f);
+                done.push(Finished { seq: id, result });
+            }
+        }
         Ok(done)
     }
 
     fn close(&mut self, seq: SeqId) {
-        let Some(s) = self.seqs.get(&seq) else { return };
-        if let Some(r) = s.row {
-            self.evict_row(seq, r);
-        }
+        self.cut(seq, 0);
+        self.active.retain(|a| *a != seq);
         self.waiting.retain(|w| *w != seq);
         self.seqs.remove(&seq);
     }
 
     fn is_idle(&self) -> bool {
-        self.waiting.is_empty() && self.decoding == 0
-    }
-}
-
-impl Engine<'_> {
-    /// Frees `row` of `id`, moving it out of the decoding region first.
-    fn evict_row(&mut self, id: SeqId, row: usize) {
-        let mut row = row;
-        if row < self.decoding {
-            let last = self.decoding - 1;
-            self.swap_rows(row, last);
-            self.decoding -= 1;
-            row = last;
-        }
-        if self.rows.get(row).copied().flatten() == Some(id) {
-            self.rows[row] = None;
-            self.cache.truncate(row, 0);
-        }
-        if let Some(s) = self.seqs.get_mut(&id) {
-            s.row = None;
-            s.cached.clear();
-            if let Some(t) = s.turn.as_mut() {
-                t.decoding = false;
-            }
-        }
+        self.waiting.is_empty() && self.active.is_empty()
     }
 }
 

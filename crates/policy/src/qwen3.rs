@@ -24,11 +24,11 @@
 pub mod config;
 mod moe;
 mod packed;
-mod slots;
+mod pages;
 
 pub use config::{Config, Family, Moe, RopeScaling};
 pub use packed::{PackedIds, PassOptions, PassReport};
-pub use slots::SlotCache;
+pub use pages::{PagedCache, Segment};
 
 use crate::error::{PolicyError, Result};
 use tch::{Kind, Tensor, nn, nn::Init};

@@ -330,11 +330,8 @@ fn run_with(
         phases: vec![],
         turns: BTreeMap::new(),
     };
-    let engine_cfg = |context: usize| EngineConfig {
-        context,
-        kv_tokens: o.kv_tokens.max(context),
-        max_batch: o.max_batch,
-    };
+    let engine_cfg =
+        |context: usize| EngineConfig::new(context, o.kv_tokens.max(context), o.max_batch);
     for (phase, name) in [(0u64, "designer"), (1, "hints")] {
         let (prompts, seeds, params) = w.one_shot(phase);
         let t = Instant::now();

@@ -187,11 +187,7 @@ pub fn sample_all(
             // One-shot calls have no episode context: the longest request bounds it.
             let context =
                 prompts.iter().map(Vec::len).max().unwrap_or(0) + params.max_new_tokens + 1;
-            let cfg = EngineConfig {
-                context,
-                kv_tokens: kv_tokens.max(context),
-                max_batch,
-            };
+            let cfg = EngineConfig::new(context, kv_tokens.max(context), max_batch);
             let mut e = Engine::new(policy.model(), policy.tokenizer(), cfg)?;
             Ok(generate_all(&mut e, prompts, seeds, params)?)
         }
@@ -487,11 +483,8 @@ pub fn play_envs_measured(
             kv_tokens,
             max_batch,
         } => {
-            let cfg = EngineConfig {
-                context: opts.max_context,
-                kv_tokens: kv_tokens.max(opts.max_context),
-                max_batch,
-            };
+            let cfg =
+                EngineConfig::new(opts.max_context, kv_tokens.max(opts.max_context), max_batch);
             let mut engine = Engine::new(policy.model(), Some(tok), cfg)?;
             let (eps, waited) =
                 turns::play_concurrently_timed(&mut engine, pool, &turns, jobs, concurrency)?;

@@ -10,7 +10,7 @@ use spade_policy::{Policy, Result};
 use std::collections::BTreeMap;
 use tch::Device;
 
-fn tiny_on(device: Device) -> Result<Policy> {
+pub(crate) fn tiny_on(device: Device) -> Result<Policy> {
     let p = preset::tiny(&[BUILTIN_TEXT], 11, |_| {})?;
     if device == Device::Cpu {
         Ok(p)
@@ -19,7 +19,7 @@ fn tiny_on(device: Device) -> Result<Policy> {
     }
 }
 
-fn params(temperature: f64, n: usize) -> SamplingParams {
+pub(crate) fn params(temperature: f64, n: usize) -> SamplingParams {
     SamplingParams {
         temperature,
         max_new_tokens: n,
@@ -27,21 +27,17 @@ fn params(temperature: f64, n: usize) -> SamplingParams {
     }
 }
 
-fn cfg(context: usize, kv_tokens: usize, max_batch: usize) -> EngineConfig {
-    EngineConfig {
-        context,
-        kv_tokens,
-        max_batch,
-    }
+pub(crate) fn cfg(context: usize, kv_tokens: usize, max_batch: usize) -> EngineConfig {
+    EngineConfig::new(context, kv_tokens, max_batch)
 }
 
-fn prompt(seed: i64, len: usize) -> Vec<i64> {
+pub(crate) fn prompt(seed: i64, len: usize) -> Vec<i64> {
     (0..len as i64)
         .map(|i| 3 + (seed * 31 + i * 17) % 200)
         .collect()
 }
 
-fn close(a: &Completion, b: &Completion, what: &str) {
+pub(crate) fn close(a: &Completion, b: &Completion, what: &str) {
     assert_eq!(a.tokens, b.tokens, "{what}: tokens differ");
     assert_eq!(a.finish, b.finish, "{what}");
     for (i, (x, y)) in a.logprobs.iter().zip(&b.logprobs).enumerate() {
@@ -50,7 +46,7 @@ fn close(a: &Completion, b: &Completion, what: &str) {
 }
 
 /// Runs the engine until idle, submitting `later[k]` (sequence, request) before step k.
-fn drive(
+pub(crate) fn drive(
     e: &mut Engine<'_>,
     mut later: BTreeMap<usize, Vec<(SeqId, Request)>>,
 ) -> Result<BTreeMap<SeqId, Result<Completion>>> {

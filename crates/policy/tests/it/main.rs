@@ -6,6 +6,7 @@
 mod checkpoints;
 mod encoder;
 mod engine;
+mod engine_paged;
 mod gguf;
 mod hf_reference;
 mod mixed;

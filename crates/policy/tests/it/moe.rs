@@ -66,11 +66,7 @@ fn the_engine_decodes_moe_models_as_transformers_generate_does() -> Result<()> {
                 serde_json::from_value(read_json(&dir.join("expected.json"))["greedy"].clone())
                     .unwrap();
             let policy = Policy::load_as(&dir, dev, Kind::Float)?;
-            let cfg = EngineConfig {
-                context: 128,
-                kv_tokens: 1024,
-                max_batch: 4,
-            };
+            let cfg = EngineConfig::new(128, 1024, 4);
             let mut e = Engine::new(policy.model(), None, cfg)?;
             let params = SamplingParams {
                 temperature: 0.0,

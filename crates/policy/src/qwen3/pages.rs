@@ -1,0 +1,371 @@
+//! The model over a paged KV cache: the engine's ([`crate::engine`]) view of the transformer.
+//!
+//! A [`PagedCache`] is a pool of fixed-size blocks of key and value slots per layer
+//! (`[blocks x block_tokens, kv_heads, head_dim]`). A sequence owns no memory of its own: its
+//! *block table* lists the blocks that hold its tokens in order (token `p` sits in slot
+//! `table[p / block] * block + p % block`), so memory follows the tokens held, not the longest
+//! sequence, and two sequences that share a prompt prefix can list the same blocks. Which
+//! blocks are free, shared or whose is the engine's business; the cache only stores.
+//!
+//! One pass, [`Qwen3::forward_paged`], runs any mix of *segments*: one new token of a decoding
+//! sequence, or a piece of a prompt after what its table already holds. Every token of every
+//! segment goes through the projections and the MLP as one batch; attention reads each
+//! segment's keys by gathering its slots (decoding rows together, in one call, with a key
+//! mask where their lengths differ; each prompt piece on its own, causal after its cached
+//! part). libtorch offers no paged-attention kernel, so the gather is a copy of the keys a
+//! step reads: what paging costs on CPU, measured in `docs/benchmarks.md`.
+//!
+//! Masks are boolean on CPU. On CUDA they are passed as an additive float bias in the
+//! activations' kind, which the memory-efficient kernel accepts (a boolean mask sends
+//! libtorch's dispatcher to the math kernel); the unmasked cases reach flash attention.
+
+use super::{Linear, Qwen3};
+use crate::error::{PolicyError, Result};
+use tch::{Device, Kind, Tensor};
+
+#[derive(Debug)]
+struct PagedLayer {
+    /// [slots, kv_heads, head_dim]
+    k: Tensor,
+    v: Tensor,
+    fused_qkv: Option<Linear>,
+    fused_gate_up: Option<Tensor>,
+}
+
+/// Blocks of key and value slots (see the module doc).
+#[derive(Debug)]
+pub struct PagedCache {
+    layers: Vec<PagedLayer>,
+    block: usize,
+    blocks: usize,
+    kind: Kind,
+    device: Device,
+}
+
+/// A piece of work for [`Qwen3::forward_paged`]: `tokens` of a sequence whose first `start`
+/// tokens are in the slots `table` lists; the pass writes the new tokens' keys and values
+/// after them (the table must already cover `start + tokens.len()` slots).
+#[derive(Debug, Clone, Copy)]
+pub struct Segment<'a> {
+    pub table: &'a [u32],
+    pub start: usize,
+    pub tokens: &'a [i64],
+    /// Whether the caller wants the logits of the segment's last token.
+    pub logits: bool,
+}
+
+impl PagedCache {
+    /// Tokens per block.
+    pub fn block_tokens(&self) -> usize {
+        self.block
+    }
+
+    /// Blocks allocated.
+    pub fn blocks(&self) -> usize {
+        self.blocks
+    }
+
+    /// Reallocates the pool to `blocks` blocks (never fewer than it has), keeping every slot
+    /// where it is, so block tables stay valid.
+    pub fn grow(&mut self, blocks: usize) {
+        if blocks <= self.blocks {
+            return;
+        }
+        let (old, new) = (
+            (self.blocks * self.block) as i64,
+            (blocks * self.block) as i64,
+        );
+        for l in &mut self.layers {
+            for t in [&mut l.k, &mut l.v] {
+                let s = t.size();
+                let fresh = Tensor::zeros([new, s[1], s[2]], (self.kind, self.device));
+                if old > 0 {
+                    fresh.narrow(0, 0, old).copy_(t);
+                }
+                *t = fresh;
+            }
+        }
+        self.blocks = blocks;
+    }
+
+    /// Copies the first `n` slots of block `from` into block `to` (a shared block's part a
+    /// sequence is about to write after).
+    pub fn copy_block(&mut self, from: u32, to: u32, n: usize) {
+        let n = n.min(self.block) as i64;
+        if from == to || n == 0 {
+            return;
+        }
+        let (f, t) = (
+            i64::from(from) * self.block as i64,
+            i64::from(to) * self.block as i64,
+        );
+        for l in &mut self.layers {
+            for x in [&l.k, &l.v] {
+                x.narrow(0, t, n).copy_(&x.narrow(0, f, n));
+            }
+        }
+    }
+
+    /// Bytes one slot takes over all layers (keys and values).
+    pub fn slot_bytes(&self) -> usize {
+        self.layers.first().map_or(0, |l| {
+            let s = l.k.size();
+            2 * (s[1] * s[2]) as usize * self.kind.elt_size_in_bytes()
+        }) * self.layers.len()
+    }
+
+    /// The slot of position `p` of a sequence with block table `table`.
+    fn slot(&self, table: &[u32], p: usize) -> i64 {
+        (table[p / self.block] as usize * self.block + p % self.block) as i64
+    }
+}
+
+/// A mask for `scaled_dot_product_attention`: booleans (true = attend) on CPU, an additive
+/// bias (0 or -inf) in `kind` on CUDA (see the module doc).
+fn for_device(mask: Tensor, kind: Kind, device: Device) -> Tensor {
+    if device.is_cuda() {
+        Tensor::zeros(mask.size(), (kind, device))
+            .masked_fill(&mask.logical_not(), f64::NEG_INFINITY)
+    } else {
+        mask
+    }
+}
+
+/// Where a pass's tokens go and what their attention reads, worked out once for all layers.
+struct Plan {
+    /// Segments of one token, in the order they come (first in the pass).
+    decode: usize,
+    /// Slots of the decoding rows' keys [decode x longest], padding at slot 0.
+    decode_keys: Option<Tensor>,
+    decode_len: i64,
+    decode_mask: Option<Tensor>,
+    /// The prompt pieces: (offset in the pass, tokens, cached before, slots of all its keys
+    /// when it has cached ones, causal mask then).
+    pieces: Vec<(i64, i64, i64, Option<(Tensor, Tensor)>)>,
+    /// Where each token's keys and values are written.
+    slots: Tensor,
+}
+
+impl Qwen3 {
+    /// An empty paged cache of `block_tokens` slots per block (the pool grows with
+    /// [`PagedCache::grow`]). Small models get fused projections, as [`Qwen3::new_cache`]
+    /// explains; the cache must not outlive an optimiser step.
+    pub fn new_paged_cache(&self, block_tokens: usize) -> PagedCache {
+        let c = &self.cfg;
+        let (kind, device) = (self.embed_tokens.kind(), self.embed_tokens.device());
+        let shape = [0, c.num_key_value_heads, c.head_dim];
+        let layers = self
+            .fused_projections()
+            .into_iter()
+            .map(|(fused_qkv, fused_gate_up)| PagedLayer {
+                k: Tensor::zeros(shape, (kind, device)),
+                v: Tensor::zeros(shape, (kind, device)),
+                fused_qkv,
+                fused_gate_up,
+            })
+            .collect();
+        PagedCache {
+            layers,
+            block: block_tokens.max(1),
+            blocks: 0,
+            kind,
+            device,
+        }
+    }
+
+    /// Runs `segs` (see [`Segment`]; one-token segments must come first) as one pass: writes
+    /// their keys and values into the slots their tables give and returns the last-token
+    /// logits [n, vocab] of the segments that asked for them, in order (float32, padding rows
+    /// at -inf; an empty tensor when none asked). Token ids are not range-checked: the engine
+    /// checks them when a request arrives.
+    pub fn forward_paged(&self, cache: &mut PagedCache, segs: &[Segment<'_>]) -> Result<Tensor> {
+        let plan = self.plan(cache, segs)?;
+        let dev = cache.device;
+        let ids: Vec<i64> = segs.iter().flat_map(|s| s.tokens.iter().copied()).collect();
+        let pos: Vec<i64> = segs
+            .iter()
+            .flat_map(|s| (s.start..s.start + s.tokens.len()).map(|p| p as i64))
+            .collect();
+        let ids = Tensor::from_slice(&ids).to_device(dev).unsqueeze(0);
+        let mut x = Tensor::embedding(&self.embed_tokens, &ids, -1, false, false);
+        let rope = self.rope(
+            &Tensor::from_slice(&pos).to_device(dev).unsqueeze(0),
+            x.kind(),
+        );
+        for (l, lc) in self.layers.iter().zip(&mut cache.layers) {
+            let a = &l.self_attn;
+            let (q, k, v) = a.qkv(&l.input_layernorm.forward(&x), &rope, lc.fused_qkv.as_ref());
+            // [1, kv_heads, T, head_dim] -> [T, kv_heads, head_dim] into the pool.
+            let tok_major = |t: &Tensor| t.squeeze_dim(0).transpose(0, 1);
+            let _ = lc.k.index_copy_(0, &plan.slots, &tok_major(&k));
+            let _ = lc.v.index_copy_(0, &plan.slots, &tok_major(&v));
+            let mut parts = Vec::with_capacity(plan.pieces.len() + 1);
+            if let Some(keys) = &plan.decode_keys {
+                let (b, n) = (plan.decode as i64, plan.decode_len);
+                let gather = |pool: &Tensor| {
+                    let s = pool.size();
+                    pool.index_select(0, &keys.view([-1]))
+                        .view([b, n, s[1], s[2]])
+                        .transpose(1, 2)
+                };
+                // Queries [1, H, b, d] -> [b, H, 1, d], one row per sequence.
+                let qd = q.narrow(2, 0, b).permute([2, 1, 0, 3]);
+                let y = sdpa(
+                    a,
+                    &qd,
+                    &gather(&lc.k),
+                    &gather(&lc.v),
+                    plan.decode_mask.as_ref(),
+                    false,
+                );
+                parts.push(y.permute([2, 1, 0, 3]));
+            }
+            for (at, t, start, keys) in &plan.pieces {
+                let qs = q.narrow(2, *at, *t);
+                let y = match keys {
+                    None => sdpa(
+                        a,
+                        &qs,
+                        &k.narrow(2, *at, *t),
+                        &v.narrow(2, *at, *t),
+                        None,
+                        true,
+                    ),
+                    Some((slots, mask)) => {
+                        let n = start + t;
+                        let gather = |pool: &Tensor| {
+                            let s = pool.size();
+                            pool.index_select(0, slots)
+                                .view([1, n, s[1], s[2]])
+                                .transpose(1, 2)
+                        };
+                        sdpa(a, &qs, &gather(&lc.k), &gather(&lc.v), Some(mask), false)
+                    }
+                };
+                parts.push(y);
+            }
+            let y = if parts.len() == 1 {
+                parts.remove(0)
+            } else {
+                Tensor::cat(&parts, 2)
+            };
+            x = &x + a.output(&y);
+            let h = l.post_attention_layernorm.forward(&x);
+            x = &x + l.mlp.forward(&h, lc.fused_gate_up.as_ref());
+        }
+        let mut last = vec![];
+        let mut end = 0i64;
+        for s in segs {
+            end += s.tokens.len() as i64;
+            if s.logits {
+                last.push(end - 1);
+            }
+        }
+        if last.is_empty() {
+            return Ok(Tensor::zeros([0, self.cfg.vocab_size], (Kind::Float, dev)));
+        }
+        let h = self.norm.forward(
+            &x.squeeze_dim(0)
+                .index_select(0, &Tensor::from_slice(&last).to_device(dev)),
+        );
+        Ok(self.mask_padded_vocab(self.logits(&h)))
+    }
+
+    /// Checks `segs` against the cache and works out the pass's slots and masks.
+    fn plan(&self, cache: &PagedCache, segs: &[Segment<'_>]) -> Result<Plan> {
+        let bad = |why: String| Err(PolicyError::InvalidInput(format!("paged cache: {why}")));
+        if segs.is_empty() {
+            return bad("a pass of no segments".into());
+        }
+        let decode = segs.iter().take_while(|s| s.tokens.len() == 1).count();
+        let (dev, kind) = (cache.device, self.weight_kind());
+        let mut slots = Vec::new();
+        for (i, s) in segs.iter().enumerate() {
+            let reach = s.start + s.tokens.len();
+            if s.tokens.is_empty() {
+                return bad(format!("segment {i} has no tokens"));
+            }
+            if s.table.len() * cache.block < reach {
+                return bad(format!(
+                    "segment {i} reaches slot {reach} but its table covers {}",
+                    s.table.len() * cache.block
+                ));
+            }
+            if let Some(b) = s.table.iter().find(|&&b| b as usize >= cache.blocks) {
+                return bad(format!("segment {i} names block {b} of {}", cache.blocks));
+            }
+            slots.extend((s.start..reach).map(|p| cache.slot(s.table, p)));
+        }
+        let slots = Tensor::from_slice(&slots).to_device(dev);
+        let (mut decode_keys, mut decode_mask, mut decode_len) = (None, None, 0);
+        if decode > 0 {
+            let lens: Vec<usize> = segs[..decode].iter().map(|s| s.start + 1).collect();
+            let longest = lens.iter().copied().max().unwrap_or(1);
+            let mut idx = Vec::with_capacity(decode * longest);
+            for s in &segs[..decode] {
+                idx.extend((0..longest).map(|p| {
+                    if p <= s.start {
+                        cache.slot(s.table, p)
+                    } else {
+                        0
+                    }
+                }));
+            }
+            decode_keys = Some(
+                Tensor::from_slice(&idx)
+                    .to_device(dev)
+                    .view([decode as i64, longest as i64]),
+            );
+            decode_len = longest as i64;
+            // Rows of one length see every key of the window, so no mask.
+            if lens.iter().any(|&l| l != longest) {
+                let lens: Vec<i64> = lens.iter().map(|&l| l as i64).collect();
+                let kj = Tensor::arange(longest as i64, (Kind::Int64, dev)).view([1, -1]);
+                let m = kj
+                    .lt_tensor(&Tensor::from_slice(&lens).to_device(dev).view([-1, 1]))
+                    .view([decode as i64, 1, 1, longest as i64]);
+                decode_mask = Some(for_device(m, kind, dev));
+            }
+        }
+        let mut pieces = vec![];
+        let mut at = decode as i64;
+        for s in &segs[decode..] {
+            let (t, start) = (s.tokens.len() as i64, s.start as i64);
+            let keys = (start > 0).then(|| {
+                let total = start + t;
+                let idx: Vec<i64> = (0..s.start + s.tokens.len())
+                    .map(|p| cache.slot(s.table, p))
+                    .collect();
+                // Query i (position start + i) sees keys 0..=start + i.
+                let qi = Tensor::arange_start(start, total, (Kind::Int64, dev)).view([t, 1]);
+                let kj = Tensor::arange(total, (Kind::Int64, dev)).view([1, total]);
+                let mask = for_device(kj.le_tensor(&qi).view([1, 1, t, total]), kind, dev);
+                (Tensor::from_slice(&idx).to_device(dev), mask)
+            });
+            pieces.push((at, t, start, keys));
+            at += t;
+        }
+        Ok(Plan {
+            decode,
+            decode_keys,
+            decode_len,
+            decode_mask,
+            pieces,
+            slots,
+        })
+    }
+}
+
+/// Attention with an explicit causal switch: a single query over a window must not be causal
+/// (libtorch aligns the causal triangle top-left, so it would see only the first key).
+fn sdpa(
+    a: &super::Attention,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    causal: bool,
+) -> Tensor {
+    let scale = (a.head_dim as f64).powf(-0.5);
+    Tensor::scaled_dot_product_attention(q, k, v, mask, 0.0, causal, scale, a.n_kv != a.n_heads)
+}

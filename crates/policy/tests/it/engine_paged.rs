@@ -1,0 +1,211 @@
+//! The engine's paged cache and chunked prefill (issue 42, items 1 and 2): the same tokens as
+//! the dense cache of `sample::generate` whatever the block size and prefill budget, a shared
+//! prompt prefix stored once (counted in blocks), eviction and re-admission equal to an
+//! uninterrupted episode, and a long designer request that no longer narrows the batch.
+
+use crate::engine::{cfg, close, drive, params, prompt, tiny_on};
+use spade_policy::engine::{Engine, EngineConfig, Request, Rollout, SeqId, generate_all};
+use spade_policy::sample::{Completion, SamplingParams, generate};
+use spade_policy::{PolicyError, Result};
+use std::collections::BTreeMap;
+use tch::Device;
+
+fn with(context: usize, kv: usize, batch: usize, block: usize, prefill: usize) -> EngineConfig {
+    EngineConfig {
+        block_tokens: block,
+        prefill_tokens: prefill,
+        ..cfg(context, kv, batch)
+    }
+}
+
+#[test]
+fn every_block_size_and_prefill_budget_samples_what_the_dense_cache_does() -> Result<()> {
+    let p = tiny_on(Device::Cpu)?;
+    let m = p.model();
+    let prompts: Vec<Vec<i64>> = (0..7).map(|i| prompt(i, 5 + 9 * i as usize)).collect();
+    let seeds: Vec<u64> = (0..7).map(|i| 40 + i).collect();
+    for temperature in [0.0, 0.8] {
+        let pr = SamplingParams {
+            temperature,
+            top_p: 0.9,
+            max_new_tokens: 17,
+            ..Default::default()
+        };
+        let want = generate(m, &prompts, &seeds, &pr, None)?;
+        // Blocks of one slot, of an odd size, of the default; prompts cut into pieces of 5
+        // tokens (several steps each, mixed with other turns' decoding) or prefilled whole.
+        for (block, prefill) in [(1, 4096), (3, 5), (16, 5), (16, 4096), (64, 11)] {
+            let mut e = Engine::new(m, None, with(128, 2048, 4, block, prefill))?;
+            let got = generate_all(&mut e, &prompts, &seeds, &pr)?;
+            for (i, (x, y)) in got.iter().zip(&want).enumerate() {
+                close(
+                    x,
+                    y,
+                    &format!("T {temperature}, block {block}, prefill {prefill}, {i}"),
+                );
+            }
+            let st = e.stats();
+            let prompt_tokens: usize = prompts.iter().map(Vec::len).sum();
+            assert_eq!(st.prefilled, prompt_tokens as u64, "{st:?}");
+            if prefill == 5 {
+                // The longest prompt (59 tokens) alone takes 12 passes of 5.
+                assert!(st.prefill_passes >= 12, "{st:?}");
+                // Decoding went on while prompts were cut into pieces: some pass did both.
+                assert!(
+                    st.decode_passes + st.prefill_passes > st.decode_passes.max(st.prefill_passes),
+                    "{st:?}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_shared_prompt_prefix_is_stored_once() -> Result<()> {
+    let p = tiny_on(Device::Cpu)?;
+    let m = p.model();
+    let system = prompt(3, 64);
+    let prompts: Vec<Vec<i64>> = (0..8)
+        .map(|i| {
+            let mut t = system.clone();
+            t.extend(prompt(20 + i, 4 + i as usize));
+            t
+        })
+        .collect();
+    let seeds: Vec<u64> = (0..8).collect();
+    let pr = params(0.0, 10);
+    let want = generate(m, &prompts, &seeds, &pr, None)?;
+    // Each play holds its prompt and 9 of its 10 tokens (the last is never fed back).
+    let own = |p: &Vec<i64>| (p.len() + 9).div_ceil(16);
+    let mut blocks = vec![];
+    for keep in [false, true] {
+        let mut e = Engine::new(m, None, with(256, 4096, 8, 16, 4096))?;
+        if keep {
+            e.keep_prefix(&system)?;
+        }
+        let got = generate_all(&mut e, &prompts, &seeds, &pr)?;
+        for (i, (x, y)) in got.iter().zip(&want).enumerate() {
+            close(x, y, &format!("keep {keep}, play {i}"));
+        }
+        blocks.push(e.stats().peak_blocks as usize);
+        if keep {
+            let st = e.stats();
+            assert_eq!(st.shared, 8 * 64, "{st:?}");
+            assert_eq!(
+                st.prefilled,
+                64 + prompts.iter().map(|p| p.len() as u64 - 64).sum::<u64>(),
+                "{st:?}"
+            );
+        }
+    }
+    let alone: usize = prompts.iter().map(own).sum();
+    // The system prompt's 4 blocks once, then each play's blocks past it.
+    let once = 4 + prompts.iter().map(|p| own(p) - 4).sum::<usize>();
+    assert_eq!(
+        blocks,
+        vec![alone, once],
+        "without and with the kept prefix"
+    );
+    Ok(())
+}
+
+/// Plays `turns` turns of one greedy episode on `e`; before every turn after the first,
+/// `between` may run other work on the engine. Returns the completions.
+fn episode(
+    e: &mut Engine<'_>,
+    turns: u64,
+    mut between: impl FnMut(&mut Engine<'_>) -> Result<()>,
+) -> Result<Vec<Completion>> {
+    let id = e.open();
+    let mut tokens = prompt(1, 40);
+    let mut out = vec![];
+    for turn in 0..turns {
+        if turn > 0 {
+            between(e)?;
+        }
+        let req = Request {
+            tokens: tokens.clone(),
+            params: params(0.0, 9),
+            seed: turn,
+        };
+        let mut got = drive(e, BTreeMap::from([(0, vec![(id, req)])]))?;
+        let c = got
+            .remove(&id)
+            .ok_or_else(|| PolicyError::InvalidInput("no answer".into()))??;
+        tokens.extend(&c.tokens);
+        tokens.extend(prompt(10 + turn as i64, 6));
+        out.push(c);
+    }
+    Ok(out)
+}
+
+#[test]
+fn eviction_and_readmission_equal_an_uninterrupted_episode() -> Result<()> {
+    let p = tiny_on(Device::Cpu)?;
+    let m = p.model();
+    let quiet = {
+        let mut e = Engine::new(m, None, with(128, 4096, 4, 8, 4096))?;
+        episode(&mut e, 4, |_| Ok(()))?
+    };
+    // A budget of 16 blocks of 8: each turn, three one-shot calls of the whole context take
+    // every block, so the paused episode's blocks are given up and it prefills again.
+    let mut e = Engine::new(m, None, with(128, 128, 4, 8, 4096))?;
+    let crowded = episode(&mut e, 4, |e| {
+        let prompts: Vec<Vec<i64>> = (0..3).map(|i| prompt(70 + i, 60)).collect();
+        generate_all(e, &prompts, &[1, 2, 3], &params(0.0, 60)).map(|_| ())
+    })?;
+    for (t, (x, y)) in crowded.iter().zip(&quiet).enumerate() {
+        close(x, y, &format!("turn {t}"));
+    }
+    let st = e.stats();
+    assert!(st.evictions >= 3, "{st:?}");
+    assert!(st.peak_slots <= 128, "{st:?}");
+    Ok(())
+}
+
+#[test]
+fn a_long_designer_request_beside_200_plays_leaves_the_batch_wide() -> Result<()> {
+    // The paper's KV budget (262,144 slots) and a designer turn reaching about 26k slots (its
+    // prompt and 16k-token budget and more): a dense cache sized every row to that reach and
+    // held 10 rows. Paged, the plays beside it take only what they reach.
+    let p = tiny_on(Device::Cpu)?;
+    let m = p.model();
+    let mut e = Engine::new(m, None, cfg(26_624, 262_144, 256))?;
+    let designer = e.open();
+    e.submit(
+        designer,
+        Request {
+            tokens: prompt(1, 100),
+            params: params(0.8, 26_000),
+            seed: 0,
+        },
+    )?;
+    let plays: Vec<SeqId> = (0..200).map(|_| e.open()).collect();
+    for (i, &id) in plays.iter().enumerate() {
+        e.submit(
+            id,
+            Request {
+                tokens: prompt(2 + i as i64, 48),
+                params: params(0.8, 1000),
+                seed: i as u64,
+            },
+        )?;
+    }
+    // Admission happens before the pass: one step shows how many run at once.
+    e.step()?;
+    let st = e.stats().clone();
+    assert_eq!(st.peak_batch, 201, "{st:?}");
+    // Memory follows what is held: a pass's prompts, not the reserved reach.
+    assert!(
+        e.blocks_in_use() <= 100_usize.div_ceil(16) + 200 * 3 + 1,
+        "{} blocks in use",
+        e.blocks_in_use()
+    );
+    for id in plays.into_iter().chain([designer]) {
+        e.close(id);
+    }
+    assert_eq!(e.blocks_in_use(), 0);
+    assert!(e.is_idle());
+    Ok(())
+}
