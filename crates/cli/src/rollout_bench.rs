@@ -50,6 +50,9 @@ pub struct RolloutBenchArgs {
     pub max_batch: usize,
     #[arg(long, default_value_t = 1 << 19)]
     pub kv_tokens: usize,
+    /// The engine's prefill budget: prompt tokens one pass prefills (model.prefill_tokens).
+    #[arg(long, default_value_t = spade_policy::engine::DEFAULT_PREFILL_TOKENS)]
+    pub prefill_tokens: usize,
     /// sampler, engine, both (the same step on each, then the ratio), vllm, engine-vllm
     /// (the engine and vLLM servers on the same weights; needs --shape tiny, whose model has a
     /// tokenizer for the servers), or seed-envs (the seed library's games in the sandbox on the
@@ -116,6 +119,7 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
         chunk: a.chunk,
         max_batch: a.max_batch,
         kv_tokens: a.kv_tokens,
+        prefill_tokens: a.prefill_tokens,
         device,
         seed: a.seed,
         ..RolloutBenchOptions::default()

@@ -86,6 +86,7 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
         backend: Backend::Engine {
             kv_tokens: a.kv_tokens,
             max_batch: a.max_batch,
+            prefill_tokens: a.prefill_tokens,
         },
         envs_inline: inline,
         ..PlayOptions::default()

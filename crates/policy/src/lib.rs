@@ -4,7 +4,7 @@
 //!   `config.json`; [`checkpoint`] and [`policy::Policy`] load and save checkpoints in the Hugging
 //!   Face layout (safetensors, shards, `tokenizer.json` through [`tokenizer`]).
 //! - [`sample`]: batched sampling with a KV cache; [`engine`]: continuous batching over a
-//!   slotted KV cache that keeps sequences between turns (the rollout engine the worker
+//!   paged KV cache that keeps sequences between turns and stores shared prefixes once (the rollout engine the worker
 //!   drives); [`chat`]: the three roles' templates; [`chat_template`]: a checkpoint's own
 //!   Jinja chat template.
 //! - [`grpo`]: the GRPO step (its module doc states the exact variant); [`sft`]: supervised

@@ -52,6 +52,8 @@ pub struct RolloutBenchOptions {
     /// The engine's batch width and KV budget.
     pub max_batch: usize,
     pub kv_tokens: usize,
+    /// The engine's prefill budget per pass.
+    pub prefill_tokens: usize,
     pub context: usize,
     pub device: Device,
     pub seed: u64,
@@ -75,6 +77,7 @@ impl Default for RolloutBenchOptions {
             chunk: 8,
             max_batch: 256,
             kv_tokens: 1 << 19,
+            prefill_tokens: crate::engine::DEFAULT_PREFILL_TOKENS,
             context: 4096,
             device: Device::Cpu,
             seed: 0,
@@ -330,8 +333,10 @@ fn run_with(
         phases: vec![],
         turns: BTreeMap::new(),
     };
-    let engine_cfg =
-        |context: usize| EngineConfig::new(context, o.kv_tokens.max(context), o.max_batch);
+    let engine_cfg = |context: usize| EngineConfig {
+        prefill_tokens: o.prefill_tokens,
+        ..EngineConfig::new(context, o.kv_tokens.max(context), o.max_batch)
+    };
     for (phase, name) in [(0u64, "designer"), (1, "hints")] {
         let (prompts, seeds, params) = w.one_shot(phase);
         let t = Instant::now();

@@ -169,7 +169,8 @@ pub struct ModelSection {
     /// sampler: one environment at a time, each turn prefilled again) or `"vllm"` (the servers
     /// of the `[vllm]` section, weights synced after every update).
     pub rollout: RolloutBackend,
-    /// KV-cache slots the engine may allocate (rows x slots per row; at least one context).
+    /// KV-cache slots the engine may allocate (in blocks of 16, as sequences need them; at
+    /// least one context).
     /// Qwen3-4B takes 144 KiB a slot in bf16, so the default 262,144 is 36 GiB.
     pub kv_cache_tokens: KvCacheTokens,
     /// `model.kv_cache_tokens = "auto"` and the memory plan: the share of the device's total
@@ -177,6 +178,10 @@ pub struct ModelSection {
     pub gpu_memory_fraction: f64,
     /// Most sequences the engine decodes at once.
     pub max_batch: u32,
+    /// Most prompt tokens one engine step prefills, over all the requests being prefilled
+    /// (several prompts in one pass, a longer one in pieces over several steps, beside the
+    /// decoding rows).
+    pub prefill_tokens: u32,
     /// What the tiny preset's warm start teaches (ignored with `model.path`): `"seeds"` (the
     /// shortest file of the seed library) or `"families"` (many variants of the built-in game
     /// families, so the designer writes programs that differ; the CPU demo's choice).
@@ -914,6 +919,7 @@ impl Default for ModelSection {
             kv_cache_tokens: KvCacheTokens::Slots(262_144),
             gpu_memory_fraction: 0.9,
             max_batch: 256,
+            prefill_tokens: 2048,
             warm_start: WarmStartData::Seeds,
             prompts: PromptStyle::Reference,
             // Reference: --apply-chat-template-kwargs '{"enable_thinking":false}'.

@@ -145,7 +145,12 @@ pub enum Backend {
     Sampler,
     /// `spade_policy::engine`: every episode handed to [`play_envs`] at once, each keeping its
     /// KV cache between turns.
-    Engine { kv_tokens: usize, max_batch: usize },
+    /// `prefill_tokens`: prompt tokens one engine step prefills (`model.prefill_tokens`).
+    Engine {
+        kv_tokens: usize,
+        max_batch: usize,
+        prefill_tokens: usize,
+    },
     /// vLLM servers ([`crate::vllm`]) serving this policy's current weights; they play like
     /// the engine (every episode at once), each episode on one server.
     Vllm(std::sync::Arc<crate::vllm::Fleet>),
@@ -156,6 +161,7 @@ impl Default for Backend {
         Backend::Engine {
             kv_tokens: 1 << 17,
             max_batch: 256,
+            prefill_tokens: spade_policy::engine::DEFAULT_PREFILL_TOKENS,
         }
     }
 }
@@ -183,11 +189,15 @@ pub fn sample_all(
         Backend::Engine {
             kv_tokens,
             max_batch,
+            prefill_tokens,
         } => {
             // One-shot calls have no episode context: the longest request bounds it.
             let context =
                 prompts.iter().map(Vec::len).max().unwrap_or(0) + params.max_new_tokens + 1;
-            let cfg = EngineConfig::new(context, kv_tokens.max(context), max_batch);
+            let cfg = EngineConfig {
+                prefill_tokens,
+                ..EngineConfig::new(context, kv_tokens.max(context), max_batch)
+            };
             let mut e = Engine::new(policy.model(), policy.tokenizer(), cfg)?;
             Ok(generate_all(&mut e, prompts, seeds, params)?)
         }
@@ -482,9 +492,12 @@ pub fn play_envs_measured(
         &Backend::Engine {
             kv_tokens,
             max_batch,
+            prefill_tokens,
         } => {
-            let cfg =
-                EngineConfig::new(opts.max_context, kv_tokens.max(opts.max_context), max_batch);
+            let cfg = EngineConfig {
+                prefill_tokens,
+                ..EngineConfig::new(opts.max_context, kv_tokens.max(opts.max_context), max_batch)
+            };
             let mut engine = Engine::new(policy.model(), Some(tok), cfg)?;
             let (eps, waited) =
                 turns::play_concurrently_timed(&mut engine, pool, &turns, jobs, concurrency)?;

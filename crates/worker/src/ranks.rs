@@ -133,7 +133,8 @@ impl Ranks {
             Backend::Engine {
                 kv_tokens,
                 max_batch,
-            } => Some((kv_tokens, max_batch)),
+                prefill_tokens,
+            } => Some((kv_tokens, max_batch, prefill_tokens)),
             Backend::Sampler => None,
             Backend::Vllm(_) => {
                 return Err(WorkerError::Config(
@@ -230,9 +231,10 @@ impl Ranks {
             concurrency,
         } = order;
         options.backend = match engine {
-            Some((kv_tokens, max_batch)) => Backend::Engine {
+            Some((kv_tokens, max_batch, prefill_tokens)) => Backend::Engine {
                 kv_tokens,
                 max_batch,
+                prefill_tokens,
             },
             None => Backend::Sampler,
         };
@@ -287,8 +289,8 @@ impl JobPart {
 pub(crate) struct PlayOrder {
     parts: Vec<Vec<JobPart>>,
     options: PlayOptions,
-    /// The engine's KV slots and batch; None = the sampler.
-    engine: Option<(usize, usize)>,
+    /// The engine's KV slots, batch and prefill budget; None = the sampler.
+    engine: Option<(usize, usize, usize)>,
     concurrency: usize,
 }
 

@@ -131,6 +131,17 @@ fn for_device(mask: Tensor, kind: Kind, device: Device) -> Tensor {
     }
 }
 
+/// A prompt piece of a pass.
+struct Piece {
+    /// Its first token's index in the pass, and its length.
+    at: i64,
+    len: i64,
+    /// Tokens cached before it.
+    start: i64,
+    /// With cached tokens: the slots of all its keys, and the causal mask after them.
+    keys: Option<(Tensor, Tensor)>,
+}
+
 /// Where a pass's tokens go and what their attention reads, worked out once for all layers.
 struct Plan {
     /// Segments of one token, in the order they come (first in the pass).
@@ -139,9 +150,7 @@ struct Plan {
     decode_keys: Option<Tensor>,
     decode_len: i64,
     decode_mask: Option<Tensor>,
-    /// The prompt pieces: (offset in the pass, tokens, cached before, slots of all its keys
-    /// when it has cached ones, causal mask then).
-    pieces: Vec<(i64, i64, i64, Option<(Tensor, Tensor)>)>,
+    pieces: Vec<Piece>,
     /// Where each token's keys and values are written.
     slots: Tensor,
 }
@@ -220,7 +229,13 @@ impl Qwen3 {
                 );
                 parts.push(y.permute([2, 1, 0, 3]));
             }
-            for (at, t, start, keys) in &plan.pieces {
+            for Piece {
+                at,
+                len: t,
+                start,
+                keys,
+            } in &plan.pieces
+            {
                 let qs = q.narrow(2, *at, *t);
                 let y = match keys {
                     None => sdpa(
@@ -342,7 +357,12 @@ impl Qwen3 {
                 let mask = for_device(kj.le_tensor(&qi).view([1, 1, t, total]), kind, dev);
                 (Tensor::from_slice(&idx).to_device(dev), mask)
             });
-            pieces.push((at, t, start, keys));
+            pieces.push(Piece {
+                at,
+                len: t,
+                start,
+                keys,
+            });
             at += t;
         }
         Ok(Plan {

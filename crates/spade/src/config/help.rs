@@ -84,7 +84,7 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     (
         "model.kv_cache_tokens",
-        "KV-cache slots the engine may allocate (rows x slots per row, at least one context; Qwen3-4B takes 144 KiB a slot in bf16), or \"auto\": what the device has left after the memory plan's weights, gradients, optimizer state and activations, within model.gpu_memory_fraction (the GPU presets' choice).",
+        "KV-cache slots the engine may allocate (in blocks of 16 slots as sequences need them, at least one context; Qwen3-4B takes 144 KiB a slot in bf16), or \"auto\": what the device has left after the memory plan's weights, gradients, optimizer state and activations, within model.gpu_memory_fraction (the GPU presets' choice).",
     ),
     (
         "model.gpu_memory_fraction",
@@ -93,6 +93,10 @@ pub const HELP: &[(&str, &str)] = &[
     (
         "model.max_batch",
         "Most sequences the engine decodes at once.",
+    ),
+    (
+        "model.prefill_tokens",
+        "Most prompt tokens one engine step prefills, over all the requests being prefilled: several prompts run in one pass beside the decoding rows, and a longer prompt in pieces over several steps.",
     ),
     (
         "model.warm_start",

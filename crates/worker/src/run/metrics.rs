@@ -322,6 +322,8 @@ impl StepMetrics {
                 );
                 put("engine/evictions".into(), e.evictions as f64);
                 put("engine/peak_slots".into(), e.peak_slots as f64);
+                put("engine/peak_blocks".into(), e.peak_blocks as f64);
+                put("engine/peak_batch".into(), e.peak_batch as f64);
             }
             if let Some(s) = p.env_wait_s {
                 put("time/env_wait_s".into(), s);

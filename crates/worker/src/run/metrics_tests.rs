@@ -160,6 +160,8 @@ fn the_step_metrics_keep_their_reported_names() {
             "engine/evictions",
             "engine/generated",
             "engine/mean_batch",
+            "engine/peak_batch",
+            "engine/peak_blocks",
             "engine/peak_slots",
             "engine/prefilled",
             "engine/reused",

@@ -338,6 +338,7 @@ pub(crate) fn backend(cfg: &RunConfig, kv_tokens: usize) -> play::Backend {
         R::Engine | R::Vllm => play::Backend::Engine {
             kv_tokens,
             max_batch: cfg.model.max_batch as usize,
+            prefill_tokens: cfg.model.prefill_tokens as usize,
         },
     }
 }

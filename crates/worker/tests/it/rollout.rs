@@ -90,6 +90,7 @@ fn engine() -> Backend {
     Backend::Engine {
         kv_tokens: 1 << 15,
         max_batch: 64,
+        prefill_tokens: spade_policy::engine::DEFAULT_PREFILL_TOKENS,
     }
 }
 
