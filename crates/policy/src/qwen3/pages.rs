@@ -316,20 +316,28 @@ impl Qwen3 {
         if decode > 0 {
             let lens: Vec<usize> = segs[..decode].iter().map(|s| s.start + 1).collect();
             let longest = lens.iter().copied().max().unwrap_or(1);
-            let mut idx = Vec::with_capacity(decode * longest);
+            // The rows' block tables go to the device (padded with block 0, masked), and
+            // their slots are worked out there: a block table is block-size times shorter.
+            let nb = longest.div_ceil(cache.block);
+            let mut tables = Vec::with_capacity(decode * nb);
             for s in &segs[..decode] {
-                idx.extend((0..longest).map(|p| {
-                    if p <= s.start {
-                        cache.slot(s.table, p)
-                    } else {
-                        0
-                    }
-                }));
+                let held = (s.start + 1).div_ceil(cache.block);
+                tables.extend(s.table[..held].iter().map(|&b| i64::from(b)));
+                tables.extend(std::iter::repeat_n(0, nb - held));
             }
-            decode_keys = Some(
-                Tensor::from_slice(&idx)
+            let bs = cache.block as i64;
+            let within = Tensor::arange(bs, (Kind::Int64, dev)).view([1, 1, bs]);
+            let slots =
+                Tensor::from_slice(&tables)
                     .to_device(dev)
-                    .view([decode as i64, longest as i64]),
+                    .view([decode as i64, nb as i64, 1])
+                    * bs
+                    + within;
+            decode_keys = Some(
+                slots
+                    .view([decode as i64, nb as i64 * bs])
+                    .narrow(1, 0, longest as i64)
+                    .contiguous(),
             );
             decode_len = longest as i64;
             // Rows of one length see every key of the window, so no mask.
