@@ -142,14 +142,27 @@ struct Piece {
     keys: Option<(Tensor, Tensor)>,
 }
 
+/// Decoding rows attended together.
+struct Group {
+    /// Which rows (None: all of them, in order).
+    rows: Option<Tensor>,
+    /// Their block tables [rows x blocks], padded with block 0 (masked).
+    tables: Tensor,
+    longest: i64,
+    mask: Option<Tensor>,
+}
+
+/// Most key slots one group of decoding rows gathers per layer (keys and values each): the
+/// gathered copy is what paging costs, so a pass gathers a bounded amount at a time (the
+/// allocator reuses it) and rows of similar length go together (little padding).
+const GROUP_SLOTS: usize = 16_384;
+
 /// Where a pass's tokens go and what their attention reads, worked out once for all layers.
 struct Plan {
     /// Segments of one token, in the order they come (first in the pass).
     decode: usize,
-    /// Slots of the decoding rows' keys [decode x longest], padding at slot 0.
-    decode_keys: Option<Tensor>,
-    decode_len: i64,
-    decode_mask: Option<Tensor>,
+    /// The decoding rows, in groups of similar length.
+    groups: Vec<Group>,
     pieces: Vec<Piece>,
     /// Where each token's keys and values are written.
     slots: Tensor,
@@ -188,6 +201,10 @@ impl Qwen3 {
     /// at -inf; an empty tensor when none asked). Token ids are not range-checked: the engine
     /// checks them when a request arrives.
     pub fn forward_paged(&self, cache: &mut PagedCache, segs: &[Segment<'_>]) -> Result<Tensor> {
+        // Sampling never back-propagates. With the trainable weights recording, the pool's
+        // in-place writes would chain every pass's graph to the next and keep each gathered
+        // key copy alive until the engine is dropped (13 GB where 2 GB suffice, measured).
+        let _no_grad = tch::no_grad_guard();
         let plan = self.plan(cache, segs)?;
         let dev = cache.device;
         let ids: Vec<i64> = segs.iter().flat_map(|s| s.tokens.iter().copied()).collect();
@@ -209,25 +226,49 @@ impl Qwen3 {
             let _ = lc.k.index_copy_(0, &plan.slots, &tok_major(&k));
             let _ = lc.v.index_copy_(0, &plan.slots, &tok_major(&v));
             let mut parts = Vec::with_capacity(plan.pieces.len() + 1);
-            if let Some(keys) = &plan.decode_keys {
-                let (b, n) = (plan.decode as i64, plan.decode_len);
-                let gather = |pool: &Tensor| {
-                    let s = pool.size();
-                    pool.index_select(0, &keys.view([-1]))
-                        .view([b, n, s[1], s[2]])
-                        .transpose(1, 2)
-                };
+            if plan.decode > 0 {
                 // Queries [1, H, b, d] -> [b, H, 1, d], one row per sequence.
-                let qd = q.narrow(2, 0, b).permute([2, 1, 0, 3]);
-                let y = sdpa(
-                    a,
-                    &qd,
-                    &gather(&lc.k),
-                    &gather(&lc.v),
-                    plan.decode_mask.as_ref(),
-                    false,
-                );
-                parts.push(y.permute([2, 1, 0, 3]));
+                let qd = q.narrow(2, 0, plan.decode as i64).permute([2, 1, 0, 3]);
+                let mut yd = if plan.groups.len() == 1 && plan.groups[0].rows.is_none() {
+                    None
+                } else {
+                    Some(qd.zeros_like())
+                };
+                for g in &plan.groups {
+                    let (n, nb) = g.tables.size2().unwrap_or((0, 0));
+                    // Whole blocks are copied (contiguous runs of block x kv_heads x
+                    // head_dim), then the window is cut to the longest row.
+                    let gather = |pool: &Tensor| {
+                        let s = pool.size();
+                        let bs = cache.block as i64;
+                        pool.view([-1, bs * s[1] * s[2]])
+                            .index_select(0, &g.tables.view([-1]))
+                            .view([n, nb * bs, s[1], s[2]])
+                            .narrow(1, 0, g.longest)
+                            .transpose(1, 2)
+                    };
+                    let q_rows = match &g.rows {
+                        Some(r) => qd.index_select(0, r),
+                        None => qd.shallow_clone(),
+                    };
+                    let y = sdpa(
+                        a,
+                        &q_rows,
+                        &gather(&lc.k),
+                        &gather(&lc.v),
+                        g.mask.as_ref(),
+                        false,
+                    );
+                    match (&mut yd, &g.rows) {
+                        (Some(out), Some(r)) => {
+                            let _ = out.index_copy_(0, r, &y);
+                        }
+                        _ => yd = Some(y),
+                    }
+                }
+                if let Some(y) = yd {
+                    parts.push(y.permute([2, 1, 0, 3]));
+                }
             }
             for Piece {
                 at,
@@ -312,44 +353,7 @@ impl Qwen3 {
             slots.extend((s.start..reach).map(|p| cache.slot(s.table, p)));
         }
         let slots = Tensor::from_slice(&slots).to_device(dev);
-        let (mut decode_keys, mut decode_mask, mut decode_len) = (None, None, 0);
-        if decode > 0 {
-            let lens: Vec<usize> = segs[..decode].iter().map(|s| s.start + 1).collect();
-            let longest = lens.iter().copied().max().unwrap_or(1);
-            // The rows' block tables go to the device (padded with block 0, masked), and
-            // their slots are worked out there: a block table is block-size times shorter.
-            let nb = longest.div_ceil(cache.block);
-            let mut tables = Vec::with_capacity(decode * nb);
-            for s in &segs[..decode] {
-                let held = (s.start + 1).div_ceil(cache.block);
-                tables.extend(s.table[..held].iter().map(|&b| i64::from(b)));
-                tables.extend(std::iter::repeat_n(0, nb - held));
-            }
-            let bs = cache.block as i64;
-            let within = Tensor::arange(bs, (Kind::Int64, dev)).view([1, 1, bs]);
-            let slots =
-                Tensor::from_slice(&tables)
-                    .to_device(dev)
-                    .view([decode as i64, nb as i64, 1])
-                    * bs
-                    + within;
-            decode_keys = Some(
-                slots
-                    .view([decode as i64, nb as i64 * bs])
-                    .narrow(1, 0, longest as i64)
-                    .contiguous(),
-            );
-            decode_len = longest as i64;
-            // Rows of one length see every key of the window, so no mask.
-            if lens.iter().any(|&l| l != longest) {
-                let lens: Vec<i64> = lens.iter().map(|&l| l as i64).collect();
-                let kj = Tensor::arange(longest as i64, (Kind::Int64, dev)).view([1, -1]);
-                let m = kj
-                    .lt_tensor(&Tensor::from_slice(&lens).to_device(dev).view([-1, 1]))
-                    .view([decode as i64, 1, 1, longest as i64]);
-                decode_mask = Some(for_device(m, kind, dev));
-            }
-        }
+        let groups = decode_groups(cache, &segs[..decode], kind);
         let mut pieces = vec![];
         let mut at = decode as i64;
         for s in &segs[decode..] {
@@ -375,13 +379,71 @@ impl Qwen3 {
         }
         Ok(Plan {
             decode,
-            decode_keys,
-            decode_len,
-            decode_mask,
+            groups,
             pieces,
             slots,
         })
     }
+}
+
+/// The decoding rows `segs` in groups to attend together: sorted by length, a group closes
+/// when its gather would pass [`GROUP_SLOTS`] or its shortest row is under half its longest.
+fn decode_groups(cache: &PagedCache, segs: &[Segment<'_>], kind: Kind) -> Vec<Group> {
+    let dev = cache.device;
+    let mut order: Vec<usize> = (0..segs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(segs[i].start));
+    let mut spans: Vec<Vec<usize>> = vec![];
+    for i in order {
+        let len = segs[i].start + 1;
+        match spans.last_mut() {
+            Some(g)
+                if (g.len() + 1) * (segs[g[0]].start + 1) <= GROUP_SLOTS
+                    && 2 * len > segs[g[0]].start =>
+            {
+                g.push(i)
+            }
+            _ => spans.push(vec![i]),
+        }
+    }
+    let whole = spans.len() == 1;
+    spans
+        .into_iter()
+        .map(|mut rows| {
+            if whole {
+                rows.sort_unstable();
+            }
+            let lens: Vec<usize> = rows.iter().map(|&i| segs[i].start + 1).collect();
+            let longest = lens.iter().copied().max().unwrap_or(1);
+            let nb = longest.div_ceil(cache.block);
+            let mut tables = Vec::with_capacity(rows.len() * nb);
+            for &i in &rows {
+                let held = (segs[i].start + 1).div_ceil(cache.block);
+                tables.extend(segs[i].table[..held].iter().map(|&b| i64::from(b)));
+                tables.extend(std::iter::repeat_n(0, nb - held));
+            }
+            let n = rows.len() as i64;
+            let tables = Tensor::from_slice(&tables)
+                .to_device(dev)
+                .view([n, nb as i64]);
+            // Rows of one length see every key of the window, so no mask.
+            let mask = lens.iter().any(|&l| l != longest).then(|| {
+                let lens: Vec<i64> = lens.iter().map(|&l| l as i64).collect();
+                let kj = Tensor::arange(longest as i64, (Kind::Int64, dev)).view([1, -1]);
+                let m = kj
+                    .lt_tensor(&Tensor::from_slice(&lens).to_device(dev).view([-1, 1]))
+                    .view([n, 1, 1, longest as i64]);
+                for_device(m, kind, dev)
+            });
+            let in_order = whole;
+            let idx: Vec<i64> = rows.iter().map(|&i| i as i64).collect();
+            Group {
+                rows: (!in_order).then(|| Tensor::from_slice(&idx).to_device(dev)),
+                tables,
+                longest: longest as i64,
+                mask,
+            }
+        })
+        .collect()
 }
 
 /// Attention with an explicit causal switch: a single query over a window must not be causal
