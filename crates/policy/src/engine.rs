@@ -517,6 +517,31 @@ impl<'m> Engine<'m> {
         self.stats.shared += got as u64;
     }
 
+    /// Whether a turn being prefilled will hold at least a block more of `tokens`' prefix than
+    /// any sequence holds now: requests that arrive together (the plays of one environment)
+    /// then wait a pass for the first one's prompt instead of each computing it.
+    fn prefix_coming(&self, id: SeqId, tokens: &[i64]) -> bool {
+        let cap = tokens.len().saturating_sub(1);
+        let now = self
+            .seqs
+            .iter()
+            .filter(|(o, s)| **o != id && !s.blocks.is_empty())
+            .map(|(_, s)| common_prefix(&s.cached, tokens))
+            .max()
+            .unwrap_or(0)
+            .min(cap);
+        self.active.iter().filter(|o| **o != id).any(|o| {
+            let Some(t) = self.seqs.get(o).and_then(|s| s.turn.as_ref()) else {
+                return false;
+            };
+            let Phase::Prefilling(done) = t.phase else {
+                return false;
+            };
+            let coming = common_prefix(&t.tokens, tokens).min(cap);
+            coming > done && coming >= now + self.cfg.block_tokens
+        })
+    }
+
     /// Admits the head of the queue if its reach fits: Ok(false) when it must wait.
     fn admit(&mut self, id: SeqId) -> Result<bool> {
         let bs = self.cfg.block_tokens;
@@ -529,6 +554,9 @@ impl<'m> Engine<'m> {
         let (tokens, reach) = (turn.tokens.clone(), turn.reach());
         // What it holds, cut back to what still matches.
         let own = common_prefix(&seq.cached, &tokens).min(tokens.len() - 1);
+        if own == 0 && self.prefix_coming(id, &tokens) {
+            return Ok(false);
+        }
         self.cut(id, own);
         if own == 0 {
             self.share_into(id, &tokens);
