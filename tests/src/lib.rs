@@ -440,8 +440,10 @@ where
     }
 }
 
-/// Replaces the text of the input with id `id`.
+/// Replaces the text of the input with id `id`, waiting for it first: a page may render its
+/// form after its data arrives (the account page's name field was missing under load).
 pub async fn fill(c: &Client, id: &str, text: &str) -> anyhow::Result<()> {
+    wait_for(c, &format!("[id='{id}']")).await?;
     let el = c.find(fantoccini::Locator::Id(id)).await?;
     el.clear().await?;
     el.send_keys(text).await?;
