@@ -27,9 +27,10 @@
 //!   to the common prefix, so the result is always that of a full prefill.
 //! - Across sequences: a new sequence lists the full blocks of the longest prefix it shares
 //!   with any other sequence (plays of one environment share their system prompt and first
-//!   message: stored once) and copies the rest of that prefix's last block. A block is written
-//!   only by a sequence that alone lists it (a shared, partly filled last block is copied
-//!   first). [`Engine::keep_prefix`] pins a prefix worth sharing before its users arrive.
+//!   message: stored once) and copies the rest of that prefix's last block; requests that
+//!   arrive together wait a pass for the first one's prefill of their common prefix. A block
+//!   is written only by a sequence that alone lists it (a shared, partly filled last block is
+//!   copied first). [`Engine::keep_prefix`] pins a prefix worth sharing before its users arrive.
 //!
 //! Sampling is [`crate::sample`]'s: the same choice rule and one SplitMix64 stream per request
 //! seeded by its seed, one draw per token, so a request samples what `sample::generate` would
