@@ -320,11 +320,18 @@ impl<'m> Engine<'m> {
                 cfg.context, cfg.max_batch, cfg.block_tokens, cfg.prefill_tokens, cfg.kv_tokens
             )));
         }
+        let mut cache = model.new_paged_cache(cfg.block_tokens);
+        let mut blocks = Blocks::new(cfg.kv_tokens.div_ceil(cfg.block_tokens));
+        // On the CPU the pool grows with what sequences hold; a GPU's memory plan counts the
+        // whole budget, so it is taken at once there (see `Blocks::allocate_all`).
+        if model.device().is_cuda() {
+            blocks.allocate_all(&mut cache);
+        }
         Ok(Self {
             model,
             tok: tokenizer,
-            cache: model.new_paged_cache(cfg.block_tokens),
-            blocks: Blocks::new(cfg.kv_tokens.div_ceil(cfg.block_tokens)),
+            cache,
+            blocks,
             cfg,
             seqs: BTreeMap::new(),
             active: vec![],

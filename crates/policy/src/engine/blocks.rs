@@ -36,6 +36,26 @@ impl Blocks {
         self.limit
     }
 
+    /// Allocates the whole budget at once. Growing copies the pool (old and new side by
+    /// side: up to 1.5x the budget for a moment), which a device whose memory plan counts the
+    /// budget exactly cannot afford; vLLM allocates its KV cache up front on a GPU too.
+    pub(super) fn allocate_all(&mut self, cache: &mut PagedCache) {
+        self.grow_to(cache, self.limit);
+    }
+
+    fn grow_to(&mut self, cache: &mut PagedCache, want: usize) {
+        let have = cache.blocks();
+        if want <= have {
+            return;
+        }
+        cache.grow(want);
+        self.refs.resize(want, 0);
+        // Lowest first, so a small run stays at the pool's start.
+        let mut fresh: Vec<u32> = (have..want).rev().map(|b| b as u32).collect();
+        fresh.append(&mut self.free);
+        self.free = fresh;
+    }
+
     /// A free block, listed once; None when the budget's blocks are all in use.
     pub(super) fn take(&mut self, cache: &mut PagedCache) -> Option<u32> {
         if self.free.is_empty() {
@@ -44,10 +64,7 @@ impl Blocks {
             if want <= have {
                 return None;
             }
-            cache.grow(want);
-            self.refs.resize(want, 0);
-            // Lowest first, so a small run stays at the pool's start.
-            self.free.extend((have..want).rev().map(|b| b as u32));
+            self.grow_to(cache, want);
         }
         let b = self.free.pop()?;
         self.refs[b as usize] = 1;
