@@ -3,6 +3,7 @@
 //! prompt prefix stored once (counted in blocks), eviction and re-admission equal to an
 //! uninterrupted episode, and a long designer request that no longer narrows the batch.
 
+use crate::devices;
 use crate::engine::{cfg, close, drive, params, prompt, tiny_on};
 use spade_policy::engine::{Engine, EngineConfig, Request, Rollout, SeqId, generate_all};
 use spade_policy::sample::{Completion, SamplingParams, generate};
@@ -20,8 +21,15 @@ fn with(context: usize, kv: usize, batch: usize, block: usize, prefill: usize) -
 
 #[test]
 fn every_block_size_and_prefill_budget_samples_what_the_dense_cache_does() -> Result<()> {
-    let p = tiny_on(Device::Cpu)?;
-    let m = p.model();
+    // On CUDA too where libtorch sees a GPU (the pool is then allocated whole at the start).
+    for dev in devices() {
+        let p = tiny_on(dev)?;
+        every_block_size_on(p.model(), dev)?;
+    }
+    Ok(())
+}
+
+fn every_block_size_on(m: &spade_policy::qwen3::Qwen3, dev: Device) -> Result<()> {
     let prompts: Vec<Vec<i64>> = (0..7).map(|i| prompt(i, 5 + 9 * i as usize)).collect();
     let seeds: Vec<u64> = (0..7).map(|i| 40 + i).collect();
     for temperature in [0.0, 0.8] {
@@ -41,7 +49,7 @@ fn every_block_size_and_prefill_budget_samples_what_the_dense_cache_does() -> Re
                 close(
                     x,
                     y,
-                    &format!("T {temperature}, block {block}, prefill {prefill}, {i}"),
+                    &format!("{dev:?} T {temperature}, block {block}, prefill {prefill}, {i}"),
                 );
             }
             let st = e.stats();
