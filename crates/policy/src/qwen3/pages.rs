@@ -55,11 +55,6 @@ pub struct Segment<'a> {
 }
 
 impl PagedCache {
-    /// Tokens per block.
-    pub fn block_tokens(&self) -> usize {
-        self.block
-    }
-
     /// Blocks allocated.
     pub fn blocks(&self) -> usize {
         self.blocks
@@ -106,18 +101,41 @@ impl PagedCache {
         }
     }
 
-    /// Bytes one slot takes over all layers (keys and values).
-    pub fn slot_bytes(&self) -> usize {
-        self.layers.first().map_or(0, |l| {
-            let s = l.k.size();
-            2 * (s[1] * s[2]) as usize * self.kind.elt_size_in_bytes()
-        }) * self.layers.len()
-    }
-
     /// The slot of position `p` of a sequence with block table `table`.
     fn slot(&self, table: &[u32], p: usize) -> i64 {
         (table[p / self.block] as usize * self.block + p % self.block) as i64
     }
+
+    /// The block tables of rows reading their first `len` keys each, padded with block 0
+    /// (which the caller masks) to the longest, as [rows, blocks] on the device: a table is
+    /// block-size times shorter than the slots it stands for.
+    fn tables(&self, rows: &[(&[u32], usize)]) -> Tensor {
+        let longest = rows.iter().map(|r| r.1).max().unwrap_or(1);
+        let nb = longest.div_ceil(self.block);
+        let mut flat = Vec::with_capacity(rows.len() * nb);
+        for (table, len) in rows {
+            let held = len.div_ceil(self.block);
+            flat.extend(table[..held].iter().map(|&b| i64::from(b)));
+            flat.extend(std::iter::repeat_n(0, nb - held));
+        }
+        Tensor::from_slice(&flat)
+            .to_device(self.device)
+            .view([rows.len() as i64, nb as i64])
+    }
+}
+
+/// The keys or values a layer's `pool` holds for rows with block tables `tables`
+/// ([`PagedCache::tables`]) of `block`-slot blocks, as [rows, kv_heads, longest, head_dim]:
+/// whole blocks are copied (contiguous runs of block x kv_heads x head_dim), then the window
+/// is cut to `longest`.
+fn gather(pool: &Tensor, tables: &Tensor, block: i64, longest: i64) -> Tensor {
+    let (n, nb) = tables.size2().unwrap_or((0, 0));
+    let s = pool.size();
+    pool.view([-1, block * s[1] * s[2]])
+        .index_select(0, &tables.view([-1]))
+        .view([n, nb * block, s[1], s[2]])
+        .narrow(1, 0, longest)
+        .transpose(1, 2)
 }
 
 /// A mask for `scaled_dot_product_attention`: booleans (true = attend) on CPU, an additive
@@ -138,7 +156,8 @@ struct Piece {
     len: i64,
     /// Tokens cached before it.
     start: i64,
-    /// With cached tokens: the slots of all its keys, and the causal mask after them.
+    /// With cached tokens: its block table ([`PagedCache::tables`]), and the causal mask
+    /// after them.
     keys: Option<(Tensor, Tensor)>,
 }
 
@@ -218,6 +237,7 @@ impl Qwen3 {
             &Tensor::from_slice(&pos).to_device(dev).unsqueeze(0),
             x.kind(),
         );
+        let block = cache.block as i64;
         for (l, lc) in self.layers.iter().zip(&mut cache.layers) {
             let a = &l.self_attn;
             let (q, k, v) = a.qkv(&l.input_layernorm.forward(&x), &rope, lc.fused_qkv.as_ref());
@@ -235,18 +255,7 @@ impl Qwen3 {
                     Some(qd.zeros_like())
                 };
                 for g in &plan.groups {
-                    let (n, nb) = g.tables.size2().unwrap_or((0, 0));
-                    // Whole blocks are copied (contiguous runs of block x kv_heads x
-                    // head_dim), then the window is cut to the longest row.
-                    let gather = |pool: &Tensor| {
-                        let s = pool.size();
-                        let bs = cache.block as i64;
-                        pool.view([-1, bs * s[1] * s[2]])
-                            .index_select(0, &g.tables.view([-1]))
-                            .view([n, nb * bs, s[1], s[2]])
-                            .narrow(1, 0, g.longest)
-                            .transpose(1, 2)
-                    };
+                    let gather = |pool: &Tensor| gather(pool, &g.tables, block, g.longest);
                     let q_rows = match &g.rows {
                         Some(r) => qd.index_select(0, r),
                         None => qd.shallow_clone(),
@@ -287,14 +296,8 @@ impl Qwen3 {
                         None,
                         true,
                     ),
-                    Some((slots, mask)) => {
-                        let n = start + t;
-                        let gather = |pool: &Tensor| {
-                            let s = pool.size();
-                            pool.index_select(0, slots)
-                                .view([1, n, s[1], s[2]])
-                                .transpose(1, 2)
-                        };
+                    Some((tables, mask)) => {
+                        let gather = |pool: &Tensor| gather(pool, tables, block, start + t);
                         sdpa(a, &qs, &gather(&lc.k), &gather(&lc.v), Some(mask), false)
                     }
                 };
@@ -360,14 +363,11 @@ impl Qwen3 {
             let (t, start) = (s.tokens.len() as i64, s.start as i64);
             let keys = (start > 0).then(|| {
                 let total = start + t;
-                let idx: Vec<i64> = (0..s.start + s.tokens.len())
-                    .map(|p| cache.slot(s.table, p))
-                    .collect();
                 // Query i (position start + i) sees keys 0..=start + i.
                 let qi = Tensor::arange_start(start, total, (Kind::Int64, dev)).view([t, 1]);
                 let kj = Tensor::arange(total, (Kind::Int64, dev)).view([1, total]);
                 let mask = for_device(kj.le_tensor(&qi).view([1, 1, t, total]), kind, dev);
-                (Tensor::from_slice(&idx).to_device(dev), mask)
+                (cache.tables(&[(s.table, total as usize)]), mask)
             });
             pieces.push(Piece {
                 at,
@@ -412,19 +412,14 @@ fn decode_groups(cache: &PagedCache, segs: &[Segment<'_>], kind: Kind) -> Vec<Gr
             if whole {
                 rows.sort_unstable();
             }
-            let lens: Vec<usize> = rows.iter().map(|&i| segs[i].start + 1).collect();
+            let reads: Vec<(&[u32], usize)> = rows
+                .iter()
+                .map(|&i| (segs[i].table, segs[i].start + 1))
+                .collect();
+            let lens: Vec<usize> = reads.iter().map(|r| r.1).collect();
             let longest = lens.iter().copied().max().unwrap_or(1);
-            let nb = longest.div_ceil(cache.block);
-            let mut tables = Vec::with_capacity(rows.len() * nb);
-            for &i in &rows {
-                let held = (segs[i].start + 1).div_ceil(cache.block);
-                tables.extend(segs[i].table[..held].iter().map(|&b| i64::from(b)));
-                tables.extend(std::iter::repeat_n(0, nb - held));
-            }
             let n = rows.len() as i64;
-            let tables = Tensor::from_slice(&tables)
-                .to_device(dev)
-                .view([n, nb as i64]);
+            let tables = cache.tables(&reads);
             // Rows of one length see every key of the window, so no mask.
             let mask = lens.iter().any(|&l| l != longest).then(|| {
                 let lens: Vec<i64> = lens.iter().map(|&l| l as i64).collect();
@@ -434,10 +429,10 @@ fn decode_groups(cache: &PagedCache, segs: &[Segment<'_>], kind: Kind) -> Vec<Gr
                     .view([n, 1, 1, longest as i64]);
                 for_device(m, kind, dev)
             });
-            let in_order = whole;
             let idx: Vec<i64> = rows.iter().map(|&i| i as i64).collect();
             Group {
-                rows: (!in_order).then(|| Tensor::from_slice(&idx).to_device(dev)),
+                // One group holds every row, put back in pass order above.
+                rows: (!whole).then(|| Tensor::from_slice(&idx).to_device(dev)),
                 tables,
                 longest: longest as i64,
                 mask,
