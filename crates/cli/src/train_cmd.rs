@@ -47,7 +47,8 @@ pub struct CommonArgs {
     /// Epochs of the tiny model's warm start on the seed library before its criterion is first
     /// checked; it trains on, one epoch at a time, until the criterion is met or twice this
     /// many (cached by content hash and CPU kernels in $SPADE_CACHE). A
-    /// `model.warm_start = "families"` run checks after the family's own 12, up to 24.
+    /// `model.warm_start = "families"` run checks after the family's own 12, up to 24; a
+    /// pretrained preset's warm start (`smollm2-135m`) after 1, up to 4.
     #[arg(long, default_value_t = run::DEFAULT_WARM_EPOCHS)]
     pub warm_epochs: usize,
     /// Processes that train the run together (CPU, Gloo), overriding the configuration's

@@ -182,9 +182,11 @@ pub struct ModelSection {
     /// (several prompts in one pass, a longer one in pieces over several steps, beside the
     /// decoding rows).
     pub prefill_tokens: u32,
-    /// What the tiny preset's warm start teaches (ignored with `model.path`): `"seeds"` (the
-    /// shortest file of the seed library) or `"families"` (many variants of the built-in game
-    /// families, so the designer writes programs that differ; the CPU demo's choice).
+    /// What a preset model is fine-tuned on before self-play (ignored with `model.path`):
+    /// `"auto"` (the preset's choice: `"seeds"` for `tiny`, `"none"` for `smollm2-135m`),
+    /// `"none"` (the pretrained weights as they are), `"seeds"` (the shortest file of the seed
+    /// library) or `"families"` (many variants of the built-in game families, so the designer
+    /// writes programs that differ; the CPU demos' choice).
     pub warm_start: WarmStartData,
     /// Which prompts the roles read: `"reference"` (the reference implementation's structure
     /// and rules, in our words: the interactive game specification with the document in
@@ -361,12 +363,17 @@ impl PromptStyle {
     }
 }
 
-/// The data of the tiny model's warm start (`model.warm_start`).
+/// What a preset model is fine-tuned on before self-play (`model.warm_start`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WarmStartData {
-    /// The seed library's shortest file (`envs/seed`, or the worker's `--seeds`).
+    /// The preset's own choice: `Seeds` for the tiny preset (initialised at random, it writes
+    /// nothing without one), `None` for `smollm2-135m` (pretrained).
     #[default]
+    Auto,
+    /// No warm start: the preset's weights as they are (pretrained presets only).
+    None,
+    /// The seed library's shortest file (`envs/seed`, or the worker's `--seeds`).
     Seeds,
     /// The built-in game families' variants (`spade_worker::warmstart::families`).
     Families,
@@ -375,8 +382,19 @@ pub enum WarmStartData {
 impl WarmStartData {
     pub fn as_str(self) -> &'static str {
         match self {
+            WarmStartData::Auto => "auto",
+            WarmStartData::None => "none",
             WarmStartData::Seeds => "seeds",
             WarmStartData::Families => "families",
+        }
+    }
+
+    /// What `Auto` means for `preset`.
+    pub fn resolve(self, preset: &str) -> WarmStartData {
+        match self {
+            WarmStartData::Auto if preset == "tiny" => WarmStartData::Seeds,
+            WarmStartData::Auto => WarmStartData::None,
+            other => other,
         }
     }
 }
@@ -920,7 +938,7 @@ impl Default for ModelSection {
             gpu_memory_fraction: 0.9,
             max_batch: 256,
             prefill_tokens: 2048,
-            warm_start: WarmStartData::Seeds,
+            warm_start: WarmStartData::Auto,
             prompts: PromptStyle::Reference,
             // Reference: --apply-chat-template-kwargs '{"enable_thinking":false}'.
             thinking: false,

@@ -585,11 +585,20 @@ fn the_rlve_baseline_is_fixed_env_and_refuses_what_does_not_apply() {
 }
 
 #[test]
-fn the_family_warm_start_is_for_the_tiny_preset_and_games() {
+fn the_family_warm_start_is_for_the_presets_and_games() {
     let ok = RunConfig::from_toml_str("[model]\npreset = \"tiny\"\nwarm_start = \"families\"\n")
         .expect("valid");
     assert_eq!(ok.model.warm_start, crate::config::WarmStartData::Families);
-    assert_eq!(RunConfig::default().model.warm_start.as_str(), "seeds");
+    assert_eq!(RunConfig::default().model.warm_start.as_str(), "auto");
+    // "auto" is the preset's own choice: the tiny model needs one, a pretrained one does not.
+    let auto = crate::config::WarmStartData::Auto;
+    assert_eq!(auto.resolve("tiny").as_str(), "seeds");
+    assert_eq!(auto.resolve("smollm2-135m").as_str(), "none");
+    let smol = RunConfig::from_toml_str(
+        "[model]\npreset = \"smollm2-135m\"\nwarm_start = \"families\"\nprompts = \"compact\"\n",
+    )
+    .expect("a pretrained preset warm-starts on the families too");
+    assert_eq!(smol.model.warm_start.resolve("smollm2-135m").as_str(), "families");
     let text = ok.to_toml();
     assert_eq!(RunConfig::from_toml_str(&text).ok(), Some(ok), "{text}");
     let conflicts = |toml: &str| -> Vec<String> {
@@ -611,6 +620,15 @@ fn the_family_warm_start_is_for_the_tiny_preset_and_games() {
              [curriculum]\nkinds = [\"tool_use\"]\n"
         ),
         ["curriculum.kinds"]
+    );
+    assert_eq!(
+        conflicts("[model]\npreset = \"tiny\"\nwarm_start = \"none\"\n"),
+        ["model.preset"],
+        "an untrained tiny model writes nothing"
+    );
+    assert_eq!(
+        conflicts("[model]\npreset = \"qwen3\"\npath = \"/m\"\nwarm_start = \"families\"\n"),
+        ["model.path"]
     );
     let bad = RunConfig::from_toml_str("[model]\npreset = \"tiny\"\nwarm_start = \"family\"\n")
         .map(|_| ())

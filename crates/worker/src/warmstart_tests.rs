@@ -80,6 +80,8 @@ fn the_criterion_needs_a_share_of_the_samples_and_at_least_one() {
         designer_max_new_tokens: 0,
         max_turns: 1,
         family: None,
+        base: None,
+        agent_hint_only: false,
     };
     assert_eq!(needed_accepts(&opts(12, 0.5)), 6);
     assert_eq!(needed_accepts(&opts(12, 0.3)), 4);
@@ -110,6 +112,8 @@ fn the_cache_key_names_the_cpu_kernels() {
         designer_max_new_tokens: 0,
         max_turns: 1,
         family: None,
+        base: None,
+        agent_hint_only: false,
     };
     assert_ne!(
         cache_key(&[], &o, "aten=avx2 cpu=x threads=1"),

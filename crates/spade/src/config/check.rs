@@ -223,20 +223,33 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
             "a local Hugging Face checkpoint directory (required for preset \"qwen3\")",
         );
     }
-    if c.model.warm_start == super::WarmStartData::Families {
-        // A run that would silently train on something else than it says is refused.
-        if c.model.preset != "tiny" && c.model.path.is_none() {
-            k.conflict(
+    let warm = c.model.warm_start.resolve(&c.model.preset);
+    // A run that would silently train on something else than it says is refused.
+    if c.model.path.is_none() {
+        match warm {
+            super::WarmStartData::None if c.model.preset == "tiny" => k.conflict(
                 "model.warm_start",
                 "model.preset",
-                "\"families\" warm-starts the tiny preset only",
-            );
+                "the tiny preset starts from random weights: it needs \"seeds\" or \"families\"",
+            ),
+            super::WarmStartData::Seeds | super::WarmStartData::Families
+                if !matches!(c.model.preset.as_str(), "tiny" | "smollm2-135m") =>
+            {
+                k.conflict(
+                    "model.warm_start",
+                    "model.preset",
+                    "a warm start fine-tunes the \"tiny\" or \"smollm2-135m\" preset only",
+                )
+            }
+            _ => {}
         }
+    }
+    if c.model.warm_start == super::WarmStartData::Families {
         if c.model.path.is_some() {
             k.conflict(
                 "model.warm_start",
                 "model.path",
-                "\"families\" warm-starts the tiny preset; a run from a checkpoint has no warm start",
+                "\"families\" warm-starts a preset; a run from a checkpoint has no warm start",
             );
         }
         if !c.curriculum.kinds.contains(&crate::EnvKind::Game) {

@@ -100,7 +100,7 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     (
         "model.warm_start",
-        "What the tiny preset's warm start teaches (ignored with model.path): \"seeds\" (the seed library's shortest file) or \"families\" (many variants of the built-in game families, so the designer writes programs that differ: the CPU demo's choice).",
+        "What a preset model is fine-tuned on before self-play (ignored with model.path): \"auto\" (the preset's choice: \"seeds\" for tiny, \"none\" for smollm2-135m), \"none\" (the pretrained weights as they are; not for tiny, which starts from random weights), \"seeds\" (the seed library's shortest file) or \"families\" (many variants of the built-in game families, so the designer writes programs that differ: the CPU demos' choice).",
     ),
     (
         "model.prompts",

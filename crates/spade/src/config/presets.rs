@@ -308,7 +308,7 @@ pub fn presets() -> Vec<Preset> {
         Preset {
             key: "smol_cpu_demo",
             label: "SmolLM2-135M CPU demo",
-            description: "configs/smol-demo.toml: a real pretrained model (SmolLM2-135M-Instruct, installed by scripts/setup) on CPU, no warm start, games only, 2 skills x 2 environments every 2 steps, 8 steps, no corpus document; minutes per step on 2 cores.",
+            description: "configs/smol-demo.toml: a real pretrained model (SmolLM2-135M-Instruct, installed by scripts/setup) on CPU, fine-tuned on the built-in game family first (model.warm_start = \"families\", cached), games only, 2 skills x 2 environments every 2 steps, 8 steps, no corpus document; minutes per step on 2 cores.",
             // The file is compiled in and parsed by a test below; the fallback never shows.
             build: || {
                 RunConfig::from_toml_str(SMOL_DEMO_TOML)

@@ -426,7 +426,21 @@ fn base_model(
             on(Event::Log(l.to_string()))
         })
         .map_err(|e| WorkerError::Config(format!("model.preset = \"smollm2-135m\": {e}")))?;
-        return Ok((dir, None));
+        if cfg.model.warm_start.resolve(&cfg.model.preset) == spade::config::WarmStartData::None
+            || cfg.is_spice()
+        {
+            return Ok((dir, None));
+        }
+        let mut w = warm_start_options(cfg, opts, corpus);
+        w.base = Some(dir);
+        w.epochs = warmstart::PRETRAINED_EPOCHS;
+        w.max_epochs = warmstart::PRETRAINED_MAX_EPOCHS;
+        w.lr = warmstart::PRETRAINED_LR;
+        w.agent_hint_only = true;
+        let (dir, report) = warmstart::warm_start(&opts.seed_dir, &opts.cache_dir, pool, &w, |l| {
+            on(Event::Log(l.to_string()))
+        })?;
+        return Ok((dir, Some(report)));
     }
     if cfg.model.preset != "tiny" {
         return Err(WorkerError::Config(format!(
@@ -459,7 +473,8 @@ pub(crate) fn warm_start_options(
 ) -> WarmStartOptions {
     let fixed = cfg.is_fixed_env();
     let kinds = cfg.curriculum.kinds.to_vec();
-    let families = cfg.model.warm_start == spade::config::WarmStartData::Families;
+    let families = cfg.model.warm_start.resolve(&cfg.model.preset)
+        == spade::config::WarmStartData::Families;
     // A family's variants are dozens of designer pairs an epoch (see `families::EPOCHS`).
     let epochs = if families {
         warmstart::families::EPOCHS
@@ -509,6 +524,8 @@ pub(crate) fn warm_start_options(
         designer_max_new_tokens: cfg.model.designer_max_new_tokens as usize,
         max_turns: cfg.agent.max_turns,
         family: families.then(|| warmstart::families::FAMILIES[0].to_string()),
+        base: None,
+        agent_hint_only: false,
     }
 }
 

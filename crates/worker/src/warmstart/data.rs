@@ -214,7 +214,7 @@ pub fn build_data(
         for ep in 0..opts.agent_episodes {
             let t = session.play_solution(ep as i64, Duration::from_secs(60))?;
             let with_hint = ep % 2 == 1;
-            if !with_hint && !s.no_hint_plays {
+            if !with_hint && (!s.no_hint_plays || opts.agent_hint_only) {
                 continue;
             }
             let first = spade::prompt::agent_first_message(

@@ -48,3 +48,73 @@ fn every_vault_difficulty_is_accepted_and_plays_as_its_hint_says() -> Res<()> {
     }
     Ok(())
 }
+
+/// A pretrained preset's warm start (`smollm2-135m` with `model.warm_start = "families"`)
+/// fine-tunes that checkpoint: the result keeps its shape, tokenizer and chat template, only
+/// its weights move, and it is cached under a key of its own. Here the "pretrained" base is a
+/// tiny model saved to a directory (SmolLM2 itself takes tens of minutes an epoch on 2 cores;
+/// its measured warm start is in docs/benchmarks.md).
+#[test]
+fn a_pretrained_base_is_fine_tuned_not_replaced() -> Res<()> {
+    use spade_worker::warmstart::{self, WarmStartOptions};
+    let pool = Pool::new(PoolConfig::new(RunnerConfig::new(
+        spade_sandbox::default_runner_path(),
+    )));
+    let dir = tempfile::tempdir()?;
+    let texts = families::variants("vault", 0, 1, 0)?
+        .into_iter()
+        .map(|v| v.code)
+        .chain([spade::prompt::DESIGNER_SYSTEM.to_string()])
+        .collect::<Vec<_>>();
+    // Another seed than the warm start's own: a model the tiny path would never build.
+    let base = spade_policy::preset::tiny(&texts, 77, |_| {})?;
+    let base_dir = dir.path().join("base");
+    base.save(&base_dir)?;
+    let opts = WarmStartOptions {
+        kinds: vec![EnvKind::Game],
+        seed: 0,
+        epochs: 1,
+        max_epochs: 1,
+        min_acceptance: 0.5,
+        batch_size: 1,
+        lr: 1e-3,
+        designer_variants: 1,
+        designer_files: usize::MAX,
+        agent_episodes: 1,
+        hint_code_chars: 120,
+        memory_positives: 0,
+        memory_negatives: 0,
+        memory_code_chars: 0,
+        corpus_docs: vec![],
+        measure_samples: 0,
+        designer_max_new_tokens: 64,
+        max_turns: 2,
+        family: Some("vault".into()),
+        base: Some(base_dir.clone()),
+        agent_hint_only: true,
+    };
+    let cache = dir.path().join("cache");
+    let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../envs/seed");
+    let (tuned_dir, report) = warmstart::warm_start(&seeds, &cache, &pool, &opts, |_| {})?;
+    assert_eq!(report.epochs, 1);
+    assert!(report.designer_pairs > 0 && report.agent_sequences > 0, "{report:?}");
+    let read = |p: std::path::PathBuf| std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()));
+    assert_eq!(
+        read(tuned_dir.join("tokenizer.json"))?,
+        read(base_dir.join("tokenizer.json"))?,
+        "the base's own tokenizer, not a new one"
+    );
+    let tuned = spade_policy::Policy::load(&tuned_dir, tch::Device::Cpu)?;
+    assert_eq!(tuned.config(), base.config(), "the base's shape");
+    assert_ne!(
+        tuned.weights_fingerprint(),
+        base.weights_fingerprint(),
+        "the weights were trained"
+    );
+    // The tiny model's warm start on the same data (no base) is another model and cache entry.
+    let (again, _) = warmstart::warm_start(&seeds, &cache, &pool, &opts, |_| {})?;
+    assert_eq!(again, tuned_dir, "cached");
+    let key_tiny = warmstart::cache_key(&[], &WarmStartOptions { base: None, ..opts.clone() }, "k");
+    assert_ne!(key_tiny, warmstart::cache_key(&[], &opts, "k"));
+    Ok(())
+}

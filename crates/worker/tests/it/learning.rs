@@ -181,6 +181,8 @@ fn make_fixture() -> Res<Fixture> {
         designer_max_new_tokens: 0,
         max_turns: 1,
         family: None,
+        base: None,
+        agent_hint_only: false,
     };
     let pool = Pool::new(PoolConfig::new(RunnerConfig::new(
         spade_sandbox::default_runner_path(),

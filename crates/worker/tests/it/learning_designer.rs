@@ -165,6 +165,8 @@ fn make_fixture() -> Res<Fixture> {
         designer_max_new_tokens: 0,
         max_turns: MAX_TURNS,
         family: None,
+        base: None,
+        agent_hint_only: false,
     };
     let pool = Pool::new(PoolConfig::new(RunnerConfig::new(
         spade_sandbox::default_runner_path(),

@@ -84,7 +84,8 @@ fn config(pool: &Path, seed: u64, lr: f64, steps: u64) -> RunConfig {
     cfg.run.checkpoint_every = steps;
     cfg.model.preset = "smollm2-135m".into();
     cfg.model.path = None;
-    cfg.model.warm_start = spade::config::WarmStartData::Seeds;
+    // The pretrained weights as they are: the test measures what GRPO adds to them.
+    cfg.model.warm_start = spade::config::WarmStartData::None;
     cfg.model.agent_max_new_tokens = env_or("SMOL_MAX_NEW_TOKENS", 32);
     cfg.ablation.fixed_env_pool = Some(pool.display().to_string());
     // 4 sentences x 8 plays: groups large enough that z-scored advantages carry signal.
