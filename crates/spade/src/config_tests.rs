@@ -598,7 +598,10 @@ fn the_family_warm_start_is_for_the_presets_and_games() {
         "[model]\npreset = \"smollm2-135m\"\nwarm_start = \"families\"\nprompts = \"compact\"\n",
     )
     .expect("a pretrained preset warm-starts on the families too");
-    assert_eq!(smol.model.warm_start.resolve("smollm2-135m").as_str(), "families");
+    assert_eq!(
+        smol.model.warm_start.resolve("smollm2-135m").as_str(),
+        "families"
+    );
     let text = ok.to_toml();
     assert_eq!(RunConfig::from_toml_str(&text).ok(), Some(ok), "{text}");
     let conflicts = |toml: &str| -> Vec<String> {

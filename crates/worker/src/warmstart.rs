@@ -270,9 +270,7 @@ pub fn warm_start(
             progress(&format!("warm start: fine-tuning {}", base.display()));
             Policy::load(base, spade_policy::Device::Cpu)?
         }
-        None => preset::tiny(&tiny_texts(&seeds_all, opts), opts.seed, |l| {
-            progress(l)
-        })?,
+        None => preset::tiny(&tiny_texts(&seeds_all, opts), opts.seed, |l| progress(l))?,
     };
     let tok = policy.require_tokenizer()?.clone();
     progress("warm start: playing the seeds' solutions for the agent pairs");
@@ -319,10 +317,14 @@ pub fn warm_start(
     let mut epochs = 0;
     let last_epoch = if needed == 0 { opts.epochs } else { max_epochs };
     while epochs < last_epoch {
-        let (epoch_losses, loss) =
-            train_epoch(&mut trainer, &policy, &order, epochs, opts.batch_size, &mut |l| {
-                progress(l)
-            })?;
+        let (epoch_losses, loss) = train_epoch(
+            &mut trainer,
+            &policy,
+            &order,
+            epochs,
+            opts.batch_size,
+            &mut |l| progress(l),
+        )?;
         epochs += 1;
         losses.extend(epoch_losses);
         progress(&format!(

@@ -153,14 +153,12 @@ fn kind_of(path: &str, template: &Value) -> FieldKind {
             "sampler".to_owned(),
             "vllm".to_owned(),
         ]),
-        Value::String(_) if path == "model.warm_start" => {
-            FieldKind::Choice(vec![
+        Value::String(_) if path == "model.warm_start" => FieldKind::Choice(vec![
             "auto".to_owned(),
             "none".to_owned(),
             "seeds".to_owned(),
             "families".to_owned(),
-        ])
-        }
+        ]),
         Value::String(_) if path == "agent.failed_plays" => {
             FieldKind::Choice(vec!["minus_one".to_owned(), "drop".to_owned()])
         }

@@ -431,15 +431,11 @@ fn base_model(
         {
             return Ok((dir, None));
         }
-        let mut w = warm_start_options(cfg, opts, corpus);
-        w.base = Some(dir);
-        w.epochs = warmstart::PRETRAINED_EPOCHS;
-        w.max_epochs = warmstart::PRETRAINED_MAX_EPOCHS;
-        w.lr = warmstart::PRETRAINED_LR;
-        w.agent_hint_only = true;
-        let (dir, report) = warmstart::warm_start(&opts.seed_dir, &opts.cache_dir, pool, &w, |l| {
-            on(Event::Log(l.to_string()))
-        })?;
+        let w = pretrained_warm_start_options(cfg, opts, corpus, dir);
+        let (dir, report) =
+            warmstart::warm_start(&opts.seed_dir, &opts.cache_dir, pool, &w, |l| {
+                on(Event::Log(l.to_string()))
+            })?;
         return Ok((dir, Some(report)));
     }
     if cfg.model.preset != "tiny" {
@@ -463,6 +459,24 @@ fn base_model(
     Ok((dir, Some(report)))
 }
 
+/// What a pretrained preset's warm start trains: the tiny model's data, fine-tuning the
+/// checkpoint in `base` at the pretrained budget and rate, its agent on hinted episodes only.
+pub(crate) fn pretrained_warm_start_options(
+    cfg: &RunConfig,
+    opts: &RunOptions,
+    corpus: &Option<spade::corpus::Corpus>,
+    base: PathBuf,
+) -> WarmStartOptions {
+    WarmStartOptions {
+        base: Some(base),
+        epochs: warmstart::PRETRAINED_EPOCHS,
+        max_epochs: warmstart::PRETRAINED_MAX_EPOCHS,
+        lr: warmstart::PRETRAINED_LR,
+        agent_hint_only: true,
+        ..warm_start_options(cfg, opts, corpus)
+    }
+}
+
 /// What the tiny model's warm start trains. A fixed-env run trains no designer pairs and
 /// measures no designer: it never generates an environment (the reference's fixed-env baseline
 /// loads its checkpoint and plays the pool).
@@ -473,8 +487,8 @@ pub(crate) fn warm_start_options(
 ) -> WarmStartOptions {
     let fixed = cfg.is_fixed_env();
     let kinds = cfg.curriculum.kinds.to_vec();
-    let families = cfg.model.warm_start.resolve(&cfg.model.preset)
-        == spade::config::WarmStartData::Families;
+    let families =
+        cfg.model.warm_start.resolve(&cfg.model.preset) == spade::config::WarmStartData::Families;
     // A family's variants are dozens of designer pairs an epoch (see `families::EPOCHS`).
     let epochs = if families {
         warmstart::families::EPOCHS
@@ -546,6 +560,35 @@ mod tests {
         assert_eq!(concurrency(&cfg, &opts), 12);
         opts.concurrency = Some(3);
         assert_eq!(concurrency(&cfg, &opts), 3);
+    }
+
+    #[test]
+    fn a_pretrained_warm_start_fine_tunes_its_checkpoint_on_hinted_episodes() {
+        let opts = RunOptions::new("t", PathBuf::from("envs/seed"), PathBuf::from("cache"));
+        let mut cfg = RunConfig::tiny_cpu_demo();
+        cfg.model.preset = spade_policy::preset::SMOLLM2.into();
+        cfg.model.warm_start = spade::config::WarmStartData::Families;
+        let tiny = warm_start_options(&cfg, &opts, &None);
+        let w = pretrained_warm_start_options(&cfg, &opts, &None, PathBuf::from("smol"));
+        assert_eq!(w.base.as_deref(), Some(Path::new("smol")));
+        assert_eq!(w.family.as_deref(), Some("vault"));
+        assert!(w.agent_hint_only && !tiny.agent_hint_only);
+        assert_eq!((w.epochs, w.max_epochs), (1, 4));
+        assert!(
+            w.lr < tiny.lr / 10.0,
+            "{} vs the tiny model's {}",
+            w.lr,
+            tiny.lr
+        );
+        // Everything else is the tiny model's data and measurement.
+        assert_eq!(
+            (w.designer_variants, w.agent_episodes, w.measure_samples),
+            (
+                tiny.designer_variants,
+                tiny.agent_episodes,
+                tiny.measure_samples
+            )
+        );
     }
 
     #[test]

@@ -224,7 +224,8 @@ pub(crate) fn warm_start(
     let mut met = false;
     let mut epochs = 0;
     while epochs < max_epochs {
-        let (epoch_losses, loss) = super::train_epoch(&mut trainer, &policy, &data, epochs, 4, &mut |_| {})?;
+        let (epoch_losses, loss) =
+            super::train_epoch(&mut trainer, &policy, &data, epochs, 4, &mut |_| {})?;
         epochs += 1;
         losses.extend(epoch_losses);
         log(format!(

@@ -80,7 +80,8 @@ fn a_pretrained_base_is_fine_tuned_not_replaced() -> Res<()> {
         lr: 1e-3,
         designer_variants: 1,
         designer_files: usize::MAX,
-        agent_episodes: 1,
+        // Episode 0 of each variant is played without the hint, 1 with it.
+        agent_episodes: 2,
         hint_code_chars: 120,
         memory_positives: 0,
         memory_negatives: 0,
@@ -97,8 +98,13 @@ fn a_pretrained_base_is_fine_tuned_not_replaced() -> Res<()> {
     let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../envs/seed");
     let (tuned_dir, report) = warmstart::warm_start(&seeds, &cache, &pool, &opts, |_| {})?;
     assert_eq!(report.epochs, 1);
-    assert!(report.designer_pairs > 0 && report.agent_sequences > 0, "{report:?}");
-    let read = |p: std::path::PathBuf| std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()));
+    assert!(report.designer_pairs > 0, "{report:?}");
+    assert_eq!(
+        report.agent_sequences, report.hint_pairs,
+        "one episode a variant, the one with the hint (agent_hint_only): {report:?}"
+    );
+    let read =
+        |p: std::path::PathBuf| std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()));
     assert_eq!(
         read(tuned_dir.join("tokenizer.json"))?,
         read(base_dir.join("tokenizer.json"))?,
@@ -114,7 +120,14 @@ fn a_pretrained_base_is_fine_tuned_not_replaced() -> Res<()> {
     // The tiny model's warm start on the same data (no base) is another model and cache entry.
     let (again, _) = warmstart::warm_start(&seeds, &cache, &pool, &opts, |_| {})?;
     assert_eq!(again, tuned_dir, "cached");
-    let key_tiny = warmstart::cache_key(&[], &WarmStartOptions { base: None, ..opts.clone() }, "k");
+    let key_tiny = warmstart::cache_key(
+        &[],
+        &WarmStartOptions {
+            base: None,
+            ..opts.clone()
+        },
+        "k",
+    );
     assert_ne!(key_tiny, warmstart::cache_key(&[], &opts, "k"));
     Ok(())
 }
