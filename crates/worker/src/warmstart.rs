@@ -10,6 +10,11 @@
 //!   `solution()` -> `\boxed{solution()}` each turn (tool use: the solution's tool call), in the
 //!   exact token layout [`crate::play`] uses, half of them with the hint in front.
 //!
+//! A pretrained preset (`smollm2-135m` with `model.warm_start` `"seeds"` or `"families"`) is
+//! fine-tuned on the same pairs from its own checkpoint ([`WarmStartOptions::base`]: its
+//! tokenizer and chat template, fewer epochs, a smaller rate), its agent on the hinted
+//! episodes only ([`WarmStartOptions::agent_hint_only`]).
+//!
 //! With `model.warm_start = "families"` the seeds are the variants of a built-in game family
 //! ([`families`]) instead: many programs that differ in their parameters, with a hint of the
 //! family's own, so the designer writes programs that differ and the hint carries what the
