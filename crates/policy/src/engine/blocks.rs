@@ -59,11 +59,8 @@ impl Blocks {
     /// A free block, listed once; None when the budget's blocks are all in use.
     pub(super) fn take(&mut self, cache: &mut PagedCache) -> Option<u32> {
         if self.free.is_empty() {
-            let have = cache.blocks();
-            let want = (have * 2).max(FIRST_BLOCKS).min(self.limit);
-            if want <= have {
-                return None;
-            }
+            // Doubling up to the budget; at the budget nothing is added and none is free.
+            let want = (cache.blocks() * 2).max(FIRST_BLOCKS).min(self.limit);
             self.grow_to(cache, want);
         }
         let b = self.free.pop()?;
