@@ -99,6 +99,11 @@ pub struct SchedulerSettings {
     )]
     pub ray_submission_prefix: String,
 
+    /// Ray executor: the Python with Ray on every node, with which a run on several ranks
+    /// places them one per node (a placement group); default: `python3` on the job's PATH.
+    #[arg(long = "ray-python", env = "SPADE_RAY_PYTHON")]
+    pub ray_python: Option<String>,
+
     /// Milliseconds between scheduler ticks.
     #[arg(
         long = "scheduler-poll-ms",

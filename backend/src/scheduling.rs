@@ -223,6 +223,7 @@ fn ray_config(s: &SchedulerSettings, command: Vec<String>) -> RayConfig {
         // Where the path rule accepts checkpoints and spools are taken from (see RayConfig).
         // Absolute: the Ray job runs in a working directory of Ray's.
         jobs_dir: Some(std::path::absolute(&s.jobs_dir).unwrap_or_else(|_| s.jobs_dir.clone())),
+        ray_python: s.ray_python.clone(),
     }
 }
 

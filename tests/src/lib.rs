@@ -39,6 +39,8 @@ pub struct TestServer {
         tokio::sync::watch::Sender<bool>,
         tokio::task::JoinHandle<()>,
     )>,
+    /// Its scheduler's settings, with [`ServerOptions::workers`].
+    settings: Option<spade_server::config::SchedulerSettings>,
 }
 
 impl Drop for TestServer {
@@ -69,6 +71,17 @@ pub struct ServerOptions {
     /// The GPU indices the local executor lends (`--gpus`); none by default, whatever the
     /// machine has, so the tests behave alike everywhere.
     pub gpus: Vec<u32>,
+    /// Run the jobs on this Ray cluster (the Ray executor) instead of local processes.
+    pub ray: Option<RayCluster>,
+}
+
+/// A Ray cluster for [`ServerOptions::ray`].
+#[derive(Debug, Clone)]
+pub struct RayCluster {
+    /// Its dashboard (Jobs REST API), `--ray-address`.
+    pub address: String,
+    /// The Python with Ray on its nodes, `--ray-python`.
+    pub python: String,
 }
 
 /// The scheduler settings of a test server: one CPU slot, a quick poll, a short stop grace,
@@ -78,6 +91,7 @@ fn worker_settings(
     worker_env: &[String],
     command: Option<&str>,
     gpus: &[u32],
+    ray: Option<&RayCluster>,
 ) -> anyhow::Result<spade_server::config::SchedulerSettings> {
     let root = workspace_root();
     let bin = root.join("target").join("debug");
@@ -99,7 +113,10 @@ fn worker_settings(
     );
     let worker_command = command.map_or(default_command, str::to_owned);
     Ok(spade_server::config::SchedulerSettings {
-        executor: spade_server::config::ExecutorSetting::Local,
+        executor: match ray {
+            Some(_) => spade_server::config::ExecutorSetting::Ray,
+            None => spade_server::config::ExecutorSetting::Local,
+        },
         node: Some(format!("e2e-{port}")),
         worker_command,
         public_url: None,
@@ -109,16 +126,23 @@ fn worker_settings(
         gpus_per_job: 0,
         jobs_dir: std::env::temp_dir().join(format!("spade-e2e-jobs-{port}")),
         stop_grace_secs: 5,
-        ray_address: "http://127.0.0.1:8265".into(),
+        ray_address: ray.map_or_else(|| "http://127.0.0.1:8265".into(), |r| r.address.clone()),
         ray_max_jobs: 1,
-        ray_num_cpus: 1.0,
-        ray_submission_prefix: format!("e2e-{port}"),
+        // The entrypoint only launches (or is) the worker; its ranks take bundles of their own.
+        ray_num_cpus: 0.25,
+        ray_submission_prefix: format!("e2e-{port}-{}", std::process::id()),
+        ray_python: ray.map(|r| r.python.clone()),
         poll_ms: 250,
         resume_lost_jobs: true,
     })
 }
 
 impl TestServer {
+    /// Its scheduler's settings (with [`ServerOptions::workers`]): what reads a run's job logs.
+    pub fn scheduler_settings(&self) -> Option<spade_server::config::SchedulerSettings> {
+        self.settings.clone()
+    }
+
     /// The port it serves on (give it to [`ServerOptions::port`] to start it again).
     pub fn port(&self) -> u16 {
         self.url
@@ -182,12 +206,14 @@ impl TestServer {
         let mut state = spade_server::AppState::new(leptos, db.clone(), auth)
             .with_public_url(format!("http://{addr}"));
         let mut scheduler = None;
+        let mut scheduler_settings = None;
         if opts.workers {
             let settings = worker_settings(
                 addr.port(),
                 &opts.worker_env,
                 opts.worker_command.as_deref(),
                 &opts.gpus,
+                opts.ray.as_ref(),
             )?;
             // The workers' checkpoints lie in their runs' state directories, where the path
             // rule accepts them (as `spade-server` sets it from --jobs-dir).
@@ -199,8 +225,9 @@ impl TestServer {
                 .with_scheduler(settings.clone());
             let (stop, stopped) = tokio::sync::watch::channel(false);
             let task = spade_server::spool::spawn_scheduler(&state, &settings, addr, stopped)?
-                .context("the local executor always starts a scheduler")?;
+                .context("the local and Ray executors always start a scheduler")?;
             scheduler = Some((stop, task));
+            scheduler_settings = Some(settings);
         }
         let app = spade_server::app(state);
         // The server's own loop (idle deadline, drain on shutdown), so that [`Self::stop`]
@@ -227,6 +254,7 @@ impl TestServer {
             task,
             shutdown: Some(shutdown),
             scheduler,
+            settings: scheduler_settings,
         })
     }
 }

@@ -36,6 +36,24 @@ pub async fn run_in(
     config: &serde_json::Value,
     seed: i64,
 ) -> anyhow::Result<RunScope> {
+    run_on(
+        db, team_scope, owner, project_id, name, config, seed, "local",
+    )
+    .await
+}
+
+/// [`run_in`] for the executor `executor` (`local` or `ray`).
+#[allow(clippy::too_many_arguments)]
+pub async fn run_on(
+    db: &Pool,
+    team_scope: &TeamScope,
+    owner: i64,
+    project_id: i64,
+    name: &str,
+    config: &serde_json::Value,
+    seed: i64,
+    executor: &str,
+) -> anyhow::Result<RunScope> {
     let run = runs::create(
         db,
         team_scope,
@@ -43,7 +61,7 @@ pub async fn run_in(
             project_id,
             name,
             config,
-            executor: "local",
+            executor,
             seed,
             code_version: "e2e",
         },

@@ -55,7 +55,7 @@ pub struct CommonArgs {
     /// `run.ranks`: each plays its share of the agent's and hint episodes, trains its share of
     /// each update's micro-batches and holds 1/N of the optimizer state (ZeRO-2); rank 0
     /// reports and writes the checkpoints. Started torchrun-style on this machine; a rank that
-    /// fails stops the others. A checkpoint resumes with the rank count that wrote it.
+    /// fails stops the others. A checkpoint resumes on any rank count (its optimizer state re-sharded).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub ranks: Option<u16>,
     /// Seconds the ranks' rendezvous and each collective may take before the run fails.
@@ -65,7 +65,8 @@ pub struct CommonArgs {
     /// Ray placement group, one rank per node: scripts/ray-ranks with the Python that has
     /// Ray, SPADE_RAY_PYTHON; the binary, the seeds and the output directory must be at the
     /// same paths on every node).
-    #[arg(long, value_enum, default_value_t = Launcher::Local)]
+    /// The dashboard's Ray executor sets SPADE_LAUNCHER=ray for its jobs.
+    #[arg(long, value_enum, env = "SPADE_LAUNCHER", default_value_t = Launcher::Local)]
     pub launcher: Launcher,
     /// The Ray cluster's GCS address for `--launcher ray` (default: RAY_ADDRESS, as inside a
     /// Ray job, else `auto`).

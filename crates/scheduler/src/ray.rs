@@ -39,6 +39,12 @@ pub struct RayConfig {
     /// `None` leaves the worker's default (`./spade-worker/<run>` in Ray's working directory,
     /// whose checkpoints the server refuses).
     pub jobs_dir: Option<std::path::PathBuf>,
+    /// The Python with Ray on the cluster's nodes, for the ranks of a run that trains on
+    /// several (`run.ranks`): a job's worker places them one per node through a placement
+    /// group (`spade worker --launcher ray`, set for every job as `SPADE_LAUNCHER=ray`) with
+    /// this Python (`SPADE_RAY_PYTHON`); `None` leaves the worker's default, `python3` on the
+    /// job's PATH.
+    pub ray_python: Option<String>,
 }
 
 /// Runs jobs on a Ray cluster; see the module docs.
@@ -247,7 +253,13 @@ impl Executor for RayExecutor {
             "SPADE_WORKER_TOKEN": spec.token,
             "SPADE_RUN_ID": spec.run_id.to_string(),
             "SPADE_JOB_ID": job_id,
+            // A run on several ranks places them on the cluster, one per node, instead of
+            // starting them all beside the entrypoint on the one CPU Ray reserved for it.
+            "SPADE_LAUNCHER": "ray",
         });
+        if let Some(python) = &self.cfg.ray_python {
+            env_vars["SPADE_RAY_PYTHON"] = json!(python);
+        }
         if let Some(dir) = &self.cfg.jobs_dir {
             env_vars["SPADE_WORKER_DATA_DIR"] =
                 json!(crate::run_state_dir(dir, spec.run_id).display().to_string());

@@ -21,6 +21,7 @@ async fn ray(command: &[&str]) -> Option<RayExecutor> {
         request_timeout: Duration::from_secs(20),
         submission_prefix: "spade".into(),
         jobs_dir: Some(jobs_dir()),
+        ray_python: Some("/opt/ray/bin/python".into()),
     })
     .expect("http client");
     match ex.version().await {
@@ -71,7 +72,8 @@ async fn a_job_runs_to_success_with_its_token_and_logs() {
     let Some(ex) = ray(&[
         "sh",
         "-c",
-        "echo run={run} job={job} token=$SPADE_WORKER_TOKEN data=$SPADE_WORKER_DATA_DIR 'quoted arg'",
+        "echo run={run} job={job} token=$SPADE_WORKER_TOKEN data=$SPADE_WORKER_DATA_DIR \
+         launcher=$SPADE_LAUNCHER python=$SPADE_RAY_PYTHON 'quoted arg'",
     ])
     .await
     else {
@@ -91,8 +93,11 @@ async fn a_job_runs_to_success_with_its_token_and_logs() {
     // The worker keeps its state where the server's path rule and spool taking look, as a
     // local job does (before, a Ray job's checkpoints landed in Ray's working directory and
     // the server refused them).
+    // And a run on several ranks is told to place them on the cluster (`--launcher ray`),
+    // with the configured Python.
     let want = format!(
-        "run={} job={} token=ray-token-1 data={} quoted arg",
+        "run={} job={} token=ray-token-1 data={} launcher=ray python=/opt/ray/bin/python \
+         quoted arg",
         s.run_id,
         s.job_id,
         spade_scheduler::run_state_dir(&jobs_dir(), s.run_id).display()
@@ -204,6 +209,7 @@ async fn an_unknown_submission_is_lost_and_an_unreachable_head_is_an_error() {
         request_timeout: Duration::from_secs(2),
         submission_prefix: "spade".into(),
         jobs_dir: None,
+        ray_python: None,
     })
     .expect("client");
     let err = dead.start(&spec(5)).await.expect_err("no Ray there");

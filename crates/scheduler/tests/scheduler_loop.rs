@@ -592,5 +592,6 @@ fn ex_config(address: &str, prefix: &str) -> RayConfig {
         request_timeout: Duration::from_secs(20),
         submission_prefix: prefix.to_owned(),
         jobs_dir: None,
+        ray_python: None,
     }
 }
