@@ -222,6 +222,15 @@ pub fn grpo_loss_sum(
 }
 
 /// Applies GRPO steps to a policy.
+/// How an optimiser state was saved (see [`GrpoTrainer::load_optimizer_from`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SavedOptimizer {
+    /// One file of the whole state ([`AdamW::save`]).
+    Whole,
+    /// One file per rank of this many ranks ([`crate::zero::ShardedAdamW::save`]).
+    Shards(usize),
+}
+
 #[derive(Debug)]
 pub struct GrpoTrainer {
     cfg: GrpoConfig,
@@ -325,13 +334,43 @@ impl GrpoTrainer {
     }
 
     /// Restores the optimiser's state from `path` (see [`AdamW::load`]).
-    /// A sharded trainer reads its rank's file beside `path` and refuses another rank count's.
+    /// A sharded trainer reads its rank's file beside `path` and refuses another rank count's
+    /// ([`GrpoTrainer::load_optimizer_from`] re-shards).
     pub fn load_optimizer(&mut self, path: &Path) -> Result<()> {
         if let Some(z) = &mut self.sharded {
             let file = crate::zero::shard_file(path, z.rank(), z.world_size());
             return z.load(&file);
         }
         self.opt.load(path)
+    }
+
+    /// Restores the optimiser's state from what another layout saved beside `path`: a whole
+    /// state (one process) or `Shards(world)` (every rank's shard file), whatever this
+    /// trainer's layout is, re-sharding as needed (see [`crate::zero`]). `masters` false keeps
+    /// the current weights as the masters (the state is older than the weights).
+    pub fn load_optimizer_from(
+        &mut self,
+        path: &Path,
+        saved: SavedOptimizer,
+        masters: bool,
+    ) -> Result<()> {
+        match (&mut self.sharded, saved) {
+            (Some(z), SavedOptimizer::Whole) => z.load_whole(path, masters),
+            (Some(z), SavedOptimizer::Shards(world)) if masters => {
+                if world == z.world_size() {
+                    let file = crate::zero::shard_file(path, z.rank(), world);
+                    return z.load(&file);
+                }
+                z.load_resharded(path, world)
+            }
+            (Some(_), SavedOptimizer::Shards(_)) => Err(PolicyError::InvalidInput(
+                "a sharded trainer takes the masters of a sharded state (shards are written with \
+                 the weights)"
+                    .into(),
+            )),
+            (None, SavedOptimizer::Whole) => self.opt.load_with(path, masters),
+            (None, SavedOptimizer::Shards(world)) => self.opt.load_shards(path, world, masters),
+        }
     }
 
     /// [`AdamW::load_with`]: `masters` false keeps the current weights as the masters.

@@ -490,6 +490,54 @@ impl AdamW {
         write_state(path, &tensors, metadata)
     }
 
+    /// Replaces the step count and every variable's moments and (with `masters`) master with
+    /// its slice of the flat float32 state `[master, exp_avg, exp_avg_sq]` (the variables in
+    /// name order, back to back: [`crate::zero`]'s layout). A float32 variable takes its slice
+    /// of the masters as its weights. Nothing changes on an error.
+    pub(crate) fn restore_flat(
+        &mut self,
+        step: u64,
+        [master, exp_avg, exp_avg_sq]: [Tensor; 3],
+        masters: bool,
+    ) -> Result<()> {
+        tch::no_grad(|| -> Result<()> {
+            let mut loaded = Vec::with_capacity(self.slots.len());
+            let mut offset = 0;
+            for s in &self.slots {
+                let len = s.var.numel() as i64;
+                let part = |t: &Tensor| -> Result<Tensor> {
+                    Ok(t.f_narrow(0, offset, len)?
+                        .f_view(s.var.size().as_slice())?
+                        .f_to_device(s.var.device())?
+                        .copy())
+                };
+                loaded.push((part(&exp_avg)?, part(&exp_avg_sq)?, part(&master)?));
+                offset += len;
+            }
+            for (s, (m, v, saved)) in self.slots.iter_mut().zip(loaded) {
+                s.exp_avg = m;
+                s.exp_avg_sq = v;
+                if !masters {
+                    continue;
+                }
+                if let Some(own) = &mut s.master {
+                    *own = saved;
+                    s.var.f_copy_(own)?;
+                } else {
+                    s.var.f_copy_(&saved)?;
+                }
+            }
+            Ok(())
+        })?;
+        self.step = step;
+        Ok(())
+    }
+
+    /// Elements of all trainable variables together.
+    pub(crate) fn total_len(&self) -> i64 {
+        self.slots.iter().map(|s| s.var.numel() as i64).sum()
+    }
+
     /// Replaces the moments and the step count with those saved in `path`, and the masters
     /// with saved ones (see the module doc). The hyper-parameters stay this optimiser's (a
     /// resumed run may change the learning rate). Nothing changes on an error.

@@ -239,78 +239,310 @@ impl ShardedAdamW {
     }
 
     /// Replaces this rank's slices and the step with those saved in `path`; nothing changes on
-    /// an error (see the module doc).
+    /// an error (see the module doc). A file of another world size is refused: that state is
+    /// read with [`ShardedAdamW::load_resharded`].
     pub fn load(&mut self, path: &Path) -> Result<()> {
+        let saved = read_shard(path, None, Some(self.world), self.total_len())?;
+        if saved.rank != self.rank {
+            return Err(PolicyError::OptimizerState {
+                path: path.to_path_buf(),
+                reason: format!("rank {}'s state, this is rank {}", saved.rank, self.rank),
+            });
+        }
+        let [master, exp_avg, exp_avg_sq] = saved.tensors;
+        let device = self.master.device();
+        self.master = master.f_to_device(device)?;
+        self.exp_avg = exp_avg.f_to_device(device)?;
+        self.exp_avg_sq = exp_avg_sq.f_to_device(device)?;
+        self.step = saved.step;
+        Ok(())
+    }
+
+    /// Replaces this rank's slices and the step with its slice of the state `saved_world`
+    /// ranks wrote beside `path` (all of their shard files): re-sharding for a resume on
+    /// another rank count. Every file is checked (format, rank, world size, the model's
+    /// element count, one step for all) before anything changes; a missing one is named. Each
+    /// file is read in turn and only the part this rank owns is kept, so a rank never holds
+    /// more than one saved shard beside its own.
+    pub fn load_resharded(&mut self, path: &Path, saved_world: usize) -> Result<()> {
+        let (step, [master, exp_avg, exp_avg_sq]) = read_resharded(
+            path,
+            saved_world,
+            self.total_len(),
+            self.rank as i64 * self.shard,
+            self.shard,
+        )?;
+        let device = self.master.device();
+        self.master = master.f_to_device(device)?;
+        self.exp_avg = exp_avg.f_to_device(device)?;
+        self.exp_avg_sq = exp_avg_sq.f_to_device(device)?;
+        self.step = step;
+        Ok(())
+    }
+
+    /// Replaces this rank's slices and the step with its slice of a whole optimiser state
+    /// ([`crate::optim::AdamW::save`]'s file, written by one process). `masters` false: saved
+    /// masters are checked but the masters stay the current weights (the state is older than
+    /// the weights). A variable of float32 kind has no saved master: its weights are its
+    /// master. Nothing changes on an error.
+    pub fn load_whole(&mut self, path: &Path, masters: bool) -> Result<()> {
         let bad = |reason: String| PolicyError::OptimizerState {
             path: path.to_path_buf(),
             reason,
         };
         let (bytes, meta) = crate::optim::read_state(path)?;
-        let field = |key: &str| -> Result<String> {
-            meta.get(key)
-                .cloned()
-                .ok_or_else(|| bad(format!("no `{key}` metadata")))
-        };
-        let number = |key: &str| -> Result<u64> {
-            let v = field(key)?;
-            v.parse()
-                .map_err(|_| bad(format!("`{key}` metadata `{v}` is not a number")))
-        };
-        let format = field("format")?;
-        if format != SHARD_FORMAT {
-            return Err(bad(format!("format `{format}`, expected `{SHARD_FORMAT}`")));
-        }
-        let (world, rank) = (number("world_size")?, number("rank")?);
-        if world != self.world as u64 {
-            return Err(bad(format!(
-                "saved by {world} ranks, this trainer has {}: resuming with another rank count \
-                 is not supported yet",
-                self.world
-            )));
-        }
-        if rank != self.rank as u64 {
-            return Err(bad(format!(
-                "rank {rank}'s state, this is rank {}",
-                self.rank
-            )));
-        }
-        let elements = number("elements")?;
-        if elements != self.total_len() as u64 {
-            return Err(bad(format!(
-                "saved for a model of {elements} elements, this one has {}",
-                self.total_len()
-            )));
-        }
-        let step = number("step")?;
-        let st = SafeTensors::deserialize(&bytes)
-            .map_err(|e| bad(format!("not a safetensors file: {e:?}")))?;
-        let device = self.master.device();
-        let read = |name: &str| -> Result<Tensor> {
-            let view = st.tensor(name).map_err(|_| PolicyError::MissingTensor {
-                name: name.to_string(),
-                path: path.to_path_buf(),
-            })?;
-            if view.dtype() != Dtype::F32 || view.shape() != [self.shard as usize] {
+        match meta.get("format") {
+            Some(f) if f == crate::optim::FORMAT => {}
+            Some(f) => {
                 return Err(bad(format!(
-                    "`{name}` is {:?} {:?}, expected F32 [{}]",
-                    view.dtype(),
-                    view.shape(),
-                    self.shard
+                    "format `{f}`, expected `{}`",
+                    crate::optim::FORMAT
                 )));
             }
-            Ok(
-                Tensor::f_from_data_size(view.data(), &[self.shard], Kind::Float)?
-                    .f_to_device(device)?,
-            )
-        };
-        let (master, exp_avg, exp_avg_sq) =
-            (read("master")?, read("exp_avg")?, read("exp_avg_sq")?);
-        self.master = master;
-        self.exp_avg = exp_avg;
-        self.exp_avg_sq = exp_avg_sq;
+            None => return Err(bad("no `format` metadata".into())),
+        }
+        let step: u64 = meta
+            .get("step")
+            .ok_or_else(|| bad("no `step` metadata".into()))?
+            .parse()
+            .map_err(|e| bad(format!("`step` metadata is not a step count: {e}")))?;
+        let st = SafeTensors::deserialize(&bytes)
+            .map_err(|e| bad(format!("not a safetensors file: {e:?}")))?;
+        let mut unused: std::collections::BTreeSet<String> =
+            st.names().into_iter().cloned().collect();
+        let (lo, hi) = (
+            self.rank as i64 * self.shard,
+            (self.rank as i64 + 1) * self.shard,
+        );
+        let opts = (Kind::Float, tch::Device::Cpu);
+        let out = [
+            Tensor::f_zeros([self.shard], opts)?,
+            Tensor::f_zeros([self.shard], opts)?,
+            Tensor::f_zeros([self.shard], opts)?,
+        ];
+        let mut offset = 0i64;
+        for (name, var, len) in &self.vars {
+            let (start, end) = (offset.max(lo), (offset + len).min(hi));
+            offset += len;
+            let mut take = |key: String| -> Result<Option<Tensor>> {
+                if !unused.remove(&key) {
+                    return Ok(None);
+                }
+                let view = st.tensor(&key).map_err(|_| PolicyError::MissingTensor {
+                    name: key.clone(),
+                    path: path.to_path_buf(),
+                })?;
+                let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+                if view.dtype() != Dtype::F32 || shape != var.size() {
+                    return Err(bad(format!(
+                        "`{key}` is {:?} {shape:?}, expected F32 {:?}",
+                        view.dtype(),
+                        var.size()
+                    )));
+                }
+                Ok(Some(Tensor::f_from_data_size(
+                    view.data(),
+                    &[*len],
+                    Kind::Float,
+                )?))
+            };
+            let m = take(format!("exp_avg.{name}"))?;
+            let v = take(format!("exp_avg_sq.{name}"))?;
+            let (Some(m), Some(v)) = (m, v) else {
+                return Err(PolicyError::MissingTensor {
+                    name: format!("exp_avg.{name} / exp_avg_sq.{name}"),
+                    path: path.to_path_buf(),
+                });
+            };
+            let saved_master = take(format!("master.{name}"))?.filter(|_| masters);
+            if start >= end {
+                continue;
+            }
+            let master = match saved_master {
+                Some(t) => t,
+                None => tch::no_grad(|| -> Result<Tensor> {
+                    Ok(var
+                        .f_detach()?
+                        .f_to_device(tch::Device::Cpu)?
+                        .f_to_kind(Kind::Float)?
+                        .f_reshape([-1])?)
+                })?,
+            };
+            let (from, n, to) = (start - (offset - len), end - start, start - lo);
+            for (dst, src) in out.iter().zip([&master, &m, &v]) {
+                dst.f_narrow(0, to, n)?
+                    .f_copy_(&src.f_narrow(0, from, n)?)?;
+            }
+        }
+        if let Some(extra) = unused.into_iter().next() {
+            return Err(bad(format!(
+                "`{extra}` matches no trainable variable of this model"
+            )));
+        }
+        let [master, exp_avg, exp_avg_sq] = out;
+        let device = self.master.device();
+        self.master = master.f_to_device(device)?;
+        self.exp_avg = exp_avg.f_to_device(device)?;
+        self.exp_avg_sq = exp_avg_sq.f_to_device(device)?;
         self.step = step;
         Ok(())
     }
+}
+
+impl crate::optim::AdamW {
+    /// Replaces the moments, the step count and (with `masters`) the masters with the state
+    /// `world` data-parallel ranks saved beside `path` ([`shard_file`]): a one-process resume
+    /// of a checkpoint written by ranks. The ranks' masters are float32 for every variable; a
+    /// float32 variable takes its master as its weights (equal to them: the ranks copied them
+    /// there). Nothing changes on an error.
+    pub fn load_shards(&mut self, path: &Path, world: usize, masters: bool) -> Result<()> {
+        let total = self.total_len();
+        let (step, state) = read_resharded(path, world, total, 0, total)?;
+        self.restore_flat(step, state, masters)
+    }
+}
+
+/// One shard file as read: its rank, step, and `[master, exp_avg, exp_avg_sq]` (host).
+struct SavedShard {
+    rank: usize,
+    step: u64,
+    tensors: [Tensor; 3],
+}
+
+/// Reads and checks the shard file `path`: its format, its rank (when `rank` is given), its
+/// world size (when `world` is given), the model's element count `total`, and three F32
+/// slices of `ceil(total / world)` elements.
+fn read_shard(
+    path: &Path,
+    rank: Option<usize>,
+    world: Option<usize>,
+    total: i64,
+) -> Result<SavedShard> {
+    let bad = |reason: String| PolicyError::OptimizerState {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let (bytes, meta) = crate::optim::read_state(path)?;
+    let field = |key: &str| -> Result<String> {
+        meta.get(key)
+            .cloned()
+            .ok_or_else(|| bad(format!("no `{key}` metadata")))
+    };
+    let number = |key: &str| -> Result<u64> {
+        let v = field(key)?;
+        v.parse()
+            .map_err(|_| bad(format!("`{key}` metadata `{v}` is not a number")))
+    };
+    let format = field("format")?;
+    if format != SHARD_FORMAT {
+        return Err(bad(format!("format `{format}`, expected `{SHARD_FORMAT}`")));
+    }
+    let (saved_world, saved_rank) = (number("world_size")?, number("rank")?);
+    if let Some(w) = world.filter(|&w| w as u64 != saved_world) {
+        return Err(bad(format!(
+            "saved by {saved_world} ranks, this trainer has {w}: read it with load_resharded"
+        )));
+    }
+    if let Some(r) = rank.filter(|&r| r as u64 != saved_rank) {
+        return Err(bad(format!(
+            "rank {saved_rank}'s state, expected rank {r}'s"
+        )));
+    }
+    if saved_world == 0 || saved_rank >= saved_world {
+        return Err(bad(format!(
+            "rank {saved_rank} of world size {saved_world}"
+        )));
+    }
+    let elements = number("elements")?;
+    if elements != total as u64 {
+        return Err(bad(format!(
+            "saved for a model of {elements} elements, this one has {total}"
+        )));
+    }
+    let step = number("step")?;
+    let shard = (total + saved_world as i64 - 1) / saved_world as i64;
+    let st = SafeTensors::deserialize(&bytes)
+        .map_err(|e| bad(format!("not a safetensors file: {e:?}")))?;
+    let read = |name: &str| -> Result<Tensor> {
+        let view = st.tensor(name).map_err(|_| PolicyError::MissingTensor {
+            name: name.to_string(),
+            path: path.to_path_buf(),
+        })?;
+        if view.dtype() != Dtype::F32 || view.shape() != [shard as usize] {
+            return Err(bad(format!(
+                "`{name}` is {:?} {:?}, expected F32 [{shard}]",
+                view.dtype(),
+                view.shape(),
+            )));
+        }
+        Ok(Tensor::f_from_data_size(
+            view.data(),
+            &[shard],
+            Kind::Float,
+        )?)
+    };
+    Ok(SavedShard {
+        rank: saved_rank as usize,
+        step,
+        tensors: [read("master")?, read("exp_avg")?, read("exp_avg_sq")?],
+    })
+}
+
+/// Elements `lo..lo + len` of the flat `[master, exp_avg, exp_avg_sq]` that `world` ranks
+/// saved beside `path` (zero past the model's `total` elements), and their common step. The
+/// files are read one at a time.
+fn read_resharded(
+    path: &Path,
+    world: usize,
+    total: i64,
+    lo: i64,
+    len: i64,
+) -> Result<(u64, [Tensor; 3])> {
+    if world == 0 {
+        return Err(PolicyError::InvalidInput(
+            "read_resharded: a world of 0 ranks".into(),
+        ));
+    }
+    let opts = (Kind::Float, tch::Device::Cpu);
+    let out = [
+        Tensor::f_zeros([len], opts)?,
+        Tensor::f_zeros([len], opts)?,
+        Tensor::f_zeros([len], opts)?,
+    ];
+    let saved_shard = (total + world as i64 - 1) / world as i64;
+    let mut step = None;
+    for rank in 0..world {
+        let file = shard_file(path, rank, world);
+        if !file.exists() {
+            return Err(PolicyError::OptimizerState {
+                path: file.clone(),
+                reason: format!(
+                    "missing: the optimizer state of {world} ranks needs every rank's shard"
+                ),
+            });
+        }
+        let saved = read_shard(&file, Some(rank), Some(world), total)?;
+        match step {
+            Some(s) if s != saved.step => {
+                return Err(PolicyError::OptimizerState {
+                    path: file,
+                    reason: format!("step {}, rank 0's shard is of step {s}", saved.step),
+                });
+            }
+            _ => step = Some(saved.step),
+        }
+        // This file's elements of the model (the padding past `total` stays zero).
+        let from = rank as i64 * saved_shard;
+        let (start, end) = (from.max(lo), (from + saved_shard).min(lo + len).min(total));
+        if start >= end {
+            continue;
+        }
+        for (dst, src) in out.iter().zip(&saved.tensors) {
+            dst.f_narrow(0, start - lo, end - start)?
+                .f_copy_(&src.f_narrow(0, start - from, end - start)?)?;
+        }
+    }
+    Ok((step.unwrap_or(0), out))
 }
 
 /// `parts` concatenated and zero-padded to `len` elements.
@@ -411,5 +643,269 @@ mod tests {
         }
         let _ = std::fs::remove_dir_all(&dir);
         Ok(())
+    }
+
+    /// Elements `lo..lo + len` of a flat state in a recognisable form: master i, exp_avg 2i,
+    /// exp_avg_sq 3i + 1 (exact in float32 at these sizes), zero past `total`.
+    fn marks(lo: i64, len: i64, total: i64) -> Result<[Tensor; 3]> {
+        let idx = Tensor::f_arange_start(lo, lo + len, (Kind::Float, tch::Device::Cpu))?;
+        let inside = idx.f_lt(total)?.f_to_kind(Kind::Float)?;
+        Ok([
+            &idx * &inside,
+            &idx * 2.0 * &inside,
+            (&idx * 3.0 + 1.0) * &inside,
+        ])
+    }
+
+    fn marked(z: &mut ShardedAdamW, step: u64) -> Result<()> {
+        [z.master, z.exp_avg, z.exp_avg_sq] =
+            marks(z.rank as i64 * z.shard, z.shard, z.total_len())?;
+        z.step = step;
+        Ok(())
+    }
+
+    fn is_marked(z: &ShardedAdamW, what: &str) -> Result<()> {
+        let want = marks(z.rank as i64 * z.shard, z.shard, z.total_len())?;
+        for (a, b, name) in [
+            (&z.master, &want[0], "master"),
+            (&z.exp_avg, &want[1], "exp_avg"),
+            (&z.exp_avg_sq, &want[2], "exp_avg_sq"),
+        ] {
+            assert!(
+                a.equal(b),
+                "{what}: rank {} of {}: {name} is not the saved state's slice",
+                z.rank,
+                z.world
+            );
+        }
+        Ok(())
+    }
+
+    /// The state of 3 ranks, read by 1, 2 and 4 ranks, by one process, and back from one
+    /// process's file: every element lands where the whole layout puts it, the step comes
+    /// along, and the one process's float32 weights become the masters.
+    #[test]
+    fn a_state_is_re_sharded_for_any_rank_count_and_for_one_process() -> Result<()> {
+        let p = policy(2)?;
+        let cfg = OptimConfig::default();
+        let dir = tempfile_dir("reshard")?;
+        let whole = dir.join("optimizer.safetensors");
+        for rank in 0..3 {
+            let mut z = ShardedAdamW::new(p.var_store(), &cfg, rank, 3)?;
+            marked(&mut z, 9)?;
+            z.save(&shard_file(&whole, rank, 3))?;
+        }
+        for world in [1, 2, 3, 4] {
+            for rank in 0..world {
+                let mut z = ShardedAdamW::new(p.var_store(), &cfg, rank, world)?;
+                z.load_resharded(&whole, 3)?;
+                assert_eq!(z.step_count(), 9);
+                is_marked(&z, "3 ranks' shards")?;
+            }
+        }
+        // One process: each variable's slice of the flat layout, weights from the masters.
+        let mut q = policy(2)?;
+        let mut one = crate::optim::AdamW::new(q.var_store(), &cfg)?;
+        one.load_shards(&whole, 3, true)?;
+        assert_eq!(one.step_count(), 9);
+        let mut offset = 0.0;
+        for name in one.names().map(str::to_string).collect::<Vec<_>>() {
+            let (m, _) = one
+                .moments(&name)
+                .ok_or(PolicyError::InvalidInput(name.clone()))?;
+            let n = m.numel() as f64;
+            let want = Tensor::f_arange_start(offset, offset + n, (Kind::Float, tch::Device::Cpu))?;
+            assert!(m.reshape([-1]).equal(&(&want * 2.0)), "{name}'s exp_avg");
+            let var = &q.var_store().variables()[&name];
+            assert!(var.reshape([-1]).equal(&want), "{name}'s weights");
+            offset += n;
+        }
+        // And one process's whole file back into 2 ranks: the same slices again.
+        one.save(&whole)?;
+        for rank in 0..2 {
+            let mut z = ShardedAdamW::new(q.var_store_mut(), &cfg, rank, 2)?;
+            z.load_whole(&whole, true)?;
+            assert_eq!(z.step_count(), 9);
+            is_marked(&z, "one process's file")?;
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
+    }
+
+    /// A missing shard is named; shards of two steps, of another model or of another world
+    /// size than their name says are refused, and nothing changes.
+    #[test]
+    fn re_sharding_refuses_an_incomplete_or_mixed_state() -> Result<()> {
+        let p = policy(1)?;
+        let cfg = OptimConfig::default();
+        let dir = tempfile_dir("reshard-bad")?;
+        let whole = dir.join("optimizer.safetensors");
+        let mut saved = vec![];
+        for rank in 0..2 {
+            let mut z = ShardedAdamW::new(p.var_store(), &cfg, rank, 2)?;
+            marked(&mut z, 4)?;
+            z.save(&shard_file(&whole, rank, 2))?;
+            saved.push(z);
+        }
+        let refused = |want: &str| -> Result<()> {
+            let mut z = ShardedAdamW::new(p.var_store(), &cfg, 0, 3)?;
+            let e = z
+                .load_resharded(&whole, 2)
+                .expect_err("refused")
+                .to_string();
+            assert!(e.contains(want), "{e}");
+            assert_eq!(z.step_count(), 0, "nothing changed");
+            Ok(())
+        };
+        // Rank 1's shard of another step.
+        saved[1].step = 5;
+        saved[1].save(&shard_file(&whole, 1, 2))?;
+        refused("step 5, rank 0's shard is of step 4")?;
+        // Rank 1's shard gone.
+        std::fs::remove_file(shard_file(&whole, 1, 2)).map_err(|e| PolicyError::io(&dir, e))?;
+        refused("optimizer.rank1-of-2.safetensors")?;
+        // Rank 0's file put in rank 1's place.
+        std::fs::copy(shard_file(&whole, 0, 2), shard_file(&whole, 1, 2))
+            .map_err(|e| PolicyError::io(&dir, e))?;
+        refused("rank 0's state, expected rank 1's")?;
+        // Another model's state.
+        let mut z = ShardedAdamW::new(policy(2)?.var_store(), &cfg, 0, 3)?;
+        let e = z
+            .load_resharded(&whole, 2)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("saved for a model of"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
+    }
+
+    /// A rank's share without a group: one rank of one.
+    struct Alone;
+
+    impl GradientSync for Alone {
+        fn rank(&self) -> usize {
+            0
+        }
+        fn world_size(&self) -> usize {
+            1
+        }
+        fn sum(&self, _: &mut Tensor) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Every weight's square, weighted by its place: a loss whose gradient reaches every
+    /// variable, differently per element.
+    fn backward(p: &Policy) {
+        let mut vars = p.var_store().variables().into_iter().collect::<Vec<_>>();
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut loss = Tensor::zeros([], (Kind::Float, tch::Device::Cpu));
+        for (i, (_, v)) in vars.iter().enumerate() {
+            let w = Tensor::arange(v.numel() as i64, (Kind::Float, tch::Device::Cpu))
+                .reshape(v.size())
+                / 100.0;
+            loss += (v * v * (w + i as f64)).sum(Kind::Float);
+        }
+        loss.backward();
+    }
+
+    fn flat_weights(p: &Policy) -> Tensor {
+        let mut vars = p.var_store().variables().into_iter().collect::<Vec<_>>();
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        Tensor::cat(
+            &vars
+                .iter()
+                .map(|(_, v)| v.detach().reshape([-1]))
+                .collect::<Vec<_>>(),
+            0,
+        )
+    }
+
+    /// Training goes on as if nothing had moved: a one-process optimiser after two steps, its
+    /// state loaded into a sharded one, takes the third step the one process takes; that
+    /// sharded state loaded back into one process takes the fourth step alike. A state loaded
+    /// from before the second step (the negative control) does not.
+    #[test]
+    fn a_re_sharded_state_takes_the_steps_the_original_takes() -> Result<()> {
+        let cfg = OptimConfig {
+            lr: 1e-2,
+            weight_decay: 0.1,
+            max_grad_norm: 0.0,
+            ..OptimConfig::default()
+        };
+        let dir = tempfile_dir("reshard-steps")?;
+        let (state, weights) = (dir.join("optimizer.safetensors"), dir.join("w"));
+        let early_path = dir.join("early/optimizer.safetensors");
+        let reference = policy(2)?;
+        let mut whole = crate::optim::AdamW::new(reference.var_store(), &cfg)?;
+        for step in 0..2 {
+            if step == 1 {
+                whole.save(&early_path)?;
+            }
+            whole.zero_grad();
+            backward(&reference);
+            whole.step()?;
+        }
+        whole.save(&state)?;
+        reference.save(&weights)?;
+        // The third step: one process, and a sharded optimiser from its state.
+        whole.zero_grad();
+        backward(&reference);
+        whole.step()?;
+        let third = flat_weights(&reference);
+        let sharded_policy = Policy::load(&weights, tch::Device::Cpu)?;
+        let mut z = ShardedAdamW::new(sharded_policy.var_store(), &cfg, 0, 1)?;
+        z.load_whole(&state, true)?;
+        z.zero_grad();
+        backward(&sharded_policy);
+        z.step(&Alone)?;
+        let gap = (flat_weights(&sharded_policy) - &third)
+            .abs()
+            .max()
+            .double_value(&[]);
+        assert!(gap <= 1e-6, "the sharded third step is {gap:e} off");
+        // The fourth: the sharded state back in one process.
+        z.save(&shard_file(&state, 0, 1))?;
+        sharded_policy.save(&weights)?;
+        whole.zero_grad();
+        backward(&reference);
+        whole.step()?;
+        let fourth = flat_weights(&reference);
+        let back = Policy::load(&weights, tch::Device::Cpu)?;
+        let mut one = crate::optim::AdamW::new(back.var_store(), &cfg)?;
+        one.load_shards(&state, 1, true)?;
+        assert_eq!(one.step_count(), 3);
+        one.zero_grad();
+        backward(&back);
+        one.step()?;
+        let gap = (flat_weights(&back) - &fourth)
+            .abs()
+            .max()
+            .double_value(&[]);
+        assert!(
+            gap <= 1e-6,
+            "the fourth step after re-sharding is {gap:e} off"
+        );
+        // The control: the moments of one step earlier give another step.
+        let back = Policy::load(&weights, tch::Device::Cpu)?;
+        let mut stale = crate::optim::AdamW::new(back.var_store(), &cfg)?;
+        stale.load_with(&early_path, false)?;
+        stale.zero_grad();
+        backward(&back);
+        stale.step()?;
+        let gap = (flat_weights(&back) - &fourth)
+            .abs()
+            .max()
+            .double_value(&[]);
+        assert!(gap > 1e-4, "a stale state took the same step ({gap:e})");
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
+    }
+
+    fn tempfile_dir(label: &str) -> Result<PathBuf> {
+        let dir = std::env::temp_dir().join(format!("spade-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| PolicyError::io(&dir, e))?;
+        Ok(dir)
     }
 }

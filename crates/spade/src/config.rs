@@ -71,8 +71,9 @@ pub struct RunSection {
     pub checkpoint_keep: u64,
     /// Processes that train the run together (data-parallel ranks on this node's CPUs, Gloo):
     /// each plays its share of the agent's and the hint episodes and trains its share of each
-    /// update, holding 1/ranks of the optimizer state (ZeRO-2). A checkpoint resumes with the
-    /// rank count that wrote it. `spade train --ranks` overrides it.
+    /// update, holding 1/ranks of the optimizer state (ZeRO-2). A checkpoint resumes on any rank
+    /// count, or in one process (the optimizer state is re-sharded). `spade train --ranks`
+    /// overrides it.
     pub ranks: u32,
     /// What the run trains: `"spade"` (designer and agent on environments the designer
     /// writes, and the baselines and ablations of `[ablation]`) or `"spice"` (the predecessor:

@@ -75,7 +75,7 @@ impl PromptStyle {
 }
 
 /// A system prompt and the first user message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ChatPrompt {
     pub system: String,
     pub user: String,

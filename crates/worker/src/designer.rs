@@ -38,7 +38,7 @@ pub struct DesignerSample {
 }
 
 /// One attempt at a slot.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
     pub env_id: String,
     /// The Python code extracted from the reply (the whole reply when no block was found).
@@ -52,10 +52,76 @@ pub struct Attempt {
 }
 
 /// What to sample for one slot.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Slot {
     pub skill: String,
     pub kind: EnvKind,
+}
+
+/// The designer's sampling and validation settings of `cfg`, generating with `backend`.
+pub fn design_options(cfg: &spade::config::RunConfig, backend: Backend) -> DesignOptions {
+    DesignOptions {
+        attempts: cfg.designer.attempts,
+        temperature: cfg.designer.temperature,
+        cut: Cut::new(cfg.designer.top_p, cfg.designer.top_k),
+        max_new_tokens: cfg.model.designer_max_new_tokens as usize,
+        repair_fstrings: cfg.designer.repair_fstrings,
+        validation: ValidationConfig {
+            budget: std::time::Duration::from_secs_f64(cfg.sandbox.validation_timeout_s),
+            call_timeout: std::time::Duration::from_secs_f64(cfg.sandbox.step_timeout_s),
+            kind: None,
+            // Drawn from OS randomness on purpose, not from the run seed: the designer must
+            // not be able to learn them (the report's seeds replay a rejection).
+            ..ValidationConfig::default()
+        },
+        self_judge: cfg.designer.self_judge,
+        judge_temperature: cfg.designer.judge_temperature,
+        judge_cut: Cut::new(cfg.agent.top_p, cfg.agent.top_k),
+        judge_max_new_tokens: cfg.designer.judge_max_new_tokens as usize,
+        backend,
+        prompts: cfg.model.prompts,
+    }
+}
+
+/// One slot's attempts planned ahead: attempt a's prompt, environment id and sampling seed
+/// (what [`design`]'s closures give), so a slot can be designed on any rank.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlotPlan {
+    pub slot: Slot,
+    pub prompts: Vec<ChatPrompt>,
+    pub env_ids: Vec<String>,
+    pub seeds: Vec<u64>,
+}
+
+/// [`design`] over planned slots (one plan per slot, an entry per attempt). An attempt past a
+/// plan's end is an error.
+pub fn design_planned(
+    policy: &Policy,
+    pool: &Pool,
+    plans: &[SlotPlan],
+    opts: &DesignOptions,
+) -> Result<Vec<Vec<Attempt>>, WorkerError> {
+    let short = plans.iter().find(|p| {
+        let n = opts.attempts as usize;
+        p.prompts.len() < n || p.env_ids.len() < n || p.seeds.len() < n
+    });
+    if let Some(p) = short {
+        return Err(WorkerError::Config(format!(
+            "a designer plan for skill {} holds fewer than designer.attempts = {} attempts",
+            p.slot.skill, opts.attempts
+        )));
+    }
+    let slots: Vec<Slot> = plans.iter().map(|p| p.slot.clone()).collect();
+    design(
+        policy,
+        pool,
+        &slots,
+        opts,
+        |i, a| plans[i].prompts[a as usize].clone(),
+        |i, a| plans[i].env_ids[a as usize].clone(),
+        |i, a| plans[i].seeds[a as usize],
+        |_, _| {},
+    )
 }
 
 /// Sampling and validation settings.
@@ -447,11 +513,34 @@ pub fn hints(
     if codes.is_empty() {
         return Ok(vec![]);
     }
+    let prompts: Vec<ChatPrompt> = codes.iter().map(|c| prompt(c)).collect();
+    hints_for(
+        policy,
+        &prompts,
+        temperature,
+        max_new_tokens,
+        seeds,
+        backend,
+    )
+}
+
+/// [`hints`] from the hint prompts themselves (a rank's share of them, [`crate::ranks`]).
+pub fn hints_for(
+    policy: &Policy,
+    prompts: &[ChatPrompt],
+    temperature: f64,
+    max_new_tokens: usize,
+    seeds: &[u64],
+    backend: Backend,
+) -> Result<Vec<String>, WorkerError> {
+    if prompts.is_empty() {
+        return Ok(vec![]);
+    }
     // Not passed a cut: the reference's hint call sets only its temperature and budget.
     let (tok, params) = turn_params(policy, temperature, Cut::NONE, max_new_tokens)?;
-    let prompts = codes
+    let prompts = prompts
         .iter()
-        .map(|c| tok.encode(&render_for(policy, &prompt(c))))
+        .map(|p| tok.encode(&render_for(policy, p)))
         .collect::<Result<Vec<_>, _>>()?;
     let outs = sample_all(policy, &prompts, seeds, &params, backend)?;
     Ok(outs

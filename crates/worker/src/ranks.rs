@@ -10,10 +10,13 @@
 //! all-gathered, so every rank holds the whole model and no weights are sent between the
 //! update and the next rollouts. At each commit every rank writes its own optimiser shard into
 //! the checkpoint directory (`optimizer.rankR-of-W.safetensors`) before rank 0 makes it the
-//! resume point; a checkpoint resumes with the rank count that wrote it (another is refused
-//! with the reason).
+//! resume point. A checkpoint resumes on any rank count: rank 0 decides where the state comes
+//! from (`state::shard_source`: the shards of the same count, or of another one, re-sharded,
+//! or one process's whole state) and sends it with the start, so every rank reads its slice
+//! the same way.
 //!
-//! Rollouts are not yet shared out (item 3): rank 0 plays them all while the followers wait.
+//! Every rank plays its share of a step's agent and hint episodes ([`Ranks::play_shared`]);
+//! designer sampling and validation stay on rank 0 while the followers wait.
 //! The followers' wait for rank 0's next command is the call's own ([`FOLLOWER_WAIT`]), longer
 //! than a step's rollouts; every collective has the group's timeout. [`launch`] starts the
 //! ranks and stops the others as soon as one fails, so a dead rank fails the run at once.
@@ -22,8 +25,9 @@ use crate::WorkerError;
 use crate::play::{Backend, Episode, PlayJob, PlayMeasures, PlayOptions};
 use serde::{Deserialize, Serialize};
 use spade_dist::{ProcessGroup, Rendezvous};
-use spade_policy::grpo::{GrpoSample, GrpoStats, GrpoTrainer};
+use spade_policy::grpo::{GrpoSample, GrpoStats, GrpoTrainer, SavedOptimizer};
 
+mod design;
 mod wire;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
@@ -192,27 +196,39 @@ impl Ranks {
         &self,
         own: Vec<Vec<Episode>>,
     ) -> Result<Vec<Vec<Vec<Episode>>>, WorkerError> {
+        self.gather(own, "episodes")
+    }
+
+    /// Every rank's `own` (as JSON), in rank order, on every rank (each rank's in turn from
+    /// it); `what` names them in errors.
+    pub(crate) fn gather<T: Serialize + serde::de::DeserializeOwned>(
+        &self,
+        own: T,
+        what: &str,
+    ) -> Result<Vec<T>, WorkerError> {
         let bytes = serde_json::to_vec(&own)
-            .map_err(|e| WorkerError::Ranks(format!("encoding episodes: {e}")))?;
+            .map_err(|e| WorkerError::Ranks(format!("encoding {what}: {e}")))?;
         let mut out = Vec::with_capacity(self.world_size());
+        let mut mine = Some(own);
         for root in 0..self.world_size() {
             if root == self.rank() {
                 // Ranks finish their parts at different times: wait as long as plays take.
                 self.group
                     .broadcast_bytes(root, Some(&bytes), Some(FOLLOWER_WAIT))
-                    .map_err(|e| dist_error("sending episodes", e))?;
-                out.push(Vec::new());
+                    .map_err(|e| dist_error(&format!("sending {what}"), e))?;
+                if let Some(m) = mine.take() {
+                    out.push(m);
+                }
                 continue;
             }
             let theirs = self
                 .group
                 .broadcast_bytes(root, None, Some(FOLLOWER_WAIT))
-                .map_err(|e| dist_error(&format!("episodes from rank {root}"), e))?;
+                .map_err(|e| dist_error(&format!("{what} from rank {root}"), e))?;
             out.push(serde_json::from_slice(&theirs).map_err(|e| {
-                WorkerError::Ranks(format!("malformed episodes from rank {root}: {e}"))
+                WorkerError::Ranks(format!("malformed {what} from rank {root}: {e}"))
             })?);
         }
-        out[self.rank()] = own;
         Ok(out)
     }
 
@@ -298,11 +314,12 @@ pub(crate) struct PlayOrder {
 #[derive(Debug, Clone)]
 pub(crate) enum FollowerCommand {
     /// Load the weights rank 0 loaded (its fingerprint, to check) and, on a resume, each
-    /// rank's optimiser shard beside `optimizer`.
+    /// rank's slice of the optimiser state `optimizer` names.
     Start {
         model_dir: PathBuf,
         fingerprint: String,
-        optimizer: Option<PathBuf>,
+        /// Where every rank's optimiser state comes from (a resume), re-sharded as needed.
+        optimizer: Option<crate::state::ShardSource>,
     },
     /// Play this rank's part of the episodes, then send them back ([`Ranks::play_shared`]).
     Play(Box<PlayOrder>),
@@ -310,6 +327,10 @@ pub(crate) enum FollowerCommand {
     Train(Vec<GrpoSample>),
     /// Write this rank's optimiser shard beside this path, then meet at a barrier.
     SaveOptimizer(PathBuf),
+    /// Design this rank's slots, then send the attempts back ([`Ranks::design_shared`]).
+    Design(Box<design::DesignOrder>),
+    /// Write this rank's hints, then send them back ([`Ranks::hints_shared`]).
+    Hints(Box<design::HintOrder>),
     /// The run is over.
     Finish,
 }
@@ -319,6 +340,8 @@ const TRAIN: u8 = 1;
 const SAVE: u8 = 2;
 const FINISH: u8 = 3;
 const PLAY: u8 = 4;
+const DESIGN: u8 = 5;
+const HINTS: u8 = 6;
 
 impl FollowerCommand {
     /// A tag byte, then the command: paths and text as JSON; samples in binary, little-endian,
@@ -337,7 +360,14 @@ impl FollowerCommand {
                 out.extend(json(serde_json::json!({
                     "model_dir": model_dir,
                     "fingerprint": fingerprint,
-                    "optimizer": optimizer,
+                    "optimizer": optimizer.as_ref().map(|o| serde_json::json!({
+                        "path": o.path,
+                        "saved_world": match o.saved {
+                            SavedOptimizer::Whole => None,
+                            SavedOptimizer::Shards(w) => Some(w),
+                        },
+                        "masters": o.masters,
+                    })),
                 }))?);
                 out
             }
@@ -356,6 +386,22 @@ impl FollowerCommand {
             }
             Self::Play(order) => {
                 let mut out = vec![PLAY];
+                out.extend(
+                    serde_json::to_vec(order)
+                        .map_err(|e| WorkerError::Ranks(format!("encoding: {e}")))?,
+                );
+                out
+            }
+            Self::Design(order) => {
+                let mut out = vec![DESIGN];
+                out.extend(
+                    serde_json::to_vec(order)
+                        .map_err(|e| WorkerError::Ranks(format!("encoding: {e}")))?,
+                );
+                out
+            }
+            Self::Hints(order) => {
+                let mut out = vec![HINTS];
                 out.extend(
                     serde_json::to_vec(order)
                         .map_err(|e| WorkerError::Ranks(format!("encoding: {e}")))?,
@@ -384,7 +430,7 @@ impl FollowerCommand {
                         .into(),
                     fingerprint: text("fingerprint")
                         .ok_or_else(|| bad("start without fingerprint".into()))?,
-                    optimizer: text("optimizer").map(PathBuf::from),
+                    optimizer: decode_source(&v["optimizer"]).map_err(bad)?,
                 })
             }
             TRAIN => {
@@ -406,10 +452,44 @@ impl FollowerCommand {
             PLAY => serde_json::from_slice(body)
                 .map(Self::Play)
                 .map_err(|e| bad(e.to_string())),
+            DESIGN => serde_json::from_slice(body)
+                .map(Self::Design)
+                .map_err(|e| bad(e.to_string())),
+            HINTS => serde_json::from_slice(body)
+                .map(Self::Hints)
+                .map_err(|e| bad(e.to_string())),
             FINISH if body.is_empty() => Ok(Self::Finish),
             t => Err(bad(format!("tag {t} with {} bytes", body.len()))),
         }
     }
+}
+
+/// A start command's optimiser source: null, or `{path, saved_world (null: one process's
+/// whole state), masters}`.
+fn decode_source(v: &serde_json::Value) -> Result<Option<crate::state::ShardSource>, String> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    let path = v["path"]
+        .as_str()
+        .ok_or("an optimizer source without a path")?;
+    let saved = match &v["saved_world"] {
+        serde_json::Value::Null => SavedOptimizer::Whole,
+        w => SavedOptimizer::Shards(
+            w.as_u64()
+                .and_then(|w| usize::try_from(w).ok())
+                .filter(|&w| w > 0)
+                .ok_or_else(|| format!("saved_world {w} is not a rank count"))?,
+        ),
+    };
+    let masters = v["masters"]
+        .as_bool()
+        .ok_or("an optimizer source without masters")?;
+    Ok(Some(crate::state::ShardSource {
+        path: path.into(),
+        saved,
+        masters,
+    }))
 }
 
 /// Runs `ranks` copies of `command` (one per rank, with the torchrun-style environment on a
@@ -484,71 +564,4 @@ fn rank_failed(rank: usize, status: ExitStatus) -> WorkerError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use spade_policy::train::MaskedSeq;
-
-    fn sample(i: i64, behavior: bool) -> GrpoSample {
-        GrpoSample {
-            seq: MaskedSeq {
-                ids: vec![1, i, 300 + i],
-                loss_mask: vec![false, false, true],
-            },
-            old_logprobs: vec![0.0, -1.25, -0.1 * i as f32],
-            behavior_logprobs: behavior.then(|| vec![0.0, -1.5, f32::MIN_POSITIVE]),
-            advantage: -0.75,
-            weight: 0.5,
-        }
-    }
-
-    #[test]
-    fn commands_round_trip_bit_for_bit() -> Result<(), WorkerError> {
-        let cmds = [
-            FollowerCommand::Start {
-                model_dir: "/runs/a/checkpoints/latest".into(),
-                fingerprint: "abc".into(),
-                optimizer: None,
-            },
-            FollowerCommand::Start {
-                model_dir: "m".into(),
-                fingerprint: "f".into(),
-                optimizer: Some("m/optimizer.safetensors".into()),
-            },
-            FollowerCommand::Train(vec![sample(3, false), sample(4, true)]),
-            FollowerCommand::Train(vec![]),
-            FollowerCommand::SaveOptimizer("/x/optimizer.safetensors".into()),
-            FollowerCommand::Finish,
-        ];
-        for c in cmds {
-            let bytes = c.encode()?;
-            assert_eq!(FollowerCommand::decode(&bytes)?.encode()?, bytes);
-        }
-        // The samples themselves, bit for bit (the encoding is the check above otherwise).
-        let samples = vec![sample(3, false), sample(4, true)];
-        match FollowerCommand::decode(&FollowerCommand::Train(samples.clone()).encode()?)? {
-            FollowerCommand::Train(back) => assert_eq!(back, samples),
-            other => panic!("decoded {other:?}"),
-        }
-        Ok(())
-    }
-
-    #[test]
-    fn a_truncated_or_unknown_command_is_an_error_not_a_panic() -> Result<(), WorkerError> {
-        let bytes = FollowerCommand::Train(vec![sample(3, true)]).encode()?;
-        for cut in 0..bytes.len() {
-            let e = FollowerCommand::decode(&bytes[..cut]);
-            assert!(e.is_err(), "{cut} of {} bytes decoded", bytes.len());
-        }
-        let mut long = bytes.clone();
-        long.push(0);
-        assert!(FollowerCommand::decode(&long).is_err());
-        // A count larger than the message.
-        let mut huge = vec![TRAIN];
-        huge.extend(u64::MAX.to_le_bytes());
-        let e = FollowerCommand::decode(&huge).err().map(|e| e.to_string());
-        assert!(e.is_some_and(|e| e.contains("count")));
-        assert!(FollowerCommand::decode(&[9]).is_err());
-        assert!(FollowerCommand::decode(&[FINISH, 0]).is_err());
-        Ok(())
-    }
-}
+mod tests;

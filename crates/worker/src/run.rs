@@ -266,11 +266,16 @@ pub fn follow(
     let device = device::run_device(cfg, &mut |_| {})?;
     check_ranks(cfg, device, ranks)?;
     let pool = setup::sandbox_pool(cfg, opts);
-    let (episodes, updates) = follower::follow(cfg, ranks, device, &pool)?;
+    let done = follower::follow(cfg, ranks, device, &pool)?;
     on(Event::Log(format!(
-        "rank {} of {}: played {episodes} episodes, trained {updates} updates",
+        "rank {} of {}: played {} episodes, trained {} updates, made {} designer attempts and \
+         {} hints",
         ranks.rank(),
-        ranks.world_size()
+        ranks.world_size(),
+        done.episodes,
+        done.updates,
+        done.designer_attempts,
+        done.hints
     )));
     Ok(Outcome {
         status: FinishStatus::Succeeded,

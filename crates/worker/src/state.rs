@@ -38,8 +38,9 @@ use std::path::{Path, PathBuf};
 
 mod disk;
 pub use disk::{
-    DiskNeed, OPTIMIZER, check_disk, checkpoint_need, dir_bytes, free_bytes, gib,
-    is_optimizer_file, link_or_copy, load_optimizer, load_sharded_optimizer, tree_bytes,
+    DiskNeed, OPTIMIZER, ShardSource, check_disk, checkpoint_need, dir_bytes, free_bytes, gib,
+    is_optimizer_file, link_or_copy, load_optimizer, load_sharded_optimizer, shard_source,
+    tree_bytes,
 };
 
 /// Bumped when [`RunState`] changes incompatibly.
@@ -430,7 +431,7 @@ mod tests {
             .ok_or(WorkerError::Config("no state".into()))?;
         let back = spade_policy::Policy::load(&latest, policy.device())?;
         let mut resumed = GrpoTrainer::new(&back, cfg.clone())?;
-        assert!(load_optimizer(&mut resumed, &latest, true)?);
+        assert!(load_optimizer(&mut resumed, &latest, true)?.is_some());
         assert_eq!(resumed.optimizer().step_count(), 2);
         for name in trainer.optimizer().names() {
             let (a, b) = (
@@ -445,7 +446,7 @@ mod tests {
         // A checkpoint from before optimiser states: fresh moments, no error.
         std::fs::remove_file(latest.join(OPTIMIZER)).map_err(|e| WorkerError::io(&latest, e))?;
         let mut fresh = GrpoTrainer::new(&back, cfg.clone())?;
-        assert!(!load_optimizer(&mut fresh, &latest, true)?);
+        assert!(load_optimizer(&mut fresh, &latest, true)?.is_none());
         assert_eq!(fresh.optimizer().step_count(), 0);
         // A corrupt one is an error naming the file.
         std::fs::write(latest.join(OPTIMIZER), b"not safetensors")

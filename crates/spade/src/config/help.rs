@@ -47,7 +47,7 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     (
         "run.ranks",
-        "Processes that train the run together (data-parallel ranks on this node's CPUs, Gloo): each plays its share of the agent's and the hint episodes and trains its share of each update, holding 1/ranks of the optimizer state (ZeRO-2). A checkpoint resumes with the rank count that wrote it. spade train --ranks overrides it.",
+        "Processes that train the run together (data-parallel ranks on this node's CPUs, Gloo): each plays its share of the agent's and the hint episodes and trains its share of each update, holding 1/ranks of the optimizer state (ZeRO-2). A checkpoint resumes on any rank count, or in one process (the optimizer state is re-sharded). spade train --ranks overrides it.",
     ),
     (
         "run.algorithm",

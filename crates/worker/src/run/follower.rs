@@ -5,14 +5,23 @@ use crate::WorkerError;
 use crate::ranks::{FollowerCommand, Ranks};
 use spade_policy::grpo::GrpoTrainer;
 
-/// A follower rank's part of a run: load what rank 0 loaded, then play and train what it
-/// sends until it says the run is over. Returns (episodes played, updates taken).
+/// What a follower did in a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Followed {
+    pub episodes: usize,
+    pub updates: u64,
+    pub designer_attempts: usize,
+    pub hints: usize,
+}
+
+/// A follower rank's part of a run: load what rank 0 loaded, then design, play and train what
+/// it sends until it says the run is over.
 pub(super) fn follow(
     cfg: &spade::config::RunConfig,
     ranks: &Ranks,
     device: spade_policy::Device,
     pool: &spade_sandbox::Pool,
-) -> Result<(usize, u64), WorkerError> {
+) -> Result<Followed, WorkerError> {
     let FollowerCommand::Start {
         model_dir,
         fingerprint,
@@ -38,24 +47,30 @@ pub(super) fn follow(
         ranks.rank(),
         ranks.world_size(),
     )?;
-    if let Some(path) = optimizer {
-        trainer.load_optimizer(&path)?;
+    if let Some(src) = optimizer {
+        crate::state::load_sharded_optimizer(&mut trainer, &src)?;
     }
-    let (mut episodes, mut updates) = (0, 0);
+    let mut done = Followed::default();
     loop {
         match ranks.receive()? {
             FollowerCommand::Train(batch) => {
                 trainer.step_synced(&policy, &batch, Some(ranks.group()))?;
-                updates += 1;
+                done.updates += 1;
+            }
+            FollowerCommand::Design(order) => {
+                done.designer_attempts += ranks.design_part(*order, cfg, &policy, pool)?;
+            }
+            FollowerCommand::Hints(order) => {
+                done.hints += ranks.hints_part(*order, &policy)?;
             }
             FollowerCommand::SaveOptimizer(path) => {
                 trainer.save_optimizer(&path)?;
                 ranks.barrier()?;
             }
             FollowerCommand::Play(order) => {
-                episodes += ranks.play_part(*order, &policy, pool)?;
+                done.episodes += ranks.play_part(*order, &policy, pool)?;
             }
-            FollowerCommand::Finish => return Ok((episodes, updates)),
+            FollowerCommand::Finish => return Ok(done),
             FollowerCommand::Start { .. } => {
                 return Err(WorkerError::Ranks("a second start from rank 0".into()));
             }

@@ -5,7 +5,7 @@
 use super::Loop;
 use super::metrics::StepObservations;
 use super::{env_seed, fnv, play_record};
-use crate::designer::{self, DesignOptions, Slot};
+use crate::designer::{self, Slot, SlotPlan};
 use crate::state::{Buffered, Embedded, LiveEnv, Window};
 use crate::{WorkerError, play, seeds};
 use spade::EnvKind;
@@ -13,9 +13,7 @@ use spade::config::{RunConfig, VendiKernel};
 use spade::corpus::Corpus;
 use spade::memory::Examples;
 use spade::report::{EnvStatus, EnvironmentRecord, Message};
-use spade_sandbox::ValidationConfig;
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 /// The corpus: the configured JSONL file (a `text` or `orig_doc` field per line), else the
 /// bundled one; none with the no-corpus ablation.
@@ -83,79 +81,80 @@ pub(super) fn regenerate(
             kind,
         })
         .collect();
-    let d = DesignOptions {
-        attempts: lp.cfg.designer.attempts,
-        temperature: lp.cfg.designer.temperature,
-        cut: crate::play::Cut::new(lp.cfg.designer.top_p, lp.cfg.designer.top_k),
-        max_new_tokens: lp.cfg.model.designer_max_new_tokens as usize,
-        repair_fstrings: lp.cfg.designer.repair_fstrings,
-        validation: ValidationConfig {
-            budget: Duration::from_secs_f64(lp.cfg.sandbox.validation_timeout_s),
-            call_timeout: Duration::from_secs_f64(lp.cfg.sandbox.step_timeout_s),
-            kind: None,
-            // Drawn from OS randomness on purpose, not from the run seed: the designer must
-            // not be able to learn them (the report's seeds replay a rejection).
-            ..ValidationConfig::default()
-        },
-        self_judge: lp.cfg.designer.self_judge,
-        judge_temperature: lp.cfg.designer.judge_temperature,
-        judge_cut: crate::play::Cut::new(lp.cfg.agent.top_p, lp.cfg.agent.top_k),
-        judge_max_new_tokens: lp.cfg.designer.judge_max_new_tokens as usize,
-        backend: lp.designer_backend(),
-        prompts: lp.cfg.model.prompts,
-    };
+    let d = designer::design_options(lp.cfg, lp.designer_backend());
     let run_seed = lp.cfg.run.seed;
     let max_words = lp.cfg.corpus_max_words(kind);
     let kind_char = if kind == EnvKind::Game { 'g' } else { 't' };
-    let env_id = |slot: usize, attempt: u32| format!("s{step}-{kind_char}{slot}-a{attempt}");
-    let mut parents: BTreeMap<usize, String> = BTreeMap::new();
     let (cfg, corpus, memory) = (lp.cfg, &lp.corpus, &lp.state.memory);
-    let attempts = designer::design(
-        lp.designer_policy(),
-        &lp.pool,
-        &slots,
-        &d,
-        |slot, attempt| {
-            // spec 2: a fresh corpus document per attempt, uniform with a seed, truncated.
-            let doc = corpus.as_ref().map(|c| {
-                let d = c.pick(
-                    run_seed,
-                    &attempt_coords(seeds::tag::CORPUS, kind, step, slot, attempt),
-                );
-                spade::corpus::truncate_words(&d.text, max_words)
-            });
-            let examples = if cfg.ablation.no_memory {
-                Examples::default()
-            } else {
-                let mut rng = spade::seeded_rng(
-                    run_seed,
-                    &attempt_coords(seeds::tag::MEMORY, kind, step, slot, attempt),
-                );
-                memory.examples(&cfg.memory, kind, skills[slot].name, &mut rng)
+    // Every attempt's prompt, planned before any is sampled (each is drawn from seeds of its
+    // own, so planning one that is never needed changes nothing): a run on several ranks
+    // sends each its slots' plans, since the corpus and the memory are rank 0's.
+    let mut parents_of: Vec<Vec<Option<String>>> = Vec::with_capacity(slots.len());
+    let plans: Vec<SlotPlan> = slots
+        .iter()
+        .enumerate()
+        .map(|(slot, s)| {
+            let mut parents = Vec::new();
+            let mut plan = SlotPlan {
+                slot: s.clone(),
+                prompts: Vec::new(),
+                env_ids: Vec::new(),
+                seeds: Vec::new(),
             };
-            if let Some(p) = examples.parent_env_id() {
-                parents.insert(slot, p.to_string());
-            }
-            cfg.model.prompts.designer_prompt(
-                skills[slot],
-                doc.as_deref(),
-                &examples,
-                cfg.agent.max_turns,
-                seeds::derive(
+            for attempt in 0..d.attempts {
+                // spec 2: a fresh corpus document per attempt, uniform with a seed, truncated.
+                let doc = corpus.as_ref().map(|c| {
+                    let d = c.pick(
+                        run_seed,
+                        &attempt_coords(seeds::tag::CORPUS, kind, step, slot, attempt),
+                    );
+                    spade::corpus::truncate_words(&d.text, max_words)
+                });
+                let examples = if cfg.ablation.no_memory {
+                    Examples::default()
+                } else {
+                    let mut rng = spade::seeded_rng(
+                        run_seed,
+                        &attempt_coords(seeds::tag::MEMORY, kind, step, slot, attempt),
+                    );
+                    memory.examples(&cfg.memory, kind, skills[slot].name, &mut rng)
+                };
+                parents.push(examples.parent_env_id().map(str::to_string));
+                plan.prompts.push(cfg.model.prompts.designer_prompt(
+                    skills[slot],
+                    doc.as_deref(),
+                    &examples,
+                    cfg.agent.max_turns,
+                    seeds::derive(
+                        run_seed,
+                        &attempt_coords(seeds::tag::PROMPT_VARIANT, kind, step, slot, attempt),
+                    ),
+                ));
+                plan.env_ids
+                    .push(format!("s{step}-{kind_char}{slot}-a{attempt}"));
+                plan.seeds.push(seeds::derive(
                     run_seed,
-                    &attempt_coords(seeds::tag::PROMPT_VARIANT, kind, step, slot, attempt),
-                ),
-            )
-        },
-        env_id,
-        |slot, attempt| {
-            seeds::derive(
-                run_seed,
-                &attempt_coords(seeds::tag::DESIGNER, kind, step, slot, attempt),
-            )
-        },
-        |_, _| {},
-    )?;
+                    &attempt_coords(seeds::tag::DESIGNER, kind, step, slot, attempt),
+                ));
+            }
+            parents_of.push(parents);
+            plan
+        })
+        .collect();
+    let attempts = match &lp.opts.ranks {
+        // A frozen designer is rank 0's alone.
+        Some(r) if lp.designer.is_none() => r.design_shared(&lp.policy, &lp.pool, &plans, &d)?,
+        _ => designer::design_planned(lp.designer_policy(), &lp.pool, &plans, &d)?,
+    };
+    // An environment's parent: that of its slot's last attempt with memory examples.
+    let parents: BTreeMap<usize, String> = attempts
+        .iter()
+        .enumerate()
+        .filter_map(|(slot, list)| {
+            let made = parents_of.get(slot)?.get(..list.len())?;
+            Some((slot, made.iter().rev().find_map(Clone::clone)?))
+        })
+        .collect();
 
     let mut window = Window {
         started_step: step,
@@ -197,15 +196,34 @@ pub(super) fn regenerate(
             )
         })
         .collect();
-    let hints = designer::hints(
-        lp.designer_policy(),
-        &codes,
+    let hint_prompts: Vec<spade::prompt::ChatPrompt> = codes
+        .iter()
+        .map(|code| {
+            designer::hint_prompt(lp.cfg.model.prompts, kind, code, lp.cfg.hint_code_limit())
+        })
+        .collect();
+    let (temperature, max_new) = (
         lp.cfg.hint.temperature,
         lp.cfg.model.hint_max_new_tokens as usize,
-        &|code| designer::hint_prompt(lp.cfg.model.prompts, kind, code, lp.cfg.hint_code_limit()),
-        &hint_seeds,
-        lp.designer_backend(),
-    )?;
+    );
+    let hints = match &lp.opts.ranks {
+        Some(r) if lp.designer.is_none() => r.hints_shared(
+            &lp.policy,
+            &hint_prompts,
+            &hint_seeds,
+            temperature,
+            max_new,
+            lp.designer_backend(),
+        )?,
+        _ => designer::hints_for(
+            lp.designer_policy(),
+            &hint_prompts,
+            temperature,
+            max_new,
+            &hint_seeds,
+            lp.designer_backend(),
+        )?,
+    };
     let mut hints_by_id = BTreeMap::new();
     for ((slot, a), hint) in accepted.iter().zip(hints) {
         hints_by_id.insert(a.env_id.clone(), hint.clone());

@@ -14,7 +14,7 @@ use spade::config::RunConfig;
 use spade::memory::MemoryRecord;
 use spade::pool::PoolProblem;
 use spade_policy::Policy;
-use spade_policy::grpo::{GrpoConfig, GrpoTrainer, LossNorm};
+use spade_policy::grpo::{GrpoConfig, GrpoTrainer, LossNorm, SavedOptimizer};
 use spade_policy::train::OptimConfig;
 use spade_sandbox::{Pool, PoolConfig, RunnerConfig};
 use std::path::{Path, PathBuf};
@@ -113,29 +113,34 @@ pub(super) fn setup<'a>(
     let vllm = crate::vllm::for_run(cfg, &policy, store.root(), state.step, &mut |l| {
         on(Event::Log(l))
     })?;
+    let mut shard_source = None;
     if let (Some(dir), Some(r)) = (&resumed_from, &opts.ranks) {
-        state::load_sharded_optimizer(&mut trainer, dir, &state)?;
-        (on)(Event::Log(format!(
-            "restored the optimizer state of {} ranks",
-            r.world_size()
-        )));
+        let src = state::shard_source(dir, &state)?;
+        state::load_sharded_optimizer(&mut trainer, &src)?;
+        (on)(Event::Log(src.describe(r.world_size())));
+        shard_source = Some(src);
     } else if let Some(dir) = resumed_from.clone() {
         // An optimiser state older than the weights (written every `run.optimizer_every`
         // steps) gives its moments, not its masters: those would undo the steps since.
         let own_step = state.optimizer_step.is_none_or(|s| s == state.step);
         match state::load_optimizer(&mut trainer, &dir, own_step)? {
-            true if own_step => (on)(Event::Log(format!(
+            Some(SavedOptimizer::Shards(world)) => (on)(Event::Log(format!(
+                "re-sharded the optimizer state of {world} ranks into one process ({} AdamW \
+                 steps)",
+                trainer.optimizer().step_count()
+            ))),
+            Some(_) if own_step => (on)(Event::Log(format!(
                 "restored the optimizer state ({} AdamW steps)",
                 trainer.optimizer().step_count()
             ))),
-            true => (on)(Event::Log(format!(
+            Some(_) => (on)(Event::Log(format!(
                 "restored the optimizer state of step {} (written every {} steps) for weights \
                  of step {}",
                 state.optimizer_step.unwrap_or_default(),
                 cfg.run.optimizer_every,
                 state.step
             ))),
-            false => (on)(Event::Log(format!(
+            None => (on)(Event::Log(format!(
                 "{} has no {}: an older checkpoint; AdamW restarts with zero moments",
                 dir.display(),
                 state::OPTIMIZER
@@ -147,11 +152,11 @@ pub(super) fn setup<'a>(
         r.send(&crate::ranks::FollowerCommand::Start {
             model_dir,
             fingerprint: policy.weights_fingerprint(),
-            optimizer: resumed_from.map(|d| d.join(state::OPTIMIZER)),
+            optimizer: shard_source,
         })?;
         (on)(Event::Log(format!(
-            "{} ranks: rank 0 plays the rollouts; every rank trains its share of each update \
-             (ZeRO-2: each holds 1/{} of the optimizer state)",
+            "{} ranks: every rank designs, plays and trains its share of each step; rank 0 \
+             keeps the run's state and reports (ZeRO-2: each holds 1/{} of the optimizer state)",
             r.world_size(),
             r.world_size()
         )));

@@ -3,33 +3,32 @@
 //! [`check_disk`]).
 
 use crate::WorkerError;
-use std::path::Path;
+use spade_policy::grpo::{GrpoTrainer, SavedOptimizer};
+use std::path::{Path, PathBuf};
 
 /// The optimiser state's file in a checkpoint directory (see `spade_policy::optim`).
 pub const OPTIMIZER: &str = spade_policy::optim::OPTIMIZER_FILE;
 
-/// Restores `trainer`'s optimiser from the checkpoint `dir`; false when the checkpoint predates
-/// optimiser states (no file). `masters`: also take its float32 masters (only when they are of
-/// the checkpoint's own step; older masters would undo the steps since). A file that does not
-/// fit the model is an error.
+/// Restores `trainer`'s optimiser from the checkpoint `dir` and says how it was saved; None
+/// when the checkpoint predates optimiser states (no file). `masters`: also take its float32
+/// masters (only when they are of the checkpoint's own step; older masters would undo the
+/// steps since). A checkpoint written by data-parallel ranks is re-sharded into this one
+/// process. A file that does not fit the model is an error.
 pub fn load_optimizer(
-    trainer: &mut spade_policy::grpo::GrpoTrainer,
+    trainer: &mut GrpoTrainer,
     dir: &Path,
     masters: bool,
-) -> Result<bool, WorkerError> {
+) -> Result<Option<SavedOptimizer>, WorkerError> {
     let path = dir.join(OPTIMIZER);
-    if !path.exists() {
-        if let Some(world) = shard_world(dir) {
-            return Err(WorkerError::Config(format!(
-                "{}: the optimizer state was written by {world} ranks (optimizer.rankR-of-{world}\
-                 .safetensors); resume with --ranks {world}",
-                dir.display()
-            )));
-        }
-        return Ok(false);
-    }
-    trainer.load_optimizer_with(&path, masters)?;
-    Ok(true)
+    let saved = if path.exists() {
+        SavedOptimizer::Whole
+    } else if let Some(world) = shard_world(dir) {
+        SavedOptimizer::Shards(world)
+    } else {
+        return Ok(None);
+    };
+    trainer.load_optimizer_from(&path, saved, masters)?;
+    Ok(Some(saved))
 }
 
 /// Whether `name` is a checkpoint's optimiser state: the whole of it, or a rank's shard
@@ -46,48 +45,86 @@ fn shard_world(dir: &Path) -> Option<usize> {
     })
 }
 
-/// Restores a sharded (ZeRO-2) trainer's optimiser from the checkpoint `dir`: its rank's shard,
-/// written at the checkpoint's own step (a run on several ranks writes its shards at every
-/// commit). A checkpoint written by another rank count, or by one process, is refused with
-/// the count that resumes it.
+/// Where every rank of a sharded (ZeRO-2) run takes its optimiser state from on resume: rank 0
+/// decides ([`shard_source`]) and sends it to the others, so all of them read the same files
+/// the same way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardSource {
+    /// The checkpoint's `optimizer.safetensors` path (shards are named beside it).
+    pub path: PathBuf,
+    pub saved: SavedOptimizer,
+    /// Take the saved masters (false: the state is older than the weights).
+    pub masters: bool,
+}
+
+impl ShardSource {
+    /// What resuming from it means for `world` ranks, for the log.
+    pub fn describe(&self, world: usize) -> String {
+        match self.saved {
+            SavedOptimizer::Shards(w) if w == world => {
+                format!("restored the optimizer state of {world} ranks")
+            }
+            SavedOptimizer::Shards(w) => {
+                format!("re-sharded the optimizer state of {w} ranks for {world} ranks")
+            }
+            SavedOptimizer::Whole if self.masters => {
+                format!("re-sharded one process's optimizer state for {world} ranks")
+            }
+            SavedOptimizer::Whole => format!(
+                "re-sharded one process's optimizer state (its moments; the masters are the \
+                 newer weights) for {world} ranks"
+            ),
+        }
+    }
+}
+
+/// How a sharded run resumes from the checkpoint `dir`: its ranks' shards (of any rank
+/// count: re-sharded when another), or one process's whole state. Shards are written at every
+/// commit, so shards of another step than the weights are corrupt; a whole state may be older
+/// than the weights and then gives its moments only.
+pub fn shard_source(dir: &Path, state: &super::RunState) -> Result<ShardSource, WorkerError> {
+    let path = dir.join(OPTIMIZER);
+    if let Some(world) = shard_world(dir) {
+        if state.optimizer_step != Some(state.step) {
+            return Err(WorkerError::Corrupt {
+                path: path.display().to_string(),
+                message: format!(
+                    "optimizer shards of step {:?} beside weights of step {}",
+                    state.optimizer_step, state.step
+                ),
+            });
+        }
+        return Ok(ShardSource {
+            path,
+            saved: SavedOptimizer::Shards(world),
+            masters: true,
+        });
+    }
+    if path.exists() {
+        return Ok(ShardSource {
+            masters: state.optimizer_step.is_none_or(|s| s == state.step),
+            path,
+            saved: SavedOptimizer::Whole,
+        });
+    }
+    Err(WorkerError::Config(format!(
+        "{}: it holds no optimizer state (neither {OPTIMIZER} nor rank shards) to resume a \
+         run on ranks from",
+        dir.display()
+    )))
+}
+
+/// Restores a sharded (ZeRO-2) trainer's optimiser from `src` ([`shard_source`]).
 pub fn load_sharded_optimizer(
-    trainer: &mut spade_policy::grpo::GrpoTrainer,
-    dir: &Path,
-    state: &super::RunState,
+    trainer: &mut GrpoTrainer,
+    src: &ShardSource,
 ) -> Result<(), WorkerError> {
-    let Some(z) = trainer.sharded_optimizer() else {
+    if trainer.sharded_optimizer().is_none() {
         return Err(WorkerError::Config(
             "load_sharded_optimizer: the trainer is not sharded".into(),
         ));
-    };
-    let (rank, world) = (z.rank(), z.world_size());
-    let whole = dir.join(OPTIMIZER);
-    let mine = spade_policy::zero::shard_file(&whole, rank, world);
-    if !mine.exists() {
-        let why = match shard_world(dir) {
-            Some(w) => format!("it was written by {w} ranks: resume with --ranks {w}"),
-            None if whole.exists() => {
-                "it was written by one process (optimizer.safetensors): resume without --ranks"
-                    .into()
-            }
-            None => "it holds no optimizer state".into(),
-        };
-        return Err(WorkerError::Config(format!(
-            "{}: no {} for rank {rank} of {world}; {why}",
-            dir.display(),
-            mine.file_name().unwrap_or_default().to_string_lossy()
-        )));
     }
-    if state.optimizer_step != Some(state.step) {
-        return Err(WorkerError::Corrupt {
-            path: mine.display().to_string(),
-            message: format!(
-                "optimizer shards of step {:?} beside weights of step {}",
-                state.optimizer_step, state.step
-            ),
-        });
-    }
-    trainer.load_optimizer(&whole)?;
+    trainer.load_optimizer_from(&src.path, src.saved, src.masters)?;
     Ok(())
 }
 
