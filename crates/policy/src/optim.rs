@@ -241,6 +241,27 @@ pub(crate) fn read_state(path: &Path) -> Result<(Vec<u8>, HashMap<String, String
     Ok((bytes, meta))
 }
 
+/// The bytes and the step of a whole optimiser state ([`AdamW::save`]'s file), or why it is
+/// not one (its format, its step).
+pub(crate) fn read_whole_state(path: &Path) -> Result<(Vec<u8>, u64)> {
+    let bad = |reason: String| PolicyError::OptimizerState {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let (bytes, meta) = read_state(path)?;
+    match meta.get("format") {
+        Some(f) if f == FORMAT => {}
+        Some(f) => return Err(bad(format!("format `{f}`, expected `{FORMAT}`"))),
+        None => return Err(bad(format!("no `format` metadata (expected `{FORMAT}`)"))),
+    }
+    let step: u64 = meta
+        .get("step")
+        .ok_or_else(|| bad("no `step` metadata".into()))?
+        .parse()
+        .map_err(|e| bad(format!("`step` metadata is not a step count: {e}")))?;
+    Ok((bytes, step))
+}
+
 /// Kinds whose variables get a float32 master copy.
 fn is_half(kind: Kind) -> bool {
     matches!(kind, Kind::BFloat16 | Kind::Half)
@@ -553,17 +574,7 @@ impl AdamW {
             path: path.to_path_buf(),
             reason,
         };
-        let (bytes, meta) = read_state(path)?;
-        match meta.get("format") {
-            Some(f) if f == FORMAT => {}
-            Some(f) => return Err(bad(format!("format `{f}`, expected `{FORMAT}`"))),
-            None => return Err(bad(format!("no `format` metadata (expected `{FORMAT}`)"))),
-        }
-        let step: u64 = meta
-            .get("step")
-            .ok_or_else(|| bad("no `step` metadata".into()))?
-            .parse()
-            .map_err(|e| bad(format!("`step` metadata is not a step count: {e}")))?;
+        let (bytes, step) = read_whole_state(path)?;
         let st = SafeTensors::deserialize(&bytes)
             .map_err(|e| bad(format!("not a safetensors file: {e:?}")))?;
         let mut unused: BTreeSet<String> = st.names().into_iter().cloned().collect();

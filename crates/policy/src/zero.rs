@@ -290,22 +290,7 @@ impl ShardedAdamW {
             path: path.to_path_buf(),
             reason,
         };
-        let (bytes, meta) = crate::optim::read_state(path)?;
-        match meta.get("format") {
-            Some(f) if f == crate::optim::FORMAT => {}
-            Some(f) => {
-                return Err(bad(format!(
-                    "format `{f}`, expected `{}`",
-                    crate::optim::FORMAT
-                )));
-            }
-            None => return Err(bad("no `format` metadata".into())),
-        }
-        let step: u64 = meta
-            .get("step")
-            .ok_or_else(|| bad("no `step` metadata".into()))?
-            .parse()
-            .map_err(|e| bad(format!("`step` metadata is not a step count: {e}")))?;
+        let (bytes, step) = crate::optim::read_whole_state(path)?;
         let st = SafeTensors::deserialize(&bytes)
             .map_err(|e| bad(format!("not a safetensors file: {e:?}")))?;
         let mut unused: std::collections::BTreeSet<String> =
@@ -664,6 +649,18 @@ mod tests {
         Ok(())
     }
 
+    /// `world` ranks' marked shards of `p`'s state at `step`, saved beside `whole`.
+    fn save_marked(p: &Policy, whole: &Path, world: usize, step: u64) -> Result<Vec<ShardedAdamW>> {
+        (0..world)
+            .map(|rank| {
+                let mut z = ShardedAdamW::new(p.var_store(), &OptimConfig::default(), rank, world)?;
+                marked(&mut z, step)?;
+                z.save(&shard_file(whole, rank, world))?;
+                Ok(z)
+            })
+            .collect()
+    }
+
     fn is_marked(z: &ShardedAdamW, what: &str) -> Result<()> {
         let want = marks(z.rank as i64 * z.shard, z.shard, z.total_len())?;
         for (a, b, name) in [
@@ -690,11 +687,7 @@ mod tests {
         let cfg = OptimConfig::default();
         let dir = tempfile_dir("reshard")?;
         let whole = dir.join("optimizer.safetensors");
-        for rank in 0..3 {
-            let mut z = ShardedAdamW::new(p.var_store(), &cfg, rank, 3)?;
-            marked(&mut z, 9)?;
-            z.save(&shard_file(&whole, rank, 3))?;
-        }
+        save_marked(&p, &whole, 3, 9)?;
         for world in [1, 2, 3, 4] {
             for rank in 0..world {
                 let mut z = ShardedAdamW::new(p.var_store(), &cfg, rank, world)?;
@@ -740,13 +733,7 @@ mod tests {
         let cfg = OptimConfig::default();
         let dir = tempfile_dir("reshard-bad")?;
         let whole = dir.join("optimizer.safetensors");
-        let mut saved = vec![];
-        for rank in 0..2 {
-            let mut z = ShardedAdamW::new(p.var_store(), &cfg, rank, 2)?;
-            marked(&mut z, 4)?;
-            z.save(&shard_file(&whole, rank, 2))?;
-            saved.push(z);
-        }
+        let mut saved = save_marked(&p, &whole, 2, 4)?;
         let refused = |want: &str| -> Result<()> {
             let mut z = ShardedAdamW::new(p.var_store(), &cfg, 0, 3)?;
             let e = z

@@ -112,6 +112,29 @@ fn rank_command(config: &Path, out: &Path, resume: bool) -> Command {
     c
 }
 
+/// `n` ranks of the run in `out` (`resume`: resumed), rank `logged.0`'s output in `logged.1`.
+fn launch_logged(
+    config: &Path,
+    out: &Path,
+    resume: bool,
+    n: usize,
+    logged: (usize, &Path),
+) -> Res<()> {
+    ranks::launch(
+        |rank| {
+            let mut c = rank_command(config, out, resume);
+            if rank == logged.0
+                && let Ok(f) = std::fs::File::create(logged.1)
+            {
+                c.stdout(f);
+            }
+            c
+        },
+        n,
+    )?;
+    Ok(())
+}
+
 /// The metrics of each step reported, from `metrics.jsonl`.
 fn metrics(out: &Path) -> Res<BTreeMap<u64, BTreeMap<String, f64>>> {
     let mut by_step = BTreeMap::new();
@@ -247,18 +270,7 @@ fn two_ranks_train_a_run_as_one_process_does() -> Res<()> {
     let (config_path, one, two) = (&c.config, &c.one, &c.two);
     let started = Instant::now();
     let log = two.join("rank1.log");
-    ranks::launch(
-        |rank| {
-            let mut c = rank_command(config_path, two, false);
-            if rank == 1
-                && let Ok(f) = std::fs::File::create(&log)
-            {
-                c.stdout(f);
-            }
-            c
-        },
-        2,
-    )?;
+    launch_logged(config_path, two, false, 2, (1, &log))?;
     eprintln!("two ranks: {:.1} s", started.elapsed().as_secs_f64());
     // Rank 1 played half of every environment's episodes: 12 of 24 plays a step.
     let said = std::fs::read_to_string(&log)?;
@@ -446,18 +458,7 @@ fn a_checkpoint_resumes_on_another_rank_count_and_takes_the_same_step() -> Res<(
         let dir = root.join(name);
         copy_run(from, &dir)?;
         let log = root.join(format!("{name}.log"));
-        ranks::launch(
-            |rank| {
-                let mut c = rank_command(&three_steps, &dir, true);
-                if rank == 0
-                    && let Ok(f) = std::fs::File::create(&log)
-                {
-                    c.stdout(f);
-                }
-                c
-            },
-            ranks,
-        )?;
+        launch_logged(&three_steps, &dir, true, ranks, (0, &log))?;
         let said = std::fs::read_to_string(&log)?;
         assert!(said.contains(want), "rank 0 said: {said}");
         resumed.push(dir);
@@ -501,18 +502,7 @@ fn a_self_play_run_on_two_ranks_designs_and_plays_what_one_process_does() -> Res
     let c = run_one_process(&cfg)?;
     let (config_path, one, two) = (&c.config, &c.one, &c.two);
     let log = two.join("rank1.log");
-    ranks::launch(
-        |rank| {
-            let mut c = rank_command(config_path, two, false);
-            if rank == 1
-                && let Ok(f) = std::fs::File::create(&log)
-            {
-                c.stdout(f);
-            }
-            c
-        },
-        2,
-    )?;
+    launch_logged(config_path, two, false, 2, (1, &log))?;
     // Rank 1 designed its share of the slots and wrote its share of the hints.
     let said = std::fs::read_to_string(&log)?;
     let count = |before: &str| -> Option<usize> {
