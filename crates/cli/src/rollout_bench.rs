@@ -65,6 +65,13 @@ pub struct RolloutBenchArgs {
     /// Use this running vLLM server instead of starting one (it must read the temp dir).
     #[arg(long)]
     pub vllm_url: Option<String>,
+    /// CPU cores (`1`, `0-1`, `2,3`) for the model's compute on both sides: started vLLM
+    /// servers get the CPU set-up of vLLM's installation guide (TCMalloc and Intel OpenMP in
+    /// LD_PRELOAD, their OpenMP threads bound to these cores with VLLM_CPU_OMP_THREADS_BIND;
+    /// their API and engine-core processes stay unbound, as vLLM runs them), and the engine's
+    /// thread is pinned to the same cores while it decodes. Unset: nothing is bound.
+    #[arg(long)]
+    pub cpu_bind: Option<String>,
     /// auto, cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]
     pub device: String,
@@ -97,6 +104,8 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
         ),
     };
     let vllm = paths.contains(&Path::External);
+    // Checked before anything starts.
+    let cores = a.cpu_bind.as_deref().map(parse_cores).transpose()?;
     if vllm && a.shape != "tiny" {
         anyhow::bail!(
             "--path {}: vLLM needs --shape tiny (a model with a tokenizer)",
@@ -140,10 +149,19 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
          to {} turns of <= {} tokens",
         a.shape, a.threads, a.envs, a.plays, a.hint_plays, a.max_turns, a.turn_tokens
     );
-    let mut best: Vec<RolloutReport> = vec![];
-    for &path in &paths {
-        let mut runs = vec![];
-        for rep in 0..a.repeats.max(1) {
+    match &cores {
+        Some(c) => println!(
+            "engine: {} libtorch thread(s), its thread pinned to cores {c:?} while it decodes; \
+             default allocator",
+            a.threads
+        ),
+        None => println!("engine: {} libtorch thread(s), unpinned", a.threads),
+    }
+    // The paths take turns, repetition by repetition, so a machine whose load changes slows
+    // them alike.
+    let mut runs: Vec<Vec<RolloutReport>> = paths.iter().map(|_| vec![]).collect();
+    for rep in 0..a.repeats.max(1) {
+        for (&path, done) in paths.iter().zip(&mut runs) {
             let on = |p: &rollout_bench::PhaseReport| {
                 eprintln!(
                     "  {} #{}: {:<10} {:>8.2} s  {:>7} tokens  {:>5} calls",
@@ -160,10 +178,16 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
                     let mut r = f.rollout(policy.require_tokenizer()?);
                     rollout_bench::run_external(&policy, &o, &mut r, on)?
                 }
-                _ => rollout_bench::run(&policy, &o, path, on)?,
+                _ => {
+                    let _pinned = cores.as_deref().map(Pinned::to).transpose()?;
+                    rollout_bench::run(&policy, &o, path, on)?
+                }
             };
-            runs.push(r);
+            done.push(r);
         }
+    }
+    let mut best: Vec<RolloutReport> = vec![];
+    for (&path, mut runs) in paths.iter().zip(runs) {
         runs.sort_by(|x, y| x.wall_s().total_cmp(&y.wall_s()));
         let median = runs.swap_remove(runs.len() / 2);
         println!(
@@ -191,6 +215,20 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
             sync.write_s,
             sync.load_s
         );
+        // What the server made of its CPU set-up (thread binding, preloads), from its log.
+        let log = std::fs::read_to_string(dir.join("logs/server-0.log")).unwrap_or_default();
+        for line in log
+            .lines()
+            .filter(|l| {
+                let l = l.to_lowercase();
+                ["threads_bind", "core ids", "iomp", "tcmalloc", "ld_preload"]
+                    .iter()
+                    .any(|k| l.contains(k))
+            })
+            .take(12)
+        {
+            println!("vllm server log: {}", line.trim());
+        }
         f.shutdown();
         let _ = std::fs::remove_dir_all(dir);
     } else if let [s, e] = best.as_slice() {
@@ -218,14 +256,7 @@ fn start_vllm(
     policy: &spade_policy::Policy,
 ) -> anyhow::Result<(spade_worker::vllm::Fleet, std::path::PathBuf)> {
     let dir = std::env::temp_dir().join(format!("spade-bench-vllm-{}", std::process::id()));
-    let venv = std::env::var_os("SPADE_CACHE")
-        .map(std::path::PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| std::path::PathBuf::from(h).join(".cache/spade-studio"))
-        })
-        .unwrap_or_else(|| ".deps".into())
-        .join("venv-vllm");
+    let venv = venv_of();
     let o = spade_worker::vllm::FleetOptions {
         urls: a.vllm_url.iter().cloned().collect(),
         start: if a.vllm_url.is_some() {
@@ -246,7 +277,14 @@ fn start_vllm(
         request_timeout: std::time::Duration::from_secs(1800),
         // As the policy it is compared with: the CPU workarounds only on the CPU.
         on_gpu: policy.device().is_cuda(),
+        env: match &a.cpu_bind {
+            Some(cores) => vllm_cpu_env(&venv_of(), cores)?,
+            None => vec![],
+        },
     };
+    for (k, v) in &o.env {
+        println!("vllm server environment: {k}={v}");
+    }
     let t = std::time::Instant::now();
     let f = spade_worker::vllm::Fleet::connect(&o, policy, "step-0", &mut |l| eprintln!("{l}"))?;
     println!(
@@ -255,4 +293,106 @@ fn start_vllm(
         t.elapsed().as_secs_f64()
     );
     Ok((f, dir))
+}
+
+/// The vLLM venv scripts/setup-vllm makes.
+fn venv_of() -> std::path::PathBuf {
+    std::env::var_os("SPADE_CACHE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| std::path::PathBuf::from(h).join(".cache/spade-studio"))
+        })
+        .unwrap_or_else(|| ".deps".into())
+        .join("venv-vllm")
+}
+
+/// TCMalloc from Debian's package `libtcmalloc-minimal4`.
+const TCMALLOC: &str = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4";
+
+/// vLLM's CPU set-up (its installation guide: TCMalloc and Intel OpenMP preloaded, OpenMP
+/// threads bound to `cores`); a library that is missing is named with how to install it.
+fn vllm_cpu_env(venv: &std::path::Path, cores: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let iomp = venv.join("lib/libiomp5.so");
+    for (lib, how) in [
+        (
+            std::path::Path::new(TCMALLOC),
+            "apt-get install libtcmalloc-minimal4",
+        ),
+        (iomp.as_path(), "scripts/setup-vllm (intel-openmp)"),
+    ] {
+        if !lib.is_file() {
+            anyhow::bail!("--cpu-bind: {} is missing ({how})", lib.display());
+        }
+    }
+    Ok(vec![
+        (
+            "LD_PRELOAD".into(),
+            format!("{TCMALLOC}:{}", iomp.display()),
+        ),
+        ("VLLM_CPU_OMP_THREADS_BIND".into(), cores.to_string()),
+    ])
+}
+
+/// The cores of a list such as `1`, `0-3` or `0,2-3`.
+fn parse_cores(list: &str) -> anyhow::Result<Vec<usize>> {
+    let bad = || anyhow::anyhow!("--cpu-bind `{list}`: expected cores such as 1, 0-3 or 0,2-3");
+    let mut cores = vec![];
+    for part in list.split(',') {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        let (lo, hi): (usize, usize) = (
+            lo.trim().parse().map_err(|_| bad())?,
+            hi.trim().parse().map_err(|_| bad())?,
+        );
+        if lo > hi || hi >= rustix::thread::CpuSet::MAX_CPU {
+            return Err(bad());
+        }
+        cores.extend(lo..=hi);
+    }
+    if cores.is_empty() {
+        return Err(bad());
+    }
+    Ok(cores)
+}
+
+/// This thread pinned to some cores until dropped, when it may run anywhere again.
+struct Pinned {
+    before: rustix::thread::CpuSet,
+}
+
+impl Pinned {
+    fn to(cores: &[usize]) -> anyhow::Result<Self> {
+        let before = rustix::thread::sched_getaffinity(None)?;
+        let mut set = rustix::thread::CpuSet::new();
+        for &c in cores {
+            set.set(c);
+        }
+        rustix::thread::sched_setaffinity(None, &set)
+            .with_context(|| format!("cannot pin the engine's thread to cores {cores:?}"))?;
+        Ok(Self { before })
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        let _ = rustix::thread::sched_setaffinity(None, &self.before);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cores;
+
+    #[test]
+    fn core_lists_parse_and_bad_ones_say_what_is_expected() {
+        assert_eq!(parse_cores("1").ok(), Some(vec![1]));
+        assert_eq!(parse_cores("0-2,5").ok(), Some(vec![0, 1, 2, 5]));
+        for bad in ["", "a", "3-1", "1,", "-1"] {
+            let e = parse_cores(bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains("expected cores"), "{bad}: {e}");
+        }
+    }
 }

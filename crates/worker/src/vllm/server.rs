@@ -353,6 +353,7 @@ fn launch(opts: &FleetOptions, weights: &Path, i: u32, append: bool) -> VResult<
     if opts.threads > 0 {
         cmd.env("OMP_NUM_THREADS", opts.threads.to_string());
     }
+    cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
     if let Some(devices) = opts.devices_of(i)? {
         cmd.env("CUDA_VISIBLE_DEVICES", devices);
     }
@@ -412,6 +413,7 @@ mod tests {
             startup_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(5),
             on_gpu: false,
+            env: vec![],
         }
     }
 

@@ -44,6 +44,7 @@ fn options(dir: &Path, start: u32, urls: Vec<String>) -> FleetOptions {
         startup_timeout: Duration::from_secs(900),
         request_timeout: Duration::from_secs(120),
         on_gpu: false,
+        env: vec![],
     }
 }
 
