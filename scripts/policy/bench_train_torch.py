@@ -23,11 +23,23 @@ for the MoE shapes transformers' sparse block) so that only torch is needed.
 
 Prints one JSON line: shape, parameters, tokens, step seconds, median, tokens/s, peak memory
 (torch.cuda.max_memory_allocated on CUDA; peak RSS on CPU).
+
+`--ranks N` (CPU, Gloo) is the PyTorch side of `spade model bench --ranks N`: one process alone,
+then N rank processes of this script on the same step, both with one sequence per micro-batch
+(gradients accumulated), as the Rust side does. Each rank runs its share of the sequences; the
+gradients are summed over the ranks with c10d all-reduces in 25 MB buckets (DDP's bucket size:
+DDP's own hooks do not fit the chunked backward, which calls backward once per head chunk and
+once for the body), then clipped, and the optimizer is torch's ZeroRedundancyOptimizer around
+AdamW (its state sharded over the ranks, the updated parameters broadcast). Prints one JSON
+line comparing the two as the Rust side's --json does.
 """
 import argparse
 import json
 import math
+import os
 import resource
+import socket
+import subprocess
 import statistics
 import sys
 import time
@@ -202,7 +214,10 @@ def main():
     ap.add_argument("--chunk-tokens", type=int, default=4096, help="positions per head chunk")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--ranks", type=int, default=1, help="data-parallel ranks (CPU, Gloo)")
     a = ap.parse_args()
+    if a.ranks > 1:
+        return ranks_main(a)
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     dev = torch.device(a.device)
@@ -246,6 +261,140 @@ def main():
         "kind": "bf16 autocast, float32 masters" if cuda else "float32", "median_s": med,
         "tokens_per_s": n_seq * (a.seq_len - 1) / med, "peak_bytes": peak,
         "peak_source": "torch.cuda.max_memory_allocated" if cuda else "peak resident set",
+    }))
+
+
+def data(a, dev):
+    """The step's sequences, prompt mask and advantages (the same on every rank: seed 0)."""
+    vocab = SHAPES[a.shape][0]
+    n_seq = max(1, a.tokens // (a.seq_len - 1))
+    ids = torch.randint(0, vocab, (n_seq, a.seq_len), device=dev)
+    prompt = max(1, a.seq_len // 4)
+    mask = torch.zeros(n_seq, a.seq_len - 1, device=dev)
+    mask[:, prompt - 1:] = 1.0
+    adv = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(n_seq)], device=dev)[:, None]
+    return ids, mask, adv
+
+
+def all_reduce_grads(params, bucket_bytes=25 << 20):
+    """Sums every gradient over the ranks, in flat buckets of about `bucket_bytes`."""
+    import torch.distributed as dist
+    bucket, size = [], 0
+    def flush():
+        if bucket:
+            flat = torch.cat([p.grad.reshape(-1) for p in bucket])
+            dist.all_reduce(flat)
+            off = 0
+            for p in bucket:
+                n = p.grad.numel()
+                p.grad.copy_(flat[off:off + n].view_as(p.grad))
+                off += n
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        bucket.append(p)
+        size += p.grad.numel() * p.grad.element_size()
+        if size >= bucket_bytes:
+            flush()
+            bucket, size = [], 0
+    flush()
+
+
+def sharded_steps(a, rank, world):
+    """This rank's timed steps, one sequence per micro-batch; world 1: one process alone."""
+    import torch.distributed as dist
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    dev = torch.device("cpu")
+    model = Model(a.shape, recompute=not a.no_recompute)
+    ids, mask, adv = data(a, dev)
+    n_seq = ids.shape[0]
+    # The loss is a token mean over the whole step's batch, whichever rank computes a part.
+    n_tokens = mask.sum()
+    params = list(model.parameters())
+    if world > 1:
+        opt = ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, lr=1e-6,
+                                      weight_decay=0.01)
+    else:
+        opt = torch.optim.AdamW(params, lr=1e-6, weight_decay=0.01)
+    vocab = SHAPES[a.shape][0]
+    old = -math.log(vocab)
+    autocast = lambda: torch.autocast("cpu", enabled=False)
+    mine = range(rank, n_seq, world)
+    times = []
+    for i in range(a.warmup + a.steps):
+        if world > 1:
+            dist.barrier()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        for s in mine:
+            # backward_chunked means over the sequence's own tokens; the advantage's factor
+            # (positive, so the clipped surrogate scales with it) makes that the batch's mean.
+            share = mask[s:s + 1].sum() / n_tokens
+            backward_chunked(model, ids[s:s + 1], mask[s:s + 1], adv[s:s + 1] * share, old,
+                             a.chunk_tokens, autocast)
+        if world > 1:
+            all_reduce_grads(params)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        dt = time.perf_counter() - t0
+        if i >= a.warmup:
+            times.append(dt)
+            print(f"bench_train_torch: rank {rank} of {world}: step {i - a.warmup + 1} took "
+                  f"{dt:.3f} s", file=sys.stderr)
+    return {
+        "rank": rank, "median_s": statistics.median(times), "step_s": times,
+        "tokens": n_seq * (a.seq_len - 1), "sequences": n_seq,
+        "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+
+
+def ranks_main(a):
+    """`--ranks N`: in a rank (RANK set) its steps as one JSON line; else one process alone,
+    then N ranks, compared."""
+    import torch.distributed as dist
+    if a.device != "cpu":
+        sys.exit("bench_train_torch: --ranks runs on the CPU (Gloo)")
+    if "RANK" in os.environ:
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        print(json.dumps(sharded_steps(a, rank, world)), flush=True)
+        dist.destroy_process_group()
+        return
+    one = sharded_steps(a, 0, 1)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:]
+    procs = []
+    for r in range(a.ranks):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(a.ranks), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), OMP_NUM_THREADS=str(a.threads))
+        procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True))
+    results = []
+    for r, p in enumerate(procs):
+        out, _ = p.communicate()
+        if p.returncode != 0:
+            for q in procs:
+                q.kill()
+            sys.exit(f"bench_train_torch: rank {r} failed ({p.returncode})")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    # A step ends when its slowest rank's does (they meet in the all-reduce).
+    step = max(r["median_s"] for r in results)
+    tokens = one["tokens"]
+    one_rate = tokens / one["median_s"]
+    per_rank = tokens / a.ranks / step
+    print(json.dumps({
+        "side": "pytorch", "torch": torch.__version__, "shape": a.shape, "ranks": a.ranks,
+        "threads_per_rank": a.threads, "tokens_per_step": tokens,
+        "optimizer": "ZeroRedundancyOptimizer(AdamW), gradients all-reduced in 25 MB buckets",
+        "one_process": {"median_s": one["median_s"], "tokens_per_s": one_rate,
+                        "peak_bytes": one["peak_bytes"]},
+        "ranks_run": {"step_s": step, "rank_median_s": [r["median_s"] for r in results],
+                      "tokens_per_s_per_rank": per_rank, "tokens_per_s": per_rank * a.ranks,
+                      "peak_bytes": [r["peak_bytes"] for r in results]},
+        "per_rank_ratio": per_rank / one_rate,
     }))
 
 

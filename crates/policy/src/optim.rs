@@ -244,11 +244,17 @@ pub(crate) fn read_state(path: &Path) -> Result<(Vec<u8>, HashMap<String, String
 /// The bytes and the step of a whole optimiser state ([`AdamW::save`]'s file), or why it is
 /// not one (its format, its step).
 pub(crate) fn read_whole_state(path: &Path) -> Result<(Vec<u8>, u64)> {
+    let (bytes, meta) = read_state(path)?;
+    let step = whole_state_step(path, &meta)?;
+    Ok((bytes, step))
+}
+
+/// The step of a whole optimiser state whose metadata is `meta`, or why it is not one.
+pub(crate) fn whole_state_step(path: &Path, meta: &HashMap<String, String>) -> Result<u64> {
     let bad = |reason: String| PolicyError::OptimizerState {
         path: path.to_path_buf(),
         reason,
     };
-    let (bytes, meta) = read_state(path)?;
     match meta.get("format") {
         Some(f) if f == FORMAT => {}
         Some(f) => return Err(bad(format!("format `{f}`, expected `{FORMAT}`"))),
@@ -259,7 +265,7 @@ pub(crate) fn read_whole_state(path: &Path) -> Result<(Vec<u8>, u64)> {
         .ok_or_else(|| bad("no `step` metadata".into()))?
         .parse()
         .map_err(|e| bad(format!("`step` metadata is not a step count: {e}")))?;
-    Ok((bytes, step))
+    Ok(step)
 }
 
 /// Kinds whose variables get a float32 master copy.

@@ -19,7 +19,8 @@
 
 use crate::error::{PolicyError, Result};
 use crate::optim::{GradientSync, OptimConfig};
-use safetensors::tensor::{Dtype, SafeTensors};
+
+mod parts;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use tch::{Kind, Tensor, nn::VarStore};
@@ -242,18 +243,24 @@ impl ShardedAdamW {
     /// an error (see the module doc). A file of another world size is refused: that state is
     /// read with [`ShardedAdamW::load_resharded`].
     pub fn load(&mut self, path: &Path) -> Result<()> {
-        let saved = read_shard(path, None, Some(self.world), self.total_len())?;
+        let mut saved = open_shard(path, None, Some(self.world), self.total_len())?;
         if saved.rank != self.rank {
             return Err(PolicyError::OptimizerState {
                 path: path.to_path_buf(),
                 reason: format!("rank {}'s state, this is rank {}", saved.rank, self.rank),
             });
         }
-        let [master, exp_avg, exp_avg_sq] = saved.tensors;
         let device = self.master.device();
-        self.master = master.f_to_device(device)?;
-        self.exp_avg = exp_avg.f_to_device(device)?;
-        self.exp_avg_sq = exp_avg_sq.f_to_device(device)?;
+        let mut read = |name: &str| -> Result<Tensor> {
+            Ok(saved
+                .file
+                .read_f32(name, 0, saved.shard)?
+                .f_to_device(device)?)
+        };
+        let [master, exp_avg, exp_avg_sq] = [read(SLICES[0])?, read(SLICES[1])?, read(SLICES[2])?];
+        self.master = master;
+        self.exp_avg = exp_avg;
+        self.exp_avg_sq = exp_avg_sq;
         self.step = saved.step;
         Ok(())
     }
@@ -261,9 +268,9 @@ impl ShardedAdamW {
     /// Replaces this rank's slices and the step with its slice of the state `saved_world`
     /// ranks wrote beside `path` (all of their shard files): re-sharding for a resume on
     /// another rank count. Every file is checked (format, rank, world size, the model's
-    /// element count, one step for all) before anything changes; a missing one is named. Each
-    /// file is read in turn and only the part this rank owns is kept, so a rank never holds
-    /// more than one saved shard beside its own.
+    /// element count, one step for all) before anything changes; a missing one is named. Of
+    /// each file only the header and the bytes of this rank's part are read
+    /// (`zero/parts.rs`), so a rank never reads the whole state.
     pub fn load_resharded(&mut self, path: &Path, saved_world: usize) -> Result<()> {
         let (step, [master, exp_avg, exp_avg_sq]) = read_resharded(
             path,
@@ -290,11 +297,33 @@ impl ShardedAdamW {
             path: path.to_path_buf(),
             reason,
         };
-        let (bytes, step) = crate::optim::read_whole_state(path)?;
-        let st = SafeTensors::deserialize(&bytes)
-            .map_err(|e| bad(format!("not a safetensors file: {e:?}")))?;
-        let mut unused: std::collections::BTreeSet<String> =
-            st.names().into_iter().cloned().collect();
+        let mut f = parts::StateFile::open(path)?;
+        let step = crate::optim::whole_state_step(path, &f.meta)?;
+        // The whole header checked first: every variable's moments of its shape, masters
+        // optional, nothing else.
+        let mut unused: std::collections::BTreeSet<String> = f.names().cloned().collect();
+        for (name, var, _) in &self.vars {
+            for prefix in ["exp_avg", "exp_avg_sq", "master"] {
+                let key = format!("{prefix}.{name}");
+                if prefix == "master" && !f.has(&key) {
+                    continue;
+                }
+                let shape = f.f32_shape(&key)?;
+                if shape != var.size() {
+                    return Err(bad(format!(
+                        "`{key}` has shape {shape:?} but variable `{name}` has shape {:?}",
+                        var.size()
+                    )));
+                }
+                unused.remove(&key);
+            }
+        }
+        if let Some(extra) = unused.into_iter().next() {
+            return Err(bad(format!(
+                "`{extra}` matches no trainable variable of this model"
+            )));
+        }
+        // Then only the elements of this rank's slice are read.
         let (lo, hi) = (
             self.rank as i64 * self.shard,
             (self.rank as i64 + 1) * self.shard,
@@ -308,61 +337,30 @@ impl ShardedAdamW {
         let mut offset = 0i64;
         for (name, var, len) in &self.vars {
             let (start, end) = (offset.max(lo), (offset + len).min(hi));
+            let first = offset;
             offset += len;
-            let mut take = |key: String| -> Result<Option<Tensor>> {
-                if !unused.remove(&key) {
-                    return Ok(None);
-                }
-                let view = st.tensor(&key).map_err(|_| PolicyError::MissingTensor {
-                    name: key.clone(),
-                    path: path.to_path_buf(),
-                })?;
-                let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
-                if view.dtype() != Dtype::F32 || shape != var.size() {
-                    return Err(bad(format!(
-                        "`{key}` is {:?} {shape:?}, expected F32 {:?}",
-                        view.dtype(),
-                        var.size()
-                    )));
-                }
-                Ok(Some(Tensor::f_from_data_size(
-                    view.data(),
-                    &[*len],
-                    Kind::Float,
-                )?))
-            };
-            let m = take(format!("exp_avg.{name}"))?;
-            let v = take(format!("exp_avg_sq.{name}"))?;
-            let (Some(m), Some(v)) = (m, v) else {
-                return Err(PolicyError::MissingTensor {
-                    name: format!("exp_avg.{name} / exp_avg_sq.{name}"),
-                    path: path.to_path_buf(),
-                });
-            };
-            let saved_master = take(format!("master.{name}"))?.filter(|_| masters);
             if start >= end {
                 continue;
             }
-            let master = match saved_master {
-                Some(t) => t,
-                None => tch::no_grad(|| -> Result<Tensor> {
+            let (from, n, to) = (start - first, end - start, start - lo);
+            let key = format!("master.{name}");
+            let master = if masters && f.has(&key) {
+                f.read_f32(&key, from, n)?
+            } else {
+                tch::no_grad(|| -> Result<Tensor> {
                     Ok(var
                         .f_detach()?
                         .f_to_device(tch::Device::Cpu)?
                         .f_to_kind(Kind::Float)?
-                        .f_reshape([-1])?)
-                })?,
+                        .f_reshape([-1])?
+                        .f_narrow(0, from, n)?)
+                })?
             };
-            let (from, n, to) = (start - (offset - len), end - start, start - lo);
+            let m = f.read_f32(&format!("exp_avg.{name}"), from, n)?;
+            let v = f.read_f32(&format!("exp_avg_sq.{name}"), from, n)?;
             for (dst, src) in out.iter().zip([&master, &m, &v]) {
-                dst.f_narrow(0, to, n)?
-                    .f_copy_(&src.f_narrow(0, from, n)?)?;
+                dst.f_narrow(0, to, n)?.f_copy_(src)?;
             }
-        }
-        if let Some(extra) = unused.into_iter().next() {
-            return Err(bad(format!(
-                "`{extra}` matches no trainable variable of this model"
-            )));
         }
         let [master, exp_avg, exp_avg_sq] = out;
         let device = self.master.device();
@@ -387,29 +385,35 @@ impl crate::optim::AdamW {
     }
 }
 
-/// One shard file as read: its rank, step, and `[master, exp_avg, exp_avg_sq]` (host).
-struct SavedShard {
+/// The slices a shard file holds, in [`ShardedAdamW::save`]'s order.
+const SLICES: [&str; 3] = ["master", "exp_avg", "exp_avg_sq"];
+
+/// A shard file opened and checked, its data not read yet.
+struct OpenShard {
+    file: parts::StateFile,
     rank: usize,
     step: u64,
-    tensors: [Tensor; 3],
+    /// Elements of each slice.
+    shard: i64,
 }
 
-/// Reads and checks the shard file `path`: its format, its rank (when `rank` is given), its
+/// Opens and checks the shard file `path`: its format, its rank (when `rank` is given), its
 /// world size (when `world` is given), the model's element count `total`, and three F32
 /// slices of `ceil(total / world)` elements.
-fn read_shard(
+fn open_shard(
     path: &Path,
     rank: Option<usize>,
     world: Option<usize>,
     total: i64,
-) -> Result<SavedShard> {
+) -> Result<OpenShard> {
     let bad = |reason: String| PolicyError::OptimizerState {
         path: path.to_path_buf(),
         reason,
     };
-    let (bytes, meta) = crate::optim::read_state(path)?;
+    let file = parts::StateFile::open(path)?;
     let field = |key: &str| -> Result<String> {
-        meta.get(key)
+        file.meta
+            .get(key)
             .cloned()
             .ok_or_else(|| bad(format!("no `{key}` metadata")))
     };
@@ -446,36 +450,25 @@ fn read_shard(
     }
     let step = number("step")?;
     let shard = (total + saved_world as i64 - 1) / saved_world as i64;
-    let st = SafeTensors::deserialize(&bytes)
-        .map_err(|e| bad(format!("not a safetensors file: {e:?}")))?;
-    let read = |name: &str| -> Result<Tensor> {
-        let view = st.tensor(name).map_err(|_| PolicyError::MissingTensor {
-            name: name.to_string(),
-            path: path.to_path_buf(),
-        })?;
-        if view.dtype() != Dtype::F32 || view.shape() != [shard as usize] {
+    for name in SLICES {
+        let shape = file.f32_shape(name)?;
+        if shape != [shard] {
             return Err(bad(format!(
-                "`{name}` is {:?} {:?}, expected F32 [{shard}]",
-                view.dtype(),
-                view.shape(),
+                "`{name}` is F32 {shape:?}, expected F32 [{shard}]"
             )));
         }
-        Ok(Tensor::f_from_data_size(
-            view.data(),
-            &[shard],
-            Kind::Float,
-        )?)
-    };
-    Ok(SavedShard {
+    }
+    Ok(OpenShard {
+        file,
         rank: saved_rank as usize,
         step,
-        tensors: [read("master")?, read("exp_avg")?, read("exp_avg_sq")?],
+        shard,
     })
 }
 
 /// Elements `lo..lo + len` of the flat `[master, exp_avg, exp_avg_sq]` that `world` ranks
-/// saved beside `path` (zero past the model's `total` elements), and their common step. The
-/// files are read one at a time.
+/// saved beside `path` (zero past the model's `total` elements), and their common step. Each
+/// file is opened in turn and only those elements of it are read.
 fn read_resharded(
     path: &Path,
     world: usize,
@@ -506,7 +499,7 @@ fn read_resharded(
                 ),
             });
         }
-        let saved = read_shard(&file, Some(rank), Some(world), total)?;
+        let mut saved = open_shard(&file, Some(rank), Some(world), total)?;
         match step {
             Some(s) if s != saved.step => {
                 return Err(PolicyError::OptimizerState {
@@ -522,9 +515,9 @@ fn read_resharded(
         if start >= end {
             continue;
         }
-        for (dst, src) in out.iter().zip(&saved.tensors) {
-            dst.f_narrow(0, start - lo, end - start)?
-                .f_copy_(&src.f_narrow(0, start - from, end - start)?)?;
+        for (dst, name) in out.iter().zip(SLICES) {
+            let part = saved.file.read_f32(name, start - from, end - start)?;
+            dst.f_narrow(0, start - lo, end - start)?.f_copy_(&part)?;
         }
     }
     Ok((step.unwrap_or(0), out))
@@ -755,6 +748,13 @@ mod tests {
         std::fs::copy(shard_file(&whole, 0, 2), shard_file(&whole, 1, 2))
             .map_err(|e| PolicyError::io(&dir, e))?;
         refused("rank 0's state, expected rank 1's")?;
+        // A truncated shard (a copy cut short by a full disk) is refused before any read.
+        let file = shard_file(&whole, 1, 2);
+        saved[1].step = 4;
+        saved[1].save(&file)?;
+        let bytes = std::fs::read(&file).map_err(|e| PolicyError::io(&file, e))?;
+        std::fs::write(&file, &bytes[..bytes.len() - 4]).map_err(|e| PolicyError::io(&file, e))?;
+        refused("truncated or padded")?;
         // Another model's state.
         let mut z = ShardedAdamW::new(policy(2)?.var_store(), &cfg, 0, 3)?;
         let e = z
