@@ -137,8 +137,8 @@ fn a_tiny_spice_run_stores_tasks_plays_them_and_trains_both_roles()
     );
     assert_eq!(seen.accepted.len() as f64, tasks);
     assert_eq!(
-        seen.accepted.len() + seen.rejected,
-        12,
+        (seen.accepted.len() + seen.rejected) as u64,
+        STEPS * u64::from(cfg.spice.tasks_per_step),
         "one record per document"
     );
     let g = cfg.spice.group_size as usize;
