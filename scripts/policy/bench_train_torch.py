@@ -224,12 +224,8 @@ def main():
     cuda = dev.type == "cuda"
     model = Model(a.shape, recompute=not a.no_recompute).to(dev)
     vocab = SHAPES[a.shape][0]
-    n_seq = max(1, a.tokens // (a.seq_len - 1))
-    ids = torch.randint(0, vocab, (n_seq, a.seq_len), device=dev)
-    prompt = max(1, a.seq_len // 4)
-    mask = torch.zeros(n_seq, a.seq_len - 1, device=dev)
-    mask[:, prompt - 1:] = 1.0
-    adv = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(n_seq)], device=dev)[:, None]
+    ids, mask, adv = data(a, dev)
+    n_seq = ids.shape[0]
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6, weight_decay=0.01, fused=cuda)
     # Uniform old log-probs, as the Rust side: a random-init model is close to uniform.
     old = -math.log(vocab)
