@@ -256,7 +256,11 @@ fn start_vllm(
     policy: &spade_policy::Policy,
 ) -> anyhow::Result<(spade_worker::vllm::Fleet, std::path::PathBuf)> {
     let dir = std::env::temp_dir().join(format!("spade-bench-vllm-{}", std::process::id()));
-    let venv = venv_of();
+    let venv = spade_worker::vllm::FleetOptions::default_venv();
+    let env = match &a.cpu_bind {
+        Some(cores) => vllm_cpu_env(&venv, cores)?,
+        None => vec![],
+    };
     let o = spade_worker::vllm::FleetOptions {
         urls: a.vllm_url.iter().cloned().collect(),
         start: if a.vllm_url.is_some() {
@@ -277,10 +281,7 @@ fn start_vllm(
         request_timeout: std::time::Duration::from_secs(1800),
         // As the policy it is compared with: the CPU workarounds only on the CPU.
         on_gpu: policy.device().is_cuda(),
-        env: match &a.cpu_bind {
-            Some(cores) => vllm_cpu_env(&venv_of(), cores)?,
-            None => vec![],
-        },
+        env,
     };
     for (k, v) in &o.env {
         println!("vllm server environment: {k}={v}");
@@ -293,18 +294,6 @@ fn start_vllm(
         t.elapsed().as_secs_f64()
     );
     Ok((f, dir))
-}
-
-/// The vLLM venv scripts/setup-vllm makes.
-fn venv_of() -> std::path::PathBuf {
-    std::env::var_os("SPADE_CACHE")
-        .map(std::path::PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| std::path::PathBuf::from(h).join(".cache/spade-studio"))
-        })
-        .unwrap_or_else(|| ".deps".into())
-        .join("venv-vllm")
 }
 
 /// TCMalloc from Debian's package `libtcmalloc-minimal4`.

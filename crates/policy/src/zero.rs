@@ -239,6 +239,21 @@ impl ShardedAdamW {
         crate::optim::write_state(path, &tensors, meta)
     }
 
+    /// Makes `[master, exp_avg, exp_avg_sq]` (host tensors of this rank's slice) and `step`
+    /// this rank's state, on the masters' device.
+    fn install(&mut self, step: u64, [master, exp_avg, exp_avg_sq]: [Tensor; 3]) -> Result<()> {
+        // All moved before any is replaced: nothing changes on an error.
+        let device = self.master.device();
+        let moved = (
+            master.f_to_device(device)?,
+            exp_avg.f_to_device(device)?,
+            exp_avg_sq.f_to_device(device)?,
+        );
+        (self.master, self.exp_avg, self.exp_avg_sq) = moved;
+        self.step = step;
+        Ok(())
+    }
+
     /// Replaces this rank's slices and the step with those saved in `path`; nothing changes on
     /// an error (see the module doc). A file of another world size is refused: that state is
     /// read with [`ShardedAdamW::load_resharded`].
@@ -250,19 +265,9 @@ impl ShardedAdamW {
                 reason: format!("rank {}'s state, this is rank {}", saved.rank, self.rank),
             });
         }
-        let device = self.master.device();
-        let mut read = |name: &str| -> Result<Tensor> {
-            Ok(saved
-                .file
-                .read_f32(name, 0, saved.shard)?
-                .f_to_device(device)?)
-        };
-        let [master, exp_avg, exp_avg_sq] = [read(SLICES[0])?, read(SLICES[1])?, read(SLICES[2])?];
-        self.master = master;
-        self.exp_avg = exp_avg;
-        self.exp_avg_sq = exp_avg_sq;
-        self.step = saved.step;
-        Ok(())
+        let mut read = |name: &str| saved.file.read_f32(name, 0, saved.shard);
+        let state = [read(SLICES[0])?, read(SLICES[1])?, read(SLICES[2])?];
+        self.install(saved.step, state)
     }
 
     /// Replaces this rank's slices and the step with its slice of the state `saved_world`
@@ -272,19 +277,14 @@ impl ShardedAdamW {
     /// each file only the header and the bytes of this rank's part are read
     /// (`zero/parts.rs`), so a rank never reads the whole state.
     pub fn load_resharded(&mut self, path: &Path, saved_world: usize) -> Result<()> {
-        let (step, [master, exp_avg, exp_avg_sq]) = read_resharded(
+        let (step, state) = read_resharded(
             path,
             saved_world,
             self.total_len(),
             self.rank as i64 * self.shard,
             self.shard,
         )?;
-        let device = self.master.device();
-        self.master = master.f_to_device(device)?;
-        self.exp_avg = exp_avg.f_to_device(device)?;
-        self.exp_avg_sq = exp_avg_sq.f_to_device(device)?;
-        self.step = step;
-        Ok(())
+        self.install(step, state)
     }
 
     /// Replaces this rank's slices and the step with its slice of a whole optimiser state
@@ -328,12 +328,7 @@ impl ShardedAdamW {
             self.rank as i64 * self.shard,
             (self.rank as i64 + 1) * self.shard,
         );
-        let opts = (Kind::Float, tch::Device::Cpu);
-        let out = [
-            Tensor::f_zeros([self.shard], opts)?,
-            Tensor::f_zeros([self.shard], opts)?,
-            Tensor::f_zeros([self.shard], opts)?,
-        ];
+        let out = zeros3(self.shard)?;
         let mut offset = 0i64;
         for (name, var, len) in &self.vars {
             let (start, end) = (offset.max(lo), (offset + len).min(hi));
@@ -362,13 +357,7 @@ impl ShardedAdamW {
                 dst.f_narrow(0, to, n)?.f_copy_(src)?;
             }
         }
-        let [master, exp_avg, exp_avg_sq] = out;
-        let device = self.master.device();
-        self.master = master.f_to_device(device)?;
-        self.exp_avg = exp_avg.f_to_device(device)?;
-        self.exp_avg_sq = exp_avg_sq.f_to_device(device)?;
-        self.step = step;
-        Ok(())
+        self.install(step, out)
     }
 }
 
@@ -481,12 +470,7 @@ fn read_resharded(
             "read_resharded: a world of 0 ranks".into(),
         ));
     }
-    let opts = (Kind::Float, tch::Device::Cpu);
-    let out = [
-        Tensor::f_zeros([len], opts)?,
-        Tensor::f_zeros([len], opts)?,
-        Tensor::f_zeros([len], opts)?,
-    ];
+    let out = zeros3(len)?;
     let saved_shard = (total + world as i64 - 1) / world as i64;
     let mut step = None;
     for rank in 0..world {
@@ -521,6 +505,17 @@ fn read_resharded(
         }
     }
     Ok((step.unwrap_or(0), out))
+}
+
+/// Three host float32 zero vectors of `len` elements: a slice's `[master, exp_avg,
+/// exp_avg_sq]` to fill.
+fn zeros3(len: i64) -> Result<[Tensor; 3]> {
+    let opts = (Kind::Float, tch::Device::Cpu);
+    Ok([
+        Tensor::f_zeros([len], opts)?,
+        Tensor::f_zeros([len], opts)?,
+        Tensor::f_zeros([len], opts)?,
+    ])
 }
 
 /// `parts` concatenated and zero-padded to `len` elements.

@@ -15,8 +15,9 @@
 //! or one process's whole state) and sends it with the start, so every rank reads its slice
 //! the same way.
 //!
-//! Every rank plays its share of a step's agent and hint episodes ([`Ranks::play_shared`]);
-//! designer sampling and validation stay on rank 0 while the followers wait.
+//! Every rank plays its share of a step's agent and hint episodes ([`Ranks::play_shared`]),
+//! and designs its share of a regeneration's slots and writes its share of the hints
+//! (`ranks/design.rs`); rank 0 alone keeps the run's state and reports.
 //! The followers' wait for rank 0's next command is the call's own ([`FOLLOWER_WAIT`]), longer
 //! than a step's rollouts; every collective has the group's timeout. [`launch`] starts the
 //! ranks and stops the others as soon as one fails, so a dead rank fails the run at once.
@@ -384,30 +385,9 @@ impl FollowerCommand {
                 out.extend(json(serde_json::json!(path))?);
                 out
             }
-            Self::Play(order) => {
-                let mut out = vec![PLAY];
-                out.extend(
-                    serde_json::to_vec(order)
-                        .map_err(|e| WorkerError::Ranks(format!("encoding: {e}")))?,
-                );
-                out
-            }
-            Self::Design(order) => {
-                let mut out = vec![DESIGN];
-                out.extend(
-                    serde_json::to_vec(order)
-                        .map_err(|e| WorkerError::Ranks(format!("encoding: {e}")))?,
-                );
-                out
-            }
-            Self::Hints(order) => {
-                let mut out = vec![HINTS];
-                out.extend(
-                    serde_json::to_vec(order)
-                        .map_err(|e| WorkerError::Ranks(format!("encoding: {e}")))?,
-                );
-                out
-            }
+            Self::Play(order) => tagged(PLAY, order)?,
+            Self::Design(order) => tagged(DESIGN, order)?,
+            Self::Hints(order) => tagged(HINTS, order)?,
             Self::Finish => vec![FINISH],
         })
     }
@@ -462,6 +442,14 @@ impl FollowerCommand {
             t => Err(bad(format!("tag {t} with {} bytes", body.len()))),
         }
     }
+}
+
+/// `tag` then `order` as JSON: the orders the followers deserialize whole.
+fn tagged(tag: u8, order: &impl Serialize) -> Result<Vec<u8>, WorkerError> {
+    let mut out = vec![tag];
+    serde_json::to_writer(&mut out, order)
+        .map_err(|e| WorkerError::Ranks(format!("encoding: {e}")))?;
+    Ok(out)
 }
 
 /// A start command's optimiser source: null, or `{path, saved_world (null: one process's

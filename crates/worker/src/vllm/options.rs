@@ -85,18 +85,26 @@ impl FleetOptions {
         Ok(Some(out.join(",")))
     }
 
+    /// The venv scripts/setup-vllm makes: `$SPADE_CACHE/venv-vllm`, else under
+    /// `~/.cache/spade-studio`.
+    pub fn default_venv() -> PathBuf {
+        std::env::var_os("SPADE_CACHE")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/spade-studio"))
+            })
+            .unwrap_or_else(|| PathBuf::from(".deps"))
+            .join("venv-vllm")
+    }
+
     /// The `[vllm]` section of `cfg`, with the run's directories for what it leaves open.
     pub fn from_config(cfg: &spade::config::RunConfig, state_dir: &Path) -> Self {
         let v = &cfg.vllm;
-        let venv = v.venv.as_ref().map(PathBuf::from).unwrap_or_else(|| {
-            std::env::var_os("SPADE_CACHE")
-                .map(PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/spade-studio"))
-                })
-                .unwrap_or_else(|| PathBuf::from(".deps"))
-                .join("venv-vllm")
-        });
+        let venv = v
+            .venv
+            .as_ref()
+            .map(PathBuf::from)
+            .unwrap_or_else(Self::default_venv);
         FleetOptions {
             urls: v.urls.clone(),
             start: v.start,
