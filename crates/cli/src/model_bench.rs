@@ -5,8 +5,9 @@
 //!
 //! `--ranks N` (CPU, Gloo) measures data-parallel training: first one process alone, then N
 //! rank processes of this command on the same step (each its share of the micro-batches, one
-//! sequence apiece in both runs, the optimiser sharded ZeRO-2 as `spade train --ranks` does),
-//! and prints each one's tokens/s per rank and their ratio: what the collectives cost.
+//! sequence apiece in both runs, the optimiser sharded ZeRO-2 as `spade train --ranks` does,
+//! or ZeRO-3 with `--zero-stage 3`), and prints each one's tokens/s per rank and their ratio:
+//! what the collectives cost.
 
 use anyhow::Context;
 use clap::Args;
@@ -52,6 +53,10 @@ pub struct BenchArgs {
     /// ratio to one process's.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub ranks: u16,
+    /// With --ranks: 2 (ZeRO-2, the optimizer state sharded) or 3 (ZeRO-3: the layers'
+    /// weights and gradients sharded too, each layer gathered for its passes; needs recompute).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(2..=3))]
+    pub zero_stage: u8,
 }
 
 pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
@@ -70,7 +75,13 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
         chunk_tokens: a.chunk_tokens,
         device,
         micro_batch_tokens: None,
+        zero3: a.zero_stage == 3,
     };
+    if o.zero3 && !o.recompute {
+        anyhow::bail!(
+            "--zero-stage 3 gathers each layer again for its backward: drop --no-recompute"
+        );
+    }
     if a.ranks > 1 {
         return ranks(a, o);
     }
@@ -178,7 +189,8 @@ fn ranks(a: &BenchArgs, mut o: BenchOptions) -> anyhow::Result<()> {
         println!(
             "{}",
             serde_json::json!({
-                "shape": a.shape, "ranks": n, "threads_per_rank": a.threads,
+                "shape": a.shape, "ranks": n, "zero_stage": a.zero_stage,
+                "threads_per_rank": a.threads,
                 "tokens_per_step": one.report.tokens,
                 "one_process": {"median_s": one.report.median_s(), "tokens_per_s": one_rate,
                                 "peak_bytes": one.peak_bytes},
@@ -193,13 +205,14 @@ fn ranks(a: &BenchArgs, mut o: BenchOptions) -> anyhow::Result<()> {
         println!(
             "{} ({} tokens per step, one sequence per micro-batch, {} thread(s) per process): \
              one process {:.3} s a step, {one_rate:.0} tokens/s, peak {:.2} GiB; {n} ranks \
-             {step:.3} s a step, {per_rank:.0} tokens/s per rank ({:.0} in all), peak {:.2} GiB \
+             (ZeRO-{}) {step:.3} s a step, {per_rank:.0} tokens/s per rank ({:.0} in all), peak {:.2} GiB \
              per rank; per rank {ratio:.2}x one process",
             a.shape,
             one.report.tokens,
             a.threads,
             one.report.median_s(),
             gib(one.peak_bytes),
+            a.zero_stage,
             per_rank * n as f64,
             gib(peaks.iter().copied().max().unwrap_or(0)),
         );

@@ -1,7 +1,8 @@
 //! `spade model plan`: the worker's memory plan (`spade_policy::memplan`) for model shapes on
 //! GPU nodes, one rank's share with N data-parallel ranks (ZeRO-2: the optimizer state split,
-//! the weights and gradients whole on every rank), and whether it fits each card with room for
-//! a KV cache. The README's table of which models fit which nodes is this command's output.
+//! the weights and gradients whole on every rank; ZeRO-3: the gradients split too and one layer
+//! whole at a time during an update), and whether it fits each card with room for a KV cache.
+//! The README's table of which models fit which nodes is this command's output.
 
 use clap::Args;
 use spade::config::RunConfig;
@@ -15,6 +16,9 @@ pub struct PlanArgs {
     /// Rank counts (repeatable); default 1 and 8.
     #[arg(long = "ranks")]
     pub ranks: Vec<u64>,
+    /// ZeRO stages to plan for more than one rank (repeatable, 2 or 3); default both.
+    #[arg(long = "zero-stage")]
+    pub zero_stages: Vec<u8>,
     /// Cards as NAME=MIB, the total memory nvidia-smi reports (repeatable); default
     /// "H100 80GB=81559" and "H200 141GB=143771".
     #[arg(long = "gpu")]
@@ -55,6 +59,14 @@ pub fn run(a: &PlanArgs) -> anyhow::Result<()> {
     if let Some(r) = ranks.iter().find(|&&r| r == 0) {
         anyhow::bail!("--ranks {r}: at least 1");
     }
+    let stages = if a.zero_stages.is_empty() {
+        vec![2, 3]
+    } else {
+        a.zero_stages.clone()
+    };
+    if let Some(z) = stages.iter().find(|&&z| !matches!(z, 2 | 3)) {
+        anyhow::bail!("--zero-stage {z}: 2 or 3");
+    }
     let gpus = if a.gpus.is_empty() {
         vec![
             "H100 80GB=81559".to_string(),
@@ -75,20 +87,29 @@ pub fn run(a: &PlanArgs) -> anyhow::Result<()> {
     }
     // The paper's recipe as the configuration's defaults set it: bf16 weights, packed
     // micro-batches, recompute, no KL reference.
-    let cfg = RunConfig::default();
+    let mut cfg = RunConfig::default();
     if a.markdown {
         let heads: Vec<&str> = gpus.iter().map(|(n, _)| n.as_str()).collect();
         println!(
-            "| model | ranks | per rank before the KV cache | {} |",
+            "| model | ranks | ZeRO | per rank before the KV cache | {} |",
             heads.join(" | ")
         );
-        println!("|---|---|---|{}", "---|".repeat(heads.len()));
+        println!("|---|---|---|---|{}", "---|".repeat(heads.len()));
     }
     for shape in &shapes {
         let c = spade_policy::preset::shape(shape)?;
-        for &n in &ranks {
+        let rows = ranks.iter().flat_map(|&n| match n {
+            1 => vec![(1, 0)],
+            _ => stages.iter().map(|&z| (n, z)).collect(),
+        });
+        for (n, stage) in rows {
+            cfg.run.zero_stage = stage.max(2);
             // bf16 weights, as on a GPU.
             let plan = MemoryPlan::new(&c, &spade_worker::run::recipe(&cfg, 2, n));
+            let zero = match stage {
+                0 => "-".to_string(),
+                z => z.to_string(),
+            };
             let verdicts: Vec<String> = gpus
                 .iter()
                 .map(|(_, total)| {
@@ -109,7 +130,7 @@ pub fn run(a: &PlanArgs) -> anyhow::Result<()> {
                 .collect();
             if a.markdown {
                 println!(
-                    "| {shape} ({:.1} B) | {n} | {} | {} |",
+                    "| {shape} ({:.1} B) | {n} | {zero} | {} | {} |",
                     plan.parameters as f64 / 1e9,
                     memplan::gib(plan.fixed_bytes()),
                     verdicts.join(" | ")

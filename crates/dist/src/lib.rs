@@ -230,7 +230,8 @@ fn cpu_contiguous(t: &Tensor, what: &str) -> Result<()> {
 }
 
 /// The data-parallel trainer's view of the group: gradients summed with all-reduce,
-/// reduce-scattered and all-gathered with Gloo's own collectives.
+/// reduce-scattered and all-gathered, and ZeRO-3's weights broadcast, with Gloo's own
+/// collectives.
 impl spade_policy::optim::GradientSync for ProcessGroup {
     fn rank(&self) -> usize {
         self.rank
@@ -240,6 +241,9 @@ impl spade_policy::optim::GradientSync for ProcessGroup {
     }
     fn sum(&self, t: &mut Tensor) -> spade_policy::Result<()> {
         self.all_reduce(t, ReduceOp::Sum).map_err(policy_error)
+    }
+    fn broadcast(&self, t: &mut Tensor, root: usize) -> spade_policy::Result<()> {
+        ProcessGroup::broadcast(self, t, root).map_err(policy_error)
     }
     fn reduce_scatter(&self, t: &Tensor) -> spade_policy::Result<Tensor> {
         ProcessGroup::reduce_scatter(self, t).map_err(policy_error)

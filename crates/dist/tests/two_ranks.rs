@@ -3,7 +3,10 @@
 //! backward passes of half the micro-batches, gradients summed through the Gloo group) give the
 //! same losses (relative 1e-5) and the same weights (1e-5), and the two ranks' weights are
 //! bit-identical; with ZeRO-2 (each rank holding half of the optimiser state, gradients
-//! reduce-scattered, weights all-gathered) as well. The control: the same two ranks without
+//! reduce-scattered, weights all-gathered) as well, and with ZeRO-3 (each decoder layer's
+//! weights made whole from its owner ranks just before its forward and its recomputed backward,
+//! its gradients summed at once into the owners' slices), on the dense model and on a tiny
+//! Qwen3-MoE (eight experts, top-2, untied head). The control: the same two ranks without
 //! summing their gradients end with other weights, so the comparison can fail.
 
 use spade_dist::{ProcessGroup, Rendezvous};
@@ -11,6 +14,7 @@ use spade_policy::grpo::{GrpoConfig, GrpoSample, GrpoTrainer};
 use spade_policy::optim::{GradientSync, OptimConfig};
 use spade_policy::qwen3::{Config, WeightInit};
 use spade_policy::train::{MaskedSeq, token_logprobs};
+use spade_policy::zero::ZeroStage;
 use spade_policy::{Policy, PolicyError};
 use std::process::Command;
 use std::time::Duration;
@@ -18,14 +22,32 @@ use tch::{Device, Kind, Tensor};
 
 const STEPS: usize = 3;
 
-fn policy() -> spade_policy::Result<Policy> {
+/// The dense model, or (`moe`) a Qwen3-MoE of eight experts, top-2, in every layer.
+fn policy(moe: bool) -> spade_policy::Result<Policy> {
+    // The seed is global: the tests of this binary draw their weights one at a time.
+    static DRAW: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = DRAW
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     tch::set_num_threads(1);
     tch::manual_seed(7);
-    let serde_json::Value::Object(map) = serde_json::json!({
-        "model_type": "qwen3", "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64,
-        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "head_dim": 8, "tie_word_embeddings": true, "rope_theta": 10000.0
-    }) else {
+    let shape = if moe {
+        serde_json::json!({
+            "model_type": "qwen3_moe", "vocab_size": 32, "hidden_size": 32,
+            "intermediate_size": 64, "moe_intermediate_size": 16, "num_experts": 8,
+            "num_experts_per_tok": 2, "norm_topk_prob": true, "decoder_sparse_step": 1,
+            "mlp_only_layers": [], "num_hidden_layers": 3, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 8, "tie_word_embeddings": false,
+            "rope_theta": 10000.0
+        })
+    } else {
+        serde_json::json!({
+            "model_type": "qwen3", "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 8, "tie_word_embeddings": true, "rope_theta": 10000.0
+        })
+    };
+    let serde_json::Value::Object(map) = shape else {
         return Err(PolicyError::InvalidInput("not a map".into()));
     };
     let cfg = Config::from_map(map)?;
@@ -38,9 +60,9 @@ fn policy() -> spade_policy::Result<Policy> {
     )
 }
 
-/// Eight samples of different lengths and advantages, log-probs from the current weights.
-fn samples(p: &Policy) -> spade_policy::Result<Vec<GrpoSample>> {
-    (0..8i64)
+/// `n` samples of different lengths and advantages, log-probs from the current weights.
+fn samples(p: &Policy, n: i64) -> spade_policy::Result<Vec<GrpoSample>> {
+    (0..n)
         .map(|i| {
             let prompt: Vec<i64> = (0..3 + i % 3).map(|k| 1 + (i + k) % 30).collect();
             let completion: Vec<i64> = (0..2 + i % 4).map(|k| 2 + (3 * i + k) % 29).collect();
@@ -57,9 +79,10 @@ fn samples(p: &Policy) -> spade_policy::Result<Vec<GrpoSample>> {
         .collect()
 }
 
-fn trainer_config() -> GrpoConfig {
+fn trainer_config(recompute: bool) -> GrpoConfig {
     GrpoConfig {
         temperature: 1.0,
+        recompute,
         // About one sample a pass: eight micro-batches to share out.
         micro_batch_tokens: 8,
         optim: OptimConfig {
@@ -70,20 +93,19 @@ fn trainer_config() -> GrpoConfig {
     }
 }
 
-fn trainer(p: &Policy) -> spade_policy::Result<GrpoTrainer> {
-    GrpoTrainer::new(p, trainer_config())
-}
-
-/// STEPS steps; the losses, and the weights flattened in name order. `zero`: the optimiser
-/// state sharded over the group (ZeRO-2).
+/// STEPS steps; the losses, and the weights flattened in name order. `zero`: the ZeRO stage
+/// of the sharded optimiser over the group (None: the whole optimiser on every rank).
 fn train(
     sync: Option<&dyn GradientSync>,
-    zero: bool,
+    zero: Option<ZeroStage>,
+    moe: bool,
 ) -> spade_policy::Result<(Vec<f64>, Vec<f64>)> {
-    let p = policy()?;
+    let p = policy(moe)?;
     let mut tr = match (zero, sync) {
-        (true, Some(s)) => {
-            let t = GrpoTrainer::new_sharded(&p, trainer_config(), s.rank(), s.world_size())?;
+        (Some(stage), Some(s)) => {
+            // ZeRO-3 needs recompute; the one-process run it is compared with has none.
+            let cfg = trainer_config(stage == ZeroStage::Three);
+            let t = GrpoTrainer::new_sharded_stage(&p, cfg, s.rank(), s.world_size(), stage)?;
             if let Some(z) = t.sharded_optimizer() {
                 // Half the state each (rounded up), not all of it.
                 let (shard, total) = (z.shard_len(), z.total_len());
@@ -91,11 +113,12 @@ fn train(
             }
             t
         }
-        _ => trainer(&p)?,
+        _ => GrpoTrainer::new(&p, trainer_config(false))?,
     };
     let mut losses = vec![];
     for _ in 0..STEPS {
-        let batch = samples(&p)?;
+        // Seven micro-batches for the MoE: its rank 1 makes an idle pass under ZeRO-3.
+        let batch = samples(&p, if moe { 7 } else { 8 })?;
         losses.push(tr.step_synced(&p, &batch, sync)?.loss);
     }
     let mut vars = p.var_store().variables().into_iter().collect::<Vec<_>>();
@@ -120,11 +143,13 @@ fn grpo_rank() {
     };
     let group = ProcessGroup::join(&r).expect("joined");
     let alone = Alone(r.rank, r.world_size);
+    let moe = std::env::var("MOE").is_ok_and(|v| v == "1");
     let (losses, weights) = match std::env::var("SYNC").as_deref() {
         // Without summing, a rank still trains on its share only.
-        Ok("off") => train(Some(&alone), false),
-        Ok("zero2") => train(Some(&group), true),
-        _ => train(Some(&group), false),
+        Ok("off") => train(Some(&alone), None, moe),
+        Ok("zero2") => train(Some(&group), Some(ZeroStage::Two), moe),
+        Ok("zero3") => train(Some(&group), Some(ZeroStage::Three), moe),
+        _ => train(Some(&group), None, moe),
     }
     .expect("trained");
     println!(
@@ -148,7 +173,7 @@ impl GradientSync for Alone {
     }
 }
 
-fn two_ranks(sync: &str) -> Vec<(Vec<f64>, Vec<f64>)> {
+fn two_ranks(sync: &str, moe: bool) -> Vec<(Vec<f64>, Vec<f64>)> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -163,6 +188,7 @@ fn two_ranks(sync: &str) -> Vec<(Vec<f64>, Vec<f64>)> {
                 .env("RANK", rank.to_string())
                 .env("WORLD_SIZE", "2")
                 .env("SYNC", sync)
+                .env("MOE", if moe { "1" } else { "0" })
                 .env("OMP_NUM_THREADS", "1")
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
@@ -206,11 +232,11 @@ fn max_diff(a: &[f64], b: &[f64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-#[test]
-fn two_ranks_take_the_steps_one_rank_takes() -> spade_policy::Result<()> {
-    let (losses, weights) = train(None, false)?;
-    for mode in ["on", "zero2"] {
-        let ranks = two_ranks(mode);
+/// Every mode's two ranks against one process on the model `moe` picks.
+fn ranks_match_one(modes: &[&str], moe: bool) -> spade_policy::Result<Vec<f64>> {
+    let (losses, weights) = train(None, None, moe)?;
+    for &mode in modes {
+        let ranks = two_ranks(mode, moe);
         for (rank, (l, w)) in ranks.iter().enumerate() {
             for (a, b) in losses.iter().zip(l) {
                 assert!(
@@ -219,6 +245,7 @@ fn two_ranks_take_the_steps_one_rank_takes() -> spade_policy::Result<()> {
                 );
             }
             let d = max_diff(&weights, w);
+            eprintln!("{mode} (moe {moe}) rank {rank}: weights {d:e} from one process's");
             assert!(d < 1e-5, "{mode} rank {rank}: weights differ by {d}");
         }
         assert_eq!(
@@ -226,9 +253,21 @@ fn two_ranks_take_the_steps_one_rank_takes() -> spade_policy::Result<()> {
             "{mode}: the ranks' weights are not identical"
         );
     }
+    Ok(weights)
+}
+
+#[test]
+fn two_ranks_take_the_steps_one_rank_takes() -> spade_policy::Result<()> {
+    let weights = ranks_match_one(&["on", "zero2", "zero3"], false)?;
     // The control: without the sum each rank steps on half the gradient.
-    let apart = two_ranks("off");
+    let apart = two_ranks("off", false);
     let d = max_diff(&weights, &apart[0].1);
     assert!(d > 1e-4, "unsynced ranks matched one rank ({d})");
+    Ok(())
+}
+
+#[test]
+fn two_moe_ranks_take_the_steps_one_rank_takes_under_zero_2_and_3() -> spade_policy::Result<()> {
+    ranks_match_one(&["zero2", "zero3"], true)?;
     Ok(())
 }

@@ -23,6 +23,7 @@ fn main() -> Result<()> {
         chunk_tokens: spade_policy::train::DEFAULT_CHUNK_TOKENS,
         device: spade_policy::device_named("auto")?,
         micro_batch_tokens: None,
+        zero3: false,
     };
     let mut threads = 1;
     let mut args = std::env::args().skip(1);

@@ -40,6 +40,8 @@ pub struct BenchOptions {
     /// Tokens per micro-batch; None = the whole step in one pass. Ranks share out
     /// micro-batches, so a comparison of rank counts sets it.
     pub micro_batch_tokens: Option<usize>,
+    /// With ranks: ZeRO-3 instead of ZeRO-2 (needs `recompute`).
+    pub zero3: bool,
 }
 
 /// What was measured.
@@ -81,8 +83,9 @@ fn sync(device: Device) {
 
 /// Builds the model and runs the steps; `on_step(i, seconds)` after each timed one. With
 /// `ranks`, this process is one rank of a data-parallel group: the same samples on every rank,
-/// each its share of the micro-batches, the optimiser sharded (ZeRO-2), as the worker's ranks
-/// train ([`GrpoTrainer::step_synced`]); `tokens` stays the step's, not the rank's.
+/// each its share of the micro-batches, the optimiser sharded (ZeRO-2, or ZeRO-3 with
+/// `o.zero3`), as the worker's ranks train ([`GrpoTrainer::step_synced`]); `tokens` stays the
+/// step's, not the rank's.
 pub fn train_step(
     o: &BenchOptions,
     ranks: Option<&dyn crate::optim::GradientSync>,
@@ -125,7 +128,13 @@ pub fn train_step(
         ..GrpoConfig::default()
     };
     let mut trainer = match ranks {
-        Some(r) => GrpoTrainer::new_sharded(&policy, grpo, r.rank(), r.world_size())?,
+        Some(r) => {
+            let stage = match o.zero3 {
+                true => crate::zero::ZeroStage::Three,
+                false => crate::zero::ZeroStage::Two,
+            };
+            GrpoTrainer::new_sharded_stage(&policy, grpo, r.rank(), r.world_size(), stage)?
+        }
         None => GrpoTrainer::new(&policy, grpo)?,
     };
     let mut step_s = Vec::with_capacity(o.steps);

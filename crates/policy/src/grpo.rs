@@ -43,6 +43,7 @@ use crate::policy::Policy;
 use crate::qwen3::PassOptions;
 use crate::sample::Completion;
 use crate::train::{self, MaskedSeq, OptimConfig};
+use crate::zero::ZeroStage;
 use std::path::Path;
 use tch::{Kind, Tensor};
 
@@ -247,10 +248,21 @@ impl GrpoTrainer {
         Self::build(policy, cfg, None)
     }
 
-    fn build(policy: &Policy, cfg: GrpoConfig, shard: Option<(usize, usize)>) -> Result<Self> {
+    fn build(
+        policy: &Policy,
+        cfg: GrpoConfig,
+        shard: Option<(usize, usize, ZeroStage)>,
+    ) -> Result<Self> {
         if cfg.micro_batch_tokens == 0 || cfg.logprob_chunk_tokens == 0 {
             return Err(PolicyError::InvalidInput(
                 "micro_batch_tokens and logprob_chunk_tokens must be >= 1".into(),
+            ));
+        }
+        if matches!(shard, Some((_, _, ZeroStage::Three))) && !cfg.recompute {
+            return Err(PolicyError::InvalidInput(
+                "ZeRO-3 gathers each layer again for its backward pass, so it needs recompute \
+                 (grpo.recompute = true)"
+                    .into(),
             ));
         }
         let reference = if cfg.kl_coef > 0.0 {
@@ -260,13 +272,14 @@ impl GrpoTrainer {
         };
         // A sharded trainer never holds the whole optimiser state, not even for a moment.
         let (opt, sharded) = match shard {
-            Some((rank, world)) => (
+            Some((rank, world, stage)) => (
                 AdamW::without_state(&cfg.optim),
-                Some(crate::zero::ShardedAdamW::new(
+                Some(crate::zero::ShardedAdamW::with_stage(
                     policy.var_store(),
                     &cfg.optim,
                     rank,
                     world,
+                    stage,
                 )?),
             ),
             None => (train::adamw(policy.var_store(), &cfg.optim)?, None),
@@ -288,7 +301,19 @@ impl GrpoTrainer {
         rank: usize,
         world: usize,
     ) -> Result<Self> {
-        Self::build(policy, cfg, Some((rank, world)))
+        Self::build(policy, cfg, Some((rank, world, ZeroStage::Two)))
+    }
+
+    /// [`GrpoTrainer::new_sharded`] of ZeRO stage `stage`; ZeRO-3 ([`crate::zero`]'s stage 3)
+    /// needs `cfg.recompute`.
+    pub fn new_sharded_stage(
+        policy: &Policy,
+        cfg: GrpoConfig,
+        rank: usize,
+        world: usize,
+        stage: ZeroStage,
+    ) -> Result<Self> {
+        Self::build(policy, cfg, Some((rank, world, stage)))
     }
 
     /// This rank's sharded optimiser, when the trainer was made with
@@ -396,8 +421,7 @@ impl GrpoTrainer {
         sync: Option<&dyn crate::optim::GradientSync>,
     ) -> Result<GrpoStats> {
         self.zero_grad();
-        let shard = sync.map_or((0, 1), |s| (s.rank(), s.world_size().max(1)));
-        let mut st = self.backward_shard(policy, samples, shard)?;
+        let mut st = self.backward_shard(policy, samples, sync)?;
         if st.tokens == 0 {
             // Every sample had a zero advantage: no gradient, so no step (AdamW's momentum and
             // weight decay would still move the weights on a step that carries no signal).
@@ -444,17 +468,20 @@ impl GrpoTrainer {
     /// variables (without zeroing them first, clipping or stepping): [`GrpoTrainer::step`]
     /// without the update. `grad_norm` is left 0.
     pub fn backward(&mut self, policy: &Policy, samples: &[GrpoSample]) -> Result<GrpoStats> {
-        self.backward_shard(policy, samples, (0, 1))
+        self.backward_shard(policy, samples, None)
     }
 
-    /// [`GrpoTrainer::backward`] over the micro-batches `i` with `i % world == rank` of
-    /// `(rank, world)`; the loss is normalised over all `samples` as on one rank.
+    /// [`GrpoTrainer::backward`] over the micro-batches `i` with `i % world == rank` of the
+    /// group `sync`; the loss is normalised over all `samples` as on one rank. Under ZeRO-3
+    /// the passes gather each layer from the group, so every rank makes as many as the rank
+    /// with the most (a rank out of micro-batches makes idle ones).
     fn backward_shard(
         &mut self,
         policy: &Policy,
         samples: &[GrpoSample],
-        (rank, world): (usize, usize),
+        sync: Option<&dyn crate::optim::GradientSync>,
     ) -> Result<GrpoStats> {
+        let (rank, world) = sync.map_or((0, 1), |s| (s.rank(), s.world_size().max(1)));
         for s in samples {
             s.check()?;
         }
@@ -494,13 +521,30 @@ impl GrpoTrainer {
         let n = tokens as f64;
         let lens: Vec<usize> = computed.iter().map(|s| s.seq.ids.len()).collect();
         let positions: usize = lens.iter().map(|l| l - 1).sum();
-        for (i, range) in train::micro_batches(&lens, c.micro_batch_tokens)
-            .into_iter()
-            .enumerate()
-        {
-            if i % world != rank {
-                continue;
+        let batches = train::micro_batches(&lens, c.micro_batch_tokens);
+        let layer_wise = match (&mut self.sharded, sync) {
+            (Some(z), Some(sync)) if z.stage() == ZeroStage::Three => {
+                z.release_layers()?;
+                Some(sync)
             }
+            (Some(z), None) if z.stage() == ZeroStage::Three => {
+                return Err(PolicyError::InvalidInput(
+                    "a ZeRO-3 trainer's passes need its group".into(),
+                ));
+            }
+            _ => None,
+        };
+        let passes = match layer_wise {
+            Some(_) => batches.len().div_ceil(world) * world,
+            None => batches.len(),
+        };
+        for i in (rank..passes).step_by(world) {
+            let Some(range) = batches.get(i).cloned() else {
+                if let (Some(z), Some(sync)) = (&mut self.sharded, layer_wise) {
+                    z.idle_pass(sync)?;
+                }
+                continue;
+            };
             let chunk = &computed[range];
             // The pass's share of the step's positions weights its router loss.
             let share = chunk.iter().map(|s| s.seq.ids.len() - 1).sum::<usize>() as f64
@@ -532,9 +576,17 @@ impl GrpoTrainer {
                 Some(r) => Some(r.model().packed_logprobs(&packed.ids, &pass)?.unsqueeze(1)),
                 None => None,
             };
-            let report = policy
-                .model()
-                .backward_packed(&packed.ids, &pass, |logp, start| {
+            let mut units = match (&mut self.sharded, layer_wise) {
+                (Some(z), Some(sync)) => Some(z.units(sync)),
+                _ => None,
+            };
+            let report = policy.model().backward_packed_units(
+                &packed.ids,
+                &pass,
+                units
+                    .as_mut()
+                    .map(|u| u as &mut dyn crate::qwen3::WeightUnits),
+                |logp, start| {
                     let len = logp.size()[0];
                     let at = |t: &Tensor| t.narrow(0, start, len);
                     let (sum, parts) = grpo_loss_sum(
@@ -554,7 +606,9 @@ impl GrpoTrainer {
                     st.mean_kl += parts[2] / n;
                     st.mean_tis += parts[3] / n;
                     Ok(loss)
-                })?;
+                },
+            )?;
+            drop(units);
             st.router_aux += report.router_aux * share;
             if let Some(h) = report.entropy {
                 st.entropy += (h * packed.mask.to_kind(Kind::Float))

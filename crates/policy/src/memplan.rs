@@ -23,6 +23,14 @@
 //! - logits: float32 logits and log-probabilities of one log-prob chunk, `2 C V 4`;
 //! - KV cache: `slots x L x 2 x K x w`.
 //!
+//! With ZeRO-3 ([`Recipe::zero3`], [`crate::zero`]'s stage 3) the weights stay whole in the
+//! plan (the rollouts between updates sample with them) but the gradients are those of the
+//! embedding, the final norm and the head (kept whole: `E (w + 4)` for a half kind), one
+//! layer's (its autograd gradients and the float32 vector its all-reduce sums, `Y (w + 4)`,
+//! Y the largest layer's parameters) and the rank's float32 gradient slice (`4 P / ranks`);
+//! a further line holds the one layer made whole (its float32 gather and its cast, `Y (4 +
+//! w)`).
+//!
 //! The device's budget is its free memory less the share `1 - fraction` of its total that is
 //! kept back (`model.gpu_memory_fraction`, 0.9 by default as in vLLM).
 
@@ -45,6 +53,8 @@ pub struct Recipe {
     /// masters and moments are its 1/ranks shard ([`crate::zero`], ZeRO-2) and whose
     /// gradients add the flat float32 vector the reduce-scatter reads.
     pub ranks: u64,
+    /// ZeRO-3 (`run.zero_stage = 3`, with ranks): gradients sharded too (see the module doc).
+    pub zero3: bool,
 }
 
 /// One line of the plan.
@@ -63,6 +73,8 @@ pub struct MemoryPlan {
     pub kv_slot_bytes: u64,
     /// The ranks the plan is one of ([`Recipe::ranks`]).
     pub ranks: u64,
+    /// [`Recipe::zero3`].
+    pub zero3: bool,
 }
 
 /// Gibibytes with two decimals.
@@ -96,6 +108,14 @@ impl MemoryPlan {
                 .map(|x| t * per_token(width(x)))
                 .sum()
         };
+        // ZeRO-3's whole-on-every-rank variables (embedding, head, final norm) and its
+        // largest layer.
+        let embed = (c.vocab_size * c.hidden_size).max(0) as u64;
+        let ends = embed * if c.tie_word_embeddings { 1 } else { 2 } + h;
+        let layer = (0..c.num_hidden_layers)
+            .map(|x| c.layer_parameters(x).max(0) as u64)
+            .max()
+            .unwrap_or(0);
         let mut lines = vec![
             Line {
                 what: "weights",
@@ -103,7 +123,12 @@ impl MemoryPlan {
             },
             Line {
                 what: "gradients",
-                bytes: p * w + if half { p * 4 } else { 0 } + if ranks > 1 { p * 4 } else { 0 },
+                bytes: if r.zero3 {
+                    let acc = if half { 4 } else { 0 };
+                    ends * (w + acc) + layer * (w + 4) + shard * 4
+                } else {
+                    p * w + if half { p * 4 } else { 0 } + if ranks > 1 { p * 4 } else { 0 }
+                },
             },
             Line {
                 what: "float32 masters",
@@ -127,6 +152,12 @@ impl MemoryPlan {
                 bytes: 2 * r.logprob_chunk_tokens * c.vocab_size.max(0) as u64 * 4,
             },
         ];
+        if r.zero3 {
+            lines.push(Line {
+                what: "gathered layer",
+                bytes: layer * (4 + w),
+            });
+        }
         if r.kl_reference {
             lines.push(Line {
                 what: "KL reference",
@@ -138,6 +169,7 @@ impl MemoryPlan {
             lines,
             kv_slot_bytes: l * 2 * k * w,
             ranks,
+            zero3: r.zero3,
         }
     }
 
@@ -160,9 +192,10 @@ impl MemoryPlan {
 
     /// The table the worker prints before the first step.
     pub fn table(&self, kv_slots: u64, budget: Option<u64>) -> String {
-        let per_rank = match self.ranks {
-            0 | 1 => String::new(),
-            n => format!(", one rank of {n}"),
+        let per_rank = match (self.ranks, self.zero3) {
+            (0 | 1, _) => String::new(),
+            (n, false) => format!(", one rank of {n}, ZeRO-2"),
+            (n, true) => format!(", one rank of {n}, ZeRO-3"),
         };
         let mut s = format!(
             "memory plan ({:.2} B parameters{per_rank}):\n",
@@ -231,6 +264,7 @@ mod tests {
             recompute: true,
             kl_reference: kl,
             ranks: 1,
+            zero3: false,
         }
     }
 
@@ -324,6 +358,37 @@ mod tests {
     }
 
     #[test]
+    fn a_zero_3_rank_of_eight_holds_an_eighth_of_the_gradients_and_one_layer() {
+        let c = crate::preset::shape("qwen3-8b").expect("shape");
+        let n = 8_190_735_360u64;
+        let eight = |zero3| Recipe {
+            ranks: 8,
+            zero3,
+            ..paper(false)
+        };
+        let (z2, z3) = (
+            MemoryPlan::new(&c, &eight(false)),
+            MemoryPlan::new(&c, &eight(true)),
+        );
+        // Qwen3-8B by hand: per layer q and o 2 x 4096x4096, k and v 2 x 4096x1024 (41,943,040),
+        // q/k norms 256, MLP 3 x 4096x12288 (150,994,944), two norms 8,192: 192,946,432. The
+        // untied embedding and head 2 x 151,936 x 4096 and the final norm 4096: 1,244,663,808.
+        let (layer, ends) = (192_946_432u64, 1_244_663_808u64);
+        assert_eq!(36 * layer + ends, n);
+        // bf16 .grad and float32 sums of the whole ends, one layer's bf16 gradients and the
+        // float32 vector its all-reduce sums, and the rank's float32 slice.
+        assert_eq!(line(&z3, "gradients"), 6 * ends + 6 * layer + 4 * (n / 8));
+        assert_eq!(line(&z3, "gathered layer"), 6 * layer);
+        assert_eq!(line(&z2, "gathered layer"), 0);
+        for what in ["weights", "float32 masters", "AdamW moments", "activations"] {
+            assert_eq!(line(&z3, what), line(&z2, what), "{what}");
+        }
+        assert!(z3.table(0, None).contains("one rank of 8, ZeRO-3"));
+        // 8B: 10 n of gradients under ZeRO-2 (76 GiB) against about 12 GiB.
+        assert!(z2.fixed_bytes() - z3.fixed_bytes() > 60 * GIB);
+    }
+
+    #[test]
     fn float32_has_no_masters_and_no_recompute_keeps_every_layer() {
         let c = crate::preset::shape("tiny").expect("shape");
         let r = Recipe {
@@ -333,6 +398,7 @@ mod tests {
             recompute: false,
             kl_reference: false,
             ranks: 1,
+            zero3: false,
         };
         let p = MemoryPlan::new(&c, &r);
         let n = p.parameters;

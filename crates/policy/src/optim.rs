@@ -157,6 +157,16 @@ pub trait GradientSync {
         Ok(all.f_narrow(0, self.rank() as i64 * n, n)?.f_contiguous()?)
     }
 
+    /// Rank `root`'s contiguous CPU tensor `t` into every rank's `t`. The default sums
+    /// zeroed copies (exact: the other ranks add zeros); a process group overrides it with its
+    /// broadcast.
+    fn broadcast(&self, t: &mut Tensor, root: usize) -> Result<()> {
+        if self.rank() != root {
+            let _ = t.f_zero_()?;
+        }
+        self.sum(t)
+    }
+
     /// Every rank's 1-D `t` (equal lengths), concatenated in rank order. The default sums
     /// zero-padded copies; a process group overrides it with its all-gather.
     fn all_gather(&self, t: &Tensor) -> Result<Tensor> {

@@ -27,7 +27,7 @@ mod packed;
 mod pages;
 
 pub use config::{Config, Family, Moe, RopeScaling};
-pub use packed::{PackedIds, PassOptions, PassReport};
+pub use packed::{PackedIds, PassOptions, PassReport, WeightUnits};
 pub use pages::{PagedCache, Segment};
 
 use crate::error::{PolicyError, Result};

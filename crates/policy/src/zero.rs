@@ -8,6 +8,9 @@
 //! sent anywhere else. The update is elementwise, so this is the step one rank with the whole
 //! optimiser takes, up to the order of float sums (`crates/dist/tests/two_ranks.rs`).
 //!
+//! **ZeRO-3** ([`ZeroStage::Three`], `zero/stage3.rs`): the same slices, and during a step the
+//! decoder layers' weights are not kept whole either; see that module.
+//!
 //! Unlike [`crate::optim::AdamW`], a variable with no gradient in a step still decays (its
 //! gradient counts as zero); every variable of the models here gets one.
 //!
@@ -21,6 +24,8 @@ use crate::error::{PolicyError, Result};
 use crate::optim::{GradientSync, OptimConfig};
 
 mod parts;
+mod stage3;
+pub use stage3::ZeroStage;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use tch::{Kind, Tensor, nn::VarStore};
@@ -68,6 +73,8 @@ pub struct ShardedAdamW {
     master: Tensor,
     exp_avg: Tensor,
     exp_avg_sq: Tensor,
+    /// ZeRO-3's layer layout and gradient slice; None for ZeRO-2.
+    stage3: Option<stage3::Layers>,
 }
 
 impl ShardedAdamW {
@@ -108,7 +115,31 @@ impl ShardedAdamW {
             exp_avg: Tensor::f_zeros([shard], opts)?,
             exp_avg_sq: Tensor::f_zeros([shard], opts)?,
             master,
+            stage3: None,
         })
+    }
+
+    /// The sharded optimiser of `stage` (ZeRO-2 is [`ShardedAdamW::new`]).
+    pub fn with_stage(
+        vs: &VarStore,
+        cfg: &OptimConfig,
+        rank: usize,
+        world: usize,
+        stage: ZeroStage,
+    ) -> Result<Self> {
+        let mut z = Self::new(vs, cfg, rank, world)?;
+        if stage == ZeroStage::Three {
+            z.stage3 = Some(stage3::Layers::new(&z.vars)?);
+        }
+        Ok(z)
+    }
+
+    /// ZeRO-2 or ZeRO-3.
+    pub fn stage(&self) -> ZeroStage {
+        match self.stage3 {
+            Some(_) => ZeroStage::Three,
+            None => ZeroStage::Two,
+        }
     }
 
     /// Elements of this rank's slice of the masters and of each moment.
@@ -129,6 +160,9 @@ impl ShardedAdamW {
         for ((_, v, _), a) in self.vars.iter_mut().zip(&mut self.acc) {
             v.zero_grad();
             *a = None;
+        }
+        if let Some(l) = &mut self.stage3 {
+            l.zero_grad();
         }
     }
 
@@ -157,31 +191,37 @@ impl ShardedAdamW {
         })
     }
 
+    /// Variable `i`'s gradient of the step as a flat float32 vector (its float32 sum for a
+    /// half kind; zeros when it has none).
+    fn flat_grad(&self, i: usize) -> Result<Tensor> {
+        let (_, v, len) = &self.vars[i];
+        Ok(match &self.acc[i] {
+            Some(a) => a.shallow_clone(),
+            None => {
+                let g = v.grad();
+                if g.defined() {
+                    g.f_to_kind(Kind::Float)?
+                } else {
+                    Tensor::f_zeros([*len], (Kind::Float, v.device()))?
+                }
+            }
+        }
+        .f_reshape([-1])?)
+    }
+
     /// One step over the ranks of `sync` (see the module doc); returns the gradients' global
     /// norm before clipping to `max_grad_norm`.
     pub fn step(&mut self, sync: &dyn GradientSync) -> Result<f64> {
         self.accumulate()?;
         tch::no_grad(|| -> Result<f64> {
-            let grads = self
-                .vars
-                .iter()
-                .zip(&self.acc)
-                .map(|((_, v, len), a)| -> Result<Tensor> {
-                    Ok(match a {
-                        Some(a) => a.shallow_clone(),
-                        None => {
-                            let g = v.grad();
-                            if g.defined() {
-                                g.f_to_kind(Kind::Float)?
-                            } else {
-                                Tensor::f_zeros([*len], (Kind::Float, v.device()))?
-                            }
-                        }
-                    }
-                    .f_reshape([-1])?)
-                });
-            let flat = padded(grads, self.shard * self.world as i64)?;
-            let mut g = sync.reduce_scatter(&flat)?;
+            let mut g = match self.stage3 {
+                Some(_) => self.stage3_gradient(sync)?,
+                None => {
+                    let grads = (0..self.vars.len()).map(|i| self.flat_grad(i));
+                    let flat = padded(grads, self.shard * self.world as i64)?;
+                    sync.reduce_scatter(&flat)?
+                }
+            };
             let mut norm2 = g.f_square()?.f_sum(Kind::Double)?.f_reshape([1])?;
             sync.sum(&mut norm2)?;
             let total = norm2.f_double_value(&[0])?.sqrt();
@@ -200,13 +240,24 @@ impl ShardedAdamW {
             )?;
             let full = sync.all_gather(&self.master)?;
             let mut offset = 0;
-            for (_, v, len) in &mut self.vars {
+            for (i, (_, v, len)) in self.vars.iter_mut().enumerate() {
+                // ZeRO-3's released layers get their shape back: whole again for the rollouts.
+                let shape = match &self.stage3 {
+                    Some(l) => l.shape(i).to_vec(),
+                    None => v.size(),
+                };
+                if v.size() != shape {
+                    v.set_data(&Tensor::f_empty(shape.as_slice(), (v.kind(), v.device()))?);
+                }
                 let part = full
                     .f_narrow(0, offset, *len)?
-                    .f_view(v.size().as_slice())?
+                    .f_view(shape.as_slice())?
                     .f_to_kind(v.kind())?;
                 v.f_copy_(&part)?;
                 offset += *len;
+            }
+            if let Some(l) = &mut self.stage3 {
+                l.restored();
             }
             Ok(total)
         })

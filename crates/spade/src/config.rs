@@ -75,6 +75,13 @@ pub struct RunSection {
     /// count, or in one process (the optimizer state is re-sharded). `spade train --ranks`
     /// overrides it.
     pub ranks: u32,
+    /// How the ranks shard the training state: 2 (ZeRO-2: each rank holds every weight and
+    /// gradient and 1/ranks of the float32 masters and AdamW moments) or 3 (ZeRO-3: during an
+    /// update the decoder layers' weights and gradients are sharded too, each layer gathered
+    /// from its owners just before its forward and its recomputed backward; needs
+    /// `grpo.activation_recompute`; the rollouts between updates sample with whole weights).
+    /// One process ignores it. Checkpoints of either stage resume under the other.
+    pub zero_stage: u8,
     /// What the run trains: `"spade"` (designer and agent on environments the designer
     /// writes, and the baselines and ablations of `[ablation]`) or `"spice"` (the predecessor:
     /// a challenger writes questions from corpus documents, a reasoner answers them; `[spice]`).
@@ -917,6 +924,7 @@ impl Default for RunSection {
             optimizer_every: 50,
             checkpoint_keep: 0,
             ranks: 1,
+            zero_stage: 2,
             algorithm: Algorithm::Spade,
         }
     }

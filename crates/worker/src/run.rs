@@ -62,7 +62,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 pub use device::recipe;
-pub(crate) use setup::{backend, check_ranks, concurrency, grpo_config};
+pub(crate) use setup::{backend, check_ranks, concurrency};
 pub use setup::{prepare_base_model, prepare_warm_start};
 
 /// Worker-side settings that are not part of the run configuration (where files are, how much

@@ -496,6 +496,16 @@ impl Config {
 
     /// Parameters of the model this config describes.
     pub fn num_parameters(&self) -> i64 {
+        let embed = self.vocab_size * self.hidden_size;
+        let head = if self.tie_word_embeddings { 0 } else { embed };
+        let layers: i64 = (0..self.num_hidden_layers)
+            .map(|l| self.layer_parameters(l))
+            .sum();
+        embed + layers + self.hidden_size + head
+    }
+
+    /// Parameters of decoder layer `l` (attention, its norms and the layer's feed-forward).
+    pub fn layer_parameters(&self, l: i64) -> i64 {
         let (h, hd) = (self.hidden_size, self.head_dim);
         let q = self.num_attention_heads * hd;
         let kv = self.num_key_value_heads * hd;
@@ -504,17 +514,13 @@ impl Config {
         let attn = h * q + 2 * h * kv + q * h + bias + norms;
         let i = self.intermediate_size;
         let mlp_bias = if self.mlp_bias() { 2 * i + h } else { 0 };
-        let ffn: i64 = (0..self.num_hidden_layers)
-            .map(|l| match &self.moe {
-                Some(m) if m.is_sparse(l) => {
-                    m.num_experts * h + m.num_experts * 3 * h * m.moe_intermediate_size
-                }
-                _ => 3 * h * i + mlp_bias,
-            })
-            .sum();
-        let embed = self.vocab_size * h;
-        let head = if self.tie_word_embeddings { 0 } else { embed };
-        embed + self.num_hidden_layers * (attn + 2 * h) + ffn + h + head
+        let ffn = match &self.moe {
+            Some(m) if m.is_sparse(l) => {
+                m.num_experts * h + m.num_experts * 3 * h * m.moe_intermediate_size
+            }
+            _ => 3 * h * i + mlp_bias,
+        };
+        attn + 2 * h + ffn
     }
 
     /// Parameters one token passes through: all but the experts it is not routed to (the

@@ -17,7 +17,13 @@
 //!   autograd on and backpropagating the gradient of its output, as
 //!   `torch.utils.checkpoint` does per layer.
 //!
-//! Gradients accumulate into the variables' `.grad`, as `loss.backward()` would.
+//! - **Layer-wise weights** (ZeRO-3, [`WeightUnits`]): with recompute, a pass can run with the
+//!   layers' weights held elsewhere (sharded over ranks): each layer is made whole just before
+//!   its forward and its recomputed backward and dropped right after, and its gradients go to
+//!   the holder as soon as they exist instead of into `.grad`.
+//!
+//! Gradients accumulate into the variables' `.grad`, as `loss.backward()` would (a layer's go to
+//! [`WeightUnits::reduce`] in a layer-wise pass).
 
 use super::moe::Routing;
 use super::{Ffn, Layer, Qwen3};
@@ -76,7 +82,30 @@ pub struct PassReport {
     pub entropy: Option<Tensor>,
 }
 
+/// Who holds the decoder layers' weights in a layer-wise pass
+/// ([`Qwen3::backward_packed_units`]): the pass asks for layer `i` whole before it runs it and
+/// gives it back after, and hands over the layer's gradients from its recomputed backward. Every
+/// pass calls these in the same order: for each layer from the first `gather`, `release`; then
+/// for each layer from the last `gather`, `reduce`, `release` (what a rank with no micro-batch
+/// left repeats, so collectives inside them stay in step).
+pub trait WeightUnits {
+    /// Makes layer `layer`'s weights whole in the model's variables.
+    fn gather(&mut self, layer: usize) -> Result<()>;
+    /// Drops layer `layer`'s whole weights again.
+    fn release(&mut self, layer: usize) -> Result<()>;
+    /// Layer `layer`'s trainable variables, in the order `reduce` receives their gradients.
+    fn params(&self, layer: usize) -> Vec<Tensor>;
+    /// The gradients of `params(layer)` from one pass (undefined where a variable had none,
+    /// e.g. an expert no token chose).
+    fn reduce(&mut self, layer: usize, grads: &[Tensor]) -> Result<()>;
+}
+
 impl Qwen3 {
+    /// Decoder layers.
+    pub fn num_layers(&self) -> usize {
+        self.layers.len()
+    }
+
     fn check_packed(&self, p: &PackedIds) -> Result<i64> {
         let n = p.len();
         let ok = n > 0
@@ -216,8 +245,27 @@ impl Qwen3 {
         &self,
         p: &PackedIds,
         o: &PassOptions,
+        loss: impl FnMut(&Tensor, i64) -> Result<Tensor>,
+    ) -> Result<PassReport> {
+        self.backward_packed_units(p, o, None, loss)
+    }
+
+    /// [`Self::backward_packed`] with the layers' weights held by `units` (see
+    /// [`WeightUnits`]; needs `o.recompute`): the embedding, the final norm and the head stay
+    /// whole and their gradients accumulate into `.grad`; a layer's gradients go to
+    /// `units.reduce`. The pass makes every `units` call even when the loss has no gradient.
+    pub fn backward_packed_units(
+        &self,
+        p: &PackedIds,
+        o: &PassOptions,
+        mut units: Option<&mut dyn WeightUnits>,
         mut loss: impl FnMut(&Tensor, i64) -> Result<Tensor>,
     ) -> Result<PassReport> {
+        if units.is_some() && !o.recompute {
+            return Err(PolicyError::InvalidInput(
+                "a pass with layer-wise (sharded) weights needs recompute".into(),
+            ));
+        }
         let n = self.check_packed(p)?;
         let (experts, sparse_layers) = self.sparse_shape();
         let route = o.router_aux > 0.0 && sparse_layers > 0;
@@ -228,18 +276,24 @@ impl Qwen3 {
         // sparse layer: assignments (no gradient) and probabilities (a graph without recompute).
         let mut sums: Vec<(Tensor, Tensor)> = vec![];
         let (body_out, inputs, rope) = if o.recompute {
-            tch::no_grad(|| {
+            tch::no_grad(|| -> Result<_> {
                 let mut x = embed();
                 let rope = self.rope(&p.pos, x.kind());
                 let mut inputs = Vec::with_capacity(self.layers.len());
-                for l in &self.layers {
+                for (i, l) in self.layers.iter().enumerate() {
+                    if let Some(u) = units.as_deref_mut() {
+                        u.gather(i)?;
+                    }
                     let (next, r) = Self::layer_forward_routed(l, &x, &rope, &p.lens, route);
+                    if let Some(u) = units.as_deref_mut() {
+                        u.release(i)?;
+                    }
                     sums.extend(r.map(|r| r.sums(experts)));
                     inputs.push(x);
                     x = next;
                 }
-                (x, inputs, rope)
-            })
+                Ok((x, inputs, rope))
+            })?
         } else {
             let mut x = embed();
             let rope = self.rope(&p.pos, x.kind());
@@ -297,9 +351,13 @@ impl Qwen3 {
             router_aux: aux_value,
             entropy: o.entropy.then(|| Tensor::cat(&entropies, 0)),
         };
-        let g = h.grad();
+        let mut g = h.grad();
         if !g.defined() {
-            return Ok(report);
+            if units.is_none() {
+                return Ok(report);
+            }
+            // The layer-wise calls still happen: other ranks' collectives wait for them.
+            g = h.zeros_like();
         }
         // The rest of the graph: the final norm (and, without recompute, the whole body and
         // the aux loss of its routers).
@@ -314,16 +372,37 @@ impl Qwen3 {
             return Ok(report);
         }
         let mut g = top.grad();
-        for (l, x_in) in self.layers.iter().zip(inputs).rev() {
+        if !g.defined() {
+            g = top.zeros_like();
+        }
+        for (i, (l, x_in)) in self.layers.iter().zip(inputs).enumerate().rev() {
             let x = x_in.detach().set_requires_grad(true);
+            if let Some(u) = units.as_deref_mut() {
+                u.gather(i)?;
+            }
             let (y, r) = Self::layer_forward_routed(l, &x, &rope, &p.lens, route);
             let mut out = (y * &g).sum(Kind::Float);
             if let (Some(f), Some(r)) = (&share, r) {
                 // The counts are the forward's; only the probabilities carry the gradient.
                 out += aux_term(&r.prob_sums(), f);
             }
-            out.backward();
-            g = x.grad();
+            match units.as_deref_mut() {
+                Some(u) => {
+                    // The layer's gradients straight to the holder (autograd.grad: nothing
+                    // lands in `.grad` of weights that are about to be dropped).
+                    let mut inputs = vec![x.shallow_clone()];
+                    inputs.extend(u.params(i));
+                    let mut grads = Tensor::f_run_backward(&[&out], &inputs, false, false)?;
+                    let gx = grads.remove(0);
+                    u.reduce(i, &grads)?;
+                    u.release(i)?;
+                    g = if gx.defined() { gx } else { x.zeros_like() };
+                }
+                None => {
+                    out.backward();
+                    g = x.grad();
+                }
+            }
         }
         (embed() * g).sum(Kind::Float).backward();
         Ok(report)

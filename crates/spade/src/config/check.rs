@@ -209,6 +209,16 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
     k.count("run.optimizer_every", c.run.optimizer_every, 1, MAX_STEPS);
     k.count("run.checkpoint_keep", c.run.checkpoint_keep, 0, MAX_STEPS);
     k.count("run.ranks", u64::from(c.run.ranks), 1, 64);
+    if !matches!(c.run.zero_stage, 2 | 3) {
+        k.not_allowed("run.zero_stage", &c.run.zero_stage.to_string(), "2 or 3");
+    } else if c.run.zero_stage == 3 && !c.grpo.activation_recompute {
+        k.not_allowed(
+            "run.zero_stage",
+            "3",
+            "2 unless grpo.activation_recompute = true (ZeRO-3 gathers each layer again for \
+             its recomputed backward pass)",
+        );
+    }
     // TOML integers are signed 64-bit: a larger seed could not be written back.
     k.count("run.seed", c.run.seed, 0, i64::MAX as u64);
 

@@ -50,6 +50,10 @@ pub const HELP: &[(&str, &str)] = &[
         "Processes that train the run together (data-parallel ranks on this node's CPUs, Gloo): each plays its share of the agent's and the hint episodes and trains its share of each update, holding 1/ranks of the optimizer state (ZeRO-2). A checkpoint resumes on any rank count, or in one process (the optimizer state is re-sharded). spade train --ranks overrides it.",
     ),
     (
+        "run.zero_stage",
+        "How the ranks shard the training state: 2 (ZeRO-2: each rank holds every weight and gradient and 1/ranks of the float32 masters and AdamW moments) or 3 (ZeRO-3: during an update the decoder layers' weights and gradients are sharded too, each layer gathered from its owners just before its forward and its recomputed backward; needs grpo.activation_recompute; the rollouts between updates sample with whole weights). One process ignores it. Checkpoints of either stage resume under the other.",
+    ),
+    (
         "run.algorithm",
         "What the run trains: \"spade\" (designer and agent on environments the designer writes, with the baselines and ablations below) or \"spice\" (the predecessor SPICE: a challenger writes questions from corpus documents, a reasoner answers them; see the SPICE section).",
     ),

@@ -145,6 +145,7 @@ impl RunConfig {
                 optimizer_every: 1,
                 checkpoint_keep: 0,
                 ranks: 1,
+                zero_stage: 2,
                 algorithm: d.run.algorithm,
             },
             model: ModelSection {

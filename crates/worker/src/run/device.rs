@@ -68,6 +68,7 @@ pub fn recipe(cfg: &RunConfig, weight_bytes: u64, ranks: u64) -> Recipe {
         recompute: cfg.grpo.activation_recompute,
         kl_reference: cfg.grpo.kl_coef > 0.0,
         ranks,
+        zero3: ranks > 1 && cfg.run.zero_stage == 3,
     }
 }
 

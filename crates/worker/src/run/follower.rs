@@ -3,7 +3,6 @@
 
 use crate::WorkerError;
 use crate::ranks::{FollowerCommand, Ranks};
-use spade_policy::grpo::GrpoTrainer;
 
 /// What a follower did in a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -41,12 +40,8 @@ pub(super) fn follow(
             model_dir.display()
         )));
     }
-    let mut trainer = GrpoTrainer::new_sharded(
-        &policy,
-        super::grpo_config(cfg),
-        ranks.rank(),
-        ranks.world_size(),
-    )?;
+    let mut trainer =
+        super::setup::sharded_trainer(&policy, cfg, ranks.rank(), ranks.world_size())?;
     if let Some(src) = optimizer {
         crate::state::load_sharded_optimizer(&mut trainer, &src)?;
     }

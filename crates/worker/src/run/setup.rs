@@ -96,7 +96,7 @@ pub(super) fn setup<'a>(
     speaks_chatml(&policy)?;
     thinking(&mut policy, cfg, on)?;
     let mut trainer = match &opts.ranks {
-        Some(r) => GrpoTrainer::new_sharded(&policy, grpo_config(cfg), r.rank(), r.world_size())?,
+        Some(r) => sharded_trainer(&policy, cfg, r.rank(), r.world_size())?,
         None => GrpoTrainer::new(&policy, grpo_config(cfg))?,
     };
     let world = opts.ranks.as_ref().map_or(1, |r| r.world_size());
@@ -236,6 +236,26 @@ pub(crate) fn check_ranks(
 }
 
 /// The GRPO update as the configuration sets it.
+/// Rank `rank` of `world`'s trainer, of the run's ZeRO stage (`run.zero_stage`).
+pub(crate) fn sharded_trainer(
+    policy: &Policy,
+    cfg: &RunConfig,
+    rank: usize,
+    world: usize,
+) -> Result<GrpoTrainer, WorkerError> {
+    let stage = match cfg.run.zero_stage {
+        3 => spade_policy::zero::ZeroStage::Three,
+        _ => spade_policy::zero::ZeroStage::Two,
+    };
+    Ok(GrpoTrainer::new_sharded_stage(
+        policy,
+        grpo_config(cfg),
+        rank,
+        world,
+        stage,
+    )?)
+}
+
 pub(crate) fn grpo_config(cfg: &RunConfig) -> GrpoConfig {
     GrpoConfig {
         loss_norm: match cfg.grpo.loss_norm {

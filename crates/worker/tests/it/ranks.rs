@@ -3,7 +3,7 @@
 //! process, then as two rank processes of this test binary (ZeRO-2: each trains half of every
 //! update's micro-batches and holds half of the optimizer state). The two play the same
 //! episodes, give the same losses (relative 1e-5) and the same final weights (up to rounding:
-//! `assert_same_weights`), and the weights moved (so equality is not two runs that never
+//! `assert_same_weights`), under ZeRO-3 as well, and the weights moved (so equality is not two runs that never
 //! trained). A rank killed mid-run fails the run within the rank timeout, with no launcher to
 //! stop it; the run then resumes on two ranks and finishes. A checkpoint resumes on another
 //! rank count (two ranks' on one process and on three ranks, one process's on two: the
@@ -264,9 +264,22 @@ fn run_one_process(cfg: &RunConfig) -> Res<Compared> {
 
 #[test]
 fn two_ranks_train_a_run_as_one_process_does() -> Res<()> {
+    two_ranks_match_one(&config(3)?)
+}
+
+/// The same with ZeRO-3: each decoder layer made whole from its owner rank just before its
+/// forward and its recomputed backward (and the one process recomputes too).
+#[test]
+fn two_ranks_under_zero_3_train_a_run_as_one_process_does() -> Res<()> {
+    let mut cfg = config(3)?;
+    cfg.run.zero_stage = 3;
+    cfg.grpo.activation_recompute = true;
+    two_ranks_match_one(&cfg)
+}
+
+fn two_ranks_match_one(cfg: &RunConfig) -> Res<()> {
     spade_policy::embed::set_threads(1);
-    let cfg = config(3)?;
-    let c = run_one_process(&cfg)?;
+    let c = run_one_process(cfg)?;
     let (config_path, one, two) = (&c.config, &c.one, &c.two);
     let started = Instant::now();
     let log = two.join("rank1.log");
