@@ -222,19 +222,36 @@ fn the_memory_plan_says_which_cards_hold_a_shape_on_how_many_ranks() {
         .lines()
         .filter(|l| l.starts_with("| qwen3-4b"))
         .collect();
-    assert_eq!(rows.len(), 2, "{out}");
+    assert_eq!(rows.len(), 3, "{out}");
     // One 80 GB card cannot hold the 4B recipe (84.3 GiB before the cache); a rank of eight,
-    // with an eighth of the optimizer state, can.
+    // with an eighth of the optimizer state, can, and with ZeRO-3 (an eighth of the gradients
+    // and one layer whole at a time) in less than half of it.
     assert!(
-        rows[0].contains("| 1 | 84.26 GiB | does not fit"),
+        rows[0].contains("| 1 | - | 84.26 GiB | does not fit"),
         "{}",
         rows[0]
     );
-    assert!(rows[1].contains("| 8 | 59.91 GiB | fits"), "{}", rows[1]);
+    assert!(
+        rows[1].contains("| 8 | 2 | 59.91 GiB | fits"),
+        "{}",
+        rows[1]
+    );
+    assert!(
+        rows[2].contains("| 8 | 3 | 27.63 GiB | fits"),
+        "{}",
+        rows[2]
+    );
     let bad = spade(&["model", "plan", "--gpu", "H100"]);
     assert!(!bad.status.success());
     assert!(
         stderr(&bad).contains("expected NAME=MIB"),
+        "{}",
+        stderr(&bad)
+    );
+    let bad = spade(&["model", "plan", "--zero-stage", "1"]);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("--zero-stage 1: 2 or 3"),
         "{}",
         stderr(&bad)
     );

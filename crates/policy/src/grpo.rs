@@ -608,7 +608,6 @@ impl GrpoTrainer {
                     Ok(loss)
                 },
             )?;
-            drop(units);
             st.router_aux += report.router_aux * share;
             if let Some(h) = report.entropy {
                 st.entropy += (h * packed.mask.to_kind(Kind::Float))

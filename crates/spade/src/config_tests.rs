@@ -358,6 +358,26 @@ fn conflicting_switches_and_choices_are_refused() {
     );
     let v = issues("[model]\npreset = \"qwen3\"\n");
     assert_eq!(v[0].path(), "model.path", "a real model needs a checkpoint");
+    let v = issues("[model]\npreset = \"tiny\"\n[run]\nzero_stage = 1\n");
+    assert!(
+        matches!(&v[0], ConfigIssue::NotAllowed { path, allowed, .. }
+        if path == "run.zero_stage" && allowed == "2 or 3"),
+        "{v:?}"
+    );
+    let v = issues(
+        "[model]\npreset = \"tiny\"\n[run]\nzero_stage = 3\n[grpo]\nactivation_recompute = false\n",
+    );
+    assert!(
+        matches!(&v[0], ConfigIssue::Conflict { path, other, .. }
+        if path == "run.zero_stage" && other == "grpo.activation_recompute"),
+        "{v:?}"
+    );
+    let ok =
+        "[model]\npreset = \"tiny\"\n[run]\nzero_stage = 3\n[grpo]\nactivation_recompute = true\n";
+    assert!(
+        RunConfig::from_toml_str(ok).is_ok(),
+        "ZeRO-3 with recompute is refused"
+    );
     let v = issues("[model]\npreset = \"tiny\"\n[curriculum]\nkinds = []\n");
     assert_eq!(v[0].path(), "curriculum.kinds");
     let v = issues(

@@ -212,11 +212,11 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
     if !matches!(c.run.zero_stage, 2 | 3) {
         k.not_allowed("run.zero_stage", &c.run.zero_stage.to_string(), "2 or 3");
     } else if c.run.zero_stage == 3 && !c.grpo.activation_recompute {
-        k.not_allowed(
+        k.conflict(
             "run.zero_stage",
-            "3",
-            "2 unless grpo.activation_recompute = true (ZeRO-3 gathers each layer again for \
-             its recomputed backward pass)",
+            "grpo.activation_recompute",
+            "ZeRO-3 gathers each layer again for its recomputed backward pass: set \
+             grpo.activation_recompute = true or run.zero_stage = 2",
         );
     }
     // TOML integers are signed 64-bit: a larger seed could not be written back.

@@ -154,11 +154,18 @@ pub(super) fn setup<'a>(
             fingerprint: policy.weights_fingerprint(),
             optimizer: shard_source,
         })?;
+        let sharded = match cfg.run.zero_stage {
+            3 => {
+                "ZeRO-3: each holds 1/{n} of the optimizer state, and of the layers' weights and \
+                  gradients during an update"
+            }
+            _ => "ZeRO-2: each holds 1/{n} of the optimizer state",
+        }
+        .replace("{n}", &r.world_size().to_string());
         (on)(Event::Log(format!(
             "{} ranks: every rank designs, plays and trains its share of each step; rank 0 \
-             keeps the run's state and reports (ZeRO-2: each holds 1/{} of the optimizer state)",
+             keeps the run's state and reports ({sharded})",
             r.world_size(),
-            r.world_size()
         )));
     }
     let lp = Loop {
