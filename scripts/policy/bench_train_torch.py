@@ -32,6 +32,14 @@ DDP's own hooks do not fit the chunked backward, which calls backward once per h
 once for the body), then clipped, and the optimizer is torch's ZeroRedundancyOptimizer around
 AdamW (its state sharded over the ranks, the updated parameters broadcast). Prints one JSON
 line comparing the two as the Rust side's --json does.
+
+`--ranks N --zero-stage 3` is the side of `spade model bench --ranks N --zero-stage 3`: each
+decoder layer wrapped with FSDP2's `fully_shard` (its parameters sharded over the ranks,
+all-gathered before its forward and again before its recomputed backward, its gradients
+reduce-scattered after), the embedding, final norm and head replicated with their gradients
+all-reduced (what spade keeps whole too: the chunked head runs outside any module's forward),
+AdamW on the shards (foreach off: DTensor and plain parameters mix), the global gradient norm
+summed over the ranks by hand.
 """
 import argparse
 import json
@@ -215,6 +223,8 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--ranks", type=int, default=1, help="data-parallel ranks (CPU, Gloo)")
+    ap.add_argument("--zero-stage", type=int, default=2, choices=[2, 3],
+                    help="with --ranks: 2 (ZeroRedundancyOptimizer) or 3 (FSDP2 per layer)")
     a = ap.parse_args()
     if a.ranks > 1:
         return ranks_main(a)
@@ -346,6 +356,59 @@ def sharded_steps(a, rank, world):
     }
 
 
+def fsdp_steps(a, rank, world):
+    """This rank's timed steps under FSDP2 (see the module doc), one sequence per micro-batch."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    dev = torch.device("cpu")
+    model = Model(a.shape, recompute=not a.no_recompute)
+    for layer in model.layers:
+        fully_shard(layer)
+    ids, mask, adv = data(a, dev)
+    n_seq = ids.shape[0]
+    n_tokens = mask.sum()
+    params = list(model.parameters())
+    ends = [p for p in params if not isinstance(p, DTensor)]
+    opt = torch.optim.AdamW(params, lr=1e-6, weight_decay=0.01, foreach=False)
+    old = -math.log(SHAPES[a.shape][0])
+    autocast = lambda: torch.autocast("cpu", enabled=False)
+    times = []
+    for i in range(a.warmup + a.steps):
+        dist.barrier()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        for s in range(rank, n_seq, world):
+            share = mask[s:s + 1].sum() / n_tokens
+            backward_chunked(model, ids[s:s + 1], mask[s:s + 1], adv[s:s + 1] * share, old,
+                             a.chunk_tokens, autocast)
+        all_reduce_grads(ends)
+        # The global norm: each rank's shards once, the replicated ends once.
+        sq = sum(p.grad.to_local().double().pow(2).sum()
+                 for p in params if isinstance(p, DTensor) and p.grad is not None)
+        sq = torch.as_tensor(sq, dtype=torch.float64)
+        dist.all_reduce(sq)
+        sq += sum(p.grad.double().pow(2).sum() for p in ends)
+        norm = float(sq.sqrt())
+        if norm > 1.0:
+            for p in params:
+                if p.grad is not None:
+                    p.grad.mul_(1.0 / (norm + 1e-6))
+        opt.step()
+        dt = time.perf_counter() - t0
+        if i >= a.warmup:
+            times.append(dt)
+            print(f"bench_train_torch: FSDP rank {rank} of {world}: step {i - a.warmup + 1} "
+                  f"took {dt:.3f} s", file=sys.stderr)
+    return {
+        "rank": rank, "median_s": statistics.median(times), "step_s": times,
+        "tokens": n_seq * (a.seq_len - 1), "sequences": n_seq,
+        "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+
+
 def ranks_main(a):
     """`--ranks N`: in a rank (RANK set) its steps as one JSON line; else one process alone,
     then N ranks, compared."""
@@ -355,7 +418,8 @@ def ranks_main(a):
     if "RANK" in os.environ:
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         dist.init_process_group("gloo", rank=rank, world_size=world)
-        print(json.dumps(sharded_steps(a, rank, world)), flush=True)
+        steps = fsdp_steps if a.zero_stage == 3 else sharded_steps
+        print(json.dumps(steps(a, rank, world)), flush=True)
         dist.destroy_process_group()
         return
     one = sharded_steps(a, 0, 1)
@@ -384,7 +448,9 @@ def ranks_main(a):
     print(json.dumps({
         "side": "pytorch", "torch": torch.__version__, "shape": a.shape, "ranks": a.ranks,
         "threads_per_rank": a.threads, "tokens_per_step": tokens,
-        "optimizer": "ZeroRedundancyOptimizer(AdamW), gradients all-reduced in 25 MB buckets",
+        "zero_stage": a.zero_stage,
+        "optimizer": ("FSDP2 fully_shard per layer, ends replicated, AdamW" if a.zero_stage == 3
+                      else "ZeroRedundancyOptimizer(AdamW), gradients all-reduced in 25 MB buckets"),
         "one_process": {"median_s": one["median_s"], "tokens_per_s": one_rate,
                         "peak_bytes": one["peak_bytes"]},
         "ranks_run": {"step_s": step, "rank_median_s": [r["median_s"] for r in results],

@@ -141,10 +141,10 @@ impl Ranks {
                 prefill_tokens,
             } => Some((kv_tokens, max_batch, prefill_tokens)),
             Backend::Sampler => None,
+            // The servers are the rollouts' parallelism: rank 0 sends them every episode's
+            // requests at once, and the other ranks only train.
             Backend::Vllm(_) => {
-                return Err(WorkerError::Config(
-                    "ranks play on their own engines, not vLLM".into(),
-                ));
+                return crate::play::play_envs_measured(policy, pool, jobs, options, concurrency);
             }
         };
         let parts: Vec<Vec<JobPart>> = (0..world)

@@ -264,7 +264,7 @@ pub fn follow(
 ) -> Result<Outcome, WorkerError> {
     setup::validated(cfg)?;
     let device = device::run_device(cfg, &mut |_| {})?;
-    check_ranks(cfg, device, ranks)?;
+    check_ranks(device, ranks)?;
     let pool = setup::sandbox_pool(cfg, opts);
     let done = follower::follow(cfg, ranks, device, &pool)?;
     on(Event::Log(format!(

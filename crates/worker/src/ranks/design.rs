@@ -73,6 +73,10 @@ impl Ranks {
         plans: &[SlotPlan],
         opts: &designer::DesignOptions,
     ) -> Result<Vec<Vec<Attempt>>, WorkerError> {
+        if matches!(opts.backend, Backend::Vllm(_)) {
+            // The servers sample every slot at once for rank 0 (see `Ranks::play_shared`).
+            return designer::design_planned(policy, pool, plans, opts);
+        }
         let order = DesignOrder {
             parts: split(plans, self.world_size()),
             engine: engine_of(&opts.backend)?,
@@ -130,6 +134,16 @@ impl Ranks {
                 prompts.len(),
                 seeds.len()
             )));
+        }
+        if matches!(backend, Backend::Vllm(_)) {
+            return designer::hints_for(
+                policy,
+                prompts,
+                temperature,
+                max_new_tokens,
+                seeds,
+                backend,
+            );
         }
         let pairs: Vec<(ChatPrompt, u64)> =
             prompts.iter().cloned().zip(seeds.iter().copied()).collect();

@@ -45,7 +45,7 @@ pub(super) fn setup<'a>(
     // Before anything is loaded: a GPU this worker cannot give fails the run in seconds.
     let device = super::device::run_device(cfg, on)?;
     if let Some(r) = &opts.ranks {
-        check_ranks(cfg, device, r)?;
+        check_ranks(device, r)?;
     }
     let pool = sandbox_pool(cfg, opts);
     let corpus = generate::load_corpus(cfg)?;
@@ -221,7 +221,6 @@ pub(crate) fn sandbox_pool(cfg: &RunConfig, opts: &RunOptions) -> Pool {
 
 /// What a run on several ranks cannot do yet, refused before anything is loaded.
 pub(crate) fn check_ranks(
-    cfg: &RunConfig,
     device: spade_policy::Device,
     ranks: &crate::ranks::Ranks,
 ) -> Result<(), WorkerError> {
@@ -231,12 +230,6 @@ pub(crate) fn check_ranks(
              (set model.device = \"cpu\", or run one rank)",
             ranks.world_size(),
             super::device::name(device)
-        )));
-    }
-    if cfg.model.rollout == spade::config::RolloutBackend::Vllm {
-        return Err(WorkerError::Config(format!(
-            "--ranks {}: model.rollout = \"vllm\" syncs one trainer's weights; run one rank",
-            ranks.world_size()
         )));
     }
     Ok(())

@@ -630,3 +630,62 @@ fn two_ranks_placed_by_ray_on_two_nodes_train_as_one_process() -> Res<()> {
     );
     assert_same_weights(one, two, Path::new(&learning::fixture().model_dir))
 }
+
+/// Two ranks with vLLM servers (`SPADE_TEST_VLLM=1`, vLLM from `scripts/setup --vllm`), under
+/// ZeRO-3: rank 0 sends every play to the server the run starts, both ranks train each update,
+/// and after each update the server has the trained weights (its log-probs of the next step's
+/// plays agree with rank 0's tch rescoring, within the vLLM tests' tolerance).
+#[test]
+fn two_ranks_train_on_plays_from_a_vllm_server() -> Res<()> {
+    if std::env::var("SPADE_TEST_VLLM").ok().as_deref() != Some("1") {
+        eprintln!("SKIPPED: set SPADE_TEST_VLLM=1 to run against real vLLM (scripts/setup --vllm)");
+        return Ok(());
+    }
+    spade_policy::embed::set_threads(1);
+    // config's 24 plays a step: wins and losses to learn from in every step.
+    let mut cfg = config(2)?;
+    cfg.run.zero_stage = 3;
+    cfg.grpo.activation_recompute = true;
+    cfg.model.rollout = spade::config::RolloutBackend::Vllm;
+    cfg.vllm.start = 1;
+    cfg.vllm.port = 8398;
+    cfg.vllm.threads = 1;
+    cfg.vllm.startup_timeout_s = 900;
+    let issues = cfg.validate();
+    assert!(issues.is_empty(), "{issues:?}");
+    let dir = tempfile::tempdir()?;
+    let config_path = dir.path().join("run.toml");
+    std::fs::write(&config_path, cfg.to_toml())?;
+    let out = dir.path().join("two");
+    std::fs::create_dir_all(&out)?;
+    let log = dir.path().join("rank1.log");
+    launch_logged(&config_path, &out, false, 2, (1, &log))?;
+    let m = metrics(&out)?;
+    assert_eq!(m.len(), 2, "{m:?}");
+    let said = std::fs::read_to_string(&log)?;
+    assert!(
+        said.contains("rank 1 of 2: played 0 episodes, trained 2 updates"),
+        "rank 1 said: {said}"
+    );
+    for (step, v) in &m {
+        let gap = v
+            .get("vllm_logprob_gap_max")
+            .copied()
+            .ok_or("no vllm_logprob_gap_max")?;
+        eprintln!(
+            "step {step}: vllm_logprob_gap_max {gap}, vllm_sync_s {:?}",
+            v.get("vllm_sync_s")
+        );
+        assert!(
+            gap < 2e-3,
+            "step {step}: the server's log-probs are {gap} from tch's"
+        );
+        assert!(v.contains_key("vllm_sync_s"), "{v:?}");
+        assert!(v.contains_key("loss"), "step {step} took no update: {v:?}");
+    }
+    assert!(
+        std::net::TcpStream::connect("127.0.0.1:8398").is_err(),
+        "the server outlived the run"
+    );
+    Ok(())
+}
