@@ -808,14 +808,6 @@ fn spice(k: &mut Checker, c: &RunConfig) {
         Incl(0.0),
     );
     k.range("spice.temperature", sp.temperature, Excl(0.0), Incl(2.0));
-    if c.model.rollout == super::RolloutBackend::Vllm {
-        k.conflict(
-            "model.rollout",
-            "run.algorithm",
-            "SPICE runs generate through the engine or the sampler; the vLLM backend serves SPADE \
-             runs only so far",
-        );
-    }
     let ab = &c.ablation;
     for (flag, on) in [
         ("ablation.fixed_env_pool", ab.fixed_env_pool.is_some()),

@@ -257,6 +257,9 @@ pub struct SpiceStats {
     pub valid: Option<(f64, f64, f64)>,
     pub challenger_samples: usize,
     pub reasoner_samples: usize,
+    /// With `model.rollout = "vllm"`: the mean and largest gap between the servers' and the
+    /// trainer's log-probs of the trained tokens (`vllm_logprob_gap_mean`, `_max`).
+    pub logprob_gap: Option<(f64, f64)>,
 }
 
 /// The live windows' metrics.
@@ -353,6 +356,10 @@ impl StepMetrics {
             }
             put("challenger_samples".into(), s.challenger_samples as f64);
             put("reasoner_samples".into(), s.reasoner_samples as f64);
+            if let Some((mean, max)) = s.logprob_gap {
+                put("vllm_logprob_gap_mean".into(), mean);
+                put("vllm_logprob_gap_max".into(), max);
+            }
         }
         let u = &self.update;
         put("agent_samples".into(), u.agent_samples as f64);

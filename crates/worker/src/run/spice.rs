@@ -75,7 +75,7 @@ fn multiple_choice(cfg: &RunConfig, step: u64, d: usize) -> bool {
 fn challenge(
     challenger: &Policy,
     cfg: &RunConfig,
-    kv_tokens: usize,
+    backend: &play::Backend,
     step: u64,
     docs: &mut [Doc],
 ) -> Result<(), WorkerError> {
@@ -107,13 +107,7 @@ fn challenge(
                 )
             })
             .collect();
-        let out = play::sample_all(
-            challenger,
-            &prompts,
-            &sample_seeds,
-            &p,
-            backend(cfg, kv_tokens),
-        )?;
+        let out = play::sample_all(challenger, &prompts, &sample_seeds, &p, backend.clone())?;
         for ((&i, prompt), completion) in open.iter().zip(prompts).zip(out) {
             let parsed = spice::parse_task(completion.text.as_deref().unwrap_or_default());
             docs[i].attempts.push(Attempt {
@@ -160,7 +154,8 @@ pub(super) fn step(lp: &mut Loop<'_>) -> Result<Step, WorkerError> {
             attempts: vec![],
         });
     }
-    challenge(challenger, cfg, lp.kv_tokens, step, &mut docs)?;
+    // The servers when the run has them (a frozen challenger is not what they serve).
+    challenge(challenger, cfg, &lp.designer_backend(), step, &mut docs)?;
 
     lp.phase("reasoner")?;
     let g = cfg.spice.group_size as usize;
@@ -190,13 +185,7 @@ pub(super) fn step(lp: &mut Loop<'_>) -> Result<Step, WorkerError> {
         }
         task_prompts.push((ids, text));
     }
-    let answers = play::sample_all(
-        &lp.policy,
-        &prompts,
-        &sample_seeds,
-        &rp,
-        backend(cfg, lp.kv_tokens),
-    )?;
+    let answers = play::sample_all(&lp.policy, &prompts, &sample_seeds, &rp, lp.backend())?;
 
     let verdicts = check_answers(lp, &tasks, &answers, g)?;
 
@@ -321,6 +310,12 @@ pub(super) fn step(lp: &mut Loop<'_>) -> Result<Step, WorkerError> {
         }
     }
 
+    // Samples from the vLLM servers train with the trainer's own log-probs (as the SPADE
+    // loop's plays do); the gap says how far the servers' were.
+    let logprob_gap = match lp.vllm {
+        Some(_) => crate::vllm::rescore(&lp.policy, &mut samples, cfg.spice.temperature)?,
+        None => None,
+    };
     let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len().max(1) as f64;
     let n_valid = tasks.len();
     let mcq = tasks
@@ -340,6 +335,7 @@ pub(super) fn step(lp: &mut Loop<'_>) -> Result<Step, WorkerError> {
         }),
         challenger_samples,
         reasoner_samples,
+        logprob_gap,
     };
     (lp.on)(Event::Log(format!(
         "spice step {step}: {n_valid}/{} documents with a task after {n_attempts} attempts, \
@@ -395,7 +391,13 @@ pub(super) fn warm_start(
             },
             ..cfg.clone()
         };
-        challenge(policy, &one, probe_kv(cfg), u64::MAX, &mut probe)?;
+        challenge(
+            policy,
+            &one,
+            &backend(cfg, probe_kv(cfg)),
+            u64::MAX,
+            &mut probe,
+        )?;
         let mut rejections = BTreeMap::new();
         for d in &probe {
             if let Some(Err(e)) = d.attempts.last().map(|a| &a.parsed) {

@@ -1,7 +1,8 @@
 //! A SPICE run (`run.algorithm = "spice"`) end to end on the tiny model and the bundled corpus:
 //! the warm start teaches the task format, then four steps of challenger attempts, reasoner
 //! answers, rewards and one GRPO update each, through the real loop and policy. With the
-//! challenger frozen (`ablation.frozen_designer`) the same run trains only the reasoner.
+//! challenger frozen (`ablation.frozen_designer`) the same run trains only the reasoner; with
+//! `model.rollout = "vllm"` (`SPADE_TEST_VLLM=1`) it samples on a vLLM server.
 
 use crate::loop_tiny::cache_root;
 use spade::config::RunConfig;
@@ -203,6 +204,54 @@ fn a_frozen_challenger_trains_only_the_reasoner() -> Result<(), Box<dyn std::err
         seen.metrics
     );
     assert!(total(&seen, "spice/attempts") >= 12.0);
+    Ok(())
+}
+
+/// The same run with `model.rollout = "vllm"` and a server the run starts (`SPADE_TEST_VLLM=1`,
+/// vLLM from `scripts/setup --vllm`): the challenger's tasks and the reasoner's answers come from
+/// the server, the trainer rescores them with its own log-probs (the gap is reported), and the
+/// server gets the weights of every update.
+#[test]
+fn a_spice_run_samples_on_a_vllm_server() -> Result<(), Box<dyn std::error::Error>> {
+    if std::env::var("SPADE_TEST_VLLM").ok().as_deref() != Some("1") {
+        eprintln!("SKIPPED: set SPADE_TEST_VLLM=1 to run against real vLLM (scripts/setup --vllm)");
+        return Ok(());
+    }
+    spade_policy::embed::set_threads(1);
+    let mut cfg = spice_config()?;
+    cfg.model.rollout = spade::config::RolloutBackend::Vllm;
+    cfg.vllm.start = 1;
+    cfg.vllm.port = 8399;
+    cfg.vllm.threads = 1;
+    cfg.vllm.startup_timeout_s = 900;
+    assert_eq!(cfg.validate(), vec![]);
+    let work = tempfile::tempdir()?;
+    let (seen, logs) = run_spice(&cfg, "it-spice-vllm", &work.path().join("run"))?;
+    let updates = seen
+        .metrics
+        .iter()
+        .filter(|m| m.contains_key("loss"))
+        .count();
+    assert!(updates > 0, "no update: {:?}", seen.metrics);
+    // The starting weights, then one sync per update.
+    let synced = logs
+        .iter()
+        .filter(|l| l.contains("vllm: weights step-"))
+        .count();
+    assert_eq!(synced, 1 + updates, "{logs:#?}");
+    let gaps: Vec<f64> = seen
+        .metrics
+        .iter()
+        .filter_map(|m| m.get("vllm_logprob_gap_max").copied())
+        .collect();
+    eprintln!("vllm_logprob_gap_max by step: {gaps:?}");
+    assert!(!gaps.is_empty(), "no rescored sample: {:?}", seen.metrics);
+    assert!(gaps.iter().all(|&g| g < 2e-3), "{gaps:?}");
+    assert!(total(&seen, "spice/tasks") >= 1.0, "{:?}", seen.metrics);
+    assert!(
+        std::net::TcpStream::connect("127.0.0.1:8399").is_err(),
+        "the server outlived the run"
+    );
     Ok(())
 }
 
