@@ -192,9 +192,18 @@ fn a_runner_dying_mid_episode_fails_its_environment_and_the_others_go_on() -> Te
         failed.iter().all(|e| e.seed % 2 == 1 && e.turns == 2),
         "{failed:?}"
     );
-    // With six runners all six episodes started at once; the even seeds stopped where they
-    // were when the first odd one died.
+    // With six runners all six episodes started at once; the even seeds stopped, without an
+    // error, where they were when the first odd one's death was seen: before their fourth
+    // turn. Which turn that is depends on the load (their steps run on the pool's threads
+    // while the engine decodes): the full suite once saw one at its third.
     assert_eq!(both[0].len(), 6);
-    assert!(both[0].iter().all(|e| e.turns <= 2 && e.error.is_none()));
+    assert!(
+        both[0].iter().all(|e| e.turns < 4 && e.error.is_none()),
+        "{:?}",
+        both[0]
+            .iter()
+            .map(|e| (e.seed, e.turns, e.error.clone()))
+            .collect::<Vec<_>>()
+    );
     Ok(())
 }
