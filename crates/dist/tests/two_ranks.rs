@@ -3,7 +3,7 @@
 //! backward passes of half the micro-batches, gradients summed through the Gloo group) give the
 //! same losses (relative 1e-5) and the same weights (1e-5), and the two ranks' weights are
 //! bit-identical; with ZeRO-2 (each rank holding half of the optimiser state, gradients
-//! reduce-scattered, weights all-gathered) as well, and with ZeRO-3 (each decoder layer's
+//! reduce-scattered and weights all-gathered in small buckets) as well, and with ZeRO-3 (each decoder layer's
 //! weights made whole from its owner ranks just before its forward and its recomputed backward,
 //! its gradients summed at once into the owners' slices), on the dense model and on a tiny
 //! Qwen3-MoE (eight experts, top-2, untied head). The control: the same two ranks without
@@ -105,7 +105,12 @@ fn train(
         (Some(stage), Some(s)) => {
             // ZeRO-3 needs recompute; the one-process run it is compared with has none.
             let cfg = trainer_config(stage == ZeroStage::Three);
-            let t = GrpoTrainer::new_sharded_stage(&p, cfg, s.rank(), s.world_size(), stage)?;
+            let mut t = GrpoTrainer::new_sharded_stage(&p, cfg, s.rank(), s.world_size(), stage)?;
+            if let Some(z) = t.sharded_optimizer_mut() {
+                // Buckets of 1,000 elements a rank: the model's ~26,000 cut into many, across
+                // variables.
+                z.set_bucket_bytes(8_000);
+            }
             if let Some(z) = t.sharded_optimizer() {
                 // Half the state each (rounded up), not all of it.
                 let (shard, total) = (z.shard_len(), z.total_len());

@@ -322,6 +322,11 @@ impl GrpoTrainer {
         self.sharded.as_ref()
     }
 
+    /// [`GrpoTrainer::sharded_optimizer`], to change (its bucket size).
+    pub fn sharded_optimizer_mut(&mut self) -> Option<&mut crate::zero::ShardedAdamW> {
+        self.sharded.as_mut()
+    }
+
     fn zero_grad(&mut self) {
         self.opt.zero_grad();
         if let Some(z) = &mut self.sharded {

@@ -2,7 +2,8 @@
 //! with it) but only its shard of the float32 master weights and AdamW moments. The trainable
 //! variables, in name order, are one flat float32 vector padded to a multiple of the world
 //! size; rank r owns the r-th equal slice. A step sums the gradients over the ranks with a
-//! reduce-scatter (each rank receives its slice's sum, in float32), clips with the global norm
+//! reduce-scatter (each rank receives its slice's sum, in float32; in buckets of 25 MB,
+//! `zero/buckets.rs`, so no rank builds the whole flat vector), clips with the global norm
 //! (one all-reduce of the slices' squared norms), applies [`crate::optim::AdamW`]'s update to its
 //! slice, and all-gathers the updated slices into every rank's variables, so no weights are
 //! sent anywhere else. The update is elementwise, so this is the step one rank with the whole
@@ -23,8 +24,10 @@
 use crate::error::{PolicyError, Result};
 use crate::optim::{GradientSync, OptimConfig};
 
+mod buckets;
 mod parts;
 mod stage3;
+pub use buckets::BUCKET_BYTES;
 pub use stage3::ZeroStage;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -75,6 +78,8 @@ pub struct ShardedAdamW {
     exp_avg_sq: Tensor,
     /// ZeRO-3's layer layout and gradient slice; None for ZeRO-2.
     stage3: Option<stage3::Layers>,
+    /// Bytes of one bucket of the step's collectives over all ranks (`zero/buckets.rs`).
+    bucket_bytes: i64,
 }
 
 impl ShardedAdamW {
@@ -116,6 +121,7 @@ impl ShardedAdamW {
             exp_avg_sq: Tensor::f_zeros([shard], opts)?,
             master,
             stage3: None,
+            bucket_bytes: buckets::BUCKET_BYTES,
         })
     }
 
@@ -216,11 +222,7 @@ impl ShardedAdamW {
         tch::no_grad(|| -> Result<f64> {
             let mut g = match self.stage3 {
                 Some(_) => self.stage3_gradient(sync)?,
-                None => {
-                    let grads = (0..self.vars.len()).map(|i| self.flat_grad(i));
-                    let flat = padded(grads, self.shard * self.world as i64)?;
-                    sync.reduce_scatter(&flat)?
-                }
+                None => self.reduce_scatter_buckets(sync)?,
             };
             let mut norm2 = g.f_square()?.f_sum(Kind::Double)?.f_reshape([1])?;
             sync.sum(&mut norm2)?;
@@ -238,27 +240,17 @@ impl ShardedAdamW {
                 &mut self.exp_avg_sq,
                 &g,
             )?;
-            let full = sync.all_gather(&self.master)?;
-            let mut offset = 0;
-            for (i, (_, v, len)) in self.vars.iter_mut().enumerate() {
-                // ZeRO-3's released layers get their shape back: whole again for the rollouts.
-                let shape = match &self.stage3 {
-                    Some(l) => l.shape(i).to_vec(),
-                    None => v.size(),
-                };
-                if v.size() != shape {
-                    v.set_data(&Tensor::f_empty(shape.as_slice(), (v.kind(), v.device()))?);
-                }
-                let part = full
-                    .f_narrow(0, offset, *len)?
-                    .f_view(shape.as_slice())?
-                    .f_to_kind(v.kind())?;
-                v.f_copy_(&part)?;
-                offset += *len;
-            }
+            // ZeRO-3's released layers get their shape back: whole again for the rollouts.
             if let Some(l) = &mut self.stage3 {
+                for (i, (_, v, _)) in self.vars.iter_mut().enumerate() {
+                    let shape = l.shape(i);
+                    if v.size() != shape {
+                        v.set_data(&Tensor::f_empty(shape, (v.kind(), v.device()))?);
+                    }
+                }
                 l.restored();
             }
+            self.all_gather_buckets(sync)?;
             Ok(total)
         })
     }
@@ -852,6 +844,42 @@ mod tests {
                 .collect::<Vec<_>>(),
             0,
         )
+    }
+
+    /// Buckets of 7 elements, cutting variables anywhere, take the steps one bucket takes.
+    #[test]
+    fn small_buckets_take_the_steps_of_one_bucket() -> Result<()> {
+        let (a, b) = (policy(2)?, policy(2)?);
+        // The same weights in both (tests share the global seed: copied, not re-drawn).
+        let theirs = a.var_store().variables();
+        tch::no_grad(|| -> Result<()> {
+            for (name, mut v) in b.var_store().variables() {
+                if let Some(t) = theirs.get(&name) {
+                    v.f_copy_(t)?;
+                }
+            }
+            Ok(())
+        })?;
+        let cfg = OptimConfig {
+            lr: 1e-2,
+            ..Default::default()
+        };
+        let mut one = ShardedAdamW::new(a.var_store(), &cfg, 0, 1)?;
+        let mut small = ShardedAdamW::new(b.var_store(), &cfg, 0, 1)?;
+        small.set_bucket_bytes(28);
+        let start = flat_weights(&a);
+        for _ in 0..3 {
+            for (p, z) in [(&a, &mut one), (&b, &mut small)] {
+                z.zero_grad();
+                backward(p);
+                z.step(&Alone)?;
+            }
+        }
+        let (wa, wb) = (flat_weights(&a), flat_weights(&b));
+        assert!(wa.equal(&wb), "bucketed weights differ");
+        let moved = (wa - start).abs().max().double_value(&[]);
+        assert!(moved > 1e-3, "{moved}");
+        Ok(())
     }
 
     /// Training goes on as if nothing had moved: a one-process optimiser after two steps, its
