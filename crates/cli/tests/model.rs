@@ -232,7 +232,7 @@ fn the_memory_plan_says_which_cards_hold_a_shape_on_how_many_ranks() {
         rows[0]
     );
     assert!(
-        rows[1].contains("| 8 | 2 | 59.91 GiB | fits"),
+        rows[1].contains("| 8 | 2 | 46.85 GiB | fits"),
         "{}",
         rows[1]
     );
