@@ -45,8 +45,8 @@ impl ShardedAdamW {
     fn fill_gradients(&self, offsets: &[i64], start: i64, dst: &Tensor) -> Result<()> {
         let end = start + dst.size()[0];
         let first = offsets.partition_point(|&o| o <= start).saturating_sub(1);
-        for i in first..self.vars.len() {
-            let (o, len) = (offsets[i], self.vars[i].2);
+        for (i, (&o, (_, _, len))) in offsets.iter().zip(&self.vars).enumerate().skip(first) {
+            let len = *len;
             if o >= end {
                 break;
             }
