@@ -307,88 +307,40 @@ def all_reduce_grads(params, bucket_bytes=25 << 20):
 
 
 def sharded_steps(a, rank, world):
-    """This rank's timed steps, one sequence per micro-batch; world 1: one process alone."""
+    """This rank's timed steps, one sequence per micro-batch; world 1: one process alone.
+    `--zero-stage 3`: FSDP2 (see the module doc); else ZeroRedundancyOptimizer."""
     import torch.distributed as dist
-    from torch.distributed.optim import ZeroRedundancyOptimizer
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    dev = torch.device("cpu")
     model = Model(a.shape, recompute=not a.no_recompute)
-    ids, mask, adv = data(a, dev)
-    n_seq = ids.shape[0]
-    # The loss is a token mean over the whole step's batch, whichever rank computes a part.
-    n_tokens = mask.sum()
+    fsdp = world > 1 and a.zero_stage == 3
+    if fsdp:
+        from torch.distributed.fsdp import fully_shard
+        for layer in model.layers:
+            fully_shard(layer)
     params = list(model.parameters())
-    if world > 1:
+    if fsdp:
+        from torch.distributed.tensor import DTensor
+        ends = [p for p in params if not isinstance(p, DTensor)]
+        shards = [p for p in params if isinstance(p, DTensor)]
+        opt = torch.optim.AdamW(params, lr=1e-6, weight_decay=0.01, foreach=False)
+    elif world > 1:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
         opt = ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, lr=1e-6,
                                       weight_decay=0.01)
     else:
         opt = torch.optim.AdamW(params, lr=1e-6, weight_decay=0.01)
-    vocab = SHAPES[a.shape][0]
-    old = -math.log(vocab)
-    autocast = lambda: torch.autocast("cpu", enabled=False)
-    mine = range(rank, n_seq, world)
-    times = []
-    for i in range(a.warmup + a.steps):
-        if world > 1:
-            dist.barrier()
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        for s in mine:
-            # backward_chunked means over the sequence's own tokens; the advantage's factor
-            # (positive, so the clipped surrogate scales with it) makes that the batch's mean.
-            share = mask[s:s + 1].sum() / n_tokens
-            backward_chunked(model, ids[s:s + 1], mask[s:s + 1], adv[s:s + 1] * share, old,
-                             a.chunk_tokens, autocast)
-        if world > 1:
-            all_reduce_grads(params)
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        dt = time.perf_counter() - t0
-        if i >= a.warmup:
-            times.append(dt)
-            print(f"bench_train_torch: rank {rank} of {world}: step {i - a.warmup + 1} took "
-                  f"{dt:.3f} s", file=sys.stderr)
-    return {
-        "rank": rank, "median_s": statistics.median(times), "step_s": times,
-        "tokens": n_seq * (a.seq_len - 1), "sequences": n_seq,
-        "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-    }
 
-
-def fsdp_steps(a, rank, world):
-    """This rank's timed steps under FSDP2 (see the module doc), one sequence per micro-batch."""
-    import torch.distributed as dist
-    from torch.distributed.fsdp import fully_shard
-    from torch.distributed.tensor import DTensor
-    torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
-    dev = torch.device("cpu")
-    model = Model(a.shape, recompute=not a.no_recompute)
-    for layer in model.layers:
-        fully_shard(layer)
-    ids, mask, adv = data(a, dev)
-    n_seq = ids.shape[0]
-    n_tokens = mask.sum()
-    params = list(model.parameters())
-    ends = [p for p in params if not isinstance(p, DTensor)]
-    opt = torch.optim.AdamW(params, lr=1e-6, weight_decay=0.01, foreach=False)
-    old = -math.log(SHAPES[a.shape][0])
-    autocast = lambda: torch.autocast("cpu", enabled=False)
-    times = []
-    for i in range(a.warmup + a.steps):
-        dist.barrier()
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        for s in range(rank, n_seq, world):
-            share = mask[s:s + 1].sum() / n_tokens
-            backward_chunked(model, ids[s:s + 1], mask[s:s + 1], adv[s:s + 1] * share, old,
-                             a.chunk_tokens, autocast)
+    def sum_and_clip():
+        if not fsdp:
+            if world > 1:
+                all_reduce_grads(params)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            return
         all_reduce_grads(ends)
         # The global norm: each rank's shards once, the replicated ends once.
-        sq = sum(p.grad.to_local().double().pow(2).sum()
-                 for p in params if isinstance(p, DTensor) and p.grad is not None)
-        sq = torch.as_tensor(sq, dtype=torch.float64)
+        sq = torch.as_tensor(sum(p.grad.to_local().double().pow(2).sum()
+                                 for p in shards if p.grad is not None), dtype=torch.float64)
         dist.all_reduce(sq)
         sq += sum(p.grad.double().pow(2).sum() for p in ends)
         norm = float(sq.sqrt())
@@ -396,12 +348,32 @@ def fsdp_steps(a, rank, world):
             for p in params:
                 if p.grad is not None:
                     p.grad.mul_(1.0 / (norm + 1e-6))
+
+    ids, mask, adv = data(a, torch.device("cpu"))
+    n_seq = ids.shape[0]
+    # The loss is a token mean over the whole step's batch, whichever rank computes a part.
+    n_tokens = mask.sum()
+    old = -math.log(SHAPES[a.shape][0])
+    autocast = lambda: torch.autocast("cpu", enabled=False)
+    times = []
+    for i in range(a.warmup + a.steps):
+        if world > 1:
+            dist.barrier()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        for s in range(rank, n_seq, world):
+            # backward_chunked means over the sequence's own tokens; the advantage's factor
+            # (positive, so the clipped surrogate scales with it) makes that the batch's mean.
+            share = mask[s:s + 1].sum() / n_tokens
+            backward_chunked(model, ids[s:s + 1], mask[s:s + 1], adv[s:s + 1] * share, old,
+                             a.chunk_tokens, autocast)
+        sum_and_clip()
         opt.step()
         dt = time.perf_counter() - t0
         if i >= a.warmup:
             times.append(dt)
-            print(f"bench_train_torch: FSDP rank {rank} of {world}: step {i - a.warmup + 1} "
-                  f"took {dt:.3f} s", file=sys.stderr)
+            print(f"bench_train_torch: rank {rank} of {world}: step {i - a.warmup + 1} took "
+                  f"{dt:.3f} s", file=sys.stderr)
     return {
         "rank": rank, "median_s": statistics.median(times), "step_s": times,
         "tokens": n_seq * (a.seq_len - 1), "sequences": n_seq,
@@ -418,8 +390,7 @@ def ranks_main(a):
     if "RANK" in os.environ:
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         dist.init_process_group("gloo", rank=rank, world_size=world)
-        steps = fsdp_steps if a.zero_stage == 3 else sharded_steps
-        print(json.dumps(steps(a, rank, world)), flush=True)
+        print(json.dumps(sharded_steps(a, rank, world)), flush=True)
         dist.destroy_process_group()
         return
     one = sharded_steps(a, 0, 1)

@@ -805,7 +805,21 @@ mod tests {
     }
 
     /// A rank's share without a group: one rank of one.
-    struct Alone;
+    pub(super) struct Alone;
+
+    /// Copies `from`'s weights into `to` (a model of the same shape): tests run at once and
+    /// share libtorch's global seed, so two models drawn one after the other may differ.
+    pub(super) fn copy_weights(from: &Policy, to: &Policy) -> Result<()> {
+        let theirs = from.var_store().variables();
+        tch::no_grad(|| -> Result<()> {
+            for (name, mut v) in to.var_store().variables() {
+                if let Some(t) = theirs.get(&name) {
+                    v.f_copy_(t)?;
+                }
+            }
+            Ok(())
+        })
+    }
 
     impl GradientSync for Alone {
         fn rank(&self) -> usize {
@@ -850,16 +864,7 @@ mod tests {
     #[test]
     fn small_buckets_take_the_steps_of_one_bucket() -> Result<()> {
         let (a, b) = (policy(2)?, policy(2)?);
-        // The same weights in both (tests share the global seed: copied, not re-drawn).
-        let theirs = a.var_store().variables();
-        tch::no_grad(|| -> Result<()> {
-            for (name, mut v) in b.var_store().variables() {
-                if let Some(t) = theirs.get(&name) {
-                    v.f_copy_(t)?;
-                }
-            }
-            Ok(())
-        })?;
+        copy_weights(&a, &b)?;
         let cfg = OptimConfig {
             lr: 1e-2,
             ..Default::default()

@@ -375,6 +375,7 @@ mod tests {
     use super::*;
     use crate::Policy;
     use crate::grpo::{GrpoConfig, GrpoSample, GrpoTrainer};
+    use crate::zero::tests::{Alone, copy_weights};
     use crate::qwen3::{Config, PassOptions, WeightInit};
     use crate::train::{self, MaskedSeq};
     use tch::Device;
@@ -396,20 +397,6 @@ mod tests {
             WeightInit::Normal { std: 0.1 },
             None,
         )
-    }
-
-    struct Alone;
-
-    impl GradientSync for Alone {
-        fn rank(&self) -> usize {
-            0
-        }
-        fn world_size(&self) -> usize {
-            1
-        }
-        fn sum(&self, _: &mut Tensor) -> Result<()> {
-            Ok(())
-        }
     }
 
     fn samples(p: &Policy) -> Result<Vec<GrpoSample>> {
@@ -460,17 +447,8 @@ mod tests {
     /// released and its gradient handed over), and the weights are whole between steps.
     #[test]
     fn zero_3_takes_the_steps_of_the_whole_optimizer() -> Result<()> {
-        // The same weights in both (tests share the global seed, so copied, not re-drawn).
         let (a, b) = (policy()?, policy()?);
-        let theirs = a.var_store().variables();
-        tch::no_grad(|| -> Result<()> {
-            for (name, mut v) in b.var_store().variables() {
-                if let Some(t) = theirs.get(&name) {
-                    v.f_copy_(t)?;
-                }
-            }
-            Ok(())
-        })?;
+        copy_weights(&a, &b)?;
         let start = flat(&a)?;
         let mut whole = GrpoTrainer::new(&a, config())?;
         let mut z3 = GrpoTrainer::new_sharded_stage(&b, config(), 0, 1, ZeroStage::Three)?;

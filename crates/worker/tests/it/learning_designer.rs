@@ -446,8 +446,7 @@ fn designer_grpo_raises_the_designer_reward_and_a_frozen_designer_does_not() -> 
 /// completions than the agent's turns: the rest are the designer's and the hint writer's.
 #[test]
 fn the_designer_and_the_hint_writer_sample_on_the_vllm_servers() -> Res<()> {
-    if std::env::var("SPADE_TEST_VLLM").ok().as_deref() != Some("1") {
-        eprintln!("SKIPPED: set SPADE_TEST_VLLM=1 to run against real vLLM (scripts/setup --vllm)");
+    if crate::vllm::skipped() {
         return Ok(());
     }
     spade_policy::embed::set_threads(1);

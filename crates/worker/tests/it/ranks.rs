@@ -637,8 +637,7 @@ fn two_ranks_placed_by_ray_on_two_nodes_train_as_one_process() -> Res<()> {
 /// plays agree with rank 0's tch rescoring, within the vLLM tests' tolerance).
 #[test]
 fn two_ranks_train_on_plays_from_a_vllm_server() -> Res<()> {
-    if std::env::var("SPADE_TEST_VLLM").ok().as_deref() != Some("1") {
-        eprintln!("SKIPPED: set SPADE_TEST_VLLM=1 to run against real vLLM (scripts/setup --vllm)");
+    if crate::vllm::skipped() {
         return Ok(());
     }
     spade_policy::embed::set_threads(1);

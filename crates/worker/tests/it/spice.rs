@@ -213,8 +213,7 @@ fn a_frozen_challenger_trains_only_the_reasoner() -> Result<(), Box<dyn std::err
 /// server gets the weights of every update.
 #[test]
 fn a_spice_run_samples_on_a_vllm_server() -> Result<(), Box<dyn std::error::Error>> {
-    if std::env::var("SPADE_TEST_VLLM").ok().as_deref() != Some("1") {
-        eprintln!("SKIPPED: set SPADE_TEST_VLLM=1 to run against real vLLM (scripts/setup --vllm)");
+    if crate::vllm::skipped() {
         return Ok(());
     }
     spade_policy::embed::set_threads(1);

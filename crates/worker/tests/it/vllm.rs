@@ -20,6 +20,15 @@ fn enabled() -> bool {
     std::env::var("SPADE_TEST_VLLM").is_ok_and(|v| v == "1")
 }
 
+/// True, and said on stderr, when the tests against real vLLM are off (`SPADE_TEST_VLLM=1`
+/// turns them on; `scripts/setup --vllm` installs vLLM).
+pub(crate) fn skipped() -> bool {
+    if !enabled() {
+        eprintln!("SKIPPED: set SPADE_TEST_VLLM=1 to run against real vLLM (scripts/setup --vllm)");
+    }
+    !enabled()
+}
+
 fn options(dir: &Path, start: u32, urls: Vec<String>) -> FleetOptions {
     let venv = std::env::var_os("SPADE_CACHE")
         .map(std::path::PathBuf::from)
@@ -79,8 +88,7 @@ const TRACE_TOLERANCE: f64 = 2e-3;
 
 #[test]
 fn vllm_serves_play_syncs_weights_and_restarts_a_dead_or_hung_server() -> TestResult {
-    if !enabled() {
-        eprintln!("SKIPPED: set SPADE_TEST_VLLM=1 to run against real vLLM (scripts/setup --vllm)");
+    if skipped() {
         return Ok(());
     }
     let policy = crate::always_answers("\\boxed{7}", &[OBS], "7 is too low.")?;
@@ -383,8 +391,7 @@ fn a_server_of_another_vllm_version_is_refused() -> TestResult {
 /// version names the step), and the traces the trainer rescored agree with tch.
 #[test]
 fn two_loop_steps_on_a_vllm_server_sync_the_weights_after_each_update() -> TestResult {
-    if !enabled() {
-        eprintln!("SKIPPED: set SPADE_TEST_VLLM=1 to run against real vLLM (scripts/setup --vllm)");
+    if skipped() {
         return Ok(());
     }
     use spade_worker::run::{self, Event, RunOptions};
