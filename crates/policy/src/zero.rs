@@ -602,7 +602,7 @@ mod tests {
         }
     }
 
-    fn policy(layers: i64) -> Result<Policy> {
+    pub(super) fn policy(layers: i64) -> Result<Policy> {
         tch::manual_seed(3);
         let serde_json::Value::Object(map) = serde_json::json!({
             "model_type": "qwen3", "vocab_size": 32, "hidden_size": 16, "intermediate_size": 32,

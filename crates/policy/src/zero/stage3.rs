@@ -376,27 +376,13 @@ mod tests {
     use crate::Policy;
     use crate::grpo::{GrpoConfig, GrpoSample, GrpoTrainer};
     use crate::zero::tests::{Alone, copy_weights};
-    use crate::qwen3::{Config, PassOptions, WeightInit};
+    use crate::qwen3::PassOptions;
     use crate::train::{self, MaskedSeq};
     use tch::Device;
 
     /// Twelve layers: their names sort as text (`layers.10` before `layers.2`).
     fn policy() -> Result<Policy> {
-        tch::manual_seed(5);
-        let serde_json::Value::Object(map) = serde_json::json!({
-            "model_type": "qwen3", "vocab_size": 32, "hidden_size": 16, "intermediate_size": 32,
-            "num_hidden_layers": 12, "num_attention_heads": 2, "num_key_value_heads": 1,
-            "head_dim": 8, "tie_word_embeddings": true
-        }) else {
-            return Err(PolicyError::InvalidInput("not a map".into()));
-        };
-        Policy::new(
-            &Config::from_map(map)?,
-            Device::Cpu,
-            Kind::Float,
-            WeightInit::Normal { std: 0.1 },
-            None,
-        )
+        crate::zero::tests::policy(12)
     }
 
     fn samples(p: &Policy) -> Result<Vec<GrpoSample>> {

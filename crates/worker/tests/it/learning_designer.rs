@@ -454,11 +454,7 @@ fn the_designer_and_the_hint_writer_sample_on_the_vllm_servers() -> Res<()> {
     let mut cfg = config(&f.model_dir, 1, false)?;
     cfg.run.steps = 2;
     cfg.run.checkpoint_every = 2;
-    cfg.model.rollout = spade::config::RolloutBackend::Vllm;
-    cfg.vllm.start = 1;
-    cfg.vllm.port = 8401;
-    cfg.vllm.threads = 1;
-    cfg.vllm.startup_timeout_s = 900;
+    crate::vllm::one_started_server(&mut cfg, 8401);
     let issues = cfg.validate();
     assert!(issues.is_empty(), "{issues:?}");
     let out = tempfile::tempdir()?;

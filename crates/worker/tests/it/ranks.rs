@@ -645,11 +645,7 @@ fn two_ranks_train_on_plays_from_a_vllm_server() -> Res<()> {
     let mut cfg = config(2)?;
     cfg.run.zero_stage = 3;
     cfg.grpo.activation_recompute = true;
-    cfg.model.rollout = spade::config::RolloutBackend::Vllm;
-    cfg.vllm.start = 1;
-    cfg.vllm.port = 8398;
-    cfg.vllm.threads = 1;
-    cfg.vllm.startup_timeout_s = 900;
+    crate::vllm::one_started_server(&mut cfg, 8398);
     let issues = cfg.validate();
     assert!(issues.is_empty(), "{issues:?}");
     let dir = tempfile::tempdir()?;

@@ -218,11 +218,7 @@ fn a_spice_run_samples_on_a_vllm_server() -> Result<(), Box<dyn std::error::Erro
     }
     spade_policy::embed::set_threads(1);
     let mut cfg = spice_config()?;
-    cfg.model.rollout = spade::config::RolloutBackend::Vllm;
-    cfg.vllm.start = 1;
-    cfg.vllm.port = 8399;
-    cfg.vllm.threads = 1;
-    cfg.vllm.startup_timeout_s = 900;
+    crate::vllm::one_started_server(&mut cfg, 8399);
     assert_eq!(cfg.validate(), vec![]);
     let work = tempfile::tempdir()?;
     let (seen, logs) = run_spice(&cfg, "it-spice-vllm", &work.path().join("run"))?;

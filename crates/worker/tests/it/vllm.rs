@@ -20,6 +20,16 @@ fn enabled() -> bool {
     std::env::var("SPADE_TEST_VLLM").is_ok_and(|v| v == "1")
 }
 
+/// `cfg` generating on one vLLM server the run starts on `port` (one OpenMP thread, a
+/// startup allowance for a loaded machine).
+pub(crate) fn one_started_server(cfg: &mut spade::config::RunConfig, port: u16) {
+    cfg.model.rollout = spade::config::RolloutBackend::Vllm;
+    cfg.vllm.start = 1;
+    cfg.vllm.port = port;
+    cfg.vllm.threads = 1;
+    cfg.vllm.startup_timeout_s = 900;
+}
+
 /// True, and said on stderr, when the tests against real vLLM are off (`SPADE_TEST_VLLM=1`
 /// turns them on; `scripts/setup --vllm` installs vLLM).
 pub(crate) fn skipped() -> bool {
@@ -401,11 +411,7 @@ fn two_loop_steps_on_a_vllm_server_sync_the_weights_after_each_update() -> TestR
     let f = crate::learning::fixture();
     let mut cfg = crate::learning::config(f, 3, 1e-3, 2).map_err(|e| e.to_string())?;
     cfg.agent.global_batch = 8;
-    cfg.model.rollout = spade::config::RolloutBackend::Vllm;
-    cfg.vllm.start = 1;
-    cfg.vllm.port = 8397;
-    cfg.vllm.threads = 1;
-    cfg.vllm.startup_timeout_s = 900;
+    one_started_server(&mut cfg, 8397);
     assert_eq!(cfg.validate(), vec![]);
     let out = tempfile::tempdir()?;
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
