@@ -375,9 +375,9 @@ mod tests {
     use super::*;
     use crate::Policy;
     use crate::grpo::{GrpoConfig, GrpoSample, GrpoTrainer};
-    use crate::zero::tests::{Alone, copy_weights};
     use crate::qwen3::PassOptions;
     use crate::train::{self, MaskedSeq};
+    use crate::zero::tests::{Alone, copy_weights};
     use tch::Device;
 
     /// Twelve layers: their names sort as text (`layers.10` before `layers.2`).
