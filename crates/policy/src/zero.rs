@@ -968,7 +968,7 @@ mod tests {
         Ok(())
     }
 
-    fn tempfile_dir(label: &str) -> Result<PathBuf> {
+    pub(super) fn tempfile_dir(label: &str) -> Result<PathBuf> {
         let dir = std::env::temp_dir().join(format!("spade-{label}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| PolicyError::io(&dir, e))?;

@@ -551,6 +551,44 @@ mod tests {
         Ok(())
     }
 
+    /// ZeRO-3 writes ZeRO-2's shard files: a state saved by one stage resumes under the other
+    /// and both take the same next step.
+    #[test]
+    fn a_zero_3_state_resumes_under_zero_2_and_back() -> Result<()> {
+        let dir = crate::zero::tests::tempfile_dir("zero3-resume")?;
+        let (a, b) = (policy()?, policy()?);
+        copy_weights(&a, &b)?;
+        let mut z3 = GrpoTrainer::new_sharded_stage(&a, config(), 0, 1, ZeroStage::Three)?;
+        for _ in 0..2 {
+            let sa = samples(&a)?;
+            z3.step_synced(&a, &sa, Some(&Alone))?;
+        }
+        let file = dir.join("optimizer.safetensors");
+        z3.save_optimizer(&file)?;
+        // The other stage on the same weights, from the saved state; and, the control, from
+        // no state.
+        let c = policy()?;
+        copy_weights(&a, &b)?;
+        copy_weights(&a, &c)?;
+        let mut z2 = GrpoTrainer::new_sharded_stage(&b, config(), 0, 1, ZeroStage::Two)?;
+        z2.load_optimizer(&file)?;
+        let mut fresh = GrpoTrainer::new_sharded_stage(&c, config(), 0, 1, ZeroStage::Two)?;
+        let (sa, sb, sc) = (samples(&a)?, samples(&b)?, samples(&c)?);
+        z3.step_synced(&a, &sa, Some(&Alone))?;
+        z2.step_synced(&b, &sb, Some(&Alone))?;
+        fresh.step_synced(&c, &sc, Some(&Alone))?;
+        let apart = |x: &Policy| -> Result<f64> {
+            Ok((flat(&a)? - flat(x)?).abs().max().double_value(&[]))
+        };
+        let (resumed, control) = (apart(&b)?, apart(&c)?);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            resumed < 1e-6 && control > 1e-4,
+            "resumed {resumed}, without the state {control}"
+        );
+        Ok(())
+    }
+
     #[test]
     fn zero_3_without_recompute_is_refused() {
         let p = policy().expect("policy");
