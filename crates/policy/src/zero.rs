@@ -80,6 +80,8 @@ pub struct ShardedAdamW {
     stage3: Option<stage3::Layers>,
     /// Bytes of one bucket of the step's collectives over all ranks (`zero/buckets.rs`).
     bucket_bytes: i64,
+    /// Every variable's start in the flat layout.
+    offsets: Vec<i64>,
 }
 
 impl ShardedAdamW {
@@ -96,6 +98,14 @@ impl ShardedAdamW {
             .map(|(n, t)| {
                 let len = t.numel() as i64;
                 (n, t, len)
+            })
+            .collect();
+        let offsets: Vec<i64> = vars
+            .iter()
+            .scan(0, |at, v| {
+                let o = *at;
+                *at += v.2;
+                Some(o)
             })
             .collect();
         let total: i64 = vars.iter().map(|v| v.2).sum();
@@ -122,6 +132,7 @@ impl ShardedAdamW {
             master,
             stage3: None,
             bucket_bytes: buckets::BUCKET_BYTES,
+            offsets,
         })
     }
 
@@ -135,7 +146,7 @@ impl ShardedAdamW {
     ) -> Result<Self> {
         let mut z = Self::new(vs, cfg, rank, world)?;
         if stage == ZeroStage::Three {
-            z.stage3 = Some(stage3::Layers::new(&z.vars)?);
+            z.stage3 = Some(stage3::Layers::new(&z.vars, &z.offsets)?);
         }
         Ok(z)
     }

@@ -27,35 +27,27 @@ impl ShardedAdamW {
         self.bucket_bytes = bytes.max(4 * self.world as i64);
     }
 
-    /// Every variable's start in the flat layout.
-    fn flat_offsets(&self) -> Vec<i64> {
-        let mut at = 0;
-        self.vars
+    /// The variables the flat stretch `[lo, hi)` covers: (index, the variable's start, the
+    /// covered `[a, b)` of the flat layout), in order.
+    fn spans(&self, lo: i64, hi: i64) -> impl Iterator<Item = (usize, i64, i64, i64)> + '_ {
+        let first = self.offsets.partition_point(|&o| o <= lo).saturating_sub(1);
+        self.offsets
             .iter()
-            .map(|(_, _, len)| {
-                let o = at;
-                at += len;
-                o
-            })
-            .collect()
+            .zip(&self.vars)
+            .enumerate()
+            .skip(first)
+            .take_while(move |(_, (o, _))| **o < hi)
+            .map(move |(i, (&o, (_, _, len)))| (i, o, lo.max(o), hi.min(o + len)))
+            .filter(|&(_, _, a, b)| a < b)
     }
 
     /// The step's gradients of the flat stretch `[start, start + dst.len)` into `dst` (zeros
     /// past the model's end, where the layout pads).
-    fn fill_gradients(&self, offsets: &[i64], start: i64, dst: &Tensor) -> Result<()> {
-        let end = start + dst.size()[0];
-        let first = offsets.partition_point(|&o| o <= start).saturating_sub(1);
-        for (i, (&o, (_, _, len))) in offsets.iter().zip(&self.vars).enumerate().skip(first) {
-            let len = *len;
-            if o >= end {
-                break;
-            }
-            let (a, b) = (start.max(o), end.min(o + len));
-            if a < b {
-                let g = self.flat_grad(i)?;
-                dst.f_narrow(0, a - start, b - a)?
-                    .f_copy_(&g.f_narrow(0, a - o, b - a)?)?;
-            }
+    fn fill_gradients(&self, start: i64, dst: &Tensor) -> Result<()> {
+        for (i, o, a, b) in self.spans(start, start + dst.size()[0]) {
+            let g = self.flat_grad(i)?;
+            dst.f_narrow(0, a - start, b - a)?
+                .f_copy_(&g.f_narrow(0, a - o, b - a)?)?;
         }
         Ok(())
     }
@@ -65,12 +57,11 @@ impl ShardedAdamW {
         let (w, s, n) = (self.world as i64, self.shard, self.bucket_elements());
         let device = self.master.device();
         let out = Tensor::f_zeros([s], (Kind::Float, device))?;
-        let offsets = self.flat_offsets();
         for start in (0..s).step_by(n as usize) {
             let k = n.min(s - start);
             let input = Tensor::f_zeros([w * k], (Kind::Float, device))?;
             for r in 0..w {
-                self.fill_gradients(&offsets, r * s + start, &input.f_narrow(0, r * k, k)?)?;
+                self.fill_gradients(r * s + start, &input.f_narrow(0, r * k, k)?)?;
             }
             let part = sync.reduce_scatter(&input)?;
             out.f_narrow(0, start, k)?.f_copy_(&part)?;
@@ -81,7 +72,6 @@ impl ShardedAdamW {
     /// Every rank's updated masters into every variable (cast to its kind), a bucket at a time.
     pub(super) fn all_gather_buckets(&self, sync: &dyn GradientSync) -> Result<()> {
         let (w, s, n) = (self.world as i64, self.shard, self.bucket_elements());
-        let offsets = self.flat_offsets();
         let flats = self
             .vars
             .iter()
@@ -99,19 +89,12 @@ impl ShardedAdamW {
             let piece = self.master.f_narrow(0, start, k)?.f_contiguous()?;
             let all = sync.all_gather(&piece)?;
             for r in 0..w {
-                let (lo, hi) = (r * s + start, r * s + start + k);
-                let first = offsets.partition_point(|&o| o <= lo).saturating_sub(1);
-                for (i, flat) in flats.iter().enumerate().skip(first) {
-                    let (o, len) = (offsets[i], self.vars[i].2);
-                    if o >= hi {
-                        break;
-                    }
-                    let (a, b) = (lo.max(o), hi.min(o + len));
-                    if a < b {
-                        let src = all.f_narrow(0, r * k + a - lo, b - a)?;
-                        flat.f_narrow(0, a - o, b - a)?
-                            .f_copy_(&src.f_to_kind(flat.kind())?)?;
-                    }
+                let lo = r * s + start;
+                for (i, o, a, b) in self.spans(lo, lo + k) {
+                    let src = all.f_narrow(0, r * k + a - lo, b - a)?;
+                    flats[i]
+                        .f_narrow(0, a - o, b - a)?
+                        .f_copy_(&src.f_to_kind(flats[i].kind())?)?;
                 }
             }
         }

@@ -65,8 +65,7 @@ pub(super) struct Layers {
     layers: Vec<(Range<usize>, i64, i64)>,
     /// Variables outside the layers: whole on every rank.
     rest: Vec<usize>,
-    /// Every variable's start in the flat layout and its shape (a released one has none).
-    offsets: Vec<i64>,
+    /// Every variable's shape (a released one has none).
     shapes: Vec<Vec<i64>>,
     /// This rank's slice of the step's layer gradients (float32), once a pass has added any.
     grad: Option<Tensor>,
@@ -83,13 +82,8 @@ fn layer_of(name: &str) -> Option<usize> {
 }
 
 impl Layers {
-    pub(super) fn new(vars: &[(String, Tensor, i64)]) -> Result<Self> {
-        let mut offsets = Vec::with_capacity(vars.len());
-        let mut at = 0i64;
-        for (_, _, len) in vars {
-            offsets.push(at);
-            at += len;
-        }
+    /// `offsets`: every variable's start in the flat layout.
+    pub(super) fn new(vars: &[(String, Tensor, i64)], offsets: &[i64]) -> Result<Self> {
         // Names sort as text (layer 10 before layer 2): collect by number.
         let mut by_layer: std::collections::BTreeMap<usize, (Range<usize>, i64, i64)> =
             Default::default();
@@ -126,7 +120,6 @@ impl Layers {
         Ok(Self {
             layers,
             rest,
-            offsets,
             shapes: vars.iter().map(|(_, t, _)| t.size()).collect(),
             grad: None,
             released: false,
@@ -147,6 +140,10 @@ impl Layers {
     }
 }
 
+fn no_layers() -> PolicyError {
+    PolicyError::InvalidInput("a ZeRO-2 optimiser has no layer units".into())
+}
+
 /// This rank's part of the flat stretch `[start, start + len)`: (offset in the stretch, offset
 /// in the slice, elements), or None.
 fn overlap(rank: usize, shard: i64, start: i64, len: i64) -> Option<(i64, i64, i64)> {
@@ -157,9 +154,11 @@ fn overlap(rank: usize, shard: i64, start: i64, len: i64) -> Option<(i64, i64, i
 
 impl ShardedAdamW {
     fn layers(&self) -> Result<&Layers> {
-        self.stage3.as_ref().ok_or_else(|| {
-            PolicyError::InvalidInput("a ZeRO-2 optimiser has no layer units".into())
-        })
+        self.stage3.as_ref().ok_or_else(no_layers)
+    }
+
+    fn layers_mut(&mut self) -> Result<&mut Layers> {
+        self.stage3.as_mut().ok_or_else(no_layers)
     }
 
     /// Decoder layers of a ZeRO-3 optimiser's model (0 for ZeRO-2).
@@ -176,12 +175,9 @@ impl ShardedAdamW {
         if l.released {
             return Ok(());
         }
-        for (range, _, _) in &l.layers {
-            for (_, v, _) in &mut self.vars[range.clone()] {
-                v.set_data(&Tensor::f_empty([0], (v.kind(), v.device()))?);
-            }
-        }
-        l.released = true;
+        let n = l.layers.len();
+        (0..n).try_for_each(|i| self.release_layer(i))?;
+        self.layers_mut()?.released = true;
         Ok(())
     }
 
@@ -226,13 +222,11 @@ impl ShardedAdamW {
             sync.broadcast(&mut part, owner)?;
             whole.f_narrow(0, at, n)?.f_copy_(&part)?;
         }
-        let l = self.stage3.as_ref().ok_or_else(|| {
-            PolicyError::InvalidInput("a ZeRO-2 optimiser has no layer units".into())
-        })?;
+        let l = self.stage3.as_ref().ok_or_else(no_layers)?;
         for j in range {
             let (_, v, n) = &mut self.vars[j];
             let w = whole
-                .f_narrow(0, l.offsets[j] - start, *n)?
+                .f_narrow(0, self.offsets[j] - start, *n)?
                 .f_view(l.shapes[j].as_slice())?
                 .f_to_kind(v.kind())?
                 .f_to_device(v.device())?;
@@ -289,9 +283,7 @@ impl ShardedAdamW {
             return Ok(());
         };
         let device = self.master.device();
-        let l = self.stage3.as_mut().ok_or_else(|| {
-            PolicyError::InvalidInput("a ZeRO-2 optimiser has no layer units".into())
-        })?;
+        let l = self.layers_mut()?;
         if l.grad.is_none() {
             l.grad = Some(Tensor::f_zeros([shard], (Kind::Float, device))?);
         }
@@ -315,16 +307,13 @@ impl ShardedAdamW {
             sync.sum(&mut flat)?;
             let mut at = 0;
             for &j in &rest {
-                let (start, n) = (self.layers()?.offsets[j], self.vars[j].2);
+                let (start, n) = (self.offsets[j], self.vars[j].2);
                 self.add_to_slice(&flat.f_narrow(0, at, n)?, start, n, rank, shard)?;
                 at += n;
             }
         }
         let device = self.master.device();
-        let l = self.stage3.as_mut().ok_or_else(|| {
-            PolicyError::InvalidInput("a ZeRO-2 optimiser has no layer units".into())
-        })?;
-        Ok(match l.grad.take() {
+        Ok(match self.layers_mut()?.grad.take() {
             Some(g) => g,
             None => Tensor::f_zeros([shard], (Kind::Float, device))?,
         })
