@@ -48,6 +48,8 @@ pub fn runner_config(base: &spade_sandbox::RunnerConfig) -> spade_sandbox::Runne
     let mut cfg = base.clone();
     cfg.limits.address_space = MEMORY_LIMIT;
     cfg.limits.cpu_seconds = 600;
+    // A problem's time limits are wall-clock: its program keeps the evaluator's priority.
+    cfg.nice = 0;
     cfg
 }
 

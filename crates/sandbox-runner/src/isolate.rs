@@ -12,7 +12,8 @@
 //!    else (no rest of /etc, no /proc, no home); no TCP bind or
 //!    connect; scoped so it can neither signal nor reach abstract unix sockets outside itself;
 //! 5. seccomp: no fork/clone/clone3/vfork (so no processes and no threads), no execve, no
-//!    sockets, no ptrace or process_vm_*, no kill/tgkill of any pid but its own, no mount,
+//!    sockets, no ptrace or process_vm_*, no kill/tgkill of any pid but its own, no limits or
+//!    scheduling (prlimit64, setpriority, sched_set*, ioprio_set) of any process but itself, no mount,
 //!    namespace, bpf, perf, io_uring, keyring or module syscalls.
 //!
 //! Layers that the kernel refuses are left out and the runner reports which were applied.
@@ -246,6 +247,46 @@ fn seccomp(own_pid: u32) -> Result<(), IsolationError> {
     };
     rules.insert(libc::SYS_kill, not_self()?);
     rules.insert(libc::SYS_tgkill, not_self()?);
+    // Calls that change another process's limits or scheduling, which the kernel allows
+    // against any process of the same uid (the worker's, when both run as root): only 0 (the
+    // caller) or its own pid. prlimit64 lowering the parent's limits (no more open files, a
+    // tiny address space) was the hole; the scheduling calls are closed the same way.
+    let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
+            .map_err(|e| IsolationError::Seccomp(e.to_string()))
+    };
+    let rule = |conds: Vec<SeccompCondition>| {
+        SeccompRule::new(conds).map_err(|e| IsolationError::Seccomp(e.to_string()))
+    };
+    let other_pid = |arg: u8| -> Result<Vec<SeccompCondition>, IsolationError> {
+        Ok(vec![
+            cond(arg, SeccompCmpOp::Ne, 0)?,
+            cond(arg, SeccompCmpOp::Ne, u64::from(own_pid))?,
+        ])
+    };
+    for nr in [
+        libc::SYS_prlimit64,
+        libc::SYS_sched_setaffinity,
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_sched_setattr,
+    ] {
+        rules.insert(nr, vec![rule(other_pid(0)?)?]);
+    }
+    // setpriority(which, who, prio) and ioprio_set(which, who, prio): a process (not a group
+    // or a user), and that process itself.
+    for (nr, process) in [
+        (libc::SYS_setpriority, libc::PRIO_PROCESS as u64),
+        (libc::SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */),
+    ] {
+        rules.insert(
+            nr,
+            vec![
+                rule(vec![cond(0, SeccompCmpOp::Ne, process)?])?,
+                rule(other_pid(1)?)?,
+            ],
+        );
+    }
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,

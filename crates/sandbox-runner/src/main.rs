@@ -25,6 +25,10 @@ use std::process::ExitCode;
 const EXIT_CHANNEL: u8 = 70;
 
 fn main() -> ExitCode {
+    if let Err(e) = lower_priority() {
+        eprintln!("spade-sandbox-runner: {e}");
+        return ExitCode::from(EXIT_CHANNEL);
+    }
     match serve() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -32,6 +36,30 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_CHANNEL)
         }
     }
+}
+
+/// `--nice=N` (the parent's `RunnerConfig::nice`): lowers this process's CPU priority by N
+/// before the interpreter starts, so its start-up yields to the parent's decoding too. Raising
+/// it back needs the capability that isolation drops.
+fn lower_priority() -> std::io::Result<()> {
+    let mut by = 0;
+    for arg in std::env::args().skip(1) {
+        let n = arg
+            .strip_prefix("--nice=")
+            .and_then(|n| n.parse::<i32>().ok())
+            .filter(|n| (0..=19).contains(n))
+            .ok_or_else(|| {
+                std::io::Error::other(format!(
+                    "unexpected argument `{arg}` (expected --nice=0..19)"
+                ))
+            })?;
+        by = n;
+    }
+    if by > 0 {
+        let now = rustix::process::getpriority_process(None)?;
+        rustix::process::setpriority_process(None, (now + by).min(19))?;
+    }
+    Ok(())
 }
 
 fn take_channels() -> std::io::Result<(BufReader<File>, BufWriter<File>)> {

@@ -82,7 +82,15 @@ pub struct RunnerConfig {
     pub scratch_root: PathBuf,
     /// Bounds on the scratch directory as a whole, checked by the parent after every call.
     pub scratch: ScratchLimits,
+    /// How much lower the runner's CPU priority is than its parent's (a nice increment, 0-19).
+    /// The model's decoding is every episode's critical path while an environment's step is
+    /// one short call of many: when runners outnumber the free cores, the scheduler should run
+    /// the decoding first. Isolation drops the capability to undo it.
+    pub nice: u8,
 }
+
+/// [`RunnerConfig::nice`] by default.
+pub const RUNNER_NICE: u8 = 10;
 
 /// Bounds on everything an environment keeps in its scratch directory (RLIMIT_FSIZE bounds
 /// only one file). The parent measures the directory after every call, without following
@@ -138,6 +146,7 @@ impl RunnerConfig {
             limits: Limits::default(),
             scratch_root: std::env::temp_dir(),
             scratch: ScratchLimits::default(),
+            nice: RUNNER_NICE,
         }
     }
 }
@@ -173,6 +182,7 @@ impl Runner {
             .tempdir_in(&cfg.scratch_root)
             .map_err(spawn_err)?;
         let mut child = Command::new(&cfg.runner_path)
+            .arg(format!("--nice={}", cfg.nice.min(19)))
             .env_clear()
             // Fixed hashing makes set and dict-of-str iteration order, and so environments,
             // reproducible across runners; one BLAS thread because the runner may not make more.

@@ -260,13 +260,12 @@ impl Qwen3 {
                         Some(r) => qd.index_select(0, r),
                         None => qd.shallow_clone(),
                     };
-                    let y = sdpa(
+                    let y = decode_attention(
                         a,
                         &q_rows,
                         &gather(&lc.k),
                         &gather(&lc.v),
                         g.mask.as_ref(),
-                        false,
                     );
                     match (&mut yd, &g.rows) {
                         (Some(out), Some(r)) => {
@@ -439,6 +438,30 @@ fn decode_groups(cache: &PagedCache, segs: &[Segment<'_>], kind: Kind) -> Vec<Gr
             }
         })
         .collect()
+}
+
+/// One query token per row ([rows, heads, 1, head_dim]) over its row's keys and values
+/// ([rows, kv_heads, keys, head_dim]). With grouped-query attention the heads that share a key
+/// head become that key head's query rows ([rows, kv_heads, heads / kv_heads, head_dim]):
+/// libtorch's grouped path repeats every gathered key and value once per query head and then
+/// multiplies one query row at a time (a matrix-vector product per head), which made
+/// decoding memory-bound on long contexts; as query rows the keys are read once per group and
+/// the fused kernel takes them (one token's queries need no causal mask among themselves).
+fn decode_attention(
+    a: &super::Attention,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+) -> Tensor {
+    if a.n_kv == a.n_heads {
+        return sdpa(a, q, k, v, mask, false);
+    }
+    let rows = q.size()[0];
+    let groups = q.reshape([rows, a.n_kv, a.n_heads / a.n_kv, a.head_dim]);
+    let scale = (a.head_dim as f64).powf(-0.5);
+    Tensor::scaled_dot_product_attention(&groups, k, v, mask, 0.0, false, scale, false)
+        .reshape([rows, a.n_heads, 1, a.head_dim])
 }
 
 /// Attention with an explicit causal switch: a single query over a window must not be causal

@@ -243,6 +243,60 @@ fn the_parent_and_other_processes_cannot_be_signalled() {
     // Still here: the test process was not killed.
 }
 
+/// Field `n` (1-based, as proc(5) counts) of `/proc/self/stat`, after the command name.
+fn own_stat(n: usize) -> i64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
+    after
+        .split_whitespace()
+        .nth(n - 3)
+        .and_then(|f| f.parse().ok())
+        .unwrap_or(i64::MIN)
+}
+
+/// Runners run at a lower CPU priority than their parent (`RunnerConfig::nice`: the decoding
+/// comes first when cores are short), and an environment can neither take that back nor
+/// reach the scheduling of any other process: its parent's priority, CPU set, scheduling
+/// class and resource limits (same uid, so only the filter stops it) stay as they were.
+#[test]
+fn an_environment_cannot_change_its_own_or_anyone_elses_scheduling()
+-> Result<(), Box<dyn std::error::Error>> {
+    let parent = std::process::id();
+    let nice = own_stat(19);
+    let cpus = std::fs::read_to_string("/proc/self/status")?
+        .lines()
+        .find(|l| l.starts_with("Cpus_allowed_list"))
+        .map(str::to_owned);
+    let files = std::fs::read_to_string("/proc/self/limits")?;
+    let r = attack("import os\nresult = str(os.getpriority(os.PRIO_PROCESS, 0))")?;
+    let want = (nice + i64::from(spade_sandbox::runner::RUNNER_NICE)).min(19);
+    assert_eq!(r, want.to_string(), "the runner's nice value");
+    for stmt in [
+        "import os; os.setpriority(os.PRIO_PROCESS, 0, 0)".to_owned(),
+        "import os; os.nice(-5)".to_owned(),
+        format!("import os; os.setpriority(os.PRIO_PROCESS, {parent}, 19)"),
+        "import os; os.setpriority(os.PRIO_PROCESS, os.getppid(), 19)".to_owned(),
+        "import os; os.setpriority(os.PRIO_USER, 0, 19)".to_owned(),
+        "import os; os.setpriority(os.PRIO_PGRP, 0, 19); os.setpriority(os.PRIO_PGRP, 1, 19)"
+            .to_owned(),
+        format!("import os; os.sched_setaffinity({parent}, {{0}})"),
+        format!("import os; os.sched_setscheduler({parent}, os.SCHED_IDLE, os.sched_param(0))"),
+        format!("import os; os.sched_setparam({parent}, os.sched_param(0))"),
+        format!("import resource; resource.prlimit({parent}, resource.RLIMIT_NOFILE, (3, 3))"),
+    ] {
+        assert_blocked(&stmt);
+    }
+    assert_eq!(own_stat(19), nice, "the parent's nice value changed");
+    assert_eq!(own_stat(41), 0, "the parent's scheduling policy changed");
+    let cpus_now = std::fs::read_to_string("/proc/self/status")?
+        .lines()
+        .find(|l| l.starts_with("Cpus_allowed_list"))
+        .map(str::to_owned);
+    assert_eq!(cpus_now, cpus, "the parent's CPU set changed");
+    assert_eq!(std::fs::read_to_string("/proc/self/limits")?, files);
+    Ok(())
+}
+
 #[test]
 fn forged_protocol_frames_are_detected_not_believed() {
     // A well-formed reply frame, written to stdout and to every descriptor the runner holds.
