@@ -89,6 +89,10 @@ pub struct RolloutBenchArgs {
     /// seed-envs: episodes in flight (sandbox runners).
     #[arg(long, default_value_t = 32)]
     pub concurrency: usize,
+    /// seed-envs: how much lower the runners' CPU priority is than this process's (0-19; runs
+    /// use 10, so the decoding comes first when the runners outnumber free cores).
+    #[arg(long, default_value_t = spade_sandbox::runner::RUNNER_NICE)]
+    pub runner_nice: u8,
 }
 
 /// Every path but `seed-envs` (`crate::rollout_bench_envs`).

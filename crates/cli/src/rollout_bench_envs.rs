@@ -58,7 +58,12 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
     } else {
         tiny.copy_to(device, spade_policy::default_kind(device))?
     };
-    let mut cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
+    if a.runner_nice > 19 {
+        anyhow::bail!("--runner-nice {}: expected 0 to 19", a.runner_nice);
+    }
+    let mut runner = RunnerConfig::new(spade_sandbox::default_runner_path());
+    runner.nice = a.runner_nice;
+    let mut cfg = PoolConfig::new(runner);
     cfg.max_runners = a.concurrency.max(1);
     cfg.warm = 0;
     let pool = Pool::new(cfg);
@@ -94,14 +99,15 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
     println!(
         "bench-rollout seed-envs: {} games of {} x {} plays, up to {} turns of <= {} tokens, \
          {} in flight, tiny model on {device:?} ({} libtorch thread(s)); environments in \
-         their own sandbox runner processes",
+         their own sandbox runner processes, {} nice below this one",
         files.len(),
         dir.display(),
         a.plays,
         a.max_turns,
         a.turn_tokens,
         a.concurrency,
-        a.threads
+        a.threads,
+        a.runner_nice
     );
     // One untimed play first: the runners' first start and the model's first passes.
     play::play_envs_measured(&policy, &pool, &jobs, &opts(false), a.concurrency)?;

@@ -12,9 +12,10 @@
 //!    else (no rest of /etc, no /proc, no home); no TCP bind or
 //!    connect; scoped so it can neither signal nor reach abstract unix sockets outside itself;
 //! 5. seccomp: no fork/clone/clone3/vfork (so no processes and no threads), no execve, no
-//!    sockets, no ptrace or process_vm_*, no kill/tgkill of any pid but its own, no limits or
-//!    scheduling (prlimit64, setpriority, sched_set*, ioprio_set) of any process but itself, no mount,
-//!    namespace, bpf, perf, io_uring, keyring or module syscalls.
+//!    sockets, no ptrace or process_vm_*, no kill/tgkill/rt_(tg)sigqueueinfo of any pid but
+//!    its own, no limits or scheduling (prlimit64, setpriority, sched_set*, ioprio_set) of any
+//!    process but itself, no mount, namespace, bpf, perf, io_uring, keyring or module
+//!    syscalls.
 //!
 //! Layers that the kernel refuses are left out and the runner reports which were applied.
 
@@ -247,6 +248,10 @@ fn seccomp(own_pid: u32) -> Result<(), IsolationError> {
     };
     rules.insert(libc::SYS_kill, not_self()?);
     rules.insert(libc::SYS_tgkill, not_self()?);
+    // Their queued forms, reachable through ctypes; Landlock's signal scoping also stops
+    // them where the kernel has it (ABI 6), this wherever seccomp runs.
+    rules.insert(libc::SYS_rt_sigqueueinfo, not_self()?);
+    rules.insert(libc::SYS_rt_tgsigqueueinfo, not_self()?);
     // Calls that change another process's limits or scheduling, which the kernel allows
     // against any process of the same uid (the worker's, when both run as root): only 0 (the
     // caller) or its own pid. prlimit64 lowering the parent's limits (no more open files, a

@@ -14,11 +14,12 @@
 //! - **No new processes or threads**: seccomp refuses fork, vfork, clone, clone3, execve and
 //!   execveat, so `subprocess`, `os.system`, `posix_spawn`, fork bombs, double-fork daemons
 //!   and threads that would act after a call returns all fail at their first step.
-//! - **No reaching out of the box**: seccomp refuses ptrace, process_vm_*, kill/tgkill of any
-//!   pid but its own, prlimit64/setpriority/sched_set*/ioprio_set on any process but itself
-//!   (the kernel lets a process of the same uid lower the worker's limits), pidfd signalling,
-//!   mount/namespace/bpf/perf/io_uring/keyring/module calls; Landlock scoping refuses signals
-//!   and abstract unix sockets outside; a root runner drops every capability.
+//! - **No reaching out of the box**: seccomp refuses ptrace, process_vm_*, kill/tgkill (and
+//!   their queued forms) of any pid but its own, prlimit64/setpriority/sched_set*/ioprio_set
+//!   on any process but itself (the kernel lets a process of the same uid lower the worker's
+//!   limits), pidfd signalling, mount/namespace/bpf/perf/io_uring/keyring/module calls;
+//!   Landlock scoping refuses signals and abstract unix sockets outside; a root runner drops
+//!   every capability.
 //! - **Lower CPU priority**: a runner starts `RunnerConfig::nice` (10) below its parent, so the
 //!   model's decoding runs first when runners outnumber the free cores; without the
 //!   capabilities it cannot raise it back.

@@ -243,6 +243,47 @@ fn the_parent_and_other_processes_cannot_be_signalled() {
     // Still here: the test process was not killed.
 }
 
+/// Signals sent by the calls `kill` is not: rt_sigqueueinfo and rt_tgsigqueueinfo (through
+/// ctypes, with a queued-signal code as the kernel requires for another process) at a
+/// process of the same uid, which must stay alive.
+#[test]
+fn queued_signals_cannot_reach_another_process() -> Result<(), Box<dyn std::error::Error>> {
+    let mut victim = std::process::Command::new("sleep").arg("60").spawn()?;
+    let pid = victim.id();
+    let send = |call: &str| {
+        format!(
+            "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+             info = (ctypes.c_int * 32)()\ninfo[0] = 9\ninfo[2] = -1\n\
+             r = libc.syscall({call}, ctypes.byref(info))\n\
+             if r != 0:\n    raise OSError(ctypes.get_errno(), 'refused')"
+        )
+    };
+    let outcomes = [
+        // rt_sigqueueinfo(pid, SIGKILL, info)
+        attack(&attempt(&send(&format!("129, {pid}, 9"))))?,
+        // rt_tgsigqueueinfo(tgid, tid, SIGKILL, info)
+        attack(&attempt(&send(&format!("297, {pid}, {pid}, 9"))))?,
+    ];
+    // Control: the same path aimed at itself with signal 0 (a permission probe) goes
+    // through, so ctypes and the call itself work in the sandbox.
+    let own = attack(&attempt(&format!(
+        "import os\n{}",
+        send("129, os.getpid(), 0")
+    )))?;
+    assert_eq!(own, "ALLOWED", "the control failed: {own}");
+    let alive = victim.try_wait()?.is_none();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    for r in &outcomes {
+        assert!(
+            r.starts_with("blocked"),
+            "a queued SIGKILL went through: {r}"
+        );
+    }
+    assert!(alive, "the victim was killed: {outcomes:?}");
+    Ok(())
+}
+
 /// Field `n` (1-based, as proc(5) counts) of `/proc/self/stat`, after the command name.
 fn own_stat(n: usize) -> i64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
