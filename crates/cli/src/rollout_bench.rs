@@ -91,7 +91,8 @@ pub struct RolloutBenchArgs {
     pub concurrency: usize,
     /// seed-envs: how much lower the runners' CPU priority is than this process's (0-19; runs
     /// use 10, so the decoding comes first when the runners outnumber free cores).
-    #[arg(long, default_value_t = spade_sandbox::runner::RUNNER_NICE)]
+    #[arg(long, default_value_t = spade_sandbox::runner::RUNNER_NICE,
+          value_parser = clap::value_parser!(u8).range(0..=19))]
     pub runner_nice: u8,
 }
 

@@ -232,19 +232,21 @@ fn seccomp(own_pid: u32) -> Result<(), IsolationError> {
     ];
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         deny_always.iter().map(|&nr| (nr, Vec::new())).collect();
+    let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
+            .map_err(|e| IsolationError::Seccomp(e.to_string()))
+    };
+    let rule = |conds: Vec<SeccompCondition>| {
+        SeccompRule::new(conds).map_err(|e| IsolationError::Seccomp(e.to_string()))
+    };
     // kill(pid, sig) and tgkill(tgid, tid, sig): only aimed at itself (Python's os.kill on its
     // own pid, and glibc's raise/abort, still work).
     let not_self = || -> Result<Vec<SeccompRule>, IsolationError> {
-        let cond = SeccompCondition::new(
+        Ok(vec![rule(vec![cond(
             0,
-            SeccompCmpArgLen::Dword,
             SeccompCmpOp::Ne,
             u64::from(own_pid),
-        )
-        .map_err(|e| IsolationError::Seccomp(e.to_string()))?;
-        Ok(vec![
-            SeccompRule::new(vec![cond]).map_err(|e| IsolationError::Seccomp(e.to_string()))?,
-        ])
+        )?])?])
     };
     rules.insert(libc::SYS_kill, not_self()?);
     rules.insert(libc::SYS_tgkill, not_self()?);
@@ -256,13 +258,6 @@ fn seccomp(own_pid: u32) -> Result<(), IsolationError> {
     // against any process of the same uid (the worker's, when both run as root): only 0 (the
     // caller) or its own pid. prlimit64 lowering the parent's limits (no more open files, a
     // tiny address space) was the hole; the scheduling calls are closed the same way.
-    let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
-        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
-            .map_err(|e| IsolationError::Seccomp(e.to_string()))
-    };
-    let rule = |conds: Vec<SeccompCondition>| {
-        SeccompRule::new(conds).map_err(|e| IsolationError::Seccomp(e.to_string()))
-    };
     let other_pid = |arg: u8| -> Result<Vec<SeccompCondition>, IsolationError> {
         Ok(vec![
             cond(arg, SeccompCmpOp::Ne, 0)?,

@@ -447,6 +447,7 @@ fn decode_groups(cache: &PagedCache, segs: &[Segment<'_>], kind: Kind) -> Vec<Gr
 /// multiplies one query row at a time (a matrix-vector product per head), which made
 /// decoding memory-bound on long contexts; as query rows the keys are read once per group and
 /// the fused kernel takes them (one token's queries need no causal mask among themselves).
+/// Without grouping (as many key heads as query heads) the reshape changes nothing.
 fn decode_attention(
     a: &super::Attention,
     q: &Tensor,
@@ -454,9 +455,6 @@ fn decode_attention(
     v: &Tensor,
     mask: Option<&Tensor>,
 ) -> Tensor {
-    if a.n_kv == a.n_heads {
-        return sdpa(a, q, k, v, mask, false);
-    }
     let rows = q.size()[0];
     let groups = q.reshape([rows, a.n_kv, a.n_heads / a.n_kv, a.head_dim]);
     let scale = (a.head_dim as f64).powf(-0.5);

@@ -295,6 +295,14 @@ fn own_stat(n: usize) -> i64 {
         .unwrap_or(i64::MIN)
 }
 
+/// This process's `Cpus_allowed_list` line of `/proc/self/status`.
+fn own_cpus() -> std::io::Result<Option<String>> {
+    Ok(std::fs::read_to_string("/proc/self/status")?
+        .lines()
+        .find(|l| l.starts_with("Cpus_allowed_list"))
+        .map(str::to_owned))
+}
+
 /// Runners run at a lower CPU priority than their parent (`RunnerConfig::nice`: the decoding
 /// comes first when cores are short), and an environment can neither take that back nor
 /// reach the scheduling of any other process: its parent's priority, CPU set, scheduling
@@ -304,10 +312,7 @@ fn an_environment_cannot_change_its_own_or_anyone_elses_scheduling()
 -> Result<(), Box<dyn std::error::Error>> {
     let parent = std::process::id();
     let nice = own_stat(19);
-    let cpus = std::fs::read_to_string("/proc/self/status")?
-        .lines()
-        .find(|l| l.starts_with("Cpus_allowed_list"))
-        .map(str::to_owned);
+    let cpus = own_cpus()?;
     let files = std::fs::read_to_string("/proc/self/limits")?;
     let r = attack("import os\nresult = str(os.getpriority(os.PRIO_PROCESS, 0))")?;
     let want = (nice + i64::from(spade_sandbox::runner::RUNNER_NICE)).min(19);
@@ -329,11 +334,7 @@ fn an_environment_cannot_change_its_own_or_anyone_elses_scheduling()
     }
     assert_eq!(own_stat(19), nice, "the parent's nice value changed");
     assert_eq!(own_stat(41), 0, "the parent's scheduling policy changed");
-    let cpus_now = std::fs::read_to_string("/proc/self/status")?
-        .lines()
-        .find(|l| l.starts_with("Cpus_allowed_list"))
-        .map(str::to_owned);
-    assert_eq!(cpus_now, cpus, "the parent's CPU set changed");
+    assert_eq!(own_cpus()?, cpus, "the parent's CPU set changed");
     assert_eq!(std::fs::read_to_string("/proc/self/limits")?, files);
     Ok(())
 }
