@@ -146,10 +146,14 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<ExitCode> {
             sample(&checkpoint, &prompt, params, seed, role)
         }
         ModelCommand::Bench(args) => crate::model_bench::run(&args),
-        ModelCommand::BenchRollout(args) if args.path == "seed-envs" => {
-            crate::rollout_bench_envs::run(&args)
+        ModelCommand::BenchRollout(args) => {
+            spade_policy::qwen3::set_share_reads_default(args.share_reads == "on");
+            if args.path == "seed-envs" {
+                crate::rollout_bench_envs::run(&args)
+            } else {
+                crate::rollout_bench::run(&args)
+            }
         }
-        ModelCommand::BenchRollout(args) => crate::rollout_bench::run(&args),
         ModelCommand::BenchGenerate(args) => crate::generate_bench::run(&args),
         ModelCommand::Plan(args) => crate::model_plan::run(&args),
     }?;

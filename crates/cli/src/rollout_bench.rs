@@ -94,6 +94,10 @@ pub struct RolloutBenchArgs {
     #[arg(long, default_value_t = spade_sandbox::runner::RUNNER_NICE,
           value_parser = clap::value_parser!(u8).range(0..=19))]
     pub runner_nice: u8,
+    /// Engine paths: whether decoding rows read the KV blocks they share (a common prompt
+    /// prefix) once, attended together, or each row all of its own keys (off: for comparison).
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    pub share_reads: String,
 }
 
 /// Every path but `seed-envs` (`crate::rollout_bench_envs`).

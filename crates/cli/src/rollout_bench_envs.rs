@@ -96,7 +96,8 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
     println!(
         "bench-rollout seed-envs: {} games of {} x {} plays, up to {} turns of <= {} tokens, \
          {} in flight, tiny model on {device:?} ({} libtorch thread(s)); environments in \
-         their own sandbox runner processes, {} nice below this one",
+         their own sandbox runner processes, {} nice below this one; shared KV blocks read \
+         once: {}",
         files.len(),
         dir.display(),
         a.plays,
@@ -104,7 +105,8 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
         a.turn_tokens,
         a.concurrency,
         a.threads,
-        a.runner_nice
+        a.runner_nice,
+        a.share_reads
     );
     // One untimed play first: the runners' first start and the model's first passes.
     play::play_envs_measured(&policy, &pool, &jobs, &opts(false), a.concurrency)?;

@@ -15,12 +15,18 @@
 //! part). libtorch offers no paged-attention kernel, so the gather is a copy of the keys a
 //! step reads: what paging costs on CPU, measured in `docs/benchmarks.md`.
 //!
+//! Decoding rows that list the same blocks (a shared prompt) read them once and merge the
+//! parts by log-sum-exp ([`cascade`]); rows that share nothing take the plain path.
+//!
 //! Masks are boolean on CPU. On CUDA they are passed as an additive float bias in the
 //! activations' kind, which the memory-efficient kernel accepts (a boolean mask sends
 //! libtorch's dispatcher to the math kernel); the unmasked cases reach flash attention.
 
+mod cascade;
+
 use super::{Linear, Qwen3};
 use crate::error::{PolicyError, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
 use tch::{Device, Kind, Tensor};
 
 #[derive(Debug)]
@@ -40,6 +46,19 @@ pub struct PagedCache {
     blocks: usize,
     kind: Kind,
     device: Device,
+    /// Whether decoding rows read the blocks they share once ([`cascade::shared_runs`]); on unless a
+    /// comparison turns it off.
+    share_reads: bool,
+}
+
+/// Whether new caches read shared blocks once ([`set_share_reads_default`]).
+static SHARE_READS: AtomicBool = AtomicBool::new(true);
+
+/// Whether caches made from now on read the blocks that decoding rows share once (the
+/// default) or every row all of its keys: a switch for comparing the two
+/// (`spade model bench-rollout --share-reads off`).
+pub fn set_share_reads_default(on: bool) {
+    SHARE_READS.store(on, Ordering::Relaxed);
 }
 
 /// A piece of work for [`Qwen3::forward_paged`]: `tokens` of a sequence whose first `start`
@@ -58,6 +77,12 @@ impl PagedCache {
     /// Blocks allocated.
     pub fn blocks(&self) -> usize {
         self.blocks
+    }
+
+    /// Turns the shared-block reads of decoding rows (see the module doc) on or off: off, every
+    /// row gathers all of its keys, which gives the same attention up to float rounding.
+    pub fn set_share_reads(&mut self, on: bool) {
+        self.share_reads = on;
     }
 
     /// Reallocates the pool to `blocks` blocks (never fewer than it has), keeping every slot
@@ -142,11 +167,16 @@ fn gather(pool: &Tensor, tables: &Tensor, block: i64, longest: i64) -> Tensor {
 /// bias (0 or -inf) in `kind` on CUDA (see the module doc).
 fn for_device(mask: Tensor, kind: Kind, device: Device) -> Tensor {
     if device.is_cuda() {
-        Tensor::zeros(mask.size(), (kind, device))
-            .masked_fill(&mask.logical_not(), f64::NEG_INFINITY)
+        additive(&mask, kind)
     } else {
         mask
     }
+}
+
+/// A boolean mask (true = attend) as an additive bias in `kind`: 0 or -inf.
+fn additive(mask: &Tensor, kind: Kind) -> Tensor {
+    Tensor::zeros(mask.size(), (kind, mask.device()))
+        .masked_fill(&mask.logical_not(), f64::NEG_INFINITY)
 }
 
 /// A prompt piece of a pass.
@@ -180,8 +210,11 @@ const GROUP_SLOTS: usize = 16_384;
 struct Plan {
     /// Segments of one token, in the order they come (first in the pass).
     decode: usize,
-    /// The decoding rows, in groups of similar length.
+    /// The decoding rows, in groups of similar length (each row's own blocks where it shares
+    /// some).
     groups: Vec<Group>,
+    /// Runs of blocks that several decoding rows share, read once for all of them.
+    shared: Vec<cascade::Shared>,
     pieces: Vec<Piece>,
     /// Where each token's keys and values are written.
     slots: Tensor,
@@ -211,6 +244,7 @@ impl Qwen3 {
             blocks: 0,
             kind,
             device,
+            share_reads: SHARE_READS.load(Ordering::Relaxed),
         }
     }
 
@@ -246,7 +280,11 @@ impl Qwen3 {
             let _ = lc.k.index_copy_(0, &plan.slots, &tok_major(&k));
             let _ = lc.v.index_copy_(0, &plan.slots, &tok_major(&v));
             let mut parts = Vec::with_capacity(plan.pieces.len() + 1);
-            if plan.decode > 0 {
+            if plan.decode > 0 && !plan.shared.is_empty() {
+                let qd = q.narrow(2, 0, plan.decode as i64).permute([2, 1, 0, 3]);
+                let y = cascade::cascade(a, &qd, &plan, &lc.k, &lc.v, block)?;
+                parts.push(y.permute([2, 1, 0, 3]));
+            } else if plan.decode > 0 {
                 // Queries [1, H, b, d] -> [b, H, 1, d], one row per sequence.
                 let qd = q.narrow(2, 0, plan.decode as i64).permute([2, 1, 0, 3]);
                 let mut yd = if plan.groups.len() == 1 && plan.groups[0].rows.is_none() {
@@ -355,7 +393,7 @@ impl Qwen3 {
             slots.extend((s.start..reach).map(|p| cache.slot(s.table, p)));
         }
         let slots = Tensor::from_slice(&slots).to_device(dev);
-        let groups = decode_groups(cache, &segs[..decode], kind);
+        let (groups, shared) = decode_groups(cache, &segs[..decode], kind);
         let mut pieces = vec![];
         let mut at = decode as i64;
         for s in &segs[decode..] {
@@ -379,25 +417,52 @@ impl Qwen3 {
         Ok(Plan {
             decode,
             groups,
+            shared,
             pieces,
             slots,
         })
     }
 }
 
-/// The decoding rows `segs` in groups to attend together: sorted by length, a group closes
-/// when its gather would pass [`GROUP_SLOTS`] or its shortest row is under half its longest.
-fn decode_groups(cache: &PagedCache, segs: &[Segment<'_>], kind: Kind) -> Vec<Group> {
+/// The decoding rows `segs` in groups to attend together, and the runs of blocks they share
+/// ([`cascade::shared_runs`], when the cache reads shared blocks once): sorted by the length of what
+/// each row reads alone, a group closes when its gather would pass [`GROUP_SLOTS`] or its
+/// shortest row is under half its longest.
+fn decode_groups(
+    cache: &PagedCache,
+    segs: &[Segment<'_>],
+    kind: Kind,
+) -> (Vec<Group>, Vec<cascade::Shared>) {
     let dev = cache.device;
+    let (runs, own) = if cache.share_reads {
+        cascade::shared_runs(cache.block, segs)
+    } else {
+        (vec![], vec![])
+    };
+    // What row i reads alone: its own blocks and how many of their slots hold keys.
+    let reads: Vec<(&[u32], usize)> = segs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match own.get(i) {
+            Some(o) if !runs.is_empty() => {
+                let shared = (s.start + 1).div_ceil(cache.block) - o.len();
+                (o.as_slice(), s.start + 1 - shared * cache.block)
+            }
+            _ => (s.table, s.start + 1),
+        })
+        .collect();
+    let shared = cascade::shared(segs, runs, dev);
+    // The cascade's kernels take masks as an additive bias (libtorch's CPU flash kernel
+    // refuses booleans).
+    let additive_masks = !shared.is_empty();
     let mut order: Vec<usize> = (0..segs.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(segs[i].start));
+    order.sort_by_key(|&i| std::cmp::Reverse(reads[i].1));
     let mut spans: Vec<Vec<usize>> = vec![];
     for i in order {
-        let len = segs[i].start + 1;
+        let len = reads[i].1;
         match spans.last_mut() {
             Some(g)
-                if (g.len() + 1) * (segs[g[0]].start + 1) <= GROUP_SLOTS
-                    && 2 * len > segs[g[0]].start =>
+                if (g.len() + 1) * reads[g[0]].1 <= GROUP_SLOTS && 2 * len > reads[g[0]].1 - 1 =>
             {
                 g.push(i)
             }
@@ -405,16 +470,13 @@ fn decode_groups(cache: &PagedCache, segs: &[Segment<'_>], kind: Kind) -> Vec<Gr
         }
     }
     let whole = spans.len() == 1;
-    spans
+    let groups = spans
         .into_iter()
         .map(|mut rows| {
             if whole {
                 rows.sort_unstable();
             }
-            let reads: Vec<(&[u32], usize)> = rows
-                .iter()
-                .map(|&i| (segs[i].table, segs[i].start + 1))
-                .collect();
+            let reads: Vec<(&[u32], usize)> = rows.iter().map(|&i| reads[i]).collect();
             let lens: Vec<usize> = reads.iter().map(|r| r.1).collect();
             let longest = lens.iter().copied().max().unwrap_or(1);
             let n = rows.len() as i64;
@@ -426,7 +488,11 @@ fn decode_groups(cache: &PagedCache, segs: &[Segment<'_>], kind: Kind) -> Vec<Gr
                 let m = kj
                     .lt_tensor(&Tensor::from_slice(&lens).to_device(dev).view([-1, 1]))
                     .view([n, 1, 1, longest as i64]);
-                for_device(m, kind, dev)
+                if additive_masks {
+                    additive(&m, kind)
+                } else {
+                    for_device(m, kind, dev)
+                }
             });
             let idx: Vec<i64> = rows.iter().map(|&i| i as i64).collect();
             Group {
@@ -437,7 +503,8 @@ fn decode_groups(cache: &PagedCache, segs: &[Segment<'_>], kind: Kind) -> Vec<Gr
                 mask,
             }
         })
-        .collect()
+        .collect();
+    (groups, shared)
 }
 
 /// One query token per row ([rows, heads, 1, head_dim]) over its row's keys and values

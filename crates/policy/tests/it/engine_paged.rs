@@ -6,6 +6,7 @@
 use crate::devices;
 use crate::engine::{cfg, close, drive, params, prompt, tiny_on};
 use spade_policy::engine::{Engine, EngineConfig, Request, Rollout, SeqId, generate_all};
+use spade_policy::qwen3::{PagedCache, Segment};
 use spade_policy::sample::{Completion, SamplingParams, generate};
 use spade_policy::{PolicyError, Result};
 use std::collections::BTreeMap;
@@ -215,5 +216,111 @@ fn a_long_designer_request_beside_200_plays_leaves_the_batch_wide() -> Result<()
     }
     assert_eq!(e.blocks_in_use(), 0);
     assert!(e.is_idle());
+    Ok(())
+}
+
+/// Decoding rows that share blocks read them once (`PagedCache::set_share_reads`, cascade
+/// attention): the same logits as every row reading all of its keys, for rows under a shared
+/// system prompt, under two shared environment prompts, alone, and sharing too little to
+/// count; on CUDA too where a GPU is visible.
+#[test]
+fn rows_reading_shared_blocks_once_get_the_logits_of_reading_them_all() -> Result<()> {
+    for dev in devices() {
+        let p = tiny_on(dev)?;
+        let m = p.model();
+        let mut cache = m.new_paged_cache(16);
+        cache.grow(64);
+        // Prompt passes whose logits nobody reads.
+        let fill =
+            |cache: &mut PagedCache, segs: &[Segment<'_>]| m.forward_paged(cache, segs).map(drop);
+        // Blocks 0-9: a system prompt of 160 tokens; 10-25 and 26-41: two environments' prompts
+        // of 256 tokens; 42-49: each play's own tail (one block); 50-52: two rows alone.
+        let system: Vec<u32> = (0..10).collect();
+        let env = |b: u32| -> Vec<u32> { system.iter().copied().chain(b..b + 16).collect() };
+        let toks = |seed: i64, n: usize| prompt(seed, n);
+        fill(
+            &mut cache,
+            &[Segment {
+                table: &system,
+                start: 0,
+                tokens: &toks(1, 160),
+                logits: false,
+            }],
+        )?;
+        for (k, b) in [(0, 10), (1, 26)] {
+            fill(
+                &mut cache,
+                &[Segment {
+                    table: &env(b),
+                    start: 160,
+                    tokens: &toks(2 + k, 256),
+                    logits: false,
+                }],
+            )?;
+        }
+        let mut tables: Vec<Vec<u32>> = (0..8u32)
+            .map(|i| {
+                let mut t = env(if i < 4 { 10 } else { 26 });
+                t.push(42 + i);
+                t
+            })
+            .collect();
+        tables.push(vec![50, 51]);
+        tables.push(vec![50, 52]);
+        let tails: Vec<Vec<i64>> = (0..10)
+            .map(|i| toks(10 + i, 1 + (i as usize * 3) % 11))
+            .collect();
+        let starts: Vec<usize> = (0..10).map(|i| if i < 8 { 416 } else { 16 }).collect();
+        for i in 0..10 {
+            let (t, s) = (&tables[i], starts[i]);
+            // Rows 8 and 9 first write their shared block 50 (row 8's prompt).
+            if i == 8 {
+                fill(
+                    &mut cache,
+                    &[Segment {
+                        table: t,
+                        start: 0,
+                        tokens: &toks(20, 16),
+                        logits: false,
+                    }],
+                )?;
+            }
+            fill(
+                &mut cache,
+                &[Segment {
+                    table: t,
+                    start: s,
+                    tokens: &tails[i],
+                    logits: false,
+                }],
+            )?;
+        }
+        let next: Vec<i64> = (0..10).map(|i| 5 + i).collect();
+        let segs: Vec<Segment<'_>> = (0..10)
+            .map(|i| Segment {
+                table: &tables[i],
+                start: starts[i] + tails[i].len(),
+                tokens: &next[i..i + 1],
+                logits: true,
+            })
+            .collect();
+        let once = m.forward_paged(&mut cache, &segs)?;
+        cache.set_share_reads(false);
+        let all = m.forward_paged(&mut cache, &segs)?;
+        cache.set_share_reads(true);
+        // The padded vocabulary is -inf in both.
+        let finite = all.isfinite();
+        assert!(
+            once.isfinite().equal(&finite),
+            "{dev:?}: not the same finite logits"
+        );
+        let (x, y) = (once.masked_select(&finite), all.masked_select(&finite));
+        let diff = (&x - &y).abs().max().double_value(&[]);
+        let scale = y.abs().max().double_value(&[]);
+        assert!(
+            diff < 1e-4 * scale.max(1.0),
+            "{dev:?}: logits differ by {diff} (largest {scale})"
+        );
+    }
     Ok(())
 }
