@@ -38,11 +38,7 @@ pub(super) type Run = (Vec<usize>, Range<usize>);
 const SHARED_MIN_SAVED: usize = 512;
 
 /// The runs of [`shared_runs`] as the pass reads them, on `dev`.
-pub(super) fn shared(
-    segs: &[Segment<'_>],
-    runs: Vec<Run>,
-    dev: Device,
-) -> Vec<Shared> {
+pub(super) fn shared(segs: &[Segment<'_>], runs: Vec<Run>, dev: Device) -> Vec<Shared> {
     runs.into_iter()
         .map(|(rows, depths)| {
             let idx: Vec<i64> = rows.iter().map(|&i| i as i64).collect();
@@ -71,10 +67,7 @@ pub(super) fn shared(
 /// (`(rows, depths)`), and a row's own blocks are the ones no kept run of its covers, in order,
 /// its last (partly filled) block last. Keys are attended without order, so a row's own blocks
 /// need not be contiguous.
-pub(super) fn shared_runs(
-    block: usize,
-    segs: &[Segment<'_>],
-) -> (Vec<Run>, Vec<Vec<u32>>) {
+pub(super) fn shared_runs(block: usize, segs: &[Segment<'_>]) -> (Vec<Run>, Vec<Vec<u32>>) {
     // Blocks of row i wholly before its new token's position.
     let full = |i: usize| segs[i].start / block;
     let mut runs = vec![];
