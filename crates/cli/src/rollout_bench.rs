@@ -161,10 +161,13 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
     match &cores {
         Some(c) => println!(
             "engine: {} libtorch thread(s), its thread pinned to cores {c:?} while it decodes; \
-             default allocator",
-            a.threads
+             default allocator; shared KV blocks read once: {}",
+            a.threads, a.share_reads
         ),
-        None => println!("engine: {} libtorch thread(s), unpinned", a.threads),
+        None => println!(
+            "engine: {} libtorch thread(s), unpinned; shared KV blocks read once: {}",
+            a.threads, a.share_reads
+        ),
     }
     // The paths take turns, repetition by repetition, so a machine whose load changes slows
     // them alike.
