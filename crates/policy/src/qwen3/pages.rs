@@ -46,8 +46,8 @@ pub struct PagedCache {
     blocks: usize,
     kind: Kind,
     device: Device,
-    /// Whether decoding rows read the blocks they share once ([`cascade::shared_runs`]); on unless a
-    /// comparison turns it off.
+    /// Whether decoding rows read the blocks they share once ([`cascade::shared_runs`]); on
+    /// unless a comparison turns it off.
     share_reads: bool,
 }
 
@@ -425,8 +425,8 @@ impl Qwen3 {
 }
 
 /// The decoding rows `segs` in groups to attend together, and the runs of blocks they share
-/// ([`cascade::shared_runs`], when the cache reads shared blocks once): sorted by the length of what
-/// each row reads alone, a group closes when its gather would pass [`GROUP_SLOTS`] or its
+/// ([`cascade::shared_runs`], when the cache reads shared blocks once): sorted by the length of
+/// what each row reads alone, a group closes when its gather would pass [`GROUP_SLOTS`] or its
 /// shortest row is under half its longest.
 fn decode_groups(
     cache: &PagedCache,
@@ -461,9 +461,7 @@ fn decode_groups(
     for i in order {
         let len = reads[i].1;
         match spans.last_mut() {
-            Some(g)
-                if (g.len() + 1) * reads[g[0]].1 <= GROUP_SLOTS && 2 * len > reads[g[0]].1 - 1 =>
-            {
+            Some(g) if (g.len() + 1) * reads[g[0]].1 <= GROUP_SLOTS && 2 * len >= reads[g[0]].1 => {
                 g.push(i)
             }
             _ => spans.push(vec![i]),

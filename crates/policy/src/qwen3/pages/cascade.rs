@@ -193,9 +193,9 @@ pub(super) fn cascade(
 }
 
 /// Attention of queries `q` ([batch, heads, queries, d]) over keys and values ([batch, heads,
-/// keys, d]) with an optional mask (boolean, true = attend, or an additive bias), returning the
-/// output and each query's log-sum-exp of scores ([.., queries, 1]), both float32, for
-/// [`cascade`]'s merge.
+/// keys, d]) with an optional additive mask (0 or -inf: libtorch's CPU flash kernel refuses
+/// booleans, so `decode_groups` builds them so for the cascade), returning the output and each
+/// query's log-sum-exp of scores ([.., queries, 1]), both float32, for [`cascade`]'s merge.
 ///
 /// On CPU libtorch's flash kernel returns the log-sum-exp beside its output and reads the
 /// gathered keys where they lie; written out as products, the transposed keys were copied
@@ -216,9 +216,6 @@ fn attend(
     }
     let scores = q.matmul(&k.transpose(-2, -1)).to_kind(Kind::Float) * scale;
     let scores = match mask {
-        Some(m) if m.kind() == Kind::Bool => {
-            scores.masked_fill(&m.logical_not(), f64::NEG_INFINITY)
-        }
         Some(m) => scores + m.to_kind(Kind::Float),
         None => scores,
     };
