@@ -11,17 +11,17 @@ use crate::{
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Request, StatusCode};
 use axum::{Json, Router, extract::State, response::IntoResponse, routing::get};
-use leptos_axum::{LeptosRoutes, generate_route_list};
+use leptos_axum::{AxumRouteListing, LeptosRoutes, generate_route_list};
 use serde::Serialize;
 use spade_app::{App, shell};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use tower_http::compression::CompressionLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::{timeout::TimeoutLayer, trace::TraceLayer};
 
 /// The whole application as a router, so tests can drive it without a port.
 pub fn app(state: AppState) -> Router {
-    let routes = generate_route_list(App);
+    let routes = route_list();
     let mut api = Router::new()
         .route("/health", get(health))
         .route("/openapi.json", get(openapi_json));
@@ -100,6 +100,18 @@ pub fn app(state: AppState) -> Router {
         }))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
+}
+
+/// The pages' routes, found once per process.
+///
+/// Finding them renders the app while leptos_server suppresses resource loading with a
+/// process-wide flag, and a resource first polled meanwhile, by a page another router of the
+/// same process is serving, waits forever (leptos-rs/leptos#4773): the API tests, which build a
+/// router per test in one process, saw the compare page stall for the 30 s limit. One server
+/// builds one router, but nothing then depends on that.
+fn route_list() -> Vec<AxumRouteListing> {
+    static ROUTES: OnceLock<Vec<AxumRouteListing>> = OnceLock::new();
+    ROUTES.get_or_init(|| generate_route_list(App)).clone()
 }
 
 async fn openapi_json() -> Json<serde_json::Value> {

@@ -773,3 +773,50 @@ async fn dashboard_forms_change_through_the_service_with_the_apis_checks(
     assert!(links[0]["expires_at"].is_string(), "{links}");
     Ok(())
 }
+
+/// Pages end while other routers of the same process are being built. Building one lists the
+/// pages' routes by rendering the app with resource loading suppressed process-wide, and a page
+/// whose resource was first polled in that window never ended (leptos-rs/leptos#4773): CI saw
+/// the compare page stall for the 30 s limit, as every API test builds its own router. Before
+/// routes were listed once per process, this test's first compare page stalled so.
+#[sqlx::test(migrator = "spade_db::MIGRATOR")]
+async fn pages_end_while_other_routers_are_built(pool: sqlx::PgPool) -> TestResult {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    /// Stops the builder however the test ends (the runtime waits for it before a panic is
+    /// reported).
+    struct Stop(Arc<AtomicBool>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let app = TestApp::new(pool.clone());
+    let ada = app.user("ada@example.org").await;
+    let (_, _, run) = app.team_project_run(&ada, "lab").await;
+    let stop = Stop(Arc::new(AtomicBool::new(false)));
+    let built = Arc::new(AtomicUsize::new(0));
+    let builder = {
+        let (stop, built) = (stop.0.clone(), built.clone());
+        let state = state(pool, spade_db::users::Registration::Open);
+        tokio::task::spawn_blocking(move || {
+            while !stop.load(Ordering::Relaxed) {
+                drop(spade_server::app(state.clone()));
+                built.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    let mut pages = 0;
+    // At least 40 pages, rendered while at least 40 routers were built.
+    while pages < 40 || built.load(Ordering::Relaxed) < 40 {
+        for path in [format!("/compare?run={run}"), format!("/runs/{run}")] {
+            let page = app.get(&path, &ada).await;
+            assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.text());
+            assert!(page.text().contains("</html>"), "{path}: an ended page");
+            pages += 1;
+        }
+    }
+    drop(stop);
+    builder.await?;
+    Ok(())
+}

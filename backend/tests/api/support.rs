@@ -90,6 +90,16 @@ pub enum Cred {
     },
 }
 
+/// The state the tests' apps start from.
+pub fn state(pool: PgPool, reg: Registration) -> AppState {
+    let leptos = leptos::prelude::LeptosOptions::builder()
+        .output_name(spade_server::OUTPUT_NAME)
+        .site_root("site")
+        .build();
+    let secret = JwtSecret::new(SECRET.to_vec()).unwrap_or_else(|_| JwtSecret::random());
+    AppState::new(leptos, pool, AuthState::new(secret, reg, false))
+}
+
 impl TestApp {
     pub fn new(pool: PgPool) -> Self {
         Self::with_registration(pool, Registration::Open)
@@ -131,14 +141,8 @@ impl TestApp {
 
     /// The app as the tests' common settings make it, then adjusted by `f`.
     fn built(pool: PgPool, reg: Registration, f: impl FnOnce(AppState) -> AppState) -> Self {
-        let leptos = leptos::prelude::LeptosOptions::builder()
-            .output_name(spade_server::OUTPUT_NAME)
-            .site_root("site")
-            .build();
-        let secret = JwtSecret::new(SECRET.to_vec()).unwrap_or_else(|_| JwtSecret::random());
-        let state = AppState::new(leptos, pool, AuthState::new(secret, reg, false));
         Self {
-            router: app(f(state)),
+            router: app(f(state(pool, reg))),
         }
     }
 
