@@ -48,10 +48,12 @@ class GuessEnv:
 "#;
 
 /// The same game, except that its runner kills itself (SIGKILL) at the second step of every
-/// episode with an odd seed.
+/// episode with an odd seed, and even seeds take a second over their third step (so that one
+/// whose runner started well before every odd one's still has a turn left when a death is seen).
 const DIES: &str = r#"
 """Guess a number; the process kills itself mid-episode for odd seeds."""
 import os
+import time
 
 class DyingEnv:
     def __init__(self, max_turns=6, **kwargs):
@@ -66,6 +68,8 @@ class DyingEnv:
         self.turn += 1
         if self.turn == 2 and self.seed % 2 == 1:
             os.kill(os.getpid(), 9)
+        if self.turn == 3 and self.seed % 2 == 0:
+            time.sleep(1)
         if self.turn >= self.max_turns:
             return "Over.", 0.0, False, True, {}
         return "7 is too low.", 0.0, False, False, {}
@@ -193,17 +197,24 @@ fn a_runner_dying_mid_episode_fails_its_environment_and_the_others_go_on() -> Te
         "{failed:?}"
     );
     // With six runners all six episodes started at once; the even seeds stopped, without an
-    // error, where they were when the first odd one's death was seen: before their fourth
-    // turn. Which turn that is depends on the load (their steps run on the pool's threads
-    // while the engine decodes): the full suite once saw one at its third.
+    // error, where they were when the first odd one's death was seen. Where that is depends on
+    // the load: their starts and steps run on the pool's threads, in runners niced below the
+    // tests beside them, and a run beside three busy processes saw seed 4 play all four turns
+    // before the deaths of seeds 1 and 5 were seen. Without the stop every even seed plays four
+    // turns (tried: `stop_at_violation: false` fails the last check).
     assert_eq!(both[0].len(), 6);
-    assert!(
-        both[0].iter().all(|e| e.turns < 4 && e.error.is_none()),
-        "{:?}",
+    let evens = || both[0].iter().filter(|e| e.seed % 2 == 0);
+    let shown = || {
         both[0]
             .iter()
             .map(|e| (e.seed, e.turns, e.error.clone()))
             .collect::<Vec<_>>()
+    };
+    assert!(
+        evens().all(|e| e.turns <= 4 && e.error.is_none() && e.failure.is_none()),
+        "{:?}",
+        shown()
     );
+    assert!(evens().any(|e| e.turns < 4), "none stopped: {:?}", shown());
     Ok(())
 }
