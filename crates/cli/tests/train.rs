@@ -208,6 +208,34 @@ fn a_cuda_run_on_a_cpu_build_fails_at_its_start_naming_the_binary()
     Ok(())
 }
 
+/// A run whose sandbox runner cannot start fails at its start naming the runner, instead of
+/// failing every environment as if its code were at fault.
+#[test]
+fn a_run_without_its_sandbox_runner_fails_at_its_start_naming_it()
+-> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, "[model]\npreset = \"tiny\"\n")?;
+    let missing = dir.path().join("no-such-runner");
+    let t0 = Instant::now();
+    let out = spade()
+        .env("SPADE_SANDBOX_RUNNER", &missing)
+        .args(["train", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(dir.path().join("o"))
+        .output()?;
+    let took = t0.elapsed();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot start the sandbox runner"), "{err}");
+    assert!(err.contains(&*missing.to_string_lossy()), "{err}");
+    assert!(err.contains("SPADE_SANDBOX_RUNNER"), "{err}");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    assert!(!dir.path().join("o/checkpoints/latest").exists());
+    Ok(())
+}
+
 #[test]
 fn doctor_says_this_build_has_no_cuda() -> Result<(), Box<dyn std::error::Error>> {
     let out = spade().args(["doctor", "--json"]).output()?;

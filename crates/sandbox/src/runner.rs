@@ -27,7 +27,10 @@ const STDERR_TAIL: usize = 8 << 10;
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     /// The runner binary could not be started.
-    #[error("cannot start the sandbox runner {path}: {source}")]
+    #[error(
+        "cannot start the sandbox runner {path}: {source} (it is looked for beside this \
+         program, then on PATH; SPADE_SANDBOX_RUNNER names another)"
+    )]
     Spawn {
         path: String,
         source: std::io::Error,

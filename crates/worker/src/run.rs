@@ -265,7 +265,7 @@ pub fn follow(
     setup::validated(cfg)?;
     let device = device::run_device(cfg, &mut |_| {})?;
     check_ranks(device, ranks)?;
-    let pool = setup::sandbox_pool(cfg, opts);
+    let pool = setup::sandbox_pool(cfg, opts)?;
     let done = follower::follow(cfg, ranks, device, &pool)?;
     on(Event::Log(format!(
         "rank {} of {}: played {} episodes, trained {} updates, made {} designer attempts and \

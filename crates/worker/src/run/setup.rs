@@ -47,7 +47,7 @@ pub(super) fn setup<'a>(
     if let Some(r) = &opts.ranks {
         check_ranks(device, r)?;
     }
-    let pool = sandbox_pool(cfg, opts);
+    let pool = sandbox_pool(cfg, opts)?;
     let corpus = generate::load_corpus(cfg)?;
     // Before the warm start, so a wrong encoder path fails in seconds, not after it.
     let encoder = generate::load_encoder(cfg, device, on)?;
@@ -209,14 +209,19 @@ pub(crate) fn validated(cfg: &RunConfig) -> Result<(), WorkerError> {
     Err(WorkerError::Config(text.join("; ")))
 }
 
-/// The run's sandbox pool (every rank that plays has one).
-pub(crate) fn sandbox_pool(cfg: &RunConfig, opts: &RunOptions) -> Pool {
+/// The run's sandbox pool (every rank that plays has one), after one runner has started: a
+/// runner that cannot start or isolate itself (a missing binary, another protocol version, a
+/// kernel without the sandbox's layers) fails the run here, in seconds, instead of failing
+/// every environment of the run as if its code were at fault.
+pub(crate) fn sandbox_pool(cfg: &RunConfig, opts: &RunOptions) -> Result<Pool, WorkerError> {
     let mut pool_cfg = PoolConfig::new(RunnerConfig::new(spade_sandbox::default_runner_path()));
     pool_cfg.max_runners = concurrency(cfg, opts);
     pool_cfg.warm = 1;
     pool_cfg.call_timeout = Duration::from_secs_f64(cfg.sandbox.step_timeout_s);
     pool_cfg.runner.limits.max_observation_chars = cfg.sandbox.max_observation_chars;
-    Pool::new(pool_cfg)
+    let pool = Pool::new(pool_cfg);
+    drop(pool.checkout()?);
+    Ok(pool)
 }
 
 /// What a run on several ranks cannot do yet, refused before anything is loaded.
