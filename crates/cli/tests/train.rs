@@ -180,31 +180,42 @@ fn train_names_the_bad_key_of_a_config() -> Result<(), Box<dyn std::error::Error
     Ok(())
 }
 
-/// The CI build links the CPU libtorch only: a run that asks for CUDA must fail at its start,
-/// in seconds, naming the binary and the fix, never train on the CPU instead.
-#[test]
-fn a_cuda_run_on_a_cpu_build_fails_at_its_start_naming_the_binary()
--> Result<(), Box<dyn std::error::Error>> {
+/// `spade train` on the config `text` (with the environment `env`), which must fail at its
+/// start: within 30 s and without a checkpoint. Its standard error.
+fn fails_at_start(text: &str, env: &[(&str, &Path)]) -> Result<String, Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let config = dir.path().join("c.toml");
-    std::fs::write(&config, "[model]\npreset = \"tiny\"\ndevice = \"cuda\"\n")?;
+    std::fs::write(&config, text)?;
+    let mut cmd = spade();
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
     let t0 = Instant::now();
-    let out = spade()
+    let out = cmd
         .args(["train", "--config"])
         .arg(&config)
         .arg("--out")
         .arg(dir.path().join("o"))
         .output()?;
     let took = t0.elapsed();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{err}");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    // Nothing was trained or written as a checkpoint.
+    assert!(!dir.path().join("o/checkpoints/latest").exists());
+    Ok(err)
+}
+
+/// The CI build links the CPU libtorch only: a run that asks for CUDA must fail at its start,
+/// in seconds, naming the binary and the fix, never train on the CPU instead.
+#[test]
+fn a_cuda_run_on_a_cpu_build_fails_at_its_start_naming_the_binary()
+-> Result<(), Box<dyn std::error::Error>> {
+    let err = fails_at_start("[model]\npreset = \"tiny\"\ndevice = \"cuda\"\n", &[])?;
     assert!(err.contains("model.device = \"cuda\""), "{err}");
     assert!(err.contains("built without CUDA"), "{err}");
     assert!(err.contains(env!("CARGO_BIN_EXE_spade")), "{err}");
     assert!(err.contains("scripts/build-cuda"), "{err}");
-    assert!(took < Duration::from_secs(30), "took {took:?}");
-    // Nothing was trained or written as a checkpoint.
-    assert!(!dir.path().join("o/checkpoints/latest").exists());
     Ok(())
 }
 
@@ -214,25 +225,14 @@ fn a_cuda_run_on_a_cpu_build_fails_at_its_start_naming_the_binary()
 fn a_run_without_its_sandbox_runner_fails_at_its_start_naming_it()
 -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    let config = dir.path().join("c.toml");
-    std::fs::write(&config, "[model]\npreset = \"tiny\"\n")?;
     let missing = dir.path().join("no-such-runner");
-    let t0 = Instant::now();
-    let out = spade()
-        .env("SPADE_SANDBOX_RUNNER", &missing)
-        .args(["train", "--config"])
-        .arg(&config)
-        .arg("--out")
-        .arg(dir.path().join("o"))
-        .output()?;
-    let took = t0.elapsed();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = fails_at_start(
+        "[model]\npreset = \"tiny\"\n",
+        &[("SPADE_SANDBOX_RUNNER", &missing)],
+    )?;
     assert!(err.contains("cannot start the sandbox runner"), "{err}");
     assert!(err.contains(&*missing.to_string_lossy()), "{err}");
     assert!(err.contains("SPADE_SANDBOX_RUNNER"), "{err}");
-    assert!(took < Duration::from_secs(30), "took {took:?}");
-    assert!(!dir.path().join("o/checkpoints/latest").exists());
     Ok(())
 }
 
