@@ -85,10 +85,9 @@ pub const PAGE_STALL_LIMIT: Duration = crate::REQUEST_TIMEOUT;
 /// `TimeoutLayer` bounds the time to a response's head only. A streamed page sends its head and
 /// shell at once and each `<Suspense>` chunk when its data arrives, so a render that never
 /// resolves (a leptos race, seen in CI as a page that never ended; one cause, leptos#4773, is
-/// avoided in `startup::route_list`) would hold the
-/// connection and the browser's spinner forever. An HTML body that produces nothing for the
-/// limit is ended with an error, which aborts the connection (the browser reports a failed load)
-/// and is logged with the path. Other bodies are left alone: the live event streams send
+/// avoided in `startup::route_list`) would hold the connection and the browser's spinner
+/// forever. An HTML body that produces nothing for the limit is ended with an error, which
+/// aborts the connection (the browser reports a failed load) and is logged with the path. Other bodies are left alone: the live event streams send
 /// keep-alives of their own and the pool download may legitimately take long.
 pub async fn end_stalled_pages(
     axum::extract::State(limit): axum::extract::State<Duration>,
