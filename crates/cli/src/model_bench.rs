@@ -7,7 +7,8 @@
 //! rank processes of this command on the same step (each its share of the micro-batches, one
 //! sequence apiece in both runs, the optimiser sharded ZeRO-2 as `spade train --ranks` does,
 //! or ZeRO-3 with `--zero-stage 3`), and prints each one's tokens/s per rank and their ratio:
-//! what the collectives cost.
+//! what the collectives cost; and each rank's seconds a step inside the collectives (moving
+//! data and waiting for the others).
 
 use anyhow::Context;
 use clap::Args;
@@ -132,6 +133,8 @@ fn ranks(a: &BenchArgs, mut o: BenchOptions) -> anyhow::Result<()> {
             serde_json::json!({
                 "rank": r.rank(),
                 "median_s": m.report.median_s(),
+                "collective_s": m.report.collective_median_s(),
+                "collective_by_op_s": m.report.collective_medians_by_op(),
                 "tokens": m.report.tokens,
                 "peak_bytes": m.peak_bytes,
             })
@@ -164,6 +167,8 @@ fn ranks(a: &BenchArgs, mut o: BenchOptions) -> anyhow::Result<()> {
         n,
     )?;
     let mut medians = vec![];
+    let mut collectives = vec![];
+    let mut by_op = vec![];
     let mut peaks = vec![];
     for rank in 0..n {
         let path = dir.join(format!("rank{rank}.json"));
@@ -175,6 +180,8 @@ fn ranks(a: &BenchArgs, mut o: BenchOptions) -> anyhow::Result<()> {
             .find_map(|l| serde_json::from_str(l).ok())
             .with_context(|| format!("rank {rank} printed no JSON: {text}"))?;
         medians.push(v["median_s"].as_f64().unwrap_or(f64::NAN));
+        collectives.push(v["collective_s"].as_f64().unwrap_or(f64::NAN));
+        by_op.push(v["collective_by_op_s"].clone());
         peaks.push(v["peak_bytes"].as_u64().unwrap_or(0));
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -195,6 +202,8 @@ fn ranks(a: &BenchArgs, mut o: BenchOptions) -> anyhow::Result<()> {
                 "one_process": {"median_s": one.report.median_s(), "tokens_per_s": one_rate,
                                 "peak_bytes": one.peak_bytes},
                 "ranks_run": {"step_s": step, "rank_median_s": medians,
+                              "rank_collective_s": collectives,
+                              "rank_collective_by_op_s": by_op,
                               "tokens_per_s_per_rank": per_rank,
                               "tokens_per_s": per_rank * n as f64, "peak_bytes": peaks},
                 "per_rank_ratio": ratio,
@@ -205,17 +214,35 @@ fn ranks(a: &BenchArgs, mut o: BenchOptions) -> anyhow::Result<()> {
         println!(
             "{} ({} tokens per step, one sequence per micro-batch, {} thread(s) per process): \
              one process {:.3} s a step, {one_rate:.0} tokens/s, peak {:.2} GiB; {n} ranks \
-             (ZeRO-{}) {step:.3} s a step, {per_rank:.0} tokens/s per rank ({:.0} in all), peak {:.2} GiB \
-             per rank; per rank {ratio:.2}x one process",
+             (ZeRO-{}) {step:.3} s a step ({} s of it in collectives, rank by rank), \
+             {per_rank:.0} tokens/s per rank ({:.0} in all), peak {:.2} GiB per rank; per rank \
+             {ratio:.2}x one process",
             a.shape,
             one.report.tokens,
             a.threads,
             one.report.median_s(),
             gib(one.peak_bytes),
             a.zero_stage,
+            collectives
+                .iter()
+                .map(|c| format!("{c:.3}"))
+                .collect::<Vec<_>>()
+                .join(" / "),
             per_rank * n as f64,
             gib(peaks.iter().copied().max().unwrap_or(0)),
         );
+        for (rank, ops) in by_op.iter().enumerate() {
+            let parts: Vec<String> = ops
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(op, s)| format!("{op} {:.3}", s.as_f64().unwrap_or(f64::NAN)))
+                .collect();
+            println!(
+                "rank {rank}, seconds a step in each collective: {}",
+                parts.join(", ")
+            );
+        }
     }
     Ok(())
 }

@@ -13,6 +13,11 @@ struct SpadePg {
     _opaque: [u8; 0],
 }
 
+#[repr(C)]
+struct SpadePending {
+    _opaque: [u8; 0],
+}
+
 unsafe extern "C" {
     fn spade_pg_new(
         host: *const c_char,
@@ -26,6 +31,20 @@ unsafe extern "C" {
     fn spade_pg_free(g: *mut SpadePg);
     fn spade_message_free(m: *mut c_char);
     fn spade_pg_all_reduce(g: *mut SpadePg, t: *mut C_tensor, op: c_int) -> *mut c_char;
+    fn spade_pg_reduce_start(
+        g: *mut SpadePg,
+        t: *mut C_tensor,
+        root: c_int,
+        out: *mut *mut SpadePending,
+    ) -> *mut c_char;
+    fn spade_pg_broadcast_start(
+        g: *mut SpadePg,
+        t: *mut C_tensor,
+        root: c_int,
+        out: *mut *mut SpadePending,
+    ) -> *mut c_char;
+    fn spade_pending_wait(p: *mut SpadePending) -> *mut c_char;
+    fn spade_pending_free(p: *mut SpadePending);
     fn spade_pg_broadcast(
         g: *mut SpadePg,
         t: *mut C_tensor,
@@ -115,6 +134,25 @@ impl Group {
         checked(unsafe { spade_pg_all_reduce(self.0, t.as_mut_ptr(), op) })
     }
 
+    /// Starts the sum into `root`'s `t`; `t` must stay untouched until the wait.
+    pub(crate) fn reduce_start(&self, t: &mut Tensor, root: usize) -> Result<Pending> {
+        let root = int(root, "root")?;
+        let mut out: *mut SpadePending = std::ptr::null_mut();
+        // SAFETY: as in all_reduce; out is written only on success. The pending collective
+        // holds its own references to the tensors it reads and writes.
+        checked(unsafe { spade_pg_reduce_start(self.0, t.as_mut_ptr(), root, &mut out) })?;
+        Pending::new(out)
+    }
+
+    /// Starts the broadcast of `root`'s `t`; `t` must stay untouched until the wait.
+    pub(crate) fn broadcast_start(&self, t: &mut Tensor, root: usize) -> Result<Pending> {
+        let root = int(root, "root")?;
+        let mut out: *mut SpadePending = std::ptr::null_mut();
+        // SAFETY: as in reduce_start.
+        checked(unsafe { spade_pg_broadcast_start(self.0, t.as_mut_ptr(), root, &mut out) })?;
+        Pending::new(out)
+    }
+
     /// `timeout` None: the group's.
     pub(crate) fn broadcast(
         &self,
@@ -147,6 +185,37 @@ impl Group {
     pub(crate) fn barrier(&self) -> Result<()> {
         // SAFETY: a live group.
         checked(unsafe { spade_pg_barrier(self.0) })
+    }
+}
+
+/// A collective the bridge started: [`Pending::wait`] finishes it; dropped unwaited, it is
+/// waited for (errors dropped) and freed.
+#[derive(Debug)]
+pub struct Pending(*mut SpadePending);
+
+// SAFETY: the pending collective's works are c10d objects waited for from any thread; the
+// handle is owned by one value at a time.
+unsafe impl Send for Pending {}
+
+impl Pending {
+    fn new(p: *mut SpadePending) -> Result<Self> {
+        if p.is_null() {
+            return Err(DistError("the collective was not started".into()));
+        }
+        Ok(Pending(p))
+    }
+
+    /// Waits until the collective has finished (or the group's timeout has passed).
+    pub fn wait(self) -> Result<()> {
+        // SAFETY: a live handle, waited once: `self` is consumed and freed by Drop after.
+        checked(unsafe { spade_pending_wait(self.0) })
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        // SAFETY: made by a *_start function, freed once.
+        unsafe { spade_pending_free(self.0) }
     }
 }
 

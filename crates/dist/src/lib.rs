@@ -13,6 +13,8 @@ use tch::Tensor;
 
 mod ffi;
 
+pub use ffi::Pending;
+
 /// A c10d call that failed, with libtorch's message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -124,6 +126,39 @@ impl ProcessGroup {
     pub fn all_reduce(&self, t: &mut Tensor, op: ReduceOp) -> Result<()> {
         cpu_contiguous(t, "all_reduce")?;
         self.inner.all_reduce(t, op)
+    }
+
+    /// The sum over ranks of `t` (same shape on all) into rank `root`'s `t`; the other ranks
+    /// send theirs and keep it as it was (point to point: see src/bridge.cpp for why not
+    /// Gloo's reduce).
+    pub fn reduce(&self, t: &mut Tensor, root: usize) -> Result<()> {
+        self.reduce_start(t, root)?.wait()
+    }
+
+    /// [`ProcessGroup::reduce`] started: the sum is in root's `t` once the returned
+    /// [`Pending`] has been waited for; no rank may touch its `t` before.
+    pub fn reduce_start(&self, t: &mut Tensor, root: usize) -> Result<Pending> {
+        cpu_contiguous(t, "reduce")?;
+        self.check_root("reduce to", root)?;
+        self.inner.reduce_start(t, root)
+    }
+
+    /// [`ProcessGroup::broadcast`] started: root's `t` is in every rank's `t` once the
+    /// returned [`Pending`] has been waited for; no rank may touch its `t` before.
+    pub fn broadcast_start(&self, t: &mut Tensor, root: usize) -> Result<Pending> {
+        cpu_contiguous(t, "broadcast")?;
+        self.check_root("broadcast from", root)?;
+        self.inner.broadcast_start(t, root)
+    }
+
+    fn check_root(&self, what: &str, root: usize) -> Result<()> {
+        if root >= self.world_size {
+            return Err(DistError(format!(
+                "{what} rank {root} in a group of {}",
+                self.world_size
+            )));
+        }
+        Ok(())
     }
 
     /// Rank `root`'s `t` into every rank's `t`.
@@ -241,6 +276,29 @@ impl spade_policy::optim::GradientSync for ProcessGroup {
     }
     fn sum(&self, t: &mut Tensor) -> spade_policy::Result<()> {
         self.all_reduce(t, ReduceOp::Sum).map_err(policy_error)
+    }
+    fn reduce(&self, t: &mut Tensor, root: usize) -> spade_policy::Result<()> {
+        ProcessGroup::reduce(self, t, root).map_err(policy_error)
+    }
+    fn reduce_start(
+        &self,
+        t: &mut Tensor,
+        root: usize,
+    ) -> spade_policy::Result<spade_policy::optim::Started> {
+        let p = ProcessGroup::reduce_start(self, t, root).map_err(policy_error)?;
+        Ok(spade_policy::optim::Started::new(move || {
+            p.wait().map_err(policy_error)
+        }))
+    }
+    fn broadcast_start(
+        &self,
+        t: &mut Tensor,
+        root: usize,
+    ) -> spade_policy::Result<spade_policy::optim::Started> {
+        let p = ProcessGroup::broadcast_start(self, t, root).map_err(policy_error)?;
+        Ok(spade_policy::optim::Started::new(move || {
+            p.wait().map_err(policy_error)
+        }))
     }
     fn broadcast(&self, t: &mut Tensor, root: usize) -> spade_policy::Result<()> {
         ProcessGroup::broadcast(self, t, root).map_err(policy_error)

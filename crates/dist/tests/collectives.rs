@@ -71,6 +71,14 @@ fn three_ranks_compute_the_sums_worked_by_hand() {
         assert_eq!(line(&out, "all_reduce_max"), "[2.0, 5.0]");
         // Rank 1's 1 * 7 + 1.
         assert_eq!(line(&out, "broadcast"), "[8.0, 8.0, 8.0]");
+        // [1 + 2 + 3, 300] into rank 2's view, the ends outside it untouched; the senders'
+        // own values kept.
+        let want = match rank {
+            2 => "[-1.0, 6.0, 300.0, -1.0]".to_string(),
+            r => format!("[-1.0, {}.0, 100.0, -1.0]", r + 1),
+        };
+        assert_eq!(line(&out, "reduce_into"), want, "rank {rank}");
+        assert_eq!(line(&out, "reduce_bad_root"), "refused");
         // Rows [r, r^2] in rank order.
         assert_eq!(
             line(&out, "all_gather"),

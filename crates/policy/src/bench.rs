@@ -55,23 +55,114 @@ pub struct BenchReport {
     pub sequences: usize,
     /// Seconds of each timed step.
     pub step_s: Vec<f64>,
+    /// With ranks: seconds of each timed step spent in the group's collectives (moving data
+    /// and waiting for the other ranks); empty alone.
+    pub collective_s: Vec<f64>,
+    /// The same by collective (`broadcast`, `reduce`, `sum`, `reduce_scatter`,
+    /// `all_gather`): each timed step's seconds in it.
+    pub collective_by_op: std::collections::BTreeMap<&'static str, Vec<f64>>,
+}
+
+/// A group that times every collective it passes on: what the ranks' steps spend in them.
+struct Timed<'a> {
+    inner: &'a dyn crate::optim::GradientSync,
+    /// Shared with the waits of started collectives, which are timed when they run.
+    spent: std::rc::Rc<std::cell::RefCell<std::collections::BTreeMap<&'static str, Duration>>>,
+}
+
+impl Timed<'_> {
+    fn timed<T>(&self, op: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let t = Instant::now();
+        let out = f();
+        *self.spent.borrow_mut().entry(op).or_default() += t.elapsed();
+        out
+    }
+
+    /// `s` whose wait is timed as `op` too: a started collective costs its start and what
+    /// its wait still waits.
+    fn timed_wait(&self, op: &'static str, s: crate::optim::Started) -> crate::optim::Started {
+        let spent = self.spent.clone();
+        crate::optim::Started::new(move || {
+            let t = Instant::now();
+            let out = s.wait();
+            *spent.borrow_mut().entry(op).or_default() += t.elapsed();
+            out
+        })
+    }
+
+    /// Seconds by collective since the last call.
+    fn take(&self) -> std::collections::BTreeMap<&'static str, f64> {
+        std::mem::take(&mut *self.spent.borrow_mut())
+            .into_iter()
+            .map(|(op, d)| (op, d.as_secs_f64()))
+            .collect()
+    }
+}
+
+impl crate::optim::GradientSync for Timed<'_> {
+    fn rank(&self) -> usize {
+        self.inner.rank()
+    }
+    fn world_size(&self) -> usize {
+        self.inner.world_size()
+    }
+    fn sum(&self, t: &mut tch::Tensor) -> Result<()> {
+        self.timed("sum", || self.inner.sum(t))
+    }
+    fn reduce(&self, t: &mut tch::Tensor, root: usize) -> Result<()> {
+        self.timed("reduce", || self.inner.reduce(t, root))
+    }
+    fn broadcast(&self, t: &mut tch::Tensor, root: usize) -> Result<()> {
+        self.timed("broadcast", || self.inner.broadcast(t, root))
+    }
+    fn reduce_scatter(&self, t: &tch::Tensor) -> Result<tch::Tensor> {
+        self.timed("reduce_scatter", || self.inner.reduce_scatter(t))
+    }
+    fn all_gather(&self, t: &tch::Tensor) -> Result<tch::Tensor> {
+        self.timed("all_gather", || self.inner.all_gather(t))
+    }
+    fn reduce_start(&self, t: &mut tch::Tensor, root: usize) -> Result<crate::optim::Started> {
+        let s = self.timed("reduce", || self.inner.reduce_start(t, root))?;
+        Ok(self.timed_wait("reduce", s))
+    }
+    fn broadcast_start(&self, t: &mut tch::Tensor, root: usize) -> Result<crate::optim::Started> {
+        let s = self.timed("broadcast", || self.inner.broadcast_start(t, root))?;
+        Ok(self.timed_wait("broadcast", s))
+    }
 }
 
 impl BenchReport {
     /// Median seconds per step.
     pub fn median_s(&self) -> f64 {
-        let mut v = self.step_s.clone();
-        v.sort_by(f64::total_cmp);
-        match v.len() {
-            0 => f64::NAN,
-            n if n % 2 == 1 => v[n / 2],
-            n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
-        }
+        median(&self.step_s)
+    }
+
+    /// Median seconds per step in the collectives (NaN alone).
+    pub fn collective_median_s(&self) -> f64 {
+        median(&self.collective_s)
+    }
+
+    /// Median seconds per step in each collective.
+    pub fn collective_medians_by_op(&self) -> std::collections::BTreeMap<&'static str, f64> {
+        self.collective_by_op
+            .iter()
+            .map(|(op, v)| (*op, median(v)))
+            .collect()
     }
 
     /// Predicted tokens trained per second at the median step.
     pub fn tokens_per_s(&self) -> f64 {
         self.tokens as f64 / self.median_s()
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
     }
 }
 
@@ -137,15 +228,28 @@ pub fn train_step(
         }
         None => GrpoTrainer::new(&policy, grpo)?,
     };
-    let mut step_s = Vec::with_capacity(o.steps);
+    let timed = ranks.map(|inner| Timed {
+        inner,
+        spent: Default::default(),
+    });
+    let group = timed.as_ref().map(|t| t as &dyn crate::optim::GradientSync);
+    let (mut step_s, mut collective_s) = (vec![], vec![]);
+    let mut collective_by_op = std::collections::BTreeMap::<&'static str, Vec<f64>>::new();
     for i in 0..o.warmup + o.steps {
         sync(o.device);
         let t = Instant::now();
-        trainer.step_synced(&policy, &samples, ranks)?;
+        trainer.step_synced(&policy, &samples, group)?;
         sync(o.device);
         let s = t.elapsed().as_secs_f64();
+        let c = timed.as_ref().map(Timed::take);
         if i >= o.warmup {
             step_s.push(s);
+            if let Some(c) = c {
+                collective_s.push(c.values().sum());
+                for (op, s) in c {
+                    collective_by_op.entry(op).or_default().push(s);
+                }
+            }
             on_step(i - o.warmup, s);
         }
     }
@@ -155,6 +259,8 @@ pub fn train_step(
         tokens: n_seq * (o.seq_len - 1),
         sequences: n_seq,
         step_s,
+        collective_s,
+        collective_by_op,
     })
 }
 

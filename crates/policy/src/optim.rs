@@ -141,6 +141,49 @@ impl Slot {
 
 /// Sums tensors over the ranks of a data-parallel group, in place: the trainer's process group
 /// (`spade_dist::ProcessGroup` behind it; the policy itself knows no collectives).
+/// A collective started by [`GradientSync::reduce_start`] or
+/// [`GradientSync::broadcast_start`]: [`Started::wait`] finishes it. One dropped unwaited is
+/// waited for then (its error lost), so the ranks' later collectives still match.
+#[must_use = "a started collective's tensor holds its result only after the wait"]
+pub struct Started(Option<Box<dyn FnOnce() -> Result<()>>>);
+
+impl Started {
+    /// Finished already.
+    pub fn done() -> Self {
+        Started(None)
+    }
+
+    /// Finished by `wait`.
+    pub fn new(wait: impl FnOnce() -> Result<()> + 'static) -> Self {
+        Started(Some(Box::new(wait)))
+    }
+
+    pub fn wait(mut self) -> Result<()> {
+        match self.0.take() {
+            Some(w) => w(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(w) = self.0.take() {
+            let _ = w();
+        }
+    }
+}
+
+impl std::fmt::Debug for Started {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Started(running)"
+        } else {
+            "Started(done)"
+        })
+    }
+}
+
 pub trait GradientSync {
     fn rank(&self) -> usize;
     fn world_size(&self) -> usize;
@@ -155,6 +198,26 @@ pub trait GradientSync {
         self.sum(&mut all)?;
         let n = all.size()[0] / self.world_size().max(1) as i64;
         Ok(all.f_narrow(0, self.rank() as i64 * n, n)?.f_contiguous()?)
+    }
+
+    /// The sum over ranks of the contiguous CPU tensor `t` into rank `root`'s `t`; the other
+    /// ranks' `t` is left undefined (scratch). The default sums on every rank; a process group
+    /// overrides it with point-to-point sends to root, half an all-reduce's traffic.
+    fn reduce(&self, t: &mut Tensor, root: usize) -> Result<()> {
+        let _ = root;
+        self.sum(t)
+    }
+
+    /// [`GradientSync::reduce`] started: done once the returned [`Started`] has been waited
+    /// for, and no rank may touch its `t` before. The default finishes at once; a process
+    /// group lets it run beside the caller's work.
+    fn reduce_start(&self, t: &mut Tensor, root: usize) -> Result<Started> {
+        self.reduce(t, root).map(|()| Started::done())
+    }
+
+    /// [`GradientSync::broadcast`] started, as [`GradientSync::reduce_start`].
+    fn broadcast_start(&self, t: &mut Tensor, root: usize) -> Result<Started> {
+        self.broadcast(t, root).map(|()| Started::done())
     }
 
     /// Rank `root`'s contiguous CPU tensor `t` into every rank's `t`. The default sums

@@ -305,6 +305,9 @@ impl ShardedAdamW {
         );
         (self.master, self.exp_avg, self.exp_avg_sq) = moved;
         self.step = step;
+        if let Some(l) = &mut self.stage3 {
+            l.masters_changed();
+        }
         Ok(())
     }
 

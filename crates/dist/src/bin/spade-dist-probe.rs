@@ -3,7 +3,10 @@
 //! predict, printed one line each; `die`: joins, then exits before the first collective;
 //! `survive`: joins, then waits in an all-reduce that a dead rank never joins; `patient`:
 //! rank 0 sends bytes after three times the group's timeout, which the others wait for with a
-//! longer wait of their own).
+//! longer wait of their own; `speed`: each collective on a tensor of `ELEMENTS` float32
+//! (default 3,145,728: a decoder layer of the small shape) 20 times after a barrier, printed
+//! as milliseconds per call and GB/s of the tensor's bytes: what one ZeRO-3 layer gather or
+//! reduce costs on this machine, without any compute beside it).
 
 use spade_dist::{ProcessGroup, ReduceOp, Rendezvous};
 use std::time::Duration;
@@ -28,6 +31,37 @@ fn main() {
         let rank = pg.rank() as f64;
         match probe.as_str() {
             "die" => std::process::exit(3),
+            "speed" => {
+                let n: i64 = std::env::var("ELEMENTS")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(3 << 20);
+                let mut t = Tensor::ones([n], (Kind::Float, tch::Device::Cpu));
+                let calls = 20;
+                type Op<'a> = Box<dyn Fn(&mut Tensor) -> spade_dist::Result<()> + 'a>;
+                let ops: [(&str, Op<'_>); 4] = [
+                    ("broadcast", Box::new(|t| pg.broadcast(t, 0))),
+                    ("reduce", Box::new(|t| pg.reduce(t, 0))),
+                    ("all_reduce", Box::new(|t| pg.all_reduce(t, ReduceOp::Sum))),
+                    (
+                        "reduce_scatter",
+                        Box::new(|t| pg.reduce_scatter(t).map(|_| ())),
+                    ),
+                ];
+                for (name, op) in ops {
+                    pg.barrier()?;
+                    let start = std::time::Instant::now();
+                    for _ in 0..calls {
+                        op(&mut t)?;
+                    }
+                    let s = start.elapsed().as_secs_f64() / f64::from(calls);
+                    println!(
+                        "speed {name}: {:.2} ms a call, {:.2} GB/s of {n} float32",
+                        s * 1e3,
+                        (n * 4) as f64 / s / 1e9
+                    );
+                }
+            }
             "patient" => {
                 let sent = if pg.rank() == 0 {
                     std::thread::sleep(timeout * 3);
@@ -55,6 +89,14 @@ fn main() {
                 let mut b = Tensor::from_slice(&[rank * 7.0 + 1.0; 3]);
                 pg.broadcast(&mut b, 1)?;
                 println!("broadcast {:?}", values(&b));
+                // Rank r holds [r + 1, 100]; the sum lands in rank 2's only, and into a
+                // narrowed view's own elements only.
+                let whole = Tensor::from_slice(&[-1.0f32, (rank + 1.0) as f32, 100.0, -1.0]);
+                pg.reduce(&mut whole.narrow(0, 1, 2), 2)?;
+                println!("reduce_into {:?}", values(&whole));
+                if pg.reduce(&mut whole.narrow(0, 1, 2), 3).is_err() {
+                    println!("reduce_bad_root refused");
+                }
                 let g = pg.all_gather(&Tensor::from_slice(&[rank as f32, (rank * rank) as f32]))?;
                 println!("all_gather {:?} {:?}", g.size(), values(&g));
                 // Rank r contributes (r + 1) * [1, 2, ..., 2 world].

@@ -85,14 +85,23 @@ pub struct PassReport {
 /// Who holds the decoder layers' weights in a layer-wise pass
 /// ([`Qwen3::backward_packed_units`]): the pass asks for layer `i` whole before it runs it and
 /// gives it back after, and hands over the layer's gradients from its recomputed backward. Every
-/// pass calls these in the same order: for each layer from the first `gather`, `release`; then
-/// for each layer from the last `gather`, `reduce`, `release` (what a rank with no micro-batch
-/// left repeats, so collectives inside them stay in step).
+/// pass calls these in the same order: for each layer from the first `gather`, `prefetch` of
+/// the next (but after the last), `release`; then for each layer from the last `gather`,
+/// `prefetch` of the one before (but after the first), `reduce`, `release` (what a rank with
+/// no micro-batch left repeats, so collectives inside them stay in step).
 pub trait WeightUnits {
     /// Makes layer `layer`'s weights whole in the model's variables.
     fn gather(&mut self, layer: usize) -> Result<()>;
-    /// Drops layer `layer`'s whole weights again.
+    /// The pass is done with layer `layer`: the holder drops its whole weights now or keeps
+    /// them for a `gather` of the same layer that comes next (never two layers whole).
     fn release(&mut self, layer: usize) -> Result<()>;
+    /// The pass will ask for layer `layer` next: a holder may start making it whole now,
+    /// beside the current layer's compute (called right after each `gather` but the last of
+    /// each direction, in the same order on every rank).
+    fn prefetch(&mut self, layer: usize) -> Result<()> {
+        let _ = layer;
+        Ok(())
+    }
     /// Layer `layer`'s trainable variables, in the order `reduce` receives their gradients.
     fn params(&self, layer: usize) -> Vec<Tensor>;
     /// The gradients of `params(layer)` from one pass (undefined where a variable had none,
@@ -280,9 +289,13 @@ impl Qwen3 {
                 let mut x = embed();
                 let rope = self.rope(&p.pos, x.kind());
                 let mut inputs = Vec::with_capacity(self.layers.len());
+                let n_layers = self.layers.len();
                 for (i, l) in self.layers.iter().enumerate() {
                     if let Some(u) = units.as_deref_mut() {
                         u.gather(i)?;
+                        if i + 1 < n_layers {
+                            u.prefetch(i + 1)?;
+                        }
                     }
                     let (next, r) = Self::layer_forward_routed(l, &x, &rope, &p.lens, route);
                     if let Some(u) = units.as_deref_mut() {
@@ -379,6 +392,9 @@ impl Qwen3 {
             let x = x_in.detach().set_requires_grad(true);
             if let Some(u) = units.as_deref_mut() {
                 u.gather(i)?;
+                if i > 0 {
+                    u.prefetch(i - 1)?;
+                }
             }
             let (y, r) = Self::layer_forward_routed(l, &x, &rope, &p.lens, route);
             let mut out = (y * &g).sum(Kind::Float);

@@ -10,12 +10,18 @@
 //!   its forward and again before its recomputed backward: the layer's variables are one
 //!   contiguous stretch of the flat layout (names sort layer by layer), so its owner ranks
 //!   (one, or two where a slice boundary cuts it) broadcast their masters' part, and every rank
-//!   casts to the weights' kind, as the ZeRO-2 all-gather does; the layer is released after
-//!   each use;
-//! - the layer's gradients from one pass are summed over the ranks (all-reduce, float32) and
-//!   each rank adds the part in its slice to a float32 gradient slice; a rank with fewer
-//!   micro-batches than another runs passes with no tokens (the same gathers, zero gradients)
-//!   so the collectives stay in step;
+//!   casts to the weights' kind, as the ZeRO-2 all-gather does. The broadcasts of the layer a
+//!   pass will ask for next are started as soon as the current one is whole (a prefetch), so
+//!   they run beside its compute and a rank waits only for what has not arrived by then. The
+//!   layer is dropped when the next one is made whole, except that the one a pass asks for
+//!   again next stays (the last layer from its forward to its backward, the first from one
+//!   pass's backward to the next pass's forward: 2 of each pass's 2 x layers gathers saved);
+//! - the layer's gradients from one pass are summed into their owners (a reduce to each owner
+//!   rank, float32, point to point: half an all-reduce's traffic), left running beside the
+//!   next layer's backward, and each owner adds the sum to its float32 gradient slice when the
+//!   next layer's reduce starts (or at the step); a rank with fewer micro-batches than another
+//!   runs passes with no tokens (the same gathers, zero gradients) so the collectives stay in
+//!   step;
 //! - at the step the whole-on-every-rank variables' gradients are summed once (all-reduce),
 //!   each rank adds its part, and the update and the all-gather are ZeRO-2's; the all-gather
 //!   makes every layer whole again, so the rollouts between steps sample with whole weights
@@ -24,12 +30,15 @@
 //! A Qwen3-MoE layer's experts are part of its stretch, so each rank holds a slice of them
 //! (the stretch cut by the flat layout, not whole experts per rank) and a layer's experts are
 //! whole only while that layer runs. Peak memory of a step is then the slices, the whole
-//! embedding and head, one layer's weights, the activations of one micro-batch with recompute
-//! and one layer's gradients ([`crate::memplan`]).
+//! embedding and head, one layer's weights and the next one's float32 on its way, the
+//! activations of one micro-batch with recompute, one layer's gradients and the previous
+//! one's float32 sums on their way ([`crate::memplan`]).
 //!
-//! What it costs beside ZeRO-2: each layer is broadcast twice per pass (float32: the
-//! masters') and its gradients all-reduced once per pass instead of one reduce-scatter per
-//! step; on CPU ranks with Gloo that is the price of the memory.
+//! What it costs beside ZeRO-2: each layer is broadcast twice per pass but for the two kept
+//! (float32: the masters') and its gradients reduced once per pass instead of one
+//! reduce-scatter per step; on CPU ranks with Gloo that is the price of the memory, and
+//! what the prefetch and the running reduces do not hide shows as the ranks' seconds in
+//! collectives (`spade model bench --ranks 2 --zero-stage 3`).
 
 use super::ShardedAdamW;
 use crate::error::{PolicyError, Result};
@@ -70,6 +79,34 @@ pub(super) struct Layers {
     /// This rank's slice of the step's layer gradients (float32), once a pass has added any.
     grad: Option<Tensor>,
     released: bool,
+    /// The layer the pass asked for next, on its way (see [`Prefetch`]).
+    prefetch: Option<Prefetch>,
+    /// The last layer's gradient sums on their way to their owners (see [`Reducing`]).
+    reducing: Option<Reducing>,
+    /// The one layer left whole after the pass said it was done with it: a pass asks for its
+    /// last layer again right after the head and the next pass for the first one right after
+    /// the embedding, and the masters do not change between a step's passes, so its drop waits
+    /// for the next gather of another layer (or the step) instead of costing a gather.
+    held: Option<usize>,
+}
+
+/// A layer's float32 stretch whose owners' broadcasts were started by a prefetch: it runs
+/// beside the current layer's compute, so a rank waits only for what has not arrived by the
+/// time the pass needs the layer, not for every other rank at every layer.
+#[derive(Debug)]
+struct Prefetch {
+    layer: usize,
+    whole: Tensor,
+    started: Vec<crate::optim::Started>,
+}
+
+/// A pass's gradient sums of one layer whose reduces to their owners were started: they are
+/// waited for and added to this rank's slice when the next layer's start (or at the step).
+#[derive(Debug)]
+struct Reducing {
+    flat: Tensor,
+    start: i64,
+    started: Vec<crate::optim::Started>,
 }
 
 /// The decoder layer a variable name belongs to (`model.layers.{i}.…`).
@@ -123,6 +160,9 @@ impl Layers {
             shapes: vars.iter().map(|(_, t, _)| t.size()).collect(),
             grad: None,
             released: false,
+            prefetch: None,
+            reducing: None,
+            held: None,
         })
     }
 
@@ -137,6 +177,12 @@ impl Layers {
     /// The all-gather made every layer whole again.
     pub(super) fn restored(&mut self) {
         self.released = false;
+        self.held = None;
+    }
+
+    /// The masters were replaced (a loaded state): a layer left whole is stale.
+    pub(super) fn masters_changed(&mut self) {
+        self.held = None;
     }
 }
 
@@ -177,7 +223,9 @@ impl ShardedAdamW {
         }
         let n = l.layers.len();
         (0..n).try_for_each(|i| self.release_layer(i))?;
-        self.layers_mut()?.released = true;
+        let l = self.layers_mut()?;
+        l.released = true;
+        l.held = None;
         Ok(())
     }
 
@@ -193,44 +241,110 @@ impl ShardedAdamW {
         let mut u = self.units(sync);
         for i in 0..n {
             u.gather(i)?;
+            if i + 1 < n {
+                u.prefetch(i + 1)?;
+            }
             u.release(i)?;
         }
         for i in (0..n).rev() {
             u.gather(i)?;
+            if i > 0 {
+                u.prefetch(i - 1)?;
+            }
             u.reduce(i, &[])?;
             u.release(i)?;
         }
         Ok(())
     }
 
-    fn gather_layer(&mut self, i: usize, sync: &dyn GradientSync) -> Result<()> {
+    /// Starts making layer `i` whole: each owner's part of its stretch broadcast straight
+    /// into a new float32 buffer (a 1-D narrow is contiguous), owners in rank order on every
+    /// rank so the broadcasts match.
+    fn start_layer(&self, i: usize, sync: &dyn GradientSync) -> Result<Prefetch> {
         let (rank, world, shard) = (self.rank, self.world, self.shard);
-        let l = self.layers()?;
-        let (range, start, end) = l.layers[i].clone();
+        let (_, start, end) = self.layers()?.layers[i].clone();
         let len = end - start;
-        let whole = Tensor::f_zeros([len], (Kind::Float, self.master.device()))?;
-        // The owners in rank order: every rank walks the same list, so the broadcasts match.
+        // Every element is written: by an owner's copy or by its broadcast.
+        let whole = Tensor::f_empty([len], (Kind::Float, self.master.device()))?;
+        let mut started = vec![];
         for owner in 0..world {
             let Some((at, from, n)) = overlap(owner, shard, start, len) else {
                 continue;
             };
-            let mut part = if owner == rank {
-                self.master.f_narrow(0, from, n)?.f_contiguous()?.copy()
-            } else {
-                Tensor::f_zeros([n], (Kind::Float, self.master.device()))?
-            };
-            sync.broadcast(&mut part, owner)?;
-            whole.f_narrow(0, at, n)?.f_copy_(&part)?;
+            let mut part = whole.f_narrow(0, at, n)?;
+            if owner == rank {
+                part.f_copy_(&self.master.f_narrow(0, from, n)?)?;
+            }
+            started.push(sync.broadcast_start(&mut part, owner)?);
         }
-        let l = self.stage3.as_ref().ok_or_else(no_layers)?;
+        Ok(Prefetch {
+            layer: i,
+            whole,
+            started,
+        })
+    }
+
+    fn prefetch_layer(&mut self, i: usize, sync: &dyn GradientSync) -> Result<()> {
+        let l = self.layers()?;
+        if l.held == Some(i) || l.prefetch.as_ref().is_some_and(|p| p.layer == i) {
+            return Ok(());
+        }
+        self.drain_prefetch()?;
+        let p = self.start_layer(i, sync)?;
+        self.layers_mut()?.prefetch = Some(p);
+        Ok(())
+    }
+
+    /// Waits for a prefetch nobody asked for (its broadcasts still have to pass on every
+    /// rank) and drops it.
+    fn drain_prefetch(&mut self) -> Result<()> {
+        if let Some(p) = self.layers_mut()?.prefetch.take() {
+            p.started.into_iter().try_for_each(|s| s.wait())?;
+        }
+        Ok(())
+    }
+
+    fn gather_layer(&mut self, i: usize, sync: &dyn GradientSync) -> Result<()> {
+        let l = self.layers_mut()?;
+        if l.held == Some(i) {
+            return Ok(());
+        }
+        let ready = match l.prefetch.take() {
+            Some(p) if p.layer == i => p,
+            other => {
+                self.layers_mut()?.prefetch = other;
+                self.drain_prefetch()?;
+                self.start_layer(i, sync)?
+            }
+        };
+        ready.started.into_iter().try_for_each(|s| s.wait())?;
+        if let Some(h) = self.layers_mut()?.held.take() {
+            self.release_layer(h)?;
+        }
+        let (range, start, _) = self.layers()?.layers[i].clone();
+        let l = self.stage3.as_mut().ok_or_else(no_layers)?;
         for j in range {
             let (_, v, n) = &mut self.vars[j];
-            let w = whole
+            let w = ready
+                .whole
                 .f_narrow(0, self.offsets[j] - start, *n)?
                 .f_view(l.shapes[j].as_slice())?
                 .f_to_kind(v.kind())?
                 .f_to_device(v.device())?;
             v.set_data(&w);
+        }
+        l.held = Some(i);
+        Ok(())
+    }
+
+    /// The pass is done with layer `i`: its drop is deferred (see [`Layers::held`]).
+    fn done_with_layer(&mut self, i: usize) -> Result<()> {
+        let l = self.layers()?;
+        if l.held != Some(i) {
+            return Err(PolicyError::InvalidInput(format!(
+                "ZeRO-3: layer {i} given back but {} is the one whole",
+                l.held.map_or("none".into(), |h| h.to_string())
+            )));
         }
         Ok(())
     }
@@ -246,7 +360,7 @@ impl ShardedAdamW {
     /// Sums one pass's gradients of layer `i` over the ranks and adds this rank's part to its
     /// gradient slice; `grads` in the layer's variable order, undefined (or missing) = none.
     fn reduce_layer(&mut self, i: usize, grads: &[Tensor], sync: &dyn GradientSync) -> Result<()> {
-        let (rank, shard) = (self.rank, self.shard);
+        let shard = self.shard;
         let device = self.master.device();
         let l = self.layers()?;
         let (range, start, end) = l.layers[i].clone();
@@ -264,9 +378,36 @@ impl ShardedAdamW {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let mut flat = Tensor::f_cat(&parts, 0)?;
-        sync.sum(&mut flat)?;
-        self.add_to_slice(&flat, start, end - start, rank, shard)
+        let flat = Tensor::f_cat(&parts, 0)?;
+        // Each owner needs only the sum of its own part: a reduce to it, half an all-reduce's
+        // traffic; every rank walks the owners in the same order so the reduces match. They
+        // run beside the next layer's backward; the previous layer's are finished here.
+        let len = end - start;
+        let mut started = vec![];
+        for owner in 0..self.world {
+            if let Some((at, _, n)) = overlap(owner, shard, start, len) {
+                started.push(sync.reduce_start(&mut flat.f_narrow(0, at, n)?, owner)?);
+            }
+        }
+        self.finish_reducing()?;
+        self.layers_mut()?.reducing = Some(Reducing {
+            flat,
+            start,
+            started,
+        });
+        Ok(())
+    }
+
+    /// Waits for the started reduces of a layer and adds this rank's part of their sums to
+    /// its gradient slice.
+    fn finish_reducing(&mut self) -> Result<()> {
+        let Some(r) = self.layers_mut()?.reducing.take() else {
+            return Ok(());
+        };
+        r.started.into_iter().try_for_each(|s| s.wait())?;
+        let (rank, shard) = (self.rank, self.shard);
+        let len = r.flat.size()[0];
+        self.add_to_slice(&r.flat, r.start, len, rank, shard)
     }
 
     /// Adds the part of the flat stretch `[start, start + len)` (values `flat`) that falls in
@@ -296,6 +437,8 @@ impl ShardedAdamW {
     /// ZeRO-3's gradient slice of the step: the layers' (summed pass by pass) and the whole
     /// variables' (summed here, once).
     pub(super) fn stage3_gradient(&mut self, sync: &dyn GradientSync) -> Result<Tensor> {
+        self.finish_reducing()?;
+        self.drain_prefetch()?;
         let (rank, shard) = (self.rank, self.shard);
         let rest = self.layers()?.rest.clone();
         let parts = rest
@@ -340,8 +483,12 @@ impl WeightUnits for Zero3Units<'_> {
         tch::no_grad(|| self.z.gather_layer(layer, self.sync))
     }
 
+    fn prefetch(&mut self, layer: usize) -> Result<()> {
+        tch::no_grad(|| self.z.prefetch_layer(layer, self.sync))
+    }
+
     fn release(&mut self, layer: usize) -> Result<()> {
-        tch::no_grad(|| self.z.release_layer(layer))
+        self.z.done_with_layer(layer)
     }
 
     fn params(&self, layer: usize) -> Vec<Tensor> {
@@ -439,7 +586,28 @@ mod tests {
         Ok(())
     }
 
-    /// The units of a pass, checking that no other layer is whole while one is.
+    /// A group of one that counts the broadcasts: on one rank every gather that fetches a
+    /// layer is one broadcast.
+    #[derive(Default)]
+    struct Counting(std::cell::Cell<usize>);
+
+    impl GradientSync for Counting {
+        fn rank(&self) -> usize {
+            0
+        }
+        fn world_size(&self) -> usize {
+            1
+        }
+        fn sum(&self, _: &mut Tensor) -> Result<()> {
+            Ok(())
+        }
+        fn broadcast(&self, _: &mut Tensor, _: usize) -> Result<()> {
+            self.0.set(self.0.get() + 1);
+            Ok(())
+        }
+    }
+
+    /// The units of a pass, checking that no two layers are ever whole at once.
     struct OneAtATime<'a> {
         inner: Zero3Units<'a>,
         vars: Vec<(usize, Tensor)>,
@@ -458,7 +626,7 @@ mod tests {
 
     impl WeightUnits for OneAtATime<'_> {
         fn gather(&mut self, layer: usize) -> Result<()> {
-            assert!(self.whole_layers().is_empty(), "before layer {layer}");
+            assert!(self.whole_layers().len() <= 1, "before layer {layer}");
             self.inner.gather(layer)?;
             assert_eq!(
                 self.whole_layers(),
@@ -469,7 +637,9 @@ mod tests {
             Ok(())
         }
         fn release(&mut self, layer: usize) -> Result<()> {
-            self.inner.release(layer)
+            self.inner.release(layer)?;
+            assert!(self.whole_layers().len() <= 1, "after layer {layer}");
+            Ok(())
         }
         fn params(&self, layer: usize) -> Vec<Tensor> {
             self.inner.params(layer)
@@ -504,18 +674,28 @@ mod tests {
             router_aux: 0.0,
             entropy: false,
         };
+        let group = Counting::default();
         let mut units = OneAtATime {
-            inner: z.units(&Alone),
+            inner: z.units(&group),
             vars,
             gathers: 0,
         };
-        p.model()
-            .backward_packed_units(&packed.ids, &o, Some(&mut units), |lp, _| {
-                Ok(-lp.sum(Kind::Float))
-            })?;
-        // Each of the 12 layers twice: its forward and its recomputed backward.
+        let pass = |units: &mut OneAtATime<'_>| -> Result<()> {
+            p.model()
+                .backward_packed_units(&packed.ids, &o, Some(units), |lp, _| {
+                    Ok(-lp.sum(Kind::Float))
+                })
+                .map(|_| ())
+        };
+        pass(&mut units)?;
+        // Each of the 12 layers asked for twice: its forward and its recomputed backward.
         assert_eq!(units.gathers, 24);
-        assert!(units.whole_layers().is_empty());
+        // Fetched 23 times: the last layer stays whole from its forward to its backward.
+        assert_eq!(group.0.get(), 23);
+        // The first layer is left whole for the next pass, which fetches 22.
+        assert_eq!(units.whole_layers(), [0].into());
+        pass(&mut units)?;
+        assert_eq!((units.gathers, group.0.get()), (48, 45));
         // Without recompute a layer-wise pass is refused.
         let err = p
             .model()
