@@ -1,7 +1,8 @@
 //! `spade model plan`: the worker's memory plan (`spade_policy::memplan`) for model shapes on
 //! GPU nodes, one rank's share with N data-parallel ranks (ZeRO-2: the optimizer state split,
 //! the weights and gradients whole on every rank; ZeRO-3: the gradients split too and one layer
-//! whole at a time during an update), and whether it fits each card with room for a KV cache.
+//! whole at a time during an update, the next one's gather and the previous one's gradient
+//! sums on their way), and whether it fits each card with room for a KV cache.
 //! The README's table of which models fit which nodes is this command's output.
 
 use clap::Args;

@@ -237,7 +237,7 @@ fn the_memory_plan_says_which_cards_hold_a_shape_on_how_many_ranks() {
         rows[1]
     );
     assert!(
-        rows[2].contains("| 8 | 3 | 27.63 GiB | fits"),
+        rows[2].contains("| 8 | 3 | 28.75 GiB | fits"),
         "{}",
         rows[2]
     );

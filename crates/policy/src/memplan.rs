@@ -28,10 +28,11 @@
 //! With ZeRO-3 ([`Recipe::zero3`], [`crate::zero`]'s stage 3) the weights stay whole in the
 //! plan (the rollouts between updates sample with them) but the gradients are those of the
 //! embedding, the final norm and the head (kept whole: `E (w + 4)` for a half kind), one
-//! layer's (its autograd gradients and the float32 vector its all-reduce sums, `Y (w + 4)`,
-//! Y the largest layer's parameters) and the rank's float32 gradient slice (`4 P / ranks`);
-//! a further line holds the one layer made whole (its float32 gather and its cast, `Y (4 +
-//! w)`).
+//! layer's (its autograd gradients and the float32 vector its reduce sums, `Y (w + 4)`, Y the
+//! largest layer's parameters), the previous layer's float32 sums still on their way to their
+//! owner and the owner's receive buffer (`Y 8`) and the rank's float32 gradient slice (`4 P /
+//! ranks`); a further line holds the one layer made whole (its float32 gather and its cast,
+//! `Y (4 + w)`) and the next one's float32 gather on its way (`Y 4`).
 //!
 //! The device's budget is its free memory less the share `1 - fraction` of its total that is
 //! kept back (`model.gpu_memory_fraction`, 0.9 by default as in vLLM).
@@ -128,7 +129,7 @@ impl MemoryPlan {
                 what: "gradients",
                 bytes: if r.zero3 {
                     let acc = if half { 4 } else { 0 };
-                    ends * (w + acc) + layer * (w + 4) + shard * 4
+                    ends * (w + acc) + layer * (w + 12) + shard * 4
                 } else {
                     // With ranks: the rank's summed float32 slice and one bucket's float32
                     // of the reduce-scatter and of the all-gather (`zero/buckets.rs`).
@@ -163,7 +164,7 @@ impl MemoryPlan {
         if r.zero3 {
             lines.push(Line {
                 what: "gathered layer",
-                bytes: layer * (4 + w),
+                bytes: layer * (8 + w),
             });
         }
         if r.kl_reference {
@@ -386,9 +387,11 @@ mod tests {
         let (layer, ends) = (192_946_432u64, 1_244_663_808u64);
         assert_eq!(36 * layer + ends, n);
         // bf16 .grad and float32 sums of the whole ends, one layer's bf16 gradients and the
-        // float32 vector its all-reduce sums, and the rank's float32 slice.
-        assert_eq!(line(&z3, "gradients"), 6 * ends + 6 * layer + 4 * (n / 8));
-        assert_eq!(line(&z3, "gathered layer"), 6 * layer);
+        // float32 vector its reduce sums, the previous layer's float32 sums on their way and
+        // the owner's receive buffer, and the rank's float32 slice.
+        assert_eq!(line(&z3, "gradients"), 6 * ends + 14 * layer + 4 * (n / 8));
+        // The layer whole (float32 gather and bf16 cast) and the next one's float32 gather.
+        assert_eq!(line(&z3, "gathered layer"), 10 * layer);
         assert_eq!(line(&z2, "gathered layer"), 0);
         for what in ["weights", "float32 masters", "AdamW moments", "activations"] {
             assert_eq!(line(&z3, what), line(&z2, what), "{what}");
