@@ -397,8 +397,9 @@ mod tests {
             assert_eq!(line(&z3, what), line(&z2, what), "{what}");
         }
         assert!(z3.table(0, None).contains("one rank of 8, ZeRO-3"));
-        // 8B: 6.5 n of gradients under ZeRO-2 (50 GiB) against about 12 GiB.
-        assert!(z2.fixed_bytes() - z3.fixed_bytes() > 35 * GIB);
+        // 8B: 6.5 n of gradients under ZeRO-2 (50 GiB) against about 14 GiB, and one layer's
+        // float32 gather more (the next on its way): 34.6 GiB less in all.
+        assert!(z2.fixed_bytes() - z3.fixed_bytes() > 34 * GIB);
     }
 
     #[test]
