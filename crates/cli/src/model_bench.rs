@@ -50,8 +50,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Data-parallel ranks (CPU processes, Gloo): one process alone is measured first, then
-    /// N ranks on the same step, each --threads threads; prints tokens/s per rank and the
-    /// ratio to one process's.
+    /// N ranks on the same step, each --threads threads; prints tokens/s per rank, the
+    /// ratio to one process's, and each rank's seconds a step in each collective.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub ranks: u16,
     /// With --ranks: 2 (ZeRO-2, the optimizer state sharded) or 3 (ZeRO-3: the layers'

@@ -256,3 +256,65 @@ fn the_memory_plan_says_which_cards_hold_a_shape_on_how_many_ranks() {
         stderr(&bad)
     );
 }
+
+/// `spade model bench --ranks 2` runs two Gloo ranks of the same step and says where each
+/// rank's collective time went: ZeRO-3's layer broadcasts and reduces (started beside the
+/// compute and waited for), ZeRO-2's reduce-scatter and all-gather.
+#[test]
+fn the_ranks_bench_reports_each_ranks_time_in_each_collective() {
+    for (stage, ops) in [
+        ("3", &["all_gather", "broadcast", "reduce", "sum"][..]),
+        ("2", &["all_gather", "reduce_scatter", "sum"][..]),
+    ] {
+        let o = spade(&[
+            "model",
+            "bench",
+            "--shape",
+            "tiny",
+            "--tokens",
+            "64",
+            "--seq-len",
+            "17",
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--ranks",
+            "2",
+            "--zero-stage",
+            stage,
+            "--json",
+        ]);
+        assert!(o.status.success(), "ZeRO-{stage}: {}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        let v: serde_json::Value = out
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str(l).ok())
+            .unwrap_or_else(|| panic!("ZeRO-{stage}: no JSON in {out}"));
+        let run = &v["ranks_run"];
+        let by_op = run["rank_collective_by_op_s"]
+            .as_array()
+            .unwrap_or_else(|| panic!("ZeRO-{stage}: {v}"));
+        assert_eq!(by_op.len(), 2, "{v}");
+        for (rank, r) in by_op.iter().enumerate() {
+            let names: Vec<&str> = r
+                .as_object()
+                .map(|m| m.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            assert_eq!(names, ops, "ZeRO-{stage}, rank {rank}: {v}");
+            let total: f64 = r
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(_, s)| s.as_f64())
+                .sum();
+            let reported = run["rank_collective_s"][rank].as_f64().unwrap_or(-1.0);
+            assert!(
+                total > 0.0 && (total - reported).abs() < 1e-6,
+                "ZeRO-{stage}, rank {rank}: {total} against {reported}"
+            );
+        }
+        assert!(v["per_rank_ratio"].as_f64().is_some_and(|r| r > 0.0), "{v}");
+    }
+}
