@@ -161,13 +161,10 @@ char* spade_pg_broadcast_start(spade_pg* g, torch::Tensor* t, int root, spade_pe
 // Waits for a started collective (the group's timeout each) and finishes it; call once.
 char* spade_pending_wait(spade_pending* p) { return finish(p); }
 
-// Frees a pending collective; one never waited for is waited for first (its messages still
-// have to pass so the ranks' next collectives match), its error dropped.
-void spade_pending_free(spade_pending* p) {
-  if (p == nullptr) return;
-  if (!p->works.empty()) std::free(finish(p));
-  delete p;
-}
+// Frees a pending collective. One never waited for is abandoned (an error path): its works
+// hold their own references to the tensors they read and write, so Gloo's threads finish or
+// fail them without it.
+void spade_pending_free(spade_pending* p) { delete p; }
 
 // out: world x input's numel, contiguous; each rank's input lands in its row.
 char* spade_pg_all_gather(spade_pg* g, torch::Tensor* out, torch::Tensor* in) {

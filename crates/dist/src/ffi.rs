@@ -189,7 +189,7 @@ impl Group {
 }
 
 /// A collective the bridge started: [`Pending::wait`] finishes it; dropped unwaited, it is
-/// waited for (errors dropped) and freed.
+/// abandoned (see src/bridge.cpp).
 #[derive(Debug)]
 pub struct Pending(*mut SpadePending);
 

@@ -124,6 +124,26 @@ fn a_dead_rank_fails_the_survivors_collective_within_the_timeout() {
     );
 }
 
+/// Started collectives (ZeRO-3's prefetch and running reduces) with a rank that is alive but
+/// silent: the survivor's wait fails after the group's timeout, not when the silent rank
+/// finally exits (three timeouts later).
+#[test]
+fn a_silent_rank_fails_started_collectives_within_the_timeout() {
+    let outs = ranks(2, &["survive_started", "hang"], 3_000);
+    let survivor = String::from_utf8_lossy(&outs[0].stdout).into_owned();
+    assert_eq!(outs[1].status.code(), Some(3), "the silent rank exits");
+    assert_eq!(outs[0].status.code(), Some(2), "{survivor}");
+    assert!(line(&survivor, "error").len() > 10, "{survivor}");
+    let ms: u64 = line(&survivor, "waited")
+        .trim_end_matches(" ms")
+        .parse()
+        .unwrap_or(u64::MAX);
+    assert!(
+        (2_500..7_000).contains(&ms),
+        "the survivor waited {ms} ms (timeout 3,000 ms): {survivor}"
+    );
+}
+
 #[test]
 fn a_malformed_environment_is_named() {
     let o = Command::new(PROBE)

@@ -142,8 +142,10 @@ impl Slot {
 /// Sums tensors over the ranks of a data-parallel group, in place: the trainer's process group
 /// (`spade_dist::ProcessGroup` behind it; the policy itself knows no collectives).
 /// A collective started by [`GradientSync::reduce_start`] or
-/// [`GradientSync::broadcast_start`]: [`Started::wait`] finishes it. One dropped unwaited is
-/// waited for then (its error lost), so the ranks' later collectives still match.
+/// [`GradientSync::broadcast_start`]: [`Started::wait`] finishes it. One dropped unwaited (on
+/// an error path: the trainer waits for every one it starts) is abandoned, not waited for, so
+/// a failure surfaces after one group timeout and not one per collective in flight; the
+/// group is out of step after that, as after any failed collective.
 #[must_use = "a started collective's tensor holds its result only after the wait"]
 pub struct Started(Option<Box<dyn FnOnce() -> Result<()>>>);
 
@@ -162,14 +164,6 @@ impl Started {
         match self.0.take() {
             Some(w) => w(),
             None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Started {
-    fn drop(&mut self) {
-        if let Some(w) = self.0.take() {
-            let _ = w();
         }
     }
 }

@@ -1,7 +1,9 @@
 //! One rank of the bridge's tests (tests/collectives.rs): joins the group from the torchrun
 //! environment and runs PROBE (`collectives`: every collective on values each rank can
 //! predict, printed one line each; `die`: joins, then exits before the first collective;
-//! `survive`: joins, then waits in an all-reduce that a dead rank never joins; `patient`:
+//! `survive`: joins, then waits in an all-reduce that a dead rank never joins; `hang`: joins,
+//! then stays silent for three timeouts; `survive_started`: starts a reduce and a broadcast
+//! with such a rank and waits for them, printing how long it waited; `patient`:
 //! rank 0 sends bytes after three times the group's timeout, which the others wait for with a
 //! longer wait of their own; `speed`: each collective on a tensor of `ELEMENTS` float32
 //! (default 3,145,728: a decoder layer of the small shape) 20 times after a barrier, printed
@@ -71,6 +73,22 @@ fn main() {
                 };
                 let got = pg.broadcast_bytes(0, sent, Some(timeout * 10))?;
                 println!("bytes {}", String::from_utf8_lossy(&got));
+            }
+            "hang" => {
+                // Joined, then silent (alive, its sockets open) for three timeouts.
+                std::thread::sleep(timeout * 3);
+                std::process::exit(3)
+            }
+            "survive_started" => {
+                // A reduce and a broadcast started with a rank that never sends, then waited.
+                let t0 = std::time::Instant::now();
+                let mut a = Tensor::from_slice(&[rank as f32]);
+                let mut b = Tensor::from_slice(&[rank as f32]);
+                let r = pg.reduce_start(&mut a, 0)?;
+                let bc = pg.broadcast_start(&mut b, 1)?;
+                let res = r.wait().and_then(|()| bc.wait());
+                println!("waited {} ms", t0.elapsed().as_millis());
+                res?;
             }
             "survive" => {
                 let mut t = Tensor::from_slice(&[rank as f32]);
