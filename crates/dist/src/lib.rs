@@ -1,9 +1,12 @@
 //! PyTorch's distributed engine (c10d) for the trainer's ranks: rendezvous through c10d's
 //! `TCPStore` on rank 0, a Gloo process group, and the collectives sharded training needs
-//! (all-reduce, reduce-scatter, all-gather, broadcast, barrier) on `tch` tensors. Every call
-//! has the group's timeout: a rank that died makes the others' next collective fail with an
-//! error instead of hanging (issue 41's first item). The collectives are libtorch's own
-//! (`libtorch_cpu.so` holds c10d and Gloo); this crate only bridges them (`src/bridge.cpp`).
+//! (all-reduce, reduce-scatter, all-gather, broadcast, barrier, and a reduce to one rank) on
+//! `tch` tensors; broadcast and reduce can also be started and waited for later
+//! ([`Pending`]), so they run on Gloo's threads beside the caller's compute. Every call and
+//! every wait has the group's timeout: a rank that died or went silent makes the others' next
+//! collective fail with an error instead of hanging (issue 41's first item). The collectives
+//! are libtorch's own (`libtorch_cpu.so` holds c10d and Gloo; the reduce is its point-to-point
+//! send and receive); this crate only bridges them (`src/bridge.cpp`).
 //!
 //! Gloo runs on CPU tensors. NCCL (CUDA) needs the CUDA build's `ProcessGroupNCCL` and is not
 //! bridged yet.
