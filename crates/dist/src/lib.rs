@@ -11,6 +11,7 @@
 //! Gloo runs on CPU tensors. NCCL (CUDA) needs the CUDA build's `ProcessGroupNCCL` and is not
 //! bridged yet.
 
+use spade_policy::optim::Started;
 use std::time::Duration;
 use tch::Tensor;
 
@@ -283,25 +284,11 @@ impl spade_policy::optim::GradientSync for ProcessGroup {
     fn reduce(&self, t: &mut Tensor, root: usize) -> spade_policy::Result<()> {
         ProcessGroup::reduce(self, t, root).map_err(policy_error)
     }
-    fn reduce_start(
-        &self,
-        t: &mut Tensor,
-        root: usize,
-    ) -> spade_policy::Result<spade_policy::optim::Started> {
-        let p = ProcessGroup::reduce_start(self, t, root).map_err(policy_error)?;
-        Ok(spade_policy::optim::Started::new(move || {
-            p.wait().map_err(policy_error)
-        }))
+    fn reduce_start(&self, t: &mut Tensor, root: usize) -> spade_policy::Result<Started> {
+        started(ProcessGroup::reduce_start(self, t, root))
     }
-    fn broadcast_start(
-        &self,
-        t: &mut Tensor,
-        root: usize,
-    ) -> spade_policy::Result<spade_policy::optim::Started> {
-        let p = ProcessGroup::broadcast_start(self, t, root).map_err(policy_error)?;
-        Ok(spade_policy::optim::Started::new(move || {
-            p.wait().map_err(policy_error)
-        }))
+    fn broadcast_start(&self, t: &mut Tensor, root: usize) -> spade_policy::Result<Started> {
+        started(ProcessGroup::broadcast_start(self, t, root))
     }
     fn broadcast(&self, t: &mut Tensor, root: usize) -> spade_policy::Result<()> {
         ProcessGroup::broadcast(self, t, root).map_err(policy_error)
@@ -314,6 +301,12 @@ impl spade_policy::optim::GradientSync for ProcessGroup {
             .map(|g| g.reshape([-1]))
             .map_err(policy_error)
     }
+}
+
+/// The policy's handle on a started collective.
+fn started(p: Result<Pending>) -> spade_policy::Result<Started> {
+    let p = p.map_err(policy_error)?;
+    Ok(Started::new(move || p.wait().map_err(policy_error)))
 }
 
 fn policy_error(e: DistError) -> spade_policy::PolicyError {
