@@ -168,12 +168,7 @@ impl ProcessGroup {
     /// Rank `root`'s `t` into every rank's `t`.
     pub fn broadcast(&self, t: &mut Tensor, root: usize) -> Result<()> {
         cpu_contiguous(t, "broadcast")?;
-        if root >= self.world_size {
-            return Err(DistError(format!(
-                "broadcast from rank {root} in a group of {}",
-                self.world_size
-            )));
-        }
+        self.check_root("broadcast from", root)?;
         self.inner.broadcast(t, root, None)
     }
 
@@ -187,12 +182,7 @@ impl ProcessGroup {
         bytes: Option<&[u8]>,
         wait: Option<Duration>,
     ) -> Result<Vec<u8>> {
-        if root >= self.world_size {
-            return Err(DistError(format!(
-                "broadcast from rank {root} in a group of {}",
-                self.world_size
-            )));
-        }
+        self.check_root("broadcast from", root)?;
         if (self.rank == root) != bytes.is_some() {
             return Err(DistError(format!(
                 "broadcast_bytes: rank {} {} bytes, but root is rank {root}",

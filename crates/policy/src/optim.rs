@@ -139,8 +139,6 @@ impl Slot {
     }
 }
 
-/// Sums tensors over the ranks of a data-parallel group, in place: the trainer's process group
-/// (`spade_dist::ProcessGroup` behind it; the policy itself knows no collectives).
 /// A collective started by [`GradientSync::reduce_start`] or
 /// [`GradientSync::broadcast_start`]: [`Started::wait`] finishes it. One dropped unwaited (on
 /// an error path: the trainer waits for every one it starts) is abandoned, not waited for, so
@@ -178,6 +176,8 @@ impl std::fmt::Debug for Started {
     }
 }
 
+/// Sums tensors over the ranks of a data-parallel group, in place: the trainer's process group
+/// (`spade_dist::ProcessGroup` behind it; the policy itself knows no collectives).
 pub trait GradientSync {
     fn rank(&self) -> usize;
     fn world_size(&self) -> usize;

@@ -101,7 +101,8 @@ struct Prefetch {
 }
 
 /// A pass's gradient sums of one layer whose reduces to their owners were started: they are
-/// waited for and added to this rank's slice when the next layer's start (or at the step).
+/// waited for and added to this rank's slice when the next layer's reduces start (or at the
+/// step).
 #[derive(Debug)]
 struct Reducing {
     flat: Tensor,
@@ -357,8 +358,9 @@ impl ShardedAdamW {
         Ok(())
     }
 
-    /// Sums one pass's gradients of layer `i` over the ranks and adds this rank's part to its
-    /// gradient slice; `grads` in the layer's variable order, undefined (or missing) = none.
+    /// Starts summing one pass's gradients of layer `i` into their owner ranks and finishes
+    /// the previous layer's (this rank's part added to its gradient slice); `grads` in the
+    /// layer's variable order, undefined (or missing) = none.
     fn reduce_layer(&mut self, i: usize, grads: &[Tensor], sync: &dyn GradientSync) -> Result<()> {
         let shard = self.shard;
         let device = self.master.device();
