@@ -93,7 +93,7 @@ pub enum ModelCommand {
     /// Time one SPADE step's generation (designer, hints, hint plays, plays; synthetic
     /// environments, random weights) on the batch sampler and on the engine, side by side, or
     /// on the engine and vLLM servers (`--path engine-vllm`, with a weight-sync time).
-    BenchRollout(crate::rollout_bench::RolloutBenchArgs),
+    BenchRollout(Box<crate::rollout_bench::RolloutBenchArgs>),
     /// Time greedy decoding of a real checkpoint (SmolLM2-135M-Instruct by default) through the
     /// engine at each --batch size, in tokens per second (scripts/policy/bench-generate puts
     /// transformers' `generate` beside it).
@@ -148,6 +148,7 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<ExitCode> {
         ModelCommand::Bench(args) => crate::model_bench::run(&args),
         ModelCommand::BenchRollout(args) => {
             spade_policy::qwen3::set_share_reads_default(args.share_reads == "on");
+            spade_policy::qwen3::set_read_in_place_default(args.read_in_place == "on");
             if args.path == "seed-envs" {
                 crate::rollout_bench_envs::run(&args)
             } else {

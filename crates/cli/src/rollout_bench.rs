@@ -98,6 +98,10 @@ pub struct RolloutBenchArgs {
     /// prefix) once, attended together, or each row all of its own keys (off: for comparison).
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
     pub share_reads: String,
+    /// Engine paths: whether decoding rows read their KV blocks where they lie (float32 on the
+    /// CPU) or gather them into a copy for libtorch's attention first (off: for comparison).
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    pub read_in_place: String,
 }
 
 /// Every path but `seed-envs` (`crate::rollout_bench_envs`).
@@ -161,12 +165,12 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
     match &cores {
         Some(c) => println!(
             "engine: {} libtorch thread(s), its thread pinned to cores {c:?} while it decodes; \
-             default allocator; shared KV blocks read once: {}",
-            a.threads, a.share_reads
+             default allocator; shared KV blocks read once: {}; blocks read in place: {}",
+            a.threads, a.share_reads, a.read_in_place
         ),
         None => println!(
-            "engine: {} libtorch thread(s), unpinned; shared KV blocks read once: {}",
-            a.threads, a.share_reads
+            "engine: {} libtorch thread(s), unpinned; shared KV blocks read once: {}; blocks              read in place: {}",
+            a.threads, a.share_reads, a.read_in_place
         ),
     }
     // The paths take turns, repetition by repetition, so a machine whose load changes slows

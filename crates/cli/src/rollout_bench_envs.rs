@@ -97,7 +97,7 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
         "bench-rollout seed-envs: {} games of {} x {} plays, up to {} turns of <= {} tokens, \
          {} in flight, tiny model on {device:?} ({} libtorch thread(s)); environments in \
          their own sandbox runner processes, {} nice below this one; shared KV blocks read \
-         once: {}",
+         once: {}; blocks read in place: {}",
         files.len(),
         dir.display(),
         a.plays,
@@ -106,7 +106,8 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
         a.concurrency,
         a.threads,
         a.runner_nice,
-        a.share_reads
+        a.share_reads,
+        a.read_in_place
     );
     // One untimed play first: the runners' first start and the model's first passes.
     play::play_envs_measured(&policy, &pool, &jobs, &opts(false), a.concurrency)?;

@@ -8,45 +8,12 @@
 //! same machine gave two different models (issue 35), so a cache key of trained weights must
 //! name all of these.
 //!
-//! tch has no call for ATen's choice, so [`aten_cpu_capability`] repeats ATen's rule
-//! (`aten/src/ATen/native/DispatchStub.cpp`, `compute_cpu_capability`): a valid
-//! `ATEN_CPU_CAPABILITY` wins, else AVX-512 when the CPU has AVX-512 F/BW/VL/DQ and FMA, else
-//! AVX2 with FMA, else the default kernels.
+//! tch has no call for ATen's choice, so [`aten_cpu_capability`] repeats ATen's rule (see
+//! `spade_kernels`, whose own kernels follow it too).
 
 /// The kernel set ATen dispatches CPU operators to in this process: `"avx512"`, `"avx2"` or
-/// `"default"` (on x86-64; other architectures report `"default"` unless the variable says
-/// otherwise).
-pub fn aten_cpu_capability() -> String {
-    if let Ok(v) = std::env::var("ATEN_CPU_CAPABILITY") {
-        // ATen ignores (with a warning) any other value and detects instead.
-        if matches!(v.as_str(), "avx512" | "avx2" | "default") {
-            return v;
-        }
-    }
-    detected().to_owned()
-}
-
-#[cfg(target_arch = "x86_64")]
-fn detected() -> &'static str {
-    let fma = std::arch::is_x86_feature_detected!("fma");
-    if fma
-        && std::arch::is_x86_feature_detected!("avx512f")
-        && std::arch::is_x86_feature_detected!("avx512bw")
-        && std::arch::is_x86_feature_detected!("avx512vl")
-        && std::arch::is_x86_feature_detected!("avx512dq")
-    {
-        "avx512"
-    } else if fma && std::arch::is_x86_feature_detected!("avx2") {
-        "avx2"
-    } else {
-        "default"
-    }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn detected() -> &'static str {
-    "default"
-}
+/// `"default"`; `spade_kernels` dispatches its own kernels on the same choice.
+pub use spade_kernels::aten_cpu_capability;
 
 /// The CPU's vendor and model as `/proc/cpuinfo` names them (MKL's code paths depend on both);
 /// `unknown` where that file is not there.

@@ -384,13 +384,14 @@ fn dependency_names(table: &toml::Table) -> BTreeSet<String> {
 /// The rules at the top of the workspace's Cargo.toml, as (dependency, the packages that may
 /// have it).
 const ONLY: &[(&str, &[&str])] = &[
-    // libtorch: only the policy. torch-sys elsewhere only for its build script's rpath (checked
-    // below).
-    ("tch", &["spade-policy", "spade-dist"]),
+    // libtorch: only the policy, its kernels and the process groups. torch-sys elsewhere only
+    // for its build script's rpath (checked below).
+    ("tch", &["spade-policy", "spade-kernels", "spade-dist"]),
     (
         "torch-sys",
         &[
             "spade-policy",
+            "spade-kernels",
             "spade-dist",
             "spade-cli",
             "spade-eval",

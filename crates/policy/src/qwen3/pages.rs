@@ -9,11 +9,13 @@
 //!
 //! One pass, [`Qwen3::forward_paged`], runs any mix of *segments*: one new token of a decoding
 //! sequence, or a piece of a prompt after what its table already holds. Every token of every
-//! segment goes through the projections and the MLP as one batch; attention reads each
-//! segment's keys by gathering its slots (decoding rows together, in one call, with a key
-//! mask where their lengths differ; each prompt piece on its own, causal after its cached
-//! part). libtorch offers no paged-attention kernel, so the gather is a copy of the keys a
-//! step reads: what paging costs on CPU, measured in `docs/benchmarks.md`.
+//! segment goes through the projections and the MLP as one batch. Decoding rows in float32 on
+//! the CPU read their keys where the blocks lie (`spade_kernels::paged_decode_attention`, one
+//! call for all rows); elsewhere attention reads a segment's keys by gathering its slots
+//! (decoding rows together, with a key mask where their lengths differ), since libtorch offers
+//! no paged-attention kernel. Prompt pieces are gathered on every device (each on its own,
+//! causal after its cached part): a prompt is read once per token it adds, decoding once per
+//! token. What the gather costs and what reading in place saves: `docs/benchmarks.md`.
 //!
 //! Decoding rows that list the same blocks (a shared prompt) read them once and merge the
 //! parts by log-sum-exp ([`cascade`]); rows that share nothing take the plain path.
@@ -49,10 +51,24 @@ pub struct PagedCache {
     /// Whether decoding rows read the blocks they share once ([`cascade::shared_runs`]); on
     /// unless a comparison turns it off.
     share_reads: bool,
+    /// Whether decoding rows read their blocks in place (`spade_kernels`) where the pool is
+    /// float32 on the CPU; on unless a comparison turns it off.
+    read_in_place: bool,
 }
 
 /// Whether new caches read shared blocks once ([`set_share_reads_default`]).
 static SHARE_READS: AtomicBool = AtomicBool::new(true);
+
+/// Whether new caches' decoding rows read blocks in place where the kernel applies
+/// ([`set_read_in_place_default`]).
+static READ_IN_PLACE: AtomicBool = AtomicBool::new(true);
+
+/// Whether caches made from now on let decoding rows read their blocks where they lie (the
+/// default; float32 on the CPU) or gather them first as on other devices: a switch for
+/// comparing the two (`spade model bench-rollout --read-in-place off`).
+pub fn set_read_in_place_default(on: bool) {
+    READ_IN_PLACE.store(on, Ordering::Relaxed);
+}
 
 /// Whether caches made from now on read the blocks that decoding rows share once (the
 /// default) or every row all of its keys: a switch for comparing the two
@@ -83,6 +99,18 @@ impl PagedCache {
     /// row gathers all of its keys, which gives the same attention up to float rounding.
     pub fn set_share_reads(&mut self, on: bool) {
         self.share_reads = on;
+    }
+
+    /// Turns in-place reads of decoding rows (see the module doc) on or off: off, they gather
+    /// their blocks and libtorch's attention reads the copy, which gives the same attention up
+    /// to float rounding.
+    pub fn set_read_in_place(&mut self, on: bool) {
+        self.read_in_place = on;
+    }
+
+    /// Whether this pass's decoding rows read their blocks in place.
+    fn reads_in_place(&self) -> bool {
+        self.read_in_place && self.device == Device::Cpu && self.kind == Kind::Float
     }
 
     /// Reallocates the pool to `blocks` blocks (never fewer than it has), keeping every slot
@@ -211,8 +239,11 @@ struct Plan {
     /// Segments of one token, in the order they come (first in the pass).
     decode: usize,
     /// The decoding rows, in groups of similar length (each row's own blocks where it shares
-    /// some).
+    /// some); none where they read in place.
     groups: Vec<Group>,
+    /// Where decoding rows read in place: each row's blocks (its own where it shares some) and
+    /// how many keys they hold, in pass order.
+    in_place: Option<Vec<(Vec<u32>, usize)>>,
     /// Runs of blocks that several decoding rows share, read once for all of them.
     shared: Vec<cascade::Shared>,
     pieces: Vec<Piece>,
@@ -245,6 +276,7 @@ impl Qwen3 {
             kind,
             device,
             share_reads: SHARE_READS.load(Ordering::Relaxed),
+            read_in_place: READ_IN_PLACE.load(Ordering::Relaxed),
         }
     }
 
@@ -283,6 +315,10 @@ impl Qwen3 {
             if plan.decode > 0 && !plan.shared.is_empty() {
                 let qd = q.narrow(2, 0, plan.decode as i64).permute([2, 1, 0, 3]);
                 let y = cascade::cascade(a, &qd, &plan, &lc.k, &lc.v, block)?;
+                parts.push(y.permute([2, 1, 0, 3]));
+            } else if let (true, Some(reads)) = (plan.decode > 0, &plan.in_place) {
+                let qd = q.narrow(2, 0, plan.decode as i64).permute([2, 1, 0, 3]);
+                let (y, _) = in_place(a, &qd, reads, &lc.k, &lc.v, cache.block)?;
                 parts.push(y.permute([2, 1, 0, 3]));
             } else if plan.decode > 0 {
                 // Queries [1, H, b, d] -> [b, H, 1, d], one row per sequence.
@@ -393,7 +429,7 @@ impl Qwen3 {
             slots.extend((s.start..reach).map(|p| cache.slot(s.table, p)));
         }
         let slots = Tensor::from_slice(&slots).to_device(dev);
-        let (groups, shared) = decode_groups(cache, &segs[..decode], kind);
+        let (groups, shared, in_place) = decode_groups(cache, &segs[..decode], kind);
         let mut pieces = vec![];
         let mut at = decode as i64;
         for s in &segs[decode..] {
@@ -417,6 +453,7 @@ impl Qwen3 {
         Ok(Plan {
             decode,
             groups,
+            in_place,
             shared,
             pieces,
             slots,
@@ -424,15 +461,19 @@ impl Qwen3 {
     }
 }
 
+/// What each decoding row reads alone where rows read in place (its blocks and key count).
+type InPlace = Option<Vec<(Vec<u32>, usize)>>;
+
 /// The decoding rows `segs` in groups to attend together, and the runs of blocks they share
 /// ([`cascade::shared_runs`], when the cache reads shared blocks once): sorted by the length of
 /// what each row reads alone, a group closes when its gather would pass [`GROUP_SLOTS`] or its
-/// shortest row is under half its longest.
+/// shortest row is under half its longest. Where the rows read in place, no groups: what each
+/// row reads alone, in pass order.
 fn decode_groups(
     cache: &PagedCache,
     segs: &[Segment<'_>],
     kind: Kind,
-) -> (Vec<Group>, Vec<cascade::Shared>) {
+) -> (Vec<Group>, Vec<cascade::Shared>, InPlace) {
     let dev = cache.device;
     let (runs, own) = if cache.share_reads {
         cascade::shared_runs(cache.block, segs)
@@ -452,6 +493,13 @@ fn decode_groups(
         })
         .collect();
     let shared = cascade::shared(segs, runs, dev);
+    if cache.reads_in_place() {
+        let reads = reads
+            .iter()
+            .map(|&(blocks, len)| (blocks[..len.div_ceil(cache.block)].to_vec(), len))
+            .collect();
+        return (vec![], shared, Some(reads));
+    }
     // The cascade's kernels take masks as an additive bias (libtorch's CPU flash kernel
     // refuses booleans).
     let additive_masks = !shared.is_empty();
@@ -502,7 +550,7 @@ fn decode_groups(
             }
         })
         .collect();
-    (groups, shared)
+    (groups, shared, None)
 }
 
 /// One query token per row ([rows, heads, 1, head_dim]) over its row's keys and values
@@ -525,6 +573,28 @@ fn decode_attention(
     let scale = (a.head_dim as f64).powf(-0.5);
     Tensor::scaled_dot_product_attention(&groups, k, v, mask, 0.0, false, scale, false)
         .reshape([rows, a.n_heads, 1, a.head_dim])
+}
+
+/// [`decode_attention`] reading the pools `k` and `v` in place (`spade_kernels`): queries
+/// [rows, heads, 1, head_dim] (float32, CPU), each row's blocks and key count in `reads`.
+/// Returns the output [rows, heads, 1, head_dim] and each query's log-sum-exp [rows, kv_heads,
+/// heads / kv_heads, 1] (for [`cascade`]).
+fn in_place(
+    a: &super::Attention,
+    q: &Tensor,
+    reads: &[(Vec<u32>, usize)],
+    k: &Tensor,
+    v: &Tensor,
+    block: usize,
+) -> Result<(Tensor, Tensor)> {
+    let rows = q.size()[0];
+    let groups = q.reshape([rows, a.n_kv, a.n_heads / a.n_kv, a.head_dim]);
+    let reads: Vec<spade_kernels::Reads<'_>> =
+        reads.iter().map(|(b, len)| (b.as_slice(), *len)).collect();
+    let scale = (a.head_dim as f64).powf(-0.5);
+    let (y, lse) = spade_kernels::paged_decode_attention(&groups, k, v, block, &reads, scale)
+        .map_err(PolicyError::InvalidInput)?;
+    Ok((y.reshape([rows, a.n_heads, 1, a.head_dim]), lse))
 }
 
 /// Attention with an explicit causal switch: a single query over a window must not be causal

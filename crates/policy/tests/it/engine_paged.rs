@@ -220,11 +220,13 @@ fn a_long_designer_request_beside_200_plays_leaves_the_batch_wide() -> Result<()
 }
 
 /// Decoding rows that share blocks read them once (`PagedCache::set_share_reads`, cascade
-/// attention): the same logits as every row reading all of its keys, for rows under a shared
-/// system prompt, under two shared environment prompts, alone, and sharing too little to
-/// count; on CUDA too where a GPU is visible.
+/// attention), and rows that read their blocks in place (`PagedCache::set_read_in_place`, the
+/// CPU kernel), alone or together: the same logits as every row gathering all of its keys, for
+/// rows under a shared system prompt, under two shared environment prompts, alone, and sharing
+/// too little to count; on CUDA too where a GPU is visible.
 #[test]
-fn rows_reading_shared_blocks_once_get_the_logits_of_reading_them_all() -> Result<()> {
+fn rows_reading_shared_blocks_once_or_in_place_get_the_logits_of_gathering_them_all() -> Result<()>
+{
     for dev in devices() {
         let p = tiny_on(dev)?;
         let m = p.model();
@@ -304,23 +306,37 @@ fn rows_reading_shared_blocks_once_get_the_logits_of_reading_them_all() -> Resul
                 logits: true,
             })
             .collect();
-        let once = m.forward_paged(&mut cache, &segs)?;
+        // Every row gathering all of its keys for libtorch's attention: the reference.
         cache.set_share_reads(false);
+        cache.set_read_in_place(false);
         let all = m.forward_paged(&mut cache, &segs)?;
-        cache.set_share_reads(true);
-        // The padded vocabulary is -inf in both.
+        // The padded vocabulary is -inf in all.
         let finite = all.isfinite();
-        assert!(
-            once.isfinite().equal(&finite),
-            "{dev:?}: not the same finite logits"
-        );
-        let (x, y) = (once.masked_select(&finite), all.masked_select(&finite));
-        let diff = (&x - &y).abs().max().double_value(&[]);
-        let scale = y.abs().max().double_value(&[]);
-        assert!(
-            diff < 1e-4 * scale.max(1.0),
-            "{dev:?}: logits differ by {diff} (largest {scale})"
-        );
+        let (y, scale) = {
+            let y = all.masked_select(&finite);
+            let scale = y.abs().max().double_value(&[]);
+            (y, scale)
+        };
+        // Shared blocks once (gathered or read in place), and every row's keys read in place
+        // (on CPU; elsewhere in place falls back to the gather).
+        for (share, in_place) in [(true, false), (true, true), (false, true)] {
+            cache.set_share_reads(share);
+            cache.set_read_in_place(in_place);
+            let got = m.forward_paged(&mut cache, &segs)?;
+            let what = format!("{dev:?}, shared once {share}, in place {in_place}");
+            assert!(
+                got.isfinite().equal(&finite),
+                "{what}: not the same finite logits"
+            );
+            let diff = (got.masked_select(&finite) - &y)
+                .abs()
+                .max()
+                .double_value(&[]);
+            assert!(
+                diff < 1e-4 * scale.max(1.0),
+                "{what}: logits differ by {diff} (largest {scale})"
+            );
+        }
     }
     Ok(())
 }

@@ -4,7 +4,10 @@
 //! together (keys read once, where each row would have copied and read them), attends each
 //! row's own blocks as before, and merges the parts by their log-sum-exp, as FlashInfer's
 //! cascade and Hydragen do on GPUs. The result is one softmax over all of a row's keys up to
-//! float rounding (`rows_reading_shared_blocks_once_get_the_logits_of_reading_them_all`).
+//! float rounding (the engine test
+//! `rows_reading_shared_blocks_once_or_in_place_get_the_logits_of_gathering_them_all`). Where
+//! decoding rows read in place (float32 on the CPU), their own blocks go to the same kernel as
+//! rows that share nothing, which returns the log-sum-exp too.
 
 use super::{Plan, Segment, gather};
 use crate::error::Result;
@@ -133,6 +136,10 @@ pub(super) fn cascade(
     let q = qd.reshape([rows, a.n_kv, g, d]);
     let mut out = Tensor::zeros([rows, a.n_kv, g, d], (Kind::Float, dev));
     let mut lse = Tensor::zeros([rows, a.n_kv, g, 1], (Kind::Float, dev));
+    if let Some(reads) = &plan.in_place {
+        let (o, l) = super::in_place(a, qd, reads, k, v, block as usize)?;
+        (out, lse) = (o.reshape([rows, a.n_kv, g, d]), l);
+    }
     for grp in &plan.groups {
         let gather = |pool: &Tensor| gather(pool, &grp.tables, block, grp.longest);
         let q_rows = match &grp.rows {
