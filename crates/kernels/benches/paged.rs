@@ -1,8 +1,8 @@
 //! Decode attention over a paged KV cache, two ways on the same pools and tables, one libtorch
 //! thread (`--threads N` to change): this crate's kernel reading blocks in place, and what the
-//! engine does without it (every row's blocks gathered with `index_select`, then libtorch's
-//! `scaled_dot_product_attention` over the copy with a key mask). Medians of `--reps` calls,
-//! the two ways alternating; the ratio is gathered / in place.
+//! engine does without it (rows in groups of similar length, each group's blocks gathered with
+//! `index_select`, then libtorch's `scaled_dot_product_attention` over the copy with a key
+//! mask). Medians of `--reps` calls, the two ways alternating; the ratio is gathered / in place.
 //!
 //! `cargo bench -p spade-kernels --bench paged -- [--reps N] [--threads N]`
 
@@ -113,42 +113,74 @@ fn run(s: &Shape, reps: usize) {
         .map(|(t, &l)| (t.as_slice(), l))
         .collect();
     let scale = (s.d as f64).powf(-0.5);
-    // The gathered way's inputs, built as the engine builds them once per pass.
-    let longest = *lens.iter().max().unwrap_or(&1);
-    let nb = longest.div_ceil(BLOCK);
-    let flat: Vec<i64> = tables
+    // The gathered way as the engine's `qwen3::pages` runs it: rows sorted by length in
+    // groups that gather at most 16,384 slots and whose shortest row is at least half the
+    // longest; per group one gather of whole blocks and one attention with a key mask.
+    let mut order: Vec<usize> = (0..s.rows).collect();
+    order.sort_by_key(|&r| std::cmp::Reverse(lens[r]));
+    let mut groups: Vec<Vec<usize>> = vec![];
+    for r in order {
+        match groups.last_mut() {
+            Some(g) if (g.len() + 1) * lens[g[0]] <= 16_384 && 2 * lens[r] >= lens[g[0]] => {
+                g.push(r)
+            }
+            _ => groups.push(vec![r]),
+        }
+    }
+    let prepared: Vec<(Tensor, Tensor, i64, i64, Tensor)> = groups
         .iter()
-        .flat_map(|t| {
-            t.iter()
-                .map(|&b| i64::from(b))
-                .chain(std::iter::repeat(0))
-                .take(nb)
+        .map(|g| {
+            let longest = lens[g[0]];
+            let nb = longest.div_ceil(BLOCK);
+            let flat: Vec<i64> = g
+                .iter()
+                .flat_map(|&r| {
+                    tables[r]
+                        .iter()
+                        .map(|&b| i64::from(b))
+                        .chain(std::iter::repeat(0))
+                        .take(nb)
+                })
+                .collect();
+            let gl = Tensor::from_slice(&g.iter().map(|&r| lens[r] as i64).collect::<Vec<_>>());
+            let mask = Tensor::arange(longest as i64, (Kind::Int64, Device::Cpu))
+                .view([1, -1])
+                .lt_tensor(&gl.view([-1, 1]))
+                .view([g.len() as i64, 1, 1, longest as i64]);
+            let rows = Tensor::from_slice(&g.iter().map(|&r| r as i64).collect::<Vec<_>>());
+            (
+                Tensor::from_slice(&flat),
+                mask,
+                nb as i64,
+                longest as i64,
+                rows,
+            )
         })
         .collect();
-    let table = Tensor::from_slice(&flat);
-    let lens_t = Tensor::from_slice(&lens.iter().map(|&l| l as i64).collect::<Vec<_>>());
-    let mask = Tensor::arange(longest as i64, (Kind::Int64, Device::Cpu))
-        .view([1, -1])
-        .lt_tensor(&lens_t.view([-1, 1]))
-        .view([s.rows as i64, 1, 1, longest as i64]);
-    let gather = |pool: &Tensor| {
-        pool.view([-1, BLOCK as i64 * s.kv * s.d])
-            .index_select(0, &table)
-            .view([s.rows as i64, (nb * BLOCK) as i64, s.kv, s.d])
-            .narrow(1, 0, longest as i64)
-            .transpose(1, 2)
-    };
     let gathered = || {
-        Tensor::scaled_dot_product_attention(
-            &q,
-            &gather(&k),
-            &gather(&v),
-            Some(&mask),
-            0.0,
-            false,
-            scale,
-            false,
-        )
+        let mut out = q.zeros_like();
+        for (table, mask, nb, longest, rows) in &prepared {
+            let n = rows.size()[0];
+            let gather = |pool: &Tensor| {
+                pool.view([-1, BLOCK as i64 * s.kv * s.d])
+                    .index_select(0, table)
+                    .view([n, nb * BLOCK as i64, s.kv, s.d])
+                    .narrow(1, 0, *longest)
+                    .transpose(1, 2)
+            };
+            let y = Tensor::scaled_dot_product_attention(
+                &q.index_select(0, rows),
+                &gather(&k),
+                &gather(&v),
+                Some(mask),
+                0.0,
+                false,
+                scale,
+                false,
+            );
+            let _ = out.index_copy_(0, rows, &y);
+        }
+        out
     };
     let in_place = || paged_decode_attention(&q, &k, &v, BLOCK, &reads, scale).map(|r| r.0);
     let (Ok(a), b) = (in_place(), gathered()) else {

@@ -125,7 +125,15 @@ pub fn paged_decode_attention(
     const KEYS_PER_THREAD: usize = 16_384;
     let threads = threads.min(rows).min(keys / KEYS_PER_THREAD).max(1);
     if threads == 1 {
-        dispatch(set, qf, kf, vf, &sh, reads, scale, of, lf);
+        let x = Inputs {
+            q: qf,
+            k: kf,
+            v: vf,
+            sh,
+            reads,
+            scale,
+        };
+        dispatch(set, x, of, lf);
         return Ok((out, lse));
     }
     // Rows in runs of about equal keys, one run a thread.
@@ -145,76 +153,64 @@ pub fn paged_decode_attention(
             let (o, rest_o) = std::mem::take(&mut of).split_at_mut(n * per_row.0);
             let (l, rest_l) = std::mem::take(&mut lf).split_at_mut(n * per_row.1);
             (of, lf) = (rest_o, rest_l);
-            let q = &qf[w[0] * per_row.0..w[1] * per_row.0];
-            let reads = &reads[w[0]..w[1]];
-            let sh = &sh;
-            s.spawn(move || dispatch(set, q, kf, vf, sh, reads, scale, o, l));
+            let x = Inputs {
+                q: &qf[w[0] * per_row.0..w[1] * per_row.0],
+                k: kf,
+                v: vf,
+                sh,
+                reads: &reads[w[0]..w[1]],
+                scale,
+            };
+            s.spawn(move || dispatch(set, x, o, l));
         }
     });
     Ok((out, lse))
 }
 
-/// Runs [`rows`] compiled for `set`.
-#[allow(clippy::too_many_arguments, unsafe_code)]
-fn dispatch(
-    set: Set,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    sh: &Shape,
-    reads: &[Reads<'_>],
+/// One call's inputs (see [`paged_decode_attention`]), for a run of its rows.
+#[derive(Clone, Copy)]
+struct Inputs<'a> {
+    q: &'a [f32],
+    k: &'a [f32],
+    v: &'a [f32],
+    sh: Shape,
+    reads: &'a [Reads<'a>],
     scale: f32,
-    out: &mut [f32],
-    lse: &mut [f32],
-) {
+}
+
+/// Runs [`rows`] compiled for `set`.
+#[allow(unsafe_code)]
+fn dispatch(set: Set, x: Inputs<'_>, out: &mut [f32], lse: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     match set {
         // SAFETY: `chosen` picks a set only where the CPU reports every feature it enables.
-        Set::Avx512 => return unsafe { rows_avx512(q, k, v, sh, reads, scale, out, lse) },
+        Set::Avx512 => return unsafe { rows_avx512(x, out, lse) },
         // SAFETY: as above.
-        Set::Avx2 => return unsafe { rows_avx2(q, k, v, sh, reads, scale, out, lse) },
+        Set::Avx2 => return unsafe { rows_avx2(x, out, lse) },
         Set::Default => {}
     }
     let _ = set;
     // SAFETY: `Plain` needs no CPU feature.
     #[allow(unsafe_code)]
     unsafe {
-        rows::<Plain>(q, k, v, sh, reads, scale, out, lse)
+        rows::<Plain>(x, out, lse)
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
-#[allow(clippy::too_many_arguments, unsafe_code)]
-fn rows_avx512(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    sh: &Shape,
-    reads: &[Reads<'_>],
-    scale: f32,
-    out: &mut [f32],
-    lse: &mut [f32],
-) {
+#[allow(unsafe_code)]
+fn rows_avx512(x: Inputs<'_>, out: &mut [f32], lse: &mut [f32]) {
     // SAFETY: this function is compiled with (and only called on CPUs with) AVX-512F.
-    unsafe { rows::<x86::Avx512>(q, k, v, sh, reads, scale, out, lse) }
+    unsafe { rows::<x86::Avx512>(x, out, lse) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments, unsafe_code)]
-fn rows_avx2(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    sh: &Shape,
-    reads: &[Reads<'_>],
-    scale: f32,
-    out: &mut [f32],
-    lse: &mut [f32],
-) {
+#[allow(unsafe_code)]
+fn rows_avx2(x: Inputs<'_>, out: &mut [f32], lse: &mut [f32]) {
     // SAFETY: this function is compiled with (and only called on CPUs with) AVX2 and FMA.
-    unsafe { rows::<x86::Avx2>(q, k, v, sh, reads, scale, out, lse) }
+    unsafe { rows::<x86::Avx2>(x, out, lse) }
 }
 
 /// The vector operations of one kernel set.
@@ -306,106 +302,101 @@ mod x86 {
         }
     }
 
-    impl Lanes for Avx512 {
-        #[inline(always)]
-        fn prefetch(x: &[f32]) {
-            fetch(x)
-        }
+    /// The sum of an AVX-512 register's lanes.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[inline(always)]
+    unsafe fn sum512(acc: __m512) -> f32 {
+        // SAFETY: the caller's CPU has AVX-512F.
+        unsafe { _mm512_reduce_add_ps(acc) }
+    }
 
-        #[inline(always)]
-        unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
-            let n = a.len().min(b.len());
-            let (pa, pb) = (a.as_ptr(), b.as_ptr());
-            let mut i = 0;
-            // SAFETY (all blocks): loads read 16 floats from i, and i + 16 <= n; the caller
-            // guarantees AVX-512F.
-            let mut acc = unsafe { _mm512_setzero_ps() };
-            while i + 16 <= n {
-                acc = unsafe {
-                    _mm512_fmadd_ps(_mm512_loadu_ps(pa.add(i)), _mm512_loadu_ps(pb.add(i)), acc)
-                };
-                i += 16;
-            }
-            let mut s = unsafe { _mm512_reduce_add_ps(acc) };
-            for j in i..n {
-                s = a[j].mul_add(b[j], s);
-            }
-            s
-        }
-
-        #[inline(always)]
-        unsafe fn axpy(o: &mut [f32], w: f32, x: &[f32]) {
-            let n = o.len().min(x.len());
-            let (po, px) = (o.as_mut_ptr(), x.as_ptr());
-            let mut i = 0;
-            // SAFETY: as in `dot`; `o` is borrowed mutably, so nothing else reads what it
-            // stores.
-            unsafe {
-                let wv = _mm512_set1_ps(w);
-                while i + 16 <= n {
-                    let y =
-                        _mm512_fmadd_ps(wv, _mm512_loadu_ps(px.add(i)), _mm512_loadu_ps(po.add(i)));
-                    _mm512_storeu_ps(po.add(i), y);
-                    i += 16;
-                }
-            }
-            for j in i..n {
-                o[j] = w.mul_add(x[j], o[j]);
-            }
+    /// The sum of an AVX register's lanes (halves, then pairs).
+    ///
+    /// # Safety
+    /// The CPU has AVX.
+    #[inline(always)]
+    unsafe fn sum256(acc: __m256) -> f32 {
+        // SAFETY: the caller's CPU has AVX (it has AVX2).
+        unsafe {
+            let h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+            let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)))
         }
     }
 
-    impl Lanes for Avx2 {
-        #[inline(always)]
-        fn prefetch(x: &[f32]) {
-            fetch(x)
-        }
+    /// [`Lanes`] for a register of `$n` floats and its instructions.
+    macro_rules! lanes {
+        ($set:ident, $n:literal, $zero:ident, $splat:ident, $load:ident, $store:ident,
+         $fmadd:ident, $sum:ident) => {
+            impl Lanes for $set {
+                #[inline(always)]
+                fn prefetch(x: &[f32]) {
+                    fetch(x)
+                }
 
-        #[inline(always)]
-        unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
-            let n = a.len().min(b.len());
-            let (pa, pb) = (a.as_ptr(), b.as_ptr());
-            let mut i = 0;
-            // SAFETY (all blocks): loads read 8 floats from i, and i + 8 <= n; the caller
-            // guarantees AVX2 and FMA.
-            let mut acc = unsafe { _mm256_setzero_ps() };
-            while i + 8 <= n {
-                acc = unsafe {
-                    _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc)
-                };
-                i += 8;
-            }
-            let mut s = unsafe {
-                let h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-                let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-                _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)))
-            };
-            for j in i..n {
-                s = a[j].mul_add(b[j], s);
-            }
-            s
-        }
+                #[inline(always)]
+                unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
+                    let n = a.len().min(b.len());
+                    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+                    let mut i = 0;
+                    // SAFETY (all blocks): loads read $n floats from i, and i + $n <= n;
+                    // the caller guarantees the set's features.
+                    let mut acc = unsafe { $zero() };
+                    while i + $n <= n {
+                        acc = unsafe { $fmadd($load(pa.add(i)), $load(pb.add(i)), acc) };
+                        i += $n;
+                    }
+                    let mut s = unsafe { $sum(acc) };
+                    for j in i..n {
+                        s = a[j].mul_add(b[j], s);
+                    }
+                    s
+                }
 
-        #[inline(always)]
-        unsafe fn axpy(o: &mut [f32], w: f32, x: &[f32]) {
-            let n = o.len().min(x.len());
-            let (po, px) = (o.as_mut_ptr(), x.as_ptr());
-            let mut i = 0;
-            // SAFETY: as in `dot`; `o` is borrowed mutably.
-            unsafe {
-                let wv = _mm256_set1_ps(w);
-                while i + 8 <= n {
-                    let y =
-                        _mm256_fmadd_ps(wv, _mm256_loadu_ps(px.add(i)), _mm256_loadu_ps(po.add(i)));
-                    _mm256_storeu_ps(po.add(i), y);
-                    i += 8;
+                #[inline(always)]
+                unsafe fn axpy(o: &mut [f32], w: f32, x: &[f32]) {
+                    let n = o.len().min(x.len());
+                    let (po, px) = (o.as_mut_ptr(), x.as_ptr());
+                    let mut i = 0;
+                    // SAFETY: as in `dot`; `o` is borrowed mutably, so nothing else reads
+                    // what it stores.
+                    unsafe {
+                        let wv = $splat(w);
+                        while i + $n <= n {
+                            $store(po.add(i), $fmadd(wv, $load(px.add(i)), $load(po.add(i))));
+                            i += $n;
+                        }
+                    }
+                    for j in i..n {
+                        o[j] = w.mul_add(x[j], o[j]);
+                    }
                 }
             }
-            for j in i..n {
-                o[j] = w.mul_add(x[j], o[j]);
-            }
-        }
+        };
     }
+
+    lanes!(
+        Avx512,
+        16,
+        _mm512_setzero_ps,
+        _mm512_set1_ps,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_fmadd_ps,
+        sum512
+    );
+    lanes!(
+        Avx2,
+        8,
+        _mm256_setzero_ps,
+        _mm256_set1_ps,
+        _mm256_loadu_ps,
+        _mm256_storeu_ps,
+        _mm256_fmadd_ps,
+        sum256
+    );
 }
 
 /// The kernel for rows `reads` (their queries `q`, outputs `out` and `lse` in the same order),
@@ -416,17 +407,16 @@ mod x86 {
 /// # Safety
 /// The CPU has `L`'s features.
 #[inline(always)]
-#[allow(clippy::too_many_arguments, unsafe_code)]
-unsafe fn rows<L: Lanes>(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    sh: &Shape,
-    reads: &[Reads<'_>],
-    scale: f32,
-    out: &mut [f32],
-    lse: &mut [f32],
-) {
+#[allow(unsafe_code)]
+unsafe fn rows<L: Lanes>(x: Inputs<'_>, out: &mut [f32], lse: &mut [f32]) {
+    let Inputs {
+        q,
+        k,
+        v,
+        sh,
+        reads,
+        scale,
+    } = x;
     let (h, g, d, b) = (sh.kv_heads, sh.group, sh.head_dim, sh.block);
     // Query rows of a sequence: every key head's `g` queries.
     let hg = h * g;
