@@ -92,7 +92,7 @@ pub fn run(a: &PlanArgs) -> anyhow::Result<()> {
     if a.markdown {
         let heads: Vec<&str> = gpus.iter().map(|(n, _)| n.as_str()).collect();
         println!(
-            "| model | ranks | ZeRO | per rank before the KV cache | {} |",
+            "| model | ranks | ZeRO | per rank before the KV cache (ZeRO-3: its larger phase) | {} |",
             heads.join(" | ")
         );
         println!("|---|---|---|---|{}", "---|".repeat(heads.len()));

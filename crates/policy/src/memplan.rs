@@ -25,14 +25,21 @@
 //! - logits: float32 logits and log-probabilities of one log-prob chunk, `2 C V 4`;
 //! - KV cache: `slots x L x 2 x K x w`.
 //!
-//! With ZeRO-3 ([`Recipe::zero3`], [`crate::zero`]'s stage 3) the weights stay whole in the
-//! plan (the rollouts between updates sample with them) but the gradients are those of the
-//! embedding, the final norm and the head (kept whole: `E (w + 4)` for a half kind), one
-//! layer's (its autograd gradients and the float32 vector its reduce sums, `Y (w + 4)`, Y the
-//! largest layer's parameters), the previous layer's float32 sums still on their way to their
-//! owner and the owner's receive buffer (`Y 8`) and the rank's float32 gradient slice (`4 P /
-//! ranks`); a further line holds the one layer made whole (its float32 gather and its cast,
-//! `Y (4 + w)`) and the next one's float32 gather on its way (`Y 4`).
+//! With ZeRO-3 ([`Recipe::zero3`], [`crate::zero`]'s stage 3) a rank's memory has two phases,
+//! and the plan counts each apart ([`Phase`]): the rollouts sample with whole weights (`P w`,
+//! made whole by the all-gather after each update) and the KV cache, while the update holds
+//! no decoder layer whole (released at the start of its passes) and no KV cache (a new
+//! engine is made per phase). Both hold the optimiser's slices, the KL reference and the
+//! whole ends' gradients (embedding, final norm and head: `E (w + 4)` for a half kind,
+//! counted in both phases). The update adds the ends' weights (`E w`), one layer's gradients (its
+//! autograd gradients and the float32 vector its reduce sums, `Y (w + 4)`, Y the largest
+//! layer's parameters), the previous layer's float32 sums still on their way to their owner
+//! and the owner's receive buffer (`Y 8`) and the rank's float32 gradient slice (`4 P /
+//! ranks`, made at the step's first reduce and taken by the step), the activations and
+//! logits, and the one layer made whole (its float32 gather and its cast, `Y (4 + w)`) with
+//! the next one's float32 gather on its way (`Y 4`). The plan needs the larger phase; the KV
+//! cache gets what the rollouts leave. Without ZeRO-3 every line is counted at once (the
+//! whole weights and gradients persist across steps).
 //!
 //! The device's budget is its free memory less the share `1 - fraction` of its total that is
 //! kept back (`model.gpu_memory_fraction`, 0.9 by default as in vLLM).
@@ -61,11 +68,34 @@ pub struct Recipe {
     pub zero3: bool,
 }
 
+/// When a line's memory is held (see the module doc): phases matter under ZeRO-3 only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Through the rollouts and the update.
+    Always,
+    /// While the rollouts sample (with the KV cache).
+    Rollouts,
+    /// During the update.
+    Update,
+}
+
 /// One line of the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Line {
     pub what: &'static str,
     pub bytes: u64,
+    pub phase: Phase,
+}
+
+impl Line {
+    /// A line held through both phases.
+    pub fn always(what: &'static str, bytes: u64) -> Self {
+        Self {
+            what,
+            bytes,
+            phase: Phase::Always,
+        }
+    }
 }
 
 /// Every part but the KV cache, and a KV slot's size.
@@ -120,58 +150,55 @@ impl MemoryPlan {
             .map(|x| c.layer_parameters(x).max(0) as u64)
             .max()
             .unwrap_or(0);
-        let mut lines = vec![
-            Line {
-                what: "weights",
-                bytes: p * w,
-            },
-            Line {
-                what: "gradients",
-                bytes: if r.zero3 {
-                    let acc = if half { 4 } else { 0 };
-                    ends * (w + acc) + layer * (w + 12) + shard * 4
-                } else {
-                    // With ranks: the rank's summed float32 slice and one bucket's float32
-                    // of the reduce-scatter and of the all-gather (`zero/buckets.rs`).
-                    let buckets = 2 * crate::zero::BUCKET_BYTES as u64;
-                    p * w
-                        + if half { p * 4 } else { 0 }
-                        + if ranks > 1 { shard * 4 + buckets } else { 0 }
-                },
-            },
-            Line {
-                what: "float32 masters",
-                bytes: match (ranks, half) {
-                    (1, true) => p * 4,
-                    (1, false) => 0,
-                    // A rank's slice of the flat float32 weights, whatever their kind.
-                    _ => shard * 4,
-                },
-            },
-            Line {
-                what: "AdamW moments",
-                bytes: shard * 8,
-            },
-            Line {
-                what: "activations",
-                bytes: activations,
-            },
-            Line {
-                what: "logits",
-                bytes: 2 * r.logprob_chunk_tokens * c.vocab_size.max(0) as u64 * 4,
-            },
-        ];
+        // Under ZeRO-3 a line belongs to its phase; otherwise everything is held at once.
+        let (rollouts, update) = if r.zero3 {
+            (Phase::Rollouts, Phase::Update)
+        } else {
+            (Phase::Always, Phase::Always)
+        };
+        let line = |what, bytes, phase| Line { what, bytes, phase };
+        let acc = if half { 4 } else { 0 };
+        let mut lines = vec![line("weights", p * w, rollouts)];
         if r.zero3 {
-            lines.push(Line {
-                what: "gathered layer",
-                bytes: layer * (8 + w),
-            });
+            lines.push(line("update weights", ends * w, Phase::Update));
+            lines.push(Line::always("gradients", ends * (w + acc)));
+            lines.push(line(
+                "step gradients",
+                layer * (w + 12) + shard * 4,
+                Phase::Update,
+            ));
+        } else {
+            // With ranks: the rank's summed float32 slice and one bucket's float32 of the
+            // reduce-scatter and of the all-gather (`zero/buckets.rs`).
+            let buckets = 2 * crate::zero::BUCKET_BYTES as u64;
+            lines.push(Line::always(
+                "gradients",
+                p * w
+                    + if half { p * 4 } else { 0 }
+                    + if ranks > 1 { shard * 4 + buckets } else { 0 },
+            ));
+        }
+        lines.push(Line::always(
+            "float32 masters",
+            match (ranks, half) {
+                (1, true) => p * 4,
+                (1, false) => 0,
+                // A rank's slice of the flat float32 weights, whatever their kind.
+                _ => shard * 4,
+            },
+        ));
+        lines.push(Line::always("AdamW moments", shard * 8));
+        lines.push(line("activations", activations, update));
+        lines.push(line(
+            "logits",
+            2 * r.logprob_chunk_tokens * c.vocab_size.max(0) as u64 * 4,
+            update,
+        ));
+        if r.zero3 {
+            lines.push(line("gathered layer", layer * (8 + w), Phase::Update));
         }
         if r.kl_reference {
-            lines.push(Line {
-                what: "KL reference",
-                bytes: p * w,
-            });
+            lines.push(Line::always("KL reference", p * w));
         }
         Self {
             parameters: p,
@@ -182,19 +209,42 @@ impl MemoryPlan {
         }
     }
 
-    /// Everything but the KV cache.
+    /// What the rollouts hold besides the KV cache.
+    pub fn rollout_bytes(&self) -> u64 {
+        self.held(Phase::Rollouts)
+    }
+
+    /// What the update holds (it has no KV cache).
+    pub fn update_bytes(&self) -> u64 {
+        self.held(Phase::Update)
+    }
+
+    fn held(&self, phase: Phase) -> u64 {
+        self.lines
+            .iter()
+            .filter(|l| l.phase == Phase::Always || l.phase == phase)
+            .map(|l| l.bytes)
+            .sum()
+    }
+
+    /// Everything but the KV cache, in the phase that holds more (without ZeRO-3 the two are
+    /// one: the sum of every line).
     pub fn fixed_bytes(&self) -> u64 {
-        self.lines.iter().map(|l| l.bytes).sum()
+        self.rollout_bytes().max(self.update_bytes())
     }
 
-    /// The plan's total with `kv_slots` slots.
+    /// The plan's peak with `kv_slots` slots.
     pub fn total(&self, kv_slots: u64) -> u64 {
-        self.fixed_bytes() + kv_slots * self.kv_slot_bytes
+        (self.rollout_bytes() + kv_slots * self.kv_slot_bytes).max(self.update_bytes())
     }
 
-    /// KV slots that fit in `budget` after everything else; `None` when nothing is left.
+    /// KV slots that fit in `budget` beside what the rollouts hold; `None` when nothing is
+    /// left, or when the update itself does not fit.
     pub fn kv_slots_within(&self, budget: u64) -> Option<u64> {
-        let left = budget.checked_sub(self.fixed_bytes())?;
+        if self.update_bytes() > budget {
+            return None;
+        }
+        let left = budget.checked_sub(self.rollout_bytes())?;
         let slots = left / self.kv_slot_bytes.max(1);
         (slots > 0).then_some(slots)
     }
@@ -210,18 +260,39 @@ impl MemoryPlan {
             "memory plan ({:.2} B parameters{per_rank}):\n",
             self.parameters as f64 / 1e9
         );
+        let phased = self.lines.iter().any(|l| l.phase != Phase::Always);
+        let mark = |p: Phase| match (phased, p) {
+            (false, _) | (true, Phase::Always) => "",
+            (true, Phase::Rollouts) => "  rollouts",
+            (true, Phase::Update) => "  update",
+        };
         for l in &self.lines {
-            s.push_str(&format!("  {:<16} {:>12}\n", l.what, gib(l.bytes)));
+            s.push_str(&format!(
+                "  {:<16} {:>12}{}\n",
+                l.what,
+                gib(l.bytes),
+                mark(l.phase)
+            ));
         }
         s.push_str(&format!(
-            "  {:<16} {:>12}  ({kv_slots} slots of {} bytes)\n",
+            "  {:<16} {:>12}  ({kv_slots} slots of {} bytes){}\n",
             "KV cache",
             gib(kv_slots * self.kv_slot_bytes),
-            self.kv_slot_bytes
+            self.kv_slot_bytes,
+            mark(Phase::Rollouts)
         ));
+        if phased {
+            s.push_str(&format!(
+                "  {:<16} {:>12}  (with the KV cache)\n  {:<16} {:>12}\n",
+                "rollouts",
+                gib(self.rollout_bytes() + kv_slots * self.kv_slot_bytes),
+                "update",
+                gib(self.update_bytes())
+            ));
+        }
         s.push_str(&format!(
             "  {:<16} {:>12}",
-            "total",
+            if phased { "total (peak)" } else { "total" },
             gib(self.total(kv_slots))
         ));
         if let Some(b) = budget {
@@ -386,10 +457,13 @@ mod tests {
         // untied embedding and head 2 x 151,936 x 4096 and the final norm 4096: 1,244,663,808.
         let (layer, ends) = (192_946_432u64, 1_244_663_808u64);
         assert_eq!(36 * layer + ends, n);
-        // bf16 .grad and float32 sums of the whole ends, one layer's bf16 gradients and the
-        // float32 vector its reduce sums, the previous layer's float32 sums on their way and
-        // the owner's receive buffer, and the rank's float32 slice.
-        assert_eq!(line(&z3, "gradients"), 6 * ends + 14 * layer + 4 * (n / 8));
+        // bf16 .grad and float32 sums of the whole ends (both phases); in the update one
+        // layer's bf16 gradients and the float32 vector its reduce sums, the previous layer's
+        // float32 sums on their way and the owner's receive buffer, and the rank's float32
+        // slice.
+        assert_eq!(line(&z3, "gradients"), 6 * ends);
+        assert_eq!(line(&z3, "step gradients"), 14 * layer + 4 * (n / 8));
+        assert_eq!(line(&z3, "update weights"), 2 * ends);
         // The layer whole (float32 gather and bf16 cast) and the next one's float32 gather.
         assert_eq!(line(&z3, "gathered layer"), 10 * layer);
         assert_eq!(line(&z2, "gathered layer"), 0);
@@ -398,8 +472,44 @@ mod tests {
         }
         assert!(z3.table(0, None).contains("one rank of 8, ZeRO-3"));
         // 8B: 6.5 n of gradients under ZeRO-2 (50 GiB) against about 14 GiB, and one layer's
-        // float32 gather more (the next on its way): 34.6 GiB less in all.
+        // float32 gather more (the next on its way); and the whole weights are not held
+        // beside the update's lines.
         assert!(z2.fixed_bytes() - z3.fixed_bytes() > 34 * GIB);
+        assert_eq!(z2.rollout_bytes(), z2.update_bytes());
+        assert_eq!(
+            z2.fixed_bytes(),
+            z2.lines.iter().map(|l| l.bytes).sum::<u64>()
+        );
+    }
+
+    #[test]
+    fn a_zero_3_rank_plans_its_rollouts_and_its_update_apart() {
+        let c = crate::preset::shape("qwen3-30b-a3b").expect("shape");
+        let r = Recipe {
+            ranks: 8,
+            zero3: true,
+            ..paper(false)
+        };
+        let z3 = MemoryPlan::new(&c, &r);
+        let (n, shard) = (z3.parameters, z3.parameters.div_ceil(8));
+        let ends = line(&z3, "update weights") / 2;
+        // The rollouts: whole bf16 weights, the ends' gradients, the optimiser's slices.
+        assert_eq!(z3.rollout_bytes(), 2 * n + 6 * ends + 12 * shard);
+        // The update: every line but the whole weights.
+        let all: u64 = z3.lines.iter().map(|l| l.bytes).sum();
+        assert_eq!(z3.update_bytes(), all - 2 * n);
+        assert_eq!(z3.fixed_bytes(), z3.rollout_bytes().max(z3.update_bytes()));
+        // 30B-A3B on 8 x 141 GB: the rollouts leave room for a KV cache and the update fits,
+        // where counting every line at once (as before) was over the budget.
+        let h200 = budget(143_771 << 20, 143_771 << 20, 0.9);
+        assert!(all > h200, "all at once: {}", gib(all));
+        let slots = z3.kv_slots_within(h200).expect("fits 8 x 141 GB");
+        assert_eq!(slots, (h200 - z3.rollout_bytes()) / z3.kv_slot_bytes);
+        assert!(z3.total(slots) <= h200 && z3.total(slots + 1) > h200);
+        // An update that does not fit refuses the plan whatever the rollouts leave.
+        assert_eq!(z3.kv_slots_within(z3.update_bytes() - 1), None);
+        let t = z3.table(slots, Some(h200));
+        assert!(t.contains("rollouts") && t.contains("total (peak)"), "{t}");
     }
 
     #[test]

@@ -87,10 +87,10 @@ pub(crate) fn memory_plan(
     let recipe = recipe(cfg, weight_bytes, ranks as u64);
     let mut plan = MemoryPlan::new(policy.config(), &recipe);
     if let Some(d) = designer {
-        plan.lines.push(Line {
-            what: "frozen designer",
-            bytes: d.config().num_parameters().max(0) as u64 * d.kind().elt_size_in_bytes() as u64,
-        });
+        plan.lines.push(Line::always(
+            "frozen designer",
+            d.config().num_parameters().max(0) as u64 * d.kind().elt_size_in_bytes() as u64,
+        ));
     }
     let device = policy.device();
     let budget = device_memory(device)
