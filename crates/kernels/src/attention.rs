@@ -26,14 +26,6 @@ use tch::{Device, Kind, Tensor};
 /// What one row reads: its blocks in order, and how many keys (the first slots they list).
 pub type Reads<'a> = (&'a [u32], usize);
 
-/// Whether [`paged_decode_attention`] takes these tensors (float32 on the CPU); elsewhere the
-/// caller gathers and uses libtorch's attention.
-pub fn supports_paged_decode(q: &Tensor, k_pool: &Tensor) -> bool {
-    [q, k_pool]
-        .iter()
-        .all(|t| t.device() == Device::Cpu && t.kind() == Kind::Float)
-}
-
 /// Sizes of one call.
 #[derive(Debug, Clone, Copy)]
 struct Shape {

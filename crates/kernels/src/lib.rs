@@ -15,7 +15,7 @@
 mod attention;
 mod capability;
 
-pub use attention::{Reads, paged_decode_attention, supports_paged_decode};
+pub use attention::{Reads, paged_decode_attention};
 pub use capability::aten_cpu_capability;
 
 use tch::{Device, Kind, Tensor};

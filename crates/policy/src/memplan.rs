@@ -31,8 +31,8 @@
 //! no decoder layer whole (released at the start of its passes) and no KV cache (a new
 //! engine is made per phase). Both hold the optimiser's slices, the KL reference and the
 //! whole ends' gradients (embedding, final norm and head: `E (w + 4)` for a half kind,
-//! counted in both phases). The update adds the ends' weights (`E w`), one layer's gradients (its
-//! autograd gradients and the float32 vector its reduce sums, `Y (w + 4)`, Y the largest
+//! counted in both phases). The update adds the ends' weights (`E w`), one layer's gradients
+//! (its autograd gradients and the float32 vector its reduce sums, `Y (w + 4)`, Y the largest
 //! layer's parameters), the previous layer's float32 sums still on their way to their owner
 //! and the owner's receive buffer (`Y 8`) and the rank's float32 gradient slice (`4 P /
 //! ranks`, made at the step's first reduce and taken by the step), the activations and
@@ -173,9 +173,7 @@ impl MemoryPlan {
             let buckets = 2 * crate::zero::BUCKET_BYTES as u64;
             lines.push(Line::always(
                 "gradients",
-                p * w
-                    + if half { p * 4 } else { 0 }
-                    + if ranks > 1 { shard * 4 + buckets } else { 0 },
+                p * (w + acc) + if ranks > 1 { shard * 4 + buckets } else { 0 },
             ));
         }
         lines.push(Line::always(
