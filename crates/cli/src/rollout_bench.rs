@@ -53,6 +53,11 @@ pub struct RolloutBenchArgs {
     /// The engine's prefill budget: prompt tokens one pass prefills (model.prefill_tokens).
     #[arg(long, default_value_t = spade_policy::engine::DEFAULT_PREFILL_TOKENS)]
     pub prefill_tokens: usize,
+    /// The engine's decode window (model.decode_window): decoding passes a step runs before
+    /// the sampled tokens are read back to the host; 0 = the device's default (1 on the CPU,
+    /// 4 on CUDA).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=64))]
+    pub decode_window: u8,
     /// sampler, engine, both (the same step on each, then the ratio), vllm, engine-vllm
     /// (the engine and vLLM servers on the same weights; needs --shape tiny, whose model has a
     /// tokenizer for the servers), or seed-envs (the seed library's games in the sandbox on the
@@ -142,6 +147,7 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
         max_batch: a.max_batch,
         kv_tokens: a.kv_tokens,
         prefill_tokens: a.prefill_tokens,
+        decode_window: usize::from(a.decode_window),
         device,
         seed: a.seed,
         ..RolloutBenchOptions::default()

@@ -9,7 +9,7 @@
 use crate::rollout_bench::RolloutBenchArgs;
 use anyhow::Context;
 use spade_sandbox::{EnvKind, Pool, PoolConfig, RunnerConfig};
-use spade_worker::play::{self, Backend, Episode, PlayJob, PlayOptions};
+use spade_worker::play::{self, Backend, EngineLimits, Episode, PlayJob, PlayOptions};
 use std::time::Instant;
 
 struct Run {
@@ -85,11 +85,12 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
         raw_actions: true,
         // A game that breaks the contract fails its own play; the others go on.
         stop_at_violation: false,
-        backend: Backend::Engine {
+        backend: Backend::Engine(EngineLimits {
             kv_tokens: a.kv_tokens,
             max_batch: a.max_batch,
             prefill_tokens: a.prefill_tokens,
-        },
+            decode_window: usize::from(a.decode_window),
+        }),
         envs_inline: inline,
         ..PlayOptions::default()
     };

@@ -36,16 +36,26 @@
 //! seeded by its seed, one draw per token, so a request samples what `sample::generate` would
 //! for the same prompt and seed, whatever else shares the pass (up to float rounding; greedy
 //! outputs match token for token, which `tests/engine.rs` checks against the dense cache).
+//!
+//! Tokens are chosen on the model's device. With a decode window of `w`
+//! ([`EngineConfig::decode_window`]) a step runs up to `w` passes: after the first, the
+//! decoding rows take the tokens just sampled as their next inputs where they lie, and the
+//! host reads the window's tokens back once at its end, so a GPU is not stopped for a
+//! host read after every token. Stops (stop tokens, stop strings, budgets) are checked then,
+//! token by token: a turn that stopped inside the window keeps what it had sampled up to its
+//! stop and nothing after it (what it computed past it is dropped, its cache cut back), so
+//! any window gives the tokens of a window of 1. A row never passes its budget inside a
+//! window; new requests and prompt pieces wait for the next step.
 
 mod blocks;
 
 use crate::error::{PolicyError, Result};
-use crate::qwen3::{PagedCache, Qwen3, Segment};
+use crate::qwen3::{PagedCache, Qwen3, Segment, upload};
 use crate::sample::{Completion, Finish, SamplingParams, SplitMix64, choose, cut_at_stop};
 use crate::tokenizer::Tokenizer;
 use blocks::Blocks;
-use std::collections::{BTreeMap, VecDeque};
-use tch::{Device, Tensor};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use tch::{Device, Kind, Tensor};
 
 /// Slots per block unless configured: small enough that a sequence wastes little in its last
 /// block, large enough that block tables and gathers stay short.
@@ -54,6 +64,12 @@ pub const DEFAULT_BLOCK_TOKENS: usize = 16;
 /// Prompt tokens one step prefills unless configured (vLLM's chunked-prefill budget is of this
 /// order): long prompts are cut so that decoding turns keep their pace.
 pub const DEFAULT_PREFILL_TOKENS: usize = 2048;
+
+/// Decoding passes between two host reads of the sampled tokens on a GPU when the
+/// configuration leaves it to the engine (`decode_window = 0`); the CPU reads after every
+/// pass (its reads cost nothing and a longer window only computes past stops). Not yet
+/// measured on a GPU.
+pub const DEFAULT_CUDA_DECODE_WINDOW: usize = 4;
 
 /// Limits of one engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +84,9 @@ pub struct EngineConfig {
     pub block_tokens: usize,
     /// Most prompt tokens one step prefills (over all the requests prefilling).
     pub prefill_tokens: usize,
+    /// Decoding passes a step runs before the host reads the sampled tokens (see the module
+    /// doc); 0 leaves it to the device (1 on the CPU, [`DEFAULT_CUDA_DECODE_WINDOW`] on CUDA).
+    pub decode_window: usize,
 }
 
 impl EngineConfig {
@@ -79,6 +98,16 @@ impl EngineConfig {
             max_batch,
             block_tokens: DEFAULT_BLOCK_TOKENS,
             prefill_tokens: DEFAULT_PREFILL_TOKENS,
+            decode_window: 0,
+        }
+    }
+
+    /// The decode window on `device` (`decode_window`, or the device's default for 0).
+    pub fn window_on(&self, device: Device) -> usize {
+        match self.decode_window {
+            0 if device.is_cuda() => DEFAULT_CUDA_DECODE_WINDOW,
+            0 => 1,
+            w => w,
         }
     }
 
@@ -135,10 +164,12 @@ pub struct EngineStats {
     pub reused: u64,
     /// Prompt tokens taken from another sequence's blocks.
     pub shared: u64,
-    /// Tokens sampled.
+    /// Tokens sampled (those kept: a decode window's tokens past a stop are not counted).
     pub generated: u64,
+    /// Times the sampled tokens were read back to the host (once a step's window).
+    pub reads: u64,
     /// Forward passes that decoded, and their decoding rows summed (mean batch = rows /
-    /// passes).
+    /// passes; a window's passes count, rows past a stop too).
     pub decode_passes: u64,
     pub decode_rows: u64,
     /// Forward passes that prefilled, and the prompt pieces they ran.
@@ -281,6 +312,8 @@ pub struct Engine<'m> {
     next_id: u64,
     clock: u64,
     stats: EngineStats,
+    /// Passes a step runs before reading the tokens back ([`EngineConfig::window_on`]).
+    window: usize,
 }
 
 impl std::fmt::Debug for Engine<'_> {
@@ -291,6 +324,14 @@ impl std::fmt::Debug for Engine<'_> {
             .finish_non_exhaustive()
     }
 }
+
+/// The rows of a pass that drew a token, and the tokens and log-probs drawn ([rows] each,
+/// on the model's device).
+type Draw = (Vec<SeqId>, (Tensor, Tensor));
+
+/// The tokens of a window's later passes' segments: their inputs are the tokens drawn before,
+/// passed to the model as a tensor ([`Qwen3::forward_paged_with`]).
+const DRAWN: [i64; 1] = [0];
 
 /// One sequence's share of a pass.
 struct Work {
@@ -327,7 +368,9 @@ impl<'m> Engine<'m> {
         if model.device().is_cuda() {
             blocks.allocate_all(&mut cache);
         }
+        let window = cfg.window_on(model.device());
         Ok(Self {
+            window,
             model,
             tok: tokenizer,
             cache,
@@ -649,8 +692,11 @@ impl<'m> Engine<'m> {
         Ok(work)
     }
 
-    /// Samples the next token of each of `ids` from `logits` [ids, vocab] and records it.
-    fn sample(&mut self, ids: &[SeqId], logits: &Tensor) -> Result<()> {
+    /// Chooses the next token of each of `ids` from `logits` [ids, vocab] where the logits lie,
+    /// advancing each turn's random stream: (tokens, log-probs), [ids] each, in `ids`' order.
+    /// Nothing is read back to the host ([`Engine::record`] does that once a window).
+    fn draw(&mut self, ids: &[SeqId], logits: &Tensor) -> Result<(Tensor, Tensor)> {
+        let dev = logits.device();
         // Turns are grouped by their sampling rule (usually one group).
         let mut groups: Vec<((u64, u64, usize), Vec<usize>)> = vec![];
         for (i, id) in ids.iter().enumerate() {
@@ -667,6 +713,8 @@ impl<'m> Engine<'m> {
                 None => groups.push((key, vec![i])),
             }
         }
+        let mut order: Vec<i64> = Vec::with_capacity(ids.len());
+        let mut parts: Vec<(Tensor, Tensor)> = vec![];
         for (_, members) in groups {
             let group: Vec<SeqId> = members.iter().map(|&i| ids[i]).collect();
             let Some(params) = group
@@ -690,22 +738,152 @@ impl<'m> Engine<'m> {
             let part = if sel.len() == ids.len() {
                 logits.shallow_clone()
             } else {
-                logits.index_select(0, &Tensor::from_slice(&sel).to_device(logits.device()))
+                logits.index_select(0, &upload(&sel, dev))
             };
-            let (next, lp) = choose(&part, &params, &mut rngs);
-            let next = Vec::<i64>::try_from(next.to_device(Device::Cpu))?;
-            let lp = Vec::<f32>::try_from(lp.to_device(Device::Cpu))?;
+            parts.push(choose(&part, &params, &mut rngs));
             for (k, id) in group.iter().enumerate() {
-                if let Some(s) = self.seqs.get_mut(id)
-                    && let Some(t) = s.turn.as_mut()
-                {
+                if let Some(t) = self.seqs.get_mut(id).and_then(|s| s.turn.as_mut()) {
                     t.rng = rngs[k].clone();
-                    t.out.push(next[k]);
-                    t.logprobs.push(lp[k]);
-                    s.pending = Some(next[k]);
                 }
             }
-            self.stats.generated += group.len() as u64;
+            order.extend(sel);
+        }
+        let in_order = order.iter().enumerate().all(|(i, &o)| o == i as i64);
+        if parts.len() == 1 && in_order && order.len() == ids.len() {
+            return Ok(parts.remove(0));
+        }
+        // Rows without a turn (none in practice) get token 0, which `record` never reads.
+        let n = ids.len() as i64;
+        let mut next = Tensor::zeros([n], (Kind::Int64, dev));
+        let mut lp = Tensor::zeros([n], (Kind::Float, dev));
+        if !parts.is_empty() {
+            let (ns, ls): (Vec<Tensor>, Vec<Tensor>) = parts.into_iter().unzip();
+            let at = upload(&order, dev);
+            next = next.index_copy(0, &at, &Tensor::cat(&ns, 0));
+            lp = lp.index_copy(0, &at, &Tensor::cat(&ls, 0));
+        }
+        Ok((next, lp))
+    }
+
+    /// The rest of a step's decode window (see the module doc): after the pass that drew
+    /// `draws[0]`, each of its rows that may still write a token decodes the token it drew
+    /// last, taken where it lies, until the window or the rows' budgets end.
+    fn decode_on(&mut self, draws: &mut Vec<Draw>) -> Result<()> {
+        let Some((first, _)) = draws.first() else {
+            return Ok(());
+        };
+        // Tokens each row may still draw after the first pass's, and where its next input's
+        // keys go.
+        let mut rows: BTreeMap<SeqId, (usize, usize)> = BTreeMap::new();
+        for id in first {
+            if let Some(s) = self.seqs.get(id)
+                && let Some(t) = s.turn.as_ref()
+            {
+                let left = t.budget.saturating_sub(t.out.len() + 1);
+                rows.insert(*id, (left, s.cached.len()));
+            }
+        }
+        for j in 1..self.window {
+            let Some((prev, (prev_next, _))) = draws.last() else {
+                break;
+            };
+            let keep: Vec<i64> = prev
+                .iter()
+                .enumerate()
+                .filter(|(_, id)| rows.get(id).is_some_and(|r| r.0 >= j))
+                .map(|(i, _)| i as i64)
+                .collect();
+            if keep.is_empty() {
+                break;
+            }
+            let ids: Vec<SeqId> = keep.iter().map(|&i| prev[i as usize]).collect();
+            let input = if keep.len() == prev.len() {
+                prev_next.shallow_clone()
+            } else {
+                prev_next.index_select(0, &upload(&keep, prev_next.device()))
+            };
+            let starts: Vec<usize> = ids
+                .iter()
+                .map(|id| rows.get(id).map_or(0, |r| r.1))
+                .collect();
+            for (id, &at) in ids.iter().zip(&starts) {
+                self.cover(*id, at + 1)?;
+            }
+            let logits = {
+                let segs: Vec<Segment<'_>> = ids
+                    .iter()
+                    .zip(&starts)
+                    .map(|(id, &start)| Segment {
+                        table: self.seqs.get(id).map_or(&[][..], |s| &s.blocks[..]),
+                        start,
+                        tokens: &DRAWN,
+                        logits: true,
+                    })
+                    .collect();
+                self.model
+                    .forward_paged_with(&mut self.cache, &segs, Some(&input))?
+            };
+            for id in &ids {
+                if let Some(r) = rows.get_mut(id) {
+                    r.1 += 1;
+                }
+            }
+            self.stats.decode_passes += 1;
+            self.stats.decode_rows += ids.len() as u64;
+            let drawn = self.draw(&ids, &logits)?;
+            draws.push((ids, drawn));
+        }
+        Ok(())
+    }
+
+    /// Reads a window's tokens back (once) and records them turn by turn, stopping each turn
+    /// at its first stop: what it drew after that is dropped, and its cache keeps only the
+    /// inputs before it. Stopped turns go to `done`.
+    fn record(&mut self, draws: Vec<Draw>, done: &mut Vec<Finished>) -> Result<()> {
+        if draws.iter().all(|d| d.0.is_empty()) {
+            return Ok(());
+        }
+        let (ns, ls): (Vec<Tensor>, Vec<Tensor>) = draws
+            .iter()
+            .map(|(_, (n, l))| (n.shallow_clone(), l.shallow_clone()))
+            .unzip();
+        let next = Vec::<i64>::try_from(Tensor::cat(&ns, 0).to_device(Device::Cpu))?;
+        let lp = Vec::<f32>::try_from(Tensor::cat(&ls, 0).to_device(Device::Cpu))?;
+        self.stats.reads += 1;
+        let mut stopped: BTreeSet<SeqId> = BTreeSet::new();
+        let mut k = 0;
+        for (j, (ids, _)) in draws.iter().enumerate() {
+            for id in ids {
+                let (tok, l) = (next.get(k).copied(), lp.get(k).copied());
+                k += 1;
+                let (Some(tok), Some(l)) = (tok, l) else {
+                    return Err(unanswered());
+                };
+                if stopped.contains(id) {
+                    continue;
+                }
+                let Some(s) = self.seqs.get_mut(id) else {
+                    continue;
+                };
+                // A later pass's input was the token drawn before it: now in the cache.
+                if j > 0
+                    && let Some(p) = s.pending
+                {
+                    s.cached.push(p);
+                }
+                let Some(t) = s.turn.as_mut() else {
+                    continue;
+                };
+                t.out.push(tok);
+                t.logprobs.push(l);
+                s.pending = Some(tok);
+                self.stats.generated += 1;
+                if let Some(f) = self.stopped(*id)? {
+                    stopped.insert(*id);
+                    let result = self.finish(*id, f);
+                    done.push(Finished { seq: *id, result });
+                }
+            }
         }
         Ok(())
     }
@@ -920,13 +1098,10 @@ impl Rollout for Engine<'_> {
                 sampled.push(w.id);
             }
         }
-        self.sample(&sampled, &logits)?;
-        for id in sampled {
-            if let Some(f) = self.stopped(id)? {
-                let result = self.finish(id, f);
-                done.push(Finished { seq: id, result });
-            }
-        }
+        let first = self.draw(&sampled, &logits)?;
+        let mut draws = vec![(sampled, first)];
+        self.decode_on(&mut draws)?;
+        self.record(draws, &mut done)?;
         Ok(done)
     }
 

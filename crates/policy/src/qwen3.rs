@@ -28,7 +28,7 @@ mod pages;
 
 pub use config::{Config, Family, Moe, RopeScaling};
 pub use packed::{PackedIds, PassOptions, PassReport, WeightUnits};
-pub use pages::{PagedCache, Segment, set_read_in_place_default, set_share_reads_default};
+pub use pages::{PagedCache, Segment, set_read_in_place_default, set_share_reads_default, upload};
 
 use crate::error::{PolicyError, Result};
 use tch::{Kind, Tensor, nn, nn::Init};

@@ -54,6 +54,8 @@ pub struct RolloutBenchOptions {
     pub kv_tokens: usize,
     /// The engine's prefill budget per pass.
     pub prefill_tokens: usize,
+    /// The engine's decode window (0 = the device's default).
+    pub decode_window: usize,
     pub context: usize,
     pub device: Device,
     pub seed: u64,
@@ -78,6 +80,7 @@ impl Default for RolloutBenchOptions {
             max_batch: 256,
             kv_tokens: 1 << 19,
             prefill_tokens: crate::engine::DEFAULT_PREFILL_TOKENS,
+            decode_window: 0,
             context: 4096,
             device: Device::Cpu,
             seed: 0,
@@ -335,6 +338,7 @@ fn run_with(
     };
     let engine_cfg = |context: usize| EngineConfig {
         prefill_tokens: o.prefill_tokens,
+        decode_window: o.decode_window,
         ..EngineConfig::new(context, o.kv_tokens.max(context), o.max_batch)
     };
     for (phase, name) in [(0u64, "designer"), (1, "hints")] {

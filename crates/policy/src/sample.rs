@@ -141,10 +141,7 @@ pub(crate) fn choose(
     let cdf = kept.cumsum(-1, Kind::Float);
     let v = cdf.size()[1];
     let u: Vec<f32> = rngs.iter_mut().map(|r| r.next_f64() as f32).collect();
-    let u = Tensor::from_slice(&u)
-        .to_device(logits.device())
-        .unsqueeze(1)
-        * cdf.narrow(1, v - 1, 1);
+    let u = crate::qwen3::upload(&u, logits.device()).unsqueeze(1) * cdf.narrow(1, v - 1, 1);
     let pos = u
         .searchsorted(&cdf, false, true, "right", None::<Tensor>)
         .clamp_max(v - 1);

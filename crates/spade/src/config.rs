@@ -190,6 +190,11 @@ pub struct ModelSection {
     /// (several prompts in one pass, a longer one in pieces over several steps, beside the
     /// decoding rows).
     pub prefill_tokens: u32,
+    /// Decoding passes one engine step runs before the host reads the sampled tokens back
+    /// (the tokens are drawn on the device and fed to the next pass where they lie; stops are
+    /// checked at the window's end, so every window gives the same tokens): 0 leaves it to
+    /// the device (1 on the CPU, 4 on CUDA).
+    pub decode_window: u32,
     /// What a preset model is fine-tuned on before self-play (ignored with `model.path`):
     /// `"auto"` (the preset's choice: `"seeds"` for `tiny`, `"none"` for `smollm2-135m`),
     /// `"none"` (the pretrained weights as they are), `"seeds"` (the shortest file of the seed
@@ -947,6 +952,7 @@ impl Default for ModelSection {
             gpu_memory_fraction: 0.9,
             max_batch: 256,
             prefill_tokens: 2048,
+            decode_window: 0,
             warm_start: WarmStartData::Auto,
             prompts: PromptStyle::Reference,
             // Reference: --apply-chat-template-kwargs '{"enable_thinking":false}'.

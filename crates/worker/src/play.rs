@@ -145,12 +145,7 @@ pub enum Backend {
     Sampler,
     /// `spade_policy::engine`: every episode handed to [`play_envs`] at once, each keeping its
     /// KV cache between turns.
-    /// `prefill_tokens`: prompt tokens one engine step prefills (`model.prefill_tokens`).
-    Engine {
-        kv_tokens: usize,
-        max_batch: usize,
-        prefill_tokens: usize,
-    },
+    Engine(EngineLimits),
     /// vLLM servers ([`crate::vllm`]) serving this policy's current weights; they play like
     /// the engine (every episode at once), each episode on one server.
     Vllm(std::sync::Arc<crate::vllm::Fleet>),
@@ -158,10 +153,40 @@ pub enum Backend {
 
 impl Default for Backend {
     fn default() -> Self {
-        Backend::Engine {
+        Backend::Engine(EngineLimits::default())
+    }
+}
+
+/// What an engine may take (`model.*`): the KV slots the memory plan settled, the batch
+/// width, the prompt tokens a step prefills and the decode window (0 = the device's default).
+/// Each rank builds its engines from the same limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EngineLimits {
+    pub kv_tokens: usize,
+    pub max_batch: usize,
+    pub prefill_tokens: usize,
+    pub decode_window: usize,
+}
+
+impl Default for EngineLimits {
+    fn default() -> Self {
+        Self {
             kv_tokens: 1 << 17,
             max_batch: 256,
             prefill_tokens: spade_policy::engine::DEFAULT_PREFILL_TOKENS,
+            decode_window: 0,
+        }
+    }
+}
+
+impl EngineLimits {
+    /// An engine's configuration for sequences of up to `context` tokens (the KV budget is
+    /// at least one such sequence).
+    pub fn config(&self, context: usize) -> EngineConfig {
+        EngineConfig {
+            prefill_tokens: self.prefill_tokens,
+            decode_window: self.decode_window,
+            ..EngineConfig::new(context, self.kv_tokens.max(context), self.max_batch)
         }
     }
 }
@@ -186,19 +211,11 @@ pub fn sample_all(
             params,
             policy.tokenizer(),
         )?),
-        Backend::Engine {
-            kv_tokens,
-            max_batch,
-            prefill_tokens,
-        } => {
+        Backend::Engine(limits) => {
             // One-shot calls have no episode context: the longest request bounds it.
             let context =
                 prompts.iter().map(Vec::len).max().unwrap_or(0) + params.max_new_tokens + 1;
-            let cfg = EngineConfig {
-                prefill_tokens,
-                ..EngineConfig::new(context, kv_tokens.max(context), max_batch)
-            };
-            let mut e = Engine::new(policy.model(), policy.tokenizer(), cfg)?;
+            let mut e = Engine::new(policy.model(), policy.tokenizer(), limits.config(context))?;
             Ok(generate_all(&mut e, prompts, seeds, params)?)
         }
         Backend::Vllm(fleet) => {
@@ -489,15 +506,8 @@ pub fn play_envs_measured(
             .map(|job| turns::play_batched(policy, pool, &turns, job, concurrency))
             .collect::<Result<Vec<_>, _>>()
             .map(|eps| (eps, PlayMeasures::default())),
-        &Backend::Engine {
-            kv_tokens,
-            max_batch,
-            prefill_tokens,
-        } => {
-            let cfg = EngineConfig {
-                prefill_tokens,
-                ..EngineConfig::new(opts.max_context, kv_tokens.max(opts.max_context), max_batch)
-            };
+        Backend::Engine(limits) => {
+            let cfg = limits.config(opts.max_context);
             let mut engine = Engine::new(policy.model(), Some(tok), cfg)?;
             let (eps, waited) =
                 turns::play_concurrently_timed(&mut engine, pool, &turns, jobs, concurrency)?;

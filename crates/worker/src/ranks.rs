@@ -23,7 +23,7 @@
 //! ranks and stops the others as soon as one fails, so a dead rank fails the run at once.
 
 use crate::WorkerError;
-use crate::play::{Backend, Episode, PlayJob, PlayMeasures, PlayOptions};
+use crate::play::{Backend, EngineLimits, Episode, PlayJob, PlayMeasures, PlayOptions};
 use serde::{Deserialize, Serialize};
 use spade_dist::{ProcessGroup, Rendezvous};
 use spade_policy::grpo::{GrpoSample, GrpoStats, GrpoTrainer, SavedOptimizer};
@@ -135,11 +135,7 @@ impl Ranks {
     ) -> Result<(Vec<Vec<Episode>>, PlayMeasures), WorkerError> {
         let world = self.world_size();
         let engine = match options.backend {
-            Backend::Engine {
-                kv_tokens,
-                max_batch,
-                prefill_tokens,
-            } => Some((kv_tokens, max_batch, prefill_tokens)),
+            Backend::Engine(limits) => Some(limits),
             Backend::Sampler => None,
             // The servers are the rollouts' parallelism: rank 0 sends them every episode's
             // requests at once, and the other ranks only train.
@@ -247,14 +243,7 @@ impl Ranks {
             engine,
             concurrency,
         } = order;
-        options.backend = match engine {
-            Some((kv_tokens, max_batch, prefill_tokens)) => Backend::Engine {
-                kv_tokens,
-                max_batch,
-                prefill_tokens,
-            },
-            None => Backend::Sampler,
-        };
+        options.backend = engine.map_or(Backend::Sampler, Backend::Engine);
         let mine = parts
             .get(self.rank())
             .ok_or_else(|| WorkerError::Ranks(format!("no part for rank {}", self.rank())))?;
@@ -306,8 +295,8 @@ impl JobPart {
 pub(crate) struct PlayOrder {
     parts: Vec<Vec<JobPart>>,
     options: PlayOptions,
-    /// The engine's KV slots, batch and prefill budget; None = the sampler.
-    engine: Option<(usize, usize, usize)>,
+    /// The engine's limits; None = the sampler.
+    engine: Option<EngineLimits>,
     concurrency: usize,
 }
 

@@ -171,9 +171,7 @@ impl PagedCache {
             flat.extend(table[..held].iter().map(|&b| i64::from(b)));
             flat.extend(std::iter::repeat_n(0, nb - held));
         }
-        Tensor::from_slice(&flat)
-            .to_device(self.device)
-            .view([rows.len() as i64, nb as i64])
+        upload(&flat, self.device).view([rows.len() as i64, nb as i64])
     }
 }
 
@@ -198,6 +196,20 @@ fn for_device(mask: Tensor, kind: Kind, device: Device) -> Tensor {
         additive(&mask, kind)
     } else {
         mask
+    }
+}
+
+/// `values` (a pass's token ids, positions, slots, tables) on `device`. On CUDA the copy is
+/// queued without waiting for the stream (`non_blocking`): libtorch's blocking copy
+/// synchronises the stream after every upload, which would stop the GPU several times a pass
+/// and undo the engine's decode window. Safe from pageable memory: CUDA stages such a copy
+/// before the call returns, so `values` may be dropped at once.
+pub fn upload<T: tch::kind::Element>(values: &[T], device: Device) -> Tensor {
+    let t = Tensor::from_slice(values);
+    if device.is_cuda() {
+        t.to_device_(device, T::KIND, true, false)
+    } else {
+        t
     }
 }
 
@@ -286,23 +298,57 @@ impl Qwen3 {
     /// at -inf; an empty tensor when none asked). Token ids are not range-checked: the engine
     /// checks them when a request arrives.
     pub fn forward_paged(&self, cache: &mut PagedCache, segs: &[Segment<'_>]) -> Result<Tensor> {
+        self.forward_paged_with(cache, segs, None)
+    }
+
+    /// [`Qwen3::forward_paged`] where the one-token segments' inputs are `drawn` ([n] token
+    /// ids on the cache's device, one per one-token segment, in order) instead of their
+    /// `tokens`: the engine's decode window feeds the tokens it just sampled without reading
+    /// them back to the host. The ids are not range-checked (they come from the sampler).
+    pub fn forward_paged_with(
+        &self,
+        cache: &mut PagedCache,
+        segs: &[Segment<'_>],
+        drawn: Option<&Tensor>,
+    ) -> Result<Tensor> {
         // Sampling never back-propagates. With the trainable weights recording, the pool's
         // in-place writes would chain every pass's graph to the next and keep each gathered
         // key copy alive until the engine is dropped (13 GB where 2 GB suffice, measured).
         let _no_grad = tch::no_grad_guard();
         let plan = self.plan(cache, segs)?;
         let dev = cache.device;
-        let ids: Vec<i64> = segs.iter().flat_map(|s| s.tokens.iter().copied()).collect();
         let pos: Vec<i64> = segs
             .iter()
             .flat_map(|s| (s.start..s.start + s.tokens.len()).map(|p| p as i64))
             .collect();
-        let ids = Tensor::from_slice(&ids).to_device(dev).unsqueeze(0);
+        let ids = match drawn {
+            None => {
+                let ids: Vec<i64> = segs.iter().flat_map(|s| s.tokens.iter().copied()).collect();
+                upload(&ids, dev)
+            }
+            Some(d) => {
+                if d.size() != [plan.decode as i64] || d.device() != dev {
+                    return Err(PolicyError::InvalidInput(format!(
+                        "paged cache: {:?} drawn tokens on {:?} for {} one-token segments on {dev:?}",
+                        d.size(),
+                        d.device(),
+                        plan.decode
+                    )));
+                }
+                let rest: Vec<i64> = segs[plan.decode..]
+                    .iter()
+                    .flat_map(|s| s.tokens.iter().copied())
+                    .collect();
+                if rest.is_empty() {
+                    d.to_kind(Kind::Int64)
+                } else {
+                    Tensor::cat(&[d.to_kind(Kind::Int64), upload(&rest, dev)], 0)
+                }
+            }
+        }
+        .unsqueeze(0);
         let mut x = Tensor::embedding(&self.embed_tokens, &ids, -1, false, false);
-        let rope = self.rope(
-            &Tensor::from_slice(&pos).to_device(dev).unsqueeze(0),
-            x.kind(),
-        );
+        let rope = self.rope(&upload(&pos, dev).unsqueeze(0), x.kind());
         let block = cache.block as i64;
         for (l, lc) in self.layers.iter().zip(&mut cache.layers) {
             let a = &l.self_attn;
@@ -396,10 +442,9 @@ impl Qwen3 {
         if last.is_empty() {
             return Ok(Tensor::zeros([0, self.cfg.vocab_size], (Kind::Float, dev)));
         }
-        let h = self.norm.forward(
-            &x.squeeze_dim(0)
-                .index_select(0, &Tensor::from_slice(&last).to_device(dev)),
-        );
+        let h = self
+            .norm
+            .forward(&x.squeeze_dim(0).index_select(0, &upload(&last, dev)));
         Ok(self.mask_padded_vocab(self.logits(&h)))
     }
 
@@ -428,7 +473,7 @@ impl Qwen3 {
             }
             slots.extend((s.start..reach).map(|p| cache.slot(s.table, p)));
         }
-        let slots = Tensor::from_slice(&slots).to_device(dev);
+        let slots = upload(&slots, dev);
         let (groups, shared, in_place) = decode_groups(cache, &segs[..decode], kind);
         let mut pieces = vec![];
         let mut at = decode as i64;
@@ -531,9 +576,9 @@ fn decode_groups(
             let mask = lens.iter().any(|&l| l != longest).then(|| {
                 let lens: Vec<i64> = lens.iter().map(|&l| l as i64).collect();
                 let kj = Tensor::arange(longest as i64, (Kind::Int64, dev)).view([1, -1]);
-                let m = kj
-                    .lt_tensor(&Tensor::from_slice(&lens).to_device(dev).view([-1, 1]))
-                    .view([n, 1, 1, longest as i64]);
+                let m =
+                    kj.lt_tensor(&upload(&lens, dev).view([-1, 1]))
+                        .view([n, 1, 1, longest as i64]);
                 if additive_masks {
                     additive(&m, kind)
                 } else {
@@ -543,7 +588,7 @@ fn decode_groups(
             let idx: Vec<i64> = rows.iter().map(|&i| i as i64).collect();
             Group {
                 // One group holds every row, put back in pass order above.
-                rows: (!whole).then(|| Tensor::from_slice(&idx).to_device(dev)),
+                rows: (!whole).then(|| upload(&idx, dev)),
                 tables,
                 longest: longest as i64,
                 mask,

@@ -7,6 +7,7 @@ mod checkpoints;
 mod encoder;
 mod engine;
 mod engine_paged;
+mod engine_window;
 mod gguf;
 mod hf_reference;
 mod mixed;

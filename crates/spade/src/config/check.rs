@@ -323,6 +323,7 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
     );
     k.count("model.max_batch", mo.max_batch.into(), 1, 4096);
     k.count("model.prefill_tokens", mo.prefill_tokens.into(), 1, 1 << 20);
+    k.count("model.decode_window", mo.decode_window.into(), 0, 64);
     for (path, budget) in [
         ("model.designer_max_new_tokens", mo.designer_max_new_tokens),
         ("model.hint_max_new_tokens", mo.hint_max_new_tokens),

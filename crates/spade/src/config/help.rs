@@ -103,6 +103,10 @@ pub const HELP: &[(&str, &str)] = &[
         "Most prompt tokens one engine step prefills, over all the requests being prefilled: several prompts run in one pass beside the decoding rows, and a longer prompt in pieces over several steps.",
     ),
     (
+        "model.decode_window",
+        "Decoding passes one engine step runs before the host reads the sampled tokens back: the tokens are drawn on the device and fed to the next pass where they lie, and stops are checked at the window's end, so every window gives the same tokens. 0 leaves it to the device (1 on the CPU, where a read costs nothing, 4 on CUDA).",
+    ),
+    (
         "model.warm_start",
         "What a preset model is fine-tuned on before self-play (ignored with model.path): \"auto\" (the preset's choice: \"seeds\" for tiny, \"none\" for smollm2-135m), \"none\" (the pretrained weights as they are; not for tiny, which starts from random weights), \"seeds\" (the seed library's shortest file) or \"families\" (many variants of the built-in game families, so the designer writes programs that differ: the CPU demos' choice).",
     ),

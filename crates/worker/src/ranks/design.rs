@@ -9,7 +9,7 @@
 use super::Ranks;
 use crate::WorkerError;
 use crate::designer::{self, Attempt, SlotPlan};
-use crate::play::Backend;
+use crate::play::{Backend, EngineLimits};
 use serde::{Deserialize, Serialize};
 use spade::prompt::ChatPrompt;
 
@@ -17,8 +17,8 @@ use spade::prompt::ChatPrompt;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct DesignOrder {
     parts: Vec<Vec<SlotPlan>>,
-    /// The engine's KV slots, batch and prefill budget; None = the sampler.
-    engine: Option<(usize, usize, usize)>,
+    /// The engine's limits; None = the sampler.
+    engine: Option<EngineLimits>,
 }
 
 /// What every rank writes of a regeneration's hints: `parts[r]` is rank r's (prompt, seed)s.
@@ -27,17 +27,13 @@ pub(crate) struct HintOrder {
     parts: Vec<Vec<(ChatPrompt, u64)>>,
     temperature: f64,
     max_new_tokens: usize,
-    engine: Option<(usize, usize, usize)>,
+    engine: Option<EngineLimits>,
 }
 
 /// The engine settings a backend carries to the other ranks (each builds its own engine).
-fn engine_of(backend: &Backend) -> Result<Option<(usize, usize, usize)>, WorkerError> {
+fn engine_of(backend: &Backend) -> Result<Option<EngineLimits>, WorkerError> {
     match backend {
-        Backend::Engine {
-            kv_tokens,
-            max_batch,
-            prefill_tokens,
-        } => Ok(Some((*kv_tokens, *max_batch, *prefill_tokens))),
+        Backend::Engine(limits) => Ok(Some(*limits)),
         Backend::Sampler => Ok(None),
         Backend::Vllm(_) => Err(WorkerError::Config(
             "ranks design on their own engines, not vLLM".into(),
@@ -45,15 +41,8 @@ fn engine_of(backend: &Backend) -> Result<Option<(usize, usize, usize)>, WorkerE
     }
 }
 
-fn backend_of(engine: Option<(usize, usize, usize)>) -> Backend {
-    match engine {
-        Some((kv_tokens, max_batch, prefill_tokens)) => Backend::Engine {
-            kv_tokens,
-            max_batch,
-            prefill_tokens,
-        },
-        None => Backend::Sampler,
-    }
+fn backend_of(engine: Option<EngineLimits>) -> Backend {
+    engine.map_or(Backend::Sampler, Backend::Engine)
 }
 
 /// `items` cut into `world` runs in order, as even as whole items allow.

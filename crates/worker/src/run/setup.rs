@@ -365,11 +365,12 @@ pub(crate) fn backend(cfg: &RunConfig, kv_tokens: usize) -> play::Backend {
     use spade::config::RolloutBackend as R;
     match cfg.model.rollout {
         R::Sampler => play::Backend::Sampler,
-        R::Engine | R::Vllm => play::Backend::Engine {
+        R::Engine | R::Vllm => play::Backend::Engine(play::EngineLimits {
             kv_tokens,
             max_batch: cfg.model.max_batch as usize,
             prefill_tokens: cfg.model.prefill_tokens as usize,
-        },
+            decode_window: cfg.model.decode_window as usize,
+        }),
     }
 }
 

@@ -6,7 +6,7 @@
 
 use spade_sandbox::EnvKind;
 use spade_sandbox::validate::Reason;
-use spade_worker::play::{self, Backend, Episode, PlayJob, PlayOptions};
+use spade_worker::play::{self, Backend, EngineLimits, Episode, PlayJob, PlayOptions};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -91,11 +91,11 @@ fn opts(backend: Backend) -> PlayOptions {
 }
 
 fn engine() -> Backend {
-    Backend::Engine {
+    Backend::Engine(EngineLimits {
         kv_tokens: 1 << 15,
         max_batch: 64,
-        prefill_tokens: spade_policy::engine::DEFAULT_PREFILL_TOKENS,
-    }
+        ..EngineLimits::default()
+    })
 }
 
 fn same_trace(a: &Episode, b: &Episode, what: &str) {

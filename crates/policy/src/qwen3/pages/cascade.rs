@@ -51,10 +51,10 @@ pub(super) fn shared(segs: &[Segment<'_>], runs: Vec<Run>, dev: Device) -> Vec<S
                 .collect();
             let consecutive = ids.windows(2).all(|w| w[1] == w[0] + 1);
             Shared {
-                rows: Tensor::from_slice(&idx).to_device(dev),
+                rows: super::upload(&idx, dev),
                 blocks: match (consecutive, ids.first()) {
                     (true, Some(&first)) => RunBlocks::Consecutive(first..first + ids.len() as i64),
-                    _ => RunBlocks::Listed(Tensor::from_slice(&ids).to_device(dev)),
+                    _ => RunBlocks::Listed(super::upload(&ids, dev)),
                 },
             }
         })
