@@ -319,6 +319,7 @@ impl StepMetrics {
                 put("engine/reused".into(), e.reused as f64);
                 put("engine/shared".into(), e.shared as f64);
                 put("engine/generated".into(), e.generated as f64);
+                put("engine/reads".into(), e.reads as f64);
                 put(
                     "engine/mean_batch".into(),
                     e.decode_rows as f64 / e.decode_passes.max(1) as f64,

@@ -164,6 +164,7 @@ fn the_step_metrics_keep_their_reported_names() {
             "engine/peak_blocks",
             "engine/peak_slots",
             "engine/prefilled",
+            "engine/reads",
             "engine/reused",
             "engine/shared",
             "entropy",
