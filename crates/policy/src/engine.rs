@@ -44,8 +44,11 @@
 //! host read after every token. Stops (stop tokens, stop strings, budgets) are checked then,
 //! token by token: a turn that stopped inside the window keeps what it had sampled up to its
 //! stop and nothing after it (what it computed past it is dropped, its cache cut back), so
-//! any window gives the tokens of a window of 1. A row never passes its budget inside a
-//! window; new requests and prompt pieces wait for the next step.
+//! any window gives the tokens of a window of 1, up to float rounding: a pass's rows differ
+//! with the window, and with them the blocking of its matrix products, which at a
+//! temperature above 0 can move a draw that falls on a boundary between two tokens (as
+//! continuous batching itself can). A row never passes its budget inside a window; new
+//! requests and prompt pieces wait for the next step.
 
 mod blocks;
 

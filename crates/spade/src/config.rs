@@ -192,7 +192,8 @@ pub struct ModelSection {
     pub prefill_tokens: u32,
     /// Decoding passes one engine step runs before the host reads the sampled tokens back
     /// (the tokens are drawn on the device and fed to the next pass where they lie; stops are
-    /// checked at the window's end, so every window gives the same tokens): 0 leaves it to
+    /// checked at the window's end, so every window gives the same tokens up to float
+    /// rounding): 0 leaves it to
     /// the device (1 on the CPU, 4 on CUDA).
     pub decode_window: u32,
     /// What a preset model is fine-tuned on before self-play (ignored with `model.path`):

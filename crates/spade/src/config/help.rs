@@ -104,7 +104,7 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     (
         "model.decode_window",
-        "Decoding passes one engine step runs before the host reads the sampled tokens back: the tokens are drawn on the device and fed to the next pass where they lie, and stops are checked at the window's end, so every window gives the same tokens. 0 leaves it to the device (1 on the CPU, where a read costs nothing, 4 on CUDA).",
+        "Decoding passes one engine step runs before the host reads the sampled tokens back: the tokens are drawn on the device and fed to the next pass where they lie, and stops are checked at the window's end, so every window gives the same tokens (up to float rounding). 0 leaves it to the device (1 on the CPU, where a read costs nothing, 4 on CUDA).",
     ),
     (
         "model.warm_start",
