@@ -111,7 +111,23 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
         a.read_in_place
     );
     // One untimed play first: the runners' first start and the model's first passes.
-    play::play_envs_measured(&policy, &pool, &jobs, &opts(false), a.concurrency)?;
+    let (warm, _) = play::play_envs_measured(&policy, &pool, &jobs, &opts(false), a.concurrency)?;
+    // Plays that all fail (no runner, a broken venv) would time nothing and print 0 tokens/s.
+    let plays: Vec<&Episode> = warm.iter().flatten().collect();
+    if plays
+        .iter()
+        .all(|e| e.failure.is_some() || e.error.is_some())
+    {
+        let first = plays
+            .iter()
+            .find_map(|e| e.failure.as_ref().map(|f| f.describe()).or(e.error.clone()))
+            .unwrap_or_else(|| "no plays".into());
+        anyhow::bail!(
+            "bench-rollout seed-envs: all {} plays failed, so there is nothing to time; the \
+             first: {first}",
+            plays.len()
+        );
+    }
     let mut runs: [Vec<Run>; 2] = [vec![], vec![]];
     for rep in 0..a.repeats.max(1) {
         // Alternating, so both ways see the same drift in the machine's load.

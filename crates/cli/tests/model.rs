@@ -319,3 +319,36 @@ fn the_ranks_bench_reports_each_ranks_time_in_each_collective() {
         assert!(v["per_rank_ratio"].as_f64().is_some_and(|r| r > 0.0), "{v}");
     }
 }
+
+#[test]
+fn the_seed_envs_bench_refuses_to_time_plays_that_all_failed() {
+    let seeds = concat!(env!("CARGO_MANIFEST_DIR"), "/../../envs/seed");
+    let out = Command::new(env!("CARGO_BIN_EXE_spade"))
+        .args([
+            "model",
+            "bench-rollout",
+            "--path",
+            "seed-envs",
+            "--seeds",
+            seeds,
+            "--envs",
+            "2",
+            "--plays",
+            "2",
+        ])
+        .env("OMP_NUM_THREADS", "1")
+        .env("SPADE_SANDBOX_RUNNER", "/nonexistent/spade-sandbox-runner")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run spade: {e}"));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("all 4 plays failed, so there is nothing to time")
+            && err.contains("cannot start the sandbox runner"),
+        "{err}"
+    );
+    // The decode window is bounded.
+    let out = spade(&["model", "bench-rollout", "--decode-window", "65"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--decode-window"), "{}", stderr(&out));
+}
