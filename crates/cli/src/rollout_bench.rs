@@ -9,6 +9,7 @@
 
 use anyhow::Context;
 use clap::Args;
+use spade_policy::engine::EngineConfig;
 use spade_policy::rollout_bench::{self, Path, RolloutBenchOptions, RolloutReport};
 
 #[derive(Debug, Args)]
@@ -168,17 +169,20 @@ pub fn run(a: &RolloutBenchArgs) -> anyhow::Result<()> {
          to {} turns of <= {} tokens",
         a.shape, a.threads, a.envs, a.plays, a.hint_plays, a.max_turns, a.turn_tokens
     );
-    match &cores {
-        Some(c) => println!(
-            "engine: {} libtorch thread(s), its thread pinned to cores {c:?} while it decodes; \
-             default allocator; shared KV blocks read once: {}; blocks read in place: {}",
-            a.threads, a.share_reads, a.read_in_place
-        ),
-        None => println!(
-            "engine: {} libtorch thread(s), unpinned; shared KV blocks read once: {}; blocks              read in place: {}",
-            a.threads, a.share_reads, a.read_in_place
-        ),
+    let pinning = match &cores {
+        Some(c) => format!("its thread pinned to cores {c:?} while it decodes; default allocator"),
+        None => "unpinned".into(),
+    };
+    let window = EngineConfig {
+        decode_window: usize::from(a.decode_window),
+        ..EngineConfig::new(1, 1, 1)
     }
+    .window_on(device);
+    println!(
+        "engine: {} libtorch thread(s), {pinning}; shared KV blocks read once: {}; blocks read \
+         in place: {}; decode window: {window} pass(es) a host read",
+        a.threads, a.share_reads, a.read_in_place
+    );
     // The paths take turns, repetition by repetition, so a machine whose load changes slows
     // them alike.
     let mut runs: Vec<Vec<RolloutReport>> = paths.iter().map(|_| vec![]).collect();
