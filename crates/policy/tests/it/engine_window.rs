@@ -52,10 +52,23 @@ fn play(
     stops: &[i64],
     stop_strings: &[String],
 ) -> Result<(Vec<Vec<Completion>>, EngineStats)> {
+    play_within(m, tok, window, temperature, stops, stop_strings, 4096)
+}
+
+/// [`play`] with a KV budget of `kv` slots.
+fn play_within(
+    m: &Qwen3,
+    tok: Option<&Tokenizer>,
+    window: usize,
+    temperature: f64,
+    stops: &[i64],
+    stop_strings: &[String],
+    kv: usize,
+) -> Result<(Vec<Vec<Completion>>, EngineStats)> {
     let config = EngineConfig {
         decode_window: window,
         block_tokens: 4,
-        ..cfg(256, 4096, 6)
+        ..cfg(128, kv, 6)
     };
     let mut e = Engine::new(m, tok, config)?;
     let system = prompt(5, 13);
@@ -153,6 +166,26 @@ fn a_decode_window_draws_the_tokens_of_reading_after_every_pass() -> Result<()> 
                     st.reads,
                     one.reads
                 );
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn under_a_small_kv_budget_a_window_evicts_and_readmits_to_the_same_tokens() -> Result<()> {
+    let p = tiny_on(Device::Cpu)?;
+    let (m, tok) = (p.model(), p.tokenizer());
+    // 160 slots for 6 rows of up to 16 new tokens beside contexts of 20-80: paused episodes
+    // give up their blocks and prefill again on their next turn.
+    let (want, one) = play_within(m, tok, 1, 0.8, &[], &[], 160)?;
+    assert!(one.evictions > 0, "the budget evicted nothing: {one:?}");
+    for window in [3, 5] {
+        let (got, st) = play_within(m, tok, window, 0.8, &[], &[], 160)?;
+        assert!(st.evictions > 0, "window {window}: {st:?}");
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            for (t, (x, y)) in a.iter().zip(b).enumerate() {
+                close(x, y, &format!("window {window} episode {i} turn {t}"));
             }
         }
     }
