@@ -42,21 +42,10 @@ fn rules(i: usize, temperature: f64, stops: &[i64], stop_strings: &[String]) -> 
 }
 
 /// Plays `EPISODES` episodes of `TURNS` turns through one engine whose decode window is
-/// `window`: half of them share a system prompt, they join a step apart, and each turn's
-/// request is the episode so far (its replies and a few observation tokens).
+/// `window` and KV budget `kv` slots: half of them share a system prompt, they join a step
+/// apart, and each turn's request is the episode so far (its replies and a few observation
+/// tokens).
 fn play(
-    m: &Qwen3,
-    tok: Option<&Tokenizer>,
-    window: usize,
-    temperature: f64,
-    stops: &[i64],
-    stop_strings: &[String],
-) -> Result<(Vec<Vec<Completion>>, EngineStats)> {
-    play_within(m, tok, window, temperature, stops, stop_strings, 4096)
-}
-
-/// [`play`] with a KV budget of `kv` slots.
-fn play_within(
     m: &Qwen3,
     tok: Option<&Tokenizer>,
     window: usize,
@@ -115,7 +104,7 @@ fn a_decode_window_draws_the_tokens_of_reading_after_every_pass() -> Result<()> 
         let (m, tok) = (p.model(), p.tokenizer());
         for temperature in [0.0, 0.8] {
             // Stops that fire inside windows: tokens the unstopped episodes draw early on.
-            let (pilot, _) = play(m, tok, 1, temperature, &[], &[])?;
+            let (pilot, _) = play(m, tok, 1, temperature, &[], &[], 4096)?;
             let stops: Vec<i64> = pilot
                 .iter()
                 .filter_map(|turns| turns[0].tokens.get(2).copied())
@@ -131,7 +120,7 @@ fn a_decode_window_draws_the_tokens_of_reading_after_every_pass() -> Result<()> 
                     .collect(),
                 None => vec![],
             };
-            let (want, one) = play(m, tok, 1, temperature, &stops, &stop_strings)?;
+            let (want, one) = play(m, tok, 1, temperature, &stops, &stop_strings, 4096)?;
             let stopped = want
                 .iter()
                 .flatten()
@@ -145,7 +134,7 @@ fn a_decode_window_draws_the_tokens_of_reading_after_every_pass() -> Result<()> 
             // A window of 1 reads after every pass that decoded.
             assert!(one.reads >= one.decode_passes, "{dev:?}: {one:?}");
             for window in [2, 4, 7] {
-                let (got, st) = play(m, tok, window, temperature, &stops, &stop_strings)?;
+                let (got, st) = play(m, tok, window, temperature, &stops, &stop_strings, 4096)?;
                 for (i, (a, b)) in got.iter().zip(&want).enumerate() {
                     for (t, (x, y)) in a.iter().zip(b).enumerate() {
                         close(
@@ -178,10 +167,10 @@ fn under_a_small_kv_budget_a_window_evicts_and_readmits_to_the_same_tokens() -> 
     let (m, tok) = (p.model(), p.tokenizer());
     // 160 slots for 6 rows of up to 16 new tokens beside contexts of 20-80: paused episodes
     // give up their blocks and prefill again on their next turn.
-    let (want, one) = play_within(m, tok, 1, 0.8, &[], &[], 160)?;
+    let (want, one) = play(m, tok, 1, 0.8, &[], &[], 160)?;
     assert!(one.evictions > 0, "the budget evicted nothing: {one:?}");
     for window in [3, 5] {
-        let (got, st) = play_within(m, tok, window, 0.8, &[], &[], 160)?;
+        let (got, st) = play(m, tok, window, 0.8, &[], &[], 160)?;
         assert!(st.evictions > 0, "window {window}: {st:?}");
         for (i, (a, b)) in got.iter().zip(&want).enumerate() {
             for (t, (x, y)) in a.iter().zip(b).enumerate() {
