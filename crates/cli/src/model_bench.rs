@@ -142,7 +142,10 @@ fn ranks(a: &BenchArgs, mut o: BenchOptions) -> anyhow::Result<()> {
         return Ok(());
     }
     if o.device != spade_policy::Device::Cpu {
-        anyhow::bail!("--ranks: ranks train on the CPU through Gloo (NCCL is not bridged yet)");
+        anyhow::bail!(
+            "--ranks: ranks train on the CPU through Gloo (the bench's ranks do not use \
+             spade-dist's NCCL group yet)"
+        );
     }
     let one = bench::measure(&o, None, |i, s| {
         if !a.json {

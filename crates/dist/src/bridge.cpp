@@ -1,11 +1,17 @@
-// The C side of spade-dist: c10d's TCPStore and ProcessGroupGloo behind a few C functions that
-// take tch's tensors (a tch tensor handle is a torch::Tensor*). Every function catches what
-// libtorch throws and returns it as a malloc'd message (NULL on success), so no C++ exception
-// crosses into Rust.
+// The C side of spade-dist: c10d's TCPStore and ProcessGroupGloo (CPU tensors) or
+// ProcessGroupNCCL (CUDA tensors; only where build.rs found the CUDA build's headers and
+// defined SPADE_WITH_NCCL) behind a few C functions that take tch's tensors (a tch tensor
+// handle is a torch::Tensor*). Both groups are c10d Backends, so every collective below serves
+// either. Every function catches what libtorch throws and returns it as a malloc'd message
+// (NULL on success), so no C++ exception crosses into Rust.
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
+#ifdef SPADE_WITH_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 #include <chrono>
 #include <cstring>
@@ -15,9 +21,22 @@
 
 struct spade_pg {
   c10::intrusive_ptr<c10d::TCPStore> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  c10::intrusive_ptr<c10d::Backend> pg;
   std::chrono::milliseconds timeout;
 };
+
+// Rank 0 serves the store; the others connect. Returns once all `world` ranks have.
+static c10::intrusive_ptr<c10d::TCPStore> rendezvous(const char* host, int port, int rank,
+                                                     int world,
+                                                     std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(port);
+  opts.isServer = rank == 0;
+  opts.numWorkers = world;
+  opts.waitWorkers = true;
+  opts.timeout = timeout;
+  return c10::make_intrusive<c10d::TCPStore>(std::string(host), opts);
+}
 
 static char* message(const std::string& s) {
   char* out = static_cast<char*>(std::malloc(s.size() + 1));
@@ -53,18 +72,54 @@ char* spade_pg_new(const char* host, const char* local, int port, int rank, int 
   return guarded([&] {
     auto g = std::make_unique<spade_pg>();
     g->timeout = std::chrono::milliseconds(timeout_ms);
-    c10d::TCPStoreOptions opts;
-    opts.port = static_cast<uint16_t>(port);
-    opts.isServer = rank == 0;
-    opts.numWorkers = world;
-    opts.waitWorkers = true;
-    opts.timeout = g->timeout;
-    g->store = c10::make_intrusive<c10d::TCPStore>(std::string(host), opts);
+    g->store = rendezvous(host, port, rank, world, g->timeout);
     auto o = c10d::ProcessGroupGloo::Options::create();
     o->timeout = g->timeout;
     o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(std::string(local)));
     g->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(g->store, rank, world, o);
     *out = g.release();
+  });
+}
+
+// 1 where this library was built with ProcessGroupNCCL (the CUDA build), else 0.
+int spade_nccl_built() {
+#ifdef SPADE_WITH_NCCL
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+// An NCCL group over the GPU `device` of this process (CUDA tensors on that GPU only), its
+// ranks meeting through the same TCPStore rendezvous as Gloo's.
+char* spade_pg_new_nccl(const char* host, int port, int rank, int world, long timeout_ms,
+                        int device, spade_pg** out) {
+  return guarded([&] {
+#ifdef SPADE_WITH_NCCL
+    int seen = static_cast<int>(c10::cuda::device_count());
+    if (device < 0 || device >= seen) {
+      throw std::runtime_error("an NCCL group on cuda:" + std::to_string(device) +
+                               ", but libtorch sees " + std::to_string(seen) + " GPU(s)");
+    }
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+    auto g = std::make_unique<spade_pg>();
+    g->timeout = std::chrono::milliseconds(timeout_ms);
+    g->store = rendezvous(host, port, rank, world, g->timeout);
+    auto o = c10d::ProcessGroupNCCL::Options::create();
+    o->timeout = g->timeout;
+    auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(g->store, rank, world, o);
+    // Bound to its GPU and connected at once: a rank that never comes fails the join, not the
+    // first collective, and barriers know which GPU to use.
+    c10::Device gpu(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device));
+    pg->setBoundDeviceId(gpu);
+    pg->eagerConnectSingleDevice(gpu);
+    g->pg = pg;
+    *out = g.release();
+#else
+    throw std::runtime_error(
+        "this binary's spade-dist was built without NCCL (only the CUDA build, "
+        "scripts/build-cuda, links ProcessGroupNCCL)");
+#endif
   });
 }
 

@@ -28,6 +28,16 @@ unsafe extern "C" {
         timeout_ms: c_long,
         out: *mut *mut SpadePg,
     ) -> *mut c_char;
+    fn spade_nccl_built() -> c_int;
+    fn spade_pg_new_nccl(
+        host: *const c_char,
+        port: c_int,
+        rank: c_int,
+        world: c_int,
+        timeout_ms: c_long,
+        device: c_int,
+        out: *mut *mut SpadePg,
+    ) -> *mut c_char;
     fn spade_pg_free(g: *mut SpadePg);
     fn spade_message_free(m: *mut c_char);
     fn spade_pg_all_reduce(g: *mut SpadePg, t: *mut C_tensor, op: c_int) -> *mut c_char;
@@ -80,6 +90,12 @@ fn int(v: usize, what: &str) -> Result<c_int> {
     c_int::try_from(v).map_err(|_| DistError(format!("{what} {v} is too large")))
 }
 
+/// Whether the bridge was built with ProcessGroupNCCL (the CUDA build).
+pub(crate) fn nccl_built() -> bool {
+    // SAFETY: a constant of the bridge, no arguments.
+    unsafe { spade_nccl_built() != 0 }
+}
+
 /// The bridge's process group; freed on drop.
 #[derive(Debug)]
 pub(crate) struct Group(*mut SpadePg);
@@ -118,6 +134,38 @@ impl Group {
                 &mut out,
             )
         })?;
+        Group::made(out)
+    }
+
+    /// An NCCL group over this process's GPU `device` (the CUDA build only: elsewhere the
+    /// bridge says it was built without NCCL).
+    pub(crate) fn new_nccl(
+        host: &str,
+        port: u16,
+        rank: usize,
+        world: usize,
+        timeout: Duration,
+        device: usize,
+    ) -> Result<Self> {
+        let host = CString::new(host).map_err(|_| DistError("host holds a NUL byte".into()))?;
+        let ms = c_long::try_from(timeout.as_millis()).unwrap_or(c_long::MAX);
+        let mut out: *mut SpadePg = std::ptr::null_mut();
+        // SAFETY: host outlives the call; out is written only on success.
+        checked(unsafe {
+            spade_pg_new_nccl(
+                host.as_ptr(),
+                c_int::from(port),
+                int(rank, "rank")?,
+                int(world, "world size")?,
+                ms,
+                int(device, "GPU")?,
+                &mut out,
+            )
+        })?;
+        Group::made(out)
+    }
+
+    fn made(out: *mut SpadePg) -> Result<Self> {
         if out.is_null() {
             return Err(DistError("the process group was not created".into()));
         }

@@ -8,8 +8,12 @@
 //! are libtorch's own (`libtorch_cpu.so` holds c10d and Gloo; the reduce is its point-to-point
 //! send and receive); this crate only bridges them (`src/bridge.cpp`).
 //!
-//! Gloo runs on CPU tensors. NCCL (CUDA) needs the CUDA build's `ProcessGroupNCCL` and is not
-//! bridged yet.
+//! Gloo runs on CPU tensors. NCCL runs on CUDA tensors of one GPU per rank
+//! ([`ProcessGroup::join_nccl`]); it needs the CUDA build's `ProcessGroupNCCL`, which the bridge
+//! compiles in only when scripts/build-cuda builds it against real CUDA libraries
+//! ([`nccl_built`]). The NCCL group has been built and refused on a CPU-only machine; it has
+//! not run on a GPU (`PROBE=nccl` of spade-dist-probe is the check for when one is lent). The
+//! trainer's ranks use Gloo only: their launch does not yet give each rank its own GPU.
 
 use spade_policy::optim::Started;
 use std::time::Duration;
@@ -90,12 +94,19 @@ pub enum ReduceOp {
     Min,
 }
 
-/// One rank's membership of a Gloo process group.
+/// Whether this binary's bridge has ProcessGroupNCCL (the CUDA build, scripts/build-cuda).
+pub fn nccl_built() -> bool {
+    ffi::nccl_built()
+}
+
+/// One rank's membership of a process group: Gloo over CPU tensors or NCCL over one GPU's.
 #[derive(Debug)]
 pub struct ProcessGroup {
     inner: ffi::Group,
     rank: usize,
     world_size: usize,
+    /// Where the group's tensors must be: the CPU (Gloo) or this rank's GPU (NCCL).
+    device: tch::Device,
 }
 
 impl ProcessGroup {
@@ -115,7 +126,35 @@ impl ProcessGroup {
             inner,
             rank: r.rank,
             world_size: r.world_size,
+            device: tch::Device::Cpu,
         })
+    }
+
+    /// Joins an NCCL group whose tensors live on this process's GPU `gpu` (`cuda:gpu`), its
+    /// ranks meeting through rank 0's store as [`ProcessGroup::join`]'s do. Fails with the
+    /// reason on a binary built without NCCL ([`nccl_built`]) or where libtorch sees no such
+    /// GPU.
+    pub fn join_nccl(r: &Rendezvous, gpu: usize) -> Result<Self> {
+        r.check()?;
+        let inner = ffi::Group::new_nccl(
+            &r.master_addr,
+            r.master_port,
+            r.rank,
+            r.world_size,
+            r.timeout,
+            gpu,
+        )?;
+        Ok(ProcessGroup {
+            inner,
+            rank: r.rank,
+            world_size: r.world_size,
+            device: tch::Device::Cuda(gpu),
+        })
+    }
+
+    /// Where the group's tensors must be.
+    pub fn device(&self) -> tch::Device {
+        self.device
     }
 
     pub fn rank(&self) -> usize {
@@ -128,7 +167,7 @@ impl ProcessGroup {
 
     /// Reduces `t` over the ranks, in place (every rank passes a tensor of the same shape).
     pub fn all_reduce(&self, t: &mut Tensor, op: ReduceOp) -> Result<()> {
-        cpu_contiguous(t, "all_reduce")?;
+        self.placed(t, "all_reduce")?;
         self.inner.all_reduce(t, op)
     }
 
@@ -142,7 +181,7 @@ impl ProcessGroup {
     /// [`ProcessGroup::reduce`] started: the sum is in root's `t` once the returned
     /// [`Pending`] has been waited for; no rank may touch its `t` before.
     pub fn reduce_start(&self, t: &mut Tensor, root: usize) -> Result<Pending> {
-        cpu_contiguous(t, "reduce")?;
+        self.placed(t, "reduce")?;
         self.check_root("reduce to", root)?;
         self.inner.reduce_start(t, root)
     }
@@ -150,7 +189,7 @@ impl ProcessGroup {
     /// [`ProcessGroup::broadcast`] started: root's `t` is in every rank's `t` once the
     /// returned [`Pending`] has been waited for; no rank may touch its `t` before.
     pub fn broadcast_start(&self, t: &mut Tensor, root: usize) -> Result<Pending> {
-        cpu_contiguous(t, "broadcast")?;
+        self.placed(t, "broadcast")?;
         self.check_root("broadcast from", root)?;
         self.inner.broadcast_start(t, root)
     }
@@ -167,7 +206,7 @@ impl ProcessGroup {
 
     /// Rank `root`'s `t` into every rank's `t`.
     pub fn broadcast(&self, t: &mut Tensor, root: usize) -> Result<()> {
-        cpu_contiguous(t, "broadcast")?;
+        self.placed(t, "broadcast")?;
         self.check_root("broadcast from", root)?;
         self.inner.broadcast(t, root, None)
     }
@@ -190,24 +229,27 @@ impl ProcessGroup {
                 if bytes.is_some() { "sends" } else { "sends no" }
             )));
         }
-        let mut len = Tensor::from_slice(&[bytes.map_or(0, |b| b.len() as i64)]);
+        // NCCL moves GPU memory only: the bytes travel through the group's device.
+        let mut len =
+            Tensor::from_slice(&[bytes.map_or(0, |b| b.len() as i64)]).to_device(self.device);
         self.inner.broadcast(&mut len, root, wait)?;
         let n = len.int64_value(&[0]);
         let n = usize::try_from(n).map_err(|_| DistError(format!("a length of {n} bytes")))?;
         let mut data = match bytes {
-            Some(b) => Tensor::from_slice(b),
-            None => Tensor::zeros([n as i64], (tch::Kind::Uint8, tch::Device::Cpu)),
+            Some(b) => Tensor::from_slice(b).to_device(self.device),
+            None => Tensor::zeros([n as i64], (tch::Kind::Uint8, self.device)),
         };
         if n > 0 {
             self.inner.broadcast(&mut data, root, None)?;
         }
-        Vec::<u8>::try_from(&data).map_err(|e| DistError(format!("broadcast_bytes: {e}")))
+        Vec::<u8>::try_from(&data.to_device(tch::Device::Cpu))
+            .map_err(|e| DistError(format!("broadcast_bytes: {e}")))
     }
 
     /// Every rank's `input` (same shape on all), stacked in rank order: `[world, ...shape]`.
     pub fn all_gather(&self, input: &Tensor) -> Result<Tensor> {
         let input = input.contiguous();
-        cpu_contiguous(&input, "all_gather")?;
+        self.placed(&input, "all_gather")?;
         let mut shape = vec![self.world_size as i64];
         shape.extend(input.size());
         let mut out = Tensor::zeros(shape.as_slice(), (input.kind(), input.device()));
@@ -220,7 +262,7 @@ impl ProcessGroup {
     /// `rank`: the shard of a gradient this rank keeps (ZeRO).
     pub fn reduce_scatter(&self, input: &Tensor) -> Result<Tensor> {
         let input = input.contiguous();
-        cpu_contiguous(&input, "reduce_scatter")?;
+        self.placed(&input, "reduce_scatter")?;
         let size = input.size();
         let world = self.world_size as i64;
         let Some(&rows) = size.first() else {
@@ -245,17 +287,25 @@ impl ProcessGroup {
     }
 }
 
-fn cpu_contiguous(t: &Tensor, what: &str) -> Result<()> {
-    if t.device() != tch::Device::Cpu {
-        return Err(DistError(format!(
-            "{what}: a tensor on {:?}; the Gloo group takes CPU tensors (NCCL is not bridged yet)",
-            t.device()
-        )));
+impl ProcessGroup {
+    /// Whether `t` is where the group reads (the CPU for Gloo, its GPU for NCCL) and
+    /// contiguous.
+    fn placed(&self, t: &Tensor, what: &str) -> Result<()> {
+        if t.device() != self.device {
+            let group = match self.device {
+                tch::Device::Cpu => "the Gloo group takes CPU tensors".to_string(),
+                d => format!("the NCCL group takes tensors on {d:?}"),
+            };
+            return Err(DistError(format!(
+                "{what}: a tensor on {:?}; {group}",
+                t.device()
+            )));
+        }
+        if !t.is_contiguous() {
+            return Err(DistError(format!("{what}: the tensor is not contiguous")));
+        }
+        Ok(())
     }
-    if !t.is_contiguous() {
-        return Err(DistError(format!("{what}: the tensor is not contiguous")));
-    }
-    Ok(())
 }
 
 /// The data-parallel trainer's view of the group: gradients summed with all-reduce,

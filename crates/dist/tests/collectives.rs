@@ -168,3 +168,31 @@ fn a_malformed_environment_is_named() {
         "MASTER_PORT = \"port\" is not a number"
     );
 }
+
+/// An NCCL group where it cannot be: this CPU build says it has no NCCL, and the CUDA build
+/// (scripts/build-cuda) on a machine without a GPU says libtorch sees none, at once either way
+/// (two ranks, so no rank waits for the other in the store first).
+#[test]
+fn an_nccl_group_without_nccl_or_a_gpu_is_refused_at_once() {
+    if spade_dist::nccl_built() && tch::Cuda::device_count() > 0 {
+        eprintln!("skipped: a GPU is here (scripts/gpu-check runs PROBE=nccl on it)");
+        return;
+    }
+    let start = Instant::now();
+    let outs = ranks(2, &["nccl"], 60_000);
+    let want = if spade_dist::nccl_built() {
+        "libtorch sees 0 GPU(s)"
+    } else {
+        "built without NCCL"
+    };
+    for (rank, o) in outs.iter().enumerate() {
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(2), "rank {rank}: {out}");
+        assert!(line(&out, "error").contains(want), "rank {rank}: {out}");
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        start.elapsed()
+    );
+}

@@ -8,7 +8,10 @@
 //! longer wait of their own; `speed`: each collective on a tensor of `ELEMENTS` float32
 //! (default 3,145,728: a decoder layer of the small shape) 20 times after a barrier, printed
 //! as milliseconds per call and GB/s of the tensor's bytes: what one ZeRO-3 layer gather or
-//! reduce costs on this machine, without any compute beside it).
+//! reduce costs on this machine, without any compute beside it); `nccl`: joins an NCCL group
+//! on GPU `GPU` (default: the rank) and runs each collective once on CUDA tensors with values
+//! any world size predicts, then all-reduces `ELEMENTS` float32 20 times (the CUDA build on a
+//! GPU machine: scripts/gpu-check; elsewhere it prints why it cannot join).
 
 use spade_dist::{ProcessGroup, ReduceOp, Rendezvous};
 use std::time::Duration;
@@ -21,6 +24,59 @@ fn values(t: &Tensor) -> Vec<f64> {
         .collect()
 }
 
+/// `PROBE=nccl`: each collective once on the group's GPU, then an all-reduce's speed.
+fn nccl(pg: &ProcessGroup) -> spade_dist::Result<()> {
+    let dev = pg.device();
+    let (rank, world) = (pg.rank() as f64, pg.world_size() as f64);
+    println!("nccl joined: rank {rank} of {world} on {dev:?}");
+    // Rank r holds [r + 1, 10 (r + 1)]: the sums are world (world + 1) / 2 times [1, 10].
+    let mut t =
+        Tensor::from_slice(&[(rank + 1.0) as f32, (10.0 * (rank + 1.0)) as f32]).to_device(dev);
+    pg.all_reduce(&mut t, ReduceOp::Sum)?;
+    let want = world * (world + 1.0) / 2.0;
+    println!(
+        "all_reduce_sum {:?} (want [{want}, {}])",
+        values(&t),
+        10.0 * want
+    );
+    let mut b = Tensor::from_slice(&[rank as f32 + 1.0; 3]).to_device(dev);
+    pg.broadcast(&mut b, 0)?;
+    println!("broadcast {:?} (want rank 0's 1s)", values(&b));
+    let mut red = Tensor::from_slice(&[rank as f32 + 1.0]).to_device(dev);
+    pg.reduce(&mut red, 0)?;
+    println!("reduce {:?} (rank 0 wants {want})", values(&red));
+    let g = pg.all_gather(&Tensor::from_slice(&[rank as f32]).to_device(dev))?;
+    println!("all_gather {:?} (want 0..{world})", values(&g));
+    let n = 2 * pg.world_size() as i64;
+    let x = Tensor::arange_start(1, n + 1, (Kind::Float, dev)) * (rank + 1.0);
+    let s = pg.reduce_scatter(&x.reshape([n, 1]))?;
+    println!(
+        "reduce_scatter {:?} (want {want} times chunk {rank} of 1..{n})",
+        values(&s)
+    );
+    pg.barrier()?;
+    let got = pg.broadcast_bytes(0, (pg.rank() == 0).then_some(&b"nccl bytes"[..]), None)?;
+    println!("bytes {}", String::from_utf8_lossy(&got));
+    let elements: i64 = std::env::var("ELEMENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64 << 20);
+    let mut big = Tensor::ones([elements], (Kind::Float, dev));
+    pg.all_reduce(&mut big, ReduceOp::Sum)?;
+    let calls = 20;
+    let start = std::time::Instant::now();
+    for _ in 0..calls {
+        pg.all_reduce(&mut big, ReduceOp::Sum)?;
+    }
+    let s = start.elapsed().as_secs_f64() / f64::from(calls);
+    println!(
+        "speed all_reduce: {:.3} ms a call, {:.2} GB/s of {elements} float32",
+        s * 1e3,
+        (elements * 4) as f64 / s / 1e9
+    );
+    Ok(())
+}
+
 fn main() {
     let timeout = std::env::var("TIMEOUT_MS")
         .ok()
@@ -29,10 +85,19 @@ fn main() {
     let probe = std::env::var("PROBE").unwrap_or_else(|_| "collectives".into());
     let result = (|| -> spade_dist::Result<()> {
         let r = Rendezvous::from_env(timeout)?;
-        let pg = ProcessGroup::join(&r)?;
+        let pg = if probe == "nccl" {
+            let gpu = std::env::var("GPU")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(r.rank);
+            ProcessGroup::join_nccl(&r, gpu)?
+        } else {
+            ProcessGroup::join(&r)?
+        };
         let rank = pg.rank() as f64;
         match probe.as_str() {
             "die" => std::process::exit(3),
+            "nccl" => nccl(&pg)?,
             "speed" => {
                 let n: i64 = std::env::var("ELEMENTS")
                     .ok()

@@ -231,8 +231,9 @@ pub(crate) fn check_ranks(
 ) -> Result<(), WorkerError> {
     if device != spade_policy::Device::Cpu {
         return Err(WorkerError::Config(format!(
-            "--ranks {}: ranks train on the CPU through Gloo; NCCL for {} is not bridged yet \
-             (set model.device = \"cpu\", or run one rank)",
+            "--ranks {}: ranks train on the CPU through Gloo; ranks on {} would need NCCL, \
+             which only spade-dist's CUDA build has and the ranks' launch does not use yet (it \
+             gives no rank its own GPU) (set model.device = \"cpu\", or run one rank)",
             ranks.world_size(),
             super::device::name(device)
         )));
