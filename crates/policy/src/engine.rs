@@ -8,7 +8,8 @@
 //! [`EngineConfig::prefill_tokens`] prompt tokens of the admitted turns still prefilling
 //! (several prompts at once, a long one in pieces over several steps), samples the next token
 //! of every turn whose prompt is done, and returns the turns that stopped. A turn leaves the
-//! batch the step it stops, so no row decodes past its end.
+//! batch the step it stops, so no row decodes past its end (with a decode window, below, a
+//! row may compute past it inside the window, and what it computed there is dropped).
 //!
 //! Memory is paged ([`crate::qwen3::PagedCache`]): the cache is a pool of blocks of
 //! [`EngineConfig::block_tokens`] slots and each sequence lists the blocks holding its tokens,
@@ -195,7 +196,8 @@ pub trait Rollout {
     /// Queues the sequence's next turn. Errors at once when the sequence is unknown or busy.
     fn submit(&mut self, seq: SeqId, req: Request) -> Result<()>;
     /// Admits what fits, runs one pass (a token for every decoding turn, a piece of the
-    /// prompts being prefilled), returns the turns that stopped.
+    /// prompts being prefilled; the engine's decode window may add decoding passes), returns
+    /// the turns that stopped.
     fn step(&mut self) -> Result<Vec<Finished>>;
     /// Forgets the sequence (its blocks are released; a turn in progress is dropped).
     fn close(&mut self, seq: SeqId);
