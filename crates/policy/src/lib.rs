@@ -51,6 +51,16 @@ pub mod tokenizer;
 pub mod train;
 pub mod zero;
 
+/// libtorch's random generator is global to the process: the unit tests that seed it and draw
+/// weights from it take turns under this lock, or one test's draws land between another's
+/// seed and its draws (a seed's weights then differ between two calls).
+#[cfg(test)]
+pub(crate) fn seeded_draws() -> std::sync::MutexGuard<'static, ()> {
+    static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    RNG.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 pub use error::{PolicyError, Result};
 pub use policy::{Policy, default_kind};
 /// Where tensors live; re-exported so that crates above this one name devices without

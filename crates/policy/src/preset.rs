@@ -364,9 +364,6 @@ class GuessNumberEnv:
 mod tests {
     use super::*;
 
-    /// libtorch's generator is global: the tests that seed it take turns.
-    static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
     fn weights(p: &Policy) -> Vec<(String, tch::Tensor)> {
         let mut v: Vec<_> = p.var_store().variables().into_iter().collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
@@ -408,9 +405,7 @@ mod tests {
 
     #[test]
     fn tiny_is_a_few_million_parameters_and_deterministic_in_its_seed() -> Result<()> {
-        let _rng = RNG
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _rng = crate::seeded_draws();
         tch::set_num_threads(1);
         let texts = [BUILTIN_TEXT; 3];
         let mut lines = vec![];
@@ -439,9 +434,7 @@ mod tests {
 
     #[test]
     fn a_shaped_model_has_the_shapes_size_and_the_tokenizers_stop_token() -> Result<()> {
-        let _rng = RNG
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _rng = crate::seeded_draws();
         tch::set_num_threads(1);
         let p = shaped("small", &[BUILTIN_TEXT], 3, |_| {})?;
         let c = p.config();

@@ -617,6 +617,7 @@ mod tests {
     }
 
     pub(super) fn policy(layers: i64) -> Result<Policy> {
+        let _rng = crate::seeded_draws();
         tch::manual_seed(3);
         let serde_json::Value::Object(map) = serde_json::json!({
             "model_type": "qwen3", "vocab_size": 32, "hidden_size": 16, "intermediate_size": 32,

@@ -128,6 +128,7 @@ fn kl_uses_the_k3_estimator_and_its_coefficient() {
 
 fn tiny_policy(seed: i64) -> Result<Policy> {
     tch::set_num_threads(1);
+    let _rng = crate::seeded_draws();
     tch::manual_seed(seed);
     let mut cfg = Config::from_map(
         match serde_json::json!({
