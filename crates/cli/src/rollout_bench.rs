@@ -307,6 +307,7 @@ fn start_vllm(
         request_timeout: std::time::Duration::from_secs(1800),
         // As the policy it is compared with: the CPU workarounds only on the CPU.
         on_gpu: policy.device().is_cuda(),
+        weight_sync: spade::config::WeightSync::Auto,
         env,
     };
     for (k, v) in &o.env {

@@ -10,6 +10,10 @@
 #include <torch/torch.h>
 #ifdef SPADE_WITH_NCCL
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <dlfcn.h>
+#include <nccl.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -17,6 +21,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <thread>
 #include <vector>
 
 struct spade_pg {
@@ -259,3 +264,260 @@ char* spade_pg_barrier(spade_pg* g) {
 int spade_pg_rank(spade_pg* g) { return g->pg->getRank(); }
 int spade_pg_size(spade_pg* g) { return g->pg->getSize(); }
 }
+
+// A raw NCCL communicator joined by an ncclUniqueId that travels out of band (over HTTP): the
+// form a peer outside c10d joins, as vLLM's weight-transfer engine does with
+// `nccl_unique_id_b64`. Non-blocking NCCL, so joining and every collective give up after the
+// timeout instead of hanging on a peer that never came; a communicator that timed out or
+// failed is aborted when freed.
+struct spade_nccl {
+#ifdef SPADE_WITH_NCCL
+  ncclComm_t comm = nullptr;
+  int device = 0;
+  std::chrono::milliseconds timeout{0};
+#endif
+};
+
+static const char* kNoNccl =
+    "this binary's spade-dist was built without NCCL (only the CUDA build, scripts/build-cuda, "
+    "links it)";
+
+#ifdef SPADE_WITH_NCCL
+using clock_type = std::chrono::steady_clock;
+
+// NCCL's and the CUDA runtime's entry points, looked up in the process: libtorch_cuda.so needs
+// libnccl.so.2 and libcudart, so they are loaded wherever the CUDA backend is, from whichever
+// directory that machine's torch keeps them in. Linking them here would add two more libraries
+// for each machine's loader to find.
+struct nccl_api {
+  ncclResult_t (*get_unique_id)(ncclUniqueId*);
+  ncclResult_t (*init_rank_config)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*);
+  ncclResult_t (*async_error)(ncclComm_t, ncclResult_t*);
+  ncclResult_t (*abort)(ncclComm_t);
+  ncclResult_t (*all_reduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                             cudaStream_t);
+  ncclResult_t (*broadcast)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t,
+                            cudaStream_t);
+  const char* (*error_string)(ncclResult_t);
+  const char* (*last_error)(ncclComm_t);
+  cudaError_t (*stream_query)(cudaStream_t);
+};
+
+template <typename T>
+static void look_up(T& f, const char* name) {
+  void* p = dlsym(RTLD_DEFAULT, name);
+  if (p == nullptr) {
+    throw std::runtime_error(std::string(name) +
+                             " is not in this process (libtorch_cuda.so loads libnccl.so.2 and "
+                             "libcudart; is this the CUDA build on a machine with them?)");
+  }
+  f = reinterpret_cast<T>(p);
+}
+
+static const nccl_api& nccl() {
+  static const nccl_api api = [] {
+    nccl_api a{};
+    look_up(a.get_unique_id, "ncclGetUniqueId");
+    look_up(a.init_rank_config, "ncclCommInitRankConfig");
+    look_up(a.async_error, "ncclCommGetAsyncError");
+    look_up(a.abort, "ncclCommAbort");
+    look_up(a.all_reduce, "ncclAllReduce");
+    look_up(a.broadcast, "ncclBroadcast");
+    look_up(a.error_string, "ncclGetErrorString");
+    look_up(a.last_error, "ncclGetLastError");
+    look_up(a.stream_query, "cudaStreamQuery");
+    return a;
+  }();
+  return api;
+}
+
+static std::string nccl_text(ncclComm_t comm, ncclResult_t r) {
+  std::string s = nccl().error_string(r);
+  const char* last = comm != nullptr ? nccl().last_error(comm) : nullptr;
+  if (last != nullptr && last[0] != '\0') s += std::string(" (") + last + ")";
+  return s;
+}
+
+static void nccl_call(ncclComm_t comm, ncclResult_t r, const char* what) {
+  if (r != ncclSuccess && r != ncclInProgress) {
+    throw std::runtime_error(std::string(what) + ": " + nccl_text(comm, r));
+  }
+}
+
+// Throws what the communicator reports, unless it is fine or still working.
+static bool in_progress(ncclComm_t comm, const char* what) {
+  ncclResult_t state = ncclSuccess;
+  nccl_call(comm, nccl().async_error(comm, &state), what);
+  if (state != ncclSuccess && state != ncclInProgress) {
+    throw std::runtime_error(std::string(what) + ": " + nccl_text(comm, state));
+  }
+  return state == ncclInProgress;
+}
+
+// Until the communicator has nothing in progress (its init, or the enqueue of a collective on
+// a non-blocking communicator), or the deadline.
+static void settle(ncclComm_t comm, clock_type::time_point deadline, const char* what,
+                   long timeout_ms) {
+  while (in_progress(comm, what)) {
+    if (clock_type::now() > deadline) {
+      throw std::runtime_error(std::string(what) + ": no answer from the other ranks within " +
+                               std::to_string(timeout_ms) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+static ncclDataType_t nccl_type(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return ncclFloat32;
+    case at::kHalf: return ncclFloat16;
+    case at::kBFloat16: return ncclBfloat16;
+    case at::kDouble: return ncclFloat64;
+    case at::kInt: return ncclInt32;
+    case at::kLong: return ncclInt64;
+    case at::kByte: return ncclUint8;
+    case at::kChar: return ncclInt8;
+    default:
+      throw std::runtime_error(std::string("NCCL does not carry tensors of ") +
+                               c10::toString(t.scalar_type()));
+  }
+}
+
+static void nccl_tensor(spade_nccl* c, const at::Tensor& t) {
+  if (!t.is_cuda() || t.get_device() != c->device) {
+    throw std::runtime_error("the tensor is on " + t.device().str() +
+                             ", the communicator's GPU is cuda:" + std::to_string(c->device));
+  }
+  if (!t.is_contiguous()) throw std::runtime_error("the tensor is not contiguous");
+}
+
+// Runs `enqueue` on the device's current stream (where the tensor was written), then waits,
+// polling, until the stream has passed it or the timeout has.
+template <typename F>
+static void nccl_run(spade_nccl* c, const char* what, F enqueue) {
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(c->device));
+  auto stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(c->device));
+  auto deadline = clock_type::now() + c->timeout;
+  long ms = static_cast<long>(c->timeout.count());
+  nccl_call(c->comm, enqueue(stream.stream()), what);
+  settle(c->comm, deadline, what, ms);
+  for (;;) {
+    cudaError_t q = nccl().stream_query(stream.stream());
+    if (q == cudaSuccess) break;
+    if (q != cudaErrorNotReady) {
+      throw std::runtime_error(std::string(what) + ": the stream failed (CUDA error " +
+                               std::to_string(static_cast<int>(q)) + ")");
+    }
+    in_progress(c->comm, what);
+    if (clock_type::now() > deadline) {
+      throw std::runtime_error(std::string(what) + ": not finished within " + std::to_string(ms) +
+                               " ms (a rank stopped answering)");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+#endif
+
+extern "C" {
+
+// out: the 128 bytes of a fresh ncclUniqueId (NCCL_UNIQUE_ID_BYTES).
+char* spade_nccl_unique_id(unsigned char* out) {
+  return guarded([&] {
+#ifdef SPADE_WITH_NCCL
+    static_assert(sizeof(ncclUniqueId) == 128, "ncclUniqueId is 128 bytes");
+    ncclUniqueId id;
+    nccl_call(nullptr, nccl().get_unique_id(&id), "ncclGetUniqueId");
+    std::memcpy(out, &id, sizeof(id));
+#else
+    (void)out;
+    throw std::runtime_error(kNoNccl);
+#endif
+  });
+}
+
+// Joins rank `rank` of `world` on GPU `device`; returns once every rank has joined (each
+// calls ncclCommInitRank with the same id at about the same time) or fails after timeout_ms.
+char* spade_nccl_join(const unsigned char* id, int world, int rank, int device,
+                      long timeout_ms, spade_nccl** out) {
+  return guarded([&] {
+#ifdef SPADE_WITH_NCCL
+    int seen = static_cast<int>(c10::cuda::device_count());
+    if (device < 0 || device >= seen) {
+      throw std::runtime_error("an NCCL communicator on cuda:" + std::to_string(device) +
+                               ", but libtorch sees " + std::to_string(seen) + " GPU(s)");
+    }
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    auto c = std::make_unique<spade_nccl>();
+    c->device = device;
+    c->timeout = std::chrono::milliseconds(timeout_ms);
+    ncclUniqueId uid;
+    std::memcpy(&uid, id, sizeof(uid));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    auto deadline = clock_type::now() + c->timeout;
+    ncclResult_t r = nccl().init_rank_config(&c->comm, world, uid, rank, &config);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      if (c->comm != nullptr) nccl().abort(c->comm);
+      c->comm = nullptr;
+      throw std::runtime_error("ncclCommInitRankConfig: " + nccl_text(nullptr, r));
+    }
+    try {
+      settle(c->comm, deadline, "joining the NCCL communicator", timeout_ms);
+    } catch (...) {
+      nccl().abort(c->comm);
+      c->comm = nullptr;
+      throw;
+    }
+    *out = c.release();
+#else
+    (void)id; (void)world; (void)rank; (void)device; (void)timeout_ms; (void)out;
+    throw std::runtime_error(kNoNccl);
+#endif
+  });
+}
+
+// The sum over ranks into every rank's t (CUDA, the communicator's GPU, contiguous).
+char* spade_nccl_all_reduce_sum(spade_nccl* c, torch::Tensor* t) {
+  return guarded([&] {
+#ifdef SPADE_WITH_NCCL
+    nccl_tensor(c, *t);
+    auto type = nccl_type(*t);
+    void* p = t->data_ptr();
+    size_t n = static_cast<size_t>(t->numel());
+    nccl_run(c, "ncclAllReduce", [&](cudaStream_t s) {
+      return nccl().all_reduce(p, p, n, type, ncclSum, c->comm, s);
+    });
+#else
+    (void)c; (void)t;
+    throw std::runtime_error(kNoNccl);
+#endif
+  });
+}
+
+// root's t into every rank's t.
+char* spade_nccl_broadcast(spade_nccl* c, torch::Tensor* t, int root) {
+  return guarded([&] {
+#ifdef SPADE_WITH_NCCL
+    nccl_tensor(c, *t);
+    auto type = nccl_type(*t);
+    void* p = t->data_ptr();
+    size_t n = static_cast<size_t>(t->numel());
+    nccl_run(c, "ncclBroadcast", [&](cudaStream_t s) {
+      return nccl().broadcast(p, p, n, type, root, c->comm, s);
+    });
+#else
+    (void)c; (void)t; (void)root;
+    throw std::runtime_error(kNoNccl);
+#endif
+  });
+}
+
+// Aborts the communicator (never waits for a peer that may have gone) and frees it.
+void spade_nccl_free(spade_nccl* c) {
+#ifdef SPADE_WITH_NCCL
+  if (c != nullptr && c->comm != nullptr) nccl().abort(c->comm);
+#endif
+  delete c;
+}
+}
+

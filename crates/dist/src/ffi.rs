@@ -18,6 +18,11 @@ struct SpadePending {
     _opaque: [u8; 0],
 }
 
+#[repr(C)]
+struct SpadeNccl {
+    _opaque: [u8; 0],
+}
+
 unsafe extern "C" {
     fn spade_pg_new(
         host: *const c_char,
@@ -72,6 +77,18 @@ unsafe extern "C" {
         input: *mut C_tensor,
     ) -> *mut c_char;
     fn spade_pg_barrier(g: *mut SpadePg) -> *mut c_char;
+    fn spade_nccl_unique_id(out: *mut u8) -> *mut c_char;
+    fn spade_nccl_join(
+        id: *const u8,
+        world: c_int,
+        rank: c_int,
+        device: c_int,
+        timeout_ms: c_long,
+        out: *mut *mut SpadeNccl,
+    ) -> *mut c_char;
+    fn spade_nccl_all_reduce_sum(c: *mut SpadeNccl, t: *mut C_tensor) -> *mut c_char;
+    fn spade_nccl_broadcast(c: *mut SpadeNccl, t: *mut C_tensor, root: c_int) -> *mut c_char;
+    fn spade_nccl_free(c: *mut SpadeNccl);
 }
 
 /// The message of a bridge call, freeing it.
@@ -271,5 +288,71 @@ impl Drop for Group {
     fn drop(&mut self) {
         // SAFETY: made by spade_pg_new, freed once.
         unsafe { spade_pg_free(self.0) }
+    }
+}
+
+/// The bytes of an `ncclUniqueId`.
+pub(crate) const NCCL_ID_BYTES: usize = 128;
+
+/// A fresh `ncclUniqueId` (the CUDA build only).
+pub(crate) fn nccl_unique_id() -> Result<[u8; NCCL_ID_BYTES]> {
+    let mut id = [0u8; NCCL_ID_BYTES];
+    // SAFETY: the bridge writes exactly NCCL_ID_BYTES bytes into `id`, and only on success.
+    checked(unsafe { spade_nccl_unique_id(id.as_mut_ptr()) })?;
+    Ok(id)
+}
+
+/// A raw NCCL communicator (src/bridge.cpp, `spade_nccl`); aborted and freed on drop.
+#[derive(Debug)]
+pub(crate) struct Comm(*mut SpadeNccl);
+
+// SAFETY: an NCCL communicator may be used from any thread as long as its calls are not
+// concurrent; every call goes through &mut self of the one owner.
+unsafe impl Send for Comm {}
+
+impl Comm {
+    pub(crate) fn join(
+        id: &[u8; NCCL_ID_BYTES],
+        world: usize,
+        rank: usize,
+        device: usize,
+        timeout: Duration,
+    ) -> Result<Self> {
+        let ms = c_long::try_from(timeout.as_millis().max(1)).unwrap_or(c_long::MAX);
+        let mut out: *mut SpadeNccl = std::ptr::null_mut();
+        // SAFETY: `id` is NCCL_ID_BYTES long and outlives the call; out is written only on
+        // success.
+        checked(unsafe {
+            spade_nccl_join(
+                id.as_ptr(),
+                int(world, "world size")?,
+                int(rank, "rank")?,
+                int(device, "GPU")?,
+                ms,
+                &mut out,
+            )
+        })?;
+        if out.is_null() {
+            return Err(DistError("the NCCL communicator was not created".into()));
+        }
+        Ok(Comm(out))
+    }
+
+    pub(crate) fn all_reduce_sum(&mut self, t: &mut Tensor) -> Result<()> {
+        // SAFETY: a live communicator and a live tensor handle borrowed mutably.
+        checked(unsafe { spade_nccl_all_reduce_sum(self.0, t.as_mut_ptr()) })
+    }
+
+    pub(crate) fn broadcast(&mut self, t: &mut Tensor, root: usize) -> Result<()> {
+        let root = int(root, "root")?;
+        // SAFETY: as in all_reduce_sum.
+        checked(unsafe { spade_nccl_broadcast(self.0, t.as_mut_ptr(), root) })
+    }
+}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        // SAFETY: made by spade_nccl_join, freed once.
+        unsafe { spade_nccl_free(self.0) }
     }
 }

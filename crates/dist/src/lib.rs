@@ -20,8 +20,10 @@ use std::time::Duration;
 use tch::Tensor;
 
 mod ffi;
+mod link;
 
 pub use ffi::Pending;
+pub use link::{NCCL_ID_BYTES, NcclLink};
 
 /// A c10d call that failed, with libtorch's message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

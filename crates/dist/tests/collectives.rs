@@ -196,3 +196,54 @@ fn an_nccl_group_without_nccl_or_a_gpu_is_refused_at_once() {
         start.elapsed()
     );
 }
+
+/// The raw NCCL link vLLM's weight transfer joins: in the CUDA build it mints real ids here
+/// (no GPU needed) and refuses to join without a GPU, naming what it saw; elsewhere it says the
+/// build has no NCCL. With GPUs, the probe's `PROBE=link` (one rank per GPU: the warm-up,
+/// broadcasts of three dtypes, an all-reduce, a CPU tensor refused).
+#[test]
+fn the_nccl_link_mints_ids_and_joins_only_on_a_gpu() {
+    use spade_dist::{NCCL_ID_BYTES, NcclLink};
+    let timeout = Duration::from_secs(60);
+    if !spade_dist::nccl_built() {
+        let e = NcclLink::unique_id().map(|_| ()).unwrap_err().0;
+        assert!(e.contains("built without NCCL"), "{e}");
+        let e = NcclLink::join(&[0; NCCL_ID_BYTES], 0, 1, 0, timeout)
+            .map(|_| ())
+            .unwrap_err()
+            .0;
+        assert!(e.contains("built without NCCL"), "{e}");
+        return;
+    }
+    let a = NcclLink::unique_id().expect("an id");
+    let b = NcclLink::unique_id().expect("another id");
+    assert_ne!(a, b, "two ids are two communicators");
+    assert!(a.iter().any(|&x| x != 0));
+    let gpus = tch::Cuda::device_count() as usize;
+    if gpus == 0 {
+        let start = Instant::now();
+        let e = NcclLink::join(&a, 0, 1, 0, timeout)
+            .map(|_| ())
+            .unwrap_err()
+            .0;
+        assert!(e.contains("libtorch sees 0 GPU(s)"), "{e}");
+        assert!(start.elapsed() < Duration::from_secs(5));
+        return;
+    }
+    // One rank per GPU (at most 2) in threads of the probe: see PROBE=link.
+    let out = Command::new(PROBE)
+        .env("PROBE", "link")
+        .output()
+        .expect("the probe ran");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        line(&text, "link ok:"),
+        format!("{} rank(s)", gpus.min(2)),
+        "{text}"
+    );
+}

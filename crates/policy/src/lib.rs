@@ -62,7 +62,7 @@ pub(crate) fn seeded_draws() -> std::sync::MutexGuard<'static, ()> {
 }
 
 pub use error::{PolicyError, Result};
-pub use policy::{Policy, default_kind};
+pub use policy::{NamedWeight, Policy, default_kind};
 /// Where tensors live; re-exported so that crates above this one name devices without
 /// depending on libtorch themselves.
 pub use tch::Device;

@@ -178,6 +178,25 @@ impl Policy {
         )
     }
 
+    /// The weights as [`Policy::save_untied`] writes them, in name order, where they live (no
+    /// copy): what a reader that loads tensor by tensor receives (vLLM's weight transfer).
+    pub fn untied_weights(&self) -> Vec<NamedWeight> {
+        let mut vars: std::collections::BTreeMap<String, Tensor> =
+            self.vs.variables().into_iter().collect();
+        if self.config().tie_word_embeddings
+            && let Some(e) = vars.get("model.embed_tokens.weight")
+        {
+            let head = e.shallow_clone();
+            vars.insert("lm_head.weight".to_string(), head);
+        }
+        vars.into_iter()
+            .map(|(name, t)| NamedWeight {
+                name,
+                tensor: t.detach().contiguous(),
+            })
+            .collect()
+    }
+
     /// [`Policy::save_as`] in the weights' own kind.
     pub fn save(&self, dir: &Path) -> Result<()> {
         self.save_as(dir, self.kind())
@@ -315,4 +334,27 @@ fn check_vocab(cfg: &Config, t: &Tokenizer) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// One tensor of [`Policy::untied_weights`]: its checkpoint name and the weights themselves.
+#[derive(Debug)]
+pub struct NamedWeight {
+    pub name: String,
+    pub tensor: Tensor,
+}
+
+impl NamedWeight {
+    /// The dtype as torch names it (`torch.<name>`).
+    pub fn dtype_name(&self) -> &'static str {
+        match self.tensor.kind() {
+            Kind::BFloat16 => "bfloat16",
+            Kind::Half => "float16",
+            Kind::Double => "float64",
+            _ => "float32",
+        }
+    }
+
+    pub fn shape(&self) -> Vec<i64> {
+        self.tensor.size()
+    }
 }

@@ -22,7 +22,7 @@ pub use check::{ConfigError, ConfigIssue};
 pub use presets::{
     DEFAULT_PRESET, DEMO_TOML, MODEL_PRESETS, Preset, SMOL_DEMO_TOML, preset, presets,
 };
-pub use vllm::VllmSection;
+pub use vllm::{VllmSection, WeightSync};
 
 /// A complete run configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

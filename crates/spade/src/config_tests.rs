@@ -734,6 +734,29 @@ fn the_vllm_backend_needs_servers_and_checks_its_keys() {
         "{base}[vllm]\nstart = 2\ntensor_parallel = 2\ngpus = [1, 2, 3, 4]\n"
     ));
     assert!(split.is_ok(), "{split:?}");
+    // NCCL weight sync: from a GPU policy to servers the worker starts; a misspelt method names
+    // the key.
+    let gpu = "[model]\npreset = \"tiny\"\nrollout = \"vllm\"\ndevice = \"cuda\"\n";
+    let nccl =
+        RunConfig::from_toml_str(&format!("{gpu}[vllm]\nstart = 1\nweight_sync = \"nccl\"\n"));
+    assert!(nccl.is_ok(), "{nccl:?}");
+    assert_eq!(
+        paths(&format!(
+            "{base}device = \"cpu\"\n[vllm]\nstart = 1\nweight_sync = \"nccl\"\n"
+        )),
+        ["vllm.weight_sync"]
+    );
+    assert_eq!(
+        paths(&format!(
+            "{gpu}[vllm]\nurls = [\"http://a:1\"]\nweight_sync = \"nccl\"\n"
+        )),
+        ["vllm.weight_sync"]
+    );
+    let bad = RunConfig::from_toml_str(&format!("{gpu}[vllm]\nstart = 1\nweight_sync = \"shm\"\n"))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(bad.contains("weight_sync") && bad.contains("nccl"), "{bad}");
     // The section is inert for the local backends.
     assert!(RunConfig::from_toml_str("[model]\npreset = \"tiny\"\n").is_ok());
 }

@@ -28,6 +28,12 @@
 //! reproduce tch's log-probs of a probe. A rollout remembers the version it started on and
 //! fails if the fleet's changes under it, so one step's episodes never mix two versions.
 //!
+//! With `vllm.weight_sync = "nccl"` (or `auto` where it can run: the policy on a GPU of the CUDA
+//! build, servers started here) the weights go GPU to GPU instead ([`nccl`]): the servers are
+//! started with vLLM's NCCL weight transfer, and a sync pauses them, broadcasts every tensor
+//! from the trainer's GPU while they load it, labels and resumes them; the same version and
+//! probe checks follow. Nothing is written. Not run anywhere yet (see [`nccl`]).
+//!
 //! Failures: a server this run started whose process exits, whose requests keep failing, or
 //! which stops answering `/health` (or stays paused) while requests wait is killed and started
 //! again on the same port with the current weights ([`Fleet::restart`], at most
@@ -37,6 +43,9 @@
 //! A server the run was pointed at by URL is not restarted: its failure ends the run with its
 //! URL, as does a restart that fails or one past the limit (with the log's tail).
 
+mod nccl;
+mod sync;
+use sync::write_weights;
 mod options;
 pub mod rollout;
 pub mod server;
@@ -87,9 +96,11 @@ type VResult<T> = std::result::Result<T, VllmError>;
 #[derive(Debug, Clone)]
 pub struct SyncReport {
     pub version: String,
-    /// Writing the safetensors.
+    /// How the weights went: "disk" or "nccl".
+    pub path: &'static str,
+    /// Writing the safetensors (0 through NCCL).
     pub write_s: f64,
-    /// Pause, reload, resume and the checks, all servers.
+    /// Pause, reload (or broadcast), resume and the checks, all servers.
     pub load_s: f64,
     /// Largest |vLLM - tch| log-prob over the probe's tokens, over all servers.
     pub probe_gap: f64,
@@ -119,6 +130,8 @@ pub struct Fleet {
     probe: Mutex<Option<Probe>>,
     /// Restarts not yet logged by the run ([`Fleet::take_notes`]).
     notes: Mutex<Vec<String>>,
+    /// The trainer's end of the servers' NCCL weight transfer (`vllm.weight_sync` "nccl").
+    nccl: Option<nccl::NcclSync>,
 }
 
 /// Restarts of servers a run may make before a failure ends it.
@@ -142,6 +155,9 @@ impl Fleet {
         on: &mut dyn FnMut(String),
     ) -> VResult<Fleet> {
         let t0 = Instant::now();
+        let mut opts = opts.clone();
+        opts.weight_sync = nccl::resolve(&opts, policy.device())?;
+        let opts = &opts;
         let first_dir = opts.weights_dir.join(format!("policy-{label}"));
         let mut servers = Vec::new();
         if opts.start > 0 {
@@ -193,6 +209,17 @@ impl Fleet {
         }
         let model =
             model.ok_or_else(|| VllmError("no servers: set vllm.urls or vllm.start".into()))?;
+        let nccl = match (opts.weight_sync, policy.device()) {
+            (spade::config::WeightSync::Nccl, spade_policy::Device::Cuda(gpu)) => {
+                let link = nccl::NcclSync::connect(&servers, &control, gpu, opts.startup_timeout)?;
+                on(format!(
+                    "vllm: weight sync through NCCL from cuda:{gpu} to {} server(s)",
+                    servers.len()
+                ));
+                Some(link)
+            }
+            _ => None,
+        };
         let client = reqwest::blocking::Client::builder()
             .timeout(opts.request_timeout)
             .build()
@@ -221,6 +248,7 @@ impl Fleet {
             restarting: Mutex::new(()),
             probe: Mutex::new(None),
             notes: Mutex::new(Vec::new()),
+            nccl,
         };
         let report = if opts.start > 0 {
             fleet.label_loaded(policy, label, first_dir)?
@@ -252,153 +280,6 @@ impl Fleet {
         VllmRollout::new(self, tok)
     }
 
-    /// Writes `policy` under `weights_dir` and loads it into every server as version `label`
-    /// (see the module doc for the routes), then checks what each reports.
-    pub fn sync(&self, policy: &Policy, label: &str) -> VResult<SyncReport> {
-        let t0 = Instant::now();
-        let dir = self.weights_dir.join(format!("policy-{label}"));
-        write_weights(policy, &dir)?;
-        let write_s = t0.elapsed().as_secs_f64();
-        let version = version_label(policy, label);
-        let t1 = Instant::now();
-        for s in &self.servers {
-            s.check_alive()?;
-            s.post(
-                &self.client,
-                "/pause?mode=wait&clear_cache=true",
-                &serde_json::json!({}),
-            )?;
-            let reload = serde_json::json!({
-                "method": "reload_weights",
-                "kwargs": {"weights_path": dir.display().to_string()},
-            });
-            let r = s.post(&self.client, "/collective_rpc", &reload);
-            if let Err(e) = r {
-                // Leave it serving (the old weights) so the error is the reload's alone.
-                let _ = s.post(&self.client, "/resume", &serde_json::json!({}));
-                return Err(VllmError(format!(
-                    "{} could not load the weights in {}: {}",
-                    s.url,
-                    dir.display(),
-                    e.0
-                )));
-            }
-            s.post(&self.client, "/reset_prefix_cache", &serde_json::json!({}))?;
-            s.post(
-                &self.client,
-                "/update_weight_version",
-                &serde_json::json!({"new_version": version}),
-            )?;
-            s.post(&self.client, "/resume", &serde_json::json!({}))?;
-        }
-        let probe_gap = self.verify(policy, &version)?;
-        self.set_current(&version, dir);
-        Ok(SyncReport {
-            version,
-            write_s,
-            load_s: t1.elapsed().as_secs_f64(),
-            probe_gap,
-        })
-    }
-
-    /// Labels weights the servers loaded at start (`dir`) and checks them like a sync.
-    fn label_loaded(&self, policy: &Policy, label: &str, dir: PathBuf) -> VResult<SyncReport> {
-        let t1 = Instant::now();
-        let version = version_label(policy, label);
-        for s in &self.servers {
-            s.post(
-                &self.client,
-                "/update_weight_version",
-                &serde_json::json!({"new_version": version}),
-            )?;
-        }
-        let probe_gap = self.verify(policy, &version)?;
-        self.set_current(&version, dir);
-        Ok(SyncReport {
-            version,
-            write_s: 0.0,
-            load_s: t1.elapsed().as_secs_f64(),
-            probe_gap,
-        })
-    }
-
-    fn set_current(&self, version: &str, dir: PathBuf) {
-        if let Ok(mut v) = self.version.lock() {
-            *v = version.to_string();
-        }
-        if let Ok(mut cur) = self.current_dir.lock() {
-            // The servers hold the weights in memory once loaded; the old copy is not needed.
-            if let Some(old) = cur.replace(dir.clone())
-                && old != dir
-            {
-                let _ = std::fs::remove_dir_all(old);
-            }
-        }
-    }
-
-    /// Every server reports `version` and gives the probe tch's log-probs; the largest gap.
-    fn verify(&self, policy: &Policy, version: &str) -> VResult<f64> {
-        let tok = policy
-            .require_tokenizer()
-            .map_err(|e| VllmError(format!("the policy has no tokenizer: {e}")))?;
-        // Not temperature 1: a server that returns raw log-probs fails the check.
-        let temperature = 0.7;
-        let req = Request {
-            tokens: probe_ids(tok)?,
-            params: spade_policy::sample::SamplingParams {
-                temperature,
-                max_new_tokens: 8,
-                ..Default::default()
-            },
-            seed: 17,
-        };
-        let body = completion_body(self, &req);
-        let mut worst = 0.0f64;
-        for s in &self.servers {
-            let got = s.weight_version(&self.client)?;
-            if got != version {
-                return Err(VllmError(format!(
-                    "{} reports weight version {got:?} after loading {version:?}",
-                    s.url
-                )));
-            }
-            let url = format!("{}/v1/completions", s.url);
-            let c = match complete(&self.client, &url, &body, 8) {
-                Turn::Done(c) => c,
-                Turn::Refused(m) | Turn::Fatal(m) => {
-                    return Err(VllmError(format!("the probe: {m}{}", s.log_tail_note())));
-                }
-            };
-            let mut ids = req.tokens.clone();
-            ids.extend(&c.tokens);
-            let want = spade_policy::train::token_logprobs(policy.model(), &[ids], temperature)
-                .map_err(|e| VllmError(format!("tch log-probs of the probe: {e}")))?
-                .pop()
-                .unwrap_or_default();
-            let want: Vec<f32> = want.into_iter().skip(req.tokens.len()).collect();
-            let (_, gap, _) = logprob_gap(&c.logprobs, &want, &vec![true; want.len()]);
-            if c.tokens.is_empty() || !gap.is_finite() || gap > self.probe_tolerance {
-                return Err(VllmError(format!(
-                    "{} does not serve the policy's weights: its log-probs of a probe differ \
-                     from tch's by up to {gap:.3e} (allowed {:.1e}). Is it serving another \
-                     model, or started without --logprobs-mode processed_logprobs?",
-                    s.url, self.probe_tolerance
-                )));
-            }
-            worst = worst.max(gap);
-            if let Ok(mut p) = self.probe.lock()
-                && (p.is_none() || s.url == self.servers[0].url)
-            {
-                *p = Some(Probe {
-                    body: body.clone(),
-                    tokens: c.tokens.clone(),
-                    want,
-                });
-            }
-        }
-        Ok(worst)
-    }
-
     /// Kills server `i` and starts it again with the current weights (see the module doc);
     /// `why` is what went wrong with it. Err when it was not started here, when the run has
     /// used its [`MAX_RESTARTS`], or when the new process does not come up serving the current
@@ -420,6 +301,13 @@ impl Fleet {
             return Err(VllmError(format!(
                 "{why} (not restarted: this run restarted its servers {MAX_RESTARTS} times \
                  already)"
+            )));
+        }
+        if self.nccl.is_some() {
+            return Err(VllmError(format!(
+                "{why} (not restarted: with vllm.weight_sync = \"nccl\" the servers and the \
+                 trainer share one NCCL communicator, which a new server process cannot join; \
+                 servers synced through \"disk\" are restarted)"
             )));
         }
         let dir = self
@@ -525,42 +413,6 @@ impl Drop for Fleet {
 /// docs/benchmarks.md, "The vLLM rollout backend"); bf16 weights round far more.
 const PROBE_TOLERANCE_F32: f64 = 2e-3;
 const PROBE_TOLERANCE_HALF: f64 = 0.15;
-
-/// `step-N-<12 hex of the weights fingerprint>`: the label names the step and the weights.
-fn version_label(policy: &Policy, label: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let h = Sha256::digest(policy.weights_fingerprint().as_bytes());
-    let hex: String = h.iter().take(6).map(|b| format!("{b:02x}")).collect();
-    format!("{label}-{hex}")
-}
-
-/// A fixed text the servers and tch score after every sync.
-fn probe_ids(tok: &Tokenizer) -> VResult<Vec<i64>> {
-    let ids = tok
-        .encode(
-            "<|im_start|>user\nWhat is 2 + 3? Answer in a box.<|im_end|>\n<|im_start|>assistant\n",
-        )
-        .map_err(|e| VllmError(format!("cannot encode the probe: {e}")))?;
-    if ids.len() < 2 {
-        return Err(VllmError("the probe encodes to fewer than 2 tokens".into()));
-    }
-    Ok(ids)
-}
-
-/// `policy` as safetensors in `dir`, written beside it first so a server never reads half.
-fn write_weights(policy: &Policy, dir: &Path) -> VResult<()> {
-    let tmp = dir.with_extension("tmp");
-    let _ = std::fs::remove_dir_all(&tmp);
-    policy.save_untied(&tmp).map_err(|e| {
-        VllmError(format!(
-            "cannot write the weights to {}: {e}",
-            tmp.display()
-        ))
-    })?;
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::rename(&tmp, dir)
-        .map_err(|e| VllmError(format!("cannot move the weights to {}: {e}", dir.display())))
-}
 
 impl std::fmt::Debug for Fleet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -11,9 +11,13 @@
 //! reduce costs on this machine, without any compute beside it); `nccl`: joins an NCCL group
 //! on GPU `GPU` (default: the rank) and runs each collective once on CUDA tensors with values
 //! any world size predicts, then all-reduces `ELEMENTS` float32 20 times (the CUDA build on a
-//! GPU machine: scripts/gpu-check; elsewhere it prints why it cannot join).
+//! GPU machine: scripts/gpu-check; elsewhere it prints why it cannot join); `link` (no
+//! rendezvous: one process, a thread per GPU, at most 2): the raw NCCL link of vLLM's weight
+//! transfer (`NcclLink`), joined by an id, its warm-up, broadcasts of float32, bfloat16 and
+//! float16 tensors and an all-reduce against sums worked by hand, a CPU tensor refused; its
+//! last line is `link ok: N rank(s)`.
 
-use spade_dist::{ProcessGroup, ReduceOp, Rendezvous};
+use spade_dist::{NcclLink, ProcessGroup, ReduceOp, Rendezvous};
 use std::time::Duration;
 use tch::{Kind, Tensor};
 
@@ -77,12 +81,86 @@ fn nccl(pg: &ProcessGroup) -> spade_dist::Result<()> {
     Ok(())
 }
 
+/// One rank of `PROBE=link` on `cuda:rank`: what its tensors sum to after the collectives.
+fn link_rank(
+    id: &[u8; spade_dist::NCCL_ID_BYTES],
+    rank: usize,
+    world: usize,
+) -> spade_dist::Result<Vec<f64>> {
+    let dev = tch::Device::Cuda(rank);
+    let mut link = NcclLink::join(id, rank, world, rank, Duration::from_secs(60))?;
+    link.warm_up()?;
+    let mut cpu = Tensor::from_slice(&[1.0f32]);
+    if link.broadcast(&mut cpu, 0).is_ok() {
+        return Err(spade_dist::DistError(
+            "a CPU tensor was broadcast over NCCL".into(),
+        ));
+    }
+    // Rank 0 holds 0..12 plus an offset per dtype, the others zeros.
+    let mut sums = Vec::new();
+    for (kind, offset) in [(Kind::Float, 0.5), (Kind::BFloat16, 2.0), (Kind::Half, 1.0)] {
+        let t = Tensor::arange(12, (kind, dev)).reshape([3, 4]);
+        let mut t = if rank == 0 {
+            t + offset
+        } else {
+            t.zeros_like()
+        };
+        link.broadcast(&mut t, 0)?;
+        sums.push(t.to_kind(Kind::Double).sum(Kind::Double).double_value(&[]));
+    }
+    let mut one = Tensor::from_slice(&[rank as f32 + 1.0]).to_device(dev);
+    link.all_reduce_sum(&mut one)?;
+    sums.push(one.double_value(&[0]));
+    Ok(sums)
+}
+
+/// `PROBE=link`: every rank's sums must be 66 + 12 x the offset, and 1 + 2 + ... for the
+/// all-reduce.
+fn link() -> spade_dist::Result<()> {
+    let world = (tch::Cuda::device_count().max(0) as usize).min(2);
+    if world == 0 {
+        return Err(spade_dist::DistError("PROBE=link needs a GPU".into()));
+    }
+    let id = NcclLink::unique_id()?;
+    let got: Vec<spade_dist::Result<Vec<f64>>> = std::thread::scope(|s| {
+        let hands: Vec<_> = (0..world)
+            .map(|rank| s.spawn(move || link_rank(&id, rank, world)))
+            .collect();
+        hands
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(spade_dist::DistError("a rank panicked".into())))
+            })
+            .collect()
+    });
+    let want = vec![72.0, 90.0, 78.0, (world * (world + 1) / 2) as f64];
+    for (rank, g) in got.into_iter().enumerate() {
+        let g = g?;
+        println!("link rank {rank}: {g:?} (want {want:?})");
+        if g != want {
+            return Err(spade_dist::DistError(format!(
+                "rank {rank}: {g:?}, want {want:?}"
+            )));
+        }
+    }
+    println!("link ok: {world} rank(s)");
+    Ok(())
+}
+
 fn main() {
     let timeout = std::env::var("TIMEOUT_MS")
         .ok()
         .and_then(|v| v.parse().ok())
         .map_or(Duration::from_secs(30), Duration::from_millis);
     let probe = std::env::var("PROBE").unwrap_or_else(|_| "collectives".into());
+    if probe == "link" {
+        if let Err(e) = link() {
+            println!("error {e}");
+            std::process::exit(2);
+        }
+        return;
+    }
     let result = (|| -> spade_dist::Result<()> {
         let r = Rendezvous::from_env(timeout)?;
         let pg = if probe == "nccl" {

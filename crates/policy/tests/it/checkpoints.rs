@@ -74,6 +74,40 @@ fn an_untied_save_is_the_same_model_with_its_own_head() -> Result<()> {
 }
 
 #[test]
+fn the_untied_weights_sent_tensor_by_tensor_are_what_an_untied_save_writes() -> Result<()> {
+    let p = tiny()?;
+    let dir = tempdir("untied-list");
+    p.save_untied(&dir)?;
+    let sent = p.untied_weights();
+    let written: Vec<String> = checkpoint::tensor_names(&dir)?.into_iter().collect();
+    let names: Vec<String> = sent.iter().map(|w| w.name.clone()).collect();
+    assert_eq!(names, written, "the names, in the order they are sent");
+    let q = Policy::load(&dir, Device::Cpu)?;
+    let loaded: std::collections::HashMap<String, tch::Tensor> =
+        q.var_store().variables().into_iter().collect();
+    for w in &sent {
+        assert_eq!(w.dtype_name(), "float32", "{}", w.name);
+        assert!(w.tensor.is_contiguous(), "{}", w.name);
+        let l = &loaded[&w.name];
+        assert_eq!(w.shape(), l.size(), "{}", w.name);
+        assert!(
+            w.tensor.equal(l),
+            "{} differs from the saved tensor",
+            w.name
+        );
+    }
+    // The head is the embedding itself, not a copy that could go stale.
+    let head = &sent[names
+        .iter()
+        .position(|n| n == "lm_head.weight")
+        .unwrap_or(0)];
+    assert_eq!(head.name, "lm_head.weight");
+    let embed = p.var_store().variables()["model.embed_tokens.weight"].shallow_clone();
+    assert_eq!(head.tensor.data_ptr(), embed.data_ptr());
+    Ok(())
+}
+
+#[test]
 fn bf16_checkpoints_load_into_float32_within_bf16_precision() -> Result<()> {
     let p = tiny()?;
     let dir = tempdir("bf16");

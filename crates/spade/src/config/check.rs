@@ -683,6 +683,14 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
         &c.vllm,
         c.model.rollout == super::RolloutBackend::Vllm,
     );
+    if c.vllm.weight_sync == super::WeightSync::Nccl && c.model.device.trim() == "cpu" {
+        k.conflict(
+            "vllm.weight_sync",
+            "model.device",
+            "\"nccl\" broadcasts the policy from its GPU; a policy on the CPU syncs through \
+             \"disk\" (or \"auto\")",
+        );
+    }
 
     let ab = &c.ablation;
     if ab.fixed_env_pool.as_deref().is_some_and(str::is_empty) {
@@ -921,6 +929,14 @@ fn check_vllm(k: &mut Checker, v: &VllmSection, rollout_is_vllm: bool) {
         .is_some_and(|p| p.trim().is_empty())
     {
         k.not_allowed("vllm.weights_dir", "", "a directory (or leave the key out)");
+    }
+    if v.weight_sync == super::WeightSync::Nccl && !v.urls.is_empty() {
+        k.conflict(
+            "vllm.weight_sync",
+            "vllm.urls",
+            "\"nccl\" needs servers the worker starts (vllm.start), which it starts with vLLM's \
+             NCCL weight transfer on; servers reached by URL sync through \"disk\"",
+        );
     }
     if rollout_is_vllm && v.start == 0 && v.urls.is_empty() {
         k.conflict(

@@ -148,6 +148,11 @@ fn kind_of(path: &str, template: &Value) -> FieldKind {
         Value::String(_) if path == "run.algorithm" => {
             FieldKind::Choice(vec!["spade".to_owned(), "spice".to_owned()])
         }
+        Value::String(_) if path == "vllm.weight_sync" => FieldKind::Choice(vec![
+            "auto".to_owned(),
+            "disk".to_owned(),
+            "nccl".to_owned(),
+        ]),
         Value::String(_) if path == "model.rollout" => FieldKind::Choice(vec![
             "engine".to_owned(),
             "sampler".to_owned(),
@@ -563,6 +568,7 @@ mod tests {
                     ("vllm.request_timeout_s", "600"),
                     ("vllm.venv", ""),
                     ("vllm.weights_dir", ""),
+                    ("vllm.weight_sync", "auto"),
                     ("vllm.gpus", gpus),
                 ]
                 .map(|(k, v)| (k.to_owned(), v.to_owned())),

@@ -576,4 +576,8 @@ pub const HELP: &[(&str, &str)] = &[
         "vllm.request_timeout_s",
         "Seconds one completion may take before its server counts as hung (the run fails).",
     ),
+    (
+        "vllm.weight_sync",
+        "How updated weights reach the servers: \"disk\" (safetensors in vllm.weights_dir, reloaded by every server), \"nccl\" (GPU to GPU through vLLM's NCCL weight transfer: the policy on a GPU, a CUDA build with NCCL, servers started by the worker; a run that cannot fails at its start) or \"auto\" (nccl where it can run, else disk).",
+    ),
 ];

@@ -40,6 +40,35 @@ pub struct VllmSection {
     pub startup_timeout_s: u32,
     /// Seconds one completion may take before its server counts as hung (the run fails).
     pub request_timeout_s: u32,
+    /// How updated weights reach the servers.
+    pub weight_sync: WeightSync,
+}
+
+/// How the policy's weights reach the servers after an update (`vllm.weight_sync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WeightSync {
+    /// NCCL where it can run (the policy on a GPU of a CUDA build with NCCL, and servers this
+    /// worker started beside it), else disk.
+    #[default]
+    Auto,
+    /// Safetensors under `weights_dir`, which every server reloads.
+    Disk,
+    /// GPU to GPU: the servers join an NCCL communicator with the trainer (vLLM's
+    /// weight-transfer engine, started with `--weight-transfer-config {"backend": "nccl"}`) and
+    /// the trainer broadcasts every tensor; nothing is written. A run that cannot use it fails
+    /// at its start with the reason.
+    Nccl,
+}
+
+impl WeightSync {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WeightSync::Auto => "auto",
+            WeightSync::Disk => "disk",
+            WeightSync::Nccl => "nccl",
+        }
+    }
 }
 
 impl Default for VllmSection {
@@ -56,6 +85,7 @@ impl Default for VllmSection {
             weights_dir: None,
             startup_timeout_s: 600,
             request_timeout_s: 600,
+            weight_sync: WeightSync::Auto,
         }
     }
 }

@@ -31,6 +31,8 @@ pub struct FleetOptions {
     /// they get vLLM's GPU defaults (CUDA graphs, chunked prefill) instead of the CPU
     /// workarounds.
     pub on_gpu: bool,
+    /// How weights reach the servers (`vllm.weight_sync`; [`Fleet::connect`] decides `auto`).
+    pub weight_sync: spade::config::WeightSync,
     /// More environment for started servers (a benchmark's CPU set-up: `LD_PRELOAD`,
     /// `VLLM_CPU_OMP_THREADS_BIND`).
     pub env: Vec<(String, String)>,
@@ -126,6 +128,7 @@ impl FleetOptions {
             // `for_run` also counts a policy that `auto` put on a GPU.
             on_gpu: !v.gpus.is_empty()
                 || spade::config::device_gpus(&cfg.model.device).is_some_and(|n| n > 0),
+            weight_sync: v.weight_sync,
             env: vec![],
         }
     }

@@ -212,6 +212,21 @@ impl Server {
         }
     }
 
+    /// `GET /get_world_size`: the workers (ranks) this server has, across data parallelism.
+    pub(super) fn world_size(&self, client: &reqwest::blocking::Client) -> VResult<usize> {
+        let v = self.get_json(client, "/get_world_size")?;
+        v.get("world_size")
+            .and_then(serde_json::Value::as_u64)
+            .filter(|&n| n > 0)
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| {
+                VllmError(format!(
+                    "{}/get_world_size has no positive \"world_size\": {v}",
+                    self.url
+                ))
+            })
+    }
+
     /// `GET /weight_info`'s `weight_version`.
     pub(super) fn weight_version(&self, client: &reqwest::blocking::Client) -> VResult<String> {
         let v = self.get_json(client, "/weight_info")?;
@@ -360,6 +375,10 @@ fn launch(opts: &FleetOptions, weights: &Path, i: u32, append: bool) -> VResult<
     if opts.tensor_parallel > 1 {
         cmd.args(["--tensor-parallel-size", &opts.tensor_parallel.to_string()]);
     }
+    if opts.weight_sync == spade::config::WeightSync::Nccl {
+        // The routes of vllm/entrypoints/rl/online/api_router.py, backed by this engine.
+        cmd.args(["--weight-transfer-config", r#"{"backend": "nccl"}"#]);
+    }
     let child = cmd
         .spawn()
         .map_err(|e| VllmError(format!("cannot start {}: {e}", bin.display())))?;
@@ -413,6 +432,7 @@ mod tests {
             startup_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(5),
             on_gpu: false,
+            weight_sync: spade::config::WeightSync::Disk,
             env: vec![],
         }
     }
@@ -513,6 +533,17 @@ mod tests {
             "{out}"
         );
         assert!(!out.contains("--max-num-batched-tokens"), "{out}");
+        assert!(!out.contains("--weight-transfer-config"), "{out}");
+        // Synced through NCCL: vLLM's weight-transfer engine on, as JSON the server parses.
+        let nccl = FleetOptions {
+            weight_sync: spade::config::WeightSync::Nccl,
+            ..gpu
+        };
+        let out = launched(&nccl, 0)?;
+        assert!(
+            out.contains(r#"--weight-transfer-config {"backend": "nccl"}"#),
+            "{out}"
+        );
         Ok(())
     }
 }

@@ -47,9 +47,10 @@ pub fn sync_after_update(
     let restarts = fleet.restarts();
     let r = fleet.sync(policy, &format!("step-{step}"))?;
     log(format!(
-        "vllm: weights {} on {} server(s): written in {:.2} s, loaded in {:.2} s",
+        "vllm: weights {} on {} server(s) through {}: written in {:.2} s, loaded in {:.2} s",
         r.version,
         fleet.servers.len(),
+        r.path,
         r.write_s,
         r.load_s
     ));

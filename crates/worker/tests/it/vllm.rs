@@ -63,6 +63,7 @@ fn options(dir: &Path, start: u32, urls: Vec<String>) -> FleetOptions {
         startup_timeout: Duration::from_secs(900),
         request_timeout: Duration::from_secs(120),
         on_gpu: false,
+        weight_sync: spade::config::WeightSync::Disk,
         env: vec![],
     }
 }
@@ -341,6 +342,58 @@ fn play_and_compare(
         t.elapsed().as_secs_f64()
     );
     Ok((mean, worst, n, multi))
+}
+
+/// `vllm.weight_sync = "nccl"` (issue 42): the policy on cuda:0, one server started on cuda:1
+/// with vLLM's NCCL weight transfer; a sync broadcasts another model's weights, writes nothing,
+/// and passes the sync's own checks (version label, the probe's log-probs against tch's). Runs
+/// only where the CUDA build, two GPUs and vLLM are all present, and says which is missing
+/// elsewhere: the GPU machine lent to sessions has no vLLM, so it has not run yet.
+#[test]
+fn a_gpu_policy_syncs_its_servers_over_nccl_where_two_gpus_and_vllm_are_present() -> TestResult {
+    let gpus = tch::Cuda::device_count();
+    let nccl = spade_dist::nccl_built();
+    if !(enabled() && nccl && gpus >= 2) {
+        eprintln!(
+            "SKIPPED: the NCCL weight sync needs SPADE_TEST_VLLM=1 with vLLM for GPUs (set: {}), \
+             the CUDA build with NCCL (scripts/build-cuda --fetch; this binary: {}) and two \
+             GPUs ({gpus} seen)",
+            enabled(),
+            if nccl { "NCCL" } else { "no NCCL" }
+        );
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let on_gpu =
+        |seed: u64, name: &str| -> Result<spade_policy::Policy, Box<dyn std::error::Error>> {
+            let p = preset::tiny(&[BUILTIN_TEXT], seed, |_| {})?;
+            let d = dir.path().join(name);
+            p.save(&d)?;
+            Ok(spade_policy::Policy::load(&d, tch::Device::Cuda(0))?)
+        };
+    let policy = on_gpu(1, "first")?;
+    let mut o = options(dir.path(), 1, vec![]);
+    o.gpus = vec![1];
+    o.on_gpu = true;
+    o.weight_sync = spade::config::WeightSync::Nccl;
+    let fleet = Fleet::connect(&o, &policy, "step-0", &mut |l| eprintln!("{l}"))?;
+    let other = on_gpu(3, "second")?;
+    let report = fleet.sync(&other, "step-1")?;
+    eprintln!(
+        "nccl sync: {:.2} s, probe gap {:.2e}",
+        report.load_s, report.probe_gap
+    );
+    assert_eq!((report.path, report.write_s), ("nccl", 0.0));
+    assert!(
+        fleet.version().starts_with("step-1-"),
+        "{}",
+        fleet.version()
+    );
+    assert!(
+        !o.weights_dir.join("policy-step-1").exists(),
+        "nothing is written"
+    );
+    Ok(())
 }
 
 #[test]
