@@ -51,7 +51,8 @@ pub struct CommonArgs {
     /// pretrained preset's warm start (`smollm2-135m`) after 1, up to 4.
     #[arg(long, default_value_t = run::DEFAULT_WARM_EPOCHS)]
     pub warm_epochs: usize,
-    /// Processes that train the run together (CPU, Gloo), overriding the configuration's
+    /// Processes that train the run together (CPU: Gloo; model.device = "cuda" with the CUDA
+    /// build: a GPU each, NCCL, not yet run on GPUs), overriding the configuration's
     /// `run.ranks`: each plays its share of the agent's and hint episodes, trains its share of
     /// each update's micro-batches and holds 1/N of the optimizer state (ZeRO-2); rank 0
     /// reports and writes the checkpoints. Started torchrun-style on this machine; a rank that
@@ -199,12 +200,14 @@ pub enum Launcher {
 /// scripts/ray-ranks, carried in the binary so it needs no checkout beside it.
 const RAY_RANKS: &str = include_str!("../../../scripts/ray-ranks");
 
-/// Runs `n` ranks of this very command (same arguments) and waits for them.
-pub fn launch_ranks(n: usize, common: &CommonArgs) -> anyhow::Result<()> {
+/// Runs `n` ranks of this very command (same arguments) and waits for them; on Ray a run on
+/// CUDA gets a GPU in each rank's bundle.
+pub fn launch_ranks(n: usize, common: &CommonArgs, cfg: &RunConfig) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("the spade binary's own path")?;
     let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     if common.launcher == Launcher::Ray {
-        return launch_on_ray(n, common, &exe, &argv);
+        let gpus = spade::config::device_gpus(&cfg.model.device).is_some_and(|g| g > 0);
+        return launch_on_ray(n, common, &exe, &argv, gpus);
     }
     eprintln!("starting {n} ranks");
     spade_worker::ranks::launch(
@@ -219,12 +222,14 @@ pub fn launch_ranks(n: usize, common: &CommonArgs) -> anyhow::Result<()> {
 }
 
 /// `--launcher ray`: scripts/ray-ranks places the ranks (one per node) and runs this command
-/// in each with the torchrun-style environment.
+/// in each with the torchrun-style environment; `gpus`: one GPU in each rank's bundle (Ray
+/// then shows each rank only its own, which the rank takes).
 fn launch_on_ray(
     n: usize,
     common: &CommonArgs,
     exe: &std::path::Path,
     argv: &[std::ffi::OsString],
+    gpus: bool,
 ) -> anyhow::Result<()> {
     let script = std::env::temp_dir().join(format!("spade-ray-ranks-{}.py", std::process::id()));
     std::fs::write(&script, RAY_RANKS)
@@ -234,7 +239,9 @@ fn launch_on_ray(
     eprintln!("starting {n} ranks on the Ray cluster at {address}");
     let status = std::process::Command::new(&python)
         .arg(&script)
-        .args(["--address", &address, "--ranks", &n.to_string(), "--"])
+        .args(["--address", &address, "--ranks", &n.to_string()])
+        .args(if gpus { &["--gpus", "1"][..] } else { &[][..] })
+        .arg("--")
         .arg(exe)
         .args(argv)
         .status()
@@ -273,7 +280,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.config.display()))?;
     let ranks = match args.common.part(&cfg)? {
         Part::Launcher(n) => {
-            launch_ranks(n, &args.common)?;
+            launch_ranks(n, &args.common, &cfg)?;
             return Ok(ExitCode::SUCCESS);
         }
         Part::Rank(r) if r.rank() > 0 => return follow(&cfg, &args.common, args.resume, r),

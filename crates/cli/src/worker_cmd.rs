@@ -57,7 +57,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let resume = store.load()?.is_some();
     let ranks = match args.common.part(&cfg)? {
         Part::Launcher(n) => {
-            return match launch_ranks(n, &args.common) {
+            return match launch_ranks(n, &args.common, &cfg) {
                 Ok(()) => Ok(ExitCode::SUCCESS),
                 Err(e) => {
                     // A rank that died took the others down with it (rank 0 among them,

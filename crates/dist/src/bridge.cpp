@@ -5,12 +5,12 @@
 // either. Every function catches what libtorch throws and returns it as a malloc'd message
 // (NULL on success), so no C++ exception crosses into Rust.
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 #ifdef SPADE_WITH_NCCL
 #include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <dlfcn.h>
 #include <nccl.h>
@@ -25,7 +25,7 @@
 #include <vector>
 
 struct spade_pg {
-  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> pg;
   std::chrono::milliseconds timeout;
 };
@@ -42,6 +42,10 @@ static c10::intrusive_ptr<c10d::TCPStore> rendezvous(const char* host, int port,
   opts.timeout = timeout;
   return c10::make_intrusive<c10d::TCPStore>(std::string(host), opts);
 }
+
+static const char* kNoNccl =
+    "this binary's spade-dist was built without NCCL (only the CUDA build, scripts/build-cuda, "
+    "links it)";
 
 static char* message(const std::string& s) {
   char* out = static_cast<char*>(std::malloc(s.size() + 1));
@@ -95,35 +99,64 @@ int spade_nccl_built() {
 #endif
 }
 
+#ifdef SPADE_WITH_NCCL
+static void check_gpu(int device) {
+  int seen = static_cast<int>(c10::cuda::device_count());
+  if (device < 0 || device >= seen) {
+    throw std::runtime_error("an NCCL group on cuda:" + std::to_string(device) +
+                             ", but libtorch sees " + std::to_string(seen) + " GPU(s)");
+  }
+}
+
+// ProcessGroupNCCL over `store`, bound to GPU `device` and connected at once: a rank that never
+// comes fails the join, not the first collective, and barriers know which GPU to use.
+static void nccl_group(spade_pg* g, c10::intrusive_ptr<c10d::Store> store, int rank, int world,
+                       int device) {
+  check_gpu(device);
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+  auto o = c10d::ProcessGroupNCCL::Options::create();
+  o->timeout = g->timeout;
+  auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world, o);
+  c10::Device gpu(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device));
+  pg->setBoundDeviceId(gpu);
+  pg->eagerConnectSingleDevice(gpu);
+  g->store = store;
+  g->pg = pg;
+}
+#endif
+
 // An NCCL group over the GPU `device` of this process (CUDA tensors on that GPU only), its
 // ranks meeting through the same TCPStore rendezvous as Gloo's.
 char* spade_pg_new_nccl(const char* host, int port, int rank, int world, long timeout_ms,
                         int device, spade_pg** out) {
   return guarded([&] {
 #ifdef SPADE_WITH_NCCL
-    int seen = static_cast<int>(c10::cuda::device_count());
-    if (device < 0 || device >= seen) {
-      throw std::runtime_error("an NCCL group on cuda:" + std::to_string(device) +
-                               ", but libtorch sees " + std::to_string(seen) + " GPU(s)");
-    }
-    c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
     auto g = std::make_unique<spade_pg>();
     g->timeout = std::chrono::milliseconds(timeout_ms);
-    g->store = rendezvous(host, port, rank, world, g->timeout);
-    auto o = c10d::ProcessGroupNCCL::Options::create();
-    o->timeout = g->timeout;
-    auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(g->store, rank, world, o);
-    // Bound to its GPU and connected at once: a rank that never comes fails the join, not the
-    // first collective, and barriers know which GPU to use.
-    c10::Device gpu(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device));
-    pg->setBoundDeviceId(gpu);
-    pg->eagerConnectSingleDevice(gpu);
-    g->pg = pg;
+    check_gpu(device);  // before waiting for the other ranks
+    nccl_group(g.get(), rendezvous(host, port, rank, world, g->timeout), rank, world, device);
     *out = g.release();
 #else
-    throw std::runtime_error(
-        "this binary's spade-dist was built without NCCL (only the CUDA build, "
-        "scripts/build-cuda, links ProcessGroupNCCL)");
+    (void)host; (void)port; (void)rank; (void)world; (void)timeout_ms; (void)device; (void)out;
+    throw std::runtime_error(kNoNccl);
+#endif
+  });
+}
+
+// An NCCL group of the same ranks as `base` (a Gloo group), meeting through base's store under
+// its own prefix: the trainer's tensors go through it on GPU `device` while base keeps the
+// host's messages (commands, samples), whose waits are longer than NCCL's watchdog allows.
+char* spade_pg_new_nccl_beside(spade_pg* base, int device, spade_pg** out) {
+  return guarded([&] {
+#ifdef SPADE_WITH_NCCL
+    auto g = std::make_unique<spade_pg>();
+    g->timeout = base->timeout;
+    auto store = c10::make_intrusive<c10d::PrefixStore>("spade-nccl", base->store);
+    nccl_group(g.get(), store, base->pg->getRank(), base->pg->getSize(), device);
+    *out = g.release();
+#else
+    (void)base; (void)device; (void)out;
+    throw std::runtime_error(kNoNccl);
 #endif
   });
 }
@@ -278,10 +311,6 @@ struct spade_nccl {
 #endif
 };
 
-static const char* kNoNccl =
-    "this binary's spade-dist was built without NCCL (only the CUDA build, scripts/build-cuda, "
-    "links it)";
-
 #ifdef SPADE_WITH_NCCL
 using clock_type = std::chrono::steady_clock;
 
@@ -330,6 +359,21 @@ static const nccl_api& nccl() {
   }();
   return api;
 }
+
+// The current GPU is `device` for the scope's life. Not c10's CUDAGuard: its implementation's
+// inline methods call the CUDA runtime directly, which this library does not link.
+struct device_scope {
+  c10::DeviceIndex before;
+  explicit device_scope(int device) : before(c10::cuda::current_device()) {
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+  }
+  ~device_scope() {
+    try {
+      c10::cuda::set_device(before);
+    } catch (...) {
+    }
+  }
+};
 
 static std::string nccl_text(ncclComm_t comm, ncclResult_t r) {
   std::string s = nccl().error_string(r);
@@ -395,7 +439,7 @@ static void nccl_tensor(spade_nccl* c, const at::Tensor& t) {
 // polling, until the stream has passed it or the timeout has.
 template <typename F>
 static void nccl_run(spade_nccl* c, const char* what, F enqueue) {
-  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(c->device));
+  device_scope on(c->device);
   auto stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(c->device));
   auto deadline = clock_type::now() + c->timeout;
   long ms = static_cast<long>(c->timeout.count());
@@ -446,7 +490,7 @@ char* spade_nccl_join(const unsigned char* id, int world, int rank, int device,
       throw std::runtime_error("an NCCL communicator on cuda:" + std::to_string(device) +
                                ", but libtorch sees " + std::to_string(seen) + " GPU(s)");
     }
-    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    device_scope on(device);
     auto c = std::make_unique<spade_nccl>();
     c->device = device;
     c->timeout = std::chrono::milliseconds(timeout_ms);

@@ -43,6 +43,11 @@ unsafe extern "C" {
         device: c_int,
         out: *mut *mut SpadePg,
     ) -> *mut c_char;
+    fn spade_pg_new_nccl_beside(
+        base: *mut SpadePg,
+        device: c_int,
+        out: *mut *mut SpadePg,
+    ) -> *mut c_char;
     fn spade_pg_free(g: *mut SpadePg);
     fn spade_message_free(m: *mut c_char);
     fn spade_pg_all_reduce(g: *mut SpadePg, t: *mut C_tensor, op: c_int) -> *mut c_char;
@@ -179,6 +184,15 @@ impl Group {
                 &mut out,
             )
         })?;
+        Group::made(out)
+    }
+
+    /// An NCCL group of this group's ranks on GPU `device`, through this group's store.
+    pub(crate) fn new_nccl_beside(&self, device: usize) -> Result<Self> {
+        let mut out: *mut SpadePg = std::ptr::null_mut();
+        // SAFETY: self.0 is a live group (its store outlives the call: the new group holds
+        // its own reference); out is written only on success.
+        checked(unsafe { spade_pg_new_nccl_beside(self.0, int(device, "GPU")?, &mut out) })?;
         Group::made(out)
     }
 

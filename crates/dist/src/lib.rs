@@ -13,7 +13,8 @@
 //! compiles in only when scripts/build-cuda builds it against real CUDA libraries
 //! ([`nccl_built`]). The NCCL group has been built and refused on a CPU-only machine; it has
 //! not run on a GPU (`PROBE=nccl` of spade-dist-probe is the check for when one is lent). The
-//! trainer's ranks use Gloo only: their launch does not yet give each rank its own GPU.
+//! trainer's ranks on GPUs train through an NCCL group made beside their Gloo group
+//! ([`ProcessGroup::nccl_beside`]), each rank on its own GPU; that too has not run on a GPU.
 
 use spade_policy::optim::Started;
 use std::time::Duration;
@@ -150,6 +151,20 @@ impl ProcessGroup {
             inner,
             rank: r.rank,
             world_size: r.world_size,
+            device: tch::Device::Cuda(gpu),
+        })
+    }
+
+    /// An NCCL group of this group's ranks whose tensors live on this process's GPU `gpu`,
+    /// meeting through this group's store (no second rendezvous port). Every rank calls it at
+    /// the same point of its run; it returns once all have. The trainer's ranks on GPUs keep
+    /// this group (Gloo) for the host's messages and train through the NCCL one.
+    pub fn nccl_beside(&self, gpu: usize) -> Result<Self> {
+        let inner = self.inner.new_nccl_beside(gpu)?;
+        Ok(ProcessGroup {
+            inner,
+            rank: self.rank,
+            world_size: self.world_size,
             device: tch::Device::Cuda(gpu),
         })
     }

@@ -179,16 +179,22 @@ fn an_nccl_group_without_nccl_or_a_gpu_is_refused_at_once() {
         return;
     }
     let start = Instant::now();
-    let outs = ranks(2, &["nccl"], 60_000);
     let want = if spade_dist::nccl_built() {
         "libtorch sees 0 GPU(s)"
     } else {
         "built without NCCL"
     };
-    for (rank, o) in outs.iter().enumerate() {
-        let out = String::from_utf8_lossy(&o.stdout);
-        assert_eq!(o.status.code(), Some(2), "rank {rank}: {out}");
-        assert!(line(&out, "error").contains(want), "rank {rank}: {out}");
+    // Joined directly, and beside a Gloo group (the trainer's ranks on GPUs).
+    for probe in ["nccl", "nccl_beside"] {
+        let outs = ranks(2, &[probe], 60_000);
+        for (rank, o) in outs.iter().enumerate() {
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert_eq!(o.status.code(), Some(2), "{probe} rank {rank}: {out}");
+            assert!(
+                line(&out, "error").contains(want),
+                "{probe} rank {rank}: {out}"
+            );
+        }
     }
     assert!(
         start.elapsed() < Duration::from_secs(30),

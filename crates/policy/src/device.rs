@@ -26,6 +26,15 @@ pub fn cuda_linked() -> bool {
     loaded_library("libtorch_cuda").is_some()
 }
 
+/// GPUs libtorch sees in this process (0 without its CUDA backend).
+pub fn cuda_devices() -> usize {
+    if cuda_linked() {
+        usize::try_from(tch::Cuda::device_count()).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
 /// The path of the first mapped shared object whose file name starts with `stem`.
 fn loaded_library(stem: &str) -> Option<String> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;

@@ -1208,12 +1208,17 @@ impl RunConfig {
         }
     }
 
-    /// GPUs a job of this run needs at least: the trainer's (`model.device`, [`device_gpus`])
+    /// GPUs a job of this run needs at least: the trainer's (`model.device`, [`device_gpus`];
+    /// one per rank of `run.ranks` on CUDA)
     /// or its started vLLM servers' split ([`VllmSection::job_gpus`]; the servers' indices
     /// leave out the trainer's device), whichever is more; 0 = whatever the executor gives
     /// every job.
     pub fn job_gpus(&self) -> u32 {
-        let trainer = device_gpus(&self.model.device).unwrap_or(0);
+        // Ranks on GPUs take one each (`run.ranks` with model.device = "cuda").
+        let trainer = match device_gpus(&self.model.device).unwrap_or(0) {
+            0 => 0,
+            n => n.max(self.run.ranks),
+        };
         self.vllm
             .job_gpus(self.model.rollout == RolloutBackend::Vllm)
             .max(trainer)

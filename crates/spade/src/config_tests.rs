@@ -994,6 +994,22 @@ fn the_device_is_named_and_asks_the_scheduler_for_its_gpus() {
     c.vllm.start = 2;
     c.vllm.gpus = vec![1, 2];
     assert_eq!(c.job_gpus(), 3);
+    // Four ranks on GPUs: one each, the servers' indices past them.
+    c.run.ranks = 4;
+    c.vllm.gpus = vec![4, 5];
+    assert_eq!(c.job_gpus(), 6);
+    c.model.rollout = RolloutBackend::Engine;
+    assert_eq!(c.job_gpus(), 4);
+    c.model.device = "cpu".into();
+    assert_eq!(c.job_gpus(), 0);
+    c.run.ranks = 1;
+    // Ranks share out GPUs themselves: one device named for all is refused.
+    let v = issues("[model]\npreset = \"tiny\"\ndevice = \"cuda:1\"\n[run]\nranks = 2\n");
+    assert!(
+        v.iter()
+            .any(|i| i.path() == "model.device" && i.to_string().contains("LOCAL_RANK")),
+        "{v:?}"
+    );
     // The paper presets ask for the GPU and size their cache from what it has left.
     for p in [
         RunConfig::gpu_qwen3_games(),

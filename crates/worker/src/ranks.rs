@@ -1,6 +1,8 @@
 //! One run on several ranks (issue 41, items 2, 4 and 5): N processes of the same command,
-//! torchrun-style (`MASTER_ADDR`, `MASTER_PORT`, `RANK`, `WORLD_SIZE`), joined in a Gloo
-//! process group ([`spade_dist`]).
+//! torchrun-style (`MASTER_ADDR`, `MASTER_PORT`, `RANK`, `LOCAL_RANK`, `WORLD_SIZE`), joined in
+//! a Gloo process group ([`spade_dist`]). On GPUs each rank takes its own GPU (`LOCAL_RANK`, or
+//! the one GPU a launcher such as Ray left it) and the trainer's tensors go through an NCCL
+//! group made beside the Gloo one ([`Ranks::on_gpu`]); that path has not run on a GPU yet.
 //!
 //! Rank 0 runs the loop as one rank would: it plays every rollout, reports to the sink and
 //! writes the checkpoints. At each update it sends the step's samples to the other ranks, the
@@ -43,7 +45,12 @@ pub const FOLLOWER_WAIT: Duration = Duration::from_secs(24 * 3600);
 /// This process's rank of a run and its group.
 #[derive(Debug)]
 pub struct Ranks {
+    /// Gloo: the host's messages (commands, samples, episodes, barriers), and the trainer's
+    /// tensors on the CPU.
     group: ProcessGroup,
+    /// On GPUs, the NCCL group the trainer's tensors go through ([`Ranks::on_gpu`]); the host's
+    /// messages stay on Gloo, whose waits (a step's rollouts) outlast NCCL's watchdog.
+    tensors: std::sync::OnceLock<ProcessGroup>,
 }
 
 impl Ranks {
@@ -63,7 +70,10 @@ impl Ranks {
     /// Joins the group `r` describes.
     pub fn join(r: &Rendezvous) -> Result<Self, WorkerError> {
         let group = ProcessGroup::join(r).map_err(|e| dist_error("joining the group", e))?;
-        Ok(Self { group })
+        Ok(Self {
+            group,
+            tensors: std::sync::OnceLock::new(),
+        })
     }
 
     pub fn rank(&self) -> usize {
@@ -74,9 +84,34 @@ impl Ranks {
         self.group.world_size()
     }
 
-    /// The group, as the trainer's gradient sync.
+    /// The group the trainer's tensors go through (its gradient sync): NCCL once
+    /// [`Ranks::on_gpu`] made one, else Gloo.
     pub fn group(&self) -> &ProcessGroup {
-        &self.group
+        self.tensors.get().unwrap_or(&self.group)
+    }
+
+    /// Makes this rank's NCCL group on `cuda:gpu` beside the Gloo one; every rank calls it at
+    /// the same point of its start, and it returns once all have (or fails after the group's
+    /// timeout). Needs the CUDA build (its spade-dist has NCCL).
+    pub(crate) fn on_gpu(&self, gpu: usize) -> Result<(), WorkerError> {
+        if let Some(g) = self.tensors.get() {
+            return if g.device() == spade_policy::Device::Cuda(gpu) {
+                Ok(())
+            } else {
+                Err(WorkerError::Ranks(format!(
+                    "rank {} is on {:?} already, not cuda:{gpu}",
+                    self.rank(),
+                    g.device()
+                )))
+            };
+        }
+        let nccl = self
+            .group
+            .nccl_beside(gpu)
+            .map_err(|e| dist_error(&format!("joining the NCCL group on cuda:{gpu}"), e))?;
+        // Only this thread sets it (the start, before anything trains).
+        let _ = self.tensors.set(nccl);
+        Ok(())
     }
 
     /// Rank 0: sends `cmd` to the followers.
@@ -106,7 +141,7 @@ impl Ranks {
         batch: &[GrpoSample],
     ) -> Result<GrpoStats, WorkerError> {
         self.send(&FollowerCommand::Train(batch.to_vec()))?;
-        Ok(trainer.step_synced(policy, batch, Some(&self.group))?)
+        Ok(trainer.step_synced(policy, batch, Some(self.group()))?)
     }
 
     /// Rank 0: every rank writes its optimiser shard beside `path` (rank 0's with `own`, while

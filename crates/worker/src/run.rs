@@ -62,7 +62,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 pub use device::recipe;
-pub(crate) use setup::{backend, check_ranks, concurrency};
+pub(crate) use setup::{backend, concurrency, rank_device};
 pub use setup::{prepare_base_model, prepare_warm_start};
 
 /// Worker-side settings that are not part of the run configuration (where files are, how much
@@ -263,8 +263,7 @@ pub fn follow(
     on: &mut dyn FnMut(Event),
 ) -> Result<Outcome, WorkerError> {
     setup::validated(cfg)?;
-    let device = device::run_device(cfg, &mut |_| {})?;
-    check_ranks(device, ranks)?;
+    let device = rank_device(device::run_device(cfg, &mut |_| {})?, ranks)?;
     let pool = setup::sandbox_pool(cfg, opts)?;
     let done = follower::follow(cfg, ranks, device, &pool)?;
     on(Event::Log(format!(

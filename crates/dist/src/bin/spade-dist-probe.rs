@@ -11,7 +11,9 @@
 //! reduce costs on this machine, without any compute beside it); `nccl`: joins an NCCL group
 //! on GPU `GPU` (default: the rank) and runs each collective once on CUDA tensors with values
 //! any world size predicts, then all-reduces `ELEMENTS` float32 20 times (the CUDA build on a
-//! GPU machine: scripts/gpu-check; elsewhere it prints why it cannot join); `link` (no
+//! GPU machine: scripts/gpu-check; elsewhere it prints why it cannot join); `nccl_beside`: the
+//! same on an NCCL group made beside a Gloo group through its store, as the trainer's ranks on
+//! GPUs make theirs; `link` (no
 //! rendezvous: one process, a thread per GPU, at most 2): the raw NCCL link of vLLM's weight
 //! transfer (`NcclLink`), joined by an id, its warm-up, broadcasts of float32, bfloat16 and
 //! float16 tensors and an all-reduce against sums worked by hand, a CPU tensor refused; its
@@ -163,19 +165,23 @@ fn main() {
     }
     let result = (|| -> spade_dist::Result<()> {
         let r = Rendezvous::from_env(timeout)?;
-        let pg = if probe == "nccl" {
-            let gpu = std::env::var("GPU")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(r.rank);
-            ProcessGroup::join_nccl(&r, gpu)?
-        } else {
-            ProcessGroup::join(&r)?
+        let gpu = std::env::var("GPU")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(r.rank);
+        // `nccl_beside` keeps the Gloo group (and its store) alive beside the NCCL one.
+        let (pg, _gloo) = match probe.as_str() {
+            "nccl" => (ProcessGroup::join_nccl(&r, gpu)?, None),
+            "nccl_beside" => {
+                let gloo = ProcessGroup::join(&r)?;
+                (gloo.nccl_beside(gpu)?, Some(gloo))
+            }
+            _ => (ProcessGroup::join(&r)?, None),
         };
         let rank = pg.rank() as f64;
         match probe.as_str() {
             "die" => std::process::exit(3),
-            "nccl" => nccl(&pg)?,
+            "nccl" | "nccl_beside" => nccl(&pg)?,
             "speed" => {
                 let n: i64 = std::env::var("ELEMENTS")
                     .ok()

@@ -209,6 +209,14 @@ pub(super) fn validate(c: &RunConfig) -> Vec<ConfigIssue> {
     k.count("run.optimizer_every", c.run.optimizer_every, 1, MAX_STEPS);
     k.count("run.checkpoint_keep", c.run.checkpoint_keep, 0, MAX_STEPS);
     k.count("run.ranks", u64::from(c.run.ranks), 1, 64);
+    if c.run.ranks > 1 && c.model.device.trim().starts_with("cuda:") {
+        k.conflict(
+            "model.device",
+            "run.ranks",
+            "ranks on GPUs each take their own (LOCAL_RANK's, or the one a launcher gave them): \
+             set model.device = \"cuda\" rather than one device for all",
+        );
+    }
     if !matches!(c.run.zero_stage, 2 | 3) {
         k.not_allowed("run.zero_stage", &c.run.zero_stage.to_string(), "2 or 3");
     } else if c.run.zero_stage == 3 && !c.grpo.activation_recompute {

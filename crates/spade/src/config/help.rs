@@ -47,7 +47,7 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     (
         "run.ranks",
-        "Processes that train the run together (data-parallel ranks on this node's CPUs, Gloo): each plays its share of the agent's and the hint episodes and trains its share of each update, holding 1/ranks of the optimizer state (ZeRO-2). A checkpoint resumes on any rank count, or in one process (the optimizer state is re-sharded). spade train --ranks overrides it.",
+        "Processes that train the run together (data-parallel ranks: on the CPU through Gloo; with model.device = \"cuda\" and the CUDA build one GPU each, LOCAL_RANK's, through NCCL, not yet run on GPUs): each plays its share of the agent's and the hint episodes and trains its share of each update, holding 1/ranks of the optimizer state (ZeRO-2). A checkpoint resumes on any rank count, or in one process (the optimizer state is re-sharded). spade train --ranks overrides it.",
     ),
     (
         "run.zero_stage",

@@ -80,7 +80,7 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn what_ranks_cannot_do_yet_is_refused_before_the_run() -> Result<(), WorkerError> {
+    fn ranks_on_a_gpu_they_cannot_use_are_refused_before_the_run() -> Result<(), WorkerError> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map_err(|e| WorkerError::Ranks(e.to_string()))?
@@ -94,12 +94,55 @@ mod tests {
             local_addr: None,
         };
         let ranks = Ranks::join(&r)?;
-        super::super::check_ranks(spade_policy::Device::Cpu, &ranks)?;
-        let e = super::super::check_ranks(spade_policy::Device::Cuda(0), &ranks)
+        let cpu = super::super::rank_device(spade_policy::Device::Cpu, &ranks)?;
+        assert_eq!(cpu, spade_policy::Device::Cpu);
+        if spade_policy::device::cuda_devices() > 0 && spade_dist::nccl_built() {
+            eprintln!("skipped the refusal: this binary has NCCL and sees a GPU");
+            return Ok(());
+        }
+        let start = std::time::Instant::now();
+        let e = super::super::rank_device(spade_policy::Device::Cuda(0), &ranks)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(e.contains("NCCL") && e.contains("cuda:0"), "{e}");
+        // The CPU build names what it lacks; the CUDA build on a machine without a GPU says
+        // libtorch sees none.
+        if spade_dist::nccl_built() {
+            assert!(e.contains("0 GPU(s)"), "{e}");
+        } else {
+            assert!(
+                e.contains("scripts/build-cuda") && e.contains("cuda:0"),
+                "{e}"
+            );
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            start.elapsed()
+        );
+        // The trainer's tensors stay on Gloo.
+        assert_eq!(ranks.group().device(), spade_policy::Device::Cpu);
         Ok(())
+    }
+
+    #[test]
+    fn each_rank_takes_its_own_gpu_or_the_only_one_it_was_given() {
+        use super::super::setup::rank_gpu;
+        // The local launcher: LOCAL_RANK among the job's GPUs.
+        assert_eq!(rank_gpu(3, Some("3"), 8).ok(), Some(3));
+        assert_eq!(rank_gpu(1, None, 2).ok(), Some(1));
+        // Ray's bundles: each rank sees the one GPU it was given, whatever its LOCAL_RANK.
+        assert_eq!(rank_gpu(5, Some("1"), 1).ok(), Some(0));
+        // More ranks on a node than its GPUs, or a malformed LOCAL_RANK: named.
+        let e = rank_gpu(2, Some("2"), 2)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("LOCAL_RANK 2") && e.contains("2 GPU(s)"), "{e}");
+        let e = rank_gpu(0, Some("x"), 2)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("\"x\""), "{e}");
     }
 }
