@@ -65,9 +65,13 @@ fn main() {
         println!("cargo:rustc-link-lib=dylib=c10_cuda");
     }
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
-    // This package's own binaries (the probe) and tests find the CUDA libraries there too.
+    // This package's own binaries (the probe) and tests find the CUDA libraries there too, and
+    // load libtorch_cuda.so even where nothing they call needs a symbol of it (the NCCL link
+    // looks NCCL and the CUDA runtime up in the process, where libtorch_cuda brings them; the
+    // `spade` binary forces it the same way, crates/cli/build.rs).
     if let (Some(_), Some(cuda_lib)) = (&nccl, &cuda_lib) {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{cuda_lib}");
+        println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-L{cuda_lib},-ltorch_cuda,--as-needed");
     }
     println!("cargo:rerun-if-changed=src/bridge.cpp");
     println!("cargo:rerun-if-env-changed=SPADE_GLOO_INCLUDE");
