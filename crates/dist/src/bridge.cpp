@@ -460,6 +460,16 @@ static void nccl_run(spade_nccl* c, const char* what, F enqueue) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
+
+// A collective `op(data, count, type, stream)` on t in place.
+template <typename F>
+static void in_place(spade_nccl* c, torch::Tensor* t, const char* what, F op) {
+  nccl_tensor(c, *t);
+  auto type = nccl_type(*t);
+  void* p = t->data_ptr();
+  size_t n = static_cast<size_t>(t->numel());
+  nccl_run(c, what, [&](cudaStream_t s) { return op(p, n, type, s); });
+}
 #endif
 
 extern "C" {
@@ -524,11 +534,7 @@ char* spade_nccl_join(const unsigned char* id, int world, int rank, int device,
 char* spade_nccl_all_reduce_sum(spade_nccl* c, torch::Tensor* t) {
   return guarded([&] {
 #ifdef SPADE_WITH_NCCL
-    nccl_tensor(c, *t);
-    auto type = nccl_type(*t);
-    void* p = t->data_ptr();
-    size_t n = static_cast<size_t>(t->numel());
-    nccl_run(c, "ncclAllReduce", [&](cudaStream_t s) {
+    in_place(c, t, "ncclAllReduce", [&](void* p, size_t n, ncclDataType_t type, cudaStream_t s) {
       return nccl().all_reduce(p, p, n, type, ncclSum, c->comm, s);
     });
 #else
@@ -542,11 +548,7 @@ char* spade_nccl_all_reduce_sum(spade_nccl* c, torch::Tensor* t) {
 char* spade_nccl_broadcast(spade_nccl* c, torch::Tensor* t, int root) {
   return guarded([&] {
 #ifdef SPADE_WITH_NCCL
-    nccl_tensor(c, *t);
-    auto type = nccl_type(*t);
-    void* p = t->data_ptr();
-    size_t n = static_cast<size_t>(t->numel());
-    nccl_run(c, "ncclBroadcast", [&](cudaStream_t s) {
+    in_place(c, t, "ncclBroadcast", [&](void* p, size_t n, ncclDataType_t type, cudaStream_t s) {
       return nccl().broadcast(p, p, n, type, root, c->comm, s);
     });
 #else

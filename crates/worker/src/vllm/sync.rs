@@ -18,12 +18,7 @@ impl Fleet {
         let version = version_label(policy, label);
         let t1 = Instant::now();
         for s in &self.servers {
-            s.check_alive()?;
-            s.post(
-                &self.client,
-                "/pause?mode=wait&clear_cache=true",
-                &serde_json::json!({}),
-            )?;
+            self.pause(s)?;
             let reload = serde_json::json!({
                 "method": "reload_weights",
                 "kwargs": {"weights_path": dir.display().to_string()},
@@ -68,12 +63,7 @@ impl Fleet {
         let t0 = Instant::now();
         let version = version_label(policy, label);
         for s in &self.servers {
-            s.check_alive()?;
-            s.post(
-                &self.client,
-                "/pause?mode=wait&clear_cache=true",
-                &serde_json::json!({}),
-            )?;
+            self.pause(s)?;
         }
         // A server that failed part way holds some new and some old tensors: the run fails
         // (and resumes from its checkpoint) rather than sample from it.
@@ -93,6 +83,17 @@ impl Fleet {
             load_s: t0.elapsed().as_secs_f64(),
             probe_gap,
         })
+    }
+
+    /// Stops `s` generating once its requests are done, its KV and prefix caches cleared.
+    fn pause(&self, s: &Server) -> VResult<()> {
+        s.check_alive()?;
+        s.post(
+            &self.client,
+            "/pause?mode=wait&clear_cache=true",
+            &serde_json::json!({}),
+        )
+        .map(drop)
     }
 
     /// Labels weights the servers loaded at start (`dir`) and checks them like a sync.
