@@ -3,7 +3,8 @@
 //! each is measured). `scripts/policy/bench_train_torch.py` is the same step in PyTorch, and
 //! `scripts/policy/bench-train` runs the two side by side.
 //!
-//! `--ranks N` (CPU, Gloo) measures data-parallel training: first one process alone, then N
+//! `--ranks N` (CPU: Gloo; CUDA: a GPU per rank, NCCL, not yet run on GPUs) measures
+//! data-parallel training: first one process alone, then N
 //! rank processes of this command on the same step (each its share of the micro-batches, one
 //! sequence apiece in both runs, the optimiser sharded ZeRO-2 as `spade train --ranks` does,
 //! or ZeRO-3 with `--zero-stage 3`), and prints each one's tokens/s per rank and their ratio:
@@ -49,7 +50,8 @@ pub struct BenchArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Data-parallel ranks (CPU processes, Gloo): one process alone is measured first, then
+    /// Data-parallel ranks (CPU processes through Gloo, or with --device cuda a GPU each
+    /// through NCCL, not yet run on GPUs): one process alone is measured first, then
     /// N ranks on the same step, each --threads threads; prints tokens/s per rank, the
     /// ratio to one process's, and each rank's seconds a step in each collective.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -126,6 +128,8 @@ fn ranks(a: &BenchArgs, mut o: BenchOptions) -> anyhow::Result<()> {
     o.micro_batch_tokens = Some(o.seq_len.saturating_sub(1).max(1));
     if std::env::var_os("RANK").is_some() {
         let r = spade_worker::ranks::Ranks::join_from_env(n, std::time::Duration::from_secs(600))?;
+        // On CUDA: this rank's own GPU and the ranks' NCCL group, as a run's ranks take them.
+        o.device = r.device_for(o.device)?;
         let m = bench::measure(&o, Some(r.group()), |_, _| {})
             .with_context(|| format!("rank {}", r.rank()))?;
         println!(
@@ -140,12 +144,6 @@ fn ranks(a: &BenchArgs, mut o: BenchOptions) -> anyhow::Result<()> {
             })
         );
         return Ok(());
-    }
-    if o.device != spade_policy::Device::Cpu {
-        anyhow::bail!(
-            "--ranks: ranks train on the CPU through Gloo (the bench's ranks do not use \
-             spade-dist's NCCL group yet)"
-        );
     }
     let one = bench::measure(&o, None, |i, s| {
         if !a.json {

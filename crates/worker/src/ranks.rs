@@ -31,7 +31,9 @@ use spade_dist::{ProcessGroup, Rendezvous};
 use spade_policy::grpo::{GrpoSample, GrpoStats, GrpoTrainer, SavedOptimizer};
 
 mod design;
+mod gpu;
 mod wire;
+pub use gpu::rank_gpu;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::Duration;

@@ -62,7 +62,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 pub use device::recipe;
-pub(crate) use setup::{backend, concurrency, rank_device};
+pub(crate) use setup::{backend, concurrency};
 pub use setup::{prepare_base_model, prepare_warm_start};
 
 /// Worker-side settings that are not part of the run configuration (where files are, how much
@@ -263,7 +263,7 @@ pub fn follow(
     on: &mut dyn FnMut(Event),
 ) -> Result<Outcome, WorkerError> {
     setup::validated(cfg)?;
-    let device = rank_device(device::run_device(cfg, &mut |_| {})?, ranks)?;
+    let device = ranks.device_for(device::run_device(cfg, &mut |_| {})?)?;
     let pool = setup::sandbox_pool(cfg, opts)?;
     let done = follower::follow(cfg, ranks, device, &pool)?;
     on(Event::Log(format!(

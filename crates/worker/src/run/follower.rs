@@ -94,14 +94,15 @@ mod tests {
             local_addr: None,
         };
         let ranks = Ranks::join(&r)?;
-        let cpu = super::super::rank_device(spade_policy::Device::Cpu, &ranks)?;
+        let cpu = ranks.device_for(spade_policy::Device::Cpu)?;
         assert_eq!(cpu, spade_policy::Device::Cpu);
         if spade_policy::device::cuda_devices() > 0 && spade_dist::nccl_built() {
             eprintln!("skipped the refusal: this binary has NCCL and sees a GPU");
             return Ok(());
         }
         let start = std::time::Instant::now();
-        let e = super::super::rank_device(spade_policy::Device::Cuda(0), &ranks)
+        let e = ranks
+            .device_for(spade_policy::Device::Cuda(0))
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
@@ -127,7 +128,7 @@ mod tests {
 
     #[test]
     fn each_rank_takes_its_own_gpu_or_the_only_one_it_was_given() {
-        use super::super::setup::rank_gpu;
+        use crate::ranks::rank_gpu;
         // The local launcher: LOCAL_RANK among the job's GPUs.
         assert_eq!(rank_gpu(3, Some("3"), 8).ok(), Some(3));
         assert_eq!(rank_gpu(1, None, 2).ok(), Some(1));
