@@ -100,19 +100,20 @@ int spade_nccl_built() {
 }
 
 #ifdef SPADE_WITH_NCCL
-static void check_gpu(int device) {
+// `what` ("an NCCL group") on cuda:`device`, refused unless libtorch sees that GPU.
+static void check_gpu(int device, const char* what) {
   int seen = static_cast<int>(c10::cuda::device_count());
   if (device < 0 || device >= seen) {
-    throw std::runtime_error("an NCCL group on cuda:" + std::to_string(device) +
+    throw std::runtime_error(std::string(what) + " on cuda:" + std::to_string(device) +
                              ", but libtorch sees " + std::to_string(seen) + " GPU(s)");
   }
 }
 
-// ProcessGroupNCCL over `store`, bound to GPU `device` and connected at once: a rank that never
-// comes fails the join, not the first collective, and barriers know which GPU to use.
+// ProcessGroupNCCL over `store`, bound to GPU `device` (which the caller checked) and connected
+// at once: a rank that never comes fails the join, not the first collective, and barriers know
+// which GPU to use.
 static void nccl_group(spade_pg* g, c10::intrusive_ptr<c10d::Store> store, int rank, int world,
                        int device) {
-  check_gpu(device);
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
   auto o = c10d::ProcessGroupNCCL::Options::create();
   o->timeout = g->timeout;
@@ -133,7 +134,7 @@ char* spade_pg_new_nccl(const char* host, int port, int rank, int world, long ti
 #ifdef SPADE_WITH_NCCL
     auto g = std::make_unique<spade_pg>();
     g->timeout = std::chrono::milliseconds(timeout_ms);
-    check_gpu(device);  // before waiting for the other ranks
+    check_gpu(device, "an NCCL group");  // before waiting for the other ranks
     nccl_group(g.get(), rendezvous(host, port, rank, world, g->timeout), rank, world, device);
     *out = g.release();
 #else
@@ -149,6 +150,7 @@ char* spade_pg_new_nccl(const char* host, int port, int rank, int world, long ti
 char* spade_pg_new_nccl_beside(spade_pg* base, int device, spade_pg** out) {
   return guarded([&] {
 #ifdef SPADE_WITH_NCCL
+    check_gpu(device, "an NCCL group");
     auto g = std::make_unique<spade_pg>();
     g->timeout = base->timeout;
     auto store = c10::make_intrusive<c10d::PrefixStore>("spade-nccl", base->store);
@@ -308,6 +310,8 @@ struct spade_nccl {
   ncclComm_t comm = nullptr;
   int device = 0;
   std::chrono::milliseconds timeout{0};
+  // Aborts the communicator: never waits for a peer that may have gone.
+  ~spade_nccl();
 #endif
 };
 
@@ -374,6 +378,10 @@ struct device_scope {
     }
   }
 };
+
+spade_nccl::~spade_nccl() {
+  if (comm != nullptr) nccl().abort(comm);
+}
 
 static std::string nccl_text(ncclComm_t comm, ncclResult_t r) {
   std::string s = nccl().error_string(r);
@@ -495,11 +503,7 @@ char* spade_nccl_join(const unsigned char* id, int world, int rank, int device,
                       long timeout_ms, spade_nccl** out) {
   return guarded([&] {
 #ifdef SPADE_WITH_NCCL
-    int seen = static_cast<int>(c10::cuda::device_count());
-    if (device < 0 || device >= seen) {
-      throw std::runtime_error("an NCCL communicator on cuda:" + std::to_string(device) +
-                               ", but libtorch sees " + std::to_string(seen) + " GPU(s)");
-    }
+    check_gpu(device, "an NCCL communicator");
     device_scope on(device);
     auto c = std::make_unique<spade_nccl>();
     c->device = device;
@@ -509,19 +513,12 @@ char* spade_nccl_join(const unsigned char* id, int world, int rank, int device,
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     auto deadline = clock_type::now() + c->timeout;
+    // A failure below frees `c`, which aborts whatever NCCL made of it.
     ncclResult_t r = nccl().init_rank_config(&c->comm, world, uid, rank, &config);
     if (r != ncclSuccess && r != ncclInProgress) {
-      if (c->comm != nullptr) nccl().abort(c->comm);
-      c->comm = nullptr;
       throw std::runtime_error("ncclCommInitRankConfig: " + nccl_text(nullptr, r));
     }
-    try {
-      settle(c->comm, deadline, "joining the NCCL communicator", timeout_ms);
-    } catch (...) {
-      nccl().abort(c->comm);
-      c->comm = nullptr;
-      throw;
-    }
+    settle(c->comm, deadline, "joining the NCCL communicator", timeout_ms);
     *out = c.release();
 #else
     (void)id; (void)world; (void)rank; (void)device; (void)timeout_ms; (void)out;
@@ -559,11 +556,6 @@ char* spade_nccl_broadcast(spade_nccl* c, torch::Tensor* t, int root) {
 }
 
 // Aborts the communicator (never waits for a peer that may have gone) and frees it.
-void spade_nccl_free(spade_nccl* c) {
-#ifdef SPADE_WITH_NCCL
-  if (c != nullptr && c->comm != nullptr) nccl().abort(c->comm);
-#endif
-  delete c;
-}
+void spade_nccl_free(spade_nccl* c) { delete c; }
 }
 

@@ -353,7 +353,8 @@ impl Comm {
     }
 
     pub(crate) fn all_reduce_sum(&mut self, t: &mut Tensor) -> Result<()> {
-        // SAFETY: a live communicator and a live tensor handle borrowed mutably.
+        // SAFETY: a live communicator and a live tensor handle borrowed mutably; the bridge
+        // refuses a tensor that is not contiguous on the communicator's GPU before NCCL reads it.
         checked(unsafe { spade_nccl_all_reduce_sum(self.0, t.as_mut_ptr()) })
     }
 

@@ -118,11 +118,7 @@ impl Policy {
     /// that `AutoModelForCausalLM.from_pretrained(dir)` and `AutoTokenizer` load them.
     pub fn save_as(&self, dir: &Path, kind: Kind) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
-        let dtype = match kind {
-            Kind::BFloat16 => "bfloat16",
-            Kind::Half => "float16",
-            _ => "float32",
-        };
+        let dtype = torch_dtype(kind);
         write_json(&dir.join("config.json"), &self.config().to_json(dtype))?;
         checkpoint::save_weights(&self.vs, dir, kind, DEFAULT_SHARD_BYTES)?;
         if let Some(t) = &self.tokenizer {
@@ -163,18 +159,16 @@ impl Policy {
         }
         let mut cfg = self.config().clone();
         cfg.tie_word_embeddings = false;
-        let dtype = match self.kind() {
-            Kind::BFloat16 => "bfloat16",
-            Kind::Half => "float16",
-            _ => "float32",
-        };
-        write_json(&dir.join("config.json"), &cfg.to_json(dtype))?;
+        write_json(
+            &dir.join("config.json"),
+            &cfg.to_json(torch_dtype(self.kind())),
+        )?;
         checkpoint::save_weights_with(
             &self.vs,
             dir,
             self.kind(),
             DEFAULT_SHARD_BYTES,
-            &[("lm_head.weight", "model.embed_tokens.weight")],
+            &[TIED_HEAD],
         )
     }
 
@@ -183,11 +177,12 @@ impl Policy {
     pub fn untied_weights(&self) -> Vec<NamedWeight> {
         let mut vars: std::collections::BTreeMap<String, Tensor> =
             self.vs.variables().into_iter().collect();
+        let (head, embedding) = TIED_HEAD;
         if self.config().tie_word_embeddings
-            && let Some(e) = vars.get("model.embed_tokens.weight")
+            && let Some(e) = vars.get(embedding)
         {
-            let head = e.shallow_clone();
-            vars.insert("lm_head.weight".to_string(), head);
+            let e = e.shallow_clone();
+            vars.insert(head.to_string(), e);
         }
         vars.into_iter()
             .map(|(name, t)| NamedWeight {
@@ -346,15 +341,23 @@ pub struct NamedWeight {
 impl NamedWeight {
     /// The dtype as torch names it (`torch.<name>`).
     pub fn dtype_name(&self) -> &'static str {
-        match self.tensor.kind() {
-            Kind::BFloat16 => "bfloat16",
-            Kind::Half => "float16",
-            Kind::Double => "float64",
-            _ => "float32",
-        }
+        torch_dtype(self.tensor.kind())
     }
 
     pub fn shape(&self) -> Vec<i64> {
         self.tensor.size()
+    }
+}
+
+/// A tied model's head as an untied copy writes it: (its name, the variable it is).
+const TIED_HEAD: (&str, &str) = ("lm_head.weight", "model.embed_tokens.weight");
+
+/// `kind` as torch names it (`torch.<name>`, `config.json`'s `torch_dtype`).
+fn torch_dtype(kind: Kind) -> &'static str {
+    match kind {
+        Kind::BFloat16 => "bfloat16",
+        Kind::Half => "float16",
+        Kind::Double => "float64",
+        _ => "float32",
     }
 }

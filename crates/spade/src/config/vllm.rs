@@ -61,16 +61,6 @@ pub enum WeightSync {
     Nccl,
 }
 
-impl WeightSync {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WeightSync::Auto => "auto",
-            WeightSync::Disk => "disk",
-            WeightSync::Nccl => "nccl",
-        }
-    }
-}
-
 impl Default for VllmSection {
     fn default() -> Self {
         Self {
