@@ -18,13 +18,18 @@ use spade_sandbox::protocol::{
 };
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
-use std::path::PathBuf;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Exit status when the channel itself fails (the parent treats any exit as a dead runner).
 const EXIT_CHANNEL: u8 = 70;
 
 fn main() -> ExitCode {
+    if let Err(e) = find_stdlib() {
+        eprintln!("spade-sandbox-runner: {e}");
+        return ExitCode::from(EXIT_CHANNEL);
+    }
     if let Err(e) = lower_priority() {
         eprintln!("spade-sandbox-runner: {e}");
         return ExitCode::from(EXIT_CHANNEL);
@@ -36,6 +41,43 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_CHANNEL)
         }
     }
+}
+
+/// The standard library of the interpreter the runner was built with (build.rs).
+const BUILD_STDLIB: &str = env!("SPADE_RUNNER_STDLIB");
+
+/// Makes sure the interpreter will find a standard library before it starts: without one,
+/// CPython aborts during its start-up, before anything can be reported. The build
+/// interpreter's is used where it exists (every machine that built or installed the runner).
+/// Elsewhere (a GPU node the runner was carried to) a portable copy beside the runner, laid out
+/// by scripts/python-bundle as `<dir>/bin/<runner>` and `<dir>/lib/python3.X/`, is used: the
+/// embedded interpreter finds it by itself from neither its empty environment nor its compiled-in
+/// prefix, so the runner re-executes itself with PYTHONHOME naming it (once: the re-executed
+/// runner has PYTHONHOME set, and the parent starts every runner with an empty environment).
+fn find_stdlib() -> std::io::Result<()> {
+    let build = Path::new(BUILD_STDLIB);
+    if build.join("os.py").is_file() || std::env::var_os("PYTHONHOME").is_some() {
+        return Ok(());
+    }
+    let exe = std::env::current_exe()?;
+    let home = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("/"));
+    let version = build.file_name().unwrap_or_default();
+    let portable = home.join("lib").join(version);
+    if !portable.join("os.py").is_file() {
+        return Err(std::io::Error::other(format!(
+            "no Python standard library: neither {} (the interpreter this runner was built \
+             with) nor {} (a portable copy beside the runner: scripts/python-bundle) exists",
+            build.display(),
+            portable.display()
+        )));
+    }
+    Err(std::process::Command::new(&exe)
+        .args(std::env::args_os().skip(1))
+        .env("PYTHONHOME", home)
+        .exec())
 }
 
 /// `--nice=N` (the parent's `RunnerConfig::nice`): lowers this process's CPU priority by N

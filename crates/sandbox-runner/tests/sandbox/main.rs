@@ -1,8 +1,9 @@
 //! The sandbox as its users see it: real runner processes, real isolation, real environments.
-//! One test binary (`attacks`, `validation`, `pool`, `repair`, `rlve`) so the runner is built once.
+//! One test binary (`attacks`, `validation`, `pool`, `portable`, `repair`, `rlve`) so the runner is built once.
 
 mod attacks;
 mod pool;
+mod portable;
 mod reference_tool_use;
 mod repair;
 mod rlve;
