@@ -25,6 +25,13 @@ pub struct TrainArgs {
     /// Continue from the last checkpoint in --out (its config.toml must match --config).
     #[arg(long)]
     pub resume: bool,
+    /// Write no checkpoint, not even at the end: no resume point, no snapshot, no optimizer
+    /// state (a 4B model's is 48 GB), and no disk check; the reports and logs are written as
+    /// always. For benchmarks and smoke runs (scripts/gpu-check); such a run cannot be
+    /// resumed. Refused with --resume and with eval.every_steps > 0 (evaluations read
+    /// checkpoints).
+    #[arg(long, conflicts_with = "resume")]
+    pub no_checkpoints: bool,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -287,6 +294,13 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
         Part::Rank(r) => Some(r),
         Part::Alone => None,
     };
+    if args.no_checkpoints && cfg.eval.every_steps > 0 {
+        bail!(
+            "--no-checkpoints: eval.every_steps = {} evaluates checkpoints; set it to 0 or \
+             keep the checkpoints",
+            cfg.eval.every_steps
+        );
+    }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let stored = args.out.join("config.toml");
@@ -322,6 +336,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
         .map_or("run".into(), |n| n.to_string_lossy().into_owned());
     let mut opts = args.common.options(run_id, args.resume)?;
     opts.ranks = ranks;
+    opts.checkpoints = !args.no_checkpoints;
     let mut sink = FileSink::open(&args.out)?;
     let store = StateStore::new(&args.out);
     let started = Instant::now();

@@ -255,3 +255,102 @@ fn doctor_says_this_build_has_no_cuda() -> Result<(), Box<dyn std::error::Error>
     assert!(text.contains("not linked"), "{text}");
     Ok(())
 }
+
+/// A fixed-environment run of a fresh tiny model (no warm start) on two seed games, 2 steps;
+/// returns the run directory and its standard error.
+fn fixed_env_run(
+    dir: &Path,
+    extra: &[&str],
+) -> Result<(PathBuf, std::process::Output), Box<dyn std::error::Error>> {
+    let model = dir.join("model");
+    if !model.join("config.json").exists() {
+        let init = spade()
+            .args(["model", "init", "--out"])
+            .arg(&model)
+            .output()?;
+        assert!(init.status.success(), "{init:?}");
+    }
+    let config = dir.join("c.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[run]\nsteps = 2\n[model]\npath = \"{}\"\npreset = \"tiny\"\nagent_max_new_tokens = 8\n\
+             [agent]\nmax_turns = 1\nglobal_batch = 4\n[hint]\nplays = 2\n\
+             [ablation]\nfixed_env_pool = \"envs/seed\"\nfixed_env_envs_per_step = 2\n\
+             [eval]\nevery_steps = 0\nbase_model = false\n",
+            model.display()
+        ),
+    )?;
+    let out_dir = dir.join(format!("run{}", extra.len()));
+    let out = spade()
+        .args(["train", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(&out_dir)
+        .args(extra)
+        .output()?;
+    Ok((out_dir, out))
+}
+
+/// `--no-checkpoints` (scripts/gpu-check at the 4B shape, whose optimizer state alone would
+/// fill the GPU machine's disk): the run reports every step and finishes, and writes no
+/// checkpoint; the same run without it writes its resume point and end snapshot.
+#[test]
+fn a_run_without_checkpoints_reports_every_step_and_writes_no_checkpoint()
+-> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let (run, out) = fixed_env_run(dir.path(), &["--no-checkpoints"])?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("checkpoints: none"), "{err}");
+    let metrics = std::fs::read_to_string(run.join("metrics.jsonl"))?;
+    assert_eq!(metrics.lines().count(), 2, "{metrics}");
+    let events = FileSink::read_all(&run)?;
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(&e.message, Message::Finished { .. })),
+        "the run reported its end"
+    );
+    let checkpoints = run.join("checkpoints");
+    let written: Vec<_> = std::fs::read_dir(&checkpoints)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(written.is_empty(), "checkpoints written: {written:?}");
+
+    // The control: without the flag, the end's resume point and snapshot are there.
+    let (run, out) = fixed_env_run(dir.path(), &[])?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(run.join("checkpoints/latest/model.safetensors").exists());
+    assert!(run.join("checkpoints/step-2").is_dir());
+
+    // A run that evaluates checkpoints, or resumes one, cannot go without them.
+    let config = dir.path().join("eval.toml");
+    std::fs::write(
+        &config,
+        "[model]\npreset = \"tiny\"\n[eval]\nevery_steps = 2\n",
+    )?;
+    let refused = spade()
+        .args(["train", "--no-checkpoints", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(dir.path().join("eval"))
+        .output()?;
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{err}");
+    assert!(err.contains("eval.every_steps"), "{err}");
+    let refused = spade()
+        .args(["train", "--no-checkpoints", "--resume", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(dir.path().join("eval"))
+        .output()?;
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{err}");
+    assert!(err.contains("--resume"), "{err}");
+    Ok(())
+}

@@ -90,6 +90,10 @@ pub struct RunOptions {
     pub resume: bool,
     /// This process's rank when the run has several ([`crate::ranks`]); None = one process.
     pub ranks: Option<std::sync::Arc<crate::ranks::Ranks>>,
+    /// Write checkpoints (resume points and snapshots). False (`spade train --no-checkpoints`,
+    /// for benchmarks and smoke runs): nothing is written but the reports, which are delivered
+    /// at each would-be commit; the run cannot be resumed and its disk is not checked.
+    pub checkpoints: bool,
 }
 
 /// Epochs of the tiny model's warm start (see [`crate::warmstart`]).
@@ -116,6 +120,7 @@ impl RunOptions {
             warm_min_acceptance: DEFAULT_WARM_MIN_ACCEPTANCE,
             resume: false,
             ranks: None,
+            checkpoints: true,
         }
     }
 }

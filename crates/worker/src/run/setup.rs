@@ -101,7 +101,13 @@ pub(super) fn setup<'a>(
     };
     let world = opts.ranks.as_ref().map_or(1, |r| r.world_size());
     let kv_tokens = super::device::memory_plan(cfg, world, &policy, designer.as_ref(), on)?;
-    if opts.ranks.is_some() {
+    if !opts.checkpoints {
+        (on)(Event::Log(
+            "checkpoints: none (--no-checkpoints): no resume point or snapshot is written, \
+             so the run cannot be resumed"
+                .into(),
+        ));
+    } else if opts.ranks.is_some() {
         // Shards hold float32 masters whatever the weights' kind, and are written at every
         // commit (see `report::commit`).
         let mut every = cfg.clone();
