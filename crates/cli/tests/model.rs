@@ -352,3 +352,49 @@ fn the_seed_envs_bench_refuses_to_time_plays_that_all_failed() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--decode-window"), "{}", stderr(&out));
 }
+
+/// `--bf16` writes the same model in half the bytes, says so in config.json, and loads back
+/// with logits within bfloat16's rounding of the float32 checkpoint's.
+#[test]
+fn init_in_bf16_halves_the_weights_and_loads_back_close_to_float32() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (f32_dir, bf16_dir) = (tmp.path().join("f32"), tmp.path().join("bf16"));
+    init(&f32_dir, "5");
+    let out = spade(&[
+        "model",
+        "init",
+        "--preset",
+        "tiny",
+        "--out",
+        path(&bf16_dir),
+        "--seed",
+        "5",
+        "--bf16",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let size = |d: &Path| {
+        std::fs::metadata(d.join("model.safetensors"))
+            .unwrap()
+            .len()
+    };
+    let (full, half) = (size(&f32_dir), size(&bf16_dir));
+    // The safetensors header is the same size for both; the data halves.
+    assert!(
+        half * 2 > full && half * 2 < full + 64 * 1024,
+        "float32 {full} bytes, bfloat16 {half} bytes"
+    );
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bf16_dir.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["torch_dtype"], "bfloat16");
+    let (a, b) = (logits(&f32_dir, "1,2,3"), logits(&bf16_dir, "1,2,3"));
+    assert_eq!(a.len(), b.len());
+    let scale = a.iter().fold(0f64, |m, x| m.max(x.abs()));
+    let worst = a
+        .iter()
+        .zip(&b)
+        .fold(0f64, |m, (x, y)| m.max((x - y).abs()));
+    assert!(
+        worst > 0.0 && worst < 0.05 * scale.max(1.0),
+        "largest logit difference {worst} (largest logit {scale})"
+    );
+}

@@ -192,6 +192,12 @@ impl Policy {
             .collect()
     }
 
+    /// [`Policy::save_as`] in bfloat16: half a float32 model's disk and load time, and the
+    /// kind a CUDA run trains in anyway (`spade model init --bf16`).
+    pub fn save_bf16(&self, dir: &Path) -> Result<()> {
+        self.save_as(dir, Kind::BFloat16)
+    }
+
     /// [`Policy::save_as`] in the weights' own kind.
     pub fn save(&self, dir: &Path) -> Result<()> {
         self.save_as(dir, self.kind())
