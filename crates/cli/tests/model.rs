@@ -21,7 +21,11 @@ fn stderr(o: &Output) -> String {
 }
 
 fn init(dir: &Path, seed: &str) {
-    let out = spade(&[
+    init_with(dir, seed, &[]);
+}
+
+fn init_with(dir: &Path, seed: &str, extra: &[&str]) {
+    let mut args = vec![
         "model",
         "init",
         "--preset",
@@ -30,7 +34,9 @@ fn init(dir: &Path, seed: &str) {
         path(dir),
         "--seed",
         seed,
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let out = spade(&args);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
@@ -360,18 +366,7 @@ fn init_in_bf16_halves_the_weights_and_loads_back_close_to_float32() {
     let tmp = tempfile::tempdir().unwrap();
     let (f32_dir, bf16_dir) = (tmp.path().join("f32"), tmp.path().join("bf16"));
     init(&f32_dir, "5");
-    let out = spade(&[
-        "model",
-        "init",
-        "--preset",
-        "tiny",
-        "--out",
-        path(&bf16_dir),
-        "--seed",
-        "5",
-        "--bf16",
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    init_with(&bf16_dir, "5", &["--bf16"]);
     let size = |d: &Path| {
         std::fs::metadata(d.join("model.safetensors"))
             .unwrap()

@@ -334,23 +334,21 @@ fn a_run_without_checkpoints_reports_every_step_and_writes_no_checkpoint()
         &config,
         "[model]\npreset = \"tiny\"\n[eval]\nevery_steps = 2\n",
     )?;
-    let refused = spade()
-        .args(["train", "--no-checkpoints", "--config"])
-        .arg(&config)
-        .arg("--out")
-        .arg(dir.path().join("eval"))
-        .output()?;
-    let err = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success(), "{err}");
-    assert!(err.contains("eval.every_steps"), "{err}");
-    let refused = spade()
-        .args(["train", "--no-checkpoints", "--resume", "--config"])
-        .arg(&config)
-        .arg("--out")
-        .arg(dir.path().join("eval"))
-        .output()?;
-    let err = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success(), "{err}");
-    assert!(err.contains("--resume"), "{err}");
+    for (flags, named) in [
+        (&["--no-checkpoints"][..], "eval.every_steps"),
+        (&["--no-checkpoints", "--resume"][..], "--resume"),
+    ] {
+        let refused = spade()
+            .arg("train")
+            .args(flags)
+            .arg("--config")
+            .arg(&config)
+            .arg("--out")
+            .arg(dir.path().join("eval"))
+            .output()?;
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success(), "{flags:?}: {err}");
+        assert!(err.contains(named), "{flags:?}: {err}");
+    }
     Ok(())
 }
