@@ -11,13 +11,11 @@ use std::process::Command;
 
 fn main() {
     let cfg = pyo3_build_config::get();
-    if let Some(dir) = cfg.lib_dir() {
-        println!("cargo:rustc-link-arg-bins=-Wl,-rpath,{dir}");
+    let libdir = cfg.lib_dir().unwrap_or_default();
+    if !libdir.is_empty() {
+        println!("cargo:rustc-link-arg-bins=-Wl,-rpath,{libdir}");
     }
-    println!(
-        "cargo:rustc-env=SPADE_RUNNER_LIBDIR={}",
-        cfg.lib_dir().unwrap_or_default()
-    );
+    println!("cargo:rustc-env=SPADE_RUNNER_LIBDIR={libdir}");
     println!("cargo:rustc-link-arg-bins=-Wl,-rpath,$ORIGIN/../lib");
     let ask = |code: &str| {
         cfg.executable()

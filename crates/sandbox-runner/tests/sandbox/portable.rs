@@ -6,6 +6,7 @@
 
 use super::workspace_root;
 use spade_sandbox::{Pool, PoolConfig, RunnerConfig, validate};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -38,11 +39,8 @@ fn hiding_wrapper(dir: &Path, runner: &Path) -> PathBuf {
     );
     let path = dir.join("hidden-runner.sh");
     std::fs::write(&path, script).expect("write the wrapper");
-    Command::new("chmod")
-        .arg("+x")
-        .arg(&path)
-        .status()
-        .expect("chmod the wrapper");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        .expect("make the wrapper executable");
     path
 }
 

@@ -303,11 +303,10 @@ impl Loop<'_> {
         for msg in msgs {
             outbox.push(self.next_envelope(msg)?);
         }
-        self.state.outbox = outbox;
         if !self.opts.checkpoints {
-            let outbox = std::mem::take(&mut self.state.outbox);
             return self.deliver(&outbox);
         }
+        self.state.outbox = outbox;
         // The optimiser state every `optimizer_every` steps (with the first commit at or after
         // each multiple: commits come every `weights_every` steps) and at the end; in between
         // the previous one is linked into the new directory.
